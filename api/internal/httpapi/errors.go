@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// apiError is the body of every error response.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(c *gin.Context, status int, code, msg string) {
+	var b apiError
+	b.Error.Code, b.Error.Message = code, msg
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		if c.Writer.Header().Get("Retry-After") == "" {
+			c.Header("Retry-After", "1")
+		}
+	}
+	c.AbortWithStatusJSON(status, b)
+}
+
+// fail maps a domain error to its HTTP status and code, in this one place,
+// and logs what is the server's fault.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, code := http.StatusInternalServerError, "INTERNAL"
+	msg := "internal error"
+	switch {
+	case errors.Is(err, order.ErrInvalidArgument):
+		status, code, msg = http.StatusBadRequest, "INVALID_ARGUMENT", err.Error()
+	case errors.Is(err, order.ErrNotFound):
+		status, code, msg = http.StatusNotFound, "NOT_FOUND", "not found"
+	case errors.Is(err, order.ErrSoldOut):
+		status, code, msg = http.StatusConflict, "SOLD_OUT", "sold out"
+	case errors.Is(err, order.ErrAlreadyPurchased):
+		status, code, msg = http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"
+	case errors.Is(err, order.ErrActivityNotActive):
+		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", err.Error()
+	case errors.Is(err, order.ErrNotWarmed):
+		status, code, msg = http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"
+	case errors.Is(err, order.ErrNotPayable):
+		status, code, msg = http.StatusConflict, "ORDER_NOT_PAYABLE", err.Error()
+	case errors.Is(err, order.ErrNotCancellable):
+		status, code, msg = http.StatusConflict, "ORDER_NOT_CANCELLABLE", err.Error()
+	case errors.Is(err, order.ErrUnavailable):
+		status, code, msg = http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"
+	}
+	if status >= 500 {
+		s.log.Error("request failed", "request_id", c.GetString(ctxRequestID), "path", c.FullPath(), "status", status, "err", err)
+	}
+	writeError(c, status, code, msg)
+}

@@ -1,0 +1,293 @@
+// Package httpapi is the API's HTTP transport (Gin): authentication, the
+// buyer and admin routes, request decoding and the error contract.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/api/internal/intake"
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+)
+
+const (
+	ctxRequestID = "request_id"
+	ctxClaims    = "claims"
+	// MaxBody bounds every request body.
+	MaxBody = 4 << 10
+)
+
+// Checker reports whether one dependency is reachable.
+type Checker struct {
+	Name  string
+	Check func(context.Context) error
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	intake   *intake.Service
+	db       *orderdb.DB
+	verifier *auth.Verifier
+	ready    []Checker
+	log      *slog.Logger
+}
+
+// New builds the Gin engine with every route.
+func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log}
+	r := gin.New()
+	r.Use(s.recover, s.requestID)
+	r.HandleMethodNotAllowed = true
+	r.NoRoute(func(c *gin.Context) { writeError(c, http.StatusNotFound, "NOT_FOUND", "no such route") })
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed")
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+
+	buyer := r.Group("/api/v1", s.authenticate(false))
+	buyer.POST("/orders", s.placeOrder)
+	buyer.GET("/orders/:order_no", s.getOrder)
+
+	admin := r.Group("/admin/v1", s.authenticate(true))
+	admin.POST("/items", s.createItem)
+	admin.GET("/items/:id/stock", s.itemStock)
+	admin.POST("/activities", s.createActivity)
+	admin.POST("/activities/:id/warmup", s.warmup)
+	return r
+}
+
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in handler", "request_id", c.GetString(ctxRequestID), "panic", fmt.Sprint(v))
+			writeError(c, http.StatusInternalServerError, "INTERNAL", "internal error")
+		}
+	}()
+	c.Next()
+}
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID accepts a sane incoming X-Request-ID or makes one, and returns
+// it in the response.
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-ID")
+	if !requestIDRE.MatchString(id) {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	c.Set(ctxRequestID, id)
+	c.Header("X-Request-ID", id)
+	c.Next()
+}
+
+func (s *Server) authenticate(admin bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		h := c.GetHeader("Authorization")
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || tok == "" {
+			writeError(c, http.StatusUnauthorized, "UNAUTHENTICATED", "a bearer token is required")
+			return
+		}
+		claims, err := s.verifier.Verify(strings.TrimSpace(tok))
+		if err != nil {
+			writeError(c, http.StatusUnauthorized, "UNAUTHENTICATED", "the token is not valid")
+			return
+		}
+		if admin && claims.Role != auth.RoleAdmin {
+			writeError(c, http.StatusForbidden, "FORBIDDEN", "this route is for operators")
+			return
+		}
+		c.Set(ctxClaims, claims)
+		c.Next()
+	}
+}
+
+func claimsOf(c *gin.Context) auth.Claims { return c.MustGet(ctxClaims).(auth.Claims) }
+
+// decode reads a JSON object into v: at most MaxBody bytes, no unknown
+// fields, nothing after the object.
+func decode(c *gin.Context, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errTooLarge
+		}
+		return fmt.Errorf("%w: cannot read body", order.ErrInvalidArgument)
+	}
+	return DecodeJSON(body, v)
+}
+
+var errTooLarge = errors.New("body too large")
+
+// DecodeJSON strictly decodes one JSON object from body into v.
+func DecodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body is not a valid JSON object of the expected shape: %s", order.ErrInvalidArgument, jsonProblem(err))
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: unexpected data after the JSON object", order.ErrInvalidArgument)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: unexpected data after the JSON object", order.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q must be %s", te.Field, te.Type)
+	}
+	msg := err.Error()
+	if len(msg) > 120 {
+		msg = msg[:120]
+	}
+	return msg
+}
+
+func (s *Server) decodeOr400(c *gin.Context, v any) bool {
+	err := decode(c, v)
+	if errors.Is(err, errTooLarge) {
+		writeError(c, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", fmt.Sprintf("the body must be at most %d bytes", MaxBody))
+		return false
+	}
+	if err != nil {
+		s.fail(c, err)
+		return false
+	}
+	return true
+}
+
+// PlaceOrderBody is the body of POST /api/v1/orders.
+type PlaceOrderBody struct {
+	ActivityID int64 `json:"activity_id"`
+	Quantity   *int  `json:"quantity"`
+}
+
+// Validate fills defaults and checks ranges that need no activity.
+func (b *PlaceOrderBody) Validate() (int, error) {
+	if b.ActivityID <= 0 {
+		return 0, fmt.Errorf("%w: activity_id must be a positive integer", order.ErrInvalidArgument)
+	}
+	q := 1
+	if b.Quantity != nil {
+		q = *b.Quantity
+	}
+	if q < 1 || q > order.MaxQuantity {
+		return 0, fmt.Errorf("%w: quantity must be a positive integer", order.ErrInvalidArgument)
+	}
+	return q, nil
+}
+
+func (s *Server) placeOrder(c *gin.Context) {
+	key := c.GetHeader("Idempotency-Key")
+	if !order.ValidIdempotencyKey(key) {
+		writeError(c, http.StatusBadRequest, "INVALID_ARGUMENT", "the Idempotency-Key header is required: 1-64 characters of A-Z a-z 0-9 _ -")
+		return
+	}
+	var body PlaceOrderBody
+	if !s.decodeOr400(c, &body) {
+		return
+	}
+	q, err := body.Validate()
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	user := claimsOf(c).UserID
+	placed, err := s.intake.Place(c.Request.Context(), intake.PlaceRequest{
+		UserID: user, ActivityID: body.ActivityID, Quantity: q,
+		IdempotencyKey: key, RequestID: c.GetString(ctxRequestID),
+	})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Location", "/api/v1/orders/"+placed.OrderNo)
+	c.JSON(http.StatusAccepted, gin.H{"order_no": placed.OrderNo, "status": placed.Status})
+}
+
+// OrderView is the body of GET /api/v1/orders/{order_no}.
+type OrderView struct {
+	OrderNo       string       `json:"order_no"`
+	Status        order.Status `json:"status"`
+	ActivityID    int64        `json:"activity_id"`
+	ItemID        int64        `json:"item_id"`
+	Quantity      int          `json:"quantity"`
+	FailureReason string       `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time    `json:"created_at"`
+	UpdatedAt     time.Time    `json:"updated_at"`
+}
+
+func (s *Server) getOrder(c *gin.Context) {
+	no := c.Param("order_no")
+	if !order.ValidOrderNo(no) {
+		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
+		return
+	}
+	o, err := s.intake.Status(c.Request.Context(), claimsOf(c).UserID, no)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, OrderView{
+		OrderNo: o.OrderNo, Status: o.Status, ActivityID: o.ActivityID, ItemID: o.ItemID,
+		Quantity: o.Quantity, FailureReason: o.FailureReason,
+		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+	})
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	checks := gin.H{}
+	var down []string
+	for _, ch := range s.ready {
+		if err := ch.Check(ctx); err != nil {
+			checks[ch.Name] = "unreachable"
+			down = append(down, ch.Name)
+		} else {
+			checks[ch.Name] = "ok"
+		}
+	}
+	if len(down) > 0 {
+		c.Header("Retry-After", "1")
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "checks": checks,
+			"error": gin.H{"code": "UNAVAILABLE", "message": "unreachable: " + strings.Join(down, ", ")}})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ok", "checks": checks})
+}
+
+func pathID(c *gin.Context) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
+		return 0, false
+	}
+	return id, true
+}

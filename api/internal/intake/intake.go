@@ -1,0 +1,274 @@
+// Package intake places flash-sale orders: it validates the request,
+// reserves stock in Redis with the reserve script, publishes the
+// create-order event to Kafka, and gives the reservation back when the
+// event cannot be published.
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// Publisher sends create-order events; an error means the event may or may
+// not have reached Kafka.
+type Publisher interface {
+	Publish(ctx context.Context, e order.Event) error
+}
+
+// Activities finds activities (MySQL).
+type Activities interface {
+	Activity(ctx context.Context, id int64) (order.Activity, error)
+}
+
+// Orders finds orders (MySQL).
+type Orders interface {
+	Order(ctx context.Context, orderNo string) (order.Order, error)
+}
+
+// KeyMargin keeps quota and idempotency records this long past the
+// activity's end.
+const KeyMargin = 24 * time.Hour
+
+// Service places orders.
+type Service struct {
+	Stock         *stockredis.Store
+	Publisher     Publisher
+	Activities    Activities
+	Orders        Orders
+	Numbers       *order.NumberGenerator
+	PaymentWindow time.Duration
+	Log           *slog.Logger
+	Now           func() time.Time
+
+	activities sync.Map // id -> order.Activity (activities never change)
+	soldOut    sync.Map // item id -> time the item was seen sold out
+}
+
+// SoldOutTTL is how long the in-process sold-out flag is trusted before the
+// next request asks Redis again (released stock sells again within it).
+const SoldOutTTL = time.Second
+
+// PlaceRequest is one buyer's order attempt.
+type PlaceRequest struct {
+	UserID         int64
+	ActivityID     int64
+	Quantity       int
+	IdempotencyKey string
+	RequestID      string
+}
+
+// Placed is an accepted order.
+type Placed struct {
+	OrderNo string
+	Status  order.Status
+	// Replayed is true when the idempotency key was used before.
+	Replayed bool
+}
+
+// Place reserves and publishes one order. Errors are domain errors from
+// package order, wrapped with context.
+func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
+	if !order.ValidIdempotencyKey(r.IdempotencyKey) {
+		return Placed{}, fmt.Errorf("%w: Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -", order.ErrInvalidArgument)
+	}
+	if r.ActivityID <= 0 {
+		return Placed{}, fmt.Errorf("%w: activity_id must be a positive integer", order.ErrInvalidArgument)
+	}
+	act, err := s.activity(ctx, r.ActivityID)
+	if err != nil {
+		return Placed{}, err
+	}
+	if r.Quantity < 1 || r.Quantity > act.PerUserLimit || r.Quantity > order.MaxQuantity {
+		return Placed{}, fmt.Errorf("%w: quantity must be from 1 to %d", order.ErrInvalidArgument, act.PerUserLimit)
+	}
+	now := s.Now()
+	if !act.ActiveAt(now) {
+		return Placed{}, fmt.Errorf("%w: the sale runs from %s to %s", order.ErrActivityNotActive,
+			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
+	}
+	keys := s.Stock.Keys(act.ItemID)
+	if s.flaggedSoldOut(act.ItemID, now) {
+		// The flag only ever refuses. A replayed key must still get its
+		// order back, so look for it first (one cheap GET).
+		prior, err := s.Stock.Client().Get(ctx, keys.Idem(r.UserID, r.IdempotencyKey)).Result()
+		if err == nil && prior != "" {
+			return s.replay(ctx, r.UserID, prior)
+		}
+		return Placed{}, order.ErrSoldOut
+	}
+
+	no := s.Numbers.Next(act.ItemID)
+	res, err := s.Stock.Reserve(ctx, stockredis.Reservation{
+		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
+		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
+		QuotaTTL:       act.EndsAt.Sub(now) + KeyMargin,
+		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
+	})
+	switch {
+	case errors.Is(err, order.ErrSoldOut):
+		s.soldOut.Store(act.ItemID, now)
+		return Placed{}, err
+	case err != nil:
+		return Placed{}, err
+	case res.Duplicate:
+		return s.replay(ctx, r.UserID, res.OrderNo)
+	}
+
+	ev := order.Event{
+		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
+		UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID, Quantity: r.Quantity,
+		ReservedAt: now, RequestID: r.RequestID,
+	}
+	if err := s.Publisher.Publish(ctx, ev); err != nil {
+		return s.unpublished(ctx, ev, err)
+	}
+	s.Log.Debug("order reserved", "order_no", no, "request_id", r.RequestID,
+		"user_id", r.UserID, "item_id", act.ItemID, "activity_id", act.ID, "status", order.Pending)
+	return Placed{OrderNo: no, Status: order.Pending}, nil
+}
+
+// unpublished handles a publish that failed or whose outcome is unknown:
+// the release acts only on a RESERVED reservation, so exactly one of
+// {released here, claimed by a consumer} happens.
+func (s *Service) unpublished(ctx context.Context, ev order.Event, pubErr error) (Placed, error) {
+	ref := stockredis.Ref{OrderNo: ev.OrderNo, UserID: ev.UserID, ItemID: ev.ItemID,
+		ActivityID: ev.ActivityID, IdempotencyKey: ev.IdempotencyKey}
+	// The request's context may be what timed out; the release must still run.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var (
+		released bool
+		state    string
+		err      error
+	)
+	for attempt := range 3 {
+		released, state, err = s.Stock.Release(rctx, ref, order.ReasonPublishFailed, true, stockredis.StateReserved)
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	log := s.Log.With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
+	switch {
+	case err != nil:
+		// The reservation stays RESERVED; the stranded-reservation sweep
+		// re-publishes it, and a retry with the same key finds it.
+		log.Error("publish failed and release failed; the sweep will finish the order", "publish_err", pubErr, "err", err)
+		return Placed{}, fmt.Errorf("publish: %w", pubErr)
+	case released:
+		log.Warn("publish failed; reservation released", "err", pubErr)
+		return Placed{}, fmt.Errorf("publish: %w", pubErr)
+	default:
+		// A consumer claimed it: Kafka did take the event after all.
+		log.Info("publish reported an error but a consumer claimed the order", "state", state, "err", pubErr)
+		return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
+	}
+}
+
+// replay answers a repeated idempotency key with the original order.
+func (s *Service) replay(ctx context.Context, user int64, orderNo string) (Placed, error) {
+	o, err := s.Status(ctx, user, orderNo)
+	if err != nil {
+		if errors.Is(err, order.ErrNotFound) {
+			return Placed{OrderNo: orderNo, Status: order.Pending, Replayed: true}, nil
+		}
+		return Placed{}, err
+	}
+	return Placed{OrderNo: orderNo, Status: o.Status, Replayed: true}, nil
+}
+
+// Status returns the user's order: MySQL's row once the consumer wrote it,
+// otherwise the reservation in Redis (PENDING, or FAILED when it was
+// released before reaching MySQL). Another user's order is not found.
+func (s *Service) Status(ctx context.Context, user int64, orderNo string) (order.Order, error) {
+	item := order.ItemOf(orderNo)
+	if item == 0 {
+		return order.Order{}, order.ErrNotFound
+	}
+	o, err := s.Orders.Order(ctx, orderNo)
+	if err == nil {
+		if o.UserID != user {
+			return order.Order{}, order.ErrNotFound
+		}
+		return o, nil
+	}
+	if !errors.Is(err, order.ErrNotFound) {
+		return order.Order{}, err
+	}
+	info, err := s.Stock.Reservation(ctx, item, orderNo)
+	if err != nil {
+		return order.Order{}, err
+	}
+	if info.UserID != user {
+		return order.Order{}, order.ErrNotFound
+	}
+	o = order.Order{
+		OrderNo: orderNo, UserID: user, ItemID: item, ActivityID: info.ActivityID,
+		Quantity: info.Quantity, Status: order.Pending, IdempotencyKey: info.IdempotencyKey,
+		CreatedAt: info.ReservedAt, UpdatedAt: info.ReservedAt,
+	}
+	if info.State == stockredis.StateReleased {
+		o.Status, o.FailureReason = order.Failed, info.Reason
+	}
+	return o, nil
+}
+
+func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
+	if a, ok := s.activities.Load(id); ok {
+		return a.(order.Activity), nil
+	}
+	a, err := s.Activities.Activity(ctx, id)
+	if err != nil {
+		return order.Activity{}, err
+	}
+	s.activities.Store(id, a)
+	return a, nil
+}
+
+func (s *Service) paymentWindow(a order.Activity) time.Duration {
+	if a.PaymentWindow > 0 {
+		return a.PaymentWindow
+	}
+	return s.PaymentWindow
+}
+
+func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {
+	v, ok := s.soldOut.Load(item)
+	if !ok {
+		return false
+	}
+	if now.Sub(v.(time.Time)) < SoldOutTTL {
+		return true
+	}
+	s.soldOut.Delete(item)
+	return false
+}
+
+// ClearSoldOut forgets the sold-out flag of item (stock came back here).
+func (s *Service) ClearSoldOut(item int64) { s.soldOut.Delete(item) }
+
+// Warmup loads the activity's item stock into Redis (see stockredis.Warmup),
+// keeping it past the activity's end.
+func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) (order.Activity, int64, error) {
+	act, err := s.activity(ctx, activityID)
+	if err != nil {
+		return order.Activity{}, 0, err
+	}
+	ttl := time.Until(act.EndsAt) + s.paymentWindow(act) + KeyMargin
+	n, err := s.Stock.Warmup(ctx, act.ItemID, ttl, func(ctx context.Context) (int64, error) {
+		return db.ItemStock(ctx, act.ItemID)
+	})
+	if err != nil {
+		return order.Activity{}, 0, err
+	}
+	s.ClearSoldOut(act.ItemID)
+	return act, n, nil
+}

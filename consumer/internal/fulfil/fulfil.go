@@ -1,0 +1,201 @@
+// Package fulfil turns create-order events into MySQL orders, in batches:
+// claim the reservations in Redis, write the orders and take the stock in
+// one MySQL transaction per item, then confirm (or release) the
+// reservations. Every step is idempotent, so a batch that fails anywhere is
+// simply processed again.
+package fulfil
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// DeadLetters receives poison messages.
+type DeadLetters interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// Processor fulfils batches of events.
+type Processor struct {
+	Stock         *stockredis.Store
+	DB            *orderdb.DB
+	DLQ           DeadLetters
+	Topic         string
+	PaymentWindow time.Duration
+	Log           *slog.Logger
+
+	activities sync.Map // id -> order.Activity
+}
+
+// Stats counts what one batch did.
+type Stats struct {
+	Created, Failed, Existing, Skipped, DeadLettered int
+}
+
+// Process handles every message of the batch. It returns nil only when
+// every message is final (in MySQL, released, or dead-lettered), so the
+// caller may commit their offsets; any error means "retry the same batch".
+func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, error) {
+	var st Stats
+	byItem := map[int64][]order.Event{}
+	var items []int64
+	for _, m := range msgs {
+		e, err := orderevents.Decode(m.Value)
+		if err != nil {
+			if err := p.deadLetter(ctx, m, err); err != nil {
+				return st, err
+			}
+			st.DeadLettered++
+			continue
+		}
+		if _, ok := byItem[e.ItemID]; !ok {
+			items = append(items, e.ItemID)
+		}
+		byItem[e.ItemID] = append(byItem[e.ItemID], e)
+	}
+	for _, item := range items {
+		if err := p.processItem(ctx, item, byItem[item], &st); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+func (p *Processor) processItem(ctx context.Context, item int64, events []order.Event, st *Stats) error {
+	nos := make([]string, len(events))
+	for i, e := range events {
+		nos[i] = e.OrderNo
+	}
+	states, err := p.Stock.Claim(ctx, item, nos)
+	if err != nil {
+		return err
+	}
+	var reqs []orderdb.Request
+	stateOf := make(map[string]string, len(events))
+	for i, e := range events {
+		stateOf[e.OrderNo] = states[i]
+		if states[i] == stockredis.StateReleased {
+			// The API gave this reservation back (publish failed); the
+			// event that reached Kafka anyway must not become an order.
+			st.Skipped++
+			continue
+		}
+		act, err := p.activity(ctx, e.ActivityID)
+		if err != nil && !errors.Is(err, order.ErrNotFound) {
+			return err
+		}
+		window := p.PaymentWindow
+		if act.PaymentWindow > 0 {
+			window = act.PaymentWindow
+		}
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(window)})
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	out, err := p.DB.Fulfil(ctx, item, reqs)
+	if err != nil {
+		return err
+	}
+	var confirm []string
+	for _, r := range reqs {
+		e := r.Event
+		o := out[e.OrderNo]
+		if o.Existing {
+			st.Existing++
+		}
+		switch {
+		case o.Status == order.Failed:
+			if !o.Existing {
+				st.Failed++
+			}
+			if err := p.release(ctx, e, o.Reason, stateOf[e.OrderNo]); err != nil {
+				return err
+			}
+		default:
+			if !o.Existing {
+				st.Created++
+			}
+			confirm = append(confirm, e.OrderNo)
+			if !o.Existing {
+				p.Log.Debug("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
+					"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
+			}
+		}
+	}
+	_, err = p.Stock.Confirm(ctx, item, confirm)
+	return err
+}
+
+// release gives a refused order's stock and quota back in Redis.
+func (p *Processor) release(ctx context.Context, e order.Event, reason, claimState string) error {
+	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
+	if claimState == stockredis.StateMissing {
+		// Redis lost the reservation: there is nothing to give back there;
+		// the reconciler aligns Redis with MySQL.
+		log.Warn("order failed; its reservation is missing in Redis", "reason", reason)
+		return nil
+	}
+	ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID,
+		ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
+	released, state, err := p.Stock.Release(ctx, ref, reason, false, stockredis.StateReserved, stockredis.StateClaimed)
+	if err != nil {
+		return err
+	}
+	if released && reason == order.ReasonOutOfStock {
+		log.Log(ctx, logs.Alert, "Redis and MySQL disagree: MySQL had no stock for a reservation Redis accepted",
+			"reason", reason, "quantity", e.Quantity)
+	} else if released {
+		log.Info("order failed; reservation released", "reason", reason, "status", order.Failed)
+	} else {
+		log.Debug("order failed; reservation already final", "state", state)
+	}
+	return nil
+}
+
+// deadLetter publishes a poison message to the dead-letter topic with the
+// reason, and releases its reservation when the message identifies one.
+func (p *Processor) deadLetter(ctx context.Context, m kafka.Message, cause error) error {
+	dl := orderevents.DeadLetter{Reason: cause.Error(), Topic: m.Topic, Partition: m.Partition,
+		Offset: m.Offset, Original: m.Value, At: time.Now().UTC()}
+	b, _ := json.Marshal(dl)
+	if err := p.DLQ.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: b}); err != nil {
+		return fmt.Errorf("dead-letter: %w: %w", order.ErrUnavailable, err)
+	}
+	p.Log.Error("poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", cause.Error())
+	// Enough to find the reservation? Then give its stock back.
+	var e order.Event
+	if json.Unmarshal(m.Value, &e) == nil && order.ItemOf(e.OrderNo) > 0 && e.UserID > 0 && e.ActivityID > 0 {
+		ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: order.ItemOf(e.OrderNo),
+			ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
+		if _, _, err := p.Stock.Release(ctx, ref, order.ReasonInvalidEvent, false, stockredis.StateReserved, stockredis.StateClaimed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Processor) activity(ctx context.Context, id int64) (order.Activity, error) {
+	if a, ok := p.activities.Load(id); ok {
+		return a.(order.Activity), nil
+	}
+	a, err := p.DB.Activity(ctx, id)
+	if err != nil {
+		return order.Activity{}, err
+	}
+	p.activities.Store(id, a)
+	return a, nil
+}

@@ -1,0 +1,113 @@
+// Command consumer fulfils flash-sale orders: it reads create-order events
+// from Kafka as a consumer group, writes the orders to MySQL with the
+// conditional stock update, confirms or releases their reservations in
+// Redis, and sweeps stranded reservations. Run as many as the topic has
+// partitions.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/seckill/seckill/consumer/internal/fulfil"
+	"github.com/seckill/seckill/consumer/internal/sweep"
+	"github.com/seckill/seckill/pkg/config"
+	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+func main() {
+	log := logs.New(os.Stderr, os.Getenv("SECKILL_LOG_LEVEL"))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.LookupEnv, os.Stdout, log); err != nil {
+		log.Error("consumer stopped", "err", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, log *slog.Logger) error {
+	env := config.New(lookup)
+	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
+	group := env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer")
+	window := config.PaymentWindow(env)
+	loop := fulfil.LoopConfig{
+		MaxBatch:     env.Int("SECKILL_CONSUMER_BATCH", 500, 1, 10000),
+		Linger:       env.Duration("SECKILL_CONSUMER_LINGER", 5*time.Millisecond),
+		DrainTimeout: env.Duration("SECKILL_CONSUMER_DRAIN_TIMEOUT", 30*time.Second),
+	}
+	sweepAfter := env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second)
+	sweepEvery := env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second)
+	if err := env.Err(); err != nil {
+		return err
+	}
+	instance := fmt.Sprintf("consumer-%d", os.Getpid())
+	log = log.With("instance", instance)
+	log.Info("consumer starting", "redis", rcfg.Addrs, "kafka", kcfg.Brokers, "topic", kcfg.Topic,
+		"group", group, "batch", loop.MaxBatch, "sweep_after", sweepAfter.String())
+
+	db, err := orderdb.Open(mcfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := waitFor(ctx, log, "mysql", db.Migrate); err != nil {
+		return err
+	}
+	rdb := stockredis.NewClient(rcfg)
+	defer rdb.Close()
+	store := stockredis.New(rdb, rcfg.Prefix)
+	if err := waitFor(ctx, log, "kafka", func(ctx context.Context) error { return orderevents.EnsureTopics(ctx, kcfg) }); err != nil {
+		return err
+	}
+	pub := orderevents.NewPublisher(kcfg)
+	defer pub.Close()
+	dlq := orderevents.NewDLQWriter(kcfg.Brokers, kcfg.Topic)
+	defer dlq.Close()
+	reader := orderevents.NewReader(orderevents.ReaderConfig{Brokers: kcfg.Brokers, Topic: kcfg.Topic, GroupID: group})
+	defer reader.Close()
+
+	sw := &sweep.Sweeper{
+		Stock: store, DB: db, Publisher: pub, After: sweepAfter, Every: sweepEvery, Log: log,
+		Locker: lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log}),
+	}
+	sctx, stopSweep := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); sw.Run(sctx) }()
+
+	proc := &fulfil.Processor{Stock: store, DB: db, DLQ: dlq, Topic: kcfg.Topic, PaymentWindow: window, Log: log}
+	err = fulfil.Run(ctx, reader, proc, loop, log)
+	stopSweep()
+	<-done
+	log.Info("consumer stopped")
+	return err
+}
+
+// waitFor retries f until it succeeds or ctx ends, so a consumer started
+// before its dependencies waits for them.
+func waitFor(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt%10 == 0 {
+			log.Warn("waiting for "+what, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

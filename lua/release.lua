@@ -1,0 +1,40 @@
+-- release: give one reservation's stock and quota back, at most once.
+--
+-- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending, KEYS[4] reservation hash,
+-- KEYS[5] quota, KEYS[6] idempotency record
+-- ARGV[1] order_no
+-- ARGV[2] the states this release may start from, comma-separated
+--         (the API: RESERVED; the consumer: CLAIMED; cancel/timeout: CONFIRMED)
+-- ARGV[3] reason
+-- ARGV[4] '1' to forget the idempotency record too (the API answered 503, so
+--         a retry with the same key must be able to try again), else '0'
+--
+-- Returns {1, from_state} when it released, {0, state} when it did nothing
+-- (state is the reservation's current state, or 'MISSING').
+-- RELEASED -> RELEASED is a no-op, so stock is credited once. The quota and
+-- idempotency keys are deleted only while they still hold this order number:
+-- releasing an old order never frees the quota of the user's newer one.
+local state = redis.call('HGET', KEYS[4], 'state')
+if not state then return {0, 'MISSING'} end
+local allowed = false
+for s in string.gmatch(ARGV[2], '[^,]+') do
+  if s == state then allowed = true end
+end
+if not allowed then return {0, state} end
+
+local qty = tonumber(redis.call('HGET', KEYS[4], 'qty'))
+-- A stock key that is gone (expired after the sale, or lost) is not
+-- recreated: that would sell units nobody warmed.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('INCRBY', KEYS[1], qty)
+end
+if state == 'RESERVED' or state == 'CLAIMED' then
+  redis.call('DECRBY', KEYS[2], qty)
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
+if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
+  redis.call('DEL', KEYS[6])
+end
+redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
+return {1, state}

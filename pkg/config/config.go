@@ -1,0 +1,169 @@
+// Package config reads the programs' settings from SECKILL_* environment
+// variables (flags of the same meaning may override them), collecting every
+// invalid value so a program can refuse to start with one message that names
+// each variable.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// Env reads variables through lookup (os.LookupEnv in the programs).
+type Env struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+// New returns an Env over lookup.
+func New(lookup func(string) (string, bool)) *Env { return &Env{lookup: lookup} }
+
+func (e *Env) get(name string) (string, bool) {
+	v, ok := e.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(v), true
+}
+
+func (e *Env) fail(name, v, why string) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, v, why))
+}
+
+// String returns the variable or def.
+func (e *Env) String(name, def string) string {
+	if v, ok := e.get(name); ok {
+		return v
+	}
+	return def
+}
+
+// Int returns the variable, which must be an integer within [lo, hi], or def.
+func (e *Env) Int(name string, def, lo, hi int) int {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		e.fail(name, v, fmt.Sprintf("want an integer from %d to %d", lo, hi))
+		return def
+	}
+	return n
+}
+
+// Duration returns the variable (a Go duration such as 30m) or def.
+func (e *Env) Duration(name string, def time.Duration) time.Duration {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.fail(name, v, "want a positive duration such as 500ms or 30m")
+		return def
+	}
+	return d
+}
+
+// Bool returns the variable (true/false/1/0) or def.
+func (e *Env) Bool(name string, def bool) bool {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(name, v, "want true or false")
+		return def
+	}
+	return b
+}
+
+// List returns the comma-separated variable or def.
+func (e *Env) List(name string, def []string) []string {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		e.fail(name, v, "want a comma-separated list")
+		return def
+	}
+	return out
+}
+
+// Err returns every problem found so far, or nil.
+func (e *Env) Err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration: %w", errors.Join(e.errs...))
+}
+
+// Redis reads SECKILL_REDIS_ADDR (or SECKILL_REDIS_ADDRS), SECKILL_REDIS_CLUSTER
+// and SECKILL_REDIS_PREFIX.
+func Redis(e *Env) stockredis.Config {
+	addrs := e.List("SECKILL_REDIS_ADDRS", nil)
+	if addrs == nil {
+		addrs = []string{e.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}
+	}
+	return stockredis.Config{
+		Addrs:   addrs,
+		Cluster: e.Bool("SECKILL_REDIS_CLUSTER", false),
+		Prefix:  e.String("SECKILL_REDIS_PREFIX", "sk"),
+	}
+}
+
+// MySQL reads SECKILL_MYSQL_DSN and SECKILL_MYSQL_MAX_CONNS.
+func MySQL(e *Env) orderdb.Config {
+	return orderdb.Config{
+		DSN:          e.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN),
+		MaxOpenConns: e.Int("SECKILL_MYSQL_MAX_CONNS", 32, 1, 1000),
+	}
+}
+
+// Kafka reads SECKILL_KAFKA_BROKERS, SECKILL_KAFKA_TOPIC,
+// SECKILL_KAFKA_PARTITIONS and SECKILL_KAFKA_WRITE_TIMEOUT.
+func Kafka(e *Env) orderevents.Config {
+	return orderevents.Config{
+		Brokers:      e.List("SECKILL_KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
+		Topic:        e.String("SECKILL_KAFKA_TOPIC", "seckill.orders"),
+		Partitions:   e.Int("SECKILL_KAFKA_PARTITIONS", 12, 1, 10000),
+		WriteTimeout: e.Duration("SECKILL_KAFKA_WRITE_TIMEOUT", 3*time.Second),
+	}
+}
+
+// JWTSecret reads the required SECKILL_JWT_SECRET.
+func JWTSecret(e *Env) []byte {
+	v, ok := e.lookup("SECKILL_JWT_SECRET")
+	if !ok || v == "" {
+		e.errs = append(e.errs, errors.New("SECKILL_JWT_SECRET is required (at least 32 bytes)"))
+		return nil
+	}
+	if err := auth.CheckSecret([]byte(v)); err != nil {
+		// Never echo the secret itself.
+		e.errs = append(e.errs, fmt.Errorf("SECKILL_JWT_SECRET: %w", err))
+		return nil
+	}
+	return []byte(v)
+}
+
+// PaymentWindow reads SECKILL_PAYMENT_WINDOW (default 30m).
+func PaymentWindow(e *Env) time.Duration {
+	return e.Duration("SECKILL_PAYMENT_WINDOW", 30*time.Minute)
+}

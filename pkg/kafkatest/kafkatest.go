@@ -1,0 +1,74 @@
+// Package kafkatest gives each test its own topic (and names for its own
+// consumer groups) on the running Kafka broker (scripts/services). An
+// unreachable broker fails the test.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/orderevents"
+)
+
+// Brokers are the brokers tests use: SECKILL_KAFKA_BROKERS or 127.0.0.1:9092.
+func Brokers() []string {
+	if b := os.Getenv("SECKILL_KAFKA_BROKERS"); b != "" {
+		return strings.Split(b, ",")
+	}
+	return []string{"127.0.0.1:9092"}
+}
+
+// Name returns a fresh random name with the given prefix.
+func Name(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// NewTopic creates a fresh orders topic with partitions partitions, and its
+// dead-letter topic, and returns the topic's name.
+func NewTopic(t testing.TB, partitions int) string {
+	t.Helper()
+	topic := Name("test.orders")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := orderevents.Config{Brokers: Brokers(), Topic: topic, Partitions: partitions}
+	if err := orderevents.EnsureTopics(ctx, cfg); err != nil {
+		t.Fatalf("kafkatest: Kafka at %v: create topic (run `scripts/services up`): %v", Brokers(), err)
+	}
+	waitForLeaders(t, ctx, topic, partitions)
+	return topic
+}
+
+// waitForLeaders polls until every partition of topic has a leader.
+func waitForLeaders(t testing.TB, ctx context.Context, topic string, partitions int) {
+	t.Helper()
+	for {
+		conn, err := kafka.DialContext(ctx, "tcp", Brokers()[0])
+		if err == nil {
+			parts, perr := conn.ReadPartitions(topic)
+			conn.Close()
+			ready := 0
+			for _, p := range parts {
+				if p.Leader.Port != 0 {
+					ready++
+				}
+			}
+			if perr == nil && ready == partitions {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kafkatest: topic %s has no leaders: %v", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

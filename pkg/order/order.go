@@ -1,0 +1,133 @@
+// Package order is the flash-sale domain: order numbers, statuses and their
+// legal transitions, the create-order event, and the domain errors every
+// adapter translates its own failures into. It imports only the standard
+// library.
+package order
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Status is an order's state as the API reports it and as MySQL stores it.
+type Status string
+
+// The statuses. PENDING exists only in Redis (reserved, on its way); the
+// others are rows in MySQL.
+const (
+	Pending Status = "PENDING"
+	Created Status = "CREATED"
+	Failed  Status = "FAILED"
+	Paid    Status = "PAID"
+	Closed  Status = "CLOSED"
+)
+
+// Live reports whether an order in this status holds stock and the buyer's
+// quota (at most one live order per user per activity).
+func (s Status) Live() bool { return s == Created || s == Paid }
+
+// Final reports whether the order has left the pipeline (it is in MySQL).
+func (s Status) Final() bool { return s != Pending }
+
+// Failure reasons recorded on FAILED orders and released reservations.
+const (
+	ReasonOutOfStock       = "OUT_OF_STOCK"
+	ReasonAlreadyPurchased = "ALREADY_PURCHASED"
+	ReasonPublishFailed    = "PUBLISH_FAILED"
+	ReasonInvalidEvent     = "INVALID_EVENT"
+	ReasonCancelled        = "CANCELLED"
+	ReasonPaymentTimeout   = "PAYMENT_TIMEOUT"
+)
+
+// Domain errors. Adapters translate their own errors (redis.Nil, MySQL 1062,
+// Kafka errors) into these; transports map them to their protocol in one
+// place.
+var (
+	ErrNotFound          = errors.New("not found")
+	ErrNotWarmed         = errors.New("item stock is not loaded")
+	ErrSoldOut           = errors.New("sold out")
+	ErrAlreadyPurchased  = errors.New("user already holds a live order in this activity")
+	ErrActivityNotActive = errors.New("activity is not active")
+	ErrInvalidArgument   = errors.New("invalid argument")
+	ErrUnavailable       = errors.New("dependency unavailable")
+	ErrNotPayable        = errors.New("order is not payable")
+	ErrNotCancellable    = errors.New("order is not cancellable")
+)
+
+var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidIdempotencyKey reports whether k is 1-64 characters of A-Z a-z 0-9 _ -.
+func ValidIdempotencyKey(k string) bool { return idemKeyRE.MatchString(k) }
+
+// Activity is a flash sale of one item within a time window.
+type Activity struct {
+	ID           int64
+	ItemID       int64
+	StartsAt     time.Time
+	EndsAt       time.Time
+	PerUserLimit int
+	// PaymentWindow is how long a CREATED order may stay unpaid; zero means
+	// the global default.
+	PaymentWindow time.Duration
+}
+
+// ActiveAt reports whether t lies within [StartsAt, EndsAt).
+func (a Activity) ActiveAt(t time.Time) bool {
+	return !t.Before(a.StartsAt) && t.Before(a.EndsAt)
+}
+
+// Order is one buyer's order as stored in MySQL.
+type Order struct {
+	OrderNo        string
+	UserID         int64
+	ItemID         int64
+	ActivityID     int64
+	Quantity       int
+	Status         Status
+	FailureReason  string
+	IdempotencyKey string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// EventVersion is the current create-order event schema version.
+const EventVersion = 1
+
+// Event is the create-order message the API publishes to Kafka after a
+// successful reservation. It carries everything the consumer needs to write
+// the order and to find the reservation in Redis.
+type Event struct {
+	Version        int       `json:"v"`
+	OrderNo        string    `json:"order_no"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	UserID         int64     `json:"user_id"`
+	ItemID         int64     `json:"item_id"`
+	ActivityID     int64     `json:"activity_id"`
+	Quantity       int       `json:"quantity"`
+	ReservedAt     time.Time `json:"reserved_at"`
+	RequestID      string    `json:"request_id,omitempty"`
+}
+
+// Validate reports what is impossible about e, or nil.
+func (e Event) Validate() error {
+	switch {
+	case e.Version != EventVersion:
+		return fmt.Errorf("unknown event version %d", e.Version)
+	case !ValidOrderNo(e.OrderNo):
+		return fmt.Errorf("bad order_no %q", e.OrderNo)
+	case !ValidIdempotencyKey(e.IdempotencyKey):
+		return fmt.Errorf("bad idempotency_key %q", e.IdempotencyKey)
+	case e.UserID <= 0 || e.ItemID <= 0 || e.ActivityID <= 0 || ItemOf(e.OrderNo) != e.ItemID:
+		return fmt.Errorf("bad ids user=%d item=%d activity=%d", e.UserID, e.ItemID, e.ActivityID)
+	case e.Quantity <= 0 || e.Quantity > MaxQuantity:
+		return fmt.Errorf("bad quantity %d", e.Quantity)
+	case e.ReservedAt.IsZero():
+		return errors.New("missing reserved_at")
+	}
+	return nil
+}
+
+// MaxQuantity bounds the units of one order whatever an activity allows.
+const MaxQuantity = 1000

@@ -1,0 +1,260 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+type orderRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	OrderNo        string
+	UserID         int64
+	ItemID         int64
+	ActivityID     int64
+	Quantity       int
+	Status         string
+	FailureReason  *string
+	IdempotencyKey string
+	PayDeadline    *time.Time
+	ReleasedAt     *time.Time
+	ReservedAt     time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (orderRow) TableName() string { return "orders" }
+
+func (r orderRow) toOrder() order.Order {
+	o := order.Order{
+		OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
+		Quantity: r.Quantity, Status: order.Status(r.Status), IdempotencyKey: r.IdempotencyKey,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.FailureReason != nil {
+		o.FailureReason = *r.FailureReason
+	}
+	return o
+}
+
+// Order returns one order by number, order.ErrNotFound if MySQL has none.
+func (db *DB) Order(ctx context.Context, orderNo string) (order.Order, error) {
+	var row orderRow
+	if err := db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
+		return order.Order{}, wrap("read order", err)
+	}
+	return row.toOrder(), nil
+}
+
+// Orders returns the orders MySQL has among orderNos, by number.
+func (db *DB) Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error) {
+	out := make(map[string]order.Order, len(orderNos))
+	if len(orderNos) == 0 {
+		return out, nil
+	}
+	var rows []orderRow
+	if err := db.gdb.WithContext(ctx).Where("order_no IN ?", orderNos).Find(&rows).Error; err != nil {
+		return nil, wrap("read orders", err)
+	}
+	for _, r := range rows {
+		out[r.OrderNo] = r.toOrder()
+	}
+	return out, nil
+}
+
+// Outcome is what fulfilment did with one order.
+type Outcome struct {
+	Status order.Status
+	Reason string
+	// Existing is true when MySQL already had the order (a redelivery).
+	Existing bool
+}
+
+// Request is one order to fulfil: an accepted reservation on its way into
+// MySQL.
+type Request struct {
+	Event       order.Event
+	PayDeadline time.Time
+}
+
+// Fulfil writes the orders of one item. It first tries the whole batch in
+// one transaction (one aggregated conditional stock update, one multi-row
+// insert); if MySQL cannot take all of it (not enough stock for the sum, or
+// a unique key fires) it rolls back and goes order by order, so the exact
+// tail of the stock still sells and only the orders MySQL refuses fail.
+// Orders already in MySQL are reported as Existing and not touched.
+// It returns one outcome per order number, or an error wrapping
+// order.ErrUnavailable when nothing may be assumed and the batch must be
+// retried.
+func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[string]Outcome, error) {
+	out := make(map[string]Outcome, len(reqs))
+	nos := make([]string, len(reqs))
+	for i, r := range reqs {
+		nos[i] = r.Event.OrderNo
+	}
+	existing, err := db.Orders(ctx, nos)
+	if err != nil {
+		return nil, err
+	}
+	todo := make([]Request, 0, len(reqs))
+	seen := make(map[string]bool, len(reqs))
+	for _, r := range reqs {
+		no := r.Event.OrderNo
+		if o, ok := existing[no]; ok {
+			out[no] = Outcome{Status: o.Status, Reason: o.FailureReason, Existing: true}
+			continue
+		}
+		if seen[no] { // the same event twice in one batch
+			continue
+		}
+		seen[no] = true
+		todo = append(todo, r)
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+
+	ok, err := db.fulfilBatch(ctx, itemID, todo)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		for _, r := range todo {
+			out[r.Event.OrderNo] = Outcome{Status: order.Created}
+		}
+		return out, nil
+	}
+	for _, r := range todo {
+		o, err := db.fulfilOne(ctx, itemID, r)
+		if err != nil {
+			return nil, err
+		}
+		out[r.Event.OrderNo] = o
+	}
+	return out, nil
+}
+
+// errFallback rolls a batch back so it can be retried order by order.
+var errFallback = errors.New("batch needs order-by-order fulfilment")
+
+func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (bool, error) {
+	sum := 0
+	rows := make([]orderRow, len(reqs))
+	for i, r := range reqs {
+		sum += r.Event.Quantity
+		rows[i] = newRow(r, order.Created, "")
+	}
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, itemID, sum)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errFallback
+		}
+		if err := tx.Create(&rows).Error; err != nil {
+			if duplicateKey(err) != "" {
+				return errFallback
+			}
+			return err
+		}
+		return nil
+	})
+	if errors.Is(err, errFallback) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap("fulfil batch", err)
+	}
+	return true, nil
+}
+
+// fulfilOne writes one order in its own transaction.
+func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, error) {
+	var out Outcome
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, itemID, r.Event.Quantity)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			out = Outcome{Status: order.Failed, Reason: order.ReasonOutOfStock}
+			return tx.Create(ptr(newRow(r, order.Failed, order.ReasonOutOfStock))).Error
+		}
+		out = Outcome{Status: order.Created}
+		return tx.Create(ptr(newRow(r, order.Created, ""))).Error
+	})
+	switch duplicateKey(err) {
+	case "":
+	case "uk_orders_live":
+		// The user already holds a live order in this activity: record the
+		// refusal without touching stock.
+		err = db.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, order.ReasonAlreadyPurchased))).Error
+		out = Outcome{Status: order.Failed, Reason: order.ReasonAlreadyPurchased}
+		if duplicateKey(err) != "uk_orders_order_no" {
+			break
+		}
+		fallthrough
+	default: // order_no: someone else wrote it meanwhile
+		o, rerr := db.Order(ctx, r.Event.OrderNo)
+		if rerr != nil {
+			return Outcome{}, rerr
+		}
+		return Outcome{Status: o.Status, Reason: o.FailureReason, Existing: true}, nil
+	}
+	if err != nil {
+		return Outcome{}, wrap("fulfil order", err)
+	}
+	return out, nil
+}
+
+func newRow(r Request, st order.Status, reason string) orderRow {
+	e := r.Event
+	row := orderRow{
+		OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,
+		Quantity: e.Quantity, Status: string(st), IdempotencyKey: e.IdempotencyKey,
+		ReservedAt: e.ReservedAt.UTC(),
+	}
+	if reason != "" {
+		row.FailureReason = &reason
+		now := time.Now().UTC()
+		row.ReleasedAt = &now // nothing to give back in MySQL
+	}
+	if st == order.Created && !r.PayDeadline.IsZero() {
+		d := r.PayDeadline.UTC()
+		row.PayDeadline = &d
+	}
+	return row
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// LiveOrderCount counts CREATED and PAID orders of an item (tests, bench).
+func (db *DB) LiveOrderCount(ctx context.Context, itemID int64) (int64, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+		Where("item_id = ? AND status IN ?", itemID, []string{string(order.Created), string(order.Paid)}).Count(&n).Error
+	return n, wrap("count orders", err)
+}
+
+// StatusCounts counts an item's orders by status.
+func (db *DB) StatusCounts(ctx context.Context, itemID int64) (map[order.Status]int64, error) {
+	var rows []struct {
+		Status string
+		N      int64
+	}
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("status, COUNT(*) AS n").
+		Where("item_id = ?", itemID).Group("status").Scan(&rows).Error
+	if err != nil {
+		return nil, wrap("count orders", err)
+	}
+	out := map[order.Status]int64{}
+	for _, r := range rows {
+		out[order.Status(r.Status)] = r.N
+	}
+	return out, nil
+}

@@ -1,0 +1,211 @@
+// Package orderevents carries create-order events over Kafka with
+// segmentio/kafka-go: a publisher that answers only after every in-sync
+// replica acknowledged, topic set-up, a consumer-group reader that commits
+// explicitly, and the dead-letter topic.
+package orderevents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// Config says where Kafka is and which topic carries orders.
+type Config struct {
+	Brokers    []string
+	Topic      string
+	Partitions int // when creating the topic (default 12)
+	// WriteTimeout bounds one publish; past it the outcome is unknown.
+	WriteTimeout time.Duration
+}
+
+// DLQTopic is the dead-letter topic of topic.
+func DLQTopic(topic string) string { return topic + ".dlq" }
+
+// EnsureTopics creates the orders topic and its dead-letter topic if they do
+// not exist yet.
+func EnsureTopics(ctx context.Context, cfg Config) error {
+	parts := cfg.Partitions
+	if parts <= 0 {
+		parts = 12
+	}
+	return CreateTopics(ctx, cfg.Brokers,
+		kafka.TopicConfig{Topic: cfg.Topic, NumPartitions: parts, ReplicationFactor: 1},
+		kafka.TopicConfig{Topic: DLQTopic(cfg.Topic), NumPartitions: 1, ReplicationFactor: 1})
+}
+
+// CreateTopics creates topics through the cluster's controller; topics that
+// exist already are fine.
+func CreateTopics(ctx context.Context, brokers []string, topics ...kafka.TopicConfig) error {
+	if len(brokers) == 0 {
+		return errors.New("kafka: no brokers configured")
+	}
+	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", brokers[0])
+	if err != nil {
+		return fmt.Errorf("kafka dial: %w: %w", order.ErrUnavailable, err)
+	}
+	defer conn.Close()
+	ctl, err := conn.Controller()
+	if err != nil {
+		return fmt.Errorf("kafka controller: %w: %w", order.ErrUnavailable, err)
+	}
+	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctl.Host, strconv.Itoa(ctl.Port)))
+	if err != nil {
+		return fmt.Errorf("kafka dial controller: %w: %w", order.ErrUnavailable, err)
+	}
+	defer cc.Close()
+	if err := cc.CreateTopics(topics...); err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		return fmt.Errorf("kafka create topics: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that a broker answers a metadata request.
+func Ping(ctx context.Context, brokers []string) error {
+	if len(brokers) == 0 {
+		return errors.New("kafka: no brokers configured")
+	}
+	d := &kafka.Dialer{Timeout: 2 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", brokers[0])
+	if err != nil {
+		return fmt.Errorf("kafka: %w: %w", order.ErrUnavailable, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Brokers(); err != nil {
+		return fmt.Errorf("kafka: %w: %w", order.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Publisher writes create-order events, keyed by item id so one item's
+// orders stay in one partition, in order.
+type Publisher struct {
+	w       *kafka.Writer
+	timeout time.Duration
+}
+
+// NewPublisher returns a publisher; concurrent Publish calls are batched
+// together by kafka-go (BatchTimeout bounds how long one waits for company).
+func NewPublisher(cfg Config) *Publisher {
+	timeout := cfg.WriteTimeout
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	return &Publisher{
+		timeout: timeout,
+		w: &kafka.Writer{
+			Addr:         kafka.TCP(cfg.Brokers...),
+			Topic:        cfg.Topic,
+			Balancer:     &kafka.Hash{},
+			RequiredAcks: kafka.RequireAll,
+			BatchSize:    1000,
+			BatchBytes:   4 << 20,
+			BatchTimeout: 2 * time.Millisecond,
+			WriteTimeout: timeout,
+			ReadTimeout:  timeout,
+			MaxAttempts:  3,
+		},
+	}
+}
+
+// Publish sends e and returns once Kafka acknowledged it. An error wraps
+// order.ErrUnavailable; the event may or may not have been written.
+func (p *Publisher) Publish(ctx context.Context, e order.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	err = p.w.WriteMessages(ctx, kafka.Message{Key: ItemKey(e.ItemID), Value: b})
+	if err != nil {
+		return fmt.Errorf("publish order %s: %w: %w", e.OrderNo, order.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the writer.
+func (p *Publisher) Close() error { return p.w.Close() }
+
+// ItemKey is the message key of an item's events.
+func ItemKey(itemID int64) []byte { return strconv.AppendInt(nil, itemID, 10) }
+
+// Decode parses and validates an event.
+func Decode(b []byte) (order.Event, error) {
+	var e order.Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("decode event: %w", err)
+	}
+	if err := e.Validate(); err != nil {
+		return e, fmt.Errorf("invalid event: %w", err)
+	}
+	return e, nil
+}
+
+// ReaderConfig configures a consumer-group reader.
+type ReaderConfig struct {
+	Brokers []string
+	Topic   string
+	GroupID string
+	// StartFirst makes a new group start at the earliest offset (default);
+	// set StartLast to start at the newest.
+	StartLast bool
+}
+
+// NewReader returns a consumer-group reader that never commits by itself:
+// callers use FetchMessage and CommitMessages once the work is durable.
+func NewReader(cfg ReaderConfig) *kafka.Reader {
+	start := kafka.FirstOffset
+	if cfg.StartLast {
+		start = kafka.LastOffset
+	}
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers:               cfg.Brokers,
+		Topic:                 cfg.Topic,
+		GroupID:               cfg.GroupID,
+		MinBytes:              1,
+		MaxBytes:              8 << 20,
+		MaxWait:               50 * time.Millisecond,
+		ReadBackoffMin:        10 * time.Millisecond,
+		ReadBackoffMax:        200 * time.Millisecond,
+		CommitInterval:        0, // synchronous commits
+		StartOffset:           start,
+		HeartbeatInterval:     1 * time.Second,
+		SessionTimeout:        6 * time.Second,
+		RebalanceTimeout:      10 * time.Second,
+		JoinGroupBackoff:      500 * time.Millisecond,
+		QueueCapacity:         1000,
+		WatchPartitionChanges: true,
+	})
+}
+
+// DeadLetter is what the dead-letter topic holds for a poison message.
+type DeadLetter struct {
+	Reason    string    `json:"reason"`
+	Topic     string    `json:"topic"`
+	Partition int       `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Original  []byte    `json:"original"`
+	At        time.Time `json:"at"`
+}
+
+// NewDLQWriter returns a writer for topic's dead-letter topic.
+func NewDLQWriter(brokers []string, topic string) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:         kafka.TCP(brokers...),
+		Topic:        DLQTopic(topic),
+		Balancer:     &kafka.LeastBytes{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 2 * time.Millisecond,
+	}
+}

@@ -1,0 +1,377 @@
+// Package stockredis is the Redis side of the pipeline: the item's sellable
+// stock, the per-user quota, idempotency records and the reservation state
+// machine (RESERVED -> CLAIMED -> CONFIRMED, and -> RELEASED from any of
+// them), each transition one Lua script from package lua.
+//
+// Every key of one item shares the hash tag {i<item>}, so every script runs
+// on Redis Cluster without CROSSSLOT errors.
+package stockredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// Reservation states.
+const (
+	StateReserved  = "RESERVED"
+	StateClaimed   = "CLAIMED"
+	StateConfirmed = "CONFIRMED"
+	StateReleased  = "RELEASED"
+	StateMissing   = "MISSING"
+)
+
+// Config says where Redis is and how keys are named.
+type Config struct {
+	// Addrs is one address for a single node, or the seed nodes of a cluster.
+	Addrs []string
+	// Cluster switches to the cluster client.
+	Cluster bool
+	// Prefix starts every key (default "sk"); tests use their own.
+	Prefix string
+}
+
+// NewClient connects to Redis as cfg says.
+func NewClient(cfg Config) redis.UniversalClient {
+	opts := &redis.UniversalOptions{
+		Addrs:        cfg.Addrs,
+		PoolSize:     256,
+		MinIdleConns: 16,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+		DialTimeout:  2 * time.Second,
+	}
+	if cfg.Cluster {
+		return redis.NewClusterClient(opts.Cluster())
+	}
+	return redis.NewClient(opts.Simple())
+}
+
+// Keys names the keys of one item.
+type Keys struct {
+	prefix string
+	item   int64
+}
+
+func (k Keys) base() string { return fmt.Sprintf("%s:{i%d}:", k.prefix, k.item) }
+
+// Stock is the units Redis may still sell.
+func (k Keys) Stock() string { return k.base() + "stock" }
+
+// Inflight is the sum of quantities in RESERVED or CLAIMED reservations.
+func (k Keys) Inflight() string { return k.base() + "inflight" }
+
+// Pending is the sorted set of unconfirmed order numbers by reserve time.
+func (k Keys) Pending() string { return k.base() + "pending" }
+
+// Reservation is the hash of one order's reservation.
+func (k Keys) Reservation(orderNo string) string { return k.base() + "r:" + orderNo }
+
+// Quota holds the order number that uses the user's quota in the activity.
+func (k Keys) Quota(activityID, userID int64) string {
+	return fmt.Sprintf("%sq:%d:%d", k.base(), activityID, userID)
+}
+
+// Idem holds the order number the user's idempotency key produced.
+func (k Keys) Idem(userID int64, key string) string {
+	return fmt.Sprintf("%sk:%d:%s", k.base(), userID, key)
+}
+
+// QuotaPattern matches every quota key of an activity (for SCAN).
+func (k Keys) QuotaPattern(activityID int64) string {
+	return fmt.Sprintf("%sq:%d:*", k.base(), activityID)
+}
+
+// Store runs the stock scripts.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+
+	reserve, claim, confirm, release, warmup *redis.Script
+}
+
+// New returns a Store over rdb with the given key prefix ("" means "sk").
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	if prefix == "" {
+		prefix = "sk"
+	}
+	return &Store{
+		rdb:     rdb,
+		prefix:  prefix,
+		reserve: redis.NewScript(lua.Source("reserve")),
+		claim:   redis.NewScript(lua.Source("claim")),
+		confirm: redis.NewScript(lua.Source("confirm")),
+		release: redis.NewScript(lua.Source("release")),
+		warmup:  redis.NewScript(lua.Source("warmup")),
+	}
+}
+
+// Client returns the underlying Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Keys returns the key names of item.
+func (s *Store) Keys(item int64) Keys { return Keys{prefix: s.prefix, item: item} }
+
+func (s *Store) itemsKey() string { return s.prefix + ":items" }
+
+// Reservation is a request to take stock for one order.
+type Reservation struct {
+	OrderNo        string
+	UserID         int64
+	ItemID         int64
+	ActivityID     int64
+	Quantity       int
+	IdempotencyKey string
+	At             time.Time
+	// QuotaTTL keeps the quota and idempotency records (until the activity
+	// ends plus a margin); ReservationTTL keeps the reservation hash (past
+	// the payment window, so cancel and timeout can release through it).
+	QuotaTTL       time.Duration
+	ReservationTTL time.Duration
+}
+
+// ReserveResult says what the reserve script did.
+type ReserveResult struct {
+	// OrderNo is the new order's number, or the original one for a
+	// duplicate idempotency key.
+	OrderNo string
+	// Duplicate is true when the key was used before; nothing was reserved.
+	Duplicate bool
+	// Left is the stock left after the reservation (or seen when sold out).
+	Left int64
+}
+
+// Reserve runs the reserve script. It returns order.ErrNotWarmed,
+// order.ErrAlreadyPurchased or order.ErrSoldOut for the refusals, and an
+// error wrapping order.ErrUnavailable when Redis cannot be reached.
+func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, error) {
+	k := s.Keys(r.ItemID)
+	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
+		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
+	res, err := s.reserve.Run(ctx, s.rdb, keys,
+		r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
+		r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds(), r.ItemID).Slice()
+	if err != nil {
+		return ReserveResult{}, unavailable("reserve", err)
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 1:
+		return ReserveResult{OrderNo: r.OrderNo, Left: res[1].(int64)}, nil
+	case -1:
+		return ReserveResult{}, order.ErrNotWarmed
+	case -2:
+		return ReserveResult{OrderNo: res[1].(string), Duplicate: true}, nil
+	case -3:
+		return ReserveResult{OrderNo: res[1].(string)}, order.ErrAlreadyPurchased
+	case -4:
+		return ReserveResult{Left: res[1].(int64)}, order.ErrSoldOut
+	}
+	return ReserveResult{}, fmt.Errorf("reserve: unexpected reply %v", res)
+}
+
+// Ref identifies a reservation and every key its release touches.
+type Ref struct {
+	OrderNo        string
+	UserID         int64
+	ItemID         int64
+	ActivityID     int64
+	IdempotencyKey string
+}
+
+// Release gives the reservation's stock and quota back if its state is one
+// of from. It reports whether it released and the state it found.
+// forgetKey also deletes the idempotency record (the API answered 503).
+func (s *Store) Release(ctx context.Context, r Ref, reason string, forgetKey bool, from ...string) (bool, string, error) {
+	k := s.Keys(r.ItemID)
+	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
+		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
+	forget := "0"
+	if forgetKey {
+		forget = "1"
+	}
+	res, err := s.release.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), reason, forget).Slice()
+	if err != nil {
+		return false, "", unavailable("release", err)
+	}
+	return res[0].(int64) == 1, res[1].(string), nil
+}
+
+// Claim moves the reservations of orders (all of item) from RESERVED to
+// CLAIMED and returns the state each had before, in the same order.
+func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) ([]string, error) {
+	if len(orderNos) == 0 {
+		return nil, nil
+	}
+	k := s.Keys(item)
+	keys := make([]string, len(orderNos))
+	for i, no := range orderNos {
+		keys[i] = k.Reservation(no)
+	}
+	res, err := s.claim.Run(ctx, s.rdb, keys).StringSlice()
+	if err != nil {
+		return nil, unavailable("claim", err)
+	}
+	return res, nil
+}
+
+// Confirm marks the reservations of orders committed in MySQL as CONFIRMED.
+func (s *Store) Confirm(ctx context.Context, item int64, orderNos []string) (int64, error) {
+	if len(orderNos) == 0 {
+		return 0, nil
+	}
+	k := s.Keys(item)
+	keys := make([]string, 0, len(orderNos)+2)
+	keys = append(keys, k.Inflight(), k.Pending())
+	args := make([]any, len(orderNos))
+	for i, no := range orderNos {
+		keys = append(keys, k.Reservation(no))
+		args[i] = no
+	}
+	n, err := s.confirm.Run(ctx, s.rdb, keys, args...).Int64()
+	if err != nil {
+		return 0, unavailable("confirm", err)
+	}
+	return n, nil
+}
+
+// Warmup loads sellable stock for item: MySQL stock (read by dbStock after
+// this call has read the in-flight quantity) minus what is in flight. It
+// never raises an existing stock key. It returns the Redis stock afterwards.
+func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+	k := s.Keys(item)
+	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, unavailable("read in flight", err)
+	}
+	db, err := dbStock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight()}, db, before, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return 0, unavailable("warmup", err)
+	}
+	if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
+		return 0, unavailable("record warmed item", err)
+	}
+	return n, nil
+}
+
+// Snapshot is an item's stock as Redis sees it.
+type Snapshot struct {
+	Warmed   bool
+	Stock    int64
+	Inflight int64
+}
+
+// Stock reads the item's Redis stock and in-flight quantity in one round
+// trip (both keys share a slot, so MGET works on a cluster too).
+func (s *Store) Stock(ctx context.Context, item int64) (Snapshot, error) {
+	k := s.Keys(item)
+	vals, err := s.rdb.MGet(ctx, k.Stock(), k.Inflight()).Result()
+	if err != nil {
+		return Snapshot{}, unavailable("read stock", err)
+	}
+	var snap Snapshot
+	if v, ok := vals[0].(string); ok {
+		snap.Warmed = true
+		snap.Stock, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := vals[1].(string); ok {
+		snap.Inflight, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return snap, nil
+}
+
+// WarmedItems lists the items warmup has loaded.
+func (s *Store) WarmedItems(ctx context.Context) ([]int64, error) {
+	ids, err := s.rdb.SMembers(ctx, s.itemsKey()).Result()
+	if err != nil {
+		return nil, unavailable("list items", err)
+	}
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ReservationInfo is what a reservation hash holds.
+type ReservationInfo struct {
+	Ref
+	State      string
+	Quantity   int
+	ReservedAt time.Time
+	Reason     string
+}
+
+// Reservation reads one reservation; order.ErrNotFound when there is none.
+func (s *Store) Reservation(ctx context.Context, item int64, orderNo string) (ReservationInfo, error) {
+	m, err := s.rdb.HGetAll(ctx, s.Keys(item).Reservation(orderNo)).Result()
+	if err != nil {
+		return ReservationInfo{}, unavailable("read reservation", err)
+	}
+	if len(m) == 0 {
+		return ReservationInfo{}, order.ErrNotFound
+	}
+	return parseReservation(item, orderNo, m), nil
+}
+
+func parseReservation(item int64, orderNo string, m map[string]string) ReservationInfo {
+	atoi := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	return ReservationInfo{
+		Ref: Ref{OrderNo: orderNo, UserID: atoi(m["user"]), ItemID: item,
+			ActivityID: atoi(m["activity"]), IdempotencyKey: m["key"]},
+		State:      m["state"],
+		Quantity:   int(atoi(m["qty"])),
+		ReservedAt: time.UnixMilli(atoi(m["at"])),
+		Reason:     m["reason"],
+	}
+}
+
+// PendingOlderThan lists up to limit unconfirmed order numbers of item
+// reserved before cutoff, oldest first.
+func (s *Store) PendingOlderThan(ctx context.Context, item int64, cutoff time.Time, limit int64) ([]string, error) {
+	res, err := s.rdb.ZRangeByScore(ctx, s.Keys(item).Pending(), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(cutoff.UnixMilli(), 10), Count: limit,
+	}).Result()
+	if err != nil {
+		return nil, unavailable("list pending", err)
+	}
+	return res, nil
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// unavailable wraps a Redis failure so callers see order.ErrUnavailable.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redis %s: %w: %w", op, order.ErrUnavailable, err)
+}
+
+// Touch moves a still-pending order's sweep time to t (it stays unpending
+// if it was confirmed or released meanwhile).
+func (s *Store) Touch(ctx context.Context, item int64, orderNo string, t time.Time) error {
+	err := s.rdb.ZAddXX(ctx, s.Keys(item).Pending(), redis.Z{Score: float64(t.UnixMilli()), Member: orderNo}).Err()
+	if err != nil {
+		return unavailable("touch pending", err)
+	}
+	return nil
+}

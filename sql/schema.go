@@ -1,0 +1,11 @@
+// Package schema embeds the versioned MySQL schema files (NNNN_name.sql).
+// The programs, the tests and docker-compose apply the same files; nothing
+// else holds a copy of the schema.
+package schema
+
+import "embed"
+
+// Files holds every migration, applied in the order of their names.
+//
+//go:embed *.sql
+var Files embed.FS
