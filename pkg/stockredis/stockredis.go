@@ -267,6 +267,28 @@ func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbSto
 	return n, nil
 }
 
+// Align lowers item's Redis stock to what MySQL can still fulfil (MySQL
+// stock, read by dbStock after the in-flight quantity, minus what is in
+// flight) when Redis believes in more. It never raises stock and never
+// creates a missing key. It returns the Redis stock afterwards (-1 when the
+// item is not warmed).
+func (s *Store) Align(ctx context.Context, item int64, dbStock func(context.Context) (int64, error)) (int64, error) {
+	k := s.Keys(item)
+	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, unavailable("read in flight", err)
+	}
+	db, err := dbStock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight()}, db, before, 0).Int64()
+	if err != nil {
+		return 0, unavailable("align", err)
+	}
+	return n, nil
+}
+
 // Snapshot is an item's stock as Redis sees it.
 type Snapshot struct {
 	Warmed   bool

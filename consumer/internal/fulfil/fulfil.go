@@ -111,6 +111,7 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 		return err
 	}
 	var confirm []string
+	outOfStock := false
 	for _, r := range reqs {
 		e := r.Event
 		o := out[e.OrderNo]
@@ -121,6 +122,7 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 		case o.Status == order.Failed:
 			if !o.Existing {
 				st.Failed++
+				outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
 			}
 			if err := p.release(ctx, e, o.Reason, stateOf[e.OrderNo]); err != nil {
 				return err
@@ -136,8 +138,19 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 			}
 		}
 	}
-	_, err = p.Stock.Confirm(ctx, item, confirm)
-	return err
+	if _, err := p.Stock.Confirm(ctx, item, confirm); err != nil {
+		return err
+	}
+	if outOfStock {
+		// MySQL had less than Redis believed: the released units must not
+		// be sold again, so bring Redis down to what MySQL can fulfil.
+		n, err := p.Stock.Align(ctx, item, func(ctx context.Context) (int64, error) { return p.DB.ItemStock(ctx, item) })
+		if err != nil {
+			return err
+		}
+		p.Log.Log(ctx, logs.Alert, "Redis stock lowered to what MySQL can fulfil", "item_id", item, "redis_stock", n)
+	}
+	return nil
 }
 
 // release gives a refused order's stock and quota back in Redis.

@@ -1,0 +1,431 @@
+// Package pipelinetest runs the real programs (api and consumer, built from
+// this module) as processes against the running Redis, MySQL and Kafka, each
+// test with its own database, key prefix, topic and consumer group, and
+// checks the pipeline's invariants with its own reads of MySQL and Redis.
+package pipelinetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/kafkatest"
+	"github.com/seckill/seckill/pkg/mysqltest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// Secret is the JWT secret the test processes use.
+const Secret = "pipelinetest-secret-0123456789abcdef0123"
+
+// Pipeline is one test's isolated pipeline.
+type Pipeline struct {
+	t      testing.TB
+	DB     *mysqltest.DB
+	Store  *stockredis.Store
+	Prefix string
+	Topic  string
+	Group  string
+	// Extra is added to every process's environment.
+	Extra []string
+
+	mu    sync.Mutex
+	procs []*Proc
+}
+
+// Options tunes a pipeline.
+type Options struct {
+	Partitions int // of the orders topic (default 3)
+}
+
+// New prepares an isolated pipeline; start its processes with StartAPI and
+// StartConsumer. Every process is killed when the test ends.
+func New(t testing.TB, opts Options) *Pipeline {
+	t.Helper()
+	if opts.Partitions <= 0 {
+		opts.Partitions = 3
+	}
+	rdb, prefix := redistest.New(t)
+	p := &Pipeline{
+		t:      t,
+		DB:     mysqltest.New(t),
+		Store:  stockredis.New(rdb, prefix),
+		Prefix: prefix,
+		Topic:  kafkatest.NewTopic(t, opts.Partitions),
+		Group:  kafkatest.Name("test-consumer"),
+	}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, pr := range p.procs {
+			pr.Kill()
+		}
+	})
+	return p
+}
+
+// Env is the environment of the pipeline's processes.
+func (p *Pipeline) Env() []string {
+	env := append(os.Environ(),
+		"SECKILL_JWT_SECRET="+Secret,
+		"SECKILL_REDIS_ADDR="+redistest.Addr(),
+		"SECKILL_REDIS_PREFIX="+p.Prefix,
+		"SECKILL_MYSQL_DSN="+p.DB.DSN,
+		"SECKILL_KAFKA_BROKERS="+strings.Join(kafkatest.Brokers(), ","),
+		"SECKILL_KAFKA_TOPIC="+p.Topic,
+		"SECKILL_CONSUMER_GROUP="+p.Group,
+		"SECKILL_LOG_LEVEL=info",
+	)
+	return append(env, p.Extra...)
+}
+
+// Proc is a running program.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (pr *Proc) Kill() {
+	_ = pr.cmd.Process.Signal(syscall.SIGKILL)
+	<-pr.done
+}
+
+// Stop sends SIGTERM and waits up to timeout for a clean exit.
+func (pr *Proc) Stop(timeout time.Duration) error {
+	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-pr.done:
+		if code := pr.cmd.ProcessState.ExitCode(); code != 0 {
+			return fmt.Errorf("%s exited with %d", pr.Name, code)
+		}
+		return nil
+	case <-time.After(timeout):
+		pr.Kill()
+		return fmt.Errorf("%s did not stop within %v", pr.Name, timeout)
+	}
+}
+
+// Env returns the value the process's environment gives name (the last
+// setting wins, as for the process).
+func (pr *Proc) Env(name string) string {
+	v := ""
+	for _, kv := range pr.cmd.Env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// Log returns what the process wrote so far.
+func (pr *Proc) Log() string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.log.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// Start runs program ("api" or "consumer") with the pipeline's environment
+// plus env.
+func (p *Pipeline) Start(program string, env ...string) *Proc {
+	p.t.Helper()
+	bin := Binary(p.t, program)
+	cmd := exec.Command(bin)
+	cmd.Env = append(p.Env(), env...)
+	var mu sync.Mutex
+	buf := &bytes.Buffer{}
+	cmd.Stdout = lockedWriter{&mu, buf}
+	cmd.Stderr = lockedWriter{&mu, buf}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("pipelinetest: start %s: %v", program, err)
+	}
+	pr := &Proc{Name: program, cmd: cmd, done: make(chan struct{}), log: buf, mu: &mu}
+	go func() { _ = cmd.Wait(); close(pr.done) }()
+	p.mu.Lock()
+	p.procs = append(p.procs, pr)
+	p.mu.Unlock()
+	p.t.Cleanup(func() {
+		if p.t.Failed() {
+			p.t.Logf("--- %s log (last 4 KiB):\n%s", program, tail(pr.Log(), 4096))
+		}
+	})
+	return pr
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// StartConsumer starts a consumer process.
+func (p *Pipeline) StartConsumer(env ...string) *Proc { return p.Start("consumer", env...) }
+
+// API is a running api process.
+type API struct {
+	*Proc
+	URL      string
+	pipeline *Pipeline
+	client   *http.Client
+}
+
+// StartAPI starts an api process on a free loopback port and waits until
+// /readyz answers 200.
+func (p *Pipeline) StartAPI(env ...string) *API {
+	p.t.Helper()
+	addr := freeAddr(p.t)
+	pr := p.Start("api", append(env, "SECKILL_HTTP_ADDR="+addr)...)
+	a := &API{Proc: pr, URL: "http://" + addr, pipeline: p, client: &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256},
+	}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := a.client.Get(a.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return a
+			}
+		}
+		select {
+		case <-pr.done:
+			p.t.Fatalf("pipelinetest: api exited: %s", tail(pr.Log(), 2048))
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("pipelinetest: api not ready at %s: %v", a.URL, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Token mints a token for user (role "admin" for operators).
+func Token(user int64, role string) string {
+	tok, err := auth.Mint([]byte(Secret), user, role, time.Hour)
+	if err != nil {
+		panic(err)
+	}
+	return tok
+}
+
+// Do sends a JSON request as user and decodes a JSON answer into out (if
+// not nil). It returns the status code.
+func (a *API) Do(method, path string, user int64, role string, headers map[string]string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.URL+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+Token(user, role))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %q: %w", b, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Sale is an item with a warmed, running activity.
+type Sale struct {
+	ItemID, ActivityID int64
+	Stock              int64
+}
+
+// CreateSale creates an item with stock and an activity running now for an
+// hour, and warms it up.
+func (a *API) CreateSale(stock int64, perUserLimit int) Sale {
+	t := a.pipeline.t
+	t.Helper()
+	var item struct {
+		ItemID int64 `json:"item_id"`
+	}
+	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, map[string]any{"name": "test item", "stock": stock}, &item); err != nil || code != 201 {
+		t.Fatalf("create item: %d %v", code, err)
+	}
+	var act struct {
+		ActivityID int64 `json:"activity_id"`
+	}
+	now := time.Now().UTC()
+	body := map[string]any{"item_id": item.ItemID, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(time.Hour), "per_user_limit": perUserLimit}
+	if code, err := a.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, body, &act); err != nil || code != 201 {
+		t.Fatalf("create activity: %d %v", code, err)
+	}
+	if code, err := a.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", act.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("warmup: %d %v", code, err)
+	}
+	return Sale{ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: stock}
+}
+
+// Placed is the answer to an order attempt.
+type Placed struct {
+	Code    int
+	OrderNo string
+	Status  string
+	Error   string
+}
+
+// PlaceOrder posts one order as user with key.
+func (a *API) PlaceOrder(user int64, key string, activity int64, qty int) (Placed, error) {
+	var body struct {
+		OrderNo string `json:"order_no"`
+		Status  string `json:"status"`
+		Error   struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	code, err := a.Do("POST", "/api/v1/orders", user, "", map[string]string{"Idempotency-Key": key},
+		map[string]any{"activity_id": activity, "quantity": qty}, &body)
+	return Placed{Code: code, OrderNo: body.OrderNo, Status: body.Status, Error: body.Error.Code}, err
+}
+
+// OrderStatus polls one order's status as user.
+func (a *API) OrderStatus(user int64, orderNo string) (string, string, error) {
+	var body struct {
+		Status        string `json:"status"`
+		FailureReason string `json:"failure_reason"`
+	}
+	code, err := a.Do("GET", "/api/v1/orders/"+orderNo, user, "", nil, nil, &body)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("status %d", code)
+	}
+	return body.Status, body.FailureReason, err
+}
+
+// WaitFinal polls until every accepted order (order number -> user) is
+// final in MySQL, and returns their statuses.
+func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) map[string]order.Order {
+	p.t.Helper()
+	nos := make([]string, 0, len(accepted))
+	for no := range accepted {
+		nos = append(nos, no)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := p.DB.Orders(context.Background(), nos)
+		if err == nil && len(got) == len(nos) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("pipelinetest: %d of %d accepted orders final after %v (err %v)", len(got), len(nos), timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitDrained polls until no reservation of item is in flight.
+func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		snap, err := p.Store.Stock(context.Background(), item)
+		if err == nil && snap.Inflight == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("pipelinetest: item %d still has %d in flight after %v (err %v)", item, snap.Inflight, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Invariants are the pipeline's final values for one sale.
+type Invariants struct {
+	DBStock, RedisStock, Inflight int64
+	LiveOrders, LiveUnits         int64
+	UsersWithTwoLive              int64
+}
+
+// Check reads MySQL and Redis and fails the test unless, for the sale: no
+// unit is oversold (live units + MySQL stock = initial stock, MySQL stock
+// >= 0), no user holds two live orders, and Redis stock equals MySQL stock
+// with nothing in flight. It returns what it read.
+func (p *Pipeline) Check(s Sale) Invariants {
+	p.t.Helper()
+	ctx := context.Background()
+	var inv Invariants
+	g := p.DB.Gorm().WithContext(ctx)
+	if err := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", s.ItemID).Scan(&inv.DBStock).Error; err != nil {
+		p.t.Fatal(err)
+	}
+	if err := g.Raw("SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM orders WHERE item_id = ? AND status IN ('CREATED','PAID')", s.ItemID).
+		Row().Scan(&inv.LiveOrders, &inv.LiveUnits); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := g.Raw(`SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = ? AND status IN ('CREATED','PAID')
+		GROUP BY user_id HAVING COUNT(*) > 1) d`, s.ActivityID).Scan(&inv.UsersWithTwoLive).Error; err != nil {
+		p.t.Fatal(err)
+	}
+	snap, err := p.Store.Stock(ctx, s.ItemID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	inv.RedisStock, inv.Inflight = snap.Stock, snap.Inflight
+	if inv.DBStock < 0 || inv.LiveUnits+inv.DBStock != s.Stock {
+		p.t.Errorf("oversold: live units %d + MySQL stock %d != initial stock %d", inv.LiveUnits, inv.DBStock, s.Stock)
+	}
+	if inv.UsersWithTwoLive != 0 {
+		p.t.Errorf("%d users hold more than one live order", inv.UsersWithTwoLive)
+	}
+	if !snap.Warmed || inv.RedisStock != inv.DBStock || inv.Inflight != 0 {
+		p.t.Errorf("Redis stock %d (warmed %v, in flight %d) != MySQL stock %d", inv.RedisStock, snap.Warmed, inv.Inflight, inv.DBStock)
+	}
+	return inv
+}
