@@ -1,0 +1,241 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// errStopped is the cause with which Release ends the watchdog; it tells a
+// release apart from a cancelled Acquire context.
+var errStopped = errors.New("lock: released")
+
+// Lock is one holder of a named lock, as returned by Locker.Acquire and
+// Locker.TryLock. It is safe for concurrent use, and it is the unit of
+// re-entry: Acquire on it takes the lock again, and each Acquire (including
+// the one that created it) needs a Release.
+type Lock struct {
+	lk       *Locker
+	name     string
+	key      string
+	token    string
+	fence    int64
+	ttl      time.Duration
+	watchdog bool
+
+	stopWatch context.CancelCauseFunc // ends watch; errStopped on release
+	lost      chan struct{}           // closed by watch when it returns
+
+	mu         sync.Mutex // serialises Acquire and Release on this handle
+	holds      int64      // hold count in Redis as last seen; 0 once ended
+	validUntil time.Time  // if the key is still ours, it exists until then
+	ended      bool       // the final Release ran, or the key was found not ours
+	err        error      // why the lock was lost; nil while held or if released
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Token returns the holder token: the Locker's instance id and a random
+// part. It is the field of the lock hash in Redis.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token of this acquisition. It is larger than
+// the fence of every earlier acquisition of the same name, and stays the
+// same across re-entries.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Lost returns a channel that is closed when this handle stops holding the
+// lock: the watchdog found the key gone or held by someone else, renewals
+// failed until the lease ran out, the lease ran out without a watchdog, the
+// context given to Acquire is done, or the final Release ran. After it is
+// closed, Err tells which. Work done under the lock should stop writing when
+// it is closed.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Err returns nil while the lock is held and after the final Release. Once
+// the lock was lost it returns an error that wraps ErrLost and says why.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Acquire takes the lock again for this holder and resets its expiry; it
+// never waits. It returns an error matching ErrNotHeld, and changes nothing,
+// if the handle no longer holds the lock (released, expired or lost). Each
+// successful call needs its own Release.
+func (l *Lock) Acquire(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || l.err != nil {
+		return fmt.Errorf("re-enter lock %q: %w", l.name, ErrNotHeld)
+	}
+	sent := time.Now()
+	n, err := l.lk.reenter.Run(ctx, l.lk.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
+	if err != nil {
+		return fmt.Errorf("re-enter lock %q: %w", l.name, err)
+	}
+	if n == 0 {
+		l.goneLocked(fmt.Errorf("%w: the key was gone or held by another holder at re-entry", ErrLost))
+		l.stopWatch(errStopped)
+		return fmt.Errorf("re-enter lock %q: %w", l.name, ErrNotHeld)
+	}
+	l.holds = n
+	l.extendLocked(sent.Add(l.ttl))
+	return nil
+}
+
+// Release gives back one hold. The last one deletes the key, stops the
+// watchdog and closes Lost. If the lock is no longer this holder's (it
+// expired and may belong to someone else), Release changes nothing in Redis
+// and returns an error matching ErrNotHeld. On a Redis error the hold is
+// kept, and still renewed; call Release again or let the lease run out.
+//
+// Release talks to Redis with ctx, so a deferred Release should not use a
+// context that may already be cancelled; context.WithoutCancel helps.
+func (l *Lock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return fmt.Errorf("release lock %q: %w", l.name, ErrNotHeld)
+	}
+	sent := time.Now()
+	n, err := l.lk.release.Run(ctx, l.lk.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
+	if err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("release lock %q: %w", l.name, err)
+	}
+	if n > 0 {
+		l.holds = n
+		l.extendLocked(sent.Add(l.ttl))
+		l.mu.Unlock()
+		return nil
+	}
+	if n < 0 {
+		l.goneLocked(fmt.Errorf("%w: the key was gone or held by another holder at release", ErrLost))
+	} else {
+		l.holds = 0
+		l.ended = true
+	}
+	l.mu.Unlock()
+
+	l.stopWatch(errStopped)
+	<-l.lost
+	if n < 0 {
+		return fmt.Errorf("release lock %q: %w", l.name, ErrNotHeld)
+	}
+	return nil
+}
+
+// goneLocked records that the key is no longer ours. l.mu must be held.
+func (l *Lock) goneLocked(cause error) {
+	l.holds = 0
+	l.ended = true
+	if l.err == nil {
+		l.err = cause
+	}
+}
+
+// extendLocked moves the end of the lease to t. l.mu must be held.
+func (l *Lock) extendLocked(t time.Time) {
+	if t.After(l.validUntil) {
+		l.validUntil = t
+	}
+}
+
+func (l *Lock) leaseEnd() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// lose records why the lock was lost, unless a Release or re-entry already
+// ended the hold. gone says the key is known not to be ours any more; level
+// is the level of the log line.
+func (l *Lock) lose(cause error, gone bool, level slog.Level) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	if gone {
+		l.goneLocked(cause)
+	} else if l.err == nil {
+		l.err = cause
+	}
+	l.lk.log.Log(context.Background(), level, "lock lost", "lock", l.name, "fence", l.fence, "err", cause)
+}
+
+// watch runs for the life of the handle. With the watchdog on it renews the
+// lease every ttl/3; a failed renewal is retried sooner, until the lease
+// would have run out. It returns, closing Lost, when ctx is done (the
+// Acquire context, or stopWatch from Release), when renewal finds the lock
+// is not ours, or when the lease runs out.
+//
+// The lease is measured from just before each command that set the expiry
+// was sent, so locally it ends no later than the key does in Redis.
+func (l *Lock) watch(ctx context.Context) {
+	defer close(l.lost)
+	interval := l.ttl / 3
+	retry := max(interval/4, time.Millisecond)
+	next := interval
+	var lastErr error
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Until(l.leaseEnd())
+		if l.watchdog {
+			wait = min(wait, next)
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); !errors.Is(cause, errStopped) {
+				// Usually a shutdown, not a fault.
+				l.lose(fmt.Errorf("%w: acquire context done: %w", ErrLost, cause), false, slog.LevelInfo)
+			}
+			return
+		case <-timer.C:
+		}
+
+		until := l.leaseEnd()
+		if !time.Now().Before(until) {
+			cause := fmt.Errorf("%w: lease of %v ran out", ErrLost, l.ttl)
+			if lastErr != nil {
+				cause = fmt.Errorf("%w: lease of %v ran out, last renewal error: %w", ErrLost, l.ttl, lastErr)
+			}
+			l.lose(cause, false, slog.LevelWarn)
+			return
+		}
+		if !l.watchdog {
+			continue
+		}
+
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, until)
+		ok, err := l.lk.renew.Run(rctx, l.lk.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				lastErr = err
+				next = retry
+				l.lk.log.Warn("lock renewal failed", "lock", l.name, "fence", l.fence, "err", err)
+			}
+		case ok == 0:
+			l.lose(fmt.Errorf("%w: renewal found the key gone or held by another holder", ErrLost), true, slog.LevelWarn)
+			return
+		default:
+			lastErr = nil
+			next = interval
+			l.mu.Lock()
+			l.extendLocked(sent.Add(l.ttl))
+			l.mu.Unlock()
+		}
+	}
+}
