@@ -15,9 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/closer"
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/pkg/config"
+	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/orderdb"
@@ -48,6 +50,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}
 	sweepAfter := env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second)
 	sweepEvery := env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second)
+	closeEvery := env.Duration("SECKILL_CLOSER_EVERY", time.Second)
 	if err := env.Err(); err != nil {
 		return err
 	}
@@ -77,17 +80,23 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	reader := orderevents.NewReader(orderevents.ReaderConfig{Brokers: kcfg.Brokers, Topic: kcfg.Topic, GroupID: group})
 	defer reader.Close()
 
-	sw := &sweep.Sweeper{
-		Stock: store, DB: db, Publisher: pub, After: sweepAfter, Every: sweepEvery, Log: log,
-		Locker: lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log}),
+	locker := lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log})
+	sw := &sweep.Sweeper{Stock: store, DB: db, Publisher: pub, After: sweepAfter, Every: sweepEvery, Log: log, Locker: locker}
+	cl := &closer.Closer{
+		Lifecycle: &lifecycle.Service{DB: db, Stock: store, Log: log},
+		Locker:    locker, Every: closeEvery, Log: log,
 	}
+	// The sweep and the closer run beside the fulfilment loop; each acts
+	// only while it holds its lock, so one process in the group does it.
 	sctx, stopSweep := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); sw.Run(sctx) }()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); sw.Run(sctx) }()
+	go func() { defer func() { done <- struct{}{} }(); cl.Run(sctx) }()
 
 	proc := &fulfil.Processor{Stock: store, DB: db, DLQ: dlq, Topic: kcfg.Topic, PaymentWindow: window, Log: log}
 	err = fulfil.Run(ctx, reader, proc, loop, log)
 	stopSweep()
+	<-done
 	<-done
 	log.Info("consumer stopped")
 	return err

@@ -30,7 +30,7 @@ func Binary(t testing.TB, program string) string {
 		if buildErr != nil {
 			return
 		}
-		args := []string{"build", "-o", buildDir + string(filepath.Separator)}
+		args := []string{"build", "-tags", "failpoints", "-o", buildDir + string(filepath.Separator)}
 		for _, prog := range []string{"api", "consumer", "reconciler"} {
 			if _, err := os.Stat(filepath.Join(root, prog, "main.go")); err == nil {
 				args = append(args, "./"+prog)

@@ -107,6 +107,9 @@ func (pr *Proc) Kill() {
 	<-pr.done
 }
 
+// Done is closed when the process has exited.
+func (pr *Proc) Done() <-chan struct{} { return pr.done }
+
 // Stop sends SIGTERM and waits up to timeout for a clean exit.
 func (pr *Proc) Stop(timeout time.Duration) error {
 	_ = pr.cmd.Process.Signal(syscall.SIGTERM)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 )
@@ -41,17 +42,19 @@ type Checker struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	intake   *intake.Service
-	db       *orderdb.DB
-	verifier *auth.Verifier
-	ready    []Checker
-	log      *slog.Logger
+	intake    *intake.Service
+	lifecycle *lifecycle.Service
+	db        *orderdb.DB
+	verifier  *auth.Verifier
+	ready     []Checker
+	log       *slog.Logger
 }
 
 // New builds the Gin engine with every route.
 func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log}
+	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
+		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Log: log}}
 	r := gin.New()
 	r.Use(s.recover, s.requestID)
 	r.HandleMethodNotAllowed = true
@@ -66,6 +69,8 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	buyer := r.Group("/api/v1", s.authenticate(false))
 	buyer.POST("/orders", s.placeOrder)
 	buyer.GET("/orders/:order_no", s.getOrder)
+	buyer.POST("/orders/:order_no/pay", s.payOrder)
+	buyer.POST("/orders/:order_no/cancel", s.cancelOrder)
 
 	admin := r.Group("/admin/v1", s.authenticate(true))
 	admin.POST("/items", s.createItem)

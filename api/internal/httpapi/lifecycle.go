@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// statusView is the body of a pay or cancel answer.
+type statusView struct {
+	OrderNo string       `json:"order_no"`
+	Status  order.Status `json:"status"`
+}
+
+// payOrder stands for the payment provider's confirmed callback.
+func (s *Server) payOrder(c *gin.Context) {
+	no := c.Param("order_no")
+	if !order.ValidOrderNo(no) {
+		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
+		return
+	}
+	o, err := s.lifecycle.Pay(c.Request.Context(), claimsOf(c).UserID, no)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, statusView{OrderNo: o.OrderNo, Status: o.Status})
+}
+
+func (s *Server) cancelOrder(c *gin.Context) {
+	no := c.Param("order_no")
+	if !order.ValidOrderNo(no) {
+		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
+		return
+	}
+	o, err := s.lifecycle.Cancel(c.Request.Context(), claimsOf(c).UserID, no)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	// The unit is back: this instance stops answering SOLD_OUT from its
+	// flag at once (other instances notice within intake.SoldOutTTL).
+	s.intake.ClearSoldOut(o.ItemID)
+	c.JSON(http.StatusOK, statusView{OrderNo: o.OrderNo, Status: o.Status})
+}

@@ -1,0 +1,76 @@
+// Package closer closes unpaid orders whose payment window ended, giving
+// their stock and quota back, and finishes releases a crash interrupted.
+// Exactly one closer acts at a time across consumer processes (the "closer"
+// lock); two overlapping would still be safe, since every close is a
+// compare-and-set in MySQL and every release is at most once.
+package closer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/pkg/lifecycle"
+	"github.com/seckill/seckill/pkg/lock"
+)
+
+// Closer runs the timeout close periodically.
+type Closer struct {
+	Lifecycle *lifecycle.Service
+	Locker    *lock.Locker
+	// Every is the pause between passes (default 1s).
+	Every time.Duration
+	// Batch bounds the orders one pass closes (default 500).
+	Batch int
+	Log   *slog.Logger
+}
+
+// Run closes expired orders every Every until ctx ends.
+func (c *Closer) Run(ctx context.Context) {
+	every := c.Every
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := c.Once(ctx)
+		switch {
+		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
+		case err != nil:
+			c.Log.Warn("closer pass failed", "err", err)
+		case st != lifecycle.Stats{}:
+			c.Log.Info("unpaid orders closed", "closed", st.Closed, "releases_finished", st.Finished)
+		}
+	}
+}
+
+// Once runs one pass under the lock; lock.ErrNotAcquired means another
+// process is closing.
+func (c *Closer) Once(ctx context.Context) (lifecycle.Stats, error) {
+	l, err := c.Locker.TryLock(ctx, "closer", lock.WithTTL(15*time.Second))
+	if err != nil {
+		return lifecycle.Stats{}, err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	batch := c.Batch
+	if batch <= 0 {
+		batch = 500
+	}
+	return c.Lifecycle.CloseExpired(lctx, time.Now(), batch)
+}

@@ -1,0 +1,168 @@
+// Package lifecycle moves orders after they exist: pay, cancel, and close
+// on payment timeout, giving stock and quota back to both stores. Every
+// transition is a compare-and-set in MySQL; the Redis release that follows a
+// close is at most once, and a crash between the two is finished by the
+// next closer run.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/pkg/failpoint"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// Service runs the transitions.
+type Service struct {
+	DB    *orderdb.DB
+	Stock *stockredis.Store
+	Log   *slog.Logger
+}
+
+// Pay marks the user's order PAID. Paying a PAID order again succeeds.
+func (s *Service) Pay(ctx context.Context, user int64, orderNo string) (order.Order, error) {
+	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotPayable); err != nil {
+		return order.Order{}, err
+	}
+	tr, err := s.DB.Pay(ctx, user, orderNo)
+	if err != nil {
+		return order.Order{}, err
+	}
+	o := tr.Order
+	switch {
+	case o.UserID != user:
+		return order.Order{}, order.ErrNotFound
+	case o.Status == order.Paid:
+		if tr.Won {
+			s.Log.Info("order paid", "order_no", orderNo, "user_id", user, "item_id", o.ItemID, "status", order.Paid)
+		}
+		return o, nil
+	case o.Status == order.Created:
+		return order.Order{}, fmt.Errorf("%w: the payment window has passed", order.ErrNotPayable)
+	}
+	return order.Order{}, fmt.Errorf("%w: the order is %s", order.ErrNotPayable, o.Status)
+}
+
+// Cancel closes the user's unpaid order and gives its stock and quota back.
+// Cancelling a CLOSED order again succeeds.
+func (s *Service) Cancel(ctx context.Context, user int64, orderNo string) (order.Order, error) {
+	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotCancellable); err != nil {
+		return order.Order{}, err
+	}
+	o, err := s.close(ctx, user, orderNo, order.ReasonCancelled)
+	if err != nil {
+		return order.Order{}, err
+	}
+	switch {
+	case o.UserID != user:
+		return order.Order{}, order.ErrNotFound
+	case o.Status == order.Closed:
+		return o, nil
+	}
+	return order.Order{}, fmt.Errorf("%w: the order is %s", order.ErrNotCancellable, o.Status)
+}
+
+// pendingOrMissing returns ErrNotFound for an order the user does not own
+// or that does not exist, notYet when it is still on its way (PENDING), and
+// nil when MySQL has it.
+func (s *Service) pendingOrMissing(ctx context.Context, user int64, orderNo string, notYet error) error {
+	item := order.ItemOf(orderNo)
+	if item == 0 {
+		return order.ErrNotFound
+	}
+	o, err := s.DB.Order(ctx, orderNo)
+	if err == nil {
+		if o.UserID != user {
+			return order.ErrNotFound
+		}
+		return nil
+	}
+	if !errors.Is(err, order.ErrNotFound) {
+		return err
+	}
+	info, err := s.Stock.Reservation(ctx, item, orderNo)
+	if err != nil {
+		return err
+	}
+	if info.UserID != user {
+		return order.ErrNotFound
+	}
+	if info.State == stockredis.StateReleased {
+		return fmt.Errorf("%w: the order failed", notYet)
+	}
+	return fmt.Errorf("%w: the order is still being placed; retry shortly", notYet)
+}
+
+// close runs the MySQL compare-and-set and, when it won, the Redis release.
+func (s *Service) close(ctx context.Context, user int64, orderNo, reason string) (order.Order, error) {
+	tr, err := s.DB.CloseOrder(ctx, user, orderNo, reason)
+	if err != nil {
+		return order.Order{}, err
+	}
+	if !tr.Won {
+		return tr.Order, nil
+	}
+	s.Log.Info("order closed", "order_no", orderNo, "user_id", tr.Order.UserID, "item_id", tr.Order.ItemID,
+		"reason", reason, "status", order.Closed)
+	failpoint.Inject("close-after-commit")
+	// The release needs to happen even if the caller goes away now.
+	if err := s.release(context.WithoutCancel(ctx), tr.Order, reason); err != nil {
+		// MySQL already closed it: the closer's ReleasesDue pass finishes.
+		s.Log.Warn("release after close failed; the closer will finish it", "order_no", orderNo, "err", err)
+	}
+	return tr.Order, nil
+}
+
+// release gives the closed order's Redis stock and quota back (at most
+// once, by the reservation state machine) and records it in MySQL.
+func (s *Service) release(ctx context.Context, o order.Order, reason string) error {
+	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
+		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+	if _, _, err := s.Stock.Release(ctx, ref, reason, false, stockredis.StateClaimed, stockredis.StateConfirmed); err != nil {
+		return err
+	}
+	return s.DB.MarkReleased(ctx, o.OrderNo)
+}
+
+// Stats counts what one closer pass did.
+type Stats struct {
+	Closed, Finished int
+}
+
+// CloseExpired closes up to limit unpaid orders past their deadline, then
+// finishes the Redis release of closed orders whose release was not
+// recorded (the process died between the two steps).
+func (s *Service) CloseExpired(ctx context.Context, now time.Time, limit int) (Stats, error) {
+	var st Stats
+	nos, err := s.DB.ExpiredUnpaid(ctx, now, limit)
+	if err != nil {
+		return st, err
+	}
+	for _, no := range nos {
+		o, err := s.close(ctx, 0, no, order.ReasonPaymentTimeout)
+		if err != nil {
+			return st, err
+		}
+		if o.Status == order.Closed {
+			st.Closed++
+		}
+	}
+	due, err := s.DB.ReleasesDue(ctx, now.Add(-2*time.Second), limit)
+	if err != nil {
+		return st, err
+	}
+	for _, o := range due {
+		if err := s.release(ctx, o, o.FailureReason); err != nil {
+			return st, err
+		}
+		st.Finished++
+		s.Log.Info("release after close finished", "order_no", o.OrderNo, "item_id", o.ItemID)
+	}
+	return st, nil
+}

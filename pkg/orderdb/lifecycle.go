@@ -1,0 +1,105 @@
+package orderdb
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// Transition is the result of a compare-and-set on an order's status.
+type Transition struct {
+	// Won is true when this call moved the order.
+	Won bool
+	// Order is the order after the attempt (the winner's state if another
+	// transition won).
+	Order order.Order
+}
+
+// Pay moves the user's order from CREATED to PAID while its payment window
+// is open: UPDATE ... WHERE status = 'CREATED' is the compare-and-set that
+// races a close for the same row; exactly one wins.
+func (db *DB) Pay(ctx context.Context, user int64, orderNo string) (Transition, error) {
+	res := db.gdb.WithContext(ctx).Exec(`UPDATE orders SET status = 'PAID'
+		WHERE order_no = ? AND user_id = ? AND status = 'CREATED'
+		AND (pay_deadline IS NULL OR pay_deadline > ?)`, orderNo, user, time.Now().UTC())
+	if res.Error != nil {
+		return Transition{}, wrap("pay", res.Error)
+	}
+	o, err := db.Order(ctx, orderNo)
+	if err != nil {
+		return Transition{}, err
+	}
+	return Transition{Won: res.RowsAffected == 1, Order: o}, nil
+}
+
+// CloseOrder moves an order from CREATED to CLOSED and gives its units back to
+// MySQL stock, in one transaction. It does not touch Redis: callers release
+// the reservation next and then call MarkReleased, so a crash between the
+// two is finished by the closer later (ReleasesDue), never done twice.
+// user 0 means any user (the timeout closer).
+func (db *DB) CloseOrder(ctx context.Context, user int64, orderNo, reason string) (Transition, error) {
+	won := false
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := `UPDATE orders SET status = 'CLOSED', failure_reason = ?, released_at = NULL
+			WHERE order_no = ? AND status = 'CREATED'`
+		args := []any{reason, orderNo}
+		if user != 0 {
+			q += " AND user_id = ?"
+			args = append(args, user)
+		}
+		res := tx.Exec(q, args...)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return nil
+		}
+		won = true
+		return tx.Exec(`UPDATE item_stock s JOIN orders o ON o.item_id = s.item_id
+			SET s.stock = s.stock + o.quantity WHERE o.order_no = ?`, orderNo).Error
+	})
+	if err != nil {
+		return Transition{}, wrap("close", err)
+	}
+	o, err := db.Order(ctx, orderNo)
+	if err != nil {
+		return Transition{}, err
+	}
+	return Transition{Won: won, Order: o}, nil
+}
+
+// MarkReleased records that a closed order's Redis reservation was
+// released.
+func (db *DB) MarkReleased(ctx context.Context, orderNo string) error {
+	err := db.gdb.WithContext(ctx).Exec(`UPDATE orders SET released_at = ?
+		WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NULL`, time.Now().UTC(), orderNo).Error
+	return wrap("mark released", err)
+}
+
+// ExpiredUnpaid lists up to limit CREATED orders whose payment window ended
+// before now.
+func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	var nos []string
+	err := db.gdb.WithContext(ctx).Raw(`SELECT order_no FROM orders
+		WHERE status = 'CREATED' AND pay_deadline <= ? ORDER BY pay_deadline LIMIT ?`, now.UTC(), limit).Scan(&nos).Error
+	return nos, wrap("list expired", err)
+}
+
+// ReleasesDue lists up to limit CLOSED orders whose Redis release is not
+// recorded yet and that were closed before olderThan.
+func (db *DB) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
+	var rows []orderRow
+	err := db.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= ?", olderThan.UTC()).
+		Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, wrap("list releases due", err)
+	}
+	out := make([]order.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.toOrder()
+	}
+	return out, nil
+}
