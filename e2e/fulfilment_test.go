@@ -241,8 +241,17 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: p.Topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
 	defer w.Close()
 	poison := []byte(`{"v": 99, "order_no": "garbage"`)
-	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("x"), Value: poison}); err != nil {
-		t.Fatal(err)
+	// A brand-new topic may not be in this writer's metadata yet: retry.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("x"), Value: poison})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// The consumer keeps going: a real order after the poison is created.
 	pl, err := api.PlaceOrder(1, "after-poison", sale.ActivityID, 1)
