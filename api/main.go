@@ -48,11 +48,16 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	secret := config.JWTSecret(env)
 	window := config.PaymentWindow(env)
+	limits := httpapi.RateLimits{
+		PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
+		PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),
+	}
 	if err := env.Err(); err != nil {
 		return err
 	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
-		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]", "payment_window", window.String())
+		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]", "payment_window", window.String(),
+		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP)
 
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
@@ -82,7 +87,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	srv := &http.Server{
 		Addr:              addr,
-		Handler:           httpapi.New(svc, db, auth.NewVerifier(secret), ready, log),
+		Handler:           httpapi.New(svc, db, auth.NewVerifier(secret), ready, log, httpapi.WithRateLimits(limits)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,

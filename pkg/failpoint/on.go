@@ -12,10 +12,19 @@ import (
 // comma-separated list) names this point: the test sees exactly what a
 // crash at this line leaves behind.
 func Inject(name string) {
+	if Enabled(name) {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+}
+
+// Enabled reports whether SECKILL_FAILPOINTS names this point, for
+// failpoints that change behaviour instead of crashing.
+func Enabled(name string) bool {
 	for _, n := range strings.Split(os.Getenv("SECKILL_FAILPOINTS"), ",") {
 		if strings.TrimSpace(n) == name {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
+			return true
 		}
 	}
+	return false
 }

@@ -48,14 +48,31 @@ type Server struct {
 	verifier  *auth.Verifier
 	ready     []Checker
 	log       *slog.Logger
+
+	userLimit, ipLimit *limiter
+}
+
+// Option configures the server.
+type Option func(*Server)
+
+// WithRateLimits turns on the per-user and per-IP token buckets.
+func WithRateLimits(l RateLimits) Option {
+	return func(s *Server) {
+		s.userLimit, s.ipLimit = newLimiter(l.PerUser), newLimiter(l.PerIP)
+	}
 }
 
 // New builds the Gin engine with every route.
-func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger) http.Handler {
+func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
 		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Log: log}}
+	for _, o := range opts {
+		o(s)
+	}
 	r := gin.New()
+	// Client IPs come from the connection; no proxy headers are trusted.
+	_ = r.SetTrustedProxies(nil)
 	r.Use(s.recover, s.requestID)
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(func(c *gin.Context) { writeError(c, http.StatusNotFound, "NOT_FOUND", "no such route") })
@@ -66,13 +83,13 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
 
-	buyer := r.Group("/api/v1", s.authenticate(false))
+	buyer := r.Group("/api/v1", s.limitIP, s.authenticate(false), s.limitUser)
 	buyer.POST("/orders", s.placeOrder)
 	buyer.GET("/orders/:order_no", s.getOrder)
 	buyer.POST("/orders/:order_no/pay", s.payOrder)
 	buyer.POST("/orders/:order_no/cancel", s.cancelOrder)
 
-	admin := r.Group("/admin/v1", s.authenticate(true))
+	admin := r.Group("/admin/v1", s.limitIP, s.authenticate(true))
 	admin.POST("/items", s.createItem)
 	admin.GET("/items/:id/stock", s.itemStock)
 	admin.POST("/activities", s.createActivity)
@@ -169,7 +186,8 @@ func jsonProblem(err error) string {
 	}
 	msg := err.Error()
 	if len(msg) > 120 {
-		msg = msg[:120]
+		// Cut on a character boundary: the message goes to the client.
+		msg = strings.ToValidUTF8(msg[:120], "")
 	}
 	return msg
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/pkg/failpoint"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -127,7 +128,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID, Quantity: r.Quantity,
 		ReservedAt: now, RequestID: r.RequestID,
 	}
-	if err := s.Publisher.Publish(ctx, ev); err != nil {
+	failpoint.Inject("api-after-reserve")
+	err = s.Publisher.Publish(ctx, ev)
+	if err == nil && failpoint.Enabled("publish-ack-lost") {
+		// The broker took the event but the answer never arrived.
+		err = fmt.Errorf("publish: %w: %w", order.ErrUnavailable, context.DeadlineExceeded)
+	}
+	if err != nil {
 		return s.unpublished(ctx, ev, err)
 	}
 	s.Log.Debug("order reserved", "order_no", no, "request_id", r.RequestID,
