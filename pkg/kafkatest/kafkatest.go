@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -71,4 +72,40 @@ func waitForLeaders(t testing.TB, ctx context.Context, topic string, partitions 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// GroupLag returns how many messages of topic the consumer group has not
+// committed yet (a group that committed nothing lags by the whole topic).
+func GroupLag(ctx context.Context, topic, group string) (int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(Brokers()...)}
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, err
+	}
+	if len(meta.Topics) != 1 {
+		return 0, fmt.Errorf("no metadata for topic %s", topic)
+	}
+	var parts []int
+	var ends []kafka.OffsetRequest
+	for _, p := range meta.Topics[0].Partitions {
+		parts = append(parts, p.ID)
+		ends = append(ends, kafka.LastOffsetOf(p.ID))
+	}
+	last, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: ends}})
+	if err != nil {
+		return 0, err
+	}
+	committed, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		return 0, err
+	}
+	done := map[int]int64{}
+	for _, p := range committed.Topics[topic] {
+		done[p.Partition] = max(p.CommittedOffset, 0)
+	}
+	var lag int64
+	for _, p := range last.Topics[topic] {
+		lag += p.LastOffset - done[p.Partition]
+	}
+	return lag, nil
 }

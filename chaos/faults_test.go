@@ -1,0 +1,243 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/kafkatest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+// 1. kill -9 a consumer mid-batch, restart it.
+func TestChaosKillConsumerMidBatch(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	api := p.StartAPI()
+	c := p.StartConsumer("SECKILL_CONSUMER_BATCH=50")
+	sale := api.CreateSale(300, 1)
+	l := startLoad(api, sale.ActivityID, users(1, 600), 3*time.Second, 50)
+	waitFor(t, "orders to be created", 30*time.Second, func() bool {
+		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		return n >= 30
+	})
+	c.Kill()
+	l.wait()
+	p.StartConsumer()
+	inv := settle(t, p, sale, l.accepted, 60*time.Second)
+	if len(l.accepted) != 300 || inv.LiveOrders != 300 {
+		t.Fatalf("accepted %d, live %d; want 300 of each", len(l.accepted), inv.LiveOrders)
+	}
+}
+
+// 2. Two consumers, kill -9 one: its partitions move to the other.
+func TestChaosKillOneOfTwoConsumers(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 6})
+	api := p.StartAPI()
+	a := p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	// Several items so both consumers own work.
+	var sales []pipelinetest.Sale
+	var loads []*load
+	for i := range 4 {
+		s := api.CreateSale(100, 1)
+		sales = append(sales, s)
+		loads = append(loads, startLoad(api, s.ActivityID, users(int64(i*1000+1), 150), 3*time.Second, 20))
+	}
+	time.Sleep(time.Second) // let the sale run before the fault
+	a.Kill()
+	for i, l := range loads {
+		l.wait()
+		inv := settle(t, p, sales[i], l.accepted, 90*time.Second)
+		if inv.LiveOrders != int64(len(l.accepted)) || len(l.accepted) != 100 {
+			t.Fatalf("sale %d: accepted %d, live %d", i, len(l.accepted), inv.LiveOrders)
+		}
+	}
+}
+
+// 3. Stop the Kafka broker for ~10 s: the API answers 503 and holds no
+// reservation; accepted orders are created after it returns.
+func TestChaosKafkaDown(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	api := p.StartAPI("SECKILL_KAFKA_WRITE_TIMEOUT=1s")
+	p.StartConsumer()
+	sale := api.CreateSale(1000, 1)
+	before := startLoad(api, sale.ActivityID, users(1, 100), time.Second, 20).wait()
+
+	services(t, "stop", "kafka")
+	down := startLoad(api, sale.ActivityID, users(1001, 40), 5*time.Second, 10)
+	time.Sleep(5 * time.Second)
+	services(t, "start", "kafka")
+	down.wait()
+	after := startLoad(api, sale.ActivityID, users(2001, 100), time.Second, 20).wait()
+
+	unavailable := 0
+	for u, code := range down.byUser {
+		if code == 503 {
+			unavailable++
+			// Nothing stays reserved for a 503: no order, and the user may
+			// try again.
+			var n int64
+			p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE user_id = ? AND activity_id = ?", u, sale.ActivityID).Scan(&n)
+			if n != 0 {
+				t.Fatalf("user %d got 503 but has %d orders", u, n)
+			}
+		}
+	}
+	if unavailable == 0 {
+		t.Fatalf("no 503 while Kafka was down: %v", down.codes)
+	}
+	t.Logf("while down: %d answered 503, %d accepted", unavailable, len(down.accepted))
+	all := map[string]int64{}
+	for _, l := range []*load{before, down, after} {
+		for no, u := range l.accepted {
+			all[no] = u
+		}
+	}
+	inv := settle(t, p, sale, all, 90*time.Second)
+	if inv.LiveOrders != int64(len(all)) {
+		t.Fatalf("accepted %d, live %d", len(all), inv.LiveOrders)
+	}
+}
+
+// 4. Stop MariaDB for ~10 s: the consumer waits and retries; all orders are
+// created after it returns.
+func TestChaosMySQLDown(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	api := p.StartAPI()
+	p.StartConsumer()
+	sale := api.CreateSale(500, 1)
+	services(t, "stop", "mysql")
+	l := startLoad(api, sale.ActivityID, users(1, 200), 5*time.Second, 20)
+	time.Sleep(5 * time.Second)
+	services(t, "start", "mysql")
+	l.wait()
+	inv := settle(t, p, sale, l.accepted, 90*time.Second)
+	if len(l.accepted) != 200 || inv.LiveOrders != 200 {
+		t.Fatalf("accepted %d (%v), live %d; want 200", len(l.accepted), l.codes, inv.LiveOrders)
+	}
+}
+
+// 5. Restart Redis with its AOF: nothing is lost.
+func TestChaosRedisRestartWithAOF(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	api := p.StartAPI()
+	p.StartConsumer()
+	sale := api.CreateSale(300, 1)
+	l := startLoad(api, sale.ActivityID, users(1, 400), 4*time.Second, 20)
+	time.Sleep(time.Second)
+	services(t, "stop", "redis")
+	time.Sleep(2 * time.Second)
+	services(t, "start", "redis")
+	l.wait()
+	more := startLoad(api, sale.ActivityID, users(1001, 300), 2*time.Second, 20).wait()
+	all := map[string]int64{}
+	for _, x := range []*load{l, more} {
+		for no, u := range x.accepted {
+			all[no] = u
+		}
+	}
+	inv := settle(t, p, sale, all, 90*time.Second)
+	if inv.LiveOrders != int64(len(all)) || inv.LiveOrders != 300 {
+		t.Fatalf("accepted %d, live %d; want 300 sold", len(all), inv.LiveOrders)
+	}
+}
+
+// 7. kill -9 the API between the reservation and the publish: the stranded
+// reservation is swept to a final state.
+func TestChaosAPIKilledBeforePublish(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	healthy := p.StartAPI()
+	p.StartConsumer("SECKILL_SWEEP_AFTER=2s", "SECKILL_SWEEP_EVERY=250ms")
+	sale := healthy.CreateSale(10, 1)
+	dying := p.StartAPI("SECKILL_FAILPOINTS=api-after-reserve")
+	if pl, err := dying.PlaceOrder(7, "doomed", sale.ActivityID, 1); err == nil {
+		t.Fatalf("the failpoint did not fire: %+v", pl)
+	}
+	<-dying.Done()
+	// The buyer retries with the same key on a healthy instance and gets
+	// the stranded order back, which the sweep finishes.
+	var no string
+	waitFor(t, "the retry to find the stranded order", 10*time.Second, func() bool {
+		pl, err := healthy.PlaceOrder(7, "doomed", sale.ActivityID, 1)
+		no = pl.OrderNo
+		return err == nil && pl.Code == 202
+	})
+	inv := settle(t, p, sale, map[string]int64{no: 7}, 60*time.Second)
+	if o, _ := p.DB.Order(context.Background(), no); o.Status != order.Created || inv.LiveOrders != 1 {
+		t.Fatalf("stranded order %s ended %s (live %d)", no, o.Status, inv.LiveOrders)
+	}
+}
+
+// 8. A produce that times out after the broker accepted the message:
+// exactly one of {created, released}.
+func TestChaosPublishAckLost(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	healthy := p.StartAPI()
+	p.StartConsumer()
+	sale := healthy.CreateSale(100, 1)
+	lossy := p.StartAPI("SECKILL_FAILPOINTS=publish-ack-lost")
+	l := startLoad(lossy, sale.ActivityID, users(1, 100), 2*time.Second, 20).wait()
+	refused := 0
+	for u, code := range l.byUser {
+		if code != 503 {
+			continue
+		}
+		refused++
+		var n int64
+		p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE user_id = ? AND activity_id = ? AND status IN ('CREATED','PAID')", u, sale.ActivityID).Scan(&n)
+		if n != 0 {
+			t.Fatalf("user %d was told 503 but holds a live order", u)
+		}
+	}
+	t.Logf("ack lost: %d answered 202 (consumer claimed first), %d answered 503 (released first)", len(l.accepted), refused)
+	if len(l.accepted)+refused != 100 {
+		t.Fatalf("unexpected answers: %v", l.codes)
+	}
+	inv := settle(t, p, sale, l.accepted, 60*time.Second)
+	if inv.LiveOrders != int64(len(l.accepted)) {
+		t.Fatalf("live orders %d != accepted %d: a released order was created or an accepted one lost", inv.LiveOrders, len(l.accepted))
+	}
+}
+
+// 9. Redelivery storm: replay the whole topic to a fresh consumer group.
+func TestChaosRedeliveryStorm(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	api := p.StartAPI()
+	p.StartConsumer()
+	sale := api.CreateSale(200, 1)
+	l := startLoad(api, sale.ActivityID, users(1, 400), 2*time.Second, 50).wait()
+	before := settle(t, p, sale, l.accepted, 60*time.Second)
+	var storm []*pipelinetest.Proc
+	for range 2 {
+		storm = append(storm, p.StartConsumer("SECKILL_CONSUMER_GROUP="+kafkatest.Name("storm")))
+	}
+	for _, c := range storm {
+		group := c.Env("SECKILL_CONSUMER_GROUP")
+		waitFor(t, "the replay to catch up", 60*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			lag, err := kafkatest.GroupLag(ctx, p.Topic, group)
+			return err == nil && lag == 0
+		})
+	}
+	after := settle(t, p, sale, l.accepted, 60*time.Second)
+	if before != after {
+		t.Fatalf("replay changed the stores: %+v -> %+v", before, after)
+	}
+	var rows int64
+	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	if rows != int64(len(l.accepted)) {
+		t.Fatalf("%d order rows for %d accepted orders", rows, len(l.accepted))
+	}
+}

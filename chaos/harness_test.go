@@ -1,0 +1,164 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+// tally is what the suite prints at the end.
+var tally struct {
+	faults, survived  atomic.Int64
+	hostile           atomic.Int64
+	lost, oversold    atomic.Int64
+	duplicates, drift atomic.Int64
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fmt.Printf("chaos: faults survived %d/%d, hostile inputs tried %d, orders lost %d, oversold %d, duplicates %d, drift after recovery %d\n",
+		tally.survived.Load(), tally.faults.Load(), tally.hostile.Load(), tally.lost.Load(),
+		tally.oversold.Load(), tally.duplicates.Load(), tally.drift.Load())
+	os.Exit(code)
+}
+
+// fault registers a fault scenario in the tally.
+func fault(t *testing.T) {
+	tally.faults.Add(1)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			tally.survived.Add(1)
+		}
+	})
+}
+
+// services runs scripts/services with args (e.g. "stop", "kafka").
+func services(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	cmd := exec.Command(filepath.Join(root, "scripts", "services"), args...)
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/services %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	t.Logf("scripts/services %s: %s", strings.Join(args, " "), strings.TrimSpace(string(b)))
+}
+
+// load is a flash sale running in the background: users place one order
+// each, spread over the given duration, concurrency at a time.
+type load struct {
+	mu       sync.Mutex
+	accepted map[string]int64 // order_no -> user
+	byUser   map[int64]int    // user -> last status code
+	codes    map[string]int
+	neterrs  int
+	done     chan struct{}
+}
+
+func startLoad(api *pipelinetest.API, activity int64, users []int64, over time.Duration, concurrency int) *load {
+	l := &load{accepted: map[string]int64{}, byUser: map[int64]int{}, codes: map[string]int{}, done: make(chan struct{})}
+	gap := over / time.Duration(len(users))
+	go func() {
+		defer close(l.done)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, concurrency)
+		for _, u := range users {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				p, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), activity, 1)
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				if err != nil {
+					l.neterrs++
+					return
+				}
+				l.byUser[u] = p.Code
+				if p.Code == 202 {
+					l.accepted[p.OrderNo] = u
+				} else {
+					l.codes[fmt.Sprintf("%d %s", p.Code, p.Error)]++
+				}
+			}()
+			time.Sleep(gap)
+		}
+		wg.Wait()
+	}()
+	return l
+}
+
+func (l *load) wait() *load { <-l.done; return l }
+
+func users(from, n int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = from + int64(i)
+	}
+	return out
+}
+
+// settle waits until every accepted order is final in MySQL and nothing is
+// in flight, then checks the invariants and adds what it found to the
+// tally.
+func settle(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, accepted map[string]int64, within time.Duration) pipelinetest.Invariants {
+	t.Helper()
+	nos := make([]string, 0, len(accepted))
+	for no := range accepted {
+		nos = append(nos, no)
+	}
+	deadline := time.Now().Add(within)
+	var final map[string]order.Order
+	for {
+		var err error
+		final, err = p.DB.Orders(context.Background(), nos)
+		if err == nil && len(final) == len(nos) {
+			break
+		}
+		if time.Now().After(deadline) {
+			tally.lost.Add(int64(len(nos) - len(final)))
+			t.Fatalf("%d of %d accepted orders not final %v after recovery", len(nos)-len(final), len(nos), within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.WaitDrained(sale.ItemID, within)
+	inv := p.Check(sale)
+	if over := inv.LiveUnits + inv.DBStock - sale.Stock; over > 0 {
+		tally.oversold.Add(over)
+	}
+	tally.duplicates.Add(inv.UsersWithTwoLive)
+	if d := inv.RedisStock - inv.DBStock; d != 0 {
+		tally.drift.Add(max(d, -d))
+	}
+	return inv
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
