@@ -1,0 +1,74 @@
+package e2e_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+// The programs refuse to start on bad configuration, naming the variable,
+// and never print the secret.
+func TestProgramsRefuseBadConfig(t *testing.T) {
+	t.Parallel()
+	const weak = "weak-secret-XYZ"
+	cases := []struct {
+		name, program string
+		env           []string
+		want          string
+	}{
+		{"api without secret", "api", []string{"SECKILL_JWT_SECRET="}, "SECKILL_JWT_SECRET is required"},
+		{"api with weak secret", "api", []string{"SECKILL_JWT_SECRET=" + weak}, "SECKILL_JWT_SECRET: must be at least 32 bytes"},
+		{"consumer with bad batch", "consumer", []string{"SECKILL_CONSUMER_BATCH=lots"}, "SECKILL_CONSUMER_BATCH"},
+		{"api with bad timeout", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_KAFKA_WRITE_TIMEOUT=-1s"}, "SECKILL_KAFKA_WRITE_TIMEOUT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(pipelinetest.Binary(t, tc.program))
+			cmd.Env = append(os.Environ(), tc.env...)
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("the program did not exit")
+			}
+			if err == nil {
+				t.Fatalf("exit 0 with bad config; output %s", out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("output %s does not say %q", out, tc.want)
+			}
+			if strings.Contains(string(out), weak) {
+				t.Fatalf("the secret appears in the output: %s", out)
+			}
+		})
+	}
+}
+
+// A running API never logs its secret.
+func TestSecretNeverLogged(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI("SECKILL_LOG_LEVEL=debug")
+	p.StartConsumer("SECKILL_LOG_LEVEL=debug")
+	sale := api.CreateSale(5, 1)
+	pl, err := api.PlaceOrder(1, "k", sale.ActivityID, 1)
+	if err != nil || pl.Code != 202 {
+		t.Fatalf("%+v %v", pl, err)
+	}
+	p.WaitFinal(map[string]int64{pl.OrderNo: 1}, 30*time.Second)
+	if strings.Contains(api.Log(), pipelinetest.Secret) {
+		t.Fatal("the api logged its JWT secret")
+	}
+	tok := pipelinetest.Token(1, "")
+	if sig := tok[strings.LastIndexByte(tok, '.')+1:]; strings.Contains(api.Log(), sig) {
+		t.Fatal("the api logged a bearer token")
+	}
+}
