@@ -170,8 +170,10 @@ func (s *Service) unpublished(ctx context.Context, ev order.Event, pubErr error)
 		// re-publishes it, and a retry with the same key finds it.
 		log.Error("publish failed and release failed; the sweep will finish the order", "publish_err", pubErr, "err", err)
 		return Placed{}, fmt.Errorf("publish: %w", pubErr)
-	case released:
-		log.Warn("publish failed; reservation released", "err", pubErr)
+	case released || state == stockredis.StateMissing:
+		// Released, or Redis lost the reservation meanwhile: nothing is
+		// held for this request any more.
+		log.Warn("publish failed; reservation released", "state", state, "err", pubErr)
 		return Placed{}, fmt.Errorf("publish: %w", pubErr)
 	default:
 		// A consumer claimed it: Kafka did take the event after all.

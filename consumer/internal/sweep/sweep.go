@@ -86,10 +86,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 		}
 	}()
 
-	after := s.After
-	if after <= 0 {
-		after = 10 * time.Second
-	}
+	after := s.after()
 	items, err := s.Stock.WarmedItems(lctx)
 	if err != nil {
 		return st, err
@@ -100,6 +97,13 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+func (s *Sweeper) after() time.Duration {
+	if s.After <= 0 {
+		return 10 * time.Second
+	}
+	return s.After
 }
 
 func (s *Sweeper) sweepItem(ctx context.Context, item int64, cutoff time.Time, st *Stats) error {
@@ -136,7 +140,16 @@ func (s *Sweeper) sweepItem(ctx context.Context, item int64, cutoff time.Time, s
 			confirm = append(confirm, no)
 			continue
 		}
-		if info.State != stockredis.StateReserved && info.State != stockredis.StateClaimed {
+		switch info.State {
+		case stockredis.StateReserved:
+		case stockredis.StateClaimed:
+			// A consumer took the event; if it died, Kafka redelivers the
+			// uncommitted message. Re-publish only when that has not
+			// happened for much longer (the message itself was lost).
+			if info.ReservedAt.After(cutoff.Add(-5 * s.after())) {
+				continue
+			}
+		default:
 			continue
 		}
 		ev := order.Event{
