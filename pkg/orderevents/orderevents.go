@@ -114,6 +114,10 @@ func NewPublisher(cfg Config) *Publisher {
 			WriteTimeout: timeout,
 			ReadTimeout:  timeout,
 			MaxAttempts:  3,
+			// Its own transport, refreshing metadata every second: the
+			// shared default caches it for 6 s, so a topic created just
+			// before the first publish would be unknown for that long.
+			Transport: &kafka.Transport{MetadataTTL: time.Second, DialTimeout: timeout},
 		},
 	}
 }

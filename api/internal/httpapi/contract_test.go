@@ -108,6 +108,8 @@ func TestErrorContract(t *testing.T) {
 		{name: "array instead of object", req: orderReq(oa(`[%d]`)), status: 400, code: "INVALID_ARGUMENT"},
 		{name: "JSON null", req: orderReq("null"), status: 400, code: "INVALID_ARGUMENT"},
 		{name: "unknown field", req: orderReq(oa(`{"activity_id":%d,"colour":"red"}`)), status: 400, code: "INVALID_ARGUMENT"},
+		{name: "field name in another case", req: orderReq(oa(`{"ACTIVITY_ID":%d}`)), status: 400, code: "INVALID_ARGUMENT"},
+		{name: "field given twice", req: orderReq(oa(`{"activity_id":%d,"activity_id":1}`)), status: 400, code: "INVALID_ARGUMENT"},
 		{name: "long non-ASCII unknown field", req: orderReq(oa(`{"activity_id":%d,"` + strings.Repeat("é", 100) + `":1}`)), status: 400, code: "INVALID_ARGUMENT"},
 		{name: "user_id in the body", req: orderReq(oa(`{"activity_id":%d,"user_id":500}`)), status: 400, code: "INVALID_ARGUMENT"},
 		{name: "activity_id missing", req: orderReq(`{"quantity":1}`), status: 400, code: "INVALID_ARGUMENT"},

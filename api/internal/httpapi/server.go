@@ -13,9 +13,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -126,8 +128,8 @@ func (s *Server) requestID(c *gin.Context) {
 func (s *Server) authenticate(admin bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		h := c.GetHeader("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || tok == "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 			writeError(c, http.StatusUnauthorized, "UNAUTHENTICATED", "a bearer token is required")
 			return
 		}
@@ -176,7 +178,65 @@ func DecodeJSON(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: unexpected data after the JSON object", order.ErrInvalidArgument)
 	}
+	return exactKeys(body, v)
+}
+
+// exactKeys refuses what encoding/json lets through: field names in another
+// case ("ACTIVITY_ID") and a field given twice.
+func exactKeys(body []byte, v any) error {
+	allowed := fieldNames(reflect.TypeOf(v))
+	if allowed == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		if !allowed[key] {
+			return fmt.Errorf("%w: unknown field %q", order.ErrInvalidArgument, strings.ToValidUTF8(key, ""))
+		}
+		if seen[key] {
+			return fmt.Errorf("%w: field %q given twice", order.ErrInvalidArgument, key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
 	return nil
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]bool
+
+// fieldNames returns the JSON names of a struct pointer's fields.
+func fieldNames(t reflect.Type) map[string]bool {
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]bool)
+	}
+	m := map[string]bool{}
+	st := t.Elem()
+	for i := range st.NumField() {
+		name, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = st.Field(i).Name
+		}
+		if name != "-" {
+			m[name] = true
+		}
+	}
+	fieldCache.Store(t, m)
+	return m
 }
 
 func jsonProblem(err error) string {
