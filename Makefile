@@ -11,6 +11,7 @@ SHELL := /bin/bash
 SERVICES ?= auto
 GOTESTFLAGS ?=
 BENCHFLAGS ?=
+FUZZTIME ?= 15s
 PKG ?= ./...
 # staticcheck 2026.2.2; the proxy knows its releases by these module versions.
 STATICCHECK_VERSION ?= v0.8.2
@@ -45,6 +46,7 @@ build: ## build bin/api, bin/consumer, bin/reconciler
 
 test: up ## run every test with -race against the real services, then the chaos suite
 	go test -race -count=1 -timeout 30m $(GOTESTFLAGS) $(PKG)
+	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
 	@$(MAKE) --no-print-directory chaos-run
 
 check: ## gofmt, go vet, staticcheck, then the tests
