@@ -42,6 +42,8 @@ type Pipeline struct {
 	// Extra is added to every process's environment.
 	Extra []string
 
+	cluster bool
+
 	mu    sync.Mutex
 	procs []*Proc
 }
@@ -49,6 +51,9 @@ type Pipeline struct {
 // Options tunes a pipeline.
 type Options struct {
 	Partitions int // of the orders topic (default 3)
+	// RedisCluster runs the pipeline on the Redis Cluster
+	// (scripts/services up redis-cluster) instead of the single node.
+	RedisCluster bool
 }
 
 // New prepares an isolated pipeline; start its processes with StartAPI and
@@ -59,13 +64,17 @@ func New(t testing.TB, opts Options) *Pipeline {
 		opts.Partitions = 3
 	}
 	rdb, prefix := redistest.New(t)
+	if opts.RedisCluster {
+		rdb, prefix = redistest.NewCluster(t)
+	}
 	p := &Pipeline{
-		t:      t,
-		DB:     mysqltest.New(t),
-		Store:  stockredis.New(rdb, prefix),
-		Prefix: prefix,
-		Topic:  kafkatest.NewTopic(t, opts.Partitions),
-		Group:  kafkatest.Name("test-consumer"),
+		t:       t,
+		cluster: opts.RedisCluster,
+		DB:      mysqltest.New(t),
+		Store:   stockredis.New(rdb, prefix),
+		Prefix:  prefix,
+		Topic:   kafkatest.NewTopic(t, opts.Partitions),
+		Group:   kafkatest.Name("test-consumer"),
 	}
 	t.Cleanup(func() {
 		p.mu.Lock()
@@ -89,6 +98,9 @@ func (p *Pipeline) Env() []string {
 		"SECKILL_CONSUMER_GROUP="+p.Group,
 		"SECKILL_LOG_LEVEL=info",
 	)
+	if p.cluster {
+		env = append(env, "SECKILL_REDIS_ADDRS="+strings.Join(redistest.ClusterAddrs(), ","), "SECKILL_REDIS_CLUSTER=true")
+	}
 	return append(env, p.Extra...)
 }
 

@@ -23,32 +23,58 @@ func Addr() string {
 	return "127.0.0.1:6379"
 }
 
+// ClusterAddrs are the Redis Cluster seed nodes cluster tests use:
+// SECKILL_REDIS_CLUSTER_ADDRS or the three masters scripts/services starts.
+func ClusterAddrs() []string {
+	if a := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS"); a != "" {
+		return strings.Split(a, ",")
+	}
+	return []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
+}
+
 // New returns a client and a fresh key prefix; the test fails if Redis does
 // not answer. Keys under the prefix are deleted when the test ends.
 func New(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: Addr(), PoolSize: 64})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	return connect(t, redis.NewClient(&redis.Options{Addr: Addr(), PoolSize: 64}), Addr())
+}
+
+// NewCluster is New on the Redis Cluster (scripts/services up redis-cluster).
+func NewCluster(t testing.TB) (redis.UniversalClient, string) {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: ClusterAddrs(), PoolSize: 64})
+	return connect(t, rdb, strings.Join(ClusterAddrs(), ","))
+}
+
+func connect(t testing.TB, rdb redis.UniversalClient, addr string) (redis.UniversalClient, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("redistest: Redis at %s does not answer (run `scripts/services up`): %v", Addr(), err)
+		t.Fatalf("redistest: Redis at %s does not answer (run `scripts/services up`): %v", addr, err)
 	}
 	prefix := "t" + randHex(6)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		for len(keys) > 0 {
-			n := min(len(keys), 500)
-			rdb.Del(ctx, keys[:n]...)
-			keys = keys[n:]
-		}
+		_ = ForEachNode(ctx, rdb, func(ctx context.Context, node redis.UniversalClient) error {
+			iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+			for iter.Next(ctx) {
+				node.Del(ctx, iter.Val())
+			}
+			return iter.Err()
+		})
 		rdb.Close()
 	})
 	return rdb, prefix
+}
+
+// ForEachNode runs f on every master of a cluster client, or on the client
+// itself for a single node (SCAN sees one node's keys only).
+func ForEachNode(ctx context.Context, rdb redis.UniversalClient, f func(context.Context, redis.UniversalClient) error) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
+	}
+	return f(ctx, rdb)
 }
 
 func randHex(n int) string {

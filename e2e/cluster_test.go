@@ -1,0 +1,68 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+// The whole flash sale on a real 3-master Redis Cluster, with two API
+// processes and three consumers, one of them killed mid-sale.
+func TestEndToEndOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 6, RedisCluster: true})
+	api1, api2 := p.StartAPI(), p.StartAPI()
+	victim := p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	// Three items: their hash tags spread over the masters.
+	sales := []pipelinetest.Sale{api1.CreateSale(100, 1), api1.CreateSale(100, 1), api2.CreateSale(100, 1)}
+
+	type result struct {
+		accepted map[string]int64
+		codes    map[string]int
+	}
+	results := make([]result, len(sales))
+	done := make(chan int, len(sales))
+	for i, s := range sales {
+		api := api1
+		if i%2 == 1 {
+			api = api2
+		}
+		go func() {
+			a, c := crowd(t, api, s.ActivityID, userRange(int64(i*10000+1), 400), 40)
+			results[i] = result{a, c}
+			done <- i
+		}()
+	}
+	// Kill a consumer mid-sale, once orders are being written.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		n, _ := p.DB.LiveOrderCount(context.Background(), sales[0].ItemID)
+		if n >= 20 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	victim.Kill()
+	for range sales {
+		<-done
+	}
+	for i, s := range sales {
+		r := results[i]
+		if len(r.accepted) != 100 || r.codes["SOLD_OUT"] != 300 {
+			t.Fatalf("sale %d: accepted %d, refused %v", i, len(r.accepted), r.codes)
+		}
+		final := p.WaitFinal(r.accepted, 90*time.Second)
+		if got := countStatus(final); got[order.Created] != 100 {
+			t.Fatalf("sale %d: %v", i, got)
+		}
+		p.WaitDrained(s.ItemID, 30*time.Second)
+		if inv := p.Check(s); inv.DBStock != 0 || inv.RedisStock != 0 {
+			t.Fatalf("sale %d: %+v", i, inv)
+		}
+	}
+}
