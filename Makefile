@@ -49,7 +49,7 @@ test: up ## run every test with -race against the real services, then the chaos 
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
 	@$(MAKE) --no-print-directory chaos-run
 
-check: ## gofmt, go vet, staticcheck, then the tests
+check: ## gofmt, go vet, staticcheck, docker compose config (if available), then the tests
 	@files=$$(find . \( -path ./.local -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \
 	if [ -n "$$files" ]; then \
 		unformatted=$$(gofmt -l $$files); \
@@ -57,6 +57,9 @@ check: ## gofmt, go vet, staticcheck, then the tests
 	fi
 	go vet $(PKG)
 	$(STATICCHECK) $(PKG)
+	@if docker compose version >/dev/null 2>&1; then \
+		docker compose config -q && docker compose --profile observability config -q; \
+	else echo "docker compose not available: docker-compose.yml not validated"; fi
 	@$(MAKE) --no-print-directory test
 
 run: ## run the whole pipeline locally (scripts/dev-run)

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
@@ -52,12 +53,27 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
 		PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),
 	}
+	admin := config.Admin(env, "")
 	if err := env.Err(); err != nil {
 		return err
 	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
 		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]", "payment_window", window.String(),
-		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP)
+		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP, "admin_addr", admin.Addr, "pprof", admin.Pprof)
+
+	reg := metrics.NewRegistry()
+	if admin.Addr != "" {
+		adm, err := metrics.ListenAdmin(admin.Addr, metrics.AdminHandler(reg, admin.Pprof))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = adm.Shutdown(sctx)
+		}()
+		log.Info("admin listening", "addr", adm.Addr(), "pprof", admin.Pprof)
+	}
 
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
@@ -79,15 +95,18 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	svc := &intake.Service{
 		Stock: store, Publisher: pub, Activities: db, Orders: db,
 		Numbers: order.NewNumberGenerator(), PaymentWindow: window, Log: log, Now: time.Now,
+		Metrics: metrics.NewIntake(reg),
 	}
 	ready := []httpapi.Checker{
 		{Name: "redis", Check: store.Ping},
 		{Name: "mysql", Check: db.Ping},
 		{Name: "kafka", Check: func(ctx context.Context) error { return orderevents.Ping(ctx, kcfg.Brokers) }},
 	}
+	handler := httpapi.New(svc, db, auth.NewVerifier(secret), ready, log, httpapi.WithRateLimits(limits),
+		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)))
 	srv := &http.Server{
 		Addr:              addr,
-		Handler:           httpapi.New(svc, db, auth.NewVerifier(secret), ready, log, httpapi.WithRateLimits(limits)),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,

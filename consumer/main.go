@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -51,13 +52,37 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	sweepAfter := env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second)
 	sweepEvery := env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second)
 	closeEvery := env.Duration("SECKILL_CLOSER_EVERY", time.Second)
+	admin := config.Admin(env, "127.0.0.1:9100")
 	if err := env.Err(); err != nil {
 		return err
 	}
 	instance := fmt.Sprintf("consumer-%d", os.Getpid())
 	log = log.With("instance", instance)
 	log.Info("consumer starting", "redis", rcfg.Addrs, "kafka", kcfg.Brokers, "topic", kcfg.Topic,
-		"group", group, "batch", loop.MaxBatch, "sweep_after", sweepAfter.String())
+		"group", group, "batch", loop.MaxBatch, "sweep_after", sweepAfter.String(),
+		"admin_addr", admin.Addr, "pprof", admin.Pprof)
+
+	// The admin listener comes first, so /metrics answers while the
+	// consumer waits for its dependencies.
+	reg := metrics.NewRegistry()
+	if admin.Addr != "" {
+		adm, err := metrics.ListenAdmin(admin.Addr, metrics.AdminHandler(reg, admin.Pprof))
+		switch {
+		case err != nil && admin.Optional:
+			// The default port is taken (another consumer on this host):
+			// fulfilment matters more than this one's metrics.
+			log.Warn("admin listener not started; set SECKILL_ADMIN_ADDR to serve /metrics", "addr", admin.Addr, "err", err)
+		case err != nil:
+			return err
+		default:
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = adm.Shutdown(sctx)
+			}()
+			log.Info("admin listening", "addr", adm.Addr(), "pprof", admin.Pprof)
+		}
+	}
 
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
@@ -80,11 +105,14 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	reader := orderevents.NewReader(orderevents.ReaderConfig{Brokers: kcfg.Brokers, Topic: kcfg.Topic, GroupID: group})
 	defer reader.Close()
 
-	locker := lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log})
-	sw := &sweep.Sweeper{Stock: store, DB: db, Publisher: pub, After: sweepAfter, Every: sweepEvery, Log: log, Locker: locker}
+	lockMetrics := metrics.NewLock(reg)
+	locker := lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log,
+		OnAcquire: lockMetrics.Acquired, OnLost: lockMetrics.Lost})
+	sw := &sweep.Sweeper{Stock: store, DB: db, Publisher: pub, After: sweepAfter, Every: sweepEvery, Log: log, Locker: locker,
+		Metrics: metrics.NewSweep(reg)}
 	cl := &closer.Closer{
 		Lifecycle: &lifecycle.Service{DB: db, Stock: store, Log: log},
-		Locker:    locker, Every: closeEvery, Log: log,
+		Locker:    locker, Every: closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 	}
 	// The sweep and the closer run beside the fulfilment loop; each acts
 	// only while it holds its lock, so one process in the group does it.
@@ -93,7 +121,8 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	go func() { defer func() { done <- struct{}{} }(); sw.Run(sctx) }()
 	go func() { defer func() { done <- struct{}{} }(); cl.Run(sctx) }()
 
-	proc := &fulfil.Processor{Stock: store, DB: db, DLQ: dlq, Topic: kcfg.Topic, PaymentWindow: window, Log: log}
+	proc := &fulfil.Processor{Stock: store, DB: db, DLQ: dlq, Topic: kcfg.Topic, PaymentWindow: window, Log: log,
+		Metrics: metrics.NewConsumer(reg)}
 	err = fulfil.Run(ctx, reader, proc, loop, log)
 	stopSweep()
 	<-done

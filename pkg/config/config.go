@@ -7,11 +7,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -166,4 +168,29 @@ func JWTSecret(e *Env) []byte {
 // PaymentWindow reads SECKILL_PAYMENT_WINDOW (default 30m).
 func PaymentWindow(e *Env) time.Duration {
 	return e.Duration("SECKILL_PAYMENT_WINDOW", 30*time.Minute)
+}
+
+// Admin reads SECKILL_ADMIN_ADDR, the admin listener's address (/metrics,
+// and /debug/pprof/ when SECKILL_PPROF=true), with def when unset; "off"
+// turns the listener off. SECKILL_PPROF without a listener is refused:
+// profiles are never served on the public port.
+func Admin(e *Env, def string) metrics.AdminConfig {
+	addr, set := e.get("SECKILL_ADMIN_ADDR")
+	if !set {
+		addr = def
+	}
+	if strings.EqualFold(addr, "off") {
+		addr = ""
+	}
+	if addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			e.fail("SECKILL_ADMIN_ADDR", addr, "want host:port (such as 127.0.0.1:9100), or off")
+			addr = ""
+		}
+	}
+	cfg := metrics.AdminConfig{Addr: addr, Pprof: e.Bool("SECKILL_PPROF", false), Optional: !set}
+	if cfg.Pprof && addr == "" {
+		e.errs = append(e.errs, errors.New("SECKILL_PPROF=true needs an admin listener: set SECKILL_ADMIN_ADDR"))
+	}
+	return cfg
 }

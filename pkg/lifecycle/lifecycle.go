@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/failpoint"
+	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -40,7 +41,8 @@ func (s *Service) Pay(ctx context.Context, user int64, orderNo string) (order.Or
 		return order.Order{}, order.ErrNotFound
 	case o.Status == order.Paid:
 		if tr.Won {
-			s.Log.Info("order paid", "order_no", orderNo, "user_id", user, "item_id", o.ItemID, "status", order.Paid)
+			s.Log.Info("order paid", "order_no", orderNo, "request_id", logs.RequestID(ctx), "user_id", user,
+				"item_id", o.ItemID, "status", order.Paid)
 		}
 		return o, nil
 	case o.Status == order.Created:
@@ -108,13 +110,14 @@ func (s *Service) close(ctx context.Context, user int64, orderNo, reason string)
 	if !tr.Won {
 		return tr.Order, nil
 	}
-	s.Log.Info("order closed", "order_no", orderNo, "user_id", tr.Order.UserID, "item_id", tr.Order.ItemID,
-		"reason", reason, "status", order.Closed)
+	s.Log.Info("order closed", "order_no", orderNo, "request_id", logs.RequestID(ctx), "user_id", tr.Order.UserID,
+		"item_id", tr.Order.ItemID, "reason", reason, "status", order.Closed)
 	failpoint.Inject("close-after-commit")
 	// The release needs to happen even if the caller goes away now.
 	if err := s.release(context.WithoutCancel(ctx), tr.Order, reason); err != nil {
 		// MySQL already closed it: the closer's ReleasesDue pass finishes.
-		s.Log.Warn("release after close failed; the closer will finish it", "order_no", orderNo, "err", err)
+		s.Log.Warn("release after close failed; the closer will finish it", "order_no", orderNo,
+			"request_id", logs.RequestID(ctx), "err", err)
 	}
 	return tr.Order, nil
 }

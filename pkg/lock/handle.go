@@ -34,6 +34,8 @@ type Lock struct {
 	validUntil time.Time  // if the key is still ours, it exists until then
 	ended      bool       // the final Release ran, or the key was found not ours
 	err        error      // why the lock was lost; nil while held or if released
+
+	lostOnce sync.Once // a handle's loss is reported to Options.OnLost once
 }
 
 // Name returns the lock's name.
@@ -69,6 +71,18 @@ func (l *Lock) Err() error {
 // if the handle no longer holds the lock (released, expired or lost). Each
 // successful call needs its own Release.
 func (l *Lock) Acquire(ctx context.Context) error {
+	err := l.reenter(ctx)
+	if errors.Is(err, errReenterLost) {
+		l.reportLost()
+		return fmt.Errorf("re-enter lock %q: %w", l.name, ErrNotHeld)
+	}
+	return err
+}
+
+// errReenterLost is reenter's word that it found the lock lost.
+var errReenterLost = errors.New("lock: lost at re-entry")
+
+func (l *Lock) reenter(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended || l.err != nil {
@@ -82,7 +96,7 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if n == 0 {
 		l.goneLocked(fmt.Errorf("%w: the key was gone or held by another holder at re-entry", ErrLost))
 		l.stopWatch(errStopped)
-		return fmt.Errorf("re-enter lock %q: %w", l.name, ErrNotHeld)
+		return errReenterLost
 	}
 	l.holds = n
 	l.extendLocked(sent.Add(l.ttl))
@@ -126,10 +140,15 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.stopWatch(errStopped)
 	<-l.lost
 	if n < 0 {
+		l.reportLost()
 		return fmt.Errorf("release lock %q: %w", l.name, ErrNotHeld)
 	}
 	return nil
 }
+
+// reportLost tells Options.OnLost, once per handle, that the lock was lost.
+// l.mu must not be held.
+func (l *Lock) reportLost() { l.lostOnce.Do(func() { l.lk.lost(l.name) }) }
 
 // goneLocked records that the key is no longer ours. l.mu must be held.
 func (l *Lock) goneLocked(cause error) {
@@ -158,8 +177,8 @@ func (l *Lock) leaseEnd() time.Time {
 // is the level of the log line.
 func (l *Lock) lose(cause error, gone bool, level slog.Level) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.ended {
+		l.mu.Unlock()
 		return
 	}
 	if gone {
@@ -168,6 +187,12 @@ func (l *Lock) lose(cause error, gone bool, level slog.Level) {
 		l.err = cause
 	}
 	l.lk.log.Log(context.Background(), level, "lock lost", "lock", l.name, "fence", l.fence, "err", cause)
+	l.mu.Unlock()
+	// Below warning level is the end of the Acquire context: a shutdown,
+	// not a loss.
+	if level >= slog.LevelWarn {
+		l.reportLost()
+	}
 }
 
 // watch runs for the life of the handle. With the watchdog on it renews the

@@ -138,6 +138,17 @@ type Options struct {
 	MaxBackoff time.Duration
 	// Logger receives renewal failures and lost locks. Default: discard.
 	Logger *slog.Logger
+	// OnAcquire, if set, is called with the lock's name after every
+	// acquisition that starts a new holder (re-entries are not counted).
+	// OnLost, if set, is called with the name when a held lock is lost
+	// rather than released: the lease ran out, or the key was found gone or
+	// held by another holder. The end of the context given to Acquire is a
+	// shutdown, not a loss, and is not reported. Both run on the caller's or
+	// the watchdog's goroutine, with no lock of this package held; keep them
+	// fast (a metrics counter). They are how metrics are wired in without
+	// this package knowing of them.
+	OnAcquire func(name string)
+	OnLost    func(name string)
 }
 
 // Locker hands out locks stored in one Redis deployment. It is safe for
@@ -150,6 +161,8 @@ type Locker struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	log        *slog.Logger
+	onAcquire  func(name string)
+	onLost     func(name string)
 
 	acquire   *redis.Script
 	reenter   *redis.Script
@@ -169,6 +182,8 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		minBackoff: opts.MinBackoff,
 		maxBackoff: opts.MaxBackoff,
 		log:        opts.Logger,
+		onAcquire:  opts.OnAcquire,
+		onLost:     opts.OnLost,
 
 		acquire:   redis.NewScript(lua.Source("lock_acquire")),
 		reenter:   redis.NewScript(lua.Source("lock_reenter")),
@@ -376,7 +391,17 @@ func (lk *Locker) try(ctx context.Context, name string, cfg acquireConfig) (*Loc
 	wctx, stop := context.WithCancelCause(ctx)
 	l.stopWatch = stop
 	go l.watch(wctx)
+	if lk.onAcquire != nil {
+		lk.onAcquire(name)
+	}
 	return l, nil
+}
+
+// lost reports a lost lock to Options.OnLost.
+func (lk *Locker) lost(name string) {
+	if lk.onLost != nil {
+		lk.onLost(name)
+	}
 }
 
 // abandon releases a lock that an attempt may have taken without learning

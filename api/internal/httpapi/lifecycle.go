@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/order"
 )
 
@@ -21,7 +23,7 @@ func (s *Server) payOrder(c *gin.Context) {
 		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
 		return
 	}
-	o, err := s.lifecycle.Pay(c.Request.Context(), claimsOf(c).UserID, no)
+	o, err := s.lifecycle.Pay(s.logContext(c), claimsOf(c).UserID, no)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -35,7 +37,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
 		return
 	}
-	o, err := s.lifecycle.Cancel(c.Request.Context(), claimsOf(c).UserID, no)
+	o, err := s.lifecycle.Cancel(s.logContext(c), claimsOf(c).UserID, no)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -44,4 +46,10 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	// flag at once (other instances notice within intake.SoldOutTTL).
 	s.intake.ClearSoldOut(o.ItemID)
 	c.JSON(http.StatusOK, statusView{OrderNo: o.OrderNo, Status: o.Status})
+}
+
+// logContext is the request's context carrying its request id, for the
+// lifecycle's log lines.
+func (s *Server) logContext(c *gin.Context) context.Context {
+	return logs.WithRequestID(c.Request.Context(), c.GetString(ctxRequestID))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/lifecycle"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 )
@@ -52,6 +53,11 @@ type Server struct {
 	log       *slog.Logger
 
 	userLimit, ipLimit *limiter
+
+	metrics        *metrics.HTTP
+	metricsHandler http.Handler
+	routes         map[string]map[string]*metrics.Route // method -> route template -> handle
+	unmatched      *metrics.Route
 }
 
 // Option configures the server.
@@ -62,6 +68,12 @@ func WithRateLimits(l RateLimits) Option {
 	return func(s *Server) {
 		s.userLimit, s.ipLimit = newLimiter(l.PerUser), newLimiter(l.PerIP)
 	}
+}
+
+// WithMetrics records every request in m (by route template, method and
+// status) and serves GET /metrics with h.
+func WithMetrics(m *metrics.HTTP, h http.Handler) Option {
+	return func(s *Server) { s.metrics, s.metricsHandler = m, h }
 }
 
 // New builds the Gin engine with every route.
@@ -75,6 +87,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	r := gin.New()
 	// Client IPs come from the connection; no proxy headers are trusted.
 	_ = r.SetTrustedProxies(nil)
+	if s.metrics != nil {
+		r.Use(s.observe)
+	}
 	r.Use(s.recover, s.requestID)
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(func(c *gin.Context) { writeError(c, http.StatusNotFound, "NOT_FOUND", "no such route") })
@@ -84,6 +99,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
+	if s.metricsHandler != nil {
+		r.GET("/metrics", gin.WrapH(s.metricsHandler))
+	}
 
 	buyer := r.Group("/api/v1", s.limitIP, s.authenticate(false), s.limitUser)
 	buyer.POST("/orders", s.placeOrder)
@@ -96,7 +114,39 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	admin.GET("/items/:id/stock", s.itemStock)
 	admin.POST("/activities", s.createActivity)
 	admin.POST("/activities/:id/warmup", s.warmup)
+	s.resolveRoutes(r.Routes())
 	return r
+}
+
+// resolveRoutes makes the metrics handle of every route once, so a request
+// finds its own with two map reads.
+func (s *Server) resolveRoutes(routes gin.RoutesInfo) {
+	if s.metrics == nil {
+		return
+	}
+	s.routes = map[string]map[string]*metrics.Route{}
+	for _, ri := range routes {
+		if s.routes[ri.Method] == nil {
+			s.routes[ri.Method] = map[string]*metrics.Route{}
+		}
+		s.routes[ri.Method][ri.Path] = s.metrics.Route(ri.Method, ri.Path)
+	}
+	// The method of a request no route matched is whatever the client
+	// sent, so it is not a label value.
+	s.unmatched = s.metrics.Route("any", metrics.Unmatched)
+}
+
+// observe records the request's route template (never the raw path, which
+// holds order numbers), status and latency.
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	s.metrics.Start()
+	c.Next()
+	rt := s.routes[c.Request.Method][c.FullPath()]
+	if rt == nil {
+		rt = s.unmatched
+	}
+	rt.Observe(c.Writer.Status(), time.Since(start))
 }
 
 func (s *Server) recover(c *gin.Context) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/failpoint"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -48,6 +49,8 @@ type Service struct {
 	PaymentWindow time.Duration
 	Log           *slog.Logger
 	Now           func() time.Time
+	// Metrics records reserve and publish outcomes; nil records nothing.
+	Metrics *metrics.Intake
 
 	activities sync.Map // id -> order.Activity (activities never change)
 	soldOut    sync.Map // item id -> time the item was seen sold out
@@ -103,16 +106,19 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		if err == nil && prior != "" {
 			return s.replay(ctx, r.UserID, prior)
 		}
+		s.Metrics.SkippedSoldOut()
 		return Placed{}, order.ErrSoldOut
 	}
 
 	no := s.Numbers.Next(act.ItemID)
+	started := time.Now()
 	res, err := s.Stock.Reserve(ctx, stockredis.Reservation{
 		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
 		QuotaTTL:       act.EndsAt.Sub(now) + KeyMargin,
 		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
 	})
+	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
 		s.soldOut.Store(act.ItemID, now)
@@ -129,15 +135,17 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		ReservedAt: now, RequestID: r.RequestID,
 	}
 	failpoint.Inject("api-after-reserve")
+	started = time.Now()
 	err = s.Publisher.Publish(ctx, ev)
 	if err == nil && failpoint.Enabled("publish-ack-lost") {
 		// The broker took the event but the answer never arrived.
 		err = fmt.Errorf("publish: %w: %w", order.ErrUnavailable, context.DeadlineExceeded)
 	}
+	s.Metrics.Published(err, time.Since(started))
 	if err != nil {
 		return s.unpublished(ctx, ev, err)
 	}
-	s.Log.Debug("order reserved", "order_no", no, "request_id", r.RequestID,
+	s.Log.Info("order reserved", "order_no", no, "request_id", r.RequestID,
 		"user_id", r.UserID, "item_id", act.ItemID, "activity_id", act.ID, "status", order.Pending)
 	return Placed{OrderNo: no, Status: order.Pending}, nil
 }
@@ -168,18 +176,39 @@ func (s *Service) unpublished(ctx context.Context, ev order.Event, pubErr error)
 	case err != nil:
 		// The reservation stays RESERVED; the stranded-reservation sweep
 		// re-publishes it, and a retry with the same key finds it.
+		s.Metrics.Unpublished(metrics.UnpublishedKept)
 		log.Error("publish failed and release failed; the sweep will finish the order", "publish_err", pubErr, "err", err)
 		return Placed{}, fmt.Errorf("publish: %w", pubErr)
 	case released || state == stockredis.StateMissing:
 		// Released, or Redis lost the reservation meanwhile: nothing is
 		// held for this request any more.
-		log.Warn("publish failed; reservation released", "state", state, "err", pubErr)
+		s.Metrics.Unpublished(metrics.UnpublishedReleased)
+		log.Warn("publish failed; reservation released", "state", state, "reason", order.ReasonPublishFailed,
+			"status", order.Failed, "err", pubErr)
 		return Placed{}, fmt.Errorf("publish: %w", pubErr)
 	default:
 		// A consumer claimed it: Kafka did take the event after all.
+		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
 		log.Info("publish reported an error but a consumer claimed the order", "state", state, "err", pubErr)
 		return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
 	}
+}
+
+// reserveOutcome names what the reserve script answered, for the metrics.
+func reserveOutcome(res stockredis.ReserveResult, err error) metrics.ReserveOutcome {
+	switch {
+	case err == nil && res.Duplicate:
+		return metrics.ReserveDuplicateKey
+	case err == nil:
+		return metrics.ReserveAccepted
+	case errors.Is(err, order.ErrSoldOut):
+		return metrics.ReserveSoldOut
+	case errors.Is(err, order.ErrAlreadyPurchased):
+		return metrics.ReserveAlreadyPurchased
+	case errors.Is(err, order.ErrNotWarmed):
+		return metrics.ReserveNotWarmed
+	}
+	return metrics.ReserveError
 }
 
 // replay answers a repeated idempotency key with the original order.

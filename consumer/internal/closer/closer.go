@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/metrics"
 )
 
 // Closer runs the timeout close periodically.
@@ -24,6 +25,8 @@ type Closer struct {
 	// Batch bounds the orders one pass closes (default 500).
 	Batch int
 	Log   *slog.Logger
+	// Metrics counts closed orders; nil counts nothing.
+	Metrics *metrics.Closer
 }
 
 // Run closes expired orders every Every until ctx ends.
@@ -41,9 +44,11 @@ func (c *Closer) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		st, err := c.Once(ctx)
+		c.Metrics.Closed(st.Closed, st.Finished)
 		switch {
 		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
 		case err != nil:
+			c.Metrics.Failed()
 			c.Log.Warn("closer pass failed", "err", err)
 		case st != lifecycle.Stats{}:
 			c.Log.Info("unpaid orders closed", "closed", st.Closed, "releases_finished", st.Finished)

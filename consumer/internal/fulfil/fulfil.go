@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
@@ -36,6 +37,9 @@ type Processor struct {
 	Topic         string
 	PaymentWindow time.Duration
 	Log           *slog.Logger
+	// Metrics records batches, outcomes, lag and dead letters; nil records
+	// nothing.
+	Metrics *metrics.Consumer
 
 	activities sync.Map // id -> order.Activity
 }
@@ -124,7 +128,7 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 				st.Failed++
 				outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
 			}
-			if err := p.release(ctx, e, o.Reason, stateOf[e.OrderNo]); err != nil {
+			if err := p.release(ctx, e, o.Reason, stateOf[e.OrderNo], !o.Existing); err != nil {
 				return err
 			}
 		default:
@@ -133,7 +137,8 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 			}
 			confirm = append(confirm, e.OrderNo)
 			if !o.Existing {
-				p.Log.Debug("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
+				p.Metrics.FulfilDelay(time.Since(e.ReservedAt))
+				p.Log.Info("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
 					"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 			}
 		}
@@ -153,13 +158,14 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 	return nil
 }
 
-// release gives a refused order's stock and quota back in Redis.
-func (p *Processor) release(ctx context.Context, e order.Event, reason, claimState string) error {
+// release gives a refused order's stock and quota back in Redis; fresh
+// says the order became FAILED in this batch (not a redelivery).
+func (p *Processor) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
 		// the reconciler aligns Redis with MySQL.
-		log.Warn("order failed; its reservation is missing in Redis", "reason", reason)
+		log.Warn("order failed; its reservation is missing in Redis", "reason", reason, "status", order.Failed)
 		return nil
 	}
 	ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID,
@@ -170,9 +176,11 @@ func (p *Processor) release(ctx context.Context, e order.Event, reason, claimSta
 	}
 	if released && reason == order.ReasonOutOfStock {
 		log.Log(ctx, logs.Alert, "Redis and MySQL disagree: MySQL had no stock for a reservation Redis accepted",
-			"reason", reason, "quantity", e.Quantity)
+			"reason", reason, "quantity", e.Quantity, "status", order.Failed)
 	} else if released {
 		log.Info("order failed; reservation released", "reason", reason, "status", order.Failed)
+	} else if fresh {
+		log.Info("order failed; reservation already final", "reason", reason, "state", state, "status", order.Failed)
 	} else {
 		log.Debug("order failed; reservation already final", "state", state)
 	}
@@ -188,6 +196,7 @@ func (p *Processor) deadLetter(ctx context.Context, m kafka.Message, cause error
 	if err := p.DLQ.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: b}); err != nil {
 		return fmt.Errorf("dead-letter: %w: %w", order.ErrUnavailable, err)
 	}
+	p.Metrics.DeadLettered()
 	p.Log.Error("poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", cause.Error())
 	// Enough to find the reservation? Then give its stock back.
 	var e order.Event

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/metrics"
 )
 
 // Reader is the part of a kafka-go consumer-group reader the loop uses.
@@ -49,6 +51,7 @@ func Run(ctx context.Context, r Reader, p *Processor, cfg LoopConfig, log *slog.
 				return nil
 			}
 			if err != nil {
+				p.Metrics.FetchFailed()
 				log.Warn("fetch failed", "err", err)
 				sleep(ctx, 200*time.Millisecond)
 			}
@@ -103,8 +106,10 @@ func processAndCommit(ctx context.Context, r Reader, p *Processor, batch []kafka
 			log.Debug("batch fulfilled", "messages", len(batch), "created", st.Created, "failed", st.Failed,
 				"existing", st.Existing, "skipped", st.Skipped, "dead_lettered", st.DeadLettered,
 				"took_ms", time.Since(start).Milliseconds())
+			p.Metrics.Events(st.Created, st.Failed, st.Existing, st.Skipped)
 			break
 		}
+		p.Metrics.Retry()
 		log.Warn("batch failed; retrying", "attempt", attempt+1, "messages", len(batch), "err", err)
 		if !sleep(ctx, backoff(attempt)) {
 			return ctx.Err()
@@ -113,8 +118,11 @@ func processAndCommit(ctx context.Context, r Reader, p *Processor, batch []kafka
 	for attempt := 0; ; attempt++ {
 		err := r.CommitMessages(ctx, batch...)
 		if err == nil {
+			p.Metrics.Batch(len(batch), time.Since(start))
+			recordLag(p.Metrics, batch)
 			return nil
 		}
+		p.Metrics.CommitFailed()
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
@@ -129,6 +137,24 @@ func processAndCommit(ctx context.Context, r Reader, p *Processor, batch []kafka
 		if !sleep(ctx, backoff(attempt)) {
 			return ctx.Err()
 		}
+	}
+}
+
+// recordLag sets each partition's lag from the last message of the batch
+// in it: the partition's end (HighWaterMark) less that message's offset,
+// less one.
+func recordLag(m *metrics.Consumer, batch []kafka.Message) {
+	if m == nil {
+		return
+	}
+	last := map[int]kafka.Message{}
+	for _, msg := range batch {
+		if prev, ok := last[msg.Partition]; !ok || msg.Offset > prev.Offset {
+			last[msg.Partition] = msg
+		}
+	}
+	for part, msg := range last {
+		m.Lag(part, msg.HighWaterMark-msg.Offset-1)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -35,6 +36,8 @@ type Sweeper struct {
 	// Every is the pause between sweeps (default 2s).
 	Every time.Duration
 	Log   *slog.Logger
+	// Metrics counts what the sweep did; nil counts nothing.
+	Metrics *metrics.Sweep
 }
 
 // Stats counts what one sweep did.
@@ -57,9 +60,11 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		st, err := s.SweepOnce(ctx)
+		s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
 		switch {
 		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
 		case err != nil:
+			s.Metrics.Failed()
 			s.Log.Warn("sweep failed", "err", err)
 		case st != Stats{}:
 			s.Log.Info("stranded reservations swept", "confirmed", st.Confirmed, "released", st.Released, "republished", st.Republished)

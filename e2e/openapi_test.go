@@ -1,0 +1,327 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+const specFile = "../docs/openapi.yaml"
+
+// specCheck sends requests to the real api and validates every answer
+// against docs/openapi.yaml: the status must be declared for the
+// operation, the headers and the body must match it.
+type specCheck struct {
+	t      *testing.T
+	doc    *openapi3.T
+	router routers.Router
+	client *http.Client
+	seen   map[string]map[int]bool // "METHOD /path/{template}" -> statuses
+}
+
+func loadSpec(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(specFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		t.Fatalf("%s: %v", specFile, err)
+	}
+	return doc
+}
+
+// newSpecCheck validates answers of the apis at bases.
+func newSpecCheck(t *testing.T, bases ...string) *specCheck {
+	t.Helper()
+	doc := loadSpec(t)
+	doc.Servers = nil
+	for _, b := range bases {
+		doc.Servers = append(doc.Servers, &openapi3.Server{URL: b})
+	}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &specCheck{t: t, doc: doc, router: router, client: &http.Client{Timeout: 15 * time.Second},
+		seen: map[string]map[int]bool{}}
+}
+
+// specCall is one request; token "" sends no Authorization header.
+type specCall struct {
+	method, path string
+	token        string
+	header       map[string]string
+	body         string
+}
+
+// do sends c to base, checks the status is want and the answer matches the
+// spec, and returns the body.
+func (sc *specCheck) do(base string, c specCall, want int) []byte {
+	sc.t.Helper()
+	var body io.Reader
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req, err := http.NewRequest(c.method, base+c.path, body)
+	if err != nil {
+		sc.t.Fatal(err)
+	}
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := sc.client.Do(req)
+	if err != nil {
+		sc.t.Fatalf("%s %s: %v", c.method, c.path, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		sc.t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		sc.t.Fatalf("%s %s: status %d, want %d; body %s", c.method, c.path, resp.StatusCode, want, b)
+	}
+
+	route, params, err := sc.router.FindRoute(req)
+	if err != nil {
+		sc.t.Fatalf("%s %s: not in the spec: %v", c.method, c.path, err)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	in.SetBodyBytes(b)
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		sc.t.Errorf("%s %s -> %d %s\ndoes not match the spec: %v", c.method, c.path, resp.StatusCode, b, err)
+	}
+	op := route.Method + " " + route.Path
+	if sc.seen[op] == nil {
+		sc.seen[op] = map[int]bool{}
+	}
+	sc.seen[op][resp.StatusCode] = true
+	return b
+}
+
+// errorShape checks a body of an answer no operation declares (no route,
+// wrong method) against the spec's Error schema.
+func (sc *specCheck) errorShape(base string, c specCall, want int, code string) {
+	sc.t.Helper()
+	req, _ := http.NewRequest(c.method, base+c.path, nil)
+	resp, err := sc.client.Do(req)
+	if err != nil {
+		sc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		sc.t.Fatal(err)
+	}
+	if resp.StatusCode != want || resp.Header.Get("X-Request-ID") == "" {
+		sc.t.Fatalf("%s %s: %d (X-Request-ID %q), want %d", c.method, c.path, resp.StatusCode, resp.Header.Get("X-Request-ID"), want)
+	}
+	if err := sc.doc.Components.Schemas["Error"].Value.VisitJSON(v); err != nil {
+		sc.t.Errorf("%s %s: %v", c.method, c.path, err)
+	}
+	if got := v.(map[string]any)["error"].(map[string]any)["code"]; got != code {
+		sc.t.Errorf("%s %s: code %v, want %s", c.method, c.path, got, code)
+	}
+}
+
+// Every route's success and main error answers from the real api (and
+// consumer), validated against docs/openapi.yaml, so the spec cannot drift
+// from what the programs do.
+func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
+	p.StartConsumer()
+	limited := p.StartAPI("SECKILL_RATE_LIMIT_USER=1")
+	// An api whose Redis is gone: it starts (Redis is not needed to start)
+	// but is not ready and cannot take orders.
+	brokenAddr := unusedLoopbackAddr(t)
+	p.Start("api", "SECKILL_HTTP_ADDR="+brokenAddr, "SECKILL_REDIS_ADDR=127.0.0.1:1")
+	broken := "http://" + brokenAddr
+	waitHealthy(t, broken)
+
+	sc := newSpecCheck(t, api.URL, limited.URL, broken)
+	admin, buyer := pipelinetest.Token(1, auth.RoleAdmin), pipelinetest.Token(10, "")
+	buyerB := pipelinetest.Token(11, "")
+	base := api.URL
+	big := `{"name":"x","stock":1` + strings.Repeat(" ", 5000) + `}`
+	const unknownOrder = "01ARZ3NDEKTSV4RRFFQ69G5FAV-1"
+	id := func(b []byte, field string) int64 {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return int64(m[field].(float64))
+	}
+
+	// Probes and metrics.
+	sc.do(base, specCall{method: "GET", path: "/healthz"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/readyz"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/metrics"}, 200)
+	sc.do(broken, specCall{method: "GET", path: "/readyz"}, 503)
+
+	// Items.
+	item := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"sneaker","stock":3}`}, 201), "item_id")
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"","stock":3}`}, 400)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", body: `{"name":"a","stock":3}`}, 401)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: buyer, body: `{"name":"a","stock":3}`}, 403)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: big}, 413)
+	stockPath := fmt.Sprintf("/admin/v1/items/%d/stock", item)
+	sc.do(base, specCall{method: "GET", path: stockPath, token: admin}, 200) // redis_stock null before warm-up
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/items/999999999/stock", token: admin}, 404)
+	sc.do(base, specCall{method: "GET", path: stockPath, token: buyer}, 403)
+	sc.do(base, specCall{method: "GET", path: stockPath}, 401)
+	sc.do(broken, specCall{method: "GET", path: stockPath, token: admin}, 503)
+
+	// Activities.
+	now := time.Now().UTC()
+	activity := func(item int64, from, to time.Time) string {
+		return fmt.Sprintf(`{"item_id":%d,"starts_at":%q,"ends_at":%q,"per_user_limit":1}`, item, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	open := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(item, now.Add(-time.Minute), now.Add(time.Hour))}, 201), "activity_id")
+	future := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(item, now.Add(time.Hour), now.Add(2*time.Hour))}, 201), "activity_id")
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(item, now, now.Add(-time.Hour))}, 400)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(999999999, now, now.Add(time.Hour))}, 404)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: buyer, body: activity(item, now, now.Add(time.Hour))}, 403)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", body: activity(item, now, now.Add(time.Hour))}, 401)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: big}, 413)
+	warm := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d/warmup", a) }
+	sc.do(base, specCall{method: "POST", path: warm(open), token: admin}, 200)
+	sc.do(base, specCall{method: "POST", path: warm(999999999), token: admin}, 404)
+	sc.do(base, specCall{method: "POST", path: warm(open), token: buyer}, 403)
+	sc.do(base, specCall{method: "POST", path: warm(open)}, 401)
+	sc.do(base, specCall{method: "GET", path: stockPath, token: admin}, 200)
+	coldItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"cold","stock":1}`}, 201), "item_id")
+	cold := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(coldItem, now.Add(-time.Minute), now.Add(time.Hour))}, 201), "activity_id")
+	goneItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"gone","stock":0}`}, 201), "item_id")
+	gone := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(goneItem, now.Add(-time.Minute), now.Add(time.Hour))}, 201), "activity_id")
+	sc.do(base, specCall{method: "POST", path: warm(gone), token: admin}, 200)
+
+	// Orders.
+	place := func(token, key string, activity int64) specCall {
+		return specCall{method: "POST", path: "/api/v1/orders", token: token, header: map[string]string{"Idempotency-Key": key},
+			body: fmt.Sprintf(`{"activity_id":%d,"quantity":1}`, activity)}
+	}
+	no := func(b []byte) string {
+		var v struct {
+			OrderNo string `json:"order_no"`
+		}
+		_ = json.Unmarshal(b, &v)
+		return v.OrderNo
+	}
+	first := no(sc.do(base, place(buyer, "a", open), 202))
+	second := no(sc.do(base, place(buyerB, "b", open), 202))
+	if replay := no(sc.do(base, place(buyer, "a", open), 202)); replay != first {
+		t.Fatalf("replay gave %s, want %s", replay, first)
+	}
+	sc.do(base, place(buyer, "c", open), 409)   // ALREADY_PURCHASED
+	sc.do(base, place(buyer, "d", future), 409) // ACTIVITY_NOT_ACTIVE
+	sc.do(base, place(buyer, "e", cold), 409)   // NOT_WARMED
+	sc.do(base, place(buyer, "f", gone), 409)   // SOLD_OUT
+	sc.do(base, place(buyer, "g", 999999999), 404)
+	sc.do(base, place("", "h", open), 401)
+	noKey := place(buyer, "", open)
+	noKey.header = nil
+	sc.do(base, noKey, 400)
+	sc.do(base, specCall{method: "POST", path: "/api/v1/orders", token: buyer, header: map[string]string{"Idempotency-Key": "i"},
+		body: `{"activity_id":1` + strings.Repeat(" ", 5000) + `}`}, 413)
+	sc.do(broken, place(pipelinetest.Token(12, ""), "j", open), 503)
+
+	orderPath := func(no string) string { return "/api/v1/orders/" + no }
+	sc.do(base, specCall{method: "GET", path: orderPath(first), token: buyer}, 200)
+	sc.do(base, specCall{method: "GET", path: orderPath(first), token: buyerB}, 404) // another user's
+	sc.do(base, specCall{method: "GET", path: orderPath(unknownOrder), token: buyer}, 404)
+	sc.do(base, specCall{method: "GET", path: orderPath(first)}, 401)
+	sc.do(broken, specCall{method: "GET", path: orderPath(unknownOrder), token: buyer}, 503)
+
+	p.WaitFinal(map[string]int64{first: 10, second: 11}, 30*time.Second)
+	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/pay", token: buyer}, 200)
+	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/cancel", token: buyer}, 409) // PAID
+	sc.do(base, specCall{method: "POST", path: orderPath(second) + "/cancel", token: buyerB}, 200)
+	sc.do(base, specCall{method: "POST", path: orderPath(second) + "/pay", token: buyerB}, 409) // CLOSED
+	sc.do(base, specCall{method: "GET", path: orderPath(second), token: buyerB}, 200)           // with failure_reason
+	sc.do(base, specCall{method: "POST", path: orderPath(unknownOrder) + "/pay", token: buyer}, 404)
+	sc.do(base, specCall{method: "POST", path: orderPath(unknownOrder) + "/cancel", token: buyer}, 404)
+	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/pay"}, 401)
+	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/cancel"}, 401)
+
+	// The per-user bucket (1/s, burst 2) runs dry.
+	limitedCall := specCall{method: "GET", path: orderPath(unknownOrder), token: pipelinetest.Token(99, "")}
+	sc.do(limited.URL, limitedCall, 404)
+	sc.do(limited.URL, limitedCall, 404)
+	sc.do(limited.URL, limitedCall, 429)
+
+	// Answers no operation declares still have the error shape.
+	sc.errorShape(base, specCall{method: "GET", path: "/no/such/route"}, 404, "NOT_FOUND")
+	sc.errorShape(base, specCall{method: "DELETE", path: "/api/v1/orders"}, 405, "METHOD_NOT_ALLOWED")
+
+	// Every operation of the spec was exercised, each with a success.
+	var ops, untested []string
+	for path, item := range sc.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			key := method + " " + path
+			ops = append(ops, key)
+			ok := false
+			for code := range sc.seen[key] {
+				ok = ok || code < 300
+			}
+			if !ok {
+				t.Errorf("%s: no success answer exercised", key)
+			}
+			for code := range op.Responses.Map() {
+				var n int
+				if _, err := fmt.Sscan(code, &n); err == nil && !sc.seen[key][n] {
+					untested = append(untested, key+" "+code)
+				}
+			}
+		}
+	}
+	sort.Strings(untested)
+	t.Logf("%d operations checked; declared but not produced here: %s", len(ops), strings.Join(untested, ", "))
+}
+
+// waitHealthy polls base/healthz until it answers 200.
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not healthy: %v", base, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

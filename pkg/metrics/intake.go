@@ -1,0 +1,130 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ReserveOutcome is what one run of the reserve script answered.
+type ReserveOutcome int
+
+// The reserve script's outcomes; the label values are in reserveOutcomes.
+const (
+	ReserveAccepted ReserveOutcome = iota
+	ReserveSoldOut
+	ReserveAlreadyPurchased
+	ReserveDuplicateKey
+	ReserveNotWarmed
+	ReserveError
+	reserveOutcomeCount
+)
+
+var reserveOutcomes = [reserveOutcomeCount]string{
+	ReserveAccepted:         "accepted",
+	ReserveSoldOut:          "sold_out",
+	ReserveAlreadyPurchased: "already_purchased",
+	ReserveDuplicateKey:     "duplicate_key",
+	ReserveNotWarmed:        "not_warmed",
+	ReserveError:            "error",
+}
+
+// String returns the outcome's label value.
+func (o ReserveOutcome) String() string {
+	if o < 0 || o >= reserveOutcomeCount {
+		return reserveOutcomes[ReserveError]
+	}
+	return reserveOutcomes[o]
+}
+
+// Unpublished outcomes: what became of a reservation whose publish failed.
+const (
+	UnpublishedReleased = "released" // given back; the buyer got 503
+	UnpublishedClaimed  = "claimed"  // a consumer had claimed it: Kafka took the event after all
+	UnpublishedKept     = "kept"     // the release failed too; the sweep finishes it
+)
+
+// Intake measures order placement in the API:
+//
+//	seckill_reserve_total{outcome}
+//	seckill_reserve_duration_seconds
+//	seckill_reserve_skipped_sold_out_total
+//	seckill_publish_total{result}
+//	seckill_publish_duration_seconds
+//	seckill_unpublished_reservations_total{outcome}
+type Intake struct {
+	reserve         [reserveOutcomeCount]prometheus.Counter
+	reserveDuration prometheus.Histogram
+	skippedSoldOut  prometheus.Counter
+	publishOK       prometheus.Counter
+	publishFailed   prometheus.Counter
+	publishDuration prometheus.Histogram
+	unpublished     *prometheus.CounterVec
+}
+
+// NewIntake registers the intake metrics on reg.
+func NewIntake(reg prometheus.Registerer) *Intake {
+	m := &Intake{
+		reserveDuration: histogram(reg, "reserve", "duration_seconds",
+			"Round trip of one reserve script run (Redis), whatever it answered.", fastBuckets),
+		skippedSoldOut: counter(reg, "reserve", "skipped_sold_out_total",
+			"Order attempts answered SOLD_OUT from the in-process sold-out flag without running the reserve script."),
+		publishDuration: histogram(reg, "publish", "duration_seconds",
+			"Time to publish one create-order event until every in-sync replica acknowledged (or the publish failed).", slowBuckets),
+		unpublished: counterVec(reg, "", "unpublished_reservations_total",
+			"Reservations whose create-order event could not be published, by what became of them: released, claimed (Kafka took the event after all) or kept (the release failed; the sweep finishes it).",
+			"outcome"),
+	}
+	outcomes := counterVec(reg, "reserve", "total",
+		"Reserve script runs by outcome: accepted, sold_out, already_purchased, duplicate_key (idempotent replay), not_warmed, error (Redis unreachable or an unexpected reply).",
+		"outcome")
+	for o := range reserveOutcomeCount {
+		m.reserve[o] = outcomes.WithLabelValues(o.String())
+	}
+	published := counterVec(reg, "publish", "total", "Create-order events published by the API, by result (ok, error).", "result")
+	m.publishOK, m.publishFailed = published.WithLabelValues("ok"), published.WithLabelValues("error")
+	for _, o := range []string{UnpublishedReleased, UnpublishedClaimed, UnpublishedKept} {
+		m.unpublished.WithLabelValues(o)
+	}
+	return m
+}
+
+// Reserved records one reserve script run that took d.
+func (m *Intake) Reserved(o ReserveOutcome, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if o < 0 || o >= reserveOutcomeCount {
+		o = ReserveError
+	}
+	m.reserve[o].Inc()
+	m.reserveDuration.Observe(d.Seconds())
+}
+
+// SkippedSoldOut records an attempt refused by the sold-out flag.
+func (m *Intake) SkippedSoldOut() {
+	if m != nil {
+		m.skippedSoldOut.Inc()
+	}
+}
+
+// Published records one publish that took d; err is its result.
+func (m *Intake) Published(err error, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.publishFailed.Inc()
+	} else {
+		m.publishOK.Inc()
+	}
+	m.publishDuration.Observe(d.Seconds())
+}
+
+// Unpublished records what became of a reservation whose publish failed
+// (UnpublishedReleased, UnpublishedClaimed or UnpublishedKept).
+func (m *Intake) Unpublished(outcome string) {
+	if m != nil {
+		m.unpublished.WithLabelValues(outcome).Inc()
+	}
+}
