@@ -1,0 +1,228 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/pkg/config"
+	"github.com/seckill/seckill/pkg/orderdb"
+)
+
+// The scenarios, in the order --scenario all runs them.
+var scenarioNames = []string{"flash", "flash-rate", "clickers", "sustained", "compare"}
+
+// options is the parsed command line.
+type options struct {
+	scenarios []string
+
+	// Load shape; zero means "the scenario's default".
+	connections int
+	duration    time.Duration
+	rate        float64
+	flashRate   float64
+	stock       int64
+	users       int64
+	clicks      int
+	retries     float64
+	quantity    int
+
+	refDuration  time.Duration
+	drainTimeout time.Duration
+
+	api         string // use this running API instead of starting one
+	jwtSecret   string
+	redisAddr   string
+	redisPrefix string
+	mysqlDSN    string
+	brokers     []string
+	consumers   int
+
+	out      string
+	pprof    bool
+	keepData bool
+	progress string // auto, bar, lines, off
+	client   string // raw or nethttp
+
+	programEnv []string // extra KEY=VALUE for the started api and consumer
+
+	set map[string]bool // flags given on the command line
+}
+
+func parseFlags(args []string, lookup func(string) (string, bool), stderr io.Writer) (options, error) {
+	env := config.New(lookup)
+	var c options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: go run ./bench [flags]     (make bench BENCHFLAGS="...")
+
+Drives the real HTTP API of running api and consumer programs (started here,
+with their own Redis prefix, Kafka topic and consumer group, unless --api is
+given), then verifies the pipeline's invariants with its own reads of MySQL and
+Redis. Exits 1 when an invariant is broken. Targets are printed, not enforced.
+
+Scenarios (--scenario, comma-separated, default all):
+  flash       500 connections, 30s, stock 200, every request a new buyer
+  flash-rate  flash at a fixed arrival rate (--flash-rate, default 5000/s), open model
+  clickers    500 buyers x 10 clicks (fresh key per click, 20% retried with the same key), stock 100
+  sustained   stock 1,000,000, 200 connections, 30s: orders/s into MySQL, PENDING->CREATED, lag, drain
+  compare     naive / SETNX lock / Lua / our pipeline under the same load (10s each, stock 200)
+The reference limits (the reserve script called straight from Go, and one
+MySQL transaction per order) are measured first whenever flash, flash-rate,
+sustained or compare runs, or alone with --scenario reference.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference")
+	fs.IntVar(&c.connections, "connections", 0, "concurrent connections (default: the scenario's)")
+	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
+	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
+	fs.Float64Var(&c.flashRate, "flash-rate", 5000, "arrival rate of the flash-rate scenario, requests/s")
+	fs.Int64Var(&c.stock, "stock", 0, "initial stock (default: the scenario's)")
+	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000); flash and sustained use a new buyer per request")
+	fs.IntVar(&c.clicks, "clicks", 10, "clicks per buyer (clickers)")
+	fs.Float64Var(&c.retries, "retry-fraction", 0.2, "fraction of clicks retried with the same Idempotency-Key (clickers)")
+	fs.IntVar(&c.quantity, "quantity", 1, "units per order (the activity's per-user limit is set to it)")
+	fs.DurationVar(&c.refDuration, "reference-duration", 5*time.Second, "how long each reference limit is measured")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the pipeline to drain after the load")
+	fs.StringVar(&c.api, "api", "", "base URL of a running API (default: build and start api and consumer here)")
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "secret of the running API's tokens with --api (default $SECKILL_JWT_SECRET)")
+	fs.StringVar(&c.redisAddr, "redis-addr", env.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "Redis address ($SECKILL_REDIS_ADDR)")
+	fs.StringVar(&c.redisPrefix, "redis-prefix", "", "Redis key prefix of the running API with --api (default $SECKILL_REDIS_PREFIX or sk)")
+	fs.StringVar(&c.mysqlDSN, "mysql-dsn", env.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN), "MySQL DSN ($SECKILL_MYSQL_DSN)")
+	brokers := fs.String("kafka-brokers", env.String("SECKILL_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers, comma-separated ($SECKILL_KAFKA_BROKERS)")
+	fs.IntVar(&c.consumers, "consumers", 1, "consumer processes to start (without --api)")
+	fs.Func("program-env", "extra `KEY=VALUE` for the api and consumer the bench starts (repeatable), e.g. SECKILL_CONSUMER_BATCH=2000", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		c.programEnv = append(c.programEnv, v)
+		return nil
+	})
+	fs.StringVar(&c.out, "out", "bench-results", "directory for the results; each run writes a timestamped folder in it")
+	fs.BoolVar(&c.pprof, "pprof", false, "turn on the started programs' pprof (SECKILL_PPROF on their admin listener) and save CPU profiles of the flash and sustained loads")
+	fs.BoolVar(&c.keepData, "keep-data", false, "keep the bench's rows in MySQL and keys in Redis afterwards")
+	fs.StringVar(&c.client, "client", "raw", "HTTP client of the load: raw (minimal keep-alive HTTP/1.1, cheap on CPU) or nethttp (net/http Transport)")
+	fs.StringVar(&c.progress, "progress", "auto", "progress display: auto (a bar on a terminal, lines otherwise), bar, lines, off")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if err := env.Err(); err != nil {
+		return c, err
+	}
+	for _, s := range strings.Split(*scen, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "all":
+			c.scenarios = append(c.scenarios, scenarioNames...)
+		case slices.Contains(scenarioNames, s) || s == "reference":
+			c.scenarios = append(c.scenarios, s)
+		default:
+			return c, fmt.Errorf("unknown scenario %q (want all, %s or reference)", s, strings.Join(scenarioNames, ", "))
+		}
+	}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.brokers = append(c.brokers, b)
+		}
+	}
+	var problems []string
+	if c.connections < 0 || c.connections > 20000 {
+		problems = append(problems, "--connections must be from 1 to 20000")
+	}
+	if c.rate < 0 || c.flashRate <= 0 {
+		problems = append(problems, "--rate must not be negative and --flash-rate must be positive")
+	}
+	if c.quantity < 1 || c.quantity > 1000 {
+		problems = append(problems, "--quantity must be from 1 to 1000")
+	}
+	if c.stock < 0 || c.users < 0 || c.clicks < 1 || c.retries < 0 || c.retries > 1 {
+		problems = append(problems, "--stock and --users must not be negative, --clicks at least 1, --retry-fraction within [0,1]")
+	}
+	if c.client != "raw" && c.client != "nethttp" {
+		problems = append(problems, "--client must be raw or nethttp")
+	}
+	if !slices.Contains([]string{"auto", "bar", "lines", "off"}, c.progress) {
+		problems = append(problems, "--progress must be auto, bar, lines or off")
+	}
+	if c.api != "" {
+		if c.jwtSecret == "" {
+			c.jwtSecret, _ = lookup("SECKILL_JWT_SECRET")
+		}
+		if len(c.jwtSecret) < 32 {
+			problems = append(problems, "--api needs the API's JWT secret (--jwt-secret or SECKILL_JWT_SECRET, at least 32 bytes)")
+		}
+		if c.redisPrefix == "" {
+			c.redisPrefix = env.String("SECKILL_REDIS_PREFIX", "sk")
+		}
+		if c.pprof || len(c.programEnv) > 0 {
+			problems = append(problems, "--pprof and --program-env work only when the bench starts the programs (no --api)")
+		}
+		c.api = strings.TrimRight(c.api, "/")
+	}
+	if len(problems) > 0 {
+		return c, errors.New(strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// scenarioDefaults is the load shape of one scenario before flags apply.
+type shape struct {
+	connections int
+	duration    time.Duration
+	rate        float64
+	stock       int64
+	users       int64
+}
+
+var defaults = map[string]shape{
+	"flash":      {connections: 500, duration: 30 * time.Second, stock: 200},
+	"flash-rate": {connections: 500, duration: 30 * time.Second, stock: 200},
+	"clickers":   {connections: 500, stock: 100, users: 500},
+	"sustained":  {connections: 200, duration: 30 * time.Second, stock: 1_000_000},
+	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
+}
+
+// shapeOf applies the command line to a scenario's defaults.
+func (c options) shapeOf(name string) shape {
+	s := defaults[name]
+	if c.connections > 0 {
+		s.connections = c.connections
+	}
+	if c.duration > 0 && s.duration > 0 {
+		s.duration = c.duration
+	}
+	if c.stock > 0 {
+		s.stock = c.stock
+	}
+	if c.users > 0 && s.users > 0 {
+		s.users = c.users
+	}
+	switch name {
+	case "flash-rate":
+		s.rate = c.flashRate
+	case "flash", "sustained":
+		s.rate = c.rate
+	}
+	return s
+}
+
+func (c options) has(name string) bool { return slices.Contains(c.scenarios, name) }
+
+// commandLine is how the bench was invoked, for the report.
+func commandLine() string {
+	return strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
+}

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/bench/internal/cpu"
+	"github.com/seckill/seckill/bench/internal/procs"
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// env is what every scenario runs against: the API's address and secret,
+// and the bench's own connections to Redis and MySQL for its reads.
+type env struct {
+	opts  options
+	root  string
+	dir   string // this run's results folder
+	runID string
+
+	rdb    redis.UniversalClient
+	store  *stockredis.Store // the API's key prefix
+	db     *orderdb.DB
+	api    string
+	secret []byte
+	admin  string // admin bearer token
+
+	prefix, topic, group string
+	services             *procs.Services
+	programs             []*procs.Process
+	pprof                map[string]string // program -> pprof address
+	items                []int64           // items the bench created, for cleanup
+	binDir               string            // the built programs (removed at the end)
+	meter                *meter
+	watched              []cpu.Proc // processes whose CPU time the report shows
+}
+
+// measureCPU starts measuring CPU use; the returned function ends it.
+func (e *env) measureCPU(extra ...cpu.Proc) func() *cpu.Usage {
+	watched := append(append([]cpu.Proc(nil), e.watched...), extra...)
+	a, err := cpu.Take(watched)
+	if err != nil {
+		return func() *cpu.Usage { return nil }
+	}
+	return func() *cpu.Usage {
+		b, err := cpu.Take(watched)
+		if err != nil {
+			return nil
+		}
+		u := cpu.Between(a, b, runtime.NumCPU())
+		return &u
+	}
+}
+
+func newRunID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+}
+
+// setup prepares everything; close undoes what it did, even after a
+// partial setup.
+func setup(ctx context.Context, opts options, m *meter) (*env, error) {
+	e := &env{opts: opts, runID: newRunID(), meter: m, pprof: map[string]string{}}
+	root, err := procs.ModuleRoot(ctx)
+	if err != nil {
+		return e, err
+	}
+	e.root = root
+	out := opts.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(root, out)
+	}
+	e.dir = filepath.Join(out, e.runID)
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return e, err
+	}
+
+	// The bench's own connections; they also tell whether the services run.
+	rcfg := stockredis.Config{Addrs: []string{opts.redisAddr}, Prefix: opts.redisPrefix}
+	if opts.api == "" {
+		e.prefix = "bench" + strings.ReplaceAll(e.runID, "-", "")
+		rcfg.Prefix = e.prefix
+	} else {
+		e.prefix = opts.redisPrefix
+	}
+	e.rdb = stockredis.NewClient(rcfg)
+	e.store = stockredis.New(e.rdb, rcfg.Prefix)
+	e.db, err = orderdb.Open(orderdb.Config{DSN: opts.mysqlDSN, MaxOpenConns: 64})
+	if err != nil {
+		return e, err
+	}
+	checks := map[string]func(context.Context) error{
+		"redis": e.store.Ping,
+		"mysql": e.db.Ping,
+		"kafka": func(ctx context.Context) error { return orderevents.Ping(ctx, opts.brokers) },
+	}
+	if !loopback(opts.redisAddr) {
+		delete(checks, "redis")
+	}
+	e.services, err = procs.EnsureServices(ctx, root, checks)
+	if err != nil {
+		return e, err
+	}
+	if s := e.services.Started(); len(s) > 0 {
+		m.say("started services: %s (they are stopped again at the end)", strings.Join(s, ", "))
+	}
+	if err := e.db.Migrate(ctx); err != nil {
+		return e, fmt.Errorf("migrate: %w", err)
+	}
+
+	if opts.api != "" {
+		e.api = opts.api
+		e.secret = []byte(opts.jwtSecret)
+	} else if err := e.startPrograms(ctx); err != nil {
+		return e, err
+	}
+	e.admin, err = auth.Mint(e.secret, 1, auth.RoleAdmin, tokenTTL)
+	if err != nil {
+		return e, err
+	}
+	e.watched = append([]cpu.Proc{{Name: "bench", Pid: os.Getpid()}}, cpu.FindServices()...)
+	for _, p := range e.programs {
+		e.watched = append(e.watched, cpu.Proc{Name: p.Name, Pid: p.Pid()})
+	}
+	return e, nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// startPrograms builds api and consumer and runs them with the bench's own
+// Redis prefix, Kafka topic, consumer group and JWT secret.
+func (e *env) startPrograms(ctx context.Context) error {
+	bin, err := os.MkdirTemp("", "seckill-bench-bin-")
+	if err != nil {
+		return err
+	}
+	e.binDir = bin
+	e.meter.say("building api and consumer")
+	if err := procs.Build(ctx, e.root, bin); err != nil {
+		return err
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	e.secret = []byte(hex.EncodeToString(secret))
+	e.topic = "bench." + e.runID + ".orders"
+	e.group = "bench-" + e.runID
+	port, err := procs.FreePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	e.api = "http://" + addr
+	common := []string{
+		"SECKILL_REDIS_ADDR=" + e.opts.redisAddr,
+		"SECKILL_REDIS_PREFIX=" + e.prefix,
+		"SECKILL_MYSQL_DSN=" + e.opts.mysqlDSN,
+		"SECKILL_KAFKA_BROKERS=" + strings.Join(e.opts.brokers, ","),
+		"SECKILL_KAFKA_TOPIC=" + e.topic,
+		"SECKILL_CONSUMER_GROUP=" + e.group,
+		"SECKILL_JWT_SECRET=" + string(e.secret),
+		"SECKILL_LOG_LEVEL=warn",
+	}
+	// Each program gets its own admin listener (/metrics, and with
+	// --pprof /debug/pprof/), so none collides with another's default
+	// port. --program-env comes last, so it overrides anything here.
+	envOf := func(name string, extra ...string) ([]string, error) {
+		p, err := procs.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		admin := "127.0.0.1:" + strconv.Itoa(p)
+		extra = append(extra, "SECKILL_ADMIN_ADDR="+admin)
+		if e.opts.pprof {
+			e.pprof[name] = admin
+			extra = append(extra, "SECKILL_PPROF=true")
+		}
+		return slices.Concat(common, extra, e.opts.programEnv), nil
+	}
+	apiEnv, err := envOf("api", "SECKILL_HTTP_ADDR="+addr)
+	if err != nil {
+		return err
+	}
+	api, err := procs.Start("api", filepath.Join(bin, "api"), apiEnv, filepath.Join(e.dir, "api.log"))
+	if err != nil {
+		return err
+	}
+	e.programs = append(e.programs, api)
+	for i := range e.opts.consumers {
+		name := "consumer"
+		if i > 0 {
+			name = fmt.Sprintf("consumer%d", i+1)
+		}
+		cenv, err := envOf(name)
+		if err != nil {
+			return err
+		}
+		c, err := procs.Start(name, filepath.Join(bin, "consumer"), cenv, filepath.Join(e.dir, name+".log"))
+		if err != nil {
+			return err
+		}
+		e.programs = append(e.programs, c)
+	}
+	if err := procs.WaitReady(ctx, e.api+"/readyz", api, 60*time.Second); err != nil {
+		return err
+	}
+	e.meter.say("api (pid %d) on %s, %d consumer(s); prefix %s, topic %s; logs in %s",
+		api.Pid(), e.api, e.opts.consumers, e.prefix, e.topic, e.dir)
+	return nil
+}
+
+// checkPrograms reports a program the bench started that has died.
+func (e *env) checkPrograms() error {
+	for _, p := range e.programs {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited during the run (%v); see %s", p.Name, err, p.Log)
+		}
+	}
+	return nil
+}
+
+// close stops what setup started and removes the bench's data unless
+// --keep-data.
+func (e *env) close() error {
+	var errs []error
+	for i := len(e.programs) - 1; i >= 0; i-- {
+		if err := e.programs[i].Stop(20 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if !e.opts.keepData {
+		if err := e.cleanup(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup: %w", err))
+		}
+	}
+	if e.db != nil {
+		e.db.Close()
+	}
+	if e.rdb != nil {
+		e.rdb.Close()
+	}
+	if e.binDir != "" {
+		os.RemoveAll(e.binDir)
+	}
+	if err := e.services.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup deletes the bench's MySQL rows (only its own items' rows), its
+// Redis keys (only under the prefix it gave the programs it started) and
+// its Kafka topics and consumer group (only the ones it made). With --api the Redis keys stay:
+// they share the running API's prefix.
+func (e *env) cleanup(ctx context.Context) error {
+	var errs []error
+	if e.db != nil {
+		g := e.db.Gorm().WithContext(ctx)
+		for _, item := range e.items {
+			for {
+				res := g.Exec("DELETE FROM orders WHERE item_id = ? LIMIT 20000", item)
+				if res.Error != nil {
+					errs = append(errs, res.Error)
+					break
+				}
+				if res.RowsAffected == 0 {
+					break
+				}
+			}
+			for _, q := range []string{"DELETE FROM activities WHERE item_id = ?", "DELETE FROM item_stock WHERE item_id = ?", "DELETE FROM items WHERE id = ?"} {
+				if err := g.Exec(q, item).Error; err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if e.rdb != nil && e.opts.api == "" && strings.HasPrefix(e.prefix, "bench") {
+		if err := deleteKeys(ctx, e.rdb, e.prefix+":*"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.topic != "" {
+		if err := deleteTopics(ctx, e.opts.brokers, e.topic, orderevents.DLQTopic(e.topic)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.group != "" {
+		c := &kafka.Client{Addr: kafka.TCP(e.opts.brokers...), Timeout: 10 * time.Second}
+		res, err := c.DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: []string{e.group}})
+		if err == nil {
+			err = res.Errors[e.group]
+		}
+		if err != nil && !errors.Is(err, kafka.GroupIdNotFound) {
+			errs = append(errs, fmt.Errorf("delete consumer group %s: %w", e.group, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteKeys removes every key matching pattern.
+func deleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) error {
+	iter := rdb.Scan(ctx, 0, pattern, 5000).Iterator()
+	batch := make([]string, 0, 1000)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := rdb.Unlink(ctx, batch...).Err()
+		batch = batch[:0]
+		return err
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return flush()
+}
+
+// deleteTopics deletes Kafka topics through the controller.
+func deleteTopics(ctx context.Context, brokers []string, topics ...string) error {
+	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", brokers[0])
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctl, err := conn.Controller()
+	if err != nil {
+		return err
+	}
+	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctl.Host, strconv.Itoa(ctl.Port)))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	return cc.DeleteTopics(topics...)
+}

@@ -1,0 +1,206 @@
+// Package procs starts and stops what the bench runs against: the backing
+// services (through scripts/services) and the api and consumer programs,
+// built from this module. It stops only what it started.
+package procs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ModuleRoot returns the directory of the main module's go.mod.
+func ModuleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the module: run the bench from the repository")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// Services runs scripts/services for the named services and remembers
+// which ones it started.
+type Services struct {
+	root    string
+	started []string
+}
+
+// EnsureServices starts, with `scripts/services up`, every service in names
+// (redis, mysql, kafka) whose check fails, and waits for it. Services that
+// already answer are left alone.
+func EnsureServices(ctx context.Context, root string, checks map[string]func(context.Context) error) (*Services, error) {
+	s := &Services{root: root}
+	var down []string
+	for _, name := range []string{"redis", "mysql", "kafka"} {
+		check, ok := checks[name]
+		if !ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := check(cctx)
+		cancel()
+		if err != nil {
+			down = append(down, name)
+		}
+	}
+	if len(down) == 0 {
+		return s, nil
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "services"), append([]string{"up"}, down...)...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return s, fmt.Errorf("scripts/services up %s: %w", strings.Join(down, " "), err)
+	}
+	s.started = down
+	return s, nil
+}
+
+// Started lists the services this run started.
+func (s *Services) Started() []string { return s.started }
+
+// Stop stops the services EnsureServices started (their data is kept).
+func (s *Services) Stop() error {
+	if s == nil || len(s.started) == 0 {
+		return nil
+	}
+	cmd := exec.Command(filepath.Join(s.root, "scripts", "services"), append([]string{"down"}, s.started...)...)
+	cmd.Dir = s.root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
+}
+
+// Build compiles the api and consumer programs into dir.
+func Build(ctx context.Context, root, dir string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./api", "./consumer")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build ./api ./consumer: %w\n%s", err, stderr.String())
+	}
+	return nil
+}
+
+// Process is one program the bench started.
+type Process struct {
+	Name string
+	Log  string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Start runs bin with env added to the bench's own environment, its output
+// appended to logPath.
+func Start(name, bin string, env []string, logPath string) (*Process, error) {
+	return StartArgs(name, bin, nil, env, logPath)
+}
+
+// StartArgs is Start with arguments.
+func StartArgs(name, bin string, args, env []string, logPath string) (*Process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan error, 1)}
+	go func() {
+		p.done <- cmd.Wait()
+		logf.Close()
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// Stop sends SIGTERM, waits up to grace, then kills.
+func (p *Process) Stop(grace time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	if exited, _ := p.Exited(); exited {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return nil
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	err := <-p.done
+	p.done <- err
+	return fmt.Errorf("%s (pid %d) did not stop within %s and was killed", p.Name, p.Pid(), grace)
+}
+
+// FreePort returns a loopback TCP port nobody listens on right now.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// WaitReady polls url until it answers 200, the process exits, or the
+// timeout passes.
+func WaitReady(ctx context.Context, url string, p *Process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for time.Now().Before(deadline) {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited while starting (%v); see %s", p.Name, err, p.Log)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready at %s after %s: %v; see %s", p.Name, url, timeout, last, p.Log)
+}

@@ -1,0 +1,359 @@
+// Package report holds the bench's results and writes them three ways: a
+// markdown table for the terminal, a JSON file with every figure, and PNG
+// charts (throughput and latency over time, consumer lag) drawn with
+// gonum/plot.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/bench/internal/cpu"
+	"github.com/seckill/seckill/bench/internal/stats"
+	"github.com/seckill/seckill/bench/internal/verify"
+)
+
+// Report is everything one bench invocation measured.
+type Report struct {
+	Command    string     `json:"command"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt time.Time  `json:"finished_at"`
+	Host       Host       `json:"host"`
+	Setup      Setup      `json:"setup"`
+	Reference  *Reference `json:"reference,omitempty"`
+	Runs       []*Run     `json:"runs"`
+	Compare    []*Row     `json:"compare,omitempty"`
+	Targets    []Target   `json:"targets"`
+	Notes      []string   `json:"notes,omitempty"`
+}
+
+// Host describes the machine.
+type Host struct {
+	CPUModel   string `json:"cpu_model"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	MemoryGiB  int    `json:"memory_gib"`
+	OS         string `json:"os"`
+	GoVersion  string `json:"go_version"`
+	Commit     string `json:"commit,omitempty"`
+	// LoadAvg is the 1-minute load average before and after the run:
+	// anything well above what the bench itself causes means other work
+	// shared the machine.
+	LoadAvgStart float64 `json:"loadavg_1m_start"`
+	LoadAvgEnd   float64 `json:"loadavg_1m_end"`
+}
+
+// Setup says what the bench ran against.
+type Setup struct {
+	API         string   `json:"api"`
+	StartedAPI  bool     `json:"started_api_and_consumer"`
+	Consumers   int      `json:"consumers,omitempty"`
+	RedisPrefix string   `json:"redis_prefix"`
+	KafkaTopic  string   `json:"kafka_topic,omitempty"`
+	Group       string   `json:"consumer_group,omitempty"`
+	Services    []string `json:"services_started,omitempty"`
+	Client      string   `json:"client"`
+}
+
+// Reference holds the raw limits measured in the same run.
+type Reference struct {
+	ReserveConcurrency int           `json:"reserve_concurrency"`
+	ReserveOps         int64         `json:"reserve_ops"`
+	ReservePerSecond   float64       `json:"reserve_per_s"`
+	ReserveLatency     stats.Summary `json:"reserve_latency"`
+	MySQLConcurrency   int           `json:"mysql_concurrency"`
+	MySQLTxs           int64         `json:"mysql_txs"`
+	MySQLPerSecond     float64       `json:"mysql_tx_per_s"`
+	MySQLLatency       stats.Summary `json:"mysql_latency"`
+	MySQLErrors        int64         `json:"mysql_errors"`
+	ReserveCPU         *cpu.Usage    `json:"reserve_cpu,omitempty"`
+	MySQLCPU           *cpu.Usage    `json:"mysql_cpu,omitempty"`
+}
+
+// Run is one scenario run against the API.
+type Run struct {
+	Name        string           `json:"name"`
+	Model       string           `json:"model"` // closed or open
+	Connections int              `json:"connections"`
+	Rate        float64          `json:"rate_per_s,omitempty"`
+	Duration    float64          `json:"duration_s"`
+	Stock       int64            `json:"stock"`
+	Quantity    int              `json:"quantity"`
+	Buyers      int64            `json:"buyers"`
+	ItemID      int64            `json:"item_id"`
+	ActivityID  int64            `json:"activity_id"`
+	Requests    int64            `json:"requests"`
+	Dropped     int64            `json:"dropped,omitempty"`
+	Elapsed     float64          `json:"elapsed_s"`
+	Throughput  float64          `json:"requests_per_s"`
+	Outcomes    map[string]int64 `json:"outcomes"`
+	Latency     stats.Summary    `json:"latency"`
+	// AcceptedLatency is the latency of the 202 answers alone.
+	AcceptedLatency stats.Summary      `json:"accepted_latency"`
+	Series          []stats.Point      `json:"series"`
+	Accepted        int64              `json:"accepted_orders"`
+	Created         int64              `json:"orders_created"`
+	Failed          int64              `json:"orders_failed"`
+	UnitsSold       int64              `json:"units_sold"`
+	DBStock         int64              `json:"final_mysql_stock"`
+	RedisStock      int64              `json:"final_redis_stock"`
+	ExtraLive       int64              `json:"extra_live_orders"`
+	ReplayedKeys    int64              `json:"replayed_keys,omitempty"`
+	DrainSeconds    float64            `json:"drain_s"`
+	Pipeline        *Pipeline          `json:"pipeline,omitempty"`
+	Violations      []verify.Violation `json:"violations"`
+	Chart           string             `json:"chart,omitempty"`
+	Profiles        []string           `json:"profiles,omitempty"`
+	// CPU is where the machine's CPU went while the load ran.
+	CPU *cpu.Usage `json:"cpu,omitempty"`
+}
+
+// Pipeline holds the end-to-end figures of the sustained scenario.
+type Pipeline struct {
+	// OrdersPerSecond is orders created over the time from the first
+	// request to the last order landing in MySQL.
+	OrdersPerSecond float64 `json:"orders_per_s_end_to_end"`
+	// DuringLoad is orders created while the load ran, per second.
+	DuringLoad float64 `json:"orders_per_s_during_load"`
+	// PendingToCreated is created_at - reserved_at over every order.
+	PendingToCreated stats.Summary `json:"pending_to_created"`
+	// PendingToCreatedSeries buckets it by reservation time.
+	PendingToCreatedSeries []stats.Point `json:"pending_to_created_series"`
+	MaxInflight            int64         `json:"max_in_flight"`
+	Lag                    []LagPoint    `json:"lag"`
+}
+
+// LagPoint is one sample of the pipeline's state.
+type LagPoint struct {
+	T float64 `json:"t_s"`
+	// Inflight is units reserved in Redis and not yet in MySQL (PENDING).
+	Inflight int64 `json:"in_flight"`
+	// Created is units in MySQL so far; Rate is its increase per second.
+	Created int64   `json:"created"`
+	Rate    float64 `json:"created_per_s"`
+}
+
+// Row is one strategy of the compare scenario.
+type Row struct {
+	Strategy   string           `json:"strategy"`
+	Requests   int64            `json:"requests"`
+	Throughput float64          `json:"requests_per_s"`
+	Outcomes   map[string]int64 `json:"outcomes"`
+	Orders     int64            `json:"orders"`
+	Units      int64            `json:"units"`
+	Stock      int64            `json:"stock"`
+	FinalStock int64            `json:"final_stock"`
+	Duplicates int64            `json:"duplicate_orders"`
+	Oversold   int64            `json:"oversold_units"`
+	// Failed counts requests answered 5xx or not at all (for the lock:
+	// the lock could not be had within its wait limit).
+	Failed  int64         `json:"failed_requests"`
+	Latency stats.Summary `json:"latency"`
+	Correct bool          `json:"correct"`
+	Series  []stats.Point `json:"series"`
+	CPU     *cpu.Usage    `json:"cpu,omitempty"`
+}
+
+// Target is one printed goal; it is not a test.
+type Target struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Pass bool   `json:"pass"`
+}
+
+// ViolationCount counts the broken invariants over every run.
+func (r *Report) ViolationCount() int {
+	n := 0
+	for _, run := range r.Runs {
+		n += len(run.Violations)
+	}
+	return n
+}
+
+// WriteJSON writes r, indented, to path.
+func WriteJSON(path string, r *Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Markdown writes the tables.
+func Markdown(w io.Writer, r *Report) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## Bench results\n\n")
+	p("Host: %s, %d CPUs, %d GiB; %s; %s; load average %.1f before, %.1f after. Client: %s.\n", r.Host.CPUModel, r.Host.CPUs,
+		r.Host.MemoryGiB, r.Host.OS, r.Host.GoVersion, r.Host.LoadAvgStart, r.Host.LoadAvgEnd, r.Setup.Client)
+	p("Command: `%s`\n\n", r.Command)
+
+	if len(r.Runs) > 0 {
+		p("### Scenarios (real API, Redis, Kafka, consumer, MySQL)\n\n")
+		p("| scenario | load | requests | req/s | 202 | sold out | already | 429 | errors | P50 ms | P99 ms | P99.9 ms | max ms | orders created | MySQL / Redis stock | drain s | invariants |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
+		for _, run := range r.Runs {
+			errs := run.Outcomes["unavailable"] + run.Outcomes["server_error"] + run.Outcomes["transport_error"] + run.Outcomes["client_error"]
+			inv := "all hold"
+			if len(run.Violations) > 0 {
+				names := make([]string, len(run.Violations))
+				for i, v := range run.Violations {
+					names[i] = fmt.Sprintf("**%s (%+d)**", v.Invariant, v.By)
+				}
+				inv = strings.Join(names, ", ")
+			}
+			p("| %s | %s | %d | %s | %d | %d | %d | %d | %d | %s | %s | %s | %s | %d / %d | %d / %d | %.2f | %s |\n",
+				run.Name, loadShape(run), run.Requests, num(run.Throughput), run.Outcomes["accepted"], run.Outcomes["sold_out"],
+				run.Outcomes["already_purchased"], run.Outcomes["rate_limited"], errs, ms(run.Latency.P50Ms), ms(run.Latency.P99Ms), ms(run.Latency.P999Ms),
+				ms(run.Latency.MaxMs), run.Created, run.Stock, run.DBStock, run.RedisStock, run.DrainSeconds, inv)
+		}
+		p("\n")
+	}
+	for _, run := range r.Runs {
+		if run.Pipeline == nil {
+			continue
+		}
+		pl := run.Pipeline
+		p("### %s: end to end\n\n", run.Name)
+		p("| orders/s end to end | orders/s during load | PENDING→CREATED P50 ms | P99 ms | max ms | max in flight | drain after load s |\n")
+		p("|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| %s | %s | %s | %s | %s | %d | %.2f |\n\n", num(pl.OrdersPerSecond), num(pl.DuringLoad),
+			ms(pl.PendingToCreated.P50Ms), ms(pl.PendingToCreated.P99Ms), ms(pl.PendingToCreated.MaxMs), pl.MaxInflight, run.DrainSeconds)
+	}
+	if len(r.Compare) > 0 {
+		p("### Strategies compared (same load, live)\n\n")
+		p("| strategy | requests | req/s | orders | final stock | duplicate orders | oversold units | failed requests | P50 ms | P99 ms | correct |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, row := range r.Compare {
+			p("| %s | %d | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", row.Strategy, row.Requests, num(row.Throughput),
+				row.Orders, row.FinalStock, row.Duplicates, row.Oversold, row.Failed, ms(row.Latency.P50Ms), ms(row.Latency.P99Ms), yesNo(row.Correct))
+		}
+		p("\n")
+	}
+	cpuTable(p, r)
+	if ref := r.Reference; ref != nil {
+		p("### Reference limits (same run)\n\n")
+		p("| limit | concurrency | ops | ops/s | P50 ms | P99 ms |\n|---|---:|---:|---:|---:|---:|\n")
+		p("| reserve script straight from Go (stockredis.Store.Reserve) | %d | %d | %s | %s | %s |\n",
+			ref.ReserveConcurrency, ref.ReserveOps, num(ref.ReservePerSecond), ms(ref.ReserveLatency.P50Ms), ms(ref.ReserveLatency.P99Ms))
+		p("| MySQL per-order transaction (insert + hot-row conditional update) | %d | %d | %s | %s | %s |\n\n",
+			ref.MySQLConcurrency, ref.MySQLTxs, num(ref.MySQLPerSecond), ms(ref.MySQLLatency.P50Ms), ms(ref.MySQLLatency.P99Ms))
+	}
+	if len(r.Targets) > 0 {
+		p("### Targets (goals, not tests)\n\n| target | want | got | |\n|---|---|---|---|\n")
+		for _, t := range r.Targets {
+			mark := "MISS"
+			if t.Pass {
+				mark = "PASS"
+			}
+			p("| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, mark)
+		}
+		p("\n")
+	}
+	if len(r.Notes) > 0 {
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+		p("\n")
+	}
+	n := r.ViolationCount()
+	if len(r.Runs) == 0 {
+		return
+	}
+	if n == 0 {
+		p("Invariants: all hold in every run.\n")
+		return
+	}
+	p("Invariants: **%d violated**:\n\n", n)
+	for _, run := range r.Runs {
+		for _, v := range run.Violations {
+			p("- %s: %s\n", run.Name, v)
+		}
+	}
+}
+
+// cpuTable shows where the CPU went during each load, in % of one CPU.
+func cpuTable(p func(string, ...any), r *Report) {
+	type row struct {
+		name string
+		u    *cpu.Usage
+	}
+	var rows []row
+	if ref := r.Reference; ref != nil {
+		rows = append(rows, row{"reference: reserve", ref.ReserveCPU}, row{"reference: MySQL", ref.MySQLCPU})
+	}
+	for _, run := range r.Runs {
+		rows = append(rows, row{run.Name, run.CPU})
+	}
+	for _, c := range r.Compare {
+		rows = append(rows, row{"compare: " + c.Strategy, c.CPU})
+	}
+	cols := []string{"bench", "api", "consumer", "redis", "mysql", "kafka"}
+	seen := false
+	for _, x := range rows {
+		seen = seen || x.u != nil
+	}
+	if !seen {
+		return
+	}
+	p("### CPU during each load (%% of one CPU; the machine has %d)\n\n", r.Host.CPUs)
+	p("| load | machine busy | %s | anything else |\n|---|---:|%s---:|\n", strings.Join(cols, " | "), strings.Repeat("---:|", len(cols)))
+	for _, x := range rows {
+		if x.u == nil {
+			continue
+		}
+		p("| %s | %.0f | ", x.name, x.u.Machine)
+		for _, c := range cols {
+			v := x.u.Procs[c]
+			if c == "consumer" {
+				for name, pv := range x.u.Procs {
+					if strings.HasPrefix(name, "consumer") && name != "consumer" {
+						v += pv
+					}
+				}
+			}
+			p("%.0f | ", v)
+		}
+		p("%.0f |\n", x.u.Other)
+	}
+	p("\n")
+}
+
+func loadShape(r *Run) string {
+	s := fmt.Sprintf("%d conns", r.Connections)
+	if r.Rate > 0 {
+		s = fmt.Sprintf("%s @ %s/s", s, num(r.Rate))
+	}
+	if r.Duration > 0 {
+		s += fmt.Sprintf(", %gs", r.Duration)
+	}
+	return s + fmt.Sprintf(", stock %d", r.Stock)
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func ms(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "**no**"
+}

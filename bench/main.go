@@ -1,0 +1,232 @@
+// Command bench is the flash-sale pipeline's load generator and checker.
+// It drives the real HTTP API of running api and consumer programs (it
+// builds and starts them itself, with their own Redis prefix, Kafka topic
+// and consumer group, unless --api names a running one), creates its own
+// item and activity per scenario, fires the load, waits for the pipeline to
+// drain, and verifies the invariants with its own reads of MySQL and Redis:
+// no oversell, one live order per user, every 202 final, replayed keys
+// answered with the original order, MySQL stock equal to Redis stock, and
+// exactly the stock sold when demand allows. A broken invariant makes it
+// exit 1. It prints a markdown table, and writes a JSON file with every
+// figure and PNG charts into a timestamped folder under --out.
+//
+//	go run ./bench                        # every scenario, defaults (under 5 minutes)
+//	go run ./bench --scenario flash --duration 10s
+//	go run ./bench --scenario flash --rate 5000
+//	make bench BENCHFLAGS="--scenario compare"
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seckill/seckill/bench/internal/report"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The first interrupt stops the load; the bench still checks what was
+	// done and cleans up. A second one ends it at once (the programs it
+	// started get SIGTERM from the kernel when it dies).
+	context.AfterFunc(ctx, stop)
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "serve-strategy" {
+		err = serveStrategy(ctx, os.Args[2:], os.LookupEnv, os.Stderr)
+	} else {
+		err = run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	}
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	errUsage      = errors.New("usage")
+	errViolations = errors.New("invariants violated")
+)
+
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) (err error) {
+	opts, err := parseFlags(args, lookup, stderr)
+	if err != nil {
+		if !errors.Is(err, errFlagHelp) {
+			fmt.Fprintln(stderr, "bench:", err)
+		}
+		return errUsage
+	}
+	m := newMeter(opts.progress, stderr)
+	rep := &report.Report{Command: commandLine(), StartedAt: time.Now().UTC(), Host: host(ctx), Runs: []*report.Run{}}
+	e, err := setup(ctx, opts, m)
+	defer func() {
+		m.say("stopping what the bench started and removing its data")
+		if cerr := e.close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	rep.Setup = report.Setup{API: e.api, StartedAPI: opts.api == "", RedisPrefix: e.prefix, KafkaTopic: e.topic,
+		Group: e.group, Services: e.services.Started(), Client: clientName(opts.client)}
+	if opts.api == "" {
+		rep.Setup.Consumers = opts.consumers
+	}
+
+	err = scenarios(ctx, e, rep)
+	if err != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("The run stopped early (%v): the scenarios after it did not run.", err))
+	}
+	rep.FinishedAt = time.Now().UTC()
+	rep.Host.LoadAvgEnd = loadAvg()
+	rep.Targets = targets(rep)
+	rep.Notes = append(rep.Notes, notes(rep)...)
+	if werr := write(e, rep, stdout); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	if err != nil {
+		return err
+	}
+	if n := rep.ViolationCount(); n > 0 {
+		return fmt.Errorf("%w: %d, see the table above", errViolations, n)
+	}
+	return nil
+}
+
+// scenarios runs what --scenario asks for, in order, filling rep.
+func scenarios(ctx context.Context, e *env, rep *report.Report) error {
+	o := e.opts
+	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")
+	if needRef {
+		e.meter.say("reference limits (%s each)", o.refDuration)
+		ref, err := e.reference(ctx, o.shapeOf("flash").connections)
+		if err != nil {
+			return fmt.Errorf("reference: %w", err)
+		}
+		rep.Reference = ref
+	}
+	for _, name := range o.scenarios {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := e.checkPrograms(); err != nil {
+			return err
+		}
+		sh := o.shapeOf(name)
+		var (
+			r   *report.Run
+			err error
+		)
+		switch name {
+		case "flash", "flash-rate":
+			r, err = e.flash(ctx, name, sh)
+		case "clickers":
+			r, err = e.clickers(ctx, sh)
+		case "sustained":
+			r, err = e.sustained(ctx, sh)
+		case "compare":
+			var rows []*report.Row
+			rows, r, err = e.compare(ctx, sh)
+			rep.Compare = rows
+		default:
+			continue
+		}
+		if r != nil {
+			rep.Runs = append(rep.Runs, r)
+			e.meter.say("%s: %d requests, %.0f/s, P99 %.2f ms, %d orders created, %d invariant(s) broken",
+				r.Name, r.Requests, r.Throughput, r.Latency.P99Ms, r.Created, len(r.Violations))
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// write prints the tables and writes the JSON file.
+func write(e *env, rep *report.Report, stdout io.Writer) error {
+	report.Markdown(stdout, rep)
+	if e.dir == "" {
+		return nil
+	}
+	path := filepath.Join(e.dir, "results.json")
+	if err := report.WriteJSON(path, rep); err != nil {
+		return err
+	}
+	md, err := os.Create(filepath.Join(e.dir, "results.md"))
+	if err == nil {
+		report.Markdown(md, rep)
+		md.Close()
+	}
+	var charts []string
+	for _, r := range rep.Runs {
+		if r.Chart != "" {
+			charts = append(charts, r.Chart)
+		}
+	}
+	if len(rep.Compare) > 0 {
+		charts = append(charts, "compare.png")
+	}
+	fmt.Fprintf(stdout, "\nWritten to %s: results.json, results.md, %s\n", e.dir, strings.Join(charts, ", "))
+	return nil
+}
+
+// host describes the machine for the report.
+func host(ctx context.Context) report.Host {
+	h := report.Host{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), OS: runtime.GOOS + "/" + runtime.GOARCH,
+		GoVersion: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				h.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		var kb int64
+		_, _ = fmt.Fscanf(f, "MemTotal: %d kB", &kb)
+		h.MemoryGiB = int((kb + 1<<19) >> 20)
+		f.Close()
+	}
+	h.LoadAvgStart = loadAvg()
+	if out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		h.Commit = strings.TrimSpace(string(out))
+	}
+	return h
+}
+
+func clientName(c string) string {
+	if c == "nethttp" {
+		return "Go net/http Transport, keep-alive, one connection per worker"
+	}
+	return "the bench's raw HTTP/1.1 keep-alive client, one connection per worker"
+}
+
+// loadAvg is the 1-minute load average (0 if unknown).
+func loadAvg() float64 {
+	var v float64
+	if f, err := os.Open("/proc/loadavg"); err == nil {
+		_, _ = fmt.Fscan(f, &v)
+		f.Close()
+	}
+	return v
+}

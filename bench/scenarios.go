@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/bench/internal/load"
+	"github.com/seckill/seckill/bench/internal/report"
+	"github.com/seckill/seckill/bench/internal/stats"
+	"github.com/seckill/seckill/bench/internal/verify"
+)
+
+// buyers sends order requests as many buyers and keeps their answers.
+type buyers struct {
+	url    string
+	doer   load.Doer
+	body   []byte
+	tokens *tokens
+	t0     time.Time
+	// all keeps every answer, not only the 202s (for replay checks).
+	all     bool
+	bufs    []bytes.Buffer
+	answers [][]answer
+
+	errOnce  sync.Once
+	firstErr error
+}
+
+func (e *env) newBuyers(base string, conns int, activity int64, quantity int, tk *tokens) (*buyers, error) {
+	body, _ := json.Marshal(map[string]int64{"activity_id": activity, "quantity": int64(quantity)})
+	var doer load.Doer = load.NetHTTP{Client: load.NewClient(conns, 30*time.Second)}
+	if e.opts.client == "raw" {
+		raw, err := load.NewRaw(base, conns, 30*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		doer = raw
+	}
+	return &buyers{
+		url: base + "/api/v1/orders", doer: doer, body: body, tokens: tk,
+		bufs: make([]bytes.Buffer, conns), answers: make([][]answer, conns),
+	}, nil
+}
+
+// place sends one order request for user with key from worker w.
+func (b *buyers) place(ctx context.Context, w int, user int64, key string) load.Outcome {
+	sent := time.Since(b.t0)
+	st, err := b.doer.Do(ctx, w, load.Call{Method: http.MethodPost, URL: b.url, Token: b.tokens.For(user),
+		IdempotencyKey: key, Body: b.body}, &b.bufs[w])
+	if err != nil {
+		b.errOnce.Do(func() { b.firstErr = err })
+	}
+	o := load.Classify(st, b.bufs[w].Bytes())
+	if o == load.Accepted || b.all {
+		a := answer{user: user, key: key, sent: sent, done: time.Since(b.t0), outcome: o}
+		if o == load.Accepted {
+			var v struct {
+				OrderNo string `json:"order_no"`
+			}
+			_ = json.Unmarshal(b.bufs[w].Bytes(), &v)
+			a.orderNo = v.OrderNo
+		}
+		b.answers[w] = append(b.answers[w], a)
+	}
+	return o
+}
+
+func (b *buyers) collected() []answer {
+	var out []answer
+	for _, a := range b.answers {
+		out = append(out, a...)
+	}
+	return out
+}
+
+func (b *buyers) close() { b.doer.Close() }
+
+// runResult fills the load-side figures of a report.Run.
+func runResult(name string, sh shape, s sale, res load.Result) *report.Run {
+	r := &report.Run{
+		Name: name, Model: "closed", Connections: sh.connections, Rate: sh.rate, Duration: sh.duration.Seconds(),
+		Stock: s.stock, Quantity: s.quantity, ItemID: s.item, ActivityID: s.activity,
+		Requests: int64(len(res.Samples)), Dropped: res.Dropped, Elapsed: res.Elapsed.Seconds(),
+		Throughput: stats.Rate(int64(len(res.Samples)), res.Elapsed), Outcomes: map[string]int64{},
+	}
+	if sh.rate > 0 {
+		r.Model = "open"
+	}
+	for _, o := range load.Outcomes {
+		if n := res.Count(o); n > 0 {
+			r.Outcomes[o.String()] = n
+		}
+	}
+	all, acc := stats.NewHistogram(), stats.NewHistogram()
+	events := make([]stats.Event, len(res.Samples))
+	for i, x := range res.Samples {
+		stats.Record(all, x.Latency)
+		if x.Outcome == load.Accepted {
+			stats.Record(acc, x.Latency)
+		}
+		events[i] = stats.Event{At: x.Due + x.Latency, Latency: x.Latency}
+	}
+	r.Latency, r.AcceptedLatency = stats.Summarize(all), stats.Summarize(acc)
+	r.Series = stats.Series(events, time.Second)
+	return r
+}
+
+func errorCount(res load.Result) int64 {
+	return res.Count(load.Unavailable) + res.Count(load.ServerError) + res.Count(load.TransportError)
+}
+
+// finish drains the pipeline, reads the sale back, checks the invariants
+// and completes r.
+func (e *env) finish(ctx context.Context, r *report.Run, s sale, b *buyers, res load.Result, demand int64) (tally, error) {
+	// An interrupt stops the load, not the checking of what it did.
+	ctx = context.WithoutCancel(ctx)
+	took, drained, err := e.drain(ctx, s.item, e.opts.drainTimeout)
+	if err != nil {
+		return tally{}, err
+	}
+	r.DrainSeconds = took.Seconds()
+	t, err := e.observe(ctx, s, b.collected(), errorCount(res), demand, drained)
+	if err != nil {
+		return t, err
+	}
+	r.Accepted, r.Created, r.Failed = t.obs.Accepted, t.created, t.failed
+	r.UnitsSold, r.DBStock, r.RedisStock, r.ExtraLive = t.obs.LiveUnits, t.obs.DBStock, t.obs.RedisStock, t.obs.ExtraLiveOrders
+	r.ReplayedKeys = t.obs.ReplayChecked
+	r.Violations = verify.Check(t.obs)
+	if r.Violations == nil {
+		r.Violations = []verify.Violation{}
+	}
+	if b.firstErr != nil && errorCount(res) > 0 {
+		e.meter.say("%s: first transport error: %v", r.Name, b.firstErr)
+	}
+	return t, nil
+}
+
+// chart draws r's PNG next to the JSON.
+func (e *env) chart(r *report.Run) {
+	file := r.Name + ".png"
+	if err := report.RunChart(filepath.Join(e.dir, file), r); err != nil {
+		e.meter.say("%s: chart: %v", r.Name, err)
+		return
+	}
+	r.Chart = file
+}
+
+// userBase picks a random starting user id for a scenario's buyers, so
+// every run uses buyers nobody used before.
+func userBase() int64 { return 1_000_000 + rand.Int64N(1<<40) }
+
+// flash: every request a new buyer, closed model (or open with a rate).
+func (e *env) flash(ctx context.Context, name string, sh shape) (*report.Run, error) {
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+	if err != nil {
+		return nil, err
+	}
+	// Enough tokens for the expected requests; more are minted on demand.
+	expect := int64(sh.duration.Seconds() * 25000)
+	if sh.rate > 0 {
+		expect = int64(sh.duration.Seconds()*sh.rate) + 1
+	}
+	base := userBase()
+	tk, err := e.mintTokens(name, base, expect)
+	if err != nil {
+		return nil, err
+	}
+	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	prof := e.startProfiles(ctx, name, sh.duration)
+	update, done := e.meter.track(name, sh.duration, 0)
+	b.t0 = time.Now()
+	stopCPU := e.measureCPU()
+	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: sh.duration, Rate: sh.rate, Progress: update},
+		func(ctx context.Context, w int, seq int64) load.Outcome {
+			return b.place(ctx, w, base+seq, "f"+strconv.FormatInt(seq, 36))
+		})
+	done()
+	r := runResult(name, sh, s, res)
+	r.CPU = stopCPU()
+	r.Buyers = r.Requests
+	r.Profiles = prof()
+	if _, err := e.finish(ctx, r, s, b, res, r.Requests*int64(s.quantity)); err != nil {
+		return r, err
+	}
+	e.chart(r)
+	return r, nil
+}
+
+// clickers: a fixed crowd, each buyer clicking many times with a fresh key
+// per click, some clicks retried with the same key.
+func (e *env) clickers(ctx context.Context, sh shape) (*report.Run, error) {
+	const name = "clickers"
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+	if err != nil {
+		return nil, err
+	}
+	base := userBase()
+	tk, err := mintTokens(e.secret, base, sh.users)
+	if err != nil {
+		return nil, err
+	}
+	type click struct {
+		user int64
+		key  string
+	}
+	var jobs []click
+	for u := range sh.users {
+		for c := range e.opts.clicks {
+			k := click{base + u, fmt.Sprintf("c%d-%d", u, c)}
+			jobs = append(jobs, k)
+			if rand.Float64() < e.opts.retries {
+				jobs = append(jobs, k) // a retry: the same key again
+			}
+		}
+	}
+	rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	if err != nil {
+		return nil, err
+	}
+	b.all = true
+	defer b.close()
+	update, done := e.meter.track(name, 0, int64(len(jobs)))
+	b.t0 = time.Now()
+	stopCPU := e.measureCPU()
+	res := load.Run(ctx, load.Config{Workers: sh.connections, Ops: int64(len(jobs)), Progress: update},
+		func(ctx context.Context, w int, seq int64) load.Outcome {
+			j := jobs[seq]
+			return b.place(ctx, w, j.user, j.key)
+		})
+	done()
+	r := runResult(name, sh, s, res)
+	r.CPU = stopCPU()
+	r.Buyers = sh.users
+	if _, err := e.finish(ctx, r, s, b, res, sh.users*int64(s.quantity)); err != nil {
+		return r, err
+	}
+	e.chart(r)
+	return r, nil
+}
+
+// sustained: stock that never runs out; measures the whole pipeline.
+func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
+	const name = "sustained"
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+	if err != nil {
+		return nil, err
+	}
+	expect := int64(sh.duration.Seconds() * 15000)
+	if sh.rate > 0 {
+		expect = int64(sh.duration.Seconds()*sh.rate) + 1
+	}
+	expect = min(expect, sh.stock/int64(s.quantity))
+	base := userBase()
+	tk, err := e.mintTokens(name, base, expect)
+	if err != nil {
+		return nil, err
+	}
+	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+
+	// Sample the pipeline (MySQL stock, Redis in-flight) until drained.
+	var lag []report.LagPoint
+	var maxInflight int64
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			db, err1 := e.db.ItemStock(sampleCtx, s.item)
+			snap, err2 := e.store.Stock(sampleCtx, s.item)
+			if err1 == nil && err2 == nil {
+				p := report.LagPoint{T: time.Since(start).Seconds(), Inflight: snap.Inflight, Created: s.stock - db}
+				// The rate is over the last second of samples.
+				for i := len(lag) - 1; i >= 0; i-- {
+					if p.T-lag[i].T >= 1 || i == 0 {
+						p.Rate = float64(p.Created-lag[i].Created) / (p.T - lag[i].T)
+						break
+					}
+				}
+				lag = append(lag, p)
+				maxInflight = max(maxInflight, snap.Inflight)
+			}
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	prof := e.startProfiles(ctx, name, sh.duration)
+	update, done := e.meter.track(name, sh.duration, 0)
+	b.t0 = start
+	stopCPU := e.measureCPU()
+	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: sh.duration, Rate: sh.rate, Progress: update},
+		func(ctx context.Context, w int, seq int64) load.Outcome {
+			return b.place(ctx, w, base+seq, "s"+strconv.FormatInt(seq, 36))
+		})
+	done()
+	loadEnd := time.Now()
+	dbAtEnd, _ := e.db.ItemStock(context.WithoutCancel(ctx), s.item)
+	r := runResult(name, sh, s, res)
+	r.CPU = stopCPU()
+	r.Buyers = r.Requests
+	r.Profiles = prof()
+	e.meter.say("%s: load done, waiting for the pipeline to drain", name)
+	t, err := e.finish(ctx, r, s, b, res, r.Requests*int64(s.quantity))
+	stopSampling()
+	<-sampled
+	if err != nil {
+		return r, err
+	}
+	pl := &report.Pipeline{MaxInflight: maxInflight, Lag: lag}
+	endToEnd := loadEnd.Sub(start) + time.Duration(r.DrainSeconds*float64(time.Second))
+	pl.OrdersPerSecond = stats.Rate(t.created, endToEnd)
+	pl.DuringLoad = stats.Rate(s.stock-dbAtEnd, loadEnd.Sub(start))
+	if pl.PendingToCreated, pl.PendingToCreatedSeries, err = e.pendingToCreated(context.WithoutCancel(ctx), s.item, start); err != nil {
+		return r, err
+	}
+	r.Pipeline = pl
+	e.chart(r)
+	return r, nil
+}
+
+// pendingToCreated reads created_at - reserved_at of every created order
+// of item; the series buckets it by reservation time since start.
+func (e *env) pendingToCreated(ctx context.Context, item int64, start time.Time) (stats.Summary, []stats.Point, error) {
+	rows, err := e.db.Gorm().WithContext(ctx).Raw(
+		"SELECT reserved_at, created_at FROM orders WHERE item_id = ? AND status IN ('CREATED', 'PAID')", item).Rows()
+	if err != nil {
+		return stats.Summary{}, nil, fmt.Errorf("read order times: %w", err)
+	}
+	defer rows.Close()
+	h := stats.NewHistogram()
+	var events []stats.Event
+	for rows.Next() {
+		var reserved, created time.Time
+		if err := rows.Scan(&reserved, &created); err != nil {
+			return stats.Summary{}, nil, err
+		}
+		d := max(created.Sub(reserved), 0)
+		stats.Record(h, d)
+		events = append(events, stats.Event{At: max(reserved.Sub(start), 0), Latency: d})
+	}
+	if err := rows.Err(); err != nil {
+		return stats.Summary{}, nil, err
+	}
+	return stats.Summarize(h), stats.Series(events, time.Second), nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/seckill/seckill/bench/internal/report"
+	"github.com/seckill/seckill/bench/internal/stats"
+)
+
+var errFlagHelp = flag.ErrHelp
+
+func findRun(rep *report.Report, name string) *report.Run {
+	for _, r := range rep.Runs {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// targets judges the figures against the goals. They are printed
+// with PASS or MISS and never fail the run.
+func targets(rep *report.Report) []report.Target {
+	var out []report.Target
+	add := func(name, want, got string, pass bool) {
+		out = append(out, report.Target{Name: name, Want: want, Got: got, Pass: pass})
+	}
+	ref := rep.Reference
+	if r := findRun(rep, "flash"); r != nil && r.Rate == 0 {
+		add("flash throughput", "≥ 17,000 req/s", fmt.Sprintf("%.0f req/s", r.Throughput), r.Throughput >= 17000)
+		if ref != nil && ref.ReservePerSecond > 0 {
+			ratio := stats.Ratio(r.Throughput, ref.ReservePerSecond)
+			add("flash vs raw reserve script", "≥ 0.5×", fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, r.Throughput, ref.ReservePerSecond), ratio >= 0.5)
+		}
+	}
+	for _, r := range rep.Runs {
+		if (r.Name == "flash" || r.Name == "flash-rate") && r.Rate > 0 {
+			got := fmt.Sprintf("P99 %.2f ms (%.0f answered/s, %d dropped)", r.Latency.P99Ms, r.Throughput, r.Dropped)
+			name := fmt.Sprintf("%s at a fixed %.0f req/s", r.Name, r.Rate)
+			if r.Rate < 5000 {
+				name += " (target is at 5,000)"
+			}
+			add(name, "P99 ≤ 10 ms", got, r.Latency.P99Ms <= 10 && r.Dropped == 0 && r.Rate >= 5000)
+		}
+	}
+	if r := findRun(rep, "sustained"); r != nil && r.Pipeline != nil {
+		pl := r.Pipeline
+		add("sustained orders end to end", "≥ 5,000 orders/s", fmt.Sprintf("%.0f orders/s", pl.OrdersPerSecond), pl.OrdersPerSecond >= 5000)
+		add("sustained PENDING→CREATED", "P99 ≤ 1 s", fmt.Sprintf("P99 %.0f ms", pl.PendingToCreated.P99Ms), pl.PendingToCreated.Count > 0 && pl.PendingToCreated.P99Ms <= 1000)
+		add("sustained drain after load stops", "≤ 5 s", fmt.Sprintf("%.2f s", r.DrainSeconds), r.DrainSeconds <= 5 && len(r.Violations) == 0)
+		if ref != nil && ref.MySQLPerSecond > 0 {
+			ratio := stats.Ratio(pl.OrdersPerSecond, ref.MySQLPerSecond)
+			add("sustained vs raw per-order MySQL", "≥ 2×", fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, pl.OrdersPerSecond, ref.MySQLPerSecond), ratio >= 2)
+		}
+	}
+	if rows := rep.Compare; len(rows) == 4 {
+		naive, lock, lua, ours := rows[0], rows[1], rows[2], rows[3]
+		add("compare: naive shows the failure", "oversell or duplicates",
+			fmt.Sprintf("%d oversold, %d duplicates, final stock %d", naive.Oversold, naive.Duplicates, naive.FinalStock),
+			naive.Oversold > 0 || naive.Duplicates > 0 || naive.FinalStock < 0)
+		add("compare: lock correct but slower", "correct, fewer req/s than ours",
+			fmt.Sprintf("correct=%t, %.0f vs %.0f req/s", lock.Correct, lock.Throughput, ours.Throughput),
+			lock.Correct && lock.Throughput < ours.Throughput)
+		fastest := ours.Correct
+		for _, r := range []*report.Row{lock, lua} {
+			if r.Correct && r.Throughput > ours.Throughput {
+				fastest = false
+			}
+		}
+		add("compare: ours correct and fastest correct", "correct, most req/s of the correct ones",
+			fmt.Sprintf("correct=%t, %.0f req/s (lua %.0f, lock %.0f)", ours.Correct, ours.Throughput, lua.Throughput, lock.Throughput), fastest)
+	}
+	return out
+}
+
+// notes explains figures a reader could misread.
+func notes(rep *report.Report) []string {
+	var out []string
+	if r := findRun(rep, "flash"); r != nil {
+		out = append(out, fmt.Sprintf("flash: %d of %d requests came after the item sold out; the API answers those from its in-process sold-out flag after one Redis GET (the idempotency-key lookup), without running the reserve script.",
+			r.Outcomes["sold_out"], r.Requests))
+	}
+	if r := findRun(rep, "clickers"); r != nil {
+		out = append(out, fmt.Sprintf("clickers: %d buyers, %d requests; %d idempotency keys were sent more than once and each got its original answer back unless an invariant above says otherwise.",
+			r.Buyers, r.Requests, r.ReplayedKeys))
+	}
+	var busy []string
+	for _, r := range rep.Runs {
+		if r.CPU != nil && r.CPU.Other >= 20 {
+			busy = append(busy, fmt.Sprintf("%s %.0f%%", r.Name, r.CPU.Other))
+		}
+	}
+	for _, c := range rep.Compare {
+		if c.CPU != nil && c.CPU.Other >= 20 && !strings.HasPrefix(c.Strategy, "ours") {
+			busy = append(busy, fmt.Sprintf("compare %s %.0f%%", strings.Fields(c.Strategy)[0], c.CPU.Other))
+		}
+	}
+	if len(busy) > 0 {
+		out = append(out, "Other work on the machine (not the bench, api, consumer, Redis, MySQL or Kafka) took CPU during: "+
+			strings.Join(busy, ", ")+" (of one CPU). Those figures are lower, and their tails longer, than on a quiet machine.")
+	}
+	if rep.Host.CPUs <= 2 {
+		out = append(out, fmt.Sprintf("The load generator shares the %d CPUs with the API, consumer, Redis, Kafka and MySQL; every figure is a whole-machine figure, and the Go client's own CPU is part of what limits req/s.", rep.Host.CPUs))
+	}
+	return out
+}
