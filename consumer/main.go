@@ -45,7 +45,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	group := env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer")
 	window := config.PaymentWindow(env)
 	loop := fulfil.LoopConfig{
-		MaxBatch:     env.Int("SECKILL_CONSUMER_BATCH", 500, 1, 10000),
+		MaxBatch:     env.Int("SECKILL_CONSUMER_BATCH", 2000, 1, 4000),
 		Linger:       env.Duration("SECKILL_CONSUMER_LINGER", 5*time.Millisecond),
 		DrainTimeout: env.Duration("SECKILL_CONSUMER_DRAIN_TIMEOUT", 30*time.Second),
 	}

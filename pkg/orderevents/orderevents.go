@@ -188,7 +188,7 @@ func NewReader(cfg ReaderConfig) *kafka.Reader {
 		SessionTimeout:        6 * time.Second,
 		RebalanceTimeout:      10 * time.Second,
 		JoinGroupBackoff:      500 * time.Millisecond,
-		QueueCapacity:         1000,
+		QueueCapacity:         4000,
 		WatchPartitionChanges: true,
 	})
 }

@@ -20,7 +20,8 @@ type Reader interface {
 
 // LoopConfig tunes batching.
 type LoopConfig struct {
-	// MaxBatch is the most messages one batch holds (default 500).
+	// MaxBatch is the most messages one batch holds (default 2000; at most
+	// 4000, so a multi-row insert stays under 65,535 placeholders).
 	MaxBatch int
 	// Linger is how long to wait for more messages once one arrived
 	// (default 5ms).
@@ -36,7 +37,7 @@ type LoopConfig struct {
 // hand (within DrainTimeout), and returns nil.
 func Run(ctx context.Context, r Reader, p *Processor, cfg LoopConfig, log *slog.Logger) error {
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 500
+		cfg.MaxBatch = 2000
 	}
 	if cfg.Linger <= 0 {
 		cfg.Linger = 5 * time.Millisecond
