@@ -1,0 +1,27 @@
+-- reconcile_read: one atomic view of an item's stock for the reconciler.
+-- Read-only. The reconciler compares it with MySQL: Redis stock + what is
+-- in flight must equal MySQL stock.
+--
+-- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending,
+-- KEYS[4..n] reservation hashes of the orders MySQL has CLOSED without a
+--            recorded Redis release (their units are on their way back)
+-- ARGV: none
+--
+-- Returns {warmed, stock, inflight, pending, states}:
+--   warmed    1 when the stock key exists, else 0 (stock is then 0)
+--   stock     the stock key's value
+--   inflight  the inflight counter (0 when missing)
+--   pending   every order number in pending (RESERVED|CLAIMED), oldest first
+--   states    the state of each KEYS[4..n] reservation, 'MISSING' for none
+local warmed, stock = 0, 0
+local s = redis.call('GET', KEYS[1])
+if s then
+  warmed, stock = 1, tonumber(s)
+end
+local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
+local pending = redis.call('ZRANGE', KEYS[3], 0, -1)
+local states = {}
+for i = 4, #KEYS do
+  states[i - 3] = redis.call('HGET', KEYS[i], 'state') or 'MISSING'
+end
+return {warmed, stock, inflight, pending, states}

@@ -1,0 +1,199 @@
+package orderdb
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// ActivityFilter picks activities for the reconciler. Set fields combine
+// with AND; the zero filter picks every activity.
+type ActivityFilter struct {
+	// EndsAfter keeps activities whose ends_at is after it.
+	EndsAfter time.Time
+	// IDs keeps these activities; Items keeps the activities of these items.
+	IDs, Items []int64
+}
+
+// Activities lists the activities f picks, by id.
+func (db *DB) Activities(ctx context.Context, f ActivityFilter) ([]order.Activity, error) {
+	q := db.gdb.WithContext(ctx).Model(&activityRow{}).Order("id")
+	if !f.EndsAfter.IsZero() {
+		q = q.Where("ends_at > ?", f.EndsAfter.UTC())
+	}
+	if f.IDs != nil {
+		q = q.Where("id IN ?", nonEmpty(f.IDs))
+	}
+	if f.Items != nil {
+		q = q.Where("item_id IN ?", nonEmpty(f.Items))
+	}
+	var rows []activityRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, wrap("list activities", err)
+	}
+	out := make([]order.Activity, len(rows))
+	for i, row := range rows {
+		a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit}
+		if row.PaymentWindowSeconds != nil {
+			a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// nonEmpty keeps "IN ?" valid SQL for an empty list (it matches nothing).
+func nonEmpty(ids []int64) []int64 {
+	if len(ids) == 0 {
+		return []int64{0}
+	}
+	return ids
+}
+
+// OrderState is an order's status and quantity.
+type OrderState struct {
+	Status   order.Status
+	Quantity int64
+}
+
+// ReadMark is where a reconciler's read of an item starts in MySQL: the
+// server's clock and the largest order id then, and the item's closing
+// orders (CLOSED, Redis release not recorded).
+type ReadMark struct {
+	At      time.Time
+	MaxID   int64
+	Closing map[string]OrderState
+}
+
+// ReadMark takes the mark (clock and id first, then the closing orders).
+func (db *DB) ReadMark(ctx context.Context, itemID int64) (ReadMark, error) {
+	var m ReadMark
+	var maxID sql.NullInt64
+	if err := db.gdb.WithContext(ctx).Raw("SELECT NOW(3), MAX(id) FROM orders").Row().Scan(&m.At, &maxID); err != nil {
+		return m, wrap("read clock", err)
+	}
+	m.MaxID = maxID.Int64
+	closing, err := db.ClosingOrders(ctx, itemID)
+	if err != nil {
+		return m, err
+	}
+	m.Closing = closing
+	return m, nil
+}
+
+// StockSnapshot is an item's MySQL stock and some of its orders, read in
+// one consistent snapshot.
+type StockSnapshot struct {
+	Stock int64
+	// Orders holds the orders MySQL has among those asked about.
+	Orders map[string]OrderState
+	// Moved lists the orders that changed the stock since the mark without
+	// being among those asked about: live orders created after it, and
+	// orders closed (or their release recorded) after it that are not
+	// among its closing orders.
+	Moved []string
+}
+
+// StockSnapshot reads the item's stock, the status and quantity of the
+// orders among orderNos that exist, and what moved since mark, in one
+// read-only REPEATABLE READ transaction: all of it comes from the instant
+// of the first read, as if no order committed in between.
+// order.ErrNotFound when the item has no stock row.
+func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark ReadMark) (StockSnapshot, error) {
+	snap := StockSnapshot{Orders: make(map[string]OrderState, len(orderNos))}
+	asked := make(map[string]bool, len(orderNos))
+	for _, no := range orderNos {
+		asked[no] = true
+	}
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row stockRow
+		if err := tx.Where("item_id = ?", itemID).Take(&row).Error; err != nil {
+			return err
+		}
+		snap.Stock = row.Stock
+		for rest := orderNos; len(rest) > 0; {
+			n := min(len(rest), 1000)
+			var rows []struct {
+				OrderNo  string
+				Status   string
+				Quantity int64
+			}
+			if err := tx.Model(&orderRow{}).Select("order_no, status, quantity").
+				Where("order_no IN ?", rest[:n]).Scan(&rows).Error; err != nil {
+				return err
+			}
+			for _, r := range rows {
+				snap.Orders[r.OrderNo] = OrderState{Status: order.Status(r.Status), Quantity: r.Quantity}
+			}
+			rest = rest[n:]
+		}
+		var created []string
+		if err := tx.Model(&orderRow{}).Where("id > ? AND item_id = ? AND live = 1", mark.MaxID, itemID).
+			Pluck("order_no", &created).Error; err != nil {
+			return err
+		}
+		for _, no := range created {
+			if !asked[no] {
+				snap.Moved = append(snap.Moved, no)
+			}
+		}
+		var closed []string
+		if err := tx.Model(&orderRow{}).Where("item_id = ? AND status = ? AND (released_at IS NULL OR updated_at >= ?)",
+			itemID, string(order.Closed), mark.At).Pluck("order_no", &closed).Error; err != nil {
+			return err
+		}
+		for _, no := range closed {
+			if _, ok := mark.Closing[no]; !ok && !asked[no] {
+				snap.Moved = append(snap.Moved, no)
+			}
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return StockSnapshot{}, wrap("read stock snapshot", err)
+	}
+	return snap, nil
+}
+
+// ClosingOrders lists the item's CLOSED orders whose Redis release is not
+// recorded yet (released_at IS NULL): MySQL already has their units back,
+// Redis may not.
+func (db *DB) ClosingOrders(ctx context.Context, itemID int64) (map[string]OrderState, error) {
+	var rows []struct {
+		OrderNo  string
+		Quantity int64
+	}
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("order_no, quantity").
+		Where("item_id = ? AND status = ? AND released_at IS NULL", itemID, string(order.Closed)).Scan(&rows).Error
+	if err != nil {
+		return nil, wrap("list closing orders", err)
+	}
+	out := make(map[string]OrderState, len(rows))
+	for _, r := range rows {
+		out[r.OrderNo] = OrderState{Status: order.Closed, Quantity: r.Quantity}
+	}
+	return out, nil
+}
+
+// LiveOrders returns the live (CREATED or PAID) order of every user who
+// has one in the activity: user -> order number.
+func (db *DB) LiveOrders(ctx context.Context, activityID int64) (map[int64]string, error) {
+	var rows []struct {
+		UserID  int64
+		OrderNo string
+	}
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
+		Where("activity_id = ? AND live = 1", activityID).Scan(&rows).Error
+	if err != nil {
+		return nil, wrap("list live orders", err)
+	}
+	out := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		out[r.UserID] = r.OrderNo
+	}
+	return out, nil
+}

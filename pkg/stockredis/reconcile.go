@@ -1,0 +1,308 @@
+package stockredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+)
+
+// Fence holds the last fencing token the reconciler used on the item; its
+// repairs refuse a smaller one (a reconciler that was paused while its lock
+// expired cannot undo a later one's work).
+func (k Keys) Fence() string { return k.base() + "fence" }
+
+// quotaPrefix is what every quota key of the activity starts with.
+func (k Keys) quotaPrefix(activityID int64) string {
+	return fmt.Sprintf("%sq:%d:", k.base(), activityID)
+}
+
+// Reconciler is the reconciler's access to the stock keys: atomic reads
+// for its checks, and its repairs, each a compare-and-set script guarded
+// by the fencing token of the reconciler's lock.
+type Reconciler struct {
+	s *Store
+
+	read, setStock, restoreQuota, removeQuota *redis.Script
+}
+
+// Reconciler returns the reconciler's view of the store.
+func (s *Store) Reconciler() *Reconciler {
+	return &Reconciler{
+		s:            s,
+		read:         redis.NewScript(lua.Source("reconcile_read")),
+		setStock:     redis.NewScript(lua.Source("reconcile_set_stock")),
+		restoreQuota: redis.NewScript(lua.Source("reconcile_restore_quota")),
+		removeQuota:  redis.NewScript(lua.Source("reconcile_remove_quota")),
+	}
+}
+
+// StockView is an item's stock as Redis saw it at one instant.
+type StockView struct {
+	// Warmed is false when the stock key is missing (Stock is then 0).
+	Warmed   bool
+	Stock    int64
+	Inflight int64
+	// Pending lists the RESERVED and CLAIMED order numbers, oldest first.
+	Pending []string
+	// States gives the reservation state of each order asked about
+	// (StateMissing when there is no reservation).
+	States map[string]string
+}
+
+// View reads the item's stock, in-flight counter and pending orders, and
+// the reservation states of orderNos, in one script call, so the values
+// are from one instant.
+func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string) (StockView, error) {
+	k := r.s.Keys(item)
+	keys := make([]string, 0, 3+len(orderNos))
+	keys = append(keys, k.Stock(), k.Inflight(), k.Pending())
+	for _, no := range orderNos {
+		keys = append(keys, k.Reservation(no))
+	}
+	res, err := r.read.Run(ctx, r.s.rdb, keys).Slice()
+	if err != nil {
+		return StockView{}, unavailable("reconcile read", err)
+	}
+	if len(res) != 5 {
+		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
+	}
+	v := StockView{States: make(map[string]string, len(orderNos))}
+	warmed, _ := res[0].(int64)
+	v.Warmed = warmed == 1
+	v.Stock, _ = res[1].(int64)
+	v.Inflight, _ = res[2].(int64)
+	pending, _ := res[3].([]any)
+	v.Pending = make([]string, 0, len(pending))
+	for _, p := range pending {
+		if s, ok := p.(string); ok {
+			v.Pending = append(v.Pending, s)
+		}
+	}
+	states, _ := res[4].([]any)
+	for i, no := range orderNos {
+		if i < len(states) {
+			v.States[no], _ = states[i].(string)
+		}
+	}
+	return v, nil
+}
+
+// CAS is the outcome of one of the reconciler's compare-and-set repairs.
+type CAS int
+
+const (
+	// Written: the repair was applied.
+	Written CAS = iota
+	// Changed: the keys changed since they were read; nothing was written.
+	Changed
+	// StaleFence: a reconciler with a larger fencing token already wrote
+	// to this item; nothing was written.
+	StaleFence
+)
+
+func (c CAS) String() string {
+	switch c {
+	case Written:
+		return "written"
+	case Changed:
+		return "changed concurrently"
+	case StaleFence:
+		return "stale fencing token"
+	}
+	return "CAS(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Guard is the fencing token a repair carries and when the item's fence
+// key expires (keep it past the item's keys).
+type Guard struct {
+	Fence    int64
+	ExpireAt time.Time
+}
+
+// SetStock sets the item's stock to want, only if stock and inflight still
+// hold the values in seen (a missing stock key when !seen.Warmed; it is then
+// created with ttl) and no later fence wrote here. Reads nothing but the
+// Warmed, Stock and Inflight fields of seen.
+func (r *Reconciler) SetStock(ctx context.Context, item int64, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+	if want < 0 {
+		return 0, fmt.Errorf("set stock of item %d: negative stock %d", item, want)
+	}
+	k := r.s.Keys(item)
+	was := ""
+	if seen.Warmed {
+		was = strconv.FormatInt(seen.Stock, 10)
+	}
+	res, err := r.setStock.Run(ctx, r.s.rdb, []string{k.Stock(), k.Inflight(), k.Fence()},
+		g.Fence, was, seen.Inflight, want, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
+	if err != nil {
+		return 0, unavailable("reconcile set stock", err)
+	}
+	return casResult("reconcile set stock", res)
+}
+
+// MarkWarmed records item among the warmed items (as Warmup does), so the
+// sweep visits it.
+func (r *Reconciler) MarkWarmed(ctx context.Context, item int64) error {
+	if err := r.s.rdb.SAdd(ctx, r.s.itemsKey(), item).Err(); err != nil {
+		return unavailable("record warmed item", err)
+	}
+	return nil
+}
+
+// QuotaHolders lists the quota keys of the activity on item: user -> the
+// order number the key holds. It SCANs for the item's quota pattern; on a
+// cluster it scans the one node that owns the item's hash tag, where all of
+// the item's keys live.
+func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[int64]string, error) {
+	k := r.s.Keys(item)
+	node, err := r.nodeFor(ctx, k.Stock())
+	if err != nil {
+		return nil, err
+	}
+	prefix := k.quotaPrefix(activity)
+	var keys []string
+	iter := node.Scan(ctx, 0, k.QuotaPattern(activity), 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return nil, unavailable("scan quota keys", err)
+	}
+	out := make(map[int64]string, len(keys))
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		vals, err := r.s.rdb.MGet(ctx, keys[:n]...).Result()
+		if err != nil {
+			return nil, unavailable("read quota keys", err)
+		}
+		for i, key := range keys[:n] {
+			user, err := strconv.ParseInt(strings.TrimPrefix(key, prefix), 10, 64)
+			if err != nil {
+				continue // not a quota key of this activity
+			}
+			if v, ok := vals[i].(string); ok {
+				out[user] = v
+			}
+		}
+		keys = keys[n:]
+	}
+	return out, nil
+}
+
+// nodeFor returns the client that serves key: the client itself on a single
+// node, the master owning key's slot on a cluster.
+func (r *Reconciler) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+	if cc, ok := r.s.rdb.(*redis.ClusterClient); ok {
+		c, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, unavailable("find cluster node", err)
+		}
+		return c, nil
+	}
+	return r.s.rdb, nil
+}
+
+// QuotaState is a quota key and the state of the reservation it names,
+// read together.
+type QuotaState struct {
+	// Holder is the order number the key holds now ("" when missing).
+	Holder string
+	// State is the state of Holder's reservation (StateMissing for none).
+	State string
+}
+
+// QuotaStates reads, for each user -> order number in holders, the user's
+// quota key and the state of the reservation of the order it holds, each
+// pair atomically (MULTI; the keys share the item's slot). A key that no
+// longer holds the order number given is reported with its new holder and
+// that holder's state is not read (StateMissing).
+func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, holders map[int64]string) (map[int64]QuotaState, error) {
+	k := r.s.Keys(item)
+	type pair struct {
+		get   *redis.StringCmd
+		state *redis.StringCmd
+	}
+	out := make(map[int64]QuotaState, len(holders))
+	users := make([]int64, 0, len(holders))
+	for u := range holders {
+		users = append(users, u)
+	}
+	for len(users) > 0 {
+		n := min(len(users), 200)
+		cmds := make(map[int64]pair, n)
+		_, err := r.s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for _, u := range users[:n] {
+				cmds[u] = pair{
+					get:   p.Get(ctx, k.Quota(activity, u)),
+					state: p.HGet(ctx, k.Reservation(holders[u]), "state"),
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, unavailable("read quota states", err)
+		}
+		for u, c := range cmds {
+			holder, err := c.get.Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return nil, unavailable("read quota key", err)
+			}
+			state, err := c.state.Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return nil, unavailable("read reservation state", err)
+			}
+			if err != nil || holder != holders[u] {
+				state = StateMissing
+			}
+			out[u] = QuotaState{Holder: holder, State: state}
+		}
+		users = users[n:]
+	}
+	return out, nil
+}
+
+// RestoreQuota sets the user's quota key to orderNo (the user's live order)
+// with ttl, only if it still holds was ("" for a missing key) and no later
+// fence wrote here.
+func (r *Reconciler) RestoreQuota(ctx context.Context, item, activity, user int64, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
+	k := r.s.Keys(item)
+	res, err := r.restoreQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
+		g.Fence, orderNo, was, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
+	if err != nil {
+		return 0, unavailable("reconcile restore quota", err)
+	}
+	return casResult("reconcile restore quota", res)
+}
+
+// RemoveQuota deletes the user's quota key only if it still holds the stale
+// order number and no later fence wrote here.
+func (r *Reconciler) RemoveQuota(ctx context.Context, item, activity, user int64, stale string, g Guard) (CAS, error) {
+	k := r.s.Keys(item)
+	res, err := r.removeQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
+		g.Fence, stale, g.ExpireAt.UnixMilli()).Slice()
+	if err != nil {
+		return 0, unavailable("reconcile remove quota", err)
+	}
+	return casResult("reconcile remove quota", res)
+}
+
+func casResult(op string, res []any) (CAS, error) {
+	if len(res) > 0 {
+		switch code, _ := res[0].(int64); code {
+		case 1:
+			return Written, nil
+		case 0:
+			return Changed, nil
+		case -1:
+			return StaleFence, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: unexpected reply %v", op, res)
+}

@@ -1,0 +1,491 @@
+// Package reconcile checks, item by item, that Redis and MySQL agree, and
+// repairs what they disagree on when asked.
+//
+// # Stock
+//
+// The invariant is
+//
+//	Redis stock + in flight = MySQL stock
+//
+// where "in flight" is every unit Redis has taken out of its stock that
+// MySQL still counts as its own. From the Redis side that is the inflight
+// counter (the quantities of RESERVED and CLAIMED reservations), corrected
+// for the orders MySQL has already decided but Redis has not heard of yet:
+//
+//	in flight = inflight − committed + closing
+//	drift     = Redis stock + in flight − MySQL stock
+//
+// where:
+//
+//   - committed: pending reservations (RESERVED|CLAIMED) whose order MySQL
+//     has as CREATED or PAID. MySQL took their units when it committed;
+//     the confirm that takes them off the counter follows. Counting them
+//     would count them twice.
+//   - releasing: pending reservations whose order MySQL has as FAILED (or
+//     CLOSED before the confirm). MySQL never took their units and the
+//     release that follows moves them from the counter back to Redis stock;
+//     stock + inflight does not change, so they stay in "in flight". (They
+//     are not in flight in the sense of "undecided": the report shows them
+//     apart; undecided = inflight − committed − releasing.)
+//   - closing: CONFIRMED reservations of orders MySQL has CLOSED (cancel,
+//     payment timeout) whose Redis release has not run yet. MySQL has the
+//     units back already; Redis gets them with the release.
+//
+// # Reading without false drift
+//
+// Orders flow while the reconciler reads, so each read is ordered so that
+// every cross-store step (MySQL first, Redis second: commit then confirm,
+// close then release) is seen consistently:
+//
+//  1. MySQL: the item's CLOSED orders without a recorded release (and the
+//     server's clock and the last order id).
+//  2. Redis, one script, one instant: stock, inflight, the pending order
+//     numbers, and the reservation states of the orders from step 1.
+//  3. MySQL, one REPEATABLE READ snapshot: the stock and the status of every
+//     pending order from step 2.
+//
+// A pending order that commits between 2 and 3 is seen committed in 3 and
+// is still in the counter read in 2: it is subtracted once, as it should
+// be. MySQL being read after Redis is what makes this exact. Two moves
+// remain that the order of reads cannot place: an order reserved after
+// step 2 and committed before step 3, and a cancel or timeout close that
+// lands between step 1 and step 3. Step 1 also notes the server's clock and
+// the last order id, and the snapshot of step 3 lists the live orders
+// created since (not pending in step 2) and the orders closed since; when
+// there are any, the item is read again at once (up to three times). Then,
+// as a last guard, a mismatch is read again after a pause
+// (Checker.Recheck), and it is drift only when two reads in a row show the
+// same values.
+//
+// # Quota
+//
+// Every user with a live order in an activity must hold the activity's
+// quota key with that order's number (after a Redis restart they would not,
+// and could buy again), and a quota key whose order is neither live in
+// MySQL nor RESERVED/CLAIMED in Redis is stale (the user can never buy
+// again) — unless MySQL closed that order and its release, which deletes
+// the key, has not run yet. Live orders are read before the keys and read
+// again for the users whose key is missing (a key goes only after its
+// order left the live set), and a suspect key is read together with its
+// reservation (MULTI) before MySQL is asked about its order, so neither an
+// order being closed nor one on its way is taken for drift. Keys are found with SCAN on the item's pattern; on a cluster the
+// item's hash tag puts them all on one node, and that node is scanned.
+//
+// # Repair
+//
+// Only drift seen in two reads in a row is repaired, under the caller's
+// lock, with every write a compare-and-set script that carries the lock's
+// fencing token (see package stockredis). Quota keys are restored before
+// stock, so a restored item never sells to a buyer whose quota is still
+// missing.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// KeyMargin is how long quota keys live past the activity's end, and the
+// item's keys past its payment window: the API's intake.KeyMargin.
+const KeyMargin = 24 * time.Hour
+
+// Defaults for the zero values of Checker.
+const (
+	DefaultRecheck       = 500 * time.Millisecond
+	DefaultPaymentWindow = 30 * time.Minute
+	DefaultWindow        = 24 * time.Hour
+	// MaxReads bounds the reads of one item in one run.
+	MaxReads = 3
+)
+
+// ErrLockLost means the lock the repairs run under was lost; nothing more
+// was written.
+var ErrLockLost = errors.New("reconcile: lock lost; repairs stopped")
+
+// Lock is what the repairs need of the lock they run under (*lock.Lock).
+type Lock interface {
+	// Fence is the fencing token every repair carries.
+	Fence() int64
+	// Lost is closed when the lock is no longer held.
+	Lost() <-chan struct{}
+}
+
+// Progress hears about each item checked. Start is called once per pass.
+type Progress interface {
+	Start(stage string, total int)
+	Step()
+	Done()
+}
+
+// Checker checks and repairs items.
+type Checker struct {
+	Stock *stockredis.Reconciler
+	DB    *orderdb.DB
+	Log   *slog.Logger
+	// Progress may be nil.
+	Progress Progress
+	// Recheck is the pause before a mismatch is read again (default
+	// DefaultRecheck).
+	Recheck time.Duration
+	// PaymentWindow is the payment window of activities without their own
+	// (default DefaultPaymentWindow); it bounds the TTL of restored keys.
+	PaymentWindow time.Duration
+	// Window: the activities that ended less than Window ago are still
+	// checked (default DefaultWindow).
+	Window time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	// beforeWrite, when set (tests), runs before each repair write;
+	// afterView between the Redis and the MySQL read of an item's stock.
+	beforeWrite func(item int64)
+	afterView   func(item int64)
+}
+
+func (c *Checker) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Checker) recheck() time.Duration {
+	if c.Recheck > 0 {
+		return c.Recheck
+	}
+	return DefaultRecheck
+}
+
+func (c *Checker) window() time.Duration {
+	if c.Window > 0 {
+		return c.Window
+	}
+	return DefaultWindow
+}
+
+func (c *Checker) paymentWindow(a order.Activity) time.Duration {
+	switch {
+	case a.PaymentWindow > 0:
+		return a.PaymentWindow
+	case c.PaymentWindow > 0:
+		return c.PaymentWindow
+	}
+	return DefaultPaymentWindow
+}
+
+// Target is one item to check and the activities of it whose quota is
+// checked.
+type Target struct {
+	ItemID     int64
+	Activities []order.Activity
+}
+
+// Selection says which items to check. Empty: every item with an activity
+// that has not ended or ended less than Checker.Window ago.
+type Selection struct {
+	Items, Activities []int64
+}
+
+// Targets resolves sel to the items to check, by item id.
+func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) {
+	since := c.now().Add(-c.window())
+	var acts []order.Activity
+	var items []int64
+	if len(sel.Items) == 0 && len(sel.Activities) == 0 {
+		a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{EndsAfter: since})
+		if err != nil {
+			return nil, err
+		}
+		acts = a
+	} else {
+		if len(sel.Activities) > 0 {
+			a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{IDs: sel.Activities})
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range sel.Activities {
+				if !slices.ContainsFunc(a, func(x order.Activity) bool { return x.ID == id }) {
+					return nil, fmt.Errorf("activity %d: %w", id, order.ErrNotFound)
+				}
+			}
+			acts = append(acts, a...)
+		}
+		if len(sel.Items) > 0 {
+			a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{Items: sel.Items})
+			if err != nil {
+				return nil, err
+			}
+			acts = append(acts, a...)
+			items = append(items, sel.Items...)
+		}
+	}
+	byItem := map[int64][]order.Activity{}
+	for _, id := range items {
+		byItem[id] = nil
+	}
+	for _, a := range acts {
+		if !slices.ContainsFunc(byItem[a.ItemID], func(x order.Activity) bool { return x.ID == a.ID }) {
+			byItem[a.ItemID] = append(byItem[a.ItemID], a)
+		}
+	}
+	out := make([]Target, 0, len(byItem))
+	for id, as := range byItem {
+		sort.Slice(as, func(i, j int) bool { return as[i].ID < as[j].ID })
+		out = append(out, Target{ItemID: id, Activities: as})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ItemID < out[j].ItemID })
+	return out, nil
+}
+
+// quotaChecked reports whether a's quota keys should still exist: the
+// activity ended less than Window ago (the keys live KeyMargin past it).
+func (c *Checker) quotaChecked(a order.Activity, now time.Time) bool {
+	return a.EndsAt.Add(min(c.window(), KeyMargin)).After(now)
+}
+
+// started reports whether any of t's activities has started: a missing
+// stock key is then a fault, not an item nobody warmed yet.
+func started(t Target, now time.Time) bool {
+	for _, a := range t.Activities {
+		if !now.Before(a.StartsAt) {
+			return true
+		}
+	}
+	return len(t.Activities) == 0
+}
+
+// horizon is when the item's keys may expire: past the end of its last
+// activity plus the payment window plus KeyMargin, and at least KeyMargin
+// from now.
+func (c *Checker) horizon(t Target, now time.Time) time.Time {
+	h := now.Add(KeyMargin)
+	for _, a := range t.Activities {
+		if e := a.EndsAt.Add(c.paymentWindow(a) + KeyMargin); e.After(h) {
+			h = e
+		}
+	}
+	return h
+}
+
+// Run checks every target, reads each mismatch again after Recheck (up to
+// MaxReads reads), and, when repair is set, repairs what two reads in a row
+// agreed on, under l. It returns the report; an error means it could not
+// finish (a store is down, ctx ended, or the lock was lost) and the report
+// then covers what was done.
+func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock) (rep Report, err error) {
+	if repair && l == nil {
+		return rep, errors.New("reconcile: repairs need a lock")
+	}
+	rep = Report{StartedAt: c.now().UTC(), Repair: repair}
+	if l != nil {
+		rep.Fence = l.Fence()
+	}
+	defer func() { rep.FinishedAt = c.now().UTC() }()
+
+	reads := make([][]reading, len(targets))
+	todo := make([]int, len(targets))
+	for i := range targets {
+		todo[i] = i
+	}
+	for pass := 1; pass <= MaxReads && len(todo) > 0; pass++ {
+		if pass > 1 {
+			c.Log.Info("mismatch found; reading again after a pause", "items", len(todo), "pause", c.recheck().String(), "read", pass)
+			if err := sleep(ctx, c.recheck()); err != nil {
+				return c.finish(rep, targets, reads), err
+			}
+		}
+		stage := "checking"
+		if pass > 1 {
+			stage = fmt.Sprintf("re-reading (%d)", pass)
+		}
+		c.start(stage, len(todo))
+		var next []int
+		for _, i := range todo {
+			r, err := c.read(ctx, targets[i])
+			if err != nil {
+				c.done()
+				return c.finish(rep, targets, reads), fmt.Errorf("check item %d: %w", targets[i].ItemID, err)
+			}
+			reads[i] = append(reads[i], r)
+			if !settled(targets[i], reads[i], c.now()) {
+				next = append(next, i)
+			}
+			if r.mismatch(targets[i], c.now()) {
+				c.Log.Info("item read disagrees", r.logAttrs(targets[i].ItemID, pass)...)
+			}
+			c.step()
+		}
+		c.done()
+		todo = next
+	}
+
+	rep = c.finish(rep, targets, reads)
+	for i := range rep.Items {
+		it := &rep.Items[i]
+		if it.Verdict.Problem() {
+			c.Log.Log(ctx, logs.Alert, "Redis and MySQL disagree", it.logAttrs()...)
+		}
+	}
+	if !repair {
+		return rep, nil
+	}
+	index := make(map[int64]int, len(targets))
+	for i, t := range targets {
+		index[t.ItemID] = i
+	}
+	for i := range rep.Items {
+		it := &rep.Items[i]
+		if it.Verdict != Drift && it.Verdict != NotWarmed {
+			continue
+		}
+		j := index[it.ItemID]
+		if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
+			return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+		}
+	}
+	return rep, nil
+}
+
+func (c *Checker) start(stage string, n int) {
+	if c.Progress != nil {
+		c.Progress.Start(stage, n)
+	}
+}
+
+func (c *Checker) step() {
+	if c.Progress != nil {
+		c.Progress.Step()
+	}
+}
+
+func (c *Checker) done() {
+	if c.Progress != nil {
+		c.Progress.Done()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// settled reports whether the reads of an item need no further read: the
+// last one agrees, or the last two agree on the same mismatch (stock) and
+// there were at least two (quota: issues count when two reads show them).
+func settled(t Target, rs []reading, now time.Time) bool {
+	last := rs[len(rs)-1]
+	if !last.mismatch(t, now) {
+		return true
+	}
+	if len(rs) < 2 {
+		return false
+	}
+	prev := rs[len(rs)-2]
+	return !last.stockMismatch(t, now) || last.stockKey() == prev.stockKey()
+}
+
+// finish builds the report's items from the reads.
+func (c *Checker) finish(rep Report, targets []Target, reads [][]reading) Report {
+	now := c.now()
+	rep.Items = rep.Items[:0]
+	for i, t := range targets {
+		if len(reads[i]) == 0 {
+			continue
+		}
+		rep.Items = append(rep.Items, c.judge(t, reads[i], now))
+	}
+	return rep
+}
+
+// judge turns an item's reads into its report line.
+func (c *Checker) judge(t Target, rs []reading, now time.Time) ItemReport {
+	last := rs[len(rs)-1]
+	it := last.report(t)
+	it.Reads = len(rs)
+	var prev *reading
+	if len(rs) >= 2 {
+		prev = &rs[len(rs)-2]
+	}
+
+	// Quota issues count when the last two reads both show them.
+	quotaDrift := false
+	for j := range it.Activities {
+		ar := &it.Activities[j]
+		q, ok := last.quotas[ar.ActivityID]
+		if !ok {
+			continue
+		}
+		if prev == nil {
+			ar.QuotaMissing, ar.QuotaStale = []QuotaIssue{}, []QuotaIssue{}
+		} else {
+			pq := prev.quotas[ar.ActivityID]
+			ar.QuotaMissing = intersect(q.missing, pq.missing)
+			ar.QuotaStale = intersect(q.stale, pq.stale)
+		}
+		if n := len(ar.QuotaMissing); n > 0 {
+			quotaDrift = true
+			it.Problems = append(it.Problems, fmt.Sprintf("activity %d: %s with a live order but no quota key holding it",
+				ar.ActivityID, plural(n, "user", "users")))
+		}
+		if n := len(ar.QuotaStale); n > 0 {
+			quotaDrift = true
+			it.Problems = append(it.Problems, fmt.Sprintf("activity %d: %s holding an order that is neither live nor on its way",
+				ar.ActivityID, plural(n, "stale quota key", "stale quota keys")))
+		}
+	}
+
+	switch {
+	case !last.stock.view.Warmed && !started(t, now):
+		it.Verdict = NotStarted
+	case !last.stockMismatch(t, now):
+		it.Verdict = OK
+	case prev == nil || prev.stockKey() != last.stockKey():
+		it.Verdict = Unsettled
+		it.Problems = append(it.Problems, fmt.Sprintf("stock drift %+d, but it changed between reads (%d reads)", it.Drift, len(rs)))
+	case !last.stock.view.Warmed:
+		it.Verdict = NotWarmed
+		it.Problems = append(it.Problems, fmt.Sprintf("stock key missing in Redis; MySQL has %d, %d in flight", it.MySQLStock, it.InFlight))
+	default:
+		it.Verdict = Drift
+		it.Problems = append(it.Problems, fmt.Sprintf("stock drift %+d: Redis %d + in flight %d != MySQL %d",
+			it.Drift, last.stock.view.Stock, it.InFlight, it.MySQLStock))
+	}
+	if quotaDrift && (it.Verdict == OK || it.Verdict == NotStarted) {
+		it.Verdict = Drift
+	}
+	return it
+}
+
+// intersect keeps the issues of a that b has too.
+func intersect(a, b []QuotaIssue) []QuotaIssue {
+	out := []QuotaIssue{}
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

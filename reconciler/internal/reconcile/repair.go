@@ -1,0 +1,154 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// repair applies what the item's last two reads agreed on, quota keys
+// first, then stock, and sets the item's verdict to Repaired or Retry. It
+// returns an error only when it must stop altogether (a store failed, or
+// the lock was lost).
+func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []reading, l Lock) error {
+	now := c.now()
+	g := stockredis.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, now)}
+	log := c.Log.With("item_id", t.ItemID, "fence", g.Fence)
+	applied := true
+	note := func(ok bool, msg string, args ...any) {
+		s := fmt.Sprintf(msg, args...)
+		it.Repairs = append(it.Repairs, s)
+		if ok {
+			log.Info("repaired", "what", s)
+		} else {
+			applied = false
+			log.Warn("repair not applied", "what", s)
+		}
+	}
+
+	for _, ar := range it.Activities {
+		a, ok := activityOf(t, ar.ActivityID)
+		if !ok {
+			continue
+		}
+		ttl := a.EndsAt.Add(KeyMargin).Sub(now)
+		for _, m := range ar.QuotaMissing {
+			if err := c.before(ctx, t.ItemID, l); err != nil {
+				return err
+			}
+			res, err := c.Stock.RestoreQuota(ctx, t.ItemID, a.ID, m.UserID, m.OrderNo, m.Holder, ttl, g)
+			if err != nil {
+				return err
+			}
+			note(res == stockredis.Written, "quota of user %d in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
+		}
+		for _, s := range ar.QuotaStale {
+			if err := c.before(ctx, t.ItemID, l); err != nil {
+				return err
+			}
+			res, err := c.Stock.RemoveQuota(ctx, t.ItemID, a.ID, s.UserID, s.Holder, g)
+			if err != nil {
+				return err
+			}
+			note(res == stockredis.Written, "stale quota of user %d in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
+		}
+	}
+
+	last := rs[len(rs)-1]
+	if last.stockMismatch(t, now) {
+		ok, msg, err := c.repairStock(ctx, t, last.stock, g, l)
+		if err != nil {
+			return err
+		}
+		note(ok, "%s", msg)
+	}
+	if applied {
+		it.Verdict = Repaired
+	} else {
+		it.Verdict = Retry
+	}
+	return nil
+}
+
+// repairStock sets the item's Redis stock to MySQL stock minus in flight,
+// from the values of the last read. If the keys changed since (a
+// reservation, release or confirm), it reads the item once more and, when
+// that read shows the same drift, tries once more with its values.
+func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g stockredis.Guard, l Lock) (bool, string, error) {
+	want := stockKey{warmed: s.view.Warmed, drift: s.drift()}
+	for attempt := 1; ; attempt++ {
+		if err := c.before(ctx, t.ItemID, l); err != nil {
+			return false, "", err
+		}
+		target := max(s.mysql-s.inFlight(), 0)
+		ttl := g.ExpireAt.Sub(c.now())
+		res, err := c.Stock.SetStock(ctx, t.ItemID, s.view, target, ttl, g)
+		if err != nil {
+			return false, "", err
+		}
+		from := "missing"
+		if s.view.Warmed {
+			from = fmt.Sprint(s.view.Stock)
+		}
+		switch res {
+		case stockredis.Written:
+			if err := c.Stock.MarkWarmed(ctx, t.ItemID); err != nil {
+				return false, "", err
+			}
+			msg := fmt.Sprintf("stock set from %s to %d (MySQL %d - in flight %d)", from, target, s.mysql, s.inFlight())
+			if target != s.mysql-s.inFlight() {
+				msg += "; MySQL has less than is in flight, so some of those orders will fail"
+			}
+			return true, msg, nil
+		case stockredis.StaleFence:
+			return false, "stock not set: a later reconciler (larger fencing token) already repaired this item", nil
+		}
+		if attempt == 2 {
+			return false, "stock not set: changed concurrently, retry", nil
+		}
+		c.Log.Info("stock changed during repair; checking once more", "item_id", t.ItemID)
+		again, err := c.readStock(ctx, t.ItemID)
+		if err != nil {
+			return false, "", err
+		}
+		if (stockKey{warmed: again.view.Warmed, drift: again.drift()}) != want {
+			return false, fmt.Sprintf("stock not set: changed concurrently (drift now %+d), retry", again.drift()), nil
+		}
+		s = again
+	}
+}
+
+// before runs before each write: it stops when the lock is lost or ctx
+// ended.
+func (c *Checker) before(ctx context.Context, item int64, l Lock) error {
+	if c.beforeWrite != nil {
+		c.beforeWrite(item)
+	}
+	select {
+	case <-l.Lost():
+		return ErrLockLost
+	default:
+	}
+	return ctx.Err()
+}
+
+func outcome(res stockredis.CAS) string {
+	switch res {
+	case stockredis.Written:
+		return "done"
+	case stockredis.Changed:
+		return "changed concurrently, retry"
+	}
+	return "refused: a later reconciler (larger fencing token) already wrote this item"
+}
+
+func activityOf(t Target, id int64) (order.Activity, bool) {
+	for _, a := range t.Activities {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return order.Activity{}, false
+}
