@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/logs"
+	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/reconciler/internal/reconcile"
@@ -170,6 +171,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	rcfg, mcfg := config.Redis(env), config.MySQL(env)
 	window := config.PaymentWindow(env)
+	adminDefault := ""
+	if opts.schedule != "" {
+		adminDefault = "127.0.0.1:9101" // a long-running reconciler serves /metrics
+	}
+	admin := config.Admin(env, adminDefault)
 	if err := env.Err(); err != nil {
 		return fail(exitFailed, err)
 	}
@@ -183,6 +189,24 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		"mysql", maskDSN(mcfg.DSN), "repair", opts.repair, "recheck", opts.recheck.String(),
 		"schedule", opts.schedule, "items", opts.items.String(), "activities", opts.activities.String())
 
+	reg := metrics.NewRegistry()
+	lm, rm := metrics.NewLock(reg), metrics.NewReconciler(reg)
+	if opts.schedule != "" && admin.Addr != "" {
+		adm, err := metrics.ListenAdmin(admin.Addr, metrics.AdminHandler(reg, admin.Pprof))
+		switch {
+		case err != nil && admin.Optional:
+			log.Warn("admin listener not started; set SECKILL_ADMIN_ADDR to serve /metrics", "addr", admin.Addr, "err", err)
+		case err != nil:
+			return fail(exitFailed, err)
+		default:
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = adm.Shutdown(sctx)
+			}()
+		}
+	}
+
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
 		return fail(exitFailed, err)
@@ -194,10 +218,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 
 	host, _ := os.Hostname()
 	r := &reconciler{
-		opts:   opts,
-		db:     db,
-		store:  store,
-		locker: lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: fmt.Sprintf("reconciler-%s-%d", host, os.Getpid()), Logger: log}),
+		opts:  opts,
+		db:    db,
+		store: store,
+		locker: lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: fmt.Sprintf("reconciler-%s-%d", host, os.Getpid()),
+			Logger: log, OnAcquire: lm.Acquired, OnLost: lm.Lost}),
+		metrics: rm,
 		checker: &reconcile.Checker{
 			Stock: store.Reconciler(), DB: db, Log: log, Progress: newProgress(stderr, log),
 			Recheck: opts.recheck, PaymentWindow: window, Window: opts.window,
@@ -220,10 +246,28 @@ type reconciler struct {
 	checker *reconcile.Checker
 	log     *slog.Logger
 	stdout  io.Writer
+	metrics *metrics.Reconciler
 }
 
-// once runs one check (and repair) under the lock and prints its report.
+// once runs one check (and repair) and records its verdict in the metrics.
 func (r *reconciler) once(ctx context.Context) error {
+	start := time.Now()
+	err := r.check(ctx)
+	verdict := metrics.RunFailed
+	switch exitCode(err) {
+	case exitAgree:
+		verdict = metrics.RunAgree
+	case exitDrift:
+		verdict = metrics.RunDrift
+	case exitBusy:
+		verdict = metrics.RunBusy
+	}
+	r.metrics.Run(verdict, time.Since(start), time.Now())
+	return err
+}
+
+// check runs one check (and repair) under the lock and prints its report.
+func (r *reconciler) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
 	defer cancel()
 	if err := r.ping(ctx); err != nil {
@@ -265,6 +309,20 @@ func (r *reconciler) once(ctx context.Context) error {
 	if err != nil {
 		return fail(exitFailed, r.why(l, err))
 	}
+	counts := map[string]int{}
+	for v, n := range rep.Count() {
+		counts[string(v)] = n
+	}
+	r.metrics.Items(counts)
+	drift := map[int64]int64{}
+	for _, it := range rep.Items {
+		d := it.Drift
+		if it.Verdict == reconcile.Repaired {
+			d = 0 // fixed: the gauge shows what is left
+		}
+		drift[it.ItemID] = d
+	}
+	r.metrics.Drift(drift)
 	if r.opts.json {
 		err = rep.WriteJSON(r.stdout)
 	} else {
