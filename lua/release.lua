@@ -8,6 +8,9 @@
 -- ARGV[3] reason
 -- ARGV[4] '1' to forget the idempotency record too (the API answered 503, so
 --         a retry with the same key must be able to try again), else '0'
+-- ARGV[5] MySQL's stock, or '' : when given, stock is then capped at what
+--         MySQL can still fulfil (MySQL stock - in flight), so units MySQL
+--         refused are not sold again (the consumer's OUT_OF_STOCK release)
 --
 -- Returns {1, from_state} when it released, {0, state} when it did nothing
 -- (state is the reservation's current state, or 'MISSING').
@@ -31,6 +34,14 @@ end
 if state == 'RESERVED' or state == 'CLAIMED' then
   redis.call('DECRBY', KEYS[2], qty)
   redis.call('ZREM', KEYS[3], ARGV[1])
+end
+if ARGV[5] ~= '' then
+  local stock = redis.call('GET', KEYS[1])
+  if stock then
+    local want = tonumber(ARGV[5]) - tonumber(redis.call('GET', KEYS[2]) or '0')
+    if want < 0 then want = 0 end
+    if tonumber(stock) > want then redis.call('SET', KEYS[1], want, 'KEEPTTL') end
+  end
 end
 if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
 if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then

@@ -4,8 +4,7 @@
 -- KEYS[1] stock, KEYS[2] inflight
 -- ARGV[1] MySQL stock (read after ARGV[2])
 -- ARGV[2] in-flight quantity read before the MySQL stock
--- ARGV[3] ttl of the stock key (ms); 0 aligns instead: a missing key stays
---         missing (returns -1) and a lowered key keeps its TTL
+-- ARGV[3] ttl of the stock key (ms)
 --
 -- sellable = MySQL stock - max(in flight then, in flight now), at least 0.
 -- A missing stock key is set to it; a larger one is lowered to it; a smaller
@@ -17,14 +16,6 @@ if before > inflight then inflight = before end
 local want = tonumber(ARGV[1]) - inflight
 if want < 0 then want = 0 end
 local cur = redis.call('GET', KEYS[1])
-if ARGV[3] == '0' then
-  if not cur then return -1 end
-  if tonumber(cur) > want then
-    redis.call('SET', KEYS[1], want, 'KEEPTTL')
-    return want
-  end
-  return tonumber(cur)
-end
 if (not cur) or tonumber(cur) > want then
   redis.call('SET', KEYS[1], want, 'PX', ARGV[3])
   return want

@@ -96,7 +96,7 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 
-	reserve, claim, confirm, release, warmup *redis.Script
+	reserve, claim, confirm, releaseScript, warmup *redis.Script
 }
 
 // New returns a Store over rdb with the given key prefix ("" means "sk").
@@ -105,13 +105,13 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		prefix = "sk"
 	}
 	return &Store{
-		rdb:     rdb,
-		prefix:  prefix,
-		reserve: redis.NewScript(lua.Source("reserve")),
-		claim:   redis.NewScript(lua.Source("claim")),
-		confirm: redis.NewScript(lua.Source("confirm")),
-		release: redis.NewScript(lua.Source("release")),
-		warmup:  redis.NewScript(lua.Source("warmup")),
+		rdb:           rdb,
+		prefix:        prefix,
+		reserve:       redis.NewScript(lua.Source("reserve")),
+		claim:         redis.NewScript(lua.Source("claim")),
+		confirm:       redis.NewScript(lua.Source("confirm")),
+		releaseScript: redis.NewScript(lua.Source("release")),
+		warmup:        redis.NewScript(lua.Source("warmup")),
 	}
 }
 
@@ -192,6 +192,18 @@ type Ref struct {
 // of from. It reports whether it released and the state it found.
 // forgetKey also deletes the idempotency record (the API answered 503).
 func (s *Store) Release(ctx context.Context, r Ref, reason string, forgetKey bool, from ...string) (bool, string, error) {
+	return s.release(ctx, r, reason, forgetKey, "", from)
+}
+
+// ReleaseCapped is Release for an order MySQL refused for lack of stock:
+// after giving the reservation back it caps Redis stock at what MySQL can
+// still fulfil (dbStock minus what is in flight), in the same script, so
+// the units MySQL does not have are never offered to the next buyer.
+func (s *Store) ReleaseCapped(ctx context.Context, r Ref, reason string, dbStock int64, from ...string) (bool, string, error) {
+	return s.release(ctx, r, reason, false, strconv.FormatInt(dbStock, 10), from)
+}
+
+func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey bool, dbStock string, from []string) (bool, string, error) {
 	k := s.Keys(r.ItemID)
 	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
@@ -199,7 +211,7 @@ func (s *Store) Release(ctx context.Context, r Ref, reason string, forgetKey boo
 	if forgetKey {
 		forget = "1"
 	}
-	res, err := s.release.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), reason, forget).Slice()
+	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), reason, forget, dbStock).Slice()
 	if err != nil {
 		return false, "", unavailable("release", err)
 	}
@@ -263,28 +275,6 @@ func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbSto
 	}
 	if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
 		return 0, unavailable("record warmed item", err)
-	}
-	return n, nil
-}
-
-// Align lowers item's Redis stock to what MySQL can still fulfil (MySQL
-// stock, read by dbStock after the in-flight quantity, minus what is in
-// flight) when Redis believes in more. It never raises stock and never
-// creates a missing key. It returns the Redis stock afterwards (-1 when the
-// item is not warmed).
-func (s *Store) Align(ctx context.Context, item int64, dbStock func(context.Context) (int64, error)) (int64, error) {
-	k := s.Keys(item)
-	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, unavailable("read in flight", err)
-	}
-	db, err := dbStock(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight()}, db, before, 0).Int64()
-	if err != nil {
-		return 0, unavailable("align", err)
 	}
 	return n, nil
 }

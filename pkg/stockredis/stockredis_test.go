@@ -313,3 +313,34 @@ func TestWarmupNeverExceedsFulfillable(t *testing.T) {
 		t.Fatalf("warmup = %d, %v; want 2", n, err)
 	}
 }
+
+// MySQL refused an order for lack of stock: its release gives the quota back
+// but caps Redis stock at what MySQL can still fulfil, so the next buyer is
+// never offered a unit MySQL does not have.
+func TestReleaseCappedByMySQLStock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, 10)
+	var rs []stockredis.Reservation
+	for u := int64(1); u <= 4; u++ {
+		r := res(u, "k", 1)
+		if _, err := s.Reserve(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	// MySQL has only 3 units although Redis sold 4 of 10: stock 6, in flight 4.
+	ref := stockredis.Ref{OrderNo: rs[0].OrderNo, UserID: 1, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
+	ok, _, err := s.ReleaseCapped(ctx, ref, order.ReasonOutOfStock, 3, stockredis.StateReserved)
+	if err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	// 3 in flight will take MySQL's 3 units: nothing is left to sell.
+	if snap := snapshot(t, s); snap.Stock != 0 || snap.Inflight != 3 {
+		t.Fatalf("snapshot = %+v, want stock 0, in flight 3", snap)
+	}
+	// The buyer's quota came back (the store is sold out, not blocked).
+	if _, err := s.Reserve(ctx, res(1, "again", 1)); !errors.Is(err, order.ErrSoldOut) {
+		t.Fatalf("retry of the refused buyer: %v, want sold out", err)
+	}
+}

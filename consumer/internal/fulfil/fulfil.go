@@ -115,6 +115,7 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 		return err
 	}
 	var confirm []string
+	var failed []orderdb.Request
 	outOfStock := false
 	for _, r := range reqs {
 		e := r.Event
@@ -122,45 +123,48 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 		if o.Existing {
 			st.Existing++
 		}
-		switch {
-		case o.Status == order.Failed:
+		if o.Status == order.Failed {
 			if !o.Existing {
 				st.Failed++
-				outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
 			}
-			if err := p.release(ctx, e, o.Reason, stateOf[e.OrderNo], !o.Existing); err != nil {
-				return err
-			}
-		default:
-			if !o.Existing {
-				st.Created++
-			}
-			confirm = append(confirm, e.OrderNo)
-			if !o.Existing {
-				p.Metrics.FulfilDelay(time.Since(e.ReservedAt))
-				p.Log.Info("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
-					"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
-			}
+			outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
+			failed = append(failed, r)
+			continue
+		}
+		confirm = append(confirm, e.OrderNo)
+		if !o.Existing {
+			st.Created++
+			p.Metrics.FulfilDelay(time.Since(e.ReservedAt))
+			p.Log.Info("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
+				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
 	if _, err := p.Stock.Confirm(ctx, item, confirm); err != nil {
 		return err
 	}
+	dbStock := int64(-1)
 	if outOfStock {
-		// MySQL had less than Redis believed: the released units must not
-		// be sold again, so bring Redis down to what MySQL can fulfil.
-		n, err := p.Stock.Align(ctx, item, func(ctx context.Context) (int64, error) { return p.DB.ItemStock(ctx, item) })
-		if err != nil {
+		// MySQL had less than Redis believed. Read what it has now (after
+		// this batch's orders are confirmed, so they no longer count as in
+		// flight): the releases below cap Redis at it.
+		if dbStock, err = p.DB.ItemStock(ctx, item); err != nil {
 			return err
 		}
-		p.Log.Log(ctx, logs.Alert, "Redis stock lowered to what MySQL can fulfil", "item_id", item, "redis_stock", n)
+	}
+	for _, r := range failed {
+		o := out[r.Event.OrderNo]
+		if err := p.release(ctx, r.Event, o.Reason, stateOf[r.Event.OrderNo], !o.Existing, dbStock); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // release gives a refused order's stock and quota back in Redis; fresh
-// says the order became FAILED in this batch (not a redelivery).
-func (p *Processor) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool) error {
+// says the order became FAILED in this batch (not a redelivery). For an
+// order MySQL refused for lack of stock, dbStock (>= 0) caps Redis stock at
+// what MySQL can still fulfil, in the same script.
+func (p *Processor) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
@@ -170,7 +174,16 @@ func (p *Processor) release(ctx context.Context, e order.Event, reason, claimSta
 	}
 	ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID,
 		ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
-	released, state, err := p.Stock.Release(ctx, ref, reason, false, stockredis.StateReserved, stockredis.StateClaimed)
+	var (
+		released bool
+		state    string
+		err      error
+	)
+	if reason == order.ReasonOutOfStock && dbStock >= 0 {
+		released, state, err = p.Stock.ReleaseCapped(ctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
+	} else {
+		released, state, err = p.Stock.Release(ctx, ref, reason, false, stockredis.StateReserved, stockredis.StateClaimed)
+	}
 	if err != nil {
 		return err
 	}
