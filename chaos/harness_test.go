@@ -141,6 +141,11 @@ func settle(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, acce
 	}
 	p.WaitDrained(sale.ItemID, within)
 	inv := p.Check(sale)
+	// The reconciler agrees: exit 0, no drift.
+	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
+		tally.drift.Add(1)
+		t.Fatalf("reconciler exit %d after recovery:\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
 	if over := inv.LiveUnits + inv.DBStock - sale.Stock; over > 0 {
 		tally.oversold.Add(over)
 	}
