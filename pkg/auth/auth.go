@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -54,23 +55,51 @@ func Mint(secret []byte, user int64, role string, ttl time.Duration) (string, er
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
 }
 
-// Verifier checks tokens against one secret.
+// leeway is the clock skew tolerated on exp and nbf.
+const leeway = 5 * time.Second
+
+// cacheMax bounds the verified-token cache; it is emptied when full.
+const cacheMax = 1 << 16
+
+// Verifier checks tokens against one secret. A buyer clicking and polling
+// sends the same token many times, so verified tokens are remembered until
+// they expire: the exact token string (signature included) is the key, so
+// nothing unverified can hit the cache. Safe for concurrent use.
 type Verifier struct {
 	secret []byte
 	parser *jwt.Parser
+	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]verified
+}
+
+type verified struct {
+	claims Claims
+	until  time.Time
 }
 
 // NewVerifier returns a verifier that accepts only HS256 with an exp claim.
 func NewVerifier(secret []byte) *Verifier {
-	return &Verifier{secret: secret, parser: jwt.NewParser(
+	v := &Verifier{secret: secret, now: time.Now, cache: make(map[string]verified)}
+	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{"HS256"}),
 		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(5*time.Second),
-	)}
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(func() time.Time { return v.now() }),
+	)
+	return v
 }
 
 // Verify returns the token's claims, or an error wrapping ErrInvalidToken.
 func (v *Verifier) Verify(token string) (Claims, error) {
+	now := v.now()
+	v.mu.Lock()
+	hit, ok := v.cache[token]
+	v.mu.Unlock()
+	if ok && now.Before(hit.until) {
+		return hit.claims, nil
+	}
 	var c jwtClaims
 	_, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil })
 	if err != nil {
@@ -80,5 +109,12 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
 		return Claims{}, fmt.Errorf("%w: sub %q is not a positive user id", ErrInvalidToken, c.Subject)
 	}
-	return Claims{UserID: id, Role: c.Role}, nil
+	claims := Claims{UserID: id, Role: c.Role}
+	v.mu.Lock()
+	if len(v.cache) >= cacheMax {
+		clear(v.cache)
+	}
+	v.cache[token] = verified{claims: claims, until: c.ExpiresAt.Time.Add(leeway)}
+	v.mu.Unlock()
+	return claims, nil
 }
