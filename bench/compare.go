@@ -36,7 +36,7 @@ func (e *env) compare(ctx context.Context, sh shape) ([]*report.Row, *report.Run
 		return rngs
 	}
 	// The strategies' Redis client is configured like the API's.
-	rdb := stockredis.NewClient(stockredis.Config{Addrs: []string{e.opts.redisAddr}})
+	rdb := stockredis.NewClient(stockredis.Config{Addrs: e.opts.redisAddrs()[:1]})
 	defer rdb.Close()
 	// Keys of the bench's own, whatever prefix the API uses.
 	prefix := e.prefix + "cmp"
@@ -102,7 +102,7 @@ func (e *env) compare(ctx context.Context, sh shape) ([]*report.Row, *report.Run
 
 	// Our pipeline, through the real API, same load.
 	const name = "compare-ours"
-	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity, e.opts.buckets)
 	if err != nil {
 		return rows, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/stockredis"
 )
 
 // The scenarios, in the order --scenario all runs them.
@@ -31,17 +32,20 @@ type options struct {
 	clicks      int
 	retries     float64
 	quantity    int
+	buckets     int // the activities' stock_buckets
+	vsBuckets   int // the buckets scenario compares 1 bucket with this many
 
 	refDuration  time.Duration
 	drainTimeout time.Duration
 
-	api         string // use this running API instead of starting one
-	jwtSecret   string
-	redisAddr   string
-	redisPrefix string
-	mysqlDSN    string
-	brokers     []string
-	consumers   int
+	api          string // use this running API instead of starting one
+	jwtSecret    string
+	redisAddr    string // one address, or the seed nodes of a cluster, comma-separated
+	redisCluster bool
+	redisPrefix  string
+	mysqlDSN     string
+	brokers      []string
+	consumers    int
 
 	out      string
 	pprof    bool
@@ -73,6 +77,9 @@ Scenarios (--scenario, comma-separated, default all):
   clickers    500 buyers x 10 clicks (fresh key per click, 20% retried with the same key), stock 100
   sustained   stock 1,000,000, 200 connections, 30s: orders/s into MySQL, PENDING->CREATED, lag, drain
   compare     naive / SETNX lock / Lua / our pipeline under the same load (10s each, stock 200)
+  buckets     one hot item, flash load with stock that lasts (500 connections, 15s each, stock 1,000,000),
+              run with 1 stock bucket and then with --vs-buckets (3) side by side (not in all; meant
+              for Redis Cluster: --redis-cluster and SECKILL_REDIS_ADDRS)
 The reference limits (the reserve script called straight from Go, and one
 MySQL transaction per order) are measured first whenever flash, flash-rate,
 sustained or compare runs, or alone with --scenario reference.
@@ -81,7 +88,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference")
+	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets")
 	fs.IntVar(&c.connections, "connections", 0, "concurrent connections (default: the scenario's)")
 	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
@@ -95,7 +102,11 @@ Flags:
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the pipeline to drain after the load")
 	fs.StringVar(&c.api, "api", "", "base URL of a running API (default: build and start api and consumer here)")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "secret of the running API's tokens with --api (default $SECKILL_JWT_SECRET)")
-	fs.StringVar(&c.redisAddr, "redis-addr", env.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "Redis address ($SECKILL_REDIS_ADDR)")
+	fs.IntVar(&c.buckets, "buckets", 1, "stock buckets of every sale's activity (1-16; the activity's stock_buckets)")
+	fs.IntVar(&c.vsBuckets, "vs-buckets", 3, "the buckets scenario's second run uses this many stock buckets (2-16)")
+	fs.StringVar(&c.redisAddr, "redis-addr", strings.Join(env.List("SECKILL_REDIS_ADDRS", []string{env.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}), ","),
+		"Redis address, or a cluster's seed nodes comma-separated ($SECKILL_REDIS_ADDRS or $SECKILL_REDIS_ADDR)")
+	fs.BoolVar(&c.redisCluster, "redis-cluster", env.Bool("SECKILL_REDIS_CLUSTER", false), "Redis is a cluster ($SECKILL_REDIS_CLUSTER); the started programs get the same")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "", "Redis key prefix of the running API with --api (default $SECKILL_REDIS_PREFIX or sk)")
 	fs.StringVar(&c.mysqlDSN, "mysql-dsn", env.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN), "MySQL DSN ($SECKILL_MYSQL_DSN)")
 	brokers := fs.String("kafka-brokers", env.String("SECKILL_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers, comma-separated ($SECKILL_KAFKA_BROKERS)")
@@ -128,10 +139,10 @@ Flags:
 		switch {
 		case s == "all":
 			c.scenarios = append(c.scenarios, scenarioNames...)
-		case slices.Contains(scenarioNames, s) || s == "reference":
+		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets":
 			c.scenarios = append(c.scenarios, s)
 		default:
-			return c, fmt.Errorf("unknown scenario %q (want all, %s or reference)", s, strings.Join(scenarioNames, ", "))
+			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference or buckets)", s, strings.Join(scenarioNames, ", "))
 		}
 	}
 	for _, b := range strings.Split(*brokers, ",") {
@@ -151,6 +162,9 @@ Flags:
 	}
 	if c.stock < 0 || c.users < 0 || c.clicks < 1 || c.retries < 0 || c.retries > 1 {
 		problems = append(problems, "--stock and --users must not be negative, --clicks at least 1, --retry-fraction within [0,1]")
+	}
+	if c.buckets < 1 || c.buckets > 16 || c.vsBuckets < 2 || c.vsBuckets > 16 {
+		problems = append(problems, "--buckets must be from 1 to 16 and --vs-buckets from 2 to 16")
 	}
 	if c.client != "raw" && c.client != "nethttp" {
 		problems = append(problems, "--client must be raw or nethttp")
@@ -194,6 +208,7 @@ var defaults = map[string]shape{
 	"clickers":   {connections: 500, stock: 100, users: 500},
 	"sustained":  {connections: 200, duration: 30 * time.Second, stock: 1_000_000},
 	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
+	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
 }
 
 // shapeOf applies the command line to a scenario's defaults.
@@ -214,13 +229,29 @@ func (c options) shapeOf(name string) shape {
 	switch name {
 	case "flash-rate":
 		s.rate = c.flashRate
-	case "flash", "sustained":
+	case "flash", "sustained", "buckets":
 		s.rate = c.rate
 	}
 	return s
 }
 
 func (c options) has(name string) bool { return slices.Contains(c.scenarios, name) }
+
+// redisAddrs is --redis-addr split on commas.
+func (c options) redisAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.redisAddr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// redisConfig is the bench's Redis connection with key prefix.
+func (c options) redisConfig(prefix string) stockredis.Config {
+	return stockredis.Config{Addrs: c.redisAddrs(), Cluster: c.redisCluster, Prefix: prefix}
+}
 
 // commandLine is how the bench was invoked, for the report.
 func commandLine() string {

@@ -93,7 +93,7 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 	}
 
 	// The bench's own connections; they also tell whether the services run.
-	rcfg := stockredis.Config{Addrs: []string{opts.redisAddr}, Prefix: opts.redisPrefix}
+	rcfg := opts.redisConfig(opts.redisPrefix)
 	if opts.api == "" {
 		e.prefix = "bench" + strings.ReplaceAll(e.runID, "-", "")
 		rcfg.Prefix = e.prefix
@@ -111,8 +111,10 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 		"mysql": e.db.Ping,
 		"kafka": func(ctx context.Context) error { return orderevents.Ping(ctx, opts.brokers) },
 	}
-	if !loopback(opts.redisAddr) {
-		delete(checks, "redis")
+	for _, a := range opts.redisAddrs() {
+		if !loopback(a) {
+			delete(checks, "redis")
+		}
 	}
 	e.services, err = procs.EnsureServices(ctx, root, checks)
 	if err != nil {
@@ -175,7 +177,8 @@ func (e *env) startPrograms(ctx context.Context) error {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	e.api = "http://" + addr
 	common := []string{
-		"SECKILL_REDIS_ADDR=" + e.opts.redisAddr,
+		"SECKILL_REDIS_ADDRS=" + strings.Join(e.opts.redisAddrs(), ","),
+		"SECKILL_REDIS_CLUSTER=" + strconv.FormatBool(e.opts.redisCluster),
 		"SECKILL_REDIS_PREFIX=" + e.prefix,
 		"SECKILL_MYSQL_DSN=" + e.opts.mysqlDSN,
 		"SECKILL_KAFKA_BROKERS=" + strings.Join(e.opts.brokers, ","),
@@ -300,7 +303,16 @@ func (e *env) cleanup(ctx context.Context) error {
 		}
 	}
 	if e.rdb != nil && e.opts.api == "" && strings.HasPrefix(e.prefix, "bench") {
-		if err := deleteKeys(ctx, e.rdb, e.prefix+":*"); err != nil {
+		del := func(ctx context.Context, node redis.UniversalClient) error {
+			return deleteKeys(ctx, node, e.prefix+":*")
+		}
+		var err error
+		if cc, ok := e.rdb.(*redis.ClusterClient); ok {
+			err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(ctx, c) })
+		} else {
+			err = del(ctx, e.rdb)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -322,7 +334,8 @@ func (e *env) cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteKeys removes every key matching pattern.
+// deleteKeys removes every key matching pattern (one UNLINK a key, in
+// pipelines, so keys of different cluster slots never meet in one command).
 func deleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) error {
 	iter := rdb.Scan(ctx, 0, pattern, 5000).Iterator()
 	batch := make([]string, 0, 1000)
@@ -330,7 +343,12 @@ func deleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) 
 		if len(batch) == 0 {
 			return nil
 		}
-		err := rdb.Unlink(ctx, batch...).Err()
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range batch {
+				p.Unlink(ctx, k)
+			}
+			return nil
+		})
 		batch = batch[:0]
 		return err
 	}

@@ -135,7 +135,21 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 		)
 		switch name {
 		case "flash", "flash-rate":
-			r, err = e.flash(ctx, name, sh)
+			r, err = e.flash(ctx, name, sh, o.buckets)
+		case "buckets":
+			// One hot item, 1 bucket then vs-buckets, side by side.
+			var one *report.Run
+			one, err = e.flash(ctx, "buckets-k1", sh, 1)
+			if one != nil {
+				rep.Runs = append(rep.Runs, one)
+			}
+			if err == nil {
+				r, err = e.flash(ctx, fmt.Sprintf("buckets-k%d", o.vsBuckets), sh, o.vsBuckets)
+			}
+			if one != nil && r != nil {
+				e.meter.say("buckets: 1 bucket %.0f/s (P99 %.2f ms), %d buckets %.0f/s (P99 %.2f ms)",
+					one.Throughput, one.Latency.P99Ms, o.vsBuckets, r.Throughput, r.Latency.P99Ms)
+			}
 		case "clickers":
 			r, err = e.clickers(ctx, sh)
 		case "sustained":

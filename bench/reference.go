@@ -31,7 +31,7 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 
 	// Reserve: its own key prefix and item; never sells out.
 	prefix := "benchref" + e.runID
-	rdb := stockredis.NewClient(stockredis.Config{Addrs: []string{e.opts.redisAddr}, Prefix: prefix})
+	rdb := stockredis.NewClient(e.opts.redisConfig(prefix))
 	defer rdb.Close()
 	store := stockredis.New(rdb, prefix)
 	const item = 1

@@ -49,8 +49,9 @@ func (e *env) adminCall(ctx context.Context, method, path string, body, out any,
 }
 
 // newSale creates an item with stock, an activity running now whose
-// per-user limit is quantity, and warms it up.
-func (e *env) newSale(ctx context.Context, name string, stock int64, quantity int) (sale, error) {
+// per-user limit is quantity and whose stock is split over buckets, and
+// warms it up.
+func (e *env) newSale(ctx context.Context, name string, stock int64, quantity, buckets int) (sale, error) {
 	s := sale{stock: stock, quantity: quantity}
 	var item struct {
 		ItemID int64 `json:"item_id"`
@@ -68,6 +69,7 @@ func (e *env) newSale(ctx context.Context, name string, stock int64, quantity in
 	}
 	if err := e.adminCall(ctx, http.MethodPost, "/admin/v1/activities", map[string]any{
 		"item_id": s.item, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(3 * time.Hour), "per_user_limit": quantity,
+		"stock_buckets": buckets,
 	}, &act, http.StatusCreated); err != nil {
 		return s, err
 	}

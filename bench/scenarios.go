@@ -159,8 +159,8 @@ func (e *env) chart(r *report.Run) {
 func userBase() int64 { return 1_000_000 + rand.Int64N(1<<40) }
 
 // flash: every request a new buyer, closed model (or open with a rate).
-func (e *env) flash(ctx context.Context, name string, sh shape) (*report.Run, error) {
-	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+func (e *env) flash(ctx context.Context, name string, sh shape, buckets int) (*report.Run, error) {
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity, buckets)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (e *env) flash(ctx context.Context, name string, sh shape) (*report.Run, er
 // per click, some clicks retried with the same key.
 func (e *env) clickers(ctx context.Context, sh shape) (*report.Run, error) {
 	const name = "clickers"
-	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity, e.opts.buckets)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (e *env) clickers(ctx context.Context, sh shape) (*report.Run, error) {
 // sustained: stock that never runs out; measures the whole pipeline.
 func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	const name = "sustained"
-	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity)
+	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity, e.opts.buckets)
 	if err != nil {
 		return nil, err
 	}

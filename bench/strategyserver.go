@@ -67,7 +67,7 @@ func (e *env) startStrategy(ctx context.Context, name, prefix string) (*procs.Pr
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	p, err := procs.StartArgs("strategy-"+name, self,
-		[]string{"serve-strategy", "--name", name, "--listen", addr, "--redis-addr", e.opts.redisAddr, "--prefix", prefix},
+		[]string{"serve-strategy", "--name", name, "--listen", addr, "--redis-addr", e.opts.redisAddrs()[0], "--prefix", prefix},
 		[]string{strategySecretEnv + "=" + string(e.secret)}, filepath.Join(e.dir, "strategy-"+name+".log"))
 	if err != nil {
 		return nil, "", err

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,5 +65,70 @@ func TestEndToEndOnRedisCluster(t *testing.T) {
 		if inv := p.Check(s); inv.DBStock != 0 || inv.RedisStock != 0 {
 			t.Fatalf("sale %d: %+v", i, inv)
 		}
+	}
+}
+
+// One hot item whose stock is split over 3 buckets on different masters:
+// 1,000 buyers for 100 units through two API processes and three
+// consumers, one of them killed mid-sale. Exactly 100 orders, MySQL and the
+// sum of the buckets at 0, and the reconciler agrees.
+func TestEndToEndBucketsOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 6, RedisCluster: true})
+	api1, api2 := p.StartAPI(), p.StartAPI()
+	victim := p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	sale := api1.CreateBucketedSale(100, 1, 3)
+	k := p.Store.Keys(sale.ItemID)
+	for b := range 3 {
+		if n, err := p.Store.Client().Get(context.Background(), k.Bucket(b)).Int64(); err != nil || n < 33 {
+			t.Fatalf("bucket %d after warmup: %d %v", b, n, err)
+		}
+	}
+
+	type result struct {
+		accepted map[string]int64
+		codes    map[string]int
+	}
+	results := make(chan result, 2)
+	for i, api := range []*pipelinetest.API{api1, api2} {
+		go func() {
+			a, c := crowd(t, api, sale.ActivityID, userRange(int64(i*500+1), 500), 50)
+			results <- result{a, c}
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		if n >= 20 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	victim.Kill()
+	accepted, codes := map[string]int64{}, map[string]int{}
+	for range 2 {
+		r := <-results
+		for no, u := range r.accepted {
+			accepted[no] = u
+		}
+		for c, n := range r.codes {
+			codes[c] += n
+		}
+	}
+	if len(accepted) != 100 || codes["SOLD_OUT"] != 900 {
+		t.Fatalf("accepted %d, refused %v; want 100 and 900 SOLD_OUT", len(accepted), codes)
+	}
+	final := p.WaitFinal(accepted, 90*time.Second)
+	if got := countStatus(final); got[order.Created] != 100 {
+		t.Fatalf("statuses %v, want 100 CREATED", got)
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	if inv := p.Check(sale); inv.DBStock != 0 || inv.RedisStock != 0 || inv.LiveOrders != 100 {
+		t.Fatalf("after the sale: %+v", inv)
+	}
+	if res := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); res.Code != 0 {
+		t.Fatalf("reconciler exit %d:\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 	}
 }

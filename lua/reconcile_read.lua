@@ -2,17 +2,19 @@
 -- Read-only. The reconciler compares it with MySQL: Redis stock + what is
 -- in flight must equal MySQL stock.
 --
--- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending,
--- KEYS[4..n] reservation hashes of the orders MySQL has CLOSED without a
+-- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending, KEYS[4] bucket marker,
+-- KEYS[5..n] reservation hashes of the orders MySQL has CLOSED without a
 --            recorded Redis release (their units are on their way back)
 -- ARGV: none
 --
--- Returns {warmed, stock, inflight, pending, states}:
+-- Returns {warmed, stock, inflight, pending, states, buckets}:
 --   warmed    1 when the stock key exists, else 0 (stock is then 0)
 --   stock     the stock key's value
 --   inflight  the inflight counter (0 when missing)
 --   pending   every order number in pending (RESERVED|CLAIMED), oldest first
---   states    the state of each KEYS[4..n] reservation, 'MISSING' for none
+--   states    the state of each KEYS[5..n] reservation, 'MISSING' for none
+--   buckets   the bucket marker (0 when missing): K > 1 means the stock
+--             lives in K bucket keys in other slots, which the caller reads
 local warmed, stock = 0, 0
 local s = redis.call('GET', KEYS[1])
 if s then
@@ -21,7 +23,8 @@ end
 local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
 local pending = redis.call('ZRANGE', KEYS[3], 0, -1)
 local states = {}
-for i = 4, #KEYS do
-  states[i - 3] = redis.call('HGET', KEYS[i], 'state') or 'MISSING'
+for i = 5, #KEYS do
+  states[i - 4] = redis.call('HGET', KEYS[i], 'state') or 'MISSING'
 end
-return {warmed, stock, inflight, pending, states}
+local buckets = tonumber(redis.call('GET', KEYS[4]) or '0')
+return {warmed, stock, inflight, pending, states, buckets}

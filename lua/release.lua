@@ -14,6 +14,10 @@
 --
 -- Returns {1, from_state} when it released, {0, state} when it did nothing
 -- (state is the reservation's current state, or 'MISSING').
+-- A reservation of a bucketed item (its hash has a 'bucket' field) does
+-- not credit KEYS[1] (the bucket lives in another slot): it returns
+-- {1, from_state, bucket, qty} and the caller gives qty back to that
+-- bucket (bucket_give), and caps the buckets itself (ARGV[5] is ignored).
 -- RELEASED -> RELEASED is a no-op, so stock is credited once. The quota and
 -- idempotency keys are deleted only while they still hold this order number:
 -- releasing an old order never frees the quota of the user's newer one.
@@ -26,6 +30,19 @@ end
 if not allowed then return {0, state} end
 
 local qty = tonumber(redis.call('HGET', KEYS[4], 'qty'))
+local bucket = redis.call('HGET', KEYS[4], 'bucket')
+if bucket then
+  if state == 'RESERVED' or state == 'CLAIMED' then
+    redis.call('DECRBY', KEYS[2], qty)
+    redis.call('ZREM', KEYS[3], ARGV[1])
+  end
+  if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
+  if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
+    redis.call('DEL', KEYS[6])
+  end
+  redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
+  return {1, state, bucket, qty}
+end
 -- A stock key that is gone (expired after the sale, or lost) is not
 -- recreated: that would sell units nobody warmed.
 if redis.call('EXISTS', KEYS[1]) == 1 then

@@ -71,7 +71,13 @@ type Activity struct {
 	// PaymentWindow is how long a CREATED order may stay unpaid; zero means
 	// the global default.
 	PaymentWindow time.Duration
+	// StockBuckets is how many Redis keys (on different cluster slots) the
+	// item's stock is split over during this activity; 1 (or 0) is one key.
+	StockBuckets int
 }
+
+// MaxStockBuckets bounds Activity.StockBuckets.
+const MaxStockBuckets = 16
 
 // ActiveAt reports whether t lies within [StartsAt, EndsAt).
 func (a Activity) ActiveAt(t time.Time) bool {

@@ -34,6 +34,7 @@ type activityRow struct {
 	EndsAt               time.Time
 	PerUserLimit         int
 	PaymentWindowSeconds *int
+	StockBuckets         int
 	CreatedAt            time.Time
 }
 
@@ -85,7 +86,8 @@ func (db *DB) SetItemStock(ctx context.Context, itemID, stock int64) error {
 
 // CreateActivity inserts an activity for an existing item.
 func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
-	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit}
+	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
+		StockBuckets: max(a.StockBuckets, 1)}
 	if a.PaymentWindow > 0 {
 		s := int(a.PaymentWindow / time.Second)
 		row.PaymentWindowSeconds = &s
@@ -103,7 +105,7 @@ func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activ
 	if err != nil {
 		return order.Activity{}, wrap("create activity", err)
 	}
-	a.ID = row.ID
+	a.ID, a.StockBuckets = row.ID, row.StockBuckets
 	return a, nil
 }
 
@@ -113,7 +115,8 @@ func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
 	if err := db.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
 		return order.Activity{}, wrap("read activity", err)
 	}
-	a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit}
+	a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
+		StockBuckets: max(row.StockBuckets, 1)}
 	if row.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
 	}

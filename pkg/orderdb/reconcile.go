@@ -37,7 +37,8 @@ func (db *DB) Activities(ctx context.Context, f ActivityFilter) ([]order.Activit
 	}
 	out := make([]order.Activity, len(rows))
 	for i, row := range rows {
-		a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit}
+		a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
+			StockBuckets: max(row.StockBuckets, 1)}
 		if row.PaymentWindowSeconds != nil {
 			a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
 		}

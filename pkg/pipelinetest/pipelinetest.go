@@ -307,6 +307,13 @@ type Sale struct {
 // CreateSale creates an item with stock and an activity running now for an
 // hour, and warms it up.
 func (a *API) CreateSale(stock int64, perUserLimit int) Sale {
+	a.pipeline.t.Helper()
+	return a.CreateBucketedSale(stock, perUserLimit, 1)
+}
+
+// CreateBucketedSale is CreateSale with the item's Redis stock split over
+// buckets keys (the activity's stock_buckets).
+func (a *API) CreateBucketedSale(stock int64, perUserLimit, buckets int) Sale {
 	t := a.pipeline.t
 	t.Helper()
 	var item struct {
@@ -320,6 +327,9 @@ func (a *API) CreateSale(stock int64, perUserLimit int) Sale {
 	}
 	now := time.Now().UTC()
 	body := map[string]any{"item_id": item.ItemID, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(time.Hour), "per_user_limit": perUserLimit}
+	if buckets > 1 {
+		body["stock_buckets"] = buckets
+	}
 	if code, err := a.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, body, &act); err != nil || code != 201 {
 		t.Fatalf("create activity: %d %v", code, err)
 	}

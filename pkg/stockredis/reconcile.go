@@ -29,7 +29,7 @@ func (k Keys) quotaPrefix(activityID int64) string {
 type Reconciler struct {
 	s *Store
 
-	read, setStock, restoreQuota, removeQuota *redis.Script
+	read, setStock, restoreQuota, removeQuota, fenceBuckets *redis.Script
 }
 
 // Reconciler returns the reconciler's view of the store.
@@ -40,6 +40,7 @@ func (s *Store) Reconciler() *Reconciler {
 		setStock:     redis.NewScript(lua.Source("reconcile_set_stock")),
 		restoreQuota: redis.NewScript(lua.Source("reconcile_restore_quota")),
 		removeQuota:  redis.NewScript(lua.Source("reconcile_remove_quota")),
+		fenceBuckets: redis.NewScript(lua.Source("reconcile_fence_buckets")),
 	}
 }
 
@@ -54,15 +55,22 @@ type StockView struct {
 	// States gives the reservation state of each order asked about
 	// (StateMissing when there is no reservation).
 	States map[string]string
+	// Buckets holds, for a bucketed item, the value of each bucket key
+	// (-1 for a missing one), read right after the item's own keys; Stock
+	// is then their sum and Warmed says none is missing. Nil for an item
+	// with one stock key.
+	Buckets []int64
 }
 
 // View reads the item's stock, in-flight counter and pending orders, and
 // the reservation states of orderNos, in one script call, so the values
-// are from one instant.
+// are from one instant. A bucketed item's buckets live in other slots and
+// are read right after; a reservation or release in progress between its
+// two steps then shows as a unit missing from Redis for a moment.
 func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string) (StockView, error) {
 	k := r.s.Keys(item)
-	keys := make([]string, 0, 3+len(orderNos))
-	keys = append(keys, k.Stock(), k.Inflight(), k.Pending())
+	keys := make([]string, 0, 4+len(orderNos))
+	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker())
 	for _, no := range orderNos {
 		keys = append(keys, k.Reservation(no))
 	}
@@ -70,7 +78,7 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string) (S
 	if err != nil {
 		return StockView{}, unavailable("reconcile read", err)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
 	v := StockView{States: make(map[string]string, len(orderNos))}
@@ -90,6 +98,14 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string) (S
 		if i < len(states) {
 			v.States[no], _ = states[i].(string)
 		}
+	}
+	if n, _ := res[5].(int64); n > 1 {
+		b, err := r.s.readBuckets(ctx, item, int(n))
+		if err != nil {
+			return StockView{}, err
+		}
+		v.Buckets = b
+		v.Warmed, v.Stock = b.warmed(), b.sum()
 	}
 	return v, nil
 }
@@ -134,6 +150,9 @@ func (r *Reconciler) SetStock(ctx context.Context, item int64, seen StockView, w
 	if want < 0 {
 		return 0, fmt.Errorf("set stock of item %d: negative stock %d", item, want)
 	}
+	if seen.Buckets != nil {
+		return r.setBuckets(ctx, item, seen, want, ttl, g)
+	}
 	k := r.s.Keys(item)
 	was := ""
 	if seen.Warmed {
@@ -145,6 +164,40 @@ func (r *Reconciler) SetStock(ctx context.Context, item int64, seen StockView, w
 		return 0, unavailable("reconcile set stock", err)
 	}
 	return casResult("reconcile set stock", res)
+}
+
+// setBuckets is SetStock for a bucketed item: the fence and in-flight
+// check on the item's own tag, then a compare-and-set of each bucket to
+// an even split of want, the lowered buckets first and the raised ones
+// after, so Redis never offers more than the larger of before and want.
+// A bucket that changed since it was read stops it (Changed); what was
+// written stays (each write moves toward want) and the next run finishes.
+func (r *Reconciler) setBuckets(ctx context.Context, item int64, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+	k := r.s.Keys(item)
+	res, err := r.fenceBuckets.Run(ctx, r.s.rdb, []string{k.Inflight(), k.Fence(), k.BucketMarker()},
+		g.Fence, seen.Inflight, g.ExpireAt.UnixMilli()).Slice()
+	if err != nil {
+		return 0, unavailable("reconcile fence buckets", err)
+	}
+	if c, err := casResult("reconcile fence buckets", res); err != nil || c != Written {
+		return c, err
+	}
+	target := split(want, len(seen.Buckets))
+	for _, lower := range []bool{true, false} {
+		for i, was := range seen.Buckets {
+			if target[i] == was || (lower != (was >= 0 && target[i] < was)) {
+				continue
+			}
+			ok, err := r.s.setBucket(ctx, item, i, was, target[i], ttl)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return Changed, nil
+			}
+		}
+	}
+	return Written, nil
 }
 
 // MarkWarmed records item among the warmed items (as Warmup does), so the

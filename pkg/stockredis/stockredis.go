@@ -4,7 +4,8 @@
 // them), each transition one Lua script from package lua.
 //
 // Every key of one item shares the hash tag {i<item>}, so every script runs
-// on Redis Cluster without CROSSSLOT errors.
+// on Redis Cluster without CROSSSLOT errors. A hot item's stock may be split
+// into buckets with hash tags of their own (buckets.go).
 package stockredis
 
 import (
@@ -97,6 +98,8 @@ type Store struct {
 	prefix string
 
 	reserve, claim, confirm, releaseScript, warmup *redis.Script
+
+	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
 }
 
 // New returns a Store over rdb with the given key prefix ("" means "sk").
@@ -112,6 +115,10 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		confirm:       redis.NewScript(lua.Source("confirm")),
 		releaseScript: redis.NewScript(lua.Source("release")),
 		warmup:        redis.NewScript(lua.Source("warmup")),
+		bucketTake:    redis.NewScript(lua.Source("bucket_take")),
+		bucketGive:    redis.NewScript(lua.Source("bucket_give")),
+		bucketSet:     redis.NewScript(lua.Source("bucket_set")),
+		warmupBuckets: redis.NewScript(lua.Source("warmup_buckets")),
 	}
 }
 
@@ -137,6 +144,9 @@ type Reservation struct {
 	// the payment window, so cancel and timeout can release through it).
 	QuotaTTL       time.Duration
 	ReservationTTL time.Duration
+	// Buckets is the number of stock buckets of the activity (0 or 1: the
+	// item has one stock key).
+	Buckets int
 }
 
 // ReserveResult says what the reserve script did.
@@ -154,12 +164,21 @@ type ReserveResult struct {
 // order.ErrAlreadyPurchased or order.ErrSoldOut for the refusals, and an
 // error wrapping order.ErrUnavailable when Redis cannot be reached.
 func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, error) {
+	if r.Buckets > 1 {
+		return s.reserveBucketed(ctx, r)
+	}
+	return s.runReserve(ctx, r, s.Keys(r.ItemID).Stock(), "")
+}
+
+// runReserve runs the reserve script with first as KEYS[1] and bucket as
+// ARGV[10] (see reserve.lua).
+func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket string) (ReserveResult, error) {
 	k := s.Keys(r.ItemID)
-	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
+	keys := []string{first, k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
 	res, err := s.reserve.Run(ctx, s.rdb, keys,
 		r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
-		r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds(), r.ItemID).Slice()
+		r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds(), r.ItemID, bucket).Slice()
 	if err != nil {
 		return ReserveResult{}, unavailable("reserve", err)
 	}
@@ -215,7 +234,15 @@ func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey boo
 	if err != nil {
 		return false, "", unavailable("release", err)
 	}
-	return res[0].(int64) == 1, res[1].(string), nil
+	released, state := res[0].(int64) == 1, res[1].(string)
+	if released && len(res) == 4 {
+		// A bucketed reservation: the script did the transition; its units
+		// go back to the bucket they came from.
+		if err := s.releaseToBucket(ctx, r.ItemID, res[2], res[3], dbStock); err != nil {
+			return true, state, err
+		}
+	}
+	return released, state, nil
 }
 
 // Claim moves the reservations of orders (all of item) from RESERVED to
@@ -260,6 +287,17 @@ func (s *Store) Confirm(ctx context.Context, item int64, orderNos []string) (int
 // this call has read the in-flight quantity) minus what is in flight. It
 // never raises an existing stock key. It returns the Redis stock afterwards.
 func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+	return s.WarmupBuckets(ctx, item, 1, ttl, dbStock)
+}
+
+// WarmupBuckets is Warmup for an item whose stock is split over buckets
+// (1 is Warmup): the sellable stock is split evenly over missing bucket
+// keys; existing ones are only ever lowered, largest first, so their sum
+// is at most the sellable stock. It returns the sum of the buckets.
+func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+	if buckets > 1 {
+		return s.warmupBucketed(ctx, item, buckets, ttl, dbStock)
+	}
 	k := s.Keys(item)
 	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -288,13 +326,29 @@ type Snapshot struct {
 
 // Stock reads the item's Redis stock and in-flight quantity in one round
 // trip (both keys share a slot, so MGET works on a cluster too).
+//
+// For a bucketed item Stock is the sum of its buckets (read after the
+// item's own keys) and Warmed says every bucket key exists.
 func (s *Store) Stock(ctx context.Context, item int64) (Snapshot, error) {
 	k := s.Keys(item)
-	vals, err := s.rdb.MGet(ctx, k.Stock(), k.Inflight()).Result()
+	vals, err := s.rdb.MGet(ctx, k.Stock(), k.Inflight(), k.BucketMarker()).Result()
 	if err != nil {
 		return Snapshot{}, unavailable("read stock", err)
 	}
 	var snap Snapshot
+	if v, ok := vals[2].(string); ok {
+		if n, _ := strconv.Atoi(v); n > 1 {
+			if v, ok := vals[1].(string); ok {
+				snap.Inflight, _ = strconv.ParseInt(v, 10, 64)
+			}
+			b, err := s.readBuckets(ctx, item, n)
+			if err != nil {
+				return Snapshot{}, err
+			}
+			snap.Warmed, snap.Stock = b.warmed(), b.sum()
+			return snap, nil
+		}
+	}
 	if v, ok := vals[0].(string); ok {
 		snap.Warmed = true
 		snap.Stock, _ = strconv.ParseInt(v, 10, 64)

@@ -44,6 +44,7 @@ type createActivityBody struct {
 	EndsAt               time.Time `json:"ends_at"`
 	PerUserLimit         *int      `json:"per_user_limit"`
 	PaymentWindowSeconds *int      `json:"payment_window_seconds"`
+	StockBuckets         *int      `json:"stock_buckets"`
 }
 
 // ActivityView is the body of a created activity.
@@ -54,6 +55,7 @@ type ActivityView struct {
 	EndsAt               time.Time `json:"ends_at"`
 	PerUserLimit         int       `json:"per_user_limit"`
 	PaymentWindowSeconds int       `json:"payment_window_seconds,omitempty"`
+	StockBuckets         int       `json:"stock_buckets"`
 }
 
 func (s *Server) createActivity(c *gin.Context) {
@@ -64,6 +66,10 @@ func (s *Server) createActivity(c *gin.Context) {
 	limit := 1
 	if b.PerUserLimit != nil {
 		limit = *b.PerUserLimit
+	}
+	buckets := 1
+	if b.StockBuckets != nil {
+		buckets = *b.StockBuckets
 	}
 	var problem string
 	switch {
@@ -77,12 +83,14 @@ func (s *Server) createActivity(c *gin.Context) {
 		problem = fmt.Sprintf("per_user_limit must be from 1 to %d", order.MaxQuantity)
 	case b.PaymentWindowSeconds != nil && (*b.PaymentWindowSeconds < 1 || *b.PaymentWindowSeconds > 7*24*3600):
 		problem = "payment_window_seconds must be from 1 to 604800"
+	case buckets < 1 || buckets > order.MaxStockBuckets:
+		problem = fmt.Sprintf("stock_buckets must be from 1 to %d", order.MaxStockBuckets)
 	}
 	if problem != "" {
 		s.fail(c, fmt.Errorf("%w: %s", order.ErrInvalidArgument, problem))
 		return
 	}
-	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit}
+	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit, StockBuckets: buckets}
 	if b.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*b.PaymentWindowSeconds) * time.Second
 	}
@@ -92,7 +100,8 @@ func (s *Server) createActivity(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, ActivityView{ActivityID: a.ID, ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(),
-		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second)})
+		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
+		StockBuckets: a.StockBuckets})
 }
 
 func (s *Server) warmup(c *gin.Context) {

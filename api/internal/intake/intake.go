@@ -117,6 +117,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
 		QuotaTTL:       act.EndsAt.Sub(now) + KeyMargin,
 		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
+		Buckets:        act.StockBuckets,
 	})
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
@@ -301,7 +302,7 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 		return order.Activity{}, 0, err
 	}
 	ttl := time.Until(act.EndsAt) + s.paymentWindow(act) + KeyMargin
-	n, err := s.Stock.Warmup(ctx, act.ItemID, ttl, func(ctx context.Context) (int64, error) {
+	n, err := s.Stock.WarmupBuckets(ctx, act.ItemID, act.StockBuckets, ttl, func(ctx context.Context) (int64, error) {
 		return db.ItemStock(ctx, act.ItemID)
 	})
 	if err != nil {

@@ -1,0 +1,352 @@
+package stockredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// A hot item's stock may be split over K buckets (docs/adr/0002-stock-buckets.md):
+// the keys <prefix>:{i<item>b0}:stock ... {i<item>b<K-1>}:stock have hash
+// tags of their own, so on Redis Cluster they land on different slots and,
+// usually, nodes. The item's main-tag stock key does not exist then; the
+// marker <prefix>:{i<item>}:buckets holds K. Everything else (in flight,
+// pending, reservations, quota, idempotency) stays under {i<item>}, so the
+// state machine and the per-user limit stay atomic and exact.
+//
+// A reservation takes its units from a bucket first (bucket_take), then the
+// reserve script records it on the main tag with the bucket's number; a
+// refusal puts the units back (bucket_give). A release's transition runs on
+// the main tag and returns the bucket, which then gets the units back. A
+// crash between the two steps loses the units from Redis: the item
+// undersells until the reconciler's repair puts them back; it never
+// oversells.
+
+// Bucket is bucket n of a bucketed item: its own hash tag {i<item>b<n>}.
+func (k Keys) Bucket(n int) string { return fmt.Sprintf("%s:{i%db%d}:stock", k.prefix, k.item, n) }
+
+// BucketMarker holds the number of buckets of a bucketed item; it is
+// missing for an item with one stock key.
+func (k Keys) BucketMarker() string { return k.base() + "buckets" }
+
+// bucketValues are the values of an item's bucket keys, -1 for a missing
+// key.
+type bucketValues []int64
+
+func (b bucketValues) sum() int64 {
+	var n int64
+	for _, v := range b {
+		n += max(v, 0)
+	}
+	return n
+}
+
+func (b bucketValues) warmed() bool {
+	for _, v := range b {
+		if v < 0 {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// split divides total over n buckets as evenly as possible, the remainder
+// to the first ones.
+func split(total int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = total / int64(n)
+		if int64(i) < total%int64(n) {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// readBuckets reads the n bucket keys of item (one pipeline; on a cluster
+// go-redis sends each GET to the node owning its slot).
+func (s *Store) readBuckets(ctx context.Context, item int64, n int) (bucketValues, error) {
+	k := s.Keys(item)
+	cmds := make([]*redis.StringCmd, n)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = p.Get(ctx, k.Bucket(i))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("read buckets", err)
+	}
+	out := make(bucketValues, n)
+	for i, c := range cmds {
+		v, err := c.Int64()
+		switch {
+		case errors.Is(err, redis.Nil):
+			out[i] = -1
+		case err != nil:
+			return nil, unavailable("read bucket", err)
+		default:
+			out[i] = v
+		}
+	}
+	return out, nil
+}
+
+// bucketCount reads item's bucket marker: 0 for an item with one stock key.
+func (s *Store) bucketCount(ctx context.Context, item int64) (int, error) {
+	v, err := s.rdb.Get(ctx, s.Keys(item).BucketMarker()).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable("read bucket marker", err)
+	}
+	return v, nil
+}
+
+// setBucket is bucket_set: bucket n of item from was (-1: missing) to v.
+func (s *Store) setBucket(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration) (bool, error) {
+	w := ""
+	if was >= 0 {
+		w = strconv.FormatInt(was, 10)
+	}
+	ok, err := s.bucketSet.Run(ctx, s.rdb, []string{s.Keys(item).Bucket(n)}, w, v, max(ttl.Milliseconds(), 1)).Int64()
+	if err != nil {
+		return false, unavailable("set bucket", err)
+	}
+	return ok == 1, nil
+}
+
+// lowerBuckets lowers existing buckets, largest first (down to a common
+// level), until their sum is at most want; cur is updated with what was
+// written. It reports false when a bucket changed since it was read (the
+// caller reads again).
+func (s *Store) lowerBuckets(ctx context.Context, item int64, cur bucketValues, want int64) (bool, error) {
+	want = max(want, 0)
+	if cur.sum() <= want {
+		return true, nil
+	}
+	level := func(l int64) int64 {
+		var n int64
+		for _, v := range cur {
+			n += min(max(v, 0), l)
+		}
+		return n
+	}
+	// The lowest level L whose capped sum still reaches want; the extra
+	// units above want come off buckets standing at L.
+	lo, hi := int64(0), int64(0)
+	for _, v := range cur {
+		hi = max(hi, v)
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if level(mid) >= want {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	extra := level(lo) - want
+	// From the last bucket, so the first ones keep the remainder (as split).
+	for i := len(cur) - 1; i >= 0; i-- {
+		v := cur[i]
+		if v < 0 {
+			continue
+		}
+		nv := min(v, lo)
+		if extra > 0 && v >= lo && lo > 0 {
+			nv--
+			extra--
+		}
+		if nv == v {
+			continue
+		}
+		ok, err := s.setBucket(ctx, item, i, v, nv, 0)
+		if err != nil || !ok {
+			return false, err
+		}
+		cur[i] = nv
+	}
+	return true, nil
+}
+
+// reserveBucketed takes the quantity from the user's home bucket or, when
+// that one is short, from the others in order, then records the
+// reservation on the item's main tag.
+func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResult, error) {
+	k := s.Keys(r.ItemID)
+	n := r.Buckets
+	home := int(r.UserID % int64(n))
+	if home < 0 {
+		home += n
+	}
+	missing := 0
+	for i := range n {
+		b := (home + i) % n
+		left, err := s.bucketTake.Run(ctx, s.rdb, []string{k.Bucket(b)}, r.Quantity).Int64()
+		if err != nil {
+			return ReserveResult{}, unavailable("take from bucket", err)
+		}
+		switch left {
+		case -2:
+			missing++
+			continue
+		case -1:
+			continue
+		}
+		res, err := s.runReserve(ctx, r, k.BucketMarker(), strconv.Itoa(b))
+		refused := errors.Is(err, order.ErrNotWarmed) || errors.Is(err, order.ErrAlreadyPurchased)
+		if err != nil && !refused {
+			// The script may have run: keep the units out of the bucket
+			// (an undersell the reconciler repairs) rather than risk
+			// crediting a reservation's units twice.
+			return res, err
+		}
+		if refused || res.Duplicate {
+			// Best effort: if this fails the units are lost from Redis
+			// until the reconciler puts them back (never an oversell).
+			_ = s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(b)}, r.Quantity).Err()
+			return res, err
+		}
+		res.Left = left
+		return res, nil
+	}
+	if missing > 0 {
+		return ReserveResult{}, order.ErrNotWarmed
+	}
+	// Every bucket is short. Keep reserve.lua's precedence: a replayed key
+	// gets its order, a user holding the quota hears so.
+	vals, err := s.rdb.MGet(ctx, k.Idem(r.UserID, r.IdempotencyKey), k.Quota(r.ActivityID, r.UserID)).Result()
+	if err != nil {
+		return ReserveResult{}, unavailable("read idempotency record", err)
+	}
+	if v, ok := vals[0].(string); ok {
+		return ReserveResult{OrderNo: v, Duplicate: true}, nil
+	}
+	if v, ok := vals[1].(string); ok {
+		return ReserveResult{OrderNo: v}, order.ErrAlreadyPurchased
+	}
+	return ReserveResult{}, order.ErrSoldOut
+}
+
+// releaseToBucket gives a released bucketed reservation's units back to
+// its bucket and, for a capped release (dbStock not ""), lowers the
+// buckets to what MySQL can still fulfil.
+func (s *Store) releaseToBucket(ctx context.Context, item int64, bucket, qty any, dbStock string) error {
+	bs, _ := bucket.(string)
+	b, err := strconv.Atoi(bs)
+	q, _ := qty.(int64)
+	if err != nil || q <= 0 {
+		return fmt.Errorf("release: unexpected bucket %v, quantity %v", bucket, qty)
+	}
+	if err := s.bucketGive.Run(ctx, s.rdb, []string{s.Keys(item).Bucket(b)}, q).Err(); err != nil {
+		return unavailable("give back to bucket", err)
+	}
+	if dbStock == "" {
+		return nil
+	}
+	db, err := strconv.ParseInt(dbStock, 10, 64)
+	if err != nil {
+		return err
+	}
+	return s.capBuckets(ctx, item, db)
+}
+
+// capBuckets lowers item's buckets (never raises them) so that their sum
+// is at most MySQL stock minus what is in flight.
+func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error {
+	n, err := s.bucketCount(ctx, item)
+	if err != nil || n < 2 {
+		return err
+	}
+	for range 5 {
+		inflight, err := s.rdb.Get(ctx, s.Keys(item).Inflight()).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return unavailable("read in flight", err)
+		}
+		cur, err := s.readBuckets(ctx, item, n)
+		if err != nil {
+			return err
+		}
+		ok, err := s.lowerBuckets(ctx, item, cur, dbStock-inflight)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmupBucketed is WarmupBuckets for buckets > 1.
+func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+	k := s.Keys(item)
+	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, unavailable("read in flight", err)
+	}
+	db, err := dbStock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var cur bucketValues
+	var want int64
+	for attempt := 1; ; attempt++ {
+		if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
+			return 0, err
+		}
+		want, err = s.warmupBuckets.Run(ctx, s.rdb, []string{k.BucketMarker(), k.Inflight()},
+			db, before, ttl.Milliseconds(), buckets).Int64()
+		if err != nil {
+			return 0, unavailable("warmup", err)
+		}
+		ok, err := s.lowerBuckets(ctx, item, cur, want)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		if attempt == 5 {
+			return 0, fmt.Errorf("warmup: buckets of item %d keep changing", item)
+		}
+	}
+	var missing []int
+	for i, v := range cur {
+		if v < 0 {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		shares := split(max(want-cur.sum(), 0), len(missing))
+		for j, b := range missing {
+			// Created only while still missing: a concurrent warmup's
+			// bucket is kept.
+			if _, err := s.setBucket(ctx, item, b, -1, shares[j], ttl); err != nil {
+				return 0, err
+			}
+		}
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range buckets {
+			p.PExpire(ctx, k.Bucket(i), ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, unavailable("refresh bucket ttl", err)
+	}
+	if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
+		return 0, unavailable("record warmed item", err)
+	}
+	after, err := s.readBuckets(ctx, item, buckets)
+	if err != nil {
+		return 0, err
+	}
+	return after.sum(), nil
+}
