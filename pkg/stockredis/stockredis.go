@@ -99,6 +99,8 @@ type Store struct {
 
 	reserve, claim, confirm, releaseScript, warmup *redis.Script
 
+	lookups *batcher
+
 	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
 }
 
@@ -108,6 +110,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		prefix = "sk"
 	}
 	return &Store{
+		lookups:       &batcher{rdb: rdb},
 		rdb:           rdb,
 		prefix:        prefix,
 		reserve:       redis.NewScript(lua.Source("reserve")),

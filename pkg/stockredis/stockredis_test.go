@@ -344,3 +344,37 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 		t.Fatalf("retry of the refused buyer: %v, want sold out", err)
 	}
 }
+
+// Many concurrent look-ups of idempotency keys share MGETs and each gets
+// its own answer.
+func TestPriorOrderBatchesLookups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, 1000)
+	want := map[int64]string{}
+	for u := int64(1); u <= 100; u++ {
+		r := res(u, "k", 1)
+		if _, err := s.Reserve(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		want[u] = r.OrderNo
+	}
+	var wg sync.WaitGroup
+	for u := int64(1); u <= 200; u++ { // users above 100 never reserved
+		for _, key := range []string{"k", "other"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := s.PriorOrder(ctx, item, u, key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if exp := want[u]; key == "k" && got != exp || key == "other" && got != "" {
+					t.Errorf("user %d key %s: got %q", u, key, got)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}

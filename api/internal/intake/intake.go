@@ -98,11 +98,11 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		return Placed{}, fmt.Errorf("%w: the sale runs from %s to %s", order.ErrActivityNotActive,
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
-	keys := s.Stock.Keys(act.ItemID)
 	if s.flaggedSoldOut(act.ItemID, now) {
 		// The flag only ever refuses. A replayed key must still get its
-		// order back, so look for it first (one cheap GET).
-		prior, err := s.Stock.Client().Get(ctx, keys.Idem(r.UserID, r.IdempotencyKey)).Result()
+		// order back, so look for it first (a read that concurrent requests
+		// share: one MGET answers many).
+		prior, err := s.Stock.PriorOrder(ctx, act.ItemID, r.UserID, r.IdempotencyKey)
 		if err == nil && prior != "" {
 			return s.replay(ctx, r.UserID, prior)
 		}
