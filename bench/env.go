@@ -186,6 +186,12 @@ func (e *env) startPrograms(ctx context.Context) error {
 		"SECKILL_CONSUMER_GROUP=" + e.group,
 		"SECKILL_JWT_SECRET=" + string(e.secret),
 		"SECKILL_LOG_LEVEL=warn",
+		// The bench measures the pipeline, and compare's buyer pool sends
+		// each buyer more than the default per-user rate: without this the
+		// API would answer many of them 429 (cheaply) and the comparison
+		// with the strategies, which have no rate limit, would be unfair.
+		// --program-env SECKILL_RATE_LIMIT_USER=20 measures with it.
+		"SECKILL_RATE_LIMIT_USER=0",
 	}
 	// Each program gets its own admin listener (/metrics, and with
 	// --pprof /debug/pprof/), so none collides with another's default

@@ -79,7 +79,7 @@ func targets(rep *report.Report) []report.Target {
 func notes(rep *report.Report) []string {
 	var out []string
 	if r := findRun(rep, "flash"); r != nil {
-		out = append(out, fmt.Sprintf("flash: %d of %d requests came after the item sold out; the API answers those from its in-process sold-out flag after one Redis GET (the idempotency-key lookup), without running the reserve script.",
+		out = append(out, fmt.Sprintf("flash: %d of %d requests came after the item sold out; the API answers those from its in-process sold-out flag after an idempotency-key look-up (concurrent look-ups share one MGET), without running the reserve script.",
 			r.Outcomes["sold_out"], r.Requests))
 	}
 	if r := findRun(rep, "clickers"); r != nil {
