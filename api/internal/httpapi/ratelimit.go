@@ -23,10 +23,14 @@ type RateLimits struct {
 	PerIP float64
 }
 
-// limiter keeps one token bucket per key and forgets idle ones.
+// limiter keeps one token bucket per key and forgets idle ones: a bucket
+// left alone for burst/rate is full again, the same as a new one, so it can
+// be dropped; sweeping that often keeps the map to the keys seen in the
+// last few seconds, even when a flash sale brings a new buyer per request.
 type limiter struct {
 	rate  rate.Limit
 	burst int
+	idle  time.Duration
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -42,7 +46,9 @@ func newLimiter(perSecond float64) *limiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &limiter{rate: rate.Limit(perSecond), burst: max(1, int(math.Ceil(2*perSecond))),
+	burst := max(1, int(math.Ceil(2*perSecond)))
+	refill := time.Duration(float64(burst) / perSecond * float64(time.Second))
+	return &limiter{rate: rate.Limit(perSecond), burst: burst, idle: max(time.Second, refill),
 		buckets: map[string]*bucket{}, sweep: time.Now()}
 }
 
@@ -50,9 +56,9 @@ func newLimiter(perSecond float64) *limiter {
 func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now.Sub(l.sweep) > time.Minute {
+	if now.Sub(l.sweep) > l.idle {
 		for k, b := range l.buckets {
-			if now.Sub(b.seen) > 3*time.Minute {
+			if now.Sub(b.seen) > l.idle {
 				delete(l.buckets, k)
 			}
 		}
