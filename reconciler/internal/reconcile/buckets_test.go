@@ -1,0 +1,79 @@
+package reconcile
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// A bucketed item (stock split over 3 keys in other slots): Redis stock is
+// the sum of the buckets; drift injected into one bucket is detected and
+// repaired by a compare-and-set of every bucket to an even split.
+func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30, time.Hour) // not started: newFixture leaves it cold
+	const buckets = 3
+	if _, err := f.store.WarmupBuckets(f.ctx, f.item, buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(user int64, qty int) stockredis.Reservation {
+		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: user, ItemID: f.item, ActivityID: f.act.ID,
+			Quantity: qty, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
+		if _, err := f.store.Reserve(f.ctx, r); err != nil {
+			t.Fatalf("reserve for user %d: %v", user, err)
+		}
+		return r
+	}
+	first := reserve(1, 2)
+	f.commit(first)
+	f.confirm(first)
+	reserve(2, 1) // stays in flight
+	_, it := f.check(false)
+	wantItem(t, it, OK, 28, 27, 1, 0)
+
+	k := f.store.Keys(f.item)
+	bucketsNow := func() []int64 {
+		out := make([]int64, buckets)
+		for i := range out {
+			out[i], _ = f.rdb.Get(f.ctx, k.Bucket(i)).Int64()
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		inject func()
+		redis  int64
+		drift  int64
+	}{
+		{"one bucket raised by hand", func() { f.rdb.IncrBy(f.ctx, k.Bucket(1), 5) }, 32, 5},
+		{"one bucket emptied by hand", func() { f.rdb.Set(f.ctx, k.Bucket(2), 0, redis.KeepTTL) }, 18, -9},
+	}
+	for _, c := range cases {
+		c.inject()
+		rep, it := f.check(false)
+		wantItem(t, it, Drift, 28, c.redis, 1, c.drift)
+		if rep.ExitCode() != 1 {
+			t.Fatalf("%s: exit %d, want 1", c.name, rep.ExitCode())
+		}
+		rep, it = f.check(true)
+		wantItem(t, it, Repaired, 28, c.redis, 1, c.drift)
+		if rep.ExitCode() != 0 {
+			t.Fatalf("%s: exit %d, repairs %v", c.name, rep.ExitCode(), it.Repairs)
+		}
+		if got := bucketsNow(); got[0] != 9 || got[1] != 9 || got[2] != 9 {
+			t.Fatalf("%s: buckets %v after repair, want [9 9 9]", c.name, got)
+		}
+		if fence, _ := f.rdb.Get(f.ctx, k.Fence()).Int64(); fence != rep.Fence || fence == 0 {
+			t.Fatalf("%s: fence key %d, want the lock's %d", c.name, fence, rep.Fence)
+		}
+		_, it = f.check(false)
+		wantItem(t, it, OK, 28, 27, 1, 0)
+	}
+	if f.rdb.Exists(f.ctx, k.Stock()).Val() != 0 {
+		t.Fatal("the repair created the main-tag stock key of a bucketed item")
+	}
+}
