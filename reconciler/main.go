@@ -290,15 +290,8 @@ func (r *reconciler) check(ctx context.Context) error {
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	// Work stops (and repairs with it) as soon as the lock is lost.
-	lctx, stop := context.WithCancel(ctx)
+	lctx, stop := l.Context(ctx)
 	defer stop()
-	go func() {
-		select {
-		case <-l.Lost():
-			stop()
-		case <-lctx.Done():
-		}
-	}()
 	r.log.Info("reconcile started", "fence", l.Fence(), "repair", r.opts.repair)
 
 	targets, err := r.checker.Targets(lctx, reconcile.Selection{Items: r.opts.items, Activities: r.opts.activities})

@@ -48,30 +48,37 @@ func NewTopic(t testing.TB, partitions int) string {
 	return topic
 }
 
-// waitForLeaders polls until every partition of topic has a leader.
+// waitForLeaders polls until every partition of topic has a leader that
+// answers: a broker that has just started may list a leader before that
+// leader serves the partition ("Not Leader For Partition").
 func waitForLeaders(t testing.TB, ctx context.Context, topic string, partitions int) {
 	t.Helper()
 	for {
-		conn, err := kafka.DialContext(ctx, "tcp", Brokers()[0])
-		if err == nil {
-			parts, perr := conn.ReadPartitions(topic)
-			conn.Close()
-			ready := 0
-			for _, p := range parts {
-				if p.Leader.Port != 0 {
-					ready++
-				}
-			}
-			if perr == nil && ready == partitions {
-				return
-			}
+		if leadersServe(ctx, topic, partitions) {
+			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("kafkatest: topic %s has no leaders: %v", topic, ctx.Err())
+			t.Fatalf("kafkatest: topic %s has no serving leaders: %v", topic, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+func leadersServe(ctx context.Context, topic string, partitions int) bool {
+	for p := range partitions {
+		conn, err := kafka.DialLeader(ctx, "tcp", Brokers()[0], topic, p)
+		if err != nil {
+			return false
+		}
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		_, err = conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // GroupLag returns how many messages of topic the consumer group has not

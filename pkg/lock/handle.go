@@ -264,3 +264,18 @@ func (l *Lock) watch(ctx context.Context) {
 		}
 	}
 }
+
+// Context returns a context that is cancelled when the lock is lost (or
+// parent ends), so the holder's writes stop with the lock; call cancel when
+// done with it.
+func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

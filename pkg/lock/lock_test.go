@@ -658,3 +658,29 @@ func TestInvalidArguments(t *testing.T) {
 		})
 	}
 }
+
+// The context of a lock ends when the lock is lost, so the holder's work
+// stops with it.
+func TestContextEndsWhenLockIsLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	const name, ttl = "ctx", 300 * time.Millisecond
+	l, err := e.locker(lock.Options{}).TryLock(ctx, name, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	lctx, cancel := l.Context(ctx)
+	defer cancel()
+	if lctx.Err() != nil {
+		t.Fatal("context ended while the lock is held")
+	}
+	if err := e.rdb.Del(ctx, e.lockKey(name)).Err(); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(2*ttl + time.Second):
+		t.Fatal("context still alive after the lock was lost")
+	}
+}

@@ -64,15 +64,8 @@ func (c *Closer) Once(ctx context.Context) (lifecycle.Stats, error) {
 		return lifecycle.Stats{}, err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	lctx, cancel := context.WithCancel(ctx)
+	lctx, cancel := l.Context(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-l.Lost():
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
 	batch := c.Batch
 	if batch <= 0 {
 		batch = 500

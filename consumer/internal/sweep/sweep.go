@@ -81,15 +81,8 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	lctx, cancel := context.WithCancel(ctx)
+	lctx, cancel := l.Context(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-l.Lost():
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
 
 	after := s.after()
 	items, err := s.Stock.WarmedItems(lctx)
