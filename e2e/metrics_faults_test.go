@@ -1,0 +1,87 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/kafkatest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// The metrics that only move when something goes wrong move when it does:
+// a poison message is dead-lettered, a stranded reservation is swept, an
+// unpaid order is closed, and a scheduled reconciler reports drift.
+func TestFaultMetricsMove(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	admin := unusedLoopbackAddr(t)
+	p.StartConsumer("SECKILL_ADMIN_ADDR="+admin, "SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=200ms",
+		"SECKILL_PAYMENT_WINDOW=2s", "SECKILL_CLOSER_EVERY=200ms")
+	sale := api.CreateSale(10, 1)
+	ctx := context.Background()
+	url := "http://" + admin + "/metrics"
+
+	// A poison message.
+	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: p.Topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
+	defer w.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := w.WriteMessages(ctx, kafka.Message{Value: []byte("not an event")})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	// A stranded reservation (reserved, never published).
+	no := order.NewNumberGenerator().Next(sale.ItemID)
+	if _, err := p.Store.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: 5, ItemID: sale.ItemID,
+		ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: "lost", At: time.Now(),
+		QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	// An order nobody pays: the stranded one above, once created, closes too.
+	scrapeUntil(t, url, "dead letter, sweep and timeout close", func(s metricsScrape) bool {
+		return s.value("seckill_consumer_dead_letters_total") >= 1 &&
+			s.value("seckill_sweep_reservations_total", "action", "republished") >= 1 &&
+			s.value("seckill_closer_orders_closed_total") >= 1
+	})
+
+	// A scheduled reconciler reports drift on its own /metrics.
+	if err := p.Store.Client().IncrBy(ctx, p.Store.Keys(sale.ItemID).Stock(), 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	radmin := unusedLoopbackAddr(t)
+	p.StartArgs("reconciler", []string{"--schedule", "@every 1s", "--item", fmt.Sprint(sale.ItemID)}, "SECKILL_ADMIN_ADDR="+radmin)
+	waitListening(t, radmin)
+	scrapeUntil(t, "http://"+radmin+"/metrics", "reconciler drift", func(s metricsScrape) bool {
+		return s.value("seckill_reconciler_runs_total", "verdict", "drift") >= 1 &&
+			s.value("seckill_reconciler_drift_units", "item", fmt.Sprint(sale.ItemID)) == 3
+	})
+}
+
+// waitListening polls until something accepts connections on addr.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := dialTCP(addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func dialTCP(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
