@@ -30,29 +30,19 @@ end
 if not allowed then return {0, state} end
 
 local qty = tonumber(redis.call('HGET', KEYS[4], 'qty'))
+-- A bucketed reservation's units go back to its bucket, in another slot:
+-- the caller credits them after this transition (see the return value).
 local bucket = redis.call('HGET', KEYS[4], 'bucket')
-if bucket then
-  if state == 'RESERVED' or state == 'CLAIMED' then
-    redis.call('DECRBY', KEYS[2], qty)
-    redis.call('ZREM', KEYS[3], ARGV[1])
-  end
-  if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
-  if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
-    redis.call('DEL', KEYS[6])
-  end
-  redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
-  return {1, state, bucket, qty}
-end
 -- A stock key that is gone (expired after the sale, or lost) is not
 -- recreated: that would sell units nobody warmed.
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if not bucket and redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('INCRBY', KEYS[1], qty)
 end
 if state == 'RESERVED' or state == 'CLAIMED' then
   redis.call('DECRBY', KEYS[2], qty)
   redis.call('ZREM', KEYS[3], ARGV[1])
 end
-if ARGV[5] ~= '' then
+if not bucket and ARGV[5] ~= '' then
   local stock = redis.call('GET', KEYS[1])
   if stock then
     local want = tonumber(ARGV[5]) - tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -65,4 +55,5 @@ if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
   redis.call('DEL', KEYS[6])
 end
 redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
+if bucket then return {1, state, bucket, qty} end
 return {1, state}

@@ -286,11 +286,7 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 // warmupBucketed is WarmupBuckets for buckets > 1.
 func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
 	k := s.Keys(item)
-	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, unavailable("read in flight", err)
-	}
-	db, err := dbStock(ctx)
+	before, db, err := s.inflightThenDB(ctx, item, dbStock)
 	if err != nil {
 		return 0, err
 	}

@@ -302,11 +302,7 @@ func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl 
 		return s.warmupBucketed(ctx, item, buckets, ttl, dbStock)
 	}
 	k := s.Keys(item)
-	before, err := s.rdb.Get(ctx, k.Inflight()).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, unavailable("read in flight", err)
-	}
-	db, err := dbStock(ctx)
+	before, db, err := s.inflightThenDB(ctx, item, dbStock)
 	if err != nil {
 		return 0, err
 	}
@@ -318,6 +314,22 @@ func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl 
 		return 0, unavailable("record warmed item", err)
 	}
 	return n, nil
+}
+
+// inflightThenDB reads the item's in-flight quantity and then, in that
+// order, MySQL's stock: warmup subtracts the larger of the in-flight
+// quantity then and at its own run, so an order that commits in between is
+// never counted as sellable twice.
+func (s *Store) inflightThenDB(ctx context.Context, item int64, dbStock func(context.Context) (int64, error)) (int64, int64, error) {
+	before, err := s.rdb.Get(ctx, s.Keys(item).Inflight()).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, unavailable("read in flight", err)
+	}
+	db, err := dbStock(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return before, db, nil
 }
 
 // Snapshot is an item's stock as Redis sees it.
