@@ -104,10 +104,11 @@ func (l *Lock) reenter(ctx context.Context) error {
 }
 
 // Release gives back one hold. The last one deletes the key, stops the
-// watchdog and closes Lost. If the lock is no longer this holder's (it
-// expired and may belong to someone else), Release changes nothing in Redis
-// and returns an error matching ErrNotHeld. On a Redis error the hold is
-// kept, and still renewed; call Release again or let the lease run out.
+// watchdog and closes Lost. If the lock is no longer this holder's (its
+// lease ran out, or the key is gone or held by someone else), Release
+// changes nothing in Redis and returns an error matching ErrNotHeld. On a
+// Redis error the hold is kept, and still renewed; call Release again or let
+// the lease run out.
 //
 // Release talks to Redis with ctx, so a deferred Release should not use a
 // context that may already be cancelled; context.WithoutCancel helps.
@@ -115,6 +116,17 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
+		return fmt.Errorf("release lock %q: %w", l.name, ErrNotHeld)
+	}
+	if !time.Now().Before(l.validUntil) {
+		// The lease ran out here, so the key may already belong to someone
+		// else even if it still exists in Redis for a moment: the hold was
+		// not protected to the end. Leave Redis alone and say so.
+		l.goneLocked(fmt.Errorf("%w: lease of %v ran out before the release", ErrLost, l.ttl))
+		l.mu.Unlock()
+		l.stopWatch(errStopped)
+		<-l.lost
+		l.reportLost()
 		return fmt.Errorf("release lock %q: %w", l.name, ErrNotHeld)
 	}
 	sent := time.Now()
