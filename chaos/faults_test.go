@@ -145,8 +145,12 @@ func TestChaosRedisRestartWithAOF(t *testing.T) {
 		}
 	}
 	inv := settle(t, p, sale, all, 90*time.Second)
-	if inv.LiveOrders != int64(len(all)) || inv.LiveOrders != 300 {
-		t.Fatalf("accepted %d, live %d; want 300 sold", len(all), inv.LiveOrders)
+	// Every accepted order sold, and nothing else: a request whose reserve
+	// answer was lost in the restart was answered 503 and given back.
+	// settle checked that the unsold units are back in both stores.
+	t.Logf("accepted %d of 700 attempts for 300 units, refused %v %v", len(all), l.codes, more.codes)
+	if inv.LiveOrders != int64(len(all)) {
+		t.Fatalf("accepted %d, live %d", len(all), inv.LiveOrders)
 	}
 }
 
@@ -187,18 +191,7 @@ func TestChaosPublishAckLost(t *testing.T) {
 	sale := healthy.CreateSale(100, 1)
 	lossy := p.StartAPI("SECKILL_FAILPOINTS=publish-ack-lost")
 	l := startLoad(lossy, sale.ActivityID, users(1, 100), 2*time.Second, 20).wait()
-	refused := 0
-	for u, code := range l.byUser {
-		if code != 503 {
-			continue
-		}
-		refused++
-		var n int64
-		p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE user_id = ? AND activity_id = ? AND status IN ('CREATED','PAID')", u, sale.ActivityID).Scan(&n)
-		if n != 0 {
-			t.Fatalf("user %d was told 503 but holds a live order", u)
-		}
-	}
+	refused := refusedHoldNothing(t, p, sale, l)
 	t.Logf("ack lost: %d answered 202 (consumer claimed first), %d answered 503 (released first)", len(l.accepted), refused)
 	if len(l.accepted)+refused != 100 {
 		t.Fatalf("unexpected answers: %v", l.codes)

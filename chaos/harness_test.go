@@ -116,6 +116,29 @@ func users(from, n int64) []int64 {
 	return out
 }
 
+// refusedHoldNothing fails the test if a user the load saw answered 503
+// holds a live order: 503 promises that nothing stays reserved. It returns
+// how many users were answered 503.
+func refusedHoldNothing(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, l *load) int {
+	t.Helper()
+	refused := 0
+	for u, code := range l.byUser {
+		if code != 503 {
+			continue
+		}
+		refused++
+		var n int64
+		if err := p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE user_id = ? AND activity_id = ? AND status IN ('CREATED','PAID')",
+			u, sale.ActivityID).Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("user %d was told 503 but holds a live order", u)
+		}
+	}
+	return refused
+}
+
 // settle waits until every accepted order is final in MySQL and nothing is
 // in flight, then checks the invariants and adds what it found to the
 // tally.

@@ -37,11 +37,13 @@ func (o ReserveOutcome) String() string {
 	return reserveOutcomes[o]
 }
 
-// Unpublished outcomes: what became of a reservation whose publish failed.
+// Unpublished outcomes: what became of a reservation the API could not
+// confirm (its publish failed, or the reserve script's answer was lost).
 const (
-	UnpublishedReleased = "released" // given back; the buyer got 503
-	UnpublishedClaimed  = "claimed"  // a consumer had claimed it: Kafka took the event after all
-	UnpublishedKept     = "kept"     // the release failed too; the sweep finishes it
+	UnpublishedReleased  = "released"  // given back in Redis; the buyer got 503
+	UnpublishedClaimed   = "claimed"   // a consumer had claimed it: Kafka took the event after all; the buyer got 202
+	UnpublishedAbandoned = "abandoned" // Redis could not be told: recorded FAILED in MySQL, the sweep gives it back; the buyer got 503
+	UnpublishedKept      = "kept"      // neither Redis nor MySQL could be told (two faults); the sweep re-publishes it
 )
 
 // Intake measures order placement in the API:
@@ -72,7 +74,7 @@ func NewIntake(reg prometheus.Registerer) *Intake {
 		publishDuration: histogram(reg, "publish", "duration_seconds",
 			"Time to publish one create-order event until every in-sync replica acknowledged (or the publish failed).", slowBuckets),
 		unpublished: counterVec(reg, "", "unpublished_reservations_total",
-			"Reservations whose create-order event could not be published, by what became of them: released, claimed (Kafka took the event after all) or kept (the release failed; the sweep finishes it).",
+			"Reservations the API could not confirm (the publish failed, or the reserve script's answer was lost), by what became of them: released, claimed (Kafka took the event after all), abandoned (recorded FAILED in MySQL; the sweep gives it back) or kept (Redis and MySQL both failed; the sweep re-publishes it).",
 			"outcome"),
 	}
 	outcomes := counterVec(reg, "reserve", "total",
@@ -83,7 +85,7 @@ func NewIntake(reg prometheus.Registerer) *Intake {
 	}
 	published := counterVec(reg, "publish", "total", "Create-order events published by the API, by result (ok, error).", "result")
 	m.publishOK, m.publishFailed = published.WithLabelValues("ok"), published.WithLabelValues("error")
-	for _, o := range []string{UnpublishedReleased, UnpublishedClaimed, UnpublishedKept} {
+	for _, o := range []string{UnpublishedReleased, UnpublishedClaimed, UnpublishedAbandoned, UnpublishedKept} {
 		m.unpublished.WithLabelValues(o)
 	}
 	return m
@@ -121,8 +123,8 @@ func (m *Intake) Published(err error, d time.Duration) {
 	m.publishDuration.Observe(d.Seconds())
 }
 
-// Unpublished records what became of a reservation whose publish failed
-// (UnpublishedReleased, UnpublishedClaimed or UnpublishedKept).
+// Unpublished records what became of a reservation the API could not
+// confirm (one of the Unpublished outcomes).
 func (m *Intake) Unpublished(outcome string) {
 	if m != nil {
 		m.unpublished.WithLabelValues(outcome).Inc()

@@ -39,7 +39,17 @@ const (
 	ReasonInvalidEvent     = "INVALID_EVENT"
 	ReasonCancelled        = "CANCELLED"
 	ReasonPaymentTimeout   = "PAYMENT_TIMEOUT"
+	// ReasonReserveFailed: Redis may have run the reserve script but its
+	// answer was lost, so the API answered 503 and gave the reservation up.
+	ReasonReserveFailed = "RESERVE_FAILED"
 )
+
+// AnsweredUnavailable reports whether an order that failed for reason was
+// refused to the buyer with 503 UNAVAILABLE: its idempotency key must be
+// free again when its reservation is released, so a retry can try anew.
+func AnsweredUnavailable(reason string) bool {
+	return reason == ReasonPublishFailed || reason == ReasonReserveFailed
+}
 
 // Domain errors. Adapters translate their own errors (redis.Nil, MySQL 1062,
 // Kafka errors) into these; transports map them to their protocol in one

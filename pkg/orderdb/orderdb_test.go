@@ -158,3 +158,78 @@ func TestOrderNotFound(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The API's FAILED record and the consumer's CREATED row race on the order
+// number: whoever writes first decides, every other writer sees that
+// decision, and a FAILED record takes no stock.
+func TestAbandonRacesFulfil(t *testing.T) {
+	t.Parallel()
+	db, item := setup(t, 100)
+	ctx := context.Background()
+	reqs := make([]orderdb.Request, 50)
+	for i := range reqs {
+		reqs[i] = req(item, int64(i+1), 1)
+	}
+	var (
+		wg        sync.WaitGroup
+		abandoned = make([]order.Order, len(reqs))
+		fulfilled = make([]orderdb.Outcome, len(reqs))
+		errs      = make(chan error, 2*len(reqs))
+	)
+	for i, r := range reqs {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			o, err := db.Abandon(ctx, r.Event, order.ReasonPublishFailed)
+			abandoned[i] = o
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			out, err := db.Fulfil(ctx, item, []orderdb.Request{r})
+			fulfilled[i] = out[r.Event.OrderNo]
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := 0
+	for i, r := range reqs {
+		final, err := db.Order(ctx, r.Event.OrderNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if abandoned[i].Status != final.Status || fulfilled[i].Status != final.Status {
+			t.Fatalf("order %d: the API saw %s, the consumer %s, MySQL holds %s", i, abandoned[i].Status, fulfilled[i].Status, final.Status)
+		}
+		switch final.Status {
+		case order.Created:
+			created++
+		case order.Failed:
+			if final.FailureReason != order.ReasonPublishFailed {
+				t.Fatalf("order %d failed for %q", i, final.FailureReason)
+			}
+		default:
+			t.Fatalf("order %d ended %s", i, final.Status)
+		}
+	}
+	stock, err := db.ItemStock(ctx, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stock != int64(100-created) {
+		t.Fatalf("stock %d after %d orders created of 100", stock, created)
+	}
+	t.Logf("%d created, %d recorded FAILED", created, len(reqs)-created)
+
+	// A second Abandon of a decided order changes nothing.
+	again, err := db.Abandon(ctx, reqs[0].Event, order.ReasonReserveFailed)
+	if err != nil || again.Status != abandoned[0].Status || again.FailureReason != abandoned[0].FailureReason {
+		t.Fatalf("second abandon: %+v, %v; first saw %+v", again, err, abandoned[0])
+	}
+}

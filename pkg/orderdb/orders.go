@@ -212,6 +212,25 @@ func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, 
 	return out, nil
 }
 
+// Abandon records that an order the API could not confirm failed for
+// reason, without taking stock, unless MySQL already has the order; it
+// returns the order as MySQL now holds it. The API calls it when it must
+// answer 503 but could not release the reservation in Redis: the consumer
+// and the stranded-reservation sweep both treat a FAILED row as final and
+// release the reservation instead of creating the order, and the unique
+// order number lets exactly one of {this row, the consumer's} exist.
+func (db *DB) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
+	row := newRow(Request{Event: e}, order.Failed, reason)
+	err := db.gdb.WithContext(ctx).Create(&row).Error
+	if err == nil {
+		return row.toOrder(), nil
+	}
+	if duplicateKey(err) == "uk_orders_order_no" {
+		return db.Order(ctx, e.OrderNo)
+	}
+	return order.Order{}, wrap("abandon order", err)
+}
+
 func newRow(r Request, st order.Status, reason string) orderRow {
 	e := r.Event
 	row := orderRow{

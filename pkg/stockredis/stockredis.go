@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,11 @@ func NewClient(cfg Config) redis.UniversalClient {
 		ReadTimeout:  2 * time.Second,
 		WriteTimeout: 2 * time.Second,
 		DialTimeout:  2 * time.Second,
+		// No silent retries: go-redis would re-send a script after a broken
+		// connection although Redis may have run it already. Callers retry
+		// themselves, knowing which scripts are safe to repeat, and
+		// MayHaveRun needs the error of the one attempt.
+		MaxRetries: -1,
 	}
 	if cfg.Cluster {
 		return redis.NewClusterClient(opts.Cluster())
@@ -440,6 +446,21 @@ func (s *Store) Ping(ctx context.Context) error {
 		return unavailable("ping", err)
 	}
 	return nil
+}
+
+// MayHaveRun reports whether a command that failed with err may still have
+// run in Redis: the connection broke, or the wait ran out, after it was
+// sent. It is false for domain errors and for failures that happen before
+// anything is sent (no connection could be made or taken from the pool).
+func MayHaveRun(err error) bool {
+	if err == nil || !errors.Is(err, order.ErrUnavailable) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrPoolExhausted) && !errors.Is(err, redis.ErrClosed)
 }
 
 // unavailable wraps a Redis failure so callers see order.ErrUnavailable.

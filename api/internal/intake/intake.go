@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -30,9 +31,11 @@ type Activities interface {
 	Activity(ctx context.Context, id int64) (order.Activity, error)
 }
 
-// Orders finds orders (MySQL).
+// Orders finds orders in MySQL, and records there the ones the API gave up
+// when Redis could not be told (see orderdb.DB.Abandon).
 type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
+	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
 }
 
 // KeyMargin keeps quota and idempotency records this long past the
@@ -111,6 +114,11 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	}
 
 	no := s.Numbers.Next(act.ItemID)
+	ev := order.Event{
+		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
+		UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID, Quantity: r.Quantity,
+		ReservedAt: now, RequestID: r.RequestID,
+	}
 	started := time.Now()
 	res, err := s.Stock.Reserve(ctx, stockredis.Reservation{
 		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
@@ -119,22 +127,25 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
 		Buckets:        act.StockBuckets,
 	})
+	if err == nil && failpoint.Enabled("reserve-reply-lost") {
+		// Redis ran the script but the answer never arrived.
+		err = fmt.Errorf("reserve: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
+	}
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
 		s.soldOut.Store(act.ItemID, now)
 		return Placed{}, err
+	case stockredis.MayHaveRun(err):
+		// The buyer hears 503, which promises that nothing stays reserved:
+		// take back whatever the script may have reserved.
+		return s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
 	case err != nil:
 		return Placed{}, err
-	case res.Duplicate:
+	case res.Duplicate && res.OrderNo != no:
 		return s.replay(ctx, r.UserID, res.OrderNo)
 	}
 
-	ev := order.Event{
-		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
-		UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID, Quantity: r.Quantity,
-		ReservedAt: now, RequestID: r.RequestID,
-	}
 	failpoint.Inject("api-after-reserve")
 	started = time.Now()
 	err = s.Publisher.Publish(ctx, ev)
@@ -144,17 +155,25 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	}
 	s.Metrics.Published(err, time.Since(started))
 	if err != nil {
-		return s.unpublished(ctx, ev, err)
+		return s.giveUp(ctx, ev, order.ReasonPublishFailed, err)
 	}
 	s.Log.Info("order reserved", "order_no", no, "request_id", r.RequestID,
 		"user_id", r.UserID, "item_id", act.ItemID, "activity_id", act.ID, "status", order.Pending)
 	return Placed{OrderNo: no, Status: order.Pending}, nil
 }
 
-// unpublished handles a publish that failed or whose outcome is unknown:
-// the release acts only on a RESERVED reservation, so exactly one of
-// {released here, claimed by a consumer} happens.
-func (s *Service) unpublished(ctx context.Context, ev order.Event, pubErr error) (Placed, error) {
+// giveUp handles a reservation the API cannot confirm: its publish failed
+// or its outcome is unknown, or Redis may have run the reserve script
+// without the answer arriving. The buyer is to hear 503, which promises
+// that nothing stays reserved, unless Kafka did take the event.
+//
+// The release acts only on a RESERVED reservation, so exactly one of
+// {released here, claimed by a consumer} happens. If Redis cannot be told,
+// the order is recorded FAILED in MySQL instead: the consumer and the sweep
+// then release the reservation rather than create the order, and MySQL's
+// unique order number makes that exactly one of {FAILED here, CREATED by a
+// consumer} too.
+func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
 	ref := stockredis.Ref{OrderNo: ev.OrderNo, UserID: ev.UserID, ItemID: ev.ItemID,
 		ActivityID: ev.ActivityID, IdempotencyKey: ev.IdempotencyKey}
 	// The request's context may be what timed out; the release must still run.
@@ -166,32 +185,57 @@ func (s *Service) unpublished(ctx context.Context, ev order.Event, pubErr error)
 		err      error
 	)
 	for attempt := range 3 {
-		released, state, err = s.Stock.Release(rctx, ref, order.ReasonPublishFailed, true, stockredis.StateReserved)
+		if failpoint.Enabled("api-release-fails") {
+			err = fmt.Errorf("release: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
+			break
+		}
+		released, state, err = s.Stock.Release(rctx, ref, reason, true, stockredis.StateReserved)
 		if err == nil {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 	}
 	log := s.Log.With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
+	if err != nil {
+		return s.abandon(rctx, log, ev, reason, cause, err)
+	}
+	if released || state == stockredis.StateMissing {
+		// Released, or there is no reservation (the script did not run, or
+		// Redis lost it): nothing is held for this request.
+		s.Metrics.Unpublished(metrics.UnpublishedReleased)
+		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
+			"status", order.Failed, "err", cause)
+		return Placed{}, cause
+	}
+	// A consumer claimed it (and may have finished it since): Kafka did
+	// take the event after all, and MySQL has or will have the order.
+	s.Metrics.Unpublished(metrics.UnpublishedClaimed)
+	log.Info("order not confirmed here but a consumer claimed it", "state", state, "err", cause)
+	return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
+}
+
+// abandon records in MySQL that the order failed, for giveUp when Redis
+// could not be told. If a consumer created the order first, Kafka had the
+// event: the buyer gets it.
+func (s *Service) abandon(ctx context.Context, log *slog.Logger, ev order.Event, reason string, cause, redisErr error) (Placed, error) {
+	o, err := s.Orders.Abandon(ctx, ev, reason)
 	switch {
 	case err != nil:
-		// The reservation stays RESERVED; the stranded-reservation sweep
-		// re-publishes it, and a retry with the same key finds it.
+		// Two faults at once: the reservation stays as it is and the sweep
+		// re-publishes it, so the buyer may end up with an order after all.
 		s.Metrics.Unpublished(metrics.UnpublishedKept)
-		log.Error("publish failed and release failed; the sweep will finish the order", "publish_err", pubErr, "err", err)
-		return Placed{}, fmt.Errorf("publish: %w", pubErr)
-	case released || state == stockredis.StateMissing:
-		// Released, or Redis lost the reservation meanwhile: nothing is
-		// held for this request any more.
-		s.Metrics.Unpublished(metrics.UnpublishedReleased)
-		log.Warn("publish failed; reservation released", "state", state, "reason", order.ReasonPublishFailed,
-			"status", order.Failed, "err", pubErr)
-		return Placed{}, fmt.Errorf("publish: %w", pubErr)
+		log.Error("order not confirmed and neither Redis nor MySQL could record it; the sweep will re-publish it",
+			"reason", reason, "err", cause, "redis_err", redisErr, "mysql_err", err)
+		return Placed{}, cause
+	case o.Status == order.Failed:
+		s.Metrics.Unpublished(metrics.UnpublishedAbandoned)
+		log.Warn("order not confirmed; recorded FAILED in MySQL, the sweep gives the reservation back",
+			"reason", o.FailureReason, "status", order.Failed, "err", cause, "redis_err", redisErr)
+		return Placed{}, cause
 	default:
-		// A consumer claimed it: Kafka did take the event after all.
 		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
-		log.Info("publish reported an error but a consumer claimed the order", "state", state, "err", pubErr)
-		return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
+		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)
+		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
 	}
 }
 

@@ -182,7 +182,9 @@ func (p *Processor) release(ctx context.Context, e order.Event, reason, claimSta
 	if reason == order.ReasonOutOfStock && dbStock >= 0 {
 		released, state, err = p.Stock.ReleaseCapped(ctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
 	} else {
-		released, state, err = p.Stock.Release(ctx, ref, reason, false, stockredis.StateReserved, stockredis.StateClaimed)
+		// An order the API gave up (it answered 503) frees its idempotency
+		// key too, so the buyer's retry with that key tries anew.
+		released, state, err = p.Stock.Release(ctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved, stockredis.StateClaimed)
 	}
 	if err != nil {
 		return err

@@ -1,9 +1,10 @@
 // Package sweep finds stranded reservations, ones still unconfirmed long
-// after they were made (the API died between reserving and publishing, or
-// the publish outcome was unknown), and finishes them: it confirms or
-// releases those MySQL already decided, and re-publishes the rest (the
-// consumer is idempotent). It never releases a reservation MySQL has not
-// decided: a consumer may be inside its transaction.
+// after they were made (the API died between reserving and publishing, the
+// publish outcome was unknown, or the API gave the order up in MySQL when
+// Redis could not be told), and finishes them: it confirms or releases
+// those MySQL already decided, and re-publishes the rest (the consumer is
+// idempotent). It never releases a reservation MySQL has not decided: a
+// consumer may be inside its transaction.
 package sweep
 
 import (
@@ -125,7 +126,11 @@ func (s *Sweeper) sweepItem(ctx context.Context, item int64, cutoff time.Time, s
 		log := s.Log.With("order_no", no, "user_id", info.UserID, "item_id", item)
 		if o, ok := inDB[no]; ok {
 			if o.Status == order.Failed {
-				ok, _, err := s.Stock.Release(ctx, info.Ref, o.FailureReason, false, stockredis.StateReserved, stockredis.StateClaimed)
+				// MySQL's FAILED row is final, so even a CLAIMED reservation
+				// may go: no consumer can create this order any more. An
+				// order the API gave up (it answered 503) frees its key.
+				ok, _, err := s.Stock.Release(ctx, info.Ref, o.FailureReason, order.AnsweredUnavailable(o.FailureReason),
+					stockredis.StateReserved, stockredis.StateClaimed)
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,111 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+// retryAll places each user's order again with the same idempotency key on
+// api and waits until every one is accepted: after a 503 the key must be
+// usable again.
+func retryAll(t *testing.T, api *pipelinetest.API, sale pipelinetest.Sale, users []int64) map[string]int64 {
+	t.Helper()
+	accepted := map[string]int64{}
+	for _, u := range users {
+		var last pipelinetest.Placed
+		waitFor(t, fmt.Sprintf("user %d's retry to be accepted", u), 20*time.Second, func() bool {
+			pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
+			last = pl
+			return err == nil && pl.Code == 202 && pl.Status == string(order.Pending)
+		})
+		accepted[last.OrderNo] = u
+	}
+	return accepted
+}
+
+// 10. Redis runs the reserve script but its answer is lost. The API
+// answers 503 and takes the reservation back; when Redis cannot be told
+// either, it records the order FAILED in MySQL and the sweep gives the
+// reservation back. Either way a 503 leaves nothing reserved, and a retry
+// with the same key is a fresh attempt that sells.
+func TestChaosReserveAnswerLost(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	healthy := p.StartAPI()
+	p.StartConsumer("SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=250ms")
+	sale := healthy.CreateSale(100, 1)
+
+	// Redis can be told: the reservation is released at once.
+	lossy := p.StartAPI("SECKILL_FAILPOINTS=reserve-reply-lost")
+	first := users(1, 40)
+	l := startLoad(lossy, sale.ActivityID, first, time.Second, 20).wait()
+	if n := refusedHoldNothing(t, p, sale, l); n != len(first) {
+		t.Fatalf("answer lost, Redis reachable: %d of %d answered 503: %v", n, len(first), l.codes)
+	}
+	if inv := p.Check(sale); inv.RedisStock != sale.Stock || inv.Inflight != 0 {
+		t.Fatalf("a refused request left stock reserved: %+v", inv)
+	}
+
+	// Redis cannot be told: MySQL records the order FAILED, the sweep
+	// releases the reservation and frees the key.
+	deaf := p.StartAPI("SECKILL_FAILPOINTS=reserve-reply-lost,api-release-fails")
+	second := users(101, 40)
+	l2 := startLoad(deaf, sale.ActivityID, second, time.Second, 20).wait()
+	if n := refusedHoldNothing(t, p, sale, l2); n != len(second) {
+		t.Fatalf("answer lost, Redis unreachable: %d of %d answered 503: %v", n, len(second), l2.codes)
+	}
+	counts, err := p.DB.StatusCounts(context.Background(), sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[order.Failed] != int64(len(second)) {
+		t.Fatalf("orders by status %v, want %d FAILED records of the given-up orders", counts, len(second))
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	if inv := p.Check(sale); inv.RedisStock != sale.Stock || inv.LiveOrders != 0 {
+		t.Fatalf("given-up orders left stock reserved or sold: %+v", inv)
+	}
+
+	// Every buyer retries with the same key and buys.
+	accepted := retryAll(t, healthy, sale, append(first, second...))
+	inv := settle(t, p, sale, accepted, 60*time.Second)
+	if inv.LiveOrders != int64(len(accepted)) || inv.LiveOrders != int64(len(first)+len(second)) {
+		t.Fatalf("after the retries: live %d, accepted %d, buyers %d", inv.LiveOrders, len(accepted), len(first)+len(second))
+	}
+}
+
+// 11. The publish outcome is unknown and Redis cannot be told: the API's
+// FAILED record in MySQL races the consumer's CREATED row, and exactly one
+// wins for each order. A buyer answered 503 holds nothing; one answered
+// 202 gets the order.
+func TestChaosPublishAckLostRedisUnreachable(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	healthy := p.StartAPI()
+	p.StartConsumer("SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=250ms")
+	sale := healthy.CreateSale(100, 1)
+	deaf := p.StartAPI("SECKILL_FAILPOINTS=publish-ack-lost,api-release-fails")
+	l := startLoad(deaf, sale.ActivityID, users(1, 100), 2*time.Second, 20).wait()
+	refused := refusedHoldNothing(t, p, sale, l)
+	t.Logf("ack lost, Redis unreachable: %d answered 202 (the consumer wrote first), %d answered 503 (the FAILED record won)",
+		len(l.accepted), refused)
+	if len(l.accepted)+refused != 100 {
+		t.Fatalf("unexpected answers: %v (network errors %d)", l.codes, l.neterrs)
+	}
+	inv := settle(t, p, sale, l.accepted, 60*time.Second)
+	if inv.LiveOrders != int64(len(l.accepted)) {
+		t.Fatalf("live orders %d != accepted %d", inv.LiveOrders, len(l.accepted))
+	}
+	var rows int64
+	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	if rows != 100 {
+		t.Fatalf("%d order rows for 100 attempts, want one each (CREATED or FAILED)", rows)
+	}
+}
