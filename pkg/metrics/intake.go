@@ -70,7 +70,7 @@ func NewIntake(reg prometheus.Registerer) *Intake {
 		reserveDuration: histogram(reg, "reserve", "duration_seconds",
 			"Round trip of one reserve script run (Redis), whatever it answered.", fastBuckets),
 		skippedSoldOut: counter(reg, "reserve", "skipped_sold_out_total",
-			"Order attempts answered SOLD_OUT from the in-process sold-out flag without running the reserve script."),
+			"Order attempts refused from the in-process sold-out flag without running the reserve script (SOLD_OUT, or ALREADY_PURCHASED for a buyer holding an order)."),
 		publishDuration: histogram(reg, "publish", "duration_seconds",
 			"Time to publish one create-order event until every in-sync replica acknowledged (or the publish failed).", slowBuckets),
 		unpublished: counterVec(reg, "", "unpublished_reservations_total",

@@ -7,20 +7,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// lookupBatch bounds how many keys one MGET carries.
+// lookupBatch bounds how many reads one MGET answers.
 const lookupBatch = 256
 
-// lookup is one waiting read of a string key of an item.
+// lookup is one waiting read of string keys of an item.
 type lookup struct {
 	item  int64
-	key   string
+	keys  []string
 	reply chan lookupResult
 }
 
+// lookupResult holds one value per key of the lookup, "" for a missing key.
 type lookupResult struct {
-	val string
-	ok  bool
-	err error
+	vals []string
+	err  error
 }
 
 // batcher turns many concurrent single-key reads into few MGETs: a worker
@@ -67,49 +67,57 @@ func (b *batcher) answer(batch []lookup) {
 		byItem[l.item] = append(byItem[l.item], l)
 	}
 	for _, ls := range byItem {
-		keys := make([]string, len(ls))
-		for i, l := range ls {
-			keys[i] = l.key
+		var keys []string
+		for _, l := range ls {
+			keys = append(keys, l.keys...)
 		}
 		vals, err := b.rdb.MGet(context.Background(), keys...).Result()
-		for i, l := range ls {
-			var r lookupResult
-			switch {
-			case err != nil:
+		for _, l := range ls {
+			r := lookupResult{err: err}
+			if err != nil {
 				r.err = unavailable("read", err)
-			default:
-				r.val, r.ok = vals[i].(string)
+			} else {
+				r.vals = make([]string, len(l.keys))
+				for i := range l.keys {
+					r.vals[i], _ = vals[i].(string)
+				}
+				vals = vals[len(l.keys):]
 			}
 			l.reply <- r
 		}
 	}
 }
 
-// get reads one key of item through the batcher.
-func (b *batcher) get(ctx context.Context, item int64, key string) (string, bool, error) {
+// get reads keys of item through the batcher: one value per key, "" for
+// a missing one.
+func (b *batcher) get(ctx context.Context, item int64, keys ...string) ([]string, error) {
 	b.once.Do(b.start)
-	l := lookup{item: item, key: key, reply: make(chan lookupResult, 1)}
+	l := lookup{item: item, keys: keys, reply: make(chan lookupResult, 1)}
 	select {
 	case b.queue <- l:
 	case <-ctx.Done():
-		return "", false, ctx.Err()
+		return nil, ctx.Err()
 	}
 	select {
 	case r := <-l.reply:
-		return r.val, r.ok, r.err
+		return r.vals, r.err
 	case <-ctx.Done():
-		return "", false, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
-// PriorOrder returns the order number the user's idempotency key produced
-// for item, or "" when the key is new. Concurrent calls share MGETs: this
-// is the read the API makes for every request it answers from its sold-out
-// flag.
-func (s *Store) PriorOrder(ctx context.Context, item, user int64, idemKey string) (string, error) {
-	v, ok, err := s.lookups.get(ctx, item, s.Keys(item).Idem(user, idemKey))
-	if err != nil || !ok {
-		return "", err
+// Prior returns what the reserve script would find before it looks at
+// stock: the order number the user's idempotency key produced for item
+// (prior), and the order number holding the user's quota in the activity
+// (holder); "" for none. Concurrent calls share MGETs: this is the read the
+// API makes for every request it answers from its sold-out flag, so the
+// flag keeps the script's precedence (a replayed key gets its order, a
+// buyer holding an order hears ALREADY_PURCHASED, only then SOLD_OUT).
+func (s *Store) Prior(ctx context.Context, item, activity, user int64, idemKey string) (prior, holder string, err error) {
+	k := s.Keys(item)
+	vals, err := s.lookups.get(ctx, item, k.Idem(user, idemKey), k.Quota(activity, user))
+	if err != nil {
+		return "", "", err
 	}
-	return v, nil
+	return vals[0], vals[1], nil
 }

@@ -345,9 +345,9 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 	}
 }
 
-// Many concurrent look-ups of idempotency keys share MGETs and each gets
-// its own answer.
-func TestPriorOrderBatchesLookups(t *testing.T) {
+// Many concurrent look-ups of idempotency keys and quotas share MGETs and
+// each gets its own answer.
+func TestPriorBatchesLookups(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, 1000)
@@ -365,13 +365,13 @@ func TestPriorOrderBatchesLookups(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, err := s.PriorOrder(ctx, item, u, key)
+				prior, holder, err := s.Prior(ctx, item, 7, u, key)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if exp := want[u]; key == "k" && got != exp || key == "other" && got != "" {
-					t.Errorf("user %d key %s: got %q", u, key, got)
+				if exp := want[u]; key == "k" && prior != exp || key == "other" && prior != "" || holder != exp {
+					t.Errorf("user %d key %s: prior %q, quota held by %q", u, key, prior, holder)
 				}
 			}()
 		}

@@ -494,7 +494,8 @@ func newDeadPublisher(t *testing.T, topic string) intake.Publisher {
 }
 
 // After SOLD_OUT, released stock sells again within about two seconds, and
-// while the item is flagged sold out a replayed key still gets its order.
+// while the item is flagged sold out a replayed key still gets its order
+// and a buyer holding an order hears ALREADY_PURCHASED.
 func TestSoldOutFastPath(t *testing.T) {
 	t.Parallel()
 	clock := &frozenClock{}
@@ -507,6 +508,9 @@ func TestSoldOutFastPath(t *testing.T) {
 	// request below meets it.
 	clock.freeze()
 	wantError(t, ts.place(t, ts.url, bob, "bob-key", act), http.StatusConflict, "SOLD_OUT")
+	// The flag keeps the reserve script's precedence: a buyer holding an
+	// order hears so, whatever key she sends.
+	wantError(t, ts.place(t, ts.url, alice, "alice-new-key", act), http.StatusConflict, "ALREADY_PURCHASED")
 	if got := ts.mustPlace(t, ts.url, alice, "alice-key", act); got != held {
 		t.Fatalf("replay while sold out gave %s, want %s", got, held)
 	}

@@ -102,14 +102,18 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
 	if s.flaggedSoldOut(act.ItemID, now) {
-		// The flag only ever refuses. A replayed key must still get its
-		// order back, so look for it first (a read that concurrent requests
-		// share: one MGET answers many).
-		prior, err := s.Stock.PriorOrder(ctx, act.ItemID, r.UserID, r.IdempotencyKey)
+		// The flag only ever refuses, and in the reserve script's order: a
+		// replayed key still gets its order back and a buyer holding an
+		// order hears so (a read that concurrent requests share: one MGET
+		// answers many).
+		prior, holder, err := s.Stock.Prior(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey)
 		if err == nil && prior != "" {
 			return s.replay(ctx, r.UserID, prior)
 		}
 		s.Metrics.SkippedSoldOut()
+		if err == nil && holder != "" {
+			return Placed{}, order.ErrAlreadyPurchased
+		}
 		return Placed{}, order.ErrSoldOut
 	}
 
