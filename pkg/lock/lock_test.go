@@ -684,3 +684,82 @@ func TestContextEndsWhenLockIsLost(t *testing.T) {
 		t.Fatal("context still alive after the lock was lost")
 	}
 }
+
+// TestTakenOverLockIsLeftAlone: A still believes its lease runs (an hour,
+// no watchdog) when its key is lost and B takes the lock. A's Release and
+// re-entry reach Redis, find B's token, and change nothing of B's lock.
+func TestTakenOverLockIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	lk := e.locker(lock.Options{})
+	const name = "taken-over"
+
+	a, err := lk.TryLock(ctx, name, lock.WithTTL(time.Hour), lock.WithoutWatchdog())
+	if err != nil {
+		t.Fatalf("A TryLock: %v", err)
+	}
+	if err := e.rdb.Del(ctx, e.lockKey(name)).Err(); err != nil { // a failover forgets it
+		t.Fatal(err)
+	}
+	b, err := lk.TryLock(ctx, name, lock.WithTTL(time.Minute), lock.WithoutWatchdog())
+	if err != nil {
+		t.Fatalf("B TryLock: %v", err)
+	}
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("A Release of B's lock = %v, want ErrNotHeld", err)
+	}
+	if err := a.Acquire(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("A re-entry of B's lock = %v, want ErrNotHeld", err)
+	}
+	if got := holdCount(t, e, name, b); got != "1" {
+		t.Fatalf("B's hold count = %q after A's attempts, want 1", got)
+	}
+	if n := e.rdb.HLen(ctx, e.lockKey(name)).Val(); n != 1 {
+		t.Fatalf("lock hash has %d fields, want 1 (B only)", n)
+	}
+	if pttl := e.rdb.PTTL(ctx, e.lockKey(name)).Val(); pttl <= 0 || pttl > time.Minute {
+		t.Fatalf("B's lock expires in %v, want within (0, 1m]: A changed its expiry", pttl)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatalf("B Release: %v", err)
+	}
+}
+
+// TestWatchdogDoesNotRenewAnotherHoldersLock: A's key is lost and B takes
+// the lock with a short lease and no watchdog; A's watchdog must find the
+// lock not its own (Lost) and must not keep B's key alive.
+func TestWatchdogDoesNotRenewAnotherHoldersLock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	lk := e.locker(lock.Options{})
+	const name = "renew-other"
+	const ttl = 900 * time.Millisecond
+
+	a, err := lk.TryLock(ctx, name, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("A TryLock: %v", err)
+	}
+	if err := e.rdb.Del(ctx, e.lockKey(name)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := lk.TryLock(ctx, name, lock.WithTTL(10*time.Second), lock.WithoutWatchdog())
+	if err != nil {
+		t.Fatalf("B TryLock: %v", err)
+	}
+	// B's key expires in 10 s; a renewal by A would reset it to 900 ms.
+	waitLost(t, a, 3*ttl)
+	if err := a.Err(); !errors.Is(err, lock.ErrLost) || !strings.Contains(err.Error(), "renewal found") {
+		t.Fatalf("A Err = %v, want the renewal to find the lock not its own", err)
+	}
+	if pttl := e.rdb.PTTL(ctx, e.lockKey(name)).Val(); pttl <= ttl {
+		t.Fatalf("B's lock expires in %v: A's watchdog renewed it", pttl)
+	}
+	if got := holdCount(t, e, name, b); got != "1" {
+		t.Fatalf("B's hold count = %q, want 1", got)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatalf("B Release: %v", err)
+	}
+}
