@@ -29,6 +29,19 @@ func act(t *testing.T, api *pipelinetest.API, user int64, no, verb string) (int,
 	return code, b
 }
 
+// view polls one order as its buyer: its status and updated_at.
+func view(t *testing.T, api *pipelinetest.API, user int64, no string) (string, time.Time) {
+	t.Helper()
+	var b struct {
+		Status    string    `json:"status"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	if code, err := api.Do("GET", "/api/v1/orders/"+no, user, "", nil, nil, &b); err != nil || code != 200 {
+		t.Fatalf("GET order %s: %d %v", no, code, err)
+	}
+	return b.Status, b.UpdatedAt
+}
+
 // buy places an order and waits until it is CREATED.
 func buy(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, user int64, key string, activity int64) string {
 	t.Helper()
@@ -50,10 +63,15 @@ func TestPayAndCancel(t *testing.T) {
 	sale := api.CreateSale(10, 1)
 
 	paid := buy(t, p, api, 1, "a", sale.ActivityID)
+	_, createdAt := view(t, api, 1, paid)
+	time.Sleep(5 * time.Millisecond) // updated_at has millisecond precision
 	for range 2 { // idempotent
 		if code, b := act(t, api, 1, paid, "pay"); code != 200 || b.Status != "PAID" {
 			t.Fatalf("pay: %d %+v", code, b)
 		}
+	}
+	if st, updated := view(t, api, 1, paid); st != "PAID" || !updated.After(createdAt) {
+		t.Fatalf("poll paid order: %s, updated_at %v (was %v)", st, updated, createdAt)
 	}
 	if code, b := act(t, api, 1, paid, "cancel"); code != 409 || b.Error.Code != "ORDER_NOT_CANCELLABLE" {
 		t.Fatalf("cancel PAID: %d %+v", code, b)
@@ -63,6 +81,8 @@ func TestPayAndCancel(t *testing.T) {
 	}
 
 	closed := buy(t, p, api, 2, "b", sale.ActivityID)
+	_, createdAt = view(t, api, 2, closed)
+	time.Sleep(5 * time.Millisecond)
 	for range 2 { // idempotent
 		if code, b := act(t, api, 2, closed, "cancel"); code != 200 || b.Status != "CLOSED" {
 			t.Fatalf("cancel: %d %+v", code, b)
@@ -71,8 +91,8 @@ func TestPayAndCancel(t *testing.T) {
 	if code, b := act(t, api, 2, closed, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
 		t.Fatalf("pay CLOSED: %d %+v", code, b)
 	}
-	if st, _, _ := api.OrderStatus(2, closed); st != "CLOSED" {
-		t.Fatalf("poll closed order: %s", st)
+	if st, updated := view(t, api, 2, closed); st != "CLOSED" || !updated.After(createdAt) {
+		t.Fatalf("poll closed order: %s, updated_at %v (was %v)", st, updated, createdAt)
 	}
 	// The quota came back: the same user buys again.
 	buy(t, p, api, 2, "b2", sale.ActivityID)
@@ -87,8 +107,15 @@ func TestPayAndCancel(t *testing.T) {
 		t.Fatalf("pay PENDING: %d %+v", code, b)
 	}
 	ref := stockredis.Ref{OrderNo: no, UserID: 3, ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
-	if _, _, err := p.Store.Release(context.Background(), ref, "test", true, stockredis.StateReserved); err != nil {
+	if _, _, err := p.Store.Release(context.Background(), ref, order.ReasonPublishFailed, true, stockredis.StateReserved); err != nil {
 		t.Fatal(err)
+	}
+	// Released before it reached MySQL, it reads FAILED and is not payable.
+	if st, _ := view(t, api, 3, no); st != "FAILED" {
+		t.Fatalf("poll released order: %s", st)
+	}
+	if code, b := act(t, api, 3, no, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+		t.Fatalf("pay FAILED: %d %+v", code, b)
 	}
 	p.WaitDrained(sale.ItemID, 10*time.Second)
 	if inv := p.Check(sale); inv.LiveOrders != 2 || inv.DBStock != 8 {
@@ -128,7 +155,7 @@ func TestUnpaidOrdersCloseAfterPaymentWindow(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
-	p.StartConsumer("SECKILL_PAYMENT_WINDOW=3s", "SECKILL_CLOSER_EVERY=200ms")
+	p.StartConsumer("SECKILL_PAYMENT_WINDOW=2s", "SECKILL_CLOSER_EVERY=200ms")
 	sale := api.CreateSale(5, 1)
 	accepted, _ := crowd(t, api, sale.ActivityID, userRange(1, 5), 5)
 	final := p.WaitFinal(accepted, 30*time.Second)
@@ -160,6 +187,8 @@ func TestUnpaidOrdersCloseAfterPaymentWindow(t *testing.T) {
 	if inv.DBStock != 4 || inv.RedisStock != 4 {
 		t.Fatalf("after the closes: %+v, want 4 units back in both stores", inv)
 	}
+	// The reconciler finds the stores agreeing, quotas included.
+	reconcile(t, p, 0)
 	for no, o := range final {
 		if no == paidNo {
 			if pl, _ := api.PlaceOrder(o.UserID, "again", sale.ActivityID, 1); pl.Error != "ALREADY_PURCHASED" {

@@ -57,7 +57,7 @@ func (s *Service) Cancel(ctx context.Context, user int64, orderNo string) (order
 	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotCancellable); err != nil {
 		return order.Order{}, err
 	}
-	o, err := s.close(ctx, user, orderNo, order.ReasonCancelled)
+	o, _, err := s.close(ctx, user, orderNo, order.ReasonCancelled)
 	if err != nil {
 		return order.Order{}, err
 	}
@@ -102,13 +102,14 @@ func (s *Service) pendingOrMissing(ctx context.Context, user int64, orderNo stri
 }
 
 // close runs the MySQL compare-and-set and, when it won, the Redis release.
-func (s *Service) close(ctx context.Context, user int64, orderNo, reason string) (order.Order, error) {
+// It returns the order and whether this call closed it.
+func (s *Service) close(ctx context.Context, user int64, orderNo, reason string) (order.Order, bool, error) {
 	tr, err := s.DB.CloseOrder(ctx, user, orderNo, reason)
 	if err != nil {
-		return order.Order{}, err
+		return order.Order{}, false, err
 	}
 	if !tr.Won {
-		return tr.Order, nil
+		return tr.Order, false, nil
 	}
 	s.Log.Info("order closed", "order_no", orderNo, "request_id", logs.RequestID(ctx), "user_id", tr.Order.UserID,
 		"item_id", tr.Order.ItemID, "reason", reason, "status", order.Closed)
@@ -119,7 +120,7 @@ func (s *Service) close(ctx context.Context, user int64, orderNo, reason string)
 		s.Log.Warn("release after close failed; the closer will finish it", "order_no", orderNo,
 			"request_id", logs.RequestID(ctx), "err", err)
 	}
-	return tr.Order, nil
+	return tr.Order, true, nil
 }
 
 // release gives the closed order's Redis stock and quota back (at most
@@ -148,11 +149,11 @@ func (s *Service) CloseExpired(ctx context.Context, now time.Time, limit int) (S
 		return st, err
 	}
 	for _, no := range nos {
-		o, err := s.close(ctx, 0, no, order.ReasonPaymentTimeout)
+		_, won, err := s.close(ctx, 0, no, order.ReasonPaymentTimeout)
 		if err != nil {
 			return st, err
 		}
-		if o.Status == order.Closed {
+		if won { // not a close that a cancel or another closer made
 			st.Closed++
 		}
 	}

@@ -1,0 +1,218 @@
+package lifecycle_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/lifecycle"
+	"github.com/seckill/seckill/pkg/mysqltest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// sale is an item with n orders created through both stores (reserved,
+// claimed, written to MySQL, confirmed) whose payment window has passed.
+type sale struct {
+	db       *mysqltest.DB
+	stock    *stockredis.Store
+	item     int64
+	activity int64
+	orders   []order.Event
+}
+
+func newExpiredSale(t *testing.T, stock int64, n int) *sale {
+	t.Helper()
+	ctx := context.Background()
+	db := mysqltest.New(t)
+	rdb, prefix := redistest.New(t)
+	st := stockredis.New(rdb, prefix)
+	it, err := db.CreateItem(ctx, "ticket", stock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
+		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Warmup(ctx, it.ID, time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	s := &sale{db: db, stock: st, item: it.ID, activity: act.ID}
+	gen := order.NewNumberGenerator()
+	var reqs []orderdb.Request
+	var nos []string
+	for u := int64(1); u <= int64(n); u++ {
+		r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: u, ItemID: it.ID, ActivityID: act.ID,
+			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
+		if _, err := st.Reserve(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		e := order.Event{Version: order.EventVersion, OrderNo: r.OrderNo, IdempotencyKey: r.IdempotencyKey,
+			UserID: u, ItemID: it.ID, ActivityID: act.ID, Quantity: 1, ReservedAt: r.At}
+		s.orders = append(s.orders, e)
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(-time.Second)})
+		nos = append(nos, r.OrderNo)
+	}
+	if _, err := st.Claim(ctx, it.ID, nos); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Fulfil(ctx, it.ID, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for no, o := range out {
+		if o.Status != order.Created {
+			t.Fatalf("order %s: %+v", no, o)
+		}
+	}
+	if _, err := st.Confirm(ctx, it.ID, nos); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// stocks reads the item's MySQL stock and its Redis stock and in-flight.
+func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
+	t.Helper()
+	ctx := context.Background()
+	dbStock, err := s.db.ItemStock(ctx, s.item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.stock.Stock(ctx, s.item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dbStock, snap
+}
+
+func (s *sale) service() *lifecycle.Service {
+	return &lifecycle.Service{DB: s.db.DB, Stock: s.stock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// Two closers that overlap (the lock normally keeps them apart) close each
+// expired order once and give its stock and quota back once, in both
+// stores.
+func TestOverlappingClosersCloseEachOrderOnce(t *testing.T) {
+	t.Parallel()
+	const stock, n = 30, 20
+	s := newExpiredSale(t, stock, n)
+	ctx := context.Background()
+
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		closed int
+	)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := s.service().CloseExpired(ctx, time.Now(), 500)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			closed += st.Closed
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if closed != n {
+		t.Fatalf("the closers report %d closes of %d expired orders", closed, n)
+	}
+	counts, err := s.db.StatusCounts(ctx, s.item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[order.Closed] != n || len(counts) != 1 {
+		t.Fatalf("orders by status %v, want %d CLOSED", counts, n)
+	}
+	dbStock, snap := s.stocks(t)
+	if dbStock != stock || snap.Stock != stock || snap.Inflight != 0 {
+		t.Fatalf("after the closes: MySQL stock %d, Redis %+v; want %d in both, nothing in flight", dbStock, snap, stock)
+	}
+	// Every quota came back: each buyer can reserve again.
+	gen := order.NewNumberGenerator()
+	for _, e := range s.orders {
+		_, err := s.stock.Reserve(ctx, stockredis.Reservation{OrderNo: gen.Next(s.item), UserID: e.UserID, ItemID: s.item,
+			ActivityID: s.activity, Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour})
+		if err != nil {
+			t.Fatalf("user %d after the close: %v", e.UserID, err)
+		}
+	}
+}
+
+// Paying races the timeout close at the deadline: each order ends PAID or
+// CLOSED, never both, and stock comes back only for the closed ones.
+func TestPayRacesTimeoutClose(t *testing.T) {
+	t.Parallel()
+	const stock, n = 30, 20
+	s := newExpiredSale(t, stock, n)
+	ctx := context.Background()
+	svc := s.service()
+
+	// Move every deadline to 15 ms from now; the payments arrive spread
+	// over 30 ms while the closer runs every 2 ms, so some land before the
+	// deadline and some after, at the instant the closer acts.
+	deadline := time.Now().Add(15 * time.Millisecond).UTC()
+	if err := s.db.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE item_id = ?", deadline, s.item).Error; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	paid := make([]bool, n)
+	for i, e := range s.orders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(time.Duration(i) * 1500 * time.Microsecond)))
+			o, err := svc.Pay(ctx, e.UserID, e.OrderNo)
+			paid[i] = err == nil && o.Status == order.Paid
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for time.Since(start) < 60*time.Millisecond {
+			if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	// Whatever pay lost, the closer closes (the deadline has passed now).
+	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Second), 500); err != nil {
+		t.Fatal(err)
+	}
+	nPaid := 0
+	for i, e := range s.orders {
+		o, err := s.db.Order(ctx, e.OrderNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := order.Closed
+		if paid[i] {
+			want = order.Paid
+			nPaid++
+		}
+		if o.Status != want {
+			t.Fatalf("order %s: pay answered paid=%v but the order is %s", e.OrderNo, paid[i], o.Status)
+		}
+	}
+	dbStock, snap := s.stocks(t)
+	want := int64(stock - nPaid)
+	if dbStock != want || snap.Stock != want || snap.Inflight != 0 {
+		t.Fatalf("%d paid: MySQL stock %d, Redis %+v; want %d in both", nPaid, dbStock, snap, want)
+	}
+	t.Logf("%d paid, %d closed", nPaid, n-nPaid)
+}
