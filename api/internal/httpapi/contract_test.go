@@ -541,6 +541,24 @@ func TestSoldOutFastPath(t *testing.T) {
 	}
 }
 
+// After the sale ends a buyer retrying an accepted request with its key
+// still gets the order back; a new key hears ACTIVITY_NOT_ACTIVE.
+func TestReplayAfterTheSaleEnded(t *testing.T) {
+	t.Parallel()
+	clock := &frozenClock{}
+	ts := newTestServer(t, withClock(clock.Now))
+	_, act := ts.openSale(t, 5, 1)
+	alice := buyerToken(t, 1)
+	held := ts.mustPlace(t, ts.url, alice, "alice-key", act)
+
+	clock.set(time.Now().Add(2 * time.Hour)) // the sale ended an hour ago
+	if got := ts.mustPlace(t, ts.url, alice, "alice-key", act); got != held {
+		t.Fatalf("replay after the sale gave %s, want %s", got, held)
+	}
+	wantError(t, ts.place(t, ts.url, alice, "alice-new-key", act), http.StatusConflict, "ACTIVITY_NOT_ACTIVE")
+	wantError(t, ts.place(t, ts.url, buyerToken(t, 2), "alice-key", act), http.StatusConflict, "ACTIVITY_NOT_ACTIVE")
+}
+
 // Status: PENDING from Redis while MySQL has no row, the MySQL row once the
 // consumer wrote it, FAILED with its reason once released, and 404 for
 // anyone else and for malformed numbers.

@@ -148,8 +148,9 @@ func (c *frozenClock) Now() time.Time {
 	return c.at
 }
 
-func (c *frozenClock) freeze()   { c.mu.Lock(); c.at = time.Now(); c.mu.Unlock() }
-func (c *frozenClock) unfreeze() { c.mu.Lock(); c.at = time.Time{}; c.mu.Unlock() }
+func (c *frozenClock) freeze()          { c.mu.Lock(); c.at = time.Now(); c.mu.Unlock() }
+func (c *frozenClock) set(at time.Time) { c.mu.Lock(); c.at = at; c.mu.Unlock() }
+func (c *frozenClock) unfreeze()        { c.mu.Lock(); c.at = time.Time{}; c.mu.Unlock() }
 
 // Tokens.
 

@@ -98,6 +98,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	}
 	now := s.Now()
 	if !act.ActiveAt(now) {
+		if !now.Before(act.EndsAt) {
+			// A key accepted during the sale still gets its order back
+			// after it (the record outlives the sale by KeyMargin).
+			if prior, _, err := s.Stock.Prior(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior != "" {
+				return s.replay(ctx, r.UserID, prior)
+			}
+		}
 		return Placed{}, fmt.Errorf("%w: the sale runs from %s to %s", order.ErrActivityNotActive,
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
