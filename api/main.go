@@ -45,7 +45,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return mintToken(args[1:], lookup, stdout)
 	}
 	env := config.New(lookup)
-	addr := env.String("SECKILL_HTTP_ADDR", "127.0.0.1:8080")
+	level := config.LogLevel(env)
+	addr := env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080")
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	secret := config.JWTSecret(env)
 	window := config.PaymentWindow(env)
@@ -59,7 +60,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
 		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]", "payment_window", window.String(),
-		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP, "admin_addr", admin.Addr, "pprof", admin.Pprof)
+		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP, "admin_addr", admin.Addr, "pprof", admin.Pprof,
+		"log_level", level)
 
 	reg := metrics.NewRegistry()
 	if admin.Addr != "" {

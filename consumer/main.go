@@ -41,6 +41,7 @@ func main() {
 
 func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, log *slog.Logger) error {
 	env := config.New(lookup)
+	level := config.LogLevel(env)
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	group := env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer")
 	window := config.PaymentWindow(env)
@@ -60,7 +61,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	log = log.With("instance", instance)
 	log.Info("consumer starting", "redis", rcfg.Addrs, "kafka", kcfg.Brokers, "topic", kcfg.Topic,
 		"group", group, "batch", loop.MaxBatch, "sweep_after", sweepAfter.String(),
-		"admin_addr", admin.Addr, "pprof", admin.Pprof)
+		"admin_addr", admin.Addr, "pprof", admin.Pprof, "log_level", level)
 
 	// The admin listener comes first, so /metrics answers while the
 	// consumer waits for its dependencies.

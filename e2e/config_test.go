@@ -11,22 +11,44 @@ import (
 )
 
 // The programs refuse to start on bad configuration, naming the variable,
-// and never print the secret.
+// before they do any work (no migration, no topic, no connection), and never
+// print the secret.
 func TestProgramsRefuseBadConfig(t *testing.T) {
 	t.Parallel()
 	const weak = "weak-secret-XYZ"
-	cases := []struct {
+	type badConfig struct {
 		name, program string
 		env           []string
 		want          string
-	}{
+	}
+	cases := []badConfig{
 		{"api without secret", "api", []string{"SECKILL_JWT_SECRET="}, "SECKILL_JWT_SECRET is required"},
 		{"api with weak secret", "api", []string{"SECKILL_JWT_SECRET=" + weak}, "SECKILL_JWT_SECRET: must be at least 32 bytes"},
 		{"consumer with bad batch", "consumer", []string{"SECKILL_CONSUMER_BATCH=lots"}, "SECKILL_CONSUMER_BATCH"},
 		{"api with bad timeout", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_KAFKA_WRITE_TIMEOUT=-1s"}, "SECKILL_KAFKA_WRITE_TIMEOUT"},
 	}
+	// Each bad value, for every program that reads the variable.
+	all := []string{"api", "consumer", "reconciler"}
+	for _, b := range []struct {
+		env, want string
+		programs  []string
+	}{
+		{"SECKILL_MYSQL_DSN=garbage", "SECKILL_MYSQL_DSN: invalid DSN", all},
+		{"SECKILL_HTTP_ADDR=8080", "SECKILL_HTTP_ADDR=", []string{"api"}},
+		{"SECKILL_REDIS_ADDR=redis", "SECKILL_REDIS_ADDR=", all},
+		{"SECKILL_REDIS_ADDRS=127.0.0.1:7000,redis", "SECKILL_REDIS_ADDRS=", all},
+		{"SECKILL_KAFKA_BROKERS=127.0.0.1:9092,kafka:broker", "SECKILL_KAFKA_BROKERS=", []string{"api", "consumer"}},
+		{"SECKILL_LOG_LEVEL=verbose", "SECKILL_LOG_LEVEL=", all},
+		{"SECKILL_ADMIN_ADDR=127.0.0.1:99999", "SECKILL_ADMIN_ADDR=", all},
+	} {
+		for _, prog := range b.programs {
+			cases = append(cases, badConfig{prog + " with " + b.env, prog,
+				[]string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, b.env}, b.want})
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.Command(pipelinetest.Binary(t, tc.program))
 			cmd.Env = append(os.Environ(), tc.env...)
 			done := make(chan struct{})
@@ -42,8 +64,8 @@ func TestProgramsRefuseBadConfig(t *testing.T) {
 			if err == nil {
 				t.Fatalf("exit 0 with bad config; output %s", out)
 			}
-			if !strings.Contains(string(out), tc.want) {
-				t.Fatalf("output %s does not say %q", out, tc.want)
+			if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "invalid configuration") {
+				t.Fatalf("output %s does not say %q while checking the configuration", out, tc.want)
 			}
 			if strings.Contains(string(out), weak) {
 				t.Fatalf("the secret appears in the output: %s", out)

@@ -161,7 +161,7 @@ func (l *idList) Set(v string) error {
 // run is the whole program; its error carries the exit code (exitError).
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
 	env := config.New(lookup)
-	log := logs.New(stderr, env.String("SECKILL_LOG_LEVEL", "info"))
+	log := logs.New(stderr, config.LogLevel(env))
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -22,6 +22,10 @@ func TestAdmin(t *testing.T) {
 			want: metrics.AdminConfig{Addr: "0.0.0.0:9200", Pprof: true}},
 		{name: "off", def: "127.0.0.1:9100", env: map[string]string{"SECKILL_ADMIN_ADDR": "off"}, want: metrics.AdminConfig{}},
 		{name: "not an address", env: map[string]string{"SECKILL_ADMIN_ADDR": "9100"}, wantErr: "SECKILL_ADMIN_ADDR"},
+		{name: "any host", env: map[string]string{"SECKILL_ADMIN_ADDR": ":9100"}, want: metrics.AdminConfig{Addr: ":9100"}},
+		{name: "named port", env: map[string]string{"SECKILL_ADMIN_ADDR": "127.0.0.1:metrics"}, wantErr: `SECKILL_ADMIN_ADDR="127.0.0.1:metrics"`},
+		{name: "port too big", env: map[string]string{"SECKILL_ADMIN_ADDR": "127.0.0.1:99999"}, wantErr: "SECKILL_ADMIN_ADDR"},
+		{name: "empty port", def: "127.0.0.1:9100", env: map[string]string{"SECKILL_ADMIN_ADDR": "localhost:"}, wantErr: "SECKILL_ADMIN_ADDR"},
 		{name: "pprof without a listener", env: map[string]string{"SECKILL_PPROF": "true"}, wantErr: "SECKILL_PPROF=true needs"},
 		{name: "pprof not a bool", def: "127.0.0.1:9100", env: map[string]string{"SECKILL_PPROF": "yes please"}, wantErr: "SECKILL_PPROF"},
 	}

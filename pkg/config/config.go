@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
+
 	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
@@ -109,6 +112,52 @@ func (e *Env) List(name string, def []string) []string {
 	return out
 }
 
+// wantAddr says what an address variable must hold.
+const wantAddr = "want host:port with a port from 0 to 65535 (the host may be empty, as in :8080)"
+
+// checkAddr reports whether addr is host:port with a numeric port.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// Addr returns the variable, a host:port address, or def.
+func (e *Env) Addr(name, def string) string {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	if checkAddr(v) != nil {
+		e.fail(name, v, wantAddr)
+		return def
+	}
+	return v
+}
+
+// AddrList returns the comma-separated variable, every element a host:port
+// address, or def.
+func (e *Env) AddrList(name string, def []string) []string {
+	v, _ := e.get(name)
+	list := e.List(name, def)
+	var bad []string
+	for _, a := range list {
+		if checkAddr(a) != nil {
+			bad = append(bad, strconv.Quote(a))
+		}
+	}
+	if len(bad) > 0 {
+		e.fail(name, v, strings.Join(bad, ", ")+": "+wantAddr)
+		return def
+	}
+	return list
+}
+
 // Err returns every problem found so far, or nil.
 func (e *Env) Err() error {
 	if len(e.errs) == 0 {
@@ -120,9 +169,9 @@ func (e *Env) Err() error {
 // Redis reads SECKILL_REDIS_ADDR (or SECKILL_REDIS_ADDRS), SECKILL_REDIS_CLUSTER
 // and SECKILL_REDIS_PREFIX.
 func Redis(e *Env) stockredis.Config {
-	addrs := e.List("SECKILL_REDIS_ADDRS", nil)
+	addrs := e.AddrList("SECKILL_REDIS_ADDRS", nil)
 	if addrs == nil {
-		addrs = []string{e.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}
+		addrs = []string{e.Addr("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}
 	}
 	return stockredis.Config{
 		Addrs:   addrs,
@@ -131,10 +180,17 @@ func Redis(e *Env) stockredis.Config {
 	}
 }
 
-// MySQL reads SECKILL_MYSQL_DSN and SECKILL_MYSQL_MAX_CONNS.
+// MySQL reads SECKILL_MYSQL_DSN, which the MySQL driver must be able to
+// parse, and SECKILL_MYSQL_MAX_CONNS.
 func MySQL(e *Env) orderdb.Config {
+	dsn := e.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN)
+	if _, err := mysqldrv.ParseDSN(dsn); err != nil {
+		// Never echo the DSN: it may hold a password.
+		e.errs = append(e.errs, fmt.Errorf("SECKILL_MYSQL_DSN: %w (want user:password@tcp(host:port)/dbname?parseTime=true)", err))
+		dsn = orderdb.DefaultDSN
+	}
 	return orderdb.Config{
-		DSN:          e.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN),
+		DSN:          dsn,
 		MaxOpenConns: e.Int("SECKILL_MYSQL_MAX_CONNS", 32, 1, 1000),
 	}
 }
@@ -143,7 +199,7 @@ func MySQL(e *Env) orderdb.Config {
 // SECKILL_KAFKA_PARTITIONS and SECKILL_KAFKA_WRITE_TIMEOUT.
 func Kafka(e *Env) orderevents.Config {
 	return orderevents.Config{
-		Brokers:      e.List("SECKILL_KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
+		Brokers:      e.AddrList("SECKILL_KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
 		Topic:        e.String("SECKILL_KAFKA_TOPIC", "seckill.orders"),
 		Partitions:   e.Int("SECKILL_KAFKA_PARTITIONS", 12, 1, 10000),
 		WriteTimeout: e.Duration("SECKILL_KAFKA_WRITE_TIMEOUT", 3*time.Second),
@@ -170,6 +226,22 @@ func PaymentWindow(e *Env) time.Duration {
 	return e.Duration("SECKILL_PAYMENT_WINDOW", 30*time.Minute)
 }
 
+// LogLevel reads SECKILL_LOG_LEVEL (debug, info, warn or error, in any case;
+// default info) and returns it in lower case. The programs build their
+// logger before reading the configuration, so that they can report it; an
+// unknown level makes that logger log at info, and is refused here.
+func LogLevel(e *Env) string {
+	v, ok := e.get("SECKILL_LOG_LEVEL")
+	if !ok {
+		return "info"
+	}
+	if _, err := logs.ParseLevel(v); err != nil {
+		e.fail("SECKILL_LOG_LEVEL", v, "want debug, info, warn or error")
+		return "info"
+	}
+	return strings.ToLower(v)
+}
+
 // Admin reads SECKILL_ADMIN_ADDR, the admin listener's address (/metrics,
 // and /debug/pprof/ when SECKILL_PPROF=true), with def when unset; "off"
 // turns the listener off. SECKILL_PPROF without a listener is refused:
@@ -183,8 +255,8 @@ func Admin(e *Env, def string) metrics.AdminConfig {
 		addr = ""
 	}
 	if addr != "" {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			e.fail("SECKILL_ADMIN_ADDR", addr, "want host:port (such as 127.0.0.1:9100), or off")
+		if checkAddr(addr) != nil {
+			e.fail("SECKILL_ADMIN_ADDR", addr, wantAddr+", or off")
 			addr = ""
 		}
 	}

@@ -3,6 +3,7 @@
 package logs
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,20 +12,27 @@ import (
 	"github.com/mattn/go-isatty"
 )
 
-// New returns a logger writing to w at level ("debug", "info", "warn",
-// "error"; default info).
-func New(w io.Writer, level string) *slog.Logger {
-	var lv slog.Level
-	switch strings.ToLower(level) {
+// ParseLevel returns the level named by s ("debug", "info", "warn" or
+// "error", in any case; empty means info).
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "debug":
-		lv = slog.LevelDebug
+		return slog.LevelDebug, nil
+	case "", "info":
+		return slog.LevelInfo, nil
 	case "warn":
-		lv = slog.LevelWarn
+		return slog.LevelWarn, nil
 	case "error":
-		lv = slog.LevelError
-	default:
-		lv = slog.LevelInfo
+		return slog.LevelError, nil
 	}
+	return slog.LevelInfo, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
+}
+
+// New returns a logger writing to w at level (see ParseLevel). An unknown
+// level logs at info, so a program can still report it: config.LogLevel
+// refuses it at start.
+func New(w io.Writer, level string) *slog.Logger {
+	lv, _ := ParseLevel(level)
 	opts := &slog.HandlerOptions{Level: lv}
 	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		return slog.New(slog.NewTextHandler(w, opts))

@@ -1,0 +1,51 @@
+package logs_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/pkg/logs"
+)
+
+func TestParseLevel(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    slog.Level
+		wantErr bool
+	}{
+		{in: "", want: slog.LevelInfo},
+		{in: "debug", want: slog.LevelDebug},
+		{in: "INFO", want: slog.LevelInfo},
+		{in: " Warn ", want: slog.LevelWarn},
+		{in: "error", want: slog.LevelError},
+		{in: "verbose", wantErr: true},
+		{in: "warning", wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := logs.ParseLevel(tc.in)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "want debug, info, warn or error") {
+					t.Fatalf("ParseLevel(%q) = %v, %v; want an error", tc.in, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseLevel(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// An unknown level logs at info, so the program can still report it.
+func TestNewUnknownLevelLogsAtInfo(t *testing.T) {
+	var buf bytes.Buffer
+	log := logs.New(&buf, "verbose")
+	log.Debug("hidden")
+	log.Info("shown")
+	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "shown") {
+		t.Fatalf("log = %s, want the info line only", out)
+	}
+}
