@@ -64,7 +64,8 @@ func TestPayAndCancel(t *testing.T) {
 
 	paid := buy(t, p, api, 1, "a", sale.ActivityID)
 	_, createdAt := view(t, api, 1, paid)
-	time.Sleep(5 * time.Millisecond) // updated_at has millisecond precision
+	// updated_at has millisecond precision.
+	time.Sleep(5 * time.Millisecond)
 	for range 2 { // idempotent
 		if code, b := act(t, api, 1, paid, "pay"); code != 200 || b.Status != "PAID" {
 			t.Fatalf("pay: %d %+v", code, b)
