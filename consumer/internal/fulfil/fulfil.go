@@ -213,12 +213,15 @@ func (p *Processor) deadLetter(ctx context.Context, m kafka.Message, cause error
 	}
 	p.Metrics.DeadLettered()
 	p.Log.Error("poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", cause.Error())
-	// Enough to find the reservation? Then give its stock back.
+	// Enough to find the reservation? Then give its stock back, but only
+	// while it is RESERVED: a CLAIMED one was taken by a consumer for a
+	// valid event of the same order, which is in MySQL or will be once that
+	// uncommitted event is redelivered; releasing it would skip that order.
 	var e order.Event
 	if json.Unmarshal(m.Value, &e) == nil && order.ItemOf(e.OrderNo) > 0 && e.UserID > 0 && e.ActivityID > 0 {
 		ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: order.ItemOf(e.OrderNo),
 			ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
-		if _, _, err := p.Stock.Release(ctx, ref, order.ReasonInvalidEvent, false, stockredis.StateReserved, stockredis.StateClaimed); err != nil {
+		if _, _, err := p.Stock.Release(ctx, ref, order.ReasonInvalidEvent, false, stockredis.StateReserved); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,430 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/kafkatest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// noSweep keeps the sweep away from every reservation of a test, so only
+// Kafka redelivery (or the code under test) can finish an order.
+const noSweep = "SECKILL_SWEEP_AFTER=1h"
+
+// A consumer sent SIGTERM while orders flow exits 0 within its drain
+// timeout, having committed only offsets whose orders are in MySQL; a
+// second consumer in the group then finishes the rest, each order once.
+func TestConsumerSIGTERMMidStreamCommitsOnlyFinishedWork(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	api := p.StartAPI()
+	sale := api.CreateSale(3000, 1)
+	const drain = 30 * time.Second
+	c := p.StartConsumer("SECKILL_CONSUMER_BATCH=20", fmt.Sprintf("SECKILL_CONSUMER_DRAIN_TIMEOUT=%v", drain), noSweep)
+
+	// Buyers keep coming until told to stop, so the consumer is stopped
+	// with orders flowing.
+	var (
+		mu       sync.Mutex
+		accepted = map[string]int64{}
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+		next     = make(chan int64)
+	)
+	go func() {
+		defer close(next)
+		for u := int64(1); ; u++ {
+			select {
+			case next <- u:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range next {
+				pl, err := api.PlaceOrder(u, fmt.Sprintf("k-%d", u), sale.ActivityID, 1)
+				if err != nil {
+					t.Errorf("user %d: %v", u, err)
+					return
+				}
+				if pl.Code == 202 {
+					mu.Lock()
+					accepted[pl.OrderNo] = u
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	stopBuyers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopBuyers()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		if n >= 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d orders created after 60s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.Stop(drain); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	stopBuyers()
+
+	// Before anyone else consumes: every event below the group's committed
+	// offsets is finished, a CREATED order in MySQL whose reservation Redis
+	// confirmed.
+	committed := committedEvents(t, p.Topic, p.Group)
+	if len(committed) == 0 {
+		t.Fatal("the stopped consumer committed nothing")
+	}
+	nos := make([]string, len(committed))
+	for i, e := range committed {
+		nos[i] = e.OrderNo
+	}
+	inDB, err := p.DB.Orders(context.Background(), nos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unfinished []string
+	for _, e := range committed {
+		res, err := p.Store.Reservation(context.Background(), e.ItemID, e.OrderNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inDB[e.OrderNo].Status != order.Created || res.State != stockredis.StateConfirmed {
+			unfinished = append(unfinished, fmt.Sprintf("%s (MySQL %q, Redis %s)", e.OrderNo, inDB[e.OrderNo].Status, res.State))
+		}
+	}
+	if len(unfinished) > 0 {
+		t.Fatalf("%d of %d committed events are not finished, e.g. %v", len(unfinished), len(committed), unfinished[:min(5, len(unfinished))])
+	}
+	t.Logf("stopped with %d events committed of %d accepted", len(committed), len(accepted))
+
+	p.StartConsumer(noSweep)
+	final := p.WaitFinal(accepted, 90*time.Second)
+	if got := countStatus(final); got[order.Created] != len(accepted) {
+		t.Fatalf("accepted %d, statuses %v; want every one CREATED", len(accepted), got)
+	}
+	var rows int64
+	if err := p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	if rows != int64(len(accepted)) {
+		t.Fatalf("%d order rows for %d accepted orders", rows, len(accepted))
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	if inv := p.Check(sale); inv.LiveOrders != int64(len(accepted)) {
+		t.Fatalf("final %+v, want %d live orders", inv, len(accepted))
+	}
+}
+
+// committedEvents returns the events of topic that group has committed,
+// read back partition by partition from the start to the committed offset.
+func committedEvents(t *testing.T, topic, group string) []order.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A transport of its own: the shared default one caches metadata for
+	// seconds, and would not know a topic created since (so
+	// kafkatest.GroupLag can report no lag for a new topic).
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers()...), Transport: tr}
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(meta.Topics) != 1 {
+		t.Fatalf("metadata of %s: %v", topic, err)
+	}
+	var parts []int
+	for _, pt := range meta.Topics[0].Partitions {
+		parts = append(parts, pt.ID)
+	}
+	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		t.Fatalf("committed offsets of %s: %v", group, err)
+	}
+	var out []order.Event
+	for _, pt := range res.Topics[topic] {
+		if pt.Error != nil {
+			t.Fatalf("committed offset of partition %d: %v", pt.Partition, pt.Error)
+		}
+		if pt.CommittedOffset <= 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: topic, Partition: pt.Partition, MaxWait: 100 * time.Millisecond})
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				r.Close()
+				t.Fatalf("read partition %d up to %d: %v", pt.Partition, pt.CommittedOffset, err)
+			}
+			e, err := orderevents.Decode(m.Value)
+			if err != nil {
+				r.Close()
+				t.Fatalf("partition %d offset %d: %v", pt.Partition, m.Offset, err)
+			}
+			out = append(out, e)
+			if m.Offset >= pt.CommittedOffset-1 {
+				break
+			}
+		}
+		r.Close()
+	}
+	return out
+}
+
+// A dead-lettered event that still names a reservation (here: a version
+// this consumer does not know, with a real order number, user and
+// activity) lands in <topic>.dlq and gives the reservation's stock and
+// quota back; no order is written.
+func TestDeadLetterReleasesItsReservation(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	sale := api.CreateSale(10, 2)
+	ctx := context.Background()
+	const user = 5
+	ev := reserveEvent(t, p, sale, user, 2, "dl-key")
+	no := ev.OrderNo
+	keys := p.Store.Keys(sale.ItemID)
+	if snap, _ := p.Store.Stock(ctx, sale.ItemID); snap.Stock != 8 || snap.Inflight != 2 {
+		t.Fatalf("after the reservation: %+v, want stock 8, in flight 2", snap)
+	}
+	ev.Version = order.EventVersion + 1
+	poison, _ := json.Marshal(ev)
+	writeRaw(t, p.Topic, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: poison})
+	p.StartConsumer(noSweep)
+
+	dl := readDeadLetter(t, p.Topic)
+	if string(dl.Original) != string(poison) || !strings.Contains(dl.Reason, "version") || dl.Topic != p.Topic {
+		t.Fatalf("dead letter %+v, want the event with a version reason", dl)
+	}
+	// The release follows the dead letter: poll for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := p.Store.Stock(ctx, sale.ItemID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quota, qerr := p.Store.Client().Get(ctx, keys.Quota(sale.ActivityID, user)).Result()
+		if snap.Stock == 10 && snap.Inflight == 0 && errors.Is(qerr, redis.Nil) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reservation not released after 30s: stock %+v, quota key %q (%v); want stock 10, in flight 0, no quota",
+				snap, quota, qerr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	info, err := p.Store.Reservation(ctx, sale.ItemID, no)
+	if err != nil || info.State != stockredis.StateReleased || info.Reason != order.ReasonInvalidEvent {
+		t.Fatalf("reservation %+v %v, want RELEASED with %s", info, err, order.ReasonInvalidEvent)
+	}
+	if pending, err := p.Store.PendingOlderThan(ctx, sale.ItemID, time.Now().Add(time.Hour), 10); err != nil || len(pending) != 0 {
+		t.Fatalf("pending %v %v, want none", pending, err)
+	}
+	if _, err := p.DB.Order(ctx, no); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("order %s in MySQL: %v, want none", no, err)
+	}
+	if st, reason, err := api.OrderStatus(user, no); err != nil || st != string(order.Failed) || reason != order.ReasonInvalidEvent {
+		t.Fatalf("poll: %s %s %v, want FAILED %s", st, reason, err, order.ReasonInvalidEvent)
+	}
+
+	// The quota is back: the same buyer buys, and both stores agree.
+	pl, err := api.PlaceOrder(user, "after-dead-letter", sale.ActivityID, 2)
+	if err != nil || pl.Code != 202 {
+		t.Fatalf("buy again: %+v %v", pl, err)
+	}
+	if got := p.WaitFinal(map[string]int64{pl.OrderNo: user}, 30*time.Second); got[pl.OrderNo].Status != order.Created {
+		t.Fatalf("new order ended %+v", got[pl.OrderNo])
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	if inv := p.Check(sale); inv.DBStock != 8 || inv.LiveOrders != 1 {
+		t.Fatalf("final %+v, want MySQL stock 8 and one live order", inv)
+	}
+}
+
+// A dead letter naming a reservation a consumer already claimed leaves it
+// alone: the claim means a valid event for the order exists and will finish
+// it. Here a consumer claimed the order and wrote it to MySQL, then died
+// before confirming it in Redis or committing its offset; a poison event
+// for the same order number precedes the redelivered valid one.
+func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	sale := api.CreateSale(10, 1)
+	ctx := context.Background()
+	const user = 5
+	ev := reserveEvent(t, p, sale, user, 1, "claimed")
+	// The consumer that died: claimed, and committed in MySQL.
+	if st, err := p.Store.Claim(ctx, sale.ItemID, []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
+		t.Fatalf("claim: %v %v", st, err)
+	}
+	if out, err := p.DB.Fulfil(ctx, sale.ItemID, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+		out[ev.OrderNo].Status != order.Created {
+		t.Fatalf("fulfil: %+v %v", out, err)
+	}
+	poisonEv := ev
+	poisonEv.Version = order.EventVersion + 1
+	poison, _ := json.Marshal(poisonEv)
+	valid, _ := json.Marshal(ev)
+	key := orderevents.ItemKey(sale.ItemID)
+	writeRaw(t, p.Topic, kafka.Message{Key: key, Value: poison}, kafka.Message{Key: key, Value: valid})
+	p.StartConsumer(noSweep)
+
+	if dl := readDeadLetter(t, p.Topic); string(dl.Original) != string(poison) {
+		t.Fatalf("dead letter %+v, want the poison event", dl)
+	}
+	var info stockredis.ReservationInfo
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if info, err = p.Store.Reservation(ctx, sale.ItemID, ev.OrderNo); err != nil {
+			t.Fatal(err)
+		}
+		if info.State != stockredis.StateClaimed || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if info.State != stockredis.StateConfirmed {
+		t.Fatalf("reservation of the CREATED order ended %s (%s), want CONFIRMED", info.State, info.Reason)
+	}
+	holder, err := p.Store.Client().Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, user)).Result()
+	if err != nil || holder != ev.OrderNo {
+		t.Fatalf("quota key %q %v, want it held by the live order %s", holder, err, ev.OrderNo)
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	if inv := p.Check(sale); inv.DBStock != 9 || inv.LiveOrders != 1 {
+		t.Fatalf("final %+v, want MySQL stock 9 and one live order", inv)
+	}
+}
+
+// reserveEvent reserves qty units of the sale for user in Redis, as the API
+// does before it publishes, and returns the event it would publish.
+func reserveEvent(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, user int64, qty int, key string) order.Event {
+	t.Helper()
+	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(sale.ItemID), IdempotencyKey: key,
+		UserID: user, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: qty, ReservedAt: time.Now()}
+	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
+		OrderNo: e.OrderNo, UserID: user, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: qty,
+		IdempotencyKey: key, At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
+	}); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	return e
+}
+
+// writeRaw writes msgs to topic as they are, in one call, retrying while a
+// fresh topic is not in the writer's metadata yet.
+func writeRaw(t *testing.T, topic string, msgs ...kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
+	defer w.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := w.WriteMessages(context.Background(), msgs...)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write to %s: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readDeadLetter reads the first dead letter of topic's dead-letter topic.
+func readDeadLetter(t *testing.T, topic string) orderevents.DeadLetter {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: orderevents.DLQTopic(topic), Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := r.ReadMessage(ctx)
+	if err != nil {
+		t.Fatalf("dead-letter topic: %v", err)
+	}
+	var dl orderevents.DeadLetter
+	if err := json.Unmarshal(m.Value, &dl); err != nil {
+		t.Fatalf("dead letter %q: %v", m.Value, err)
+	}
+	return dl
+}
+
+// When MySQL has less stock than Redis accepted, the consumer logs one
+// alert-level line for each order MySQL refused, naming it.
+func TestStockDisagreementIsLoggedAtAlertLevel(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	sale := api.CreateSale(5, 1)
+	if err := p.DB.SetItemStock(context.Background(), sale.ItemID, 3); err != nil {
+		t.Fatal(err)
+	}
+	accepted, codes := crowd(t, api, sale.ActivityID, userRange(1, 5), 5)
+	if len(accepted) != 5 {
+		t.Fatalf("accepted %d, refused %v; want 5 (Redis stock)", len(accepted), codes)
+	}
+	c := p.StartConsumer()
+	final := p.WaitFinal(accepted, 30*time.Second)
+	var failed []string
+	for no, o := range final {
+		if o.Status == order.Failed && o.FailureReason == order.ReasonOutOfStock {
+			failed = append(failed, no)
+		}
+	}
+	if got := countStatus(final); got[order.Created] != 3 || len(failed) != 2 {
+		t.Fatalf("statuses %v, want 3 CREATED and 2 FAILED OUT_OF_STOCK", got)
+	}
+	sort.Strings(failed)
+
+	// The line follows the MySQL commit: poll the log.
+	var alerted []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		alerted = alerted[:0]
+		for _, l := range logLines(c.Log()) {
+			if strings.HasPrefix(l.str("msg"), "Redis and MySQL disagree") {
+				if l.str("level") != "ERROR+4" {
+					t.Fatalf("disagreement logged at %q, want ERROR+4: %v", l.str("level"), l)
+				}
+				alerted = append(alerted, l.str("order_no"))
+			}
+		}
+		if len(alerted) >= len(failed) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sort.Strings(alerted)
+	if strings.Join(alerted, ",") != strings.Join(failed, ",") {
+		t.Fatalf("alert lines name %v, want the failed orders %v", alerted, failed)
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	check := sale
+	check.Stock = 3 // what MySQL really had
+	p.Check(check)
+}
