@@ -84,13 +84,17 @@ func leadersServe(ctx context.Context, topic string, partitions int) bool {
 // GroupLag returns how many messages of topic the consumer group has not
 // committed yet (a group that committed nothing lags by the whole topic).
 func GroupLag(ctx context.Context, topic, group string) (int64, error) {
-	client := &kafka.Client{Addr: kafka.TCP(Brokers()...)}
+	// Its own transport: the shared default caches metadata for seconds, and
+	// a topic created since would read as having nothing to lag behind.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(Brokers()...), Transport: tr}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return 0, err
 	}
-	if len(meta.Topics) != 1 {
-		return 0, fmt.Errorf("no metadata for topic %s", topic)
+	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil || len(meta.Topics[0].Partitions) == 0 {
+		return 0, fmt.Errorf("no metadata for topic %s: %+v", topic, meta.Topics)
 	}
 	var parts []int
 	var ends []kafka.OffsetRequest
@@ -110,8 +114,14 @@ func GroupLag(ctx context.Context, topic, group string) (int64, error) {
 	for _, p := range committed.Topics[topic] {
 		done[p.Partition] = max(p.CommittedOffset, 0)
 	}
+	if len(last.Topics[topic]) != len(parts) {
+		return 0, fmt.Errorf("end offsets of %d of %d partitions of %s", len(last.Topics[topic]), len(parts), topic)
+	}
 	var lag int64
 	for _, p := range last.Topics[topic] {
+		if p.Error != nil {
+			return 0, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
 		lag += p.LastOffset - done[p.Partition]
 	}
 	return lag, nil
