@@ -22,7 +22,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
-	admin := unusedLoopbackAddr(t)
+	admin := pipelinetest.FreeAddr(t)
 	p.StartConsumer("SECKILL_ADMIN_ADDR="+admin, "SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=200ms",
 		"SECKILL_PAYMENT_WINDOW=2s", "SECKILL_CLOSER_EVERY=200ms")
 	sale := api.CreateSale(10, 1)
@@ -49,22 +49,22 @@ func TestFaultMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An order nobody pays: the stranded one above, once created, closes too.
-	scrapeUntil(t, url, "dead letter, sweep and timeout close", func(s metricsScrape) bool {
-		return s.value("seckill_consumer_dead_letters_total") >= 1 &&
-			s.value("seckill_sweep_reservations_total", "action", "republished") >= 1 &&
-			s.value("seckill_closer_orders_closed_total") >= 1
+	pipelinetest.ScrapeUntil(t, url, "dead letter, sweep and timeout close", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_consumer_dead_letters_total") >= 1 &&
+			s.Value("seckill_sweep_reservations_total", "action", "republished") >= 1 &&
+			s.Value("seckill_closer_orders_closed_total") >= 1
 	})
 
 	// A scheduled reconciler reports drift on its own /metrics.
 	if err := p.Store.Client().IncrBy(ctx, p.Store.Keys(sale.ItemID).Stock(), 3).Err(); err != nil {
 		t.Fatal(err)
 	}
-	radmin := unusedLoopbackAddr(t)
+	radmin := pipelinetest.FreeAddr(t)
 	p.StartArgs("reconciler", []string{"--schedule", "@every 1s", "--item", fmt.Sprint(sale.ItemID)}, "SECKILL_ADMIN_ADDR="+radmin)
 	waitListening(t, radmin)
-	scrapeUntil(t, "http://"+radmin+"/metrics", "reconciler drift", func(s metricsScrape) bool {
-		return s.value("seckill_reconciler_runs_total", "verdict", "drift") >= 1 &&
-			s.value("seckill_reconciler_drift_units", "item", fmt.Sprint(sale.ItemID)) == 3
+	pipelinetest.ScrapeUntil(t, "http://"+radmin+"/metrics", "reconciler drift", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_reconciler_runs_total", "verdict", "drift") >= 1 &&
+			s.Value("seckill_reconciler_drift_units", "item", fmt.Sprint(sale.ItemID)) == 3
 	})
 }
 

@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,110 +8,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/seckill/seckill/pkg/pipelinetest"
 )
-
-// unusedLoopbackAddr returns a loopback address with a port nobody listens on now.
-func unusedLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// metricsScrape is one read of a /metrics endpoint.
-type metricsScrape map[string]*dto.MetricFamily
-
-func scrapeMetrics(t *testing.T, url string) metricsScrape {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("scrape %s: %d %s", url, resp.StatusCode, b)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	return fams
-}
-
-// value sums the series of name whose labels include labels: a counter's or
-// gauge's value, a histogram's sample count.
-func (s metricsScrape) value(name string, labels ...string) float64 {
-	f := s[name]
-	if f == nil {
-		return 0
-	}
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	var sum float64
-	for _, m := range f.GetMetric() {
-		n := 0
-		for _, lp := range m.GetLabel() {
-			if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
-				n++
-			}
-		}
-		if n != len(want) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return sum
-}
-
-// labelValues returns every value any series of the scrape has for label.
-func (s metricsScrape) labelValues(label string) map[string]bool {
-	out := map[string]bool{}
-	for _, f := range s {
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label {
-					out[lp.GetValue()] = true
-				}
-			}
-		}
-	}
-	return out
-}
-
-// scrapeUntil scrapes url until ok holds for a scrape, and returns it.
-func scrapeUntil(t *testing.T, url, what string, ok func(metricsScrape) bool) metricsScrape {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := scrapeMetrics(t, url)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not seen at %s within 30s", what, url)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // During a sale the api's /metrics and the consumer's admin /metrics show
 // the requests, the reserve outcomes, the publishes, the batches and the
@@ -122,11 +18,11 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 2})
 	api := p.StartAPI()
-	admin := unusedLoopbackAddr(t)
+	admin := pipelinetest.FreeAddr(t)
 	p.StartConsumer("SECKILL_ADMIN_ADDR=" + admin)
 	apiMetrics, consumerMetrics := api.URL+"/metrics", "http://"+admin+"/metrics"
 
-	before := scrapeMetrics(t, apiMetrics)
+	before := pipelinetest.ScrapeMetrics(t, apiMetrics)
 	const stock, buyers = 5, 30
 	sale := api.CreateSale(stock, 1)
 	accepted, codes := crowd(t, api, sale.ActivityID, userRange(1, buyers), 10)
@@ -140,9 +36,9 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 		}
 	}
 
-	after := scrapeMetrics(t, apiMetrics)
+	after := pipelinetest.ScrapeMetrics(t, apiMetrics)
 	delta := func(name string, labels ...string) float64 {
-		return after.value(name, labels...) - before.value(name, labels...)
+		return after.Value(name, labels...) - before.Value(name, labels...)
 	}
 	orders := []string{"route", "/api/v1/orders", "method", "POST"}
 	for _, c := range []struct {
@@ -169,10 +65,10 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 	if skipped := delta("seckill_reserve_skipped_sold_out_total"); soldOut < 1 || soldOut+skipped != buyers-stock {
 		t.Errorf("sold_out %v + skipped %v, want at least one sold_out and %d in all", soldOut, skipped, buyers-stock)
 	}
-	if after.value("go_goroutines") == 0 {
+	if after.Value("go_goroutines") == 0 {
 		t.Error("no go_goroutines: the runtime collector is missing")
 	}
-	for route := range after.labelValues("route") {
+	for route := range after.LabelValues("route") {
 		for no := range accepted {
 			if strings.Contains(route, no) {
 				t.Fatalf("route label %q holds an order number", route)
@@ -180,29 +76,46 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 		}
 	}
 
+	// A replayed key and a second order of a buyer who holds one are
+	// counted by what the reserve script answered (a sale with stock left,
+	// so no sold-out flag answers them).
+	spare := api.CreateSale(10, 1)
+	m0 := pipelinetest.ScrapeMetrics(t, apiMetrics)
+	for _, key := range []string{"first", "first", "second"} {
+		if _, err := api.PlaceOrder(1000, key, spare.ActivityID, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m1 := pipelinetest.ScrapeMetrics(t, apiMetrics)
+	for _, outcome := range []string{"accepted", "duplicate_key", "already_purchased"} {
+		if d := m1.Value("seckill_reserve_total", "outcome", outcome) - m0.Value("seckill_reserve_total", "outcome", outcome); d != 1 {
+			t.Errorf("seckill_reserve_total{outcome=%q} went up by %v, want 1", outcome, d)
+		}
+	}
+
 	// The consumer's counters move once its batches are committed.
-	cm := scrapeUntil(t, consumerMetrics, "created orders", func(s metricsScrape) bool {
-		return s.value("seckill_consumer_events_total", "outcome", "created") == stock
+	cm := pipelinetest.ScrapeUntil(t, consumerMetrics, "created orders", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_consumer_events_total", "outcome", "created") == stock+1
 	})
-	if n := cm.value("seckill_consumer_batch_messages"); n < 1 {
+	if n := cm.Value("seckill_consumer_batch_messages"); n < 1 {
 		t.Errorf("%v batches observed", n)
 	}
-	if sum := cm["seckill_consumer_batch_messages"].GetMetric()[0].GetHistogram().GetSampleSum(); sum != stock {
-		t.Errorf("batches held %v messages, want %d", sum, stock)
+	if sum := cm["seckill_consumer_batch_messages"].GetMetric()[0].GetHistogram().GetSampleSum(); sum != stock+1 {
+		t.Errorf("batches held %v messages, want %d", sum, stock+1)
 	}
-	if n := cm.value("seckill_consumer_batch_duration_seconds"); n < 1 {
+	if n := cm.Value("seckill_consumer_batch_duration_seconds"); n < 1 {
 		t.Errorf("%v batch durations observed", n)
 	}
-	if n := cm.value("seckill_consumer_fulfil_delay_seconds"); n != stock {
-		t.Errorf("%v fulfil delays observed, want %d", n, stock)
+	if n := cm.Value("seckill_consumer_fulfil_delay_seconds"); n != stock+1 {
+		t.Errorf("%v fulfil delays observed, want %d", n, stock+1)
 	}
-	if len(cm.labelValues("partition")) == 0 || cm.value("seckill_consumer_lag_messages") != 0 {
+	if len(cm.LabelValues("partition")) == 0 || cm.Value("seckill_consumer_lag_messages") != 0 {
 		t.Errorf("lag by partition %v, total %v; want a series per partition read, all 0",
-			cm.labelValues("partition"), cm.value("seckill_consumer_lag_messages"))
+			cm.LabelValues("partition"), cm.Value("seckill_consumer_lag_messages"))
 	}
-	scrapeUntil(t, consumerMetrics, "the closer's and the sweep's locks taken", func(s metricsScrape) bool {
-		return s.value("seckill_lock_acquisitions_total", "lock", "closer") > 0 &&
-			s.value("seckill_lock_acquisitions_total", "lock", "sweep") > 0
+	pipelinetest.ScrapeUntil(t, consumerMetrics, "the closer's and the sweep's locks taken", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_lock_acquisitions_total", "lock", "closer") > 0 &&
+			s.Value("seckill_lock_acquisitions_total", "lock", "sweep") > 0
 	})
 
 	// No profiles unless SECKILL_PPROF=true.
@@ -221,7 +134,7 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 func TestAPIAdminListenerAndPprof(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
-	admin := unusedLoopbackAddr(t)
+	admin := pipelinetest.FreeAddr(t)
 	api := p.StartAPI("SECKILL_ADMIN_ADDR="+admin, "SECKILL_PPROF=true")
 	for _, c := range []struct {
 		url  string
@@ -242,7 +155,7 @@ func TestAPIAdminListenerAndPprof(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d", c.url, resp.StatusCode, c.want)
 		}
 	}
-	if m := scrapeMetrics(t, "http://"+admin+"/metrics"); m["seckill_http_requests_total"] == nil {
+	if m := pipelinetest.ScrapeMetrics(t, "http://"+admin+"/metrics"); m["seckill_http_requests_total"] == nil {
 		t.Error("the admin /metrics lacks the api's metrics")
 	}
 }

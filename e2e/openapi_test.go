@@ -162,7 +162,7 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	limited := p.StartAPI("SECKILL_RATE_LIMIT_USER=1")
 	// An api whose Redis is gone: it starts (Redis is not needed to start)
 	// but is not ready and cannot take orders.
-	brokenAddr := unusedLoopbackAddr(t)
+	brokenAddr := pipelinetest.FreeAddr(t)
 	p.Start("api", "SECKILL_HTTP_ADDR="+brokenAddr, "SECKILL_REDIS_ADDR=127.0.0.1:1")
 	broken := "http://" + brokenAddr
 	waitHealthy(t, broken)

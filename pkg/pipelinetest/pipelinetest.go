@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -216,7 +215,7 @@ type API struct {
 // /readyz answers 200.
 func (p *Pipeline) StartAPI(env ...string) *API {
 	p.t.Helper()
-	addr := freeAddr(p.t)
+	addr := FreeAddr(p.t)
 	pr := p.Start("api", append(env, "SECKILL_HTTP_ADDR="+addr)...)
 	a := &API{Proc: pr, URL: "http://" + addr, pipeline: p, client: &http.Client{
 		Timeout:   10 * time.Second,
@@ -241,15 +240,6 @@ func (p *Pipeline) StartAPI(env ...string) *API {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // Token mints a token for user (role "admin" for operators).
