@@ -61,7 +61,7 @@ func (e *env) compare(ctx context.Context, sh shape) ([]*report.Row, *report.Run
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := e.newBuyers(url, sh.connections, 1, e.opts.quantity, tk)
+		b, err := e.newBuyers([]string{url}, sh.connections, 1, e.opts.quantity, tk)
 		if err != nil {
 			_ = srv.Stop(5 * time.Second)
 			return nil, nil, err
@@ -106,7 +106,7 @@ func (e *env) compare(ctx context.Context, sh shape) ([]*report.Row, *report.Run
 	if err != nil {
 		return rows, nil, err
 	}
-	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	b, err := e.newBuyers(e.apis, sh.connections, s.activity, s.quantity, tk)
 	if err != nil {
 		return rows, nil, err
 	}

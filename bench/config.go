@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -38,7 +39,8 @@ type options struct {
 	refDuration  time.Duration
 	drainTimeout time.Duration
 
-	api          string // use this running API instead of starting one
+	apiURLs      []string // base URLs of running APIs to use instead of starting any (--api)
+	apis         int      // API processes: started here (--apis), or len(apiURLs)
 	jwtSecret    string
 	redisAddr    string // one address, or the seed nodes of a cluster, comma-separated
 	redisCluster bool
@@ -70,6 +72,8 @@ Drives the real HTTP API of running api and consumer programs (started here,
 with their own Redis prefix, Kafka topic and consumer group, unless --api is
 given), then verifies the pipeline's invariants with its own reads of MySQL and
 Redis. Exits 1 when an invariant is broken. Targets are printed, not enforced.
+With --apis N (or several URLs in --api) the load's connections are spread over
+the APIs round-robin, each connection staying with one API.
 
 Scenarios (--scenario, comma-separated, default all):
   flash       500 connections, 30s, stock 200, every request a new buyer
@@ -100,7 +104,8 @@ Flags:
 	fs.IntVar(&c.quantity, "quantity", 1, "units per order (the activity's per-user limit is set to it)")
 	fs.DurationVar(&c.refDuration, "reference-duration", 5*time.Second, "how long each reference limit is measured")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the pipeline to drain after the load")
-	fs.StringVar(&c.api, "api", "", "base URL of a running API (default: build and start api and consumer here)")
+	api := fs.String("api", "", "base URL of a running API, or a comma-separated list of running APIs sharing one JWT secret and Redis prefix (default: build and start api and consumer here)")
+	fs.IntVar(&c.apis, "apis", 1, "api processes to start (1-8; without --api); the load's connections are spread over them round-robin")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "secret of the running API's tokens with --api (default $SECKILL_JWT_SECRET)")
 	fs.IntVar(&c.buckets, "buckets", 1, "stock buckets of every sale's activity (1-16; the activity's stock_buckets)")
 	fs.IntVar(&c.vsBuckets, "vs-buckets", 3, "the buckets scenario's second run uses this many stock buckets (2-16)")
@@ -172,7 +177,24 @@ Flags:
 	if !slices.Contains([]string{"auto", "bar", "lines", "off"}, c.progress) {
 		problems = append(problems, "--progress must be auto, bar, lines or off")
 	}
-	if c.api != "" {
+	if c.apis < 1 || c.apis > maxAPIs {
+		problems = append(problems, fmt.Sprintf("--apis must be from 1 to %d", maxAPIs))
+	}
+	if *api != "" {
+		urls, err := parseAPIs(*api)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		if c.set["apis"] && c.apis != len(urls) {
+			problems = append(problems, "--apis counts the API processes the bench starts; with --api, list every running API's URL instead")
+		}
+		c.apiURLs, c.apis = urls, max(len(urls), 1)
+		for _, u := range urls {
+			if c.client == "raw" && strings.HasPrefix(u, "https:") {
+				problems = append(problems, "--client raw speaks plain http; use --client nethttp for an https --api")
+				break
+			}
+		}
 		if c.jwtSecret == "" {
 			c.jwtSecret, _ = lookup("SECKILL_JWT_SECRET")
 		}
@@ -185,13 +207,48 @@ Flags:
 		if c.pprof || len(c.programEnv) > 0 {
 			problems = append(problems, "--pprof and --program-env work only when the bench starts the programs (no --api)")
 		}
-		c.api = strings.TrimRight(c.api, "/")
+	}
+	if c.connections > 0 && c.connections < c.apis {
+		problems = append(problems, fmt.Sprintf("--connections (%d) must be at least the number of APIs (%d), so every API gets a connection", c.connections, c.apis))
 	}
 	if len(problems) > 0 {
 		return c, errors.New(strings.Join(problems, "; "))
 	}
 	return c, nil
 }
+
+// maxAPIs is the most API processes one run drives.
+const maxAPIs = 8
+
+// parseAPIs splits --api into base URLs (no trailing slash). Each must be an
+// http or https URL with a host and nothing after the path, and none may
+// appear twice: the report counts them as API processes.
+func parseAPIs(v string) ([]string, error) {
+	var urls []string
+	for _, raw := range strings.Split(v, ",") {
+		raw = strings.TrimRight(strings.TrimSpace(raw), "/")
+		u, err := url.Parse(raw)
+		switch {
+		case raw == "":
+			return nil, fmt.Errorf("--api %q: an empty URL in the list", v)
+		case err != nil:
+			return nil, fmt.Errorf("--api: %w", err)
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
+			return nil, fmt.Errorf("--api %q: want a base URL such as http://127.0.0.1:8080", raw)
+		case slices.Contains(urls, raw):
+			return nil, fmt.Errorf("--api: %s is listed twice", raw)
+		}
+		urls = append(urls, raw)
+	}
+	if len(urls) > maxAPIs {
+		return nil, fmt.Errorf("--api lists %d APIs, at most %d", len(urls), maxAPIs)
+	}
+	return urls, nil
+}
+
+// startsPrograms says whether the bench builds and starts api and consumer
+// itself (no --api).
+func (c options) startsPrograms() bool { return len(c.apiURLs) == 0 }
 
 // scenarioDefaults is the load shape of one scenario before flags apply.
 type shape struct {

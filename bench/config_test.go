@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,11 +23,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "unknown scenario", args: []string{"--scenario", "soak"}, wantErr: true},
 		{name: "--api needs the secret", args: []string{"--api", "http://127.0.0.1:8080"}, wantErr: true},
 		{
-			name: "--api with a secret", args: []string{"--api", "http://127.0.0.1:8080/", "--jwt-secret", "0123456789abcdef0123456789abcdef"},
+			name: "--api with a secret", args: []string{"--api", "http://127.0.0.1:8080/", "--jwt-secret", secret},
 			scenarios: scenarioNames,
 			check: func(t *testing.T, o options) {
-				if o.api != "http://127.0.0.1:8080" || o.redisPrefix != "sk" {
-					t.Errorf("api %q prefix %q", o.api, o.redisPrefix)
+				if !reflect.DeepEqual(o.apiURLs, []string{"http://127.0.0.1:8080"}) || o.apis != 1 || o.redisPrefix != "sk" || o.startsPrograms() {
+					t.Errorf("apis %q (%d) prefix %q", o.apiURLs, o.apis, o.redisPrefix)
 				}
 			},
 		},
@@ -48,6 +49,64 @@ func TestParseFlags(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, o)
+			}
+		})
+	}
+}
+
+const secret = "0123456789abcdef0123456789abcdef"
+
+func TestParseFlagsAPIs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		apis    int
+		urls    []string // nil: the bench starts the APIs
+		wantErr string   // part of the error; "" for none
+	}{
+		{name: "one started API by default", apis: 1},
+		{name: "two started APIs", args: []string{"--apis", "2"}, apis: 2},
+		{name: "eight started APIs", args: []string{"--apis", "8"}, apis: 8},
+		{name: "no APIs", args: []string{"--apis", "0"}, wantErr: "--apis must be from 1 to 8"},
+		{name: "nine APIs", args: []string{"--apis", "9"}, wantErr: "--apis must be from 1 to 8"},
+		{name: "fewer connections than APIs", args: []string{"--apis", "3", "--connections", "2"}, wantErr: "every API gets a connection"},
+		{name: "as many connections as APIs", args: []string{"--apis", "3", "--connections", "3"}, apis: 3},
+		{
+			name: "a list of running APIs", args: []string{"--api", " http://127.0.0.1:8080/ ,http://127.0.0.1:8081", "--jwt-secret", secret},
+			apis: 2, urls: []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081"},
+		},
+		{
+			name: "--apis agreeing with the list", args: []string{"--api", "http://a:1,http://b:2", "--apis", "2", "--jwt-secret", secret},
+			apis: 2, urls: []string{"http://a:1", "http://b:2"},
+		},
+		{name: "--apis contradicting the list", args: []string{"--api", "http://a:1,http://b:2", "--apis", "3", "--jwt-secret", secret},
+			wantErr: "with --api, list every running API"},
+		{name: "an empty entry", args: []string{"--api", "http://a:1,,http://b:2", "--jwt-secret", secret}, wantErr: "an empty URL"},
+		{name: "a trailing comma", args: []string{"--api", "http://a:1,", "--jwt-secret", secret}, wantErr: "an empty URL"},
+		{name: "a URL twice", args: []string{"--api", "http://a:1,http://a:1/", "--jwt-secret", secret}, wantErr: "listed twice"},
+		{name: "no scheme", args: []string{"--api", "127.0.0.1:8080", "--jwt-secret", secret}, wantErr: "--api"},
+		{name: "not http", args: []string{"--api", "ftp://a:1", "--jwt-secret", secret}, wantErr: "want a base URL"},
+		{name: "nine running APIs", args: []string{"--api", "http://a:1,http://a:2,http://a:3,http://a:4,http://a:5,http://a:6,http://a:7,http://a:8,http://a:9",
+			"--jwt-secret", secret}, wantErr: "at most 8"},
+		{name: "https needs net/http", args: []string{"--api", "https://a:1", "--jwt-secret", secret}, wantErr: "--client nethttp"},
+		{name: "https with net/http", args: []string{"--api", "https://a:1", "--jwt-secret", secret, "--client", "nethttp"},
+			apis: 1, urls: []string{"https://a:1"}},
+		{name: "a list needs the secret", args: []string{"--api", "http://a:1,http://b:2"}, wantErr: "JWT secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args, noEnv, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.apis != tt.apis || !reflect.DeepEqual(o.apiURLs, tt.urls) || o.startsPrograms() != (tt.urls == nil) {
+				t.Errorf("apis = %d, urls = %q, starts programs %t; want %d, %q", o.apis, o.apiURLs, o.startsPrograms(), tt.apis, tt.urls)
 			}
 		})
 	}

@@ -37,7 +37,7 @@ type env struct {
 	rdb    redis.UniversalClient
 	store  *stockredis.Store // the API's key prefix
 	db     *orderdb.DB
-	api    string
+	apis   []string // base URLs of the APIs the load is spread over
 	secret []byte
 	admin  string // admin bearer token
 
@@ -94,7 +94,7 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 
 	// The bench's own connections; they also tell whether the services run.
 	rcfg := opts.redisConfig(opts.redisPrefix)
-	if opts.api == "" {
+	if opts.startsPrograms() {
 		e.prefix = "bench" + strings.ReplaceAll(e.runID, "-", "")
 		rcfg.Prefix = e.prefix
 	} else {
@@ -127,8 +127,8 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 		return e, fmt.Errorf("migrate: %w", err)
 	}
 
-	if opts.api != "" {
-		e.api = opts.api
+	if !opts.startsPrograms() {
+		e.apis = opts.apiURLs
 		e.secret = []byte(opts.jwtSecret)
 	} else if err := e.startPrograms(ctx); err != nil {
 		return e, err
@@ -153,8 +153,9 @@ func loopback(addr string) bool {
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
-// startPrograms builds api and consumer and runs them with the bench's own
-// Redis prefix, Kafka topic, consumer group and JWT secret.
+// startPrograms builds api and consumer and runs --apis api processes (each
+// on its own loopback port) and --consumers consumers, all with the bench's
+// own Redis prefix, Kafka topic, consumer group and JWT secret.
 func (e *env) startPrograms(ctx context.Context) error {
 	bin, err := os.MkdirTemp("", "seckill-bench-bin-")
 	if err != nil {
@@ -170,12 +171,6 @@ func (e *env) startPrograms(ctx context.Context) error {
 	e.secret = []byte(hex.EncodeToString(secret))
 	e.topic = "bench." + e.runID + ".orders"
 	e.group = "bench-" + e.runID
-	port, err := procs.FreePort()
-	if err != nil {
-		return err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	e.api = "http://" + addr
 	common := []string{
 		"SECKILL_REDIS_ADDRS=" + strings.Join(e.opts.redisAddrs(), ","),
 		"SECKILL_REDIS_CLUSTER=" + strconv.FormatBool(e.opts.redisCluster),
@@ -193,52 +188,75 @@ func (e *env) startPrograms(ctx context.Context) error {
 		// --program-env SECKILL_RATE_LIMIT_USER=20 measures with it.
 		"SECKILL_RATE_LIMIT_USER=0",
 	}
+	// start runs the i-th (from 0) program of a kind (api or consumer).
 	// Each program gets its own admin listener (/metrics, and with
 	// --pprof /debug/pprof/), so none collides with another's default
 	// port. --program-env comes last, so it overrides anything here.
-	envOf := func(name string, extra ...string) ([]string, error) {
-		p, err := procs.FreePort()
+	start := func(kind string, i int, extra ...string) (*procs.Process, error) {
+		name := numbered(kind, i)
+		port, err := procs.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		admin := "127.0.0.1:" + strconv.Itoa(p)
+		admin := "127.0.0.1:" + strconv.Itoa(port)
 		extra = append(extra, "SECKILL_ADMIN_ADDR="+admin)
 		if e.opts.pprof {
 			e.pprof[name] = admin
 			extra = append(extra, "SECKILL_PPROF=true")
 		}
-		return slices.Concat(common, extra, e.opts.programEnv), nil
+		penv := slices.Concat(common, extra, e.opts.programEnv)
+		p, err := procs.Start(name, filepath.Join(bin, kind), penv, filepath.Join(e.dir, name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		e.programs = append(e.programs, p)
+		return p, nil
 	}
-	apiEnv, err := envOf("api", "SECKILL_HTTP_ADDR="+addr)
-	if err != nil {
-		return err
+	var apis []*procs.Process
+	for i := range e.opts.apis {
+		port, err := procs.FreePort()
+		if err != nil {
+			return err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		a, err := start("api", i, "SECKILL_HTTP_ADDR="+addr)
+		if err != nil {
+			return err
+		}
+		apis = append(apis, a)
+		e.apis = append(e.apis, "http://"+addr)
 	}
-	api, err := procs.Start("api", filepath.Join(bin, "api"), apiEnv, filepath.Join(e.dir, "api.log"))
-	if err != nil {
-		return err
-	}
-	e.programs = append(e.programs, api)
 	for i := range e.opts.consumers {
-		name := "consumer"
-		if i > 0 {
-			name = fmt.Sprintf("consumer%d", i+1)
-		}
-		cenv, err := envOf(name)
-		if err != nil {
+		if _, err := start("consumer", i); err != nil {
 			return err
 		}
-		c, err := procs.Start(name, filepath.Join(bin, "consumer"), cenv, filepath.Join(e.dir, name+".log"))
-		if err != nil {
+	}
+	for i, a := range apis {
+		if err := procs.WaitReady(ctx, e.apis[i]+"/readyz", a, 60*time.Second); err != nil {
 			return err
 		}
-		e.programs = append(e.programs, c)
 	}
-	if err := procs.WaitReady(ctx, e.api+"/readyz", api, 60*time.Second); err != nil {
-		return err
+	if len(apis) == 1 {
+		e.meter.say("api (pid %d) on %s, %d consumer(s); prefix %s, topic %s; logs in %s",
+			apis[0].Pid(), e.apis[0], e.opts.consumers, e.prefix, e.topic, e.dir)
+		return nil
 	}
-	e.meter.say("api (pid %d) on %s, %d consumer(s); prefix %s, topic %s; logs in %s",
-		api.Pid(), e.api, e.opts.consumers, e.prefix, e.topic, e.dir)
+	var on []string
+	for i, a := range apis {
+		on = append(on, fmt.Sprintf("%s (pid %d) on %s", a.Name, a.Pid(), e.apis[i]))
+	}
+	e.meter.say("%d apis: %s; %d consumer(s); prefix %s, topic %s; logs in %s",
+		len(apis), strings.Join(on, ", "), e.opts.consumers, e.prefix, e.topic, e.dir)
 	return nil
+}
+
+// numbered names the i-th (from 0) of several programs of one kind:
+// api, api2, api3, ... as the logs, CPU table and profiles call them.
+func numbered(kind string, i int) string {
+	if i == 0 {
+		return kind
+	}
+	return kind + strconv.Itoa(i+1)
 }
 
 // checkPrograms reports a program the bench started that has died.
@@ -308,7 +326,7 @@ func (e *env) cleanup(ctx context.Context) error {
 			}
 		}
 	}
-	if e.rdb != nil && e.opts.api == "" && strings.HasPrefix(e.prefix, "bench") {
+	if e.rdb != nil && e.opts.startsPrograms() && strings.HasPrefix(e.prefix, "bench") {
 		del := func(ctx context.Context, node redis.UniversalClient) error {
 			return deleteKeys(ctx, node, e.prefix+":*")
 		}

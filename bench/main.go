@@ -13,6 +13,7 @@
 //	go run ./bench                        # every scenario, defaults (under 5 minutes)
 //	go run ./bench --scenario flash --duration 10s
 //	go run ./bench --scenario flash --rate 5000
+//	go run ./bench --scenario flash --apis 2   # two api processes, the load spread over them
 //	make bench BENCHFLAGS="--scenario compare"
 package main
 
@@ -83,9 +84,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	rep.Setup = report.Setup{API: e.api, StartedAPI: opts.api == "", RedisPrefix: e.prefix, KafkaTopic: e.topic,
-		Group: e.group, Services: e.services.Started(), Client: clientName(opts.client)}
-	if opts.api == "" {
+	rep.Setup = report.Setup{API: e.apis[0], APIProcesses: len(e.apis), StartedAPI: opts.startsPrograms(), RedisPrefix: e.prefix,
+		KafkaTopic: e.topic, Group: e.group, Services: e.services.Started(), Client: clientName(opts.client)}
+	if len(e.apis) > 1 {
+		rep.Setup.APIs = e.apis
+	}
+	if opts.startsPrograms() {
 		rep.Setup.Consumers = opts.consumers
 	}
 

@@ -19,9 +19,12 @@ import (
 )
 
 // buyers sends order requests as many buyers and keeps their answers.
+// With several APIs, the load's workers are dealt out over them
+// round-robin (spread): each worker, and so each connection, stays with
+// one API.
 type buyers struct {
-	url    string
-	doer   load.Doer
+	urls   []string    // each API's order endpoint
+	doers  []load.Doer // one client per API
 	body   []byte
 	tokens *tokens
 	t0     time.Time
@@ -29,31 +32,52 @@ type buyers struct {
 	all     bool
 	bufs    []bytes.Buffer
 	answers [][]answer
+	sent    []int64 // requests sent by each worker
 
 	errOnce  sync.Once
 	firstErr error
 }
 
-func (e *env) newBuyers(base string, conns int, activity int64, quantity int, tk *tokens) (*buyers, error) {
+// spread says which of n APIs worker w talks to, and which of that API's
+// connections it uses: worker w always talks to API w mod n, so each
+// connection sticks to one API and the APIs' connection counts differ by
+// at most one.
+func spread(w, n int) (api, slot int) { return w % n, w / n }
+
+// share is how many of conns workers spread talks to API i of n.
+func share(i, n, conns int) int { return (conns - i + n - 1) / n }
+
+// newBuyers makes the clients of a load of conns workers against the APIs
+// at bases, spread over them.
+func (e *env) newBuyers(bases []string, conns int, activity int64, quantity int, tk *tokens) (*buyers, error) {
 	body, _ := json.Marshal(map[string]int64{"activity_id": activity, "quantity": int64(quantity)})
-	var doer load.Doer = load.NetHTTP{Client: load.NewClient(conns, 30*time.Second)}
-	if e.opts.client == "raw" {
-		raw, err := load.NewRaw(base, conns, 30*time.Second)
-		if err != nil {
-			return nil, err
-		}
-		doer = raw
+	b := &buyers{
+		urls: make([]string, 0, len(bases)), doers: make([]load.Doer, 0, len(bases)), body: body, tokens: tk,
+		bufs: make([]bytes.Buffer, conns), answers: make([][]answer, conns), sent: make([]int64, conns),
 	}
-	return &buyers{
-		url: base + "/api/v1/orders", doer: doer, body: body, tokens: tk,
-		bufs: make([]bytes.Buffer, conns), answers: make([][]answer, conns),
-	}, nil
+	for i, base := range bases {
+		k := share(i, len(bases), conns)
+		var doer load.Doer = load.NetHTTP{Client: load.NewClient(k, 30*time.Second)}
+		if e.opts.client == "raw" {
+			raw, err := load.NewRaw(base, k, 30*time.Second)
+			if err != nil {
+				b.close()
+				return nil, err
+			}
+			doer = raw
+		}
+		b.urls = append(b.urls, base+"/api/v1/orders")
+		b.doers = append(b.doers, doer)
+	}
+	return b, nil
 }
 
 // place sends one order request for user with key from worker w.
 func (b *buyers) place(ctx context.Context, w int, user int64, key string) load.Outcome {
 	sent := time.Since(b.t0)
-	st, err := b.doer.Do(ctx, w, load.Call{Method: http.MethodPost, URL: b.url, Token: b.tokens.For(user),
+	api, slot := spread(w, len(b.doers))
+	b.sent[w]++
+	st, err := b.doers[api].Do(ctx, slot, load.Call{Method: http.MethodPost, URL: b.urls[api], Token: b.tokens.For(user),
 		IdempotencyKey: key, Body: b.body}, &b.bufs[w])
 	if err != nil {
 		b.errOnce.Do(func() { b.firstErr = err })
@@ -73,6 +97,16 @@ func (b *buyers) place(ctx context.Context, w int, user int64, key string) load.
 	return o
 }
 
+// perAPI is how many requests went to each API; call it after the load.
+func (b *buyers) perAPI() []int64 {
+	out := make([]int64, len(b.doers))
+	for w, n := range b.sent {
+		api, _ := spread(w, len(b.doers))
+		out[api] += n
+	}
+	return out
+}
+
 func (b *buyers) collected() []answer {
 	var out []answer
 	for _, a := range b.answers {
@@ -81,7 +115,11 @@ func (b *buyers) collected() []answer {
 	return out
 }
 
-func (b *buyers) close() { b.doer.Close() }
+func (b *buyers) close() {
+	for _, d := range b.doers {
+		d.Close()
+	}
+}
 
 // runResult fills the load-side figures of a report.Run.
 func runResult(name string, sh shape, s sale, res load.Result) *report.Run {
@@ -127,6 +165,9 @@ func (e *env) finish(ctx context.Context, r *report.Run, s sale, b *buyers, res 
 		return tally{}, err
 	}
 	r.DrainSeconds = took.Seconds()
+	if len(b.doers) > 1 {
+		r.APIRequests = b.perAPI()
+	}
 	t, err := e.observe(ctx, s, b.collected(), errorCount(res), demand, drained)
 	if err != nil {
 		return t, err
@@ -174,7 +215,7 @@ func (e *env) flash(ctx context.Context, name string, sh shape, buckets int) (*r
 	if err != nil {
 		return nil, err
 	}
-	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	b, err := e.newBuyers(e.apis, sh.connections, s.activity, s.quantity, tk)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +268,7 @@ func (e *env) clickers(ctx context.Context, sh shape) (*report.Run, error) {
 		}
 	}
 	rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
-	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	b, err := e.newBuyers(e.apis, sh.connections, s.activity, s.quantity, tk)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +310,7 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := e.newBuyers(e.api, sh.connections, s.activity, s.quantity, tk)
+	b, err := e.newBuyers(e.apis, sh.connections, s.activity, s.quantity, tk)
 	if err != nil {
 		return nil, err
 	}

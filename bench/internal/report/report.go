@@ -49,14 +49,18 @@ type Host struct {
 
 // Setup says what the bench ran against.
 type Setup struct {
-	API         string   `json:"api"`
-	StartedAPI  bool     `json:"started_api_and_consumer"`
-	Consumers   int      `json:"consumers,omitempty"`
-	RedisPrefix string   `json:"redis_prefix"`
-	KafkaTopic  string   `json:"kafka_topic,omitempty"`
-	Group       string   `json:"consumer_group,omitempty"`
-	Services    []string `json:"services_started,omitempty"`
-	Client      string   `json:"client"`
+	API string `json:"api"`
+	// APIs lists every API's base URL when the load was spread over more
+	// than one (API is the first); APIProcesses counts them.
+	APIs         []string `json:"apis,omitempty"`
+	APIProcesses int      `json:"api_processes"`
+	StartedAPI   bool     `json:"started_api_and_consumer"`
+	Consumers    int      `json:"consumers,omitempty"`
+	RedisPrefix  string   `json:"redis_prefix"`
+	KafkaTopic   string   `json:"kafka_topic,omitempty"`
+	Group        string   `json:"consumer_group,omitempty"`
+	Services     []string `json:"services_started,omitempty"`
+	Client       string   `json:"client"`
 }
 
 // Reference holds the raw limits measured in the same run.
@@ -108,6 +112,9 @@ type Run struct {
 	Violations      []verify.Violation `json:"violations"`
 	Chart           string             `json:"chart,omitempty"`
 	Profiles        []string           `json:"profiles,omitempty"`
+	// APIRequests is the requests sent to each API (in Setup.APIs order)
+	// when the load was spread over more than one.
+	APIRequests []int64 `json:"requests_per_api,omitempty"`
 	// CPU is where the machine's CPU went while the load ran.
 	CPU *cpu.Usage `json:"cpu,omitempty"`
 }
@@ -191,6 +198,10 @@ func Markdown(w io.Writer, r *Report) {
 	p("Host: %s, %d CPUs, %d GiB; %s; %s; load average %.1f before, %.1f after. Client: %s.\n", r.Host.CPUModel, r.Host.CPUs,
 		r.Host.MemoryGiB, r.Host.OS, r.Host.GoVersion, r.Host.LoadAvgStart, r.Host.LoadAvgEnd, r.Setup.Client)
 	p("Command: `%s`\n\n", r.Command)
+	if r.Setup.APIProcesses > 1 {
+		p("API processes: %d (%s); each load's connections are spread over them round-robin, each connection staying with one; the CPU table's api column is their sum.\n\n",
+			r.Setup.APIProcesses, strings.Join(r.Setup.APIs, ", "))
+	}
 
 	if len(r.Runs) > 0 {
 		p("### Scenarios (real API, Redis, Kafka, consumer, MySQL)\n\n")
@@ -212,6 +223,7 @@ func Markdown(w io.Writer, r *Report) {
 				ms(run.Latency.MaxMs), run.Created, run.Stock, run.DBStock, run.RedisStock, run.DrainSeconds, inv)
 		}
 		p("\n")
+		perAPI(p, r)
 	}
 	for _, run := range r.Runs {
 		if run.Pipeline == nil {
@@ -276,6 +288,24 @@ func Markdown(w io.Writer, r *Report) {
 	}
 }
 
+// perAPI lists each run's requests per API, when there were several.
+func perAPI(p func(string, ...any), r *Report) {
+	var parts []string
+	for _, run := range r.Runs {
+		if len(run.APIRequests) < 2 {
+			continue
+		}
+		n := make([]string, len(run.APIRequests))
+		for i, v := range run.APIRequests {
+			n[i] = fmt.Sprint(v)
+		}
+		parts = append(parts, run.Name+" "+strings.Join(n, " / "))
+	}
+	if len(parts) > 0 {
+		p("Requests per API: %s.\n\n", strings.Join(parts, "; "))
+	}
+}
+
 // cpuTable shows where the CPU went during each load, in % of one CPU.
 func cpuTable(p func(string, ...any), r *Report) {
 	type row struct {
@@ -309,9 +339,9 @@ func cpuTable(p func(string, ...any), r *Report) {
 		p("| %s | %.0f | ", x.name, x.u.Machine)
 		for _, c := range cols {
 			v := x.u.Procs[c]
-			if c == "consumer" {
+			if c == "consumer" || c == "api" { // consumer2, api2, ... in the same column
 				for name, pv := range x.u.Procs {
-					if strings.HasPrefix(name, "consumer") && name != "consumer" {
+					if strings.HasPrefix(name, c) && name != c {
 						v += pv
 					}
 				}

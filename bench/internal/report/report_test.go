@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/bench/internal/cpu"
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/bench/internal/verify"
 )
@@ -87,6 +88,48 @@ func TestWriteJSON(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	for _, want := range []string{`"orders_per_s_end_to_end": 90`, `"invariant": "sold-exactly-stock"`} {
 		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("JSON lacks %s", want)
+		}
+	}
+}
+
+func TestMarkdownSeveralAPIs(t *testing.T) {
+	one := sample()
+	one.Setup = Setup{API: "http://a:1", APIProcesses: 1}
+	one.Runs[0].CPU = &cpu.Usage{Machine: 150, Procs: map[string]float64{"api": 90}}
+	var b bytes.Buffer
+	Markdown(&b, one)
+	for _, unwanted := range []string{"API processes", "Requests per API"} {
+		if strings.Contains(b.String(), unwanted) {
+			t.Errorf("one API: markdown has %q:\n%s", unwanted, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), "| flash | 150 | 0 | 90 |") {
+		t.Errorf("one API: CPU row missing:\n%s", b.String())
+	}
+
+	two := sample()
+	two.Setup = Setup{API: "http://a:1", APIs: []string{"http://a:1", "http://b:2"}, APIProcesses: 2}
+	two.Runs[0].APIRequests = []int64{501, 499}
+	two.Runs[0].CPU = &cpu.Usage{Machine: 150, Procs: map[string]float64{"api": 60, "api2": 50, "consumer": 3, "consumer2": 2}}
+	b.Reset()
+	Markdown(&b, two)
+	for _, want := range []string{
+		"API processes: 2 (http://a:1, http://b:2)",
+		"Requests per API: flash 501 / 499.",
+		"| flash | 150 | 0 | 110 | 5 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("two APIs: markdown lacks %q:\n%s", want, b.String())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := WriteJSON(path, two); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := os.ReadFile(path)
+	for _, want := range []string{`"api_processes": 2`, `"requests_per_api": [`, `"api2": 50`} {
+		if !bytes.Contains(j, []byte(want)) {
 			t.Errorf("JSON lacks %s", want)
 		}
 	}
