@@ -28,7 +28,7 @@ help: ## list the targets
 
 up: ## start Redis, MySQL and Kafka (Docker Compose if Docker answers, else scripts/services)
 	@if [ "$(backend)" = docker ]; then \
-		docker compose up -d --wait redis mysql kafka; \
+		docker compose up -d --wait redis mysql kafka redis-cluster; \
 	else \
 		scripts/services up; \
 	fi
@@ -65,7 +65,9 @@ check: ## gofmt, go vet, staticcheck, docker compose config (if available), then
 run: ## run the whole pipeline locally (scripts/dev-run)
 	scripts/dev-run
 
-bench: up ## run the load generator (BENCHFLAGS passes flags)
+# The bench starts the native services it finds missing and stops them again at the end.
+bench: ## run the load generator (BENCHFLAGS passes flags)
+	@if [ "$(backend)" = docker ]; then $(MAKE) --no-print-directory up; fi
 	go run ./bench $(BENCHFLAGS)
 
 chaos: up ## run the fault and hostile-input suite alone (it stops and restarts services)
@@ -73,4 +75,4 @@ chaos: up ## run the fault and hostile-input suite alone (it stops and restarts 
 
 # The chaos tests stop shared services, so they run after everything else, one at a time.
 chaos-run:
-	go test -race -tags chaos -count=1 -p 1 -timeout 30m -v $(GOTESTFLAGS) ./chaos/
+	SECKILL_SERVICES=$(backend) go test -race -tags chaos -count=1 -p 1 -timeout 30m -v $(GOTESTFLAGS) ./chaos/

@@ -30,6 +30,16 @@ func retryAll(t *testing.T, api *pipelinetest.API, sale pipelinetest.Sale, users
 	return accepted
 }
 
+// wantUnpublished fails the test unless api's metrics counted n
+// reservations it could not confirm with outcome.
+func wantUnpublished(t *testing.T, api *pipelinetest.API, outcome string, n int) {
+	t.Helper()
+	got := pipelinetest.ScrapeMetrics(t, api.URL+"/metrics").Value("seckill_unpublished_reservations_total", "outcome", outcome)
+	if got != float64(n) {
+		t.Fatalf("seckill_unpublished_reservations_total{outcome=%q} = %v, want %d", outcome, got, n)
+	}
+}
+
 // 10. Redis runs the reserve script but its answer is lost. The API
 // answers 503 and takes the reservation back; when Redis cannot be told
 // either, it records the order FAILED in MySQL and the sweep gives the
@@ -52,6 +62,7 @@ func TestChaosReserveAnswerLost(t *testing.T) {
 	if inv := p.Check(sale); inv.RedisStock != sale.Stock || inv.Inflight != 0 {
 		t.Fatalf("a refused request left stock reserved: %+v", inv)
 	}
+	wantUnpublished(t, lossy, "released", len(first))
 
 	// Redis cannot be told: MySQL records the order FAILED, the sweep
 	// releases the reservation and frees the key.
@@ -61,6 +72,7 @@ func TestChaosReserveAnswerLost(t *testing.T) {
 	if n := refusedHoldNothing(t, p, sale, l2); n != len(second) {
 		t.Fatalf("answer lost, Redis unreachable: %d of %d answered 503: %v", n, len(second), l2.codes)
 	}
+	wantUnpublished(t, deaf, "abandoned", len(second))
 	counts, err := p.DB.StatusCounts(context.Background(), sale.ItemID)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +111,8 @@ func TestChaosPublishAckLostRedisUnreachable(t *testing.T) {
 	if len(l.accepted)+refused != 100 {
 		t.Fatalf("unexpected answers: %v (network errors %d)", l.codes, l.neterrs)
 	}
+	wantUnpublished(t, deaf, "abandoned", refused)
+	wantUnpublished(t, deaf, "claimed", len(l.accepted))
 	inv := settle(t, p, sale, l.accepted, 60*time.Second)
 	if inv.LiveOrders != int64(len(l.accepted)) {
 		t.Fatalf("live orders %d != accepted %d", inv.LiveOrders, len(l.accepted))

@@ -44,21 +44,30 @@ func fault(t *testing.T) {
 	})
 }
 
-// services runs scripts/services with args (e.g. "stop", "kafka").
-func services(t *testing.T, args ...string) {
+// services stops or starts one backing service: with scripts/services, or
+// with docker compose when `make up` ran them there (SECKILL_SERVICES=docker,
+// which `make chaos` sets).
+func services(t *testing.T, verb, name string) {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
-	cmd := exec.Command(filepath.Join(root, "scripts", "services"), args...)
+	cmd := exec.Command(filepath.Join(root, "scripts", "services"), verb, name)
+	if os.Getenv("SECKILL_SERVICES") == "docker" {
+		args := []string{"compose", "stop", name}
+		if verb == "start" {
+			args = []string{"compose", "up", "-d", "--wait", name}
+		}
+		cmd = exec.Command("docker", args...)
+	}
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("scripts/services %s: %v\n%s", strings.Join(args, " "), err, b)
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, b)
 	}
-	t.Logf("scripts/services %s: %s", strings.Join(args, " "), strings.TrimSpace(string(b)))
+	t.Logf("%s: %s", strings.Join(cmd.Args[1:], " "), strings.TrimSpace(string(b)))
 }
 
 // load is a flash sale running in the background: users place one order
