@@ -102,13 +102,21 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 	}
 	e.rdb = stockredis.NewClient(rcfg)
 	e.store = stockredis.New(e.rdb, rcfg.Prefix)
-	e.db, err = orderdb.Open(orderdb.Config{DSN: opts.mysqlDSN, MaxOpenConns: 64})
-	if err != nil {
-		return e, err
+	// Opening MySQL connects, so it doubles as MySQL's check: when MySQL is
+	// down the bench starts it, then opens it below.
+	openDB := func(context.Context) error {
+		if e.db != nil {
+			return nil
+		}
+		db, err := orderdb.Open(orderdb.Config{DSN: opts.mysqlDSN, MaxOpenConns: 64})
+		if err == nil {
+			e.db = db
+		}
+		return err
 	}
 	checks := map[string]func(context.Context) error{
 		"redis": e.store.Ping,
-		"mysql": e.db.Ping,
+		"mysql": openDB,
 		"kafka": func(ctx context.Context) error { return orderevents.Ping(ctx, opts.brokers) },
 	}
 	for _, a := range opts.redisAddrs() {
@@ -122,6 +130,9 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 	}
 	if s := e.services.Started(); len(s) > 0 {
 		m.say("started services: %s (they are stopped again at the end)", strings.Join(s, ", "))
+	}
+	if err := openDB(ctx); err != nil {
+		return e, err
 	}
 	if err := e.db.Migrate(ctx); err != nil {
 		return e, fmt.Errorf("migrate: %w", err)
