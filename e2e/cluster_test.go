@@ -17,9 +17,7 @@ func TestEndToEndOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 6, RedisCluster: true})
 	api1, api2 := p.StartAPI(), p.StartAPI()
-	victim := p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
-	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
-	p.StartConsumer("SECKILL_CONSUMER_BATCH=20")
+	consumers := startConsumersWithoutSweep(p, 3)
 	// Three items: their hash tags spread over the masters.
 	sales := []pipelinetest.Sale{api1.CreateSale(100, 1), api1.CreateSale(100, 1), api2.CreateSale(100, 1)}
 
@@ -40,16 +38,7 @@ func TestEndToEndOnRedisCluster(t *testing.T) {
 			done <- i
 		}()
 	}
-	// Kill a consumer mid-sale, once orders are being written.
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sales[0].ItemID)
-		if n >= 20 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	victim.Kill()
+	killWorkingConsumer(t, consumers)
 	for range sales {
 		<-done
 	}
@@ -77,12 +66,7 @@ func TestEndToEndBucketsOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 6, RedisCluster: true})
 	api1, api2 := p.StartAPI(), p.StartAPI()
-	// No sweep (it would start after an hour): only Kafka's redelivery may
-	// finish what the killed consumer left.
-	var consumers []*pipelinetest.Proc
-	for range 3 {
-		consumers = append(consumers, p.StartConsumer("SECKILL_CONSUMER_BATCH=20", "SECKILL_SWEEP_AFTER=1h"))
-	}
+	consumers := startConsumersWithoutSweep(p, 3)
 	sale := api1.CreateBucketedSale(100, 1, 3)
 	k := p.Store.Keys(sale.ItemID)
 	for b := range 3 {
@@ -102,20 +86,8 @@ func TestEndToEndBucketsOnRedisCluster(t *testing.T) {
 			results <- result{a, c}
 		}()
 	}
-	// The item's events share one partition: kill the consumer that owns
-	// it, once it has created orders, so its work must move.
-	var victim *pipelinetest.Proc
-	for deadline := time.Now().Add(60 * time.Second); victim == nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no consumer created an order within 60s")
-		}
-		for _, c := range consumers {
-			if strings.Contains(c.Log(), `"msg":"order created"`) {
-				victim = c
-			}
-		}
-	}
-	victim.Kill()
+	// The item's events share one partition: the consumer that owns it dies.
+	killWorkingConsumer(t, consumers)
 	accepted, codes := map[string]int64{}, map[string]int{}
 	for range 2 {
 		r := <-results
@@ -139,5 +111,33 @@ func TestEndToEndBucketsOnRedisCluster(t *testing.T) {
 	}
 	if res := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); res.Code != 0 {
 		t.Fatalf("reconciler exit %d:\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+}
+
+// startConsumersWithoutSweep starts n consumers with the stranded-
+// reservation sweep off (it would start after an hour), so only Kafka's
+// redelivery can finish what a killed one left.
+func startConsumersWithoutSweep(p *pipelinetest.Pipeline, n int) []*pipelinetest.Proc {
+	var out []*pipelinetest.Proc
+	for range n {
+		out = append(out, p.StartConsumer("SECKILL_CONSUMER_BATCH=20", "SECKILL_SWEEP_AFTER=1h"))
+	}
+	return out
+}
+
+// killWorkingConsumer kills, with SIGKILL, a consumer that has created
+// orders, so its partitions and unfinished work must move to the others.
+func killWorkingConsumer(t *testing.T, consumers []*pipelinetest.Proc) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		for _, c := range consumers {
+			if strings.Contains(c.Log(), `"msg":"order created"`) {
+				c.Kill()
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no consumer created an order within 60s")
+		}
 	}
 }
