@@ -541,6 +541,25 @@ func TestSoldOutFastPath(t *testing.T) {
 	}
 }
 
+// A request for more units than remain is refused SOLD_OUT, but the item is
+// not flagged sold out: a buyer of the last unit still gets it.
+func TestSoldOutForAQuantityLeavesTheRestOnSale(t *testing.T) {
+	t.Parallel()
+	clock := &frozenClock{}
+	ts := newTestServer(t, withClock(clock.Now))
+	item, act := ts.openSale(t, 1, 2)
+	clock.freeze() // a flag set now could not expire during the test
+	r := ts.do(t, ts.url, request{method: "POST", path: "/api/v1/orders", token: buyerToken(t, 1),
+		header: map[string]string{"Idempotency-Key": "two"}, body: fmt.Sprintf(`{"activity_id":%d,"quantity":2}`, act)})
+	wantError(t, r, http.StatusConflict, "SOLD_OUT")
+	ts.mustPlace(t, ts.url, buyerToken(t, 2), "one", act)
+	if snap := ts.stock(t, item); snap.Stock != 0 || snap.Inflight != 1 {
+		t.Fatalf("end: %+v, want stock 0, in flight 1", snap)
+	}
+	// Now it is gone for everyone, and the flag may say so.
+	wantError(t, ts.place(t, ts.url, buyerToken(t, 3), "late", act), http.StatusConflict, "SOLD_OUT")
+}
+
 // After the sale ends a buyer retrying an accepted request with its key
 // still gets the order back; a new key hears ACTIVITY_NOT_ACTIVE.
 func TestReplayAfterTheSaleEnded(t *testing.T) {

@@ -145,7 +145,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
-		s.soldOut.Store(act.ItemID, now)
+		// Flag the item only when nothing is left for anyone: a request
+		// for more units than remain must not turn away single-unit buyers.
+		// (A bucketed item does not report what is left: only a one-unit
+		// refusal shows every bucket empty.)
+		if res.Left <= 0 && (r.Quantity == 1 || act.StockBuckets <= 1) {
+			s.soldOut.Store(act.ItemID, now)
+		}
 		return Placed{}, err
 	case stockredis.MayHaveRun(err):
 		// The buyer hears 503, which promises that nothing stays reserved:
