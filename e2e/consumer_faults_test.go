@@ -428,3 +428,75 @@ func TestStockDisagreementIsLoggedAtAlertLevel(t *testing.T) {
 	check.Stock = 3 // what MySQL really had
 	p.Check(check)
 }
+
+// Events that decode but cannot be real orders (no such activity, an
+// activity of another item, more units than the activity allows) are
+// dead-lettered with the reason, their reservations given back, and
+// nothing reaches MySQL; the consumer goes on with the valid event behind.
+func TestImpossibleEventsAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	sale := api.CreateSale(10, 2)
+	other := api.CreateSale(10, 2)
+	ctx := context.Background()
+
+	cases := []struct {
+		reason string
+		mutate func(*order.Event)
+	}{
+		{"no activity", func(e *order.Event) { e.ActivityID = 1 << 40 }},
+		{"sells item", func(e *order.Event) { e.ActivityID = other.ActivityID }},
+		{"above the activity's limit", func(e *order.Event) { e.Quantity = 3 }},
+	}
+	var msgs []kafka.Message
+	var bad []order.Event
+	for i, c := range cases {
+		e := reserveEvent(t, p, sale, int64(i+1), 1, fmt.Sprintf("bad-%d", i))
+		c.mutate(&e) // a corrupted event for a real reservation
+		b, _ := json.Marshal(e)
+		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
+		bad = append(bad, e)
+	}
+	good := reserveEvent(t, p, sale, 9, 1, "good")
+	b, _ := json.Marshal(good)
+	msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
+	writeRaw(t, p.Topic, msgs...)
+	p.StartConsumer(noSweep)
+
+	if got := p.WaitFinal(map[string]int64{good.OrderNo: 9}, 30*time.Second); got[good.OrderNo].Status != order.Created {
+		t.Fatalf("the valid event behind the poison ended %+v", got[good.OrderNo])
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: orderevents.DLQTopic(p.Topic), Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i, c := range cases {
+		m, err := r.ReadMessage(rctx)
+		if err != nil {
+			t.Fatalf("dead letter %d: %v", i, err)
+		}
+		var dl orderevents.DeadLetter
+		if err := json.Unmarshal(m.Value, &dl); err != nil || !strings.Contains(dl.Reason, c.reason) {
+			t.Fatalf("dead letter %d: %+v %v, want a reason with %q", i, dl, err, c.reason)
+		}
+	}
+	for _, e := range bad {
+		if _, err := p.DB.Order(ctx, e.OrderNo); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("impossible order %s reached MySQL: %v", e.OrderNo, err)
+		}
+	}
+	// Their units and quotas are back (the keys come from the reservation,
+	// not from the corrupted event); only the valid order holds a unit.
+	if snap, err := p.Store.Stock(ctx, sale.ItemID); err != nil || snap.Stock != 9 || snap.Inflight != 0 {
+		t.Fatalf("Redis after the dead letters: %+v %v, want stock 9, nothing in flight", snap, err)
+	}
+	for _, e := range bad {
+		if q, err := p.Store.Client().Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, e.UserID)).Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("user %d's quota still held by %q (%v)", e.UserID, q, err)
+		}
+	}
+	if inv := p.Check(sale); inv.DBStock != 9 || inv.LiveOrders != 1 {
+		t.Fatalf("final %+v", inv)
+	}
+}

@@ -58,6 +58,12 @@ func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, e
 	var items []int64
 	for _, m := range msgs {
 		e, err := orderevents.Decode(m.Value)
+		if err == nil {
+			err = p.possible(ctx, e)
+			if err != nil && !errors.Is(err, errImpossible) {
+				return st, err // MySQL could not say: retry the batch
+			}
+		}
 		if err != nil {
 			if err := p.deadLetter(ctx, m, err); err != nil {
 				return st, err
@@ -97,8 +103,8 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 			st.Skipped++
 			continue
 		}
-		act, err := p.activity(ctx, e.ActivityID)
-		if err != nil && !errors.Is(err, order.ErrNotFound) {
+		act, err := p.activity(ctx, e.ActivityID) // cached by possible
+		if err != nil {
 			return err
 		}
 		window := p.PaymentWindow
@@ -217,13 +223,40 @@ func (p *Processor) deadLetter(ctx context.Context, m kafka.Message, cause error
 	// while it is RESERVED: a CLAIMED one was taken by a consumer for a
 	// valid event of the same order, which is in MySQL or will be once that
 	// uncommitted event is redelivered; releasing it would skip that order.
+	// The keys to release come from the reservation itself, not from the
+	// event, whose other fields may be what is wrong with it.
 	var e order.Event
-	if json.Unmarshal(m.Value, &e) == nil && order.ItemOf(e.OrderNo) > 0 && e.UserID > 0 && e.ActivityID > 0 {
-		ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: order.ItemOf(e.OrderNo),
-			ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
-		if _, _, err := p.Stock.Release(ctx, ref, order.ReasonInvalidEvent, false, stockredis.StateReserved); err != nil {
-			return err
-		}
+	if json.Unmarshal(m.Value, &e) != nil || order.ItemOf(e.OrderNo) <= 0 {
+		return nil
+	}
+	info, err := p.Stock.Reservation(ctx, order.ItemOf(e.OrderNo), e.OrderNo)
+	if errors.Is(err, order.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, _, err = p.Stock.Release(ctx, info.Ref, order.ReasonInvalidEvent, false, stockredis.StateReserved)
+	return err
+}
+
+// errImpossible marks an event that decodes but cannot be a real order.
+var errImpossible = errors.New("impossible event")
+
+// possible checks an event against its activity: the activity exists, it
+// sells the event's item, and the quantity is within its per-user limit.
+// An error wrapping errImpossible means poison; any other is transient.
+func (p *Processor) possible(ctx context.Context, e order.Event) error {
+	act, err := p.activity(ctx, e.ActivityID)
+	switch {
+	case errors.Is(err, order.ErrNotFound):
+		return fmt.Errorf("%w: no activity %d", errImpossible, e.ActivityID)
+	case err != nil:
+		return err
+	case act.ItemID != e.ItemID:
+		return fmt.Errorf("%w: activity %d sells item %d, not %d", errImpossible, e.ActivityID, act.ItemID, e.ItemID)
+	case e.Quantity > act.PerUserLimit:
+		return fmt.Errorf("%w: quantity %d above the activity's limit %d", errImpossible, e.Quantity, act.PerUserLimit)
 	}
 	return nil
 }
