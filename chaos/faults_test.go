@@ -4,12 +4,14 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 )
 
@@ -134,14 +136,37 @@ func TestChaosMySQLDown(t *testing.T) {
 	admin := pipelinetest.FreeAddr(t)
 	p.StartConsumer("SECKILL_ADMIN_ADDR="+admin, noSweep)
 	sale := api.CreateSale(500, 1)
+	// One order first, so the consumer is in its group and reading when
+	// MySQL goes.
+	first := startLoad(api, sale.ActivityID, users(20001, 1), 0, 1).wait()
+	p.WaitFinal(first.accepted, 60*time.Second)
 	services(t, "stop", "mysql")
+	// A poison message and a valid event in one write: one batch, whose
+	// valid half fails until MySQL is back. The retries must not
+	// dead-letter the poison again.
+	valid := reservedEvent(t, p, sale, 10001)
+	writeEvents(t, p.Topic, sale.ItemID, []byte("not an event"), valid)
 	l := startLoad(api, sale.ActivityID, users(1, 200), 5*time.Second, 20)
 	time.Sleep(5 * time.Second)
 	services(t, "start", "mysql")
 	l.wait()
-	inv := settle(t, p, sale, l.accepted, 90*time.Second)
-	if len(l.accepted) != 200 || inv.LiveOrders != 200 {
-		t.Fatalf("accepted %d (%v), live %d; want 200", len(l.accepted), l.codes, inv.LiveOrders)
+	all := map[string]int64{}
+	for _, x := range []*load{first, l} {
+		for no, u := range x.accepted {
+			all[no] = u
+		}
+	}
+	var ev order.Event
+	if err := json.Unmarshal(valid, &ev); err != nil {
+		t.Fatal(err)
+	}
+	all[ev.OrderNo] = ev.UserID
+	inv := settle(t, p, sale, all, 90*time.Second)
+	if len(l.accepted) != 200 || inv.LiveOrders != 202 {
+		t.Fatalf("accepted %d (%v), live %d; want 200, the first and the injected one", len(l.accepted), l.codes, inv.LiveOrders)
+	}
+	if n := topicSize(t, orderevents.DLQTopic(p.Topic)); n != 1 {
+		t.Fatalf("%d dead letters for one poison message", n)
 	}
 	// The consumer's metrics show it retrying while MySQL was away.
 	if got := pipelinetest.ScrapeMetrics(t, "http://"+admin+"/metrics").Value("seckill_consumer_batch_retries_total"); got < 1 {

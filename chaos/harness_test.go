@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,8 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/stockredis"
 )
 
 // tally is what the suite prints at the end.
@@ -198,4 +204,75 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// reservedEvent reserves one unit of the sale for user in Redis, as the
+// API does, and returns the create-order event it would publish.
+func reservedEvent(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, user int64) []byte {
+	t.Helper()
+	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(sale.ItemID),
+		IdempotencyKey: fmt.Sprintf("k%d", user), UserID: user, ItemID: sale.ItemID, ActivityID: sale.ActivityID,
+		Quantity: 1, ReservedAt: time.Now()}
+	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{OrderNo: e.OrderNo, UserID: user,
+		ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: e.IdempotencyKey,
+		At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeEvents writes values to topic in one call, keyed by item (one
+// partition), retrying while the topic is new to the writer.
+func writeEvents(t *testing.T, topic string, item int64, values ...[]byte) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	msgs := make([]kafka.Message, len(values))
+	for i, v := range values {
+		msgs[i] = kafka.Message{Key: orderevents.ItemKey(item), Value: v}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := w.WriteMessages(context.Background(), msgs...)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write to %s: %v", topic, err)
+		}
+	}
+}
+
+// topicSize counts the messages of topic (the sum of its partitions' end
+// offsets; nothing is deleted in a test's lifetime).
+func topicSize(t *testing.T, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers()...), Transport: tr}
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
+		t.Fatalf("metadata of %s: %v %+v", topic, err, meta)
+	}
+	var reqs []kafka.OffsetRequest
+	for _, pt := range meta.Topics[0].Partitions {
+		reqs = append(reqs, kafka.LastOffsetOf(pt.ID))
+	}
+	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	var n int64
+	for _, pt := range res.Topics[topic] {
+		if pt.Error != nil {
+			t.Fatalf("end offset of %s/%d: %v", topic, pt.Partition, pt.Error)
+		}
+		n += pt.LastOffset
+	}
+	return n
 }

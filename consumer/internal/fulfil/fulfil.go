@@ -42,7 +42,12 @@ type Processor struct {
 	Metrics *metrics.Consumer
 
 	activities sync.Map // id -> order.Activity
+	// deadLettered holds the messages of a batch being retried that were
+	// dead-lettered already, so a retry does not write them twice.
+	deadLettered sync.Map // msgID -> struct{}
 }
+
+func msgID(m kafka.Message) string { return fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset) }
 
 // Stats counts what one batch did.
 type Stats struct {
@@ -65,8 +70,11 @@ func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, e
 			}
 		}
 		if err != nil {
-			if err := p.deadLetter(ctx, m, err); err != nil {
-				return st, err
+			if _, done := p.deadLettered.Load(msgID(m)); !done {
+				if err := p.deadLetter(ctx, m, err); err != nil {
+					return st, err
+				}
+				p.deadLettered.Store(msgID(m), struct{}{})
 			}
 			st.DeadLettered++
 			continue
@@ -78,8 +86,11 @@ func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, e
 	}
 	for _, item := range items {
 		if err := p.processItem(ctx, item, byItem[item], &st); err != nil {
-			return st, err
+			return st, err // retried with the same messages
 		}
+	}
+	for _, m := range msgs {
+		p.deadLettered.Delete(msgID(m))
 	}
 	return st, nil
 }
