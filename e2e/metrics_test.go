@@ -93,14 +93,23 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 		}
 	}
 
-	// The consumer's counters move once its batches are committed.
-	cm := pipelinetest.ScrapeUntil(t, consumerMetrics, "created orders", func(s pipelinetest.Scrape) bool {
-		return s.Value("seckill_consumer_events_total", "outcome", "created") == stock+1
+	// The consumer's counters move once its batches are committed (the
+	// batch histogram and the lag right after the commit, so wait for
+	// those too).
+	batched := func(s pipelinetest.Scrape) float64 {
+		if f := s["seckill_consumer_batch_messages"]; f != nil && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetHistogram().GetSampleSum()
+		}
+		return 0
+	}
+	cm := pipelinetest.ScrapeUntil(t, consumerMetrics, "created orders in committed batches", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_consumer_events_total", "outcome", "created") == stock+1 && batched(s) >= stock+1 &&
+			len(s.LabelValues("partition")) > 0 && s.Value("seckill_consumer_lag_messages") == 0
 	})
 	if n := cm.Value("seckill_consumer_batch_messages"); n < 1 {
 		t.Errorf("%v batches observed", n)
 	}
-	if sum := cm["seckill_consumer_batch_messages"].GetMetric()[0].GetHistogram().GetSampleSum(); sum != stock+1 {
+	if sum := batched(cm); sum != stock+1 {
 		t.Errorf("batches held %v messages, want %d", sum, stock+1)
 	}
 	if n := cm.Value("seckill_consumer_batch_duration_seconds"); n < 1 {
