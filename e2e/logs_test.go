@@ -124,4 +124,21 @@ func TestRequestIDFollowsTheOrder(t *testing.T) {
 	if l.str("status") != "PAID" || l["user_id"] != float64(user) || l["item_id"] != float64(sale.ItemID) {
 		t.Errorf("order paid line: %v", l)
 	}
+
+	// CLOSED: another buyer's order, cancelled.
+	const other, cancelID = 8, "cancel-8-xyz"
+	code, err = api.Do("POST", "/api/v1/orders", other, "", map[string]string{"Idempotency-Key": "k8"},
+		map[string]any{"activity_id": sale.ActivityID}, &placed)
+	if err != nil || code != 202 {
+		t.Fatalf("place: %d %v", code, err)
+	}
+	p.WaitFinal(map[string]int64{placed.OrderNo: other}, 30*time.Second)
+	code, err = api.Do("POST", "/api/v1/orders/"+placed.OrderNo+"/cancel", other, "", map[string]string{"X-Request-ID": cancelID}, nil, nil)
+	if err != nil || code != 200 {
+		t.Fatalf("cancel: %d %v", code, err)
+	}
+	l = findLine(t, api.Proc, "order closed", map[string]string{"order_no": placed.OrderNo, "request_id": cancelID, "level": "INFO"})
+	if l.str("status") != "CLOSED" || l.str("reason") != "CANCELLED" || l["user_id"] != float64(other) {
+		t.Errorf("order closed line: %v", l)
+	}
 }

@@ -560,6 +560,31 @@ func TestSoldOutForAQuantityLeavesTheRestOnSale(t *testing.T) {
 	wantError(t, ts.place(t, ts.url, buyerToken(t, 3), "late", act), http.StatusConflict, "SOLD_OUT")
 }
 
+// Warmup keeps the stock past the activity's end, and an order's quota,
+// idempotency record and reservation outlive the sale too (a replay after
+// it still finds the order; a close after the payment window still finds
+// the reservation).
+func TestKeysOutliveTheSale(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	item, act := ts.openSale(t, 5, 1) // ends in an hour
+	no := ts.mustPlace(t, ts.url, buyerToken(t, 1), "ttl-key", act)
+	k := ts.store.Keys(item)
+	ctx := context.Background()
+	endsIn := time.Hour - time.Minute // a minute's slack for the test's own time
+	for name, key := range map[string]string{
+		"stock": k.Stock(), "quota": k.Quota(act, 1), "idempotency record": k.Idem(1, "ttl-key"), "reservation": k.Reservation(no),
+	} {
+		ttl, err := ts.store.Client().PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= endsIn || ttl > 3*24*time.Hour {
+			t.Errorf("%s %s expires in %v, want past the activity's end (in about 1h) and within days", name, key, ttl)
+		}
+	}
+}
+
 // After the sale ends a buyer retrying an accepted request with its key
 // still gets the order back; a new key hears ACTIVITY_NOT_ACTIVE.
 func TestReplayAfterTheSaleEnded(t *testing.T) {
