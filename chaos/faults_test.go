@@ -43,6 +43,45 @@ func TestChaosKillConsumerMidBatch(t *testing.T) {
 	}
 }
 
+// 1b. The consumer dies at the worst instant of every batch: its orders are
+// committed in MySQL, their reservations still CLAIMED in Redis, the
+// offsets not committed. Each restarted consumer dies the same way on its
+// first batch; a healthy one then finishes from the redelivery: every
+// order once, Redis confirmed, the stores agreeing.
+func TestChaosConsumerDiesAfterMySQLCommit(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	sale := api.CreateSale(100, 1)
+	l := startLoad(api, sale.ActivityID, users(1, 150), 2*time.Second, 20).wait()
+	if len(l.accepted) != 100 {
+		t.Fatalf("accepted %d (%v), want 100", len(l.accepted), l.codes)
+	}
+	for i := range 3 {
+		c := p.StartConsumer("SECKILL_FAILPOINTS=consumer-after-commit", "SECKILL_CONSUMER_BATCH=30", noSweep)
+		select {
+		case <-c.Done():
+		case <-time.After(60 * time.Second):
+			t.Fatalf("crash %d: the failpoint did not fire", i+1)
+		}
+	}
+	var rows int64
+	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	if rows == 0 {
+		t.Fatal("the crashed consumers committed nothing to MySQL: the fault was not exercised")
+	}
+	t.Logf("%d orders in MySQL after three crashes after the commit", rows)
+	p.StartConsumer(noSweep)
+	inv := settle(t, p, sale, l.accepted, 60*time.Second)
+	if inv.LiveOrders != 100 {
+		t.Fatalf("live %d, want 100", inv.LiveOrders)
+	}
+	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	if rows != 100 {
+		t.Fatalf("%d order rows for 100 accepted orders", rows)
+	}
+}
+
 // 2. Two consumers, kill -9 one: its partitions move to the other.
 func TestChaosKillOneOfTwoConsumers(t *testing.T) {
 	fault(t)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill/seckill/pkg/failpoint"
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
@@ -131,6 +132,9 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 	if err != nil {
 		return err
 	}
+	// A crash here leaves orders in MySQL whose reservations are CLAIMED
+	// and whose offsets are not committed: the redelivery must finish them.
+	failpoint.Inject("consumer-after-commit")
 	var confirm []string
 	var failed []orderdb.Request
 	outOfStock := false
