@@ -122,8 +122,8 @@ func TestChaosKafkaDown(t *testing.T) {
 	before := startLoad(api, sale.ActivityID, users(1, 100), time.Second, 20).wait()
 
 	services(t, "stop", "kafka")
-	down := startLoad(api, sale.ActivityID, users(1001, 40), 5*time.Second, 10)
-	time.Sleep(5 * time.Second)
+	down := startLoad(api, sale.ActivityID, users(1001, 40), 10*time.Second, 10)
+	time.Sleep(10 * time.Second)
 	services(t, "start", "kafka")
 	down.wait()
 	after := startLoad(api, sale.ActivityID, users(2001, 100), time.Second, 20).wait()
@@ -166,8 +166,8 @@ func TestChaosKafkaDown(t *testing.T) {
 	}
 }
 
-// 4. Stop MariaDB for ~10 s: the consumer waits and retries; all orders are
-// created after it returns.
+// 4. Stop MariaDB for ~10 s: the consumer waits and retries, commits no
+// offset during the gap; all orders are created after it returns.
 func TestChaosMySQLDown(t *testing.T) {
 	fault(t)
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
@@ -185,8 +185,13 @@ func TestChaosMySQLDown(t *testing.T) {
 	// dead-letter the poison again.
 	valid := reservedEvent(t, p, sale, 10001)
 	writeEvents(t, p.Topic, sale.ItemID, []byte("not an event"), valid)
-	l := startLoad(api, sale.ActivityID, users(1, 200), 5*time.Second, 20)
-	time.Sleep(5 * time.Second)
+	committedBefore := committedOffsets(t, p.Topic, p.Group)
+	l := startLoad(api, sale.ActivityID, users(1, 200), 10*time.Second, 20)
+	time.Sleep(10 * time.Second)
+	// No batch can finish without MySQL, so no offset moved during the gap.
+	if got := committedOffsets(t, p.Topic, p.Group); got != committedBefore {
+		t.Fatalf("committed offsets moved from %d to %d while MySQL was down", committedBefore, got)
+	}
 	services(t, "start", "mysql")
 	l.wait()
 	all := map[string]int64{}

@@ -246,22 +246,34 @@ func writeEvents(t *testing.T, topic string, item int64, values ...[]byte) {
 	}
 }
 
+// kafkaPartitions returns a client with its own transport (the default
+// one caches metadata) and the partitions of topic.
+func kafkaPartitions(t *testing.T, ctx context.Context, topic string) (*kafka.Client, []int) {
+	t.Helper()
+	tr := &kafka.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers()...), Transport: tr}
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
+		t.Fatalf("metadata of %s: %v %+v", topic, err, meta)
+	}
+	var parts []int
+	for _, pt := range meta.Topics[0].Partitions {
+		parts = append(parts, pt.ID)
+	}
+	return c, parts
+}
+
 // topicSize counts the messages of topic (the sum of its partitions' end
 // offsets; nothing is deleted in a test's lifetime).
 func topicSize(t *testing.T, topic string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers()...), Transport: tr}
-	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil || len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
-		t.Fatalf("metadata of %s: %v %+v", topic, err, meta)
-	}
+	c, parts := kafkaPartitions(t, ctx, topic)
 	var reqs []kafka.OffsetRequest
-	for _, pt := range meta.Topics[0].Partitions {
-		reqs = append(reqs, kafka.LastOffsetOf(pt.ID))
+	for _, id := range parts {
+		reqs = append(reqs, kafka.LastOffsetOf(id))
 	}
 	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 	if err != nil {
@@ -273,6 +285,27 @@ func topicSize(t *testing.T, topic string) int64 {
 			t.Fatalf("end offset of %s/%d: %v", topic, pt.Partition, pt.Error)
 		}
 		n += pt.LastOffset
+	}
+	return n
+}
+
+// committedOffsets sums the offsets group has committed on topic's
+// partitions (0 for a partition with none).
+func committedOffsets(t *testing.T, topic, group string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, parts := kafkaPartitions(t, ctx, topic)
+	res, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil || res.Error != nil {
+		t.Fatalf("committed offsets of %s on %s: %v %v", group, topic, err, res.Error)
+	}
+	var n int64
+	for _, pt := range res.Topics[topic] {
+		if pt.Error != nil {
+			t.Fatalf("committed offset of %s/%d: %v", topic, pt.Partition, pt.Error)
+		}
+		n += max(pt.CommittedOffset, 0)
 	}
 	return n
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,6 +48,7 @@ func TestChaosHostileInput(t *testing.T) {
 	}
 	ctx := context.Background()
 	before, _ := p.Store.Stock(ctx, sale.ItemID)
+	keysBefore := redisKeys(t, p)
 	lagBefore, _ := kafkatest.GroupLag(ctx, p.Topic, "nobody-"+p.Group)
 
 	exp := time.Now().Add(time.Hour).Unix()
@@ -54,7 +56,9 @@ func TestChaosHostileInput(t *testing.T) {
 	good := token(1)
 	act := fmt.Sprint(sale.ActivityID)
 	body := func(s string) string { return s }
-	nested := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
+	// Complete, valid JSON nested 600 deep (under the 4 KiB body limit).
+	nested := `{"activity_id":` + strings.Repeat(`{"a":`, 600) + "1" + strings.Repeat("}", 600) + "}"
+	tooDeepAndLong := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
 
 	type tc struct {
 		name, method, path, tok, key, body string
@@ -100,7 +104,8 @@ func TestChaosHostileInput(t *testing.T) {
 		order("price injection", good, "k2", `{"activity_id":`+act+`,"price":0}`, 400),
 		order("trailing data", good, "k2", ok+`{}`, 400),
 		order("two objects", good, "k2", ok+ok, 400),
-		order("deeply nested", good, "k2", nested[:3000], 400),
+		order("deeply nested", good, "k2", nested, 400),
+		order("deeply nested, over the size limit", good, "k2", tooDeepAndLong, 413),
 		order("huge body", good, "k2", `{"activity_id":`+act+`,"x":"`+strings.Repeat("a", 8000)+`"}`, 413),
 		order("activity string", good, "k2", `{"activity_id":"`+act+`"}`, 400),
 		order("activity float", good, "k2", `{"activity_id":1.5}`, 400),
@@ -159,12 +164,13 @@ func TestChaosHostileInput(t *testing.T) {
 		}
 	}
 	after, _ := p.Store.Stock(ctx, sale.ItemID)
+	keysAfter := redisKeys(t, p)
 	lagAfter, _ := kafkatest.GroupLag(ctx, p.Topic, "nobody-"+p.Group)
 	var rows int64
 	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders").Scan(&rows)
-	if before != after || lagBefore != lagAfter || rows != 0 {
-		t.Fatalf("hostile input wrote something: Redis %+v -> %+v, topic %d -> %d messages, %d order rows",
-			before, after, lagBefore, lagAfter, rows)
+	if before != after || !maps.Equal(keysBefore, keysAfter) || lagBefore != lagAfter || rows != 0 {
+		t.Fatalf("hostile input wrote something: Redis %+v -> %+v, %d -> %d keys, topic %d -> %d messages, %d order rows",
+			before, after, len(keysBefore), len(keysAfter), lagBefore, lagAfter, rows)
 	}
 	t.Logf("%d hostile inputs, each refused with its documented status; nothing written", len(cases))
 }
@@ -175,4 +181,26 @@ func mustMint(secret []byte, user int64, ttl time.Duration) string {
 		panic(err)
 	}
 	return s
+}
+
+// redisKeys returns every key of the pipeline's prefix with its
+// serialized value (DUMP), to compare before and after.
+func redisKeys(t *testing.T, p *pipelinetest.Pipeline) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	rdb := p.Store.Client()
+	out := map[string]string{}
+	iter := rdb.Scan(ctx, 0, p.Prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		v, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("dump %s: %v", k, err)
+		}
+		out[k] = v
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
