@@ -203,6 +203,41 @@ func TestUnpaidOrdersCloseAfterPaymentWindow(t *testing.T) {
 	}
 }
 
+// An activity's own payment window overrides the global one: with the
+// global window at 30 minutes, an order of an activity with a 2-second
+// window closes by itself, and one of an activity without stays CREATED.
+func TestActivityPaymentWindowOverridesTheGlobalOne(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	p.StartConsumer("SECKILL_PAYMENT_WINDOW=30m", "SECKILL_CLOSER_EVERY=200ms")
+	short := api.CreateSaleWith(5, pipelinetest.SaleOptions{PaymentWindow: 2 * time.Second})
+	long := api.CreateSale(5, 1)
+	quick := buy(t, p, api, 1, "short", short.ActivityID)
+	slow := buy(t, p, api, 1, "long", long.ActivityID)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o, err := p.DB.Order(context.Background(), quick)
+		if err == nil && o.Status == order.Closed {
+			if o.FailureReason != order.ReasonPaymentTimeout {
+				t.Fatalf("closed for %q, want %s", o.FailureReason, order.ReasonPaymentTimeout)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 2-second window's order is %+v %v after 30s, want CLOSED", o, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if o, err := p.DB.Order(context.Background(), slow); err != nil || o.Status != order.Created {
+		t.Fatalf("the global window's order is %+v %v, want still CREATED", o, err)
+	}
+	if code, b := act(t, api, 1, quick, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+		t.Fatalf("pay after the activity's window: %d %+v", code, b)
+	}
+}
+
 // waitReleased polls until every CLOSED order of item has its Redis release
 // recorded.
 func waitReleased(t *testing.T, p *pipelinetest.Pipeline, item int64) {

@@ -304,8 +304,26 @@ func (a *API) CreateSale(stock int64, perUserLimit int) Sale {
 // CreateBucketedSale is CreateSale with the item's Redis stock split over
 // buckets keys (the activity's stock_buckets).
 func (a *API) CreateBucketedSale(stock int64, perUserLimit, buckets int) Sale {
+	a.pipeline.t.Helper()
+	return a.CreateSaleWith(stock, SaleOptions{PerUserLimit: perUserLimit, Buckets: buckets})
+}
+
+// SaleOptions are the activity settings of CreateSaleWith.
+type SaleOptions struct {
+	PerUserLimit int
+	// Buckets splits the item's Redis stock (stock_buckets); 0 or 1 is one key.
+	Buckets int
+	// PaymentWindow is the activity's own payment window
+	// (payment_window_seconds); 0 leaves the global one.
+	PaymentWindow time.Duration
+}
+
+// CreateSaleWith creates an item with stock and an activity running now
+// with o, and warms it up.
+func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	t := a.pipeline.t
 	t.Helper()
+	perUserLimit, buckets := max(o.PerUserLimit, 1), o.Buckets
 	var item struct {
 		ItemID int64 `json:"item_id"`
 	}
@@ -319,6 +337,9 @@ func (a *API) CreateBucketedSale(stock int64, perUserLimit, buckets int) Sale {
 	body := map[string]any{"item_id": item.ItemID, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(time.Hour), "per_user_limit": perUserLimit}
 	if buckets > 1 {
 		body["stock_buckets"] = buckets
+	}
+	if o.PaymentWindow > 0 {
+		body["payment_window_seconds"] = int(o.PaymentWindow / time.Second)
 	}
 	if code, err := a.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, body, &act); err != nil || code != 201 {
 		t.Fatalf("create activity: %d %v", code, err)
