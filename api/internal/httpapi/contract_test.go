@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/api/internal/intake"
+	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
@@ -711,6 +713,38 @@ func TestReadiness(t *testing.T) {
 	}
 	if bad.Checks["kafka"] != "unreachable" || bad.Checks["redis"] != "ok" || bad.Checks["mysql"] != "ok" {
 		t.Fatalf("readyz checks %v", bad.Checks)
+	}
+
+	// Redis, then MySQL, out of reach: each is named alone.
+	downRDB := redis.NewClient(&redis.Options{Addr: unusedAddr, MaxRetries: -1})
+	t.Cleanup(func() { downRDB.Close() })
+	downSQL, err := sql.Open("mysql", "seckill:seckill@tcp("+unusedAddr+")/seckill?timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { downSQL.Close() })
+	for name, check := range map[string]func(context.Context) error{
+		"redis": stockredis.New(downRDB, ts.prefix).Ping,
+		"mysql": downSQL.PingContext,
+	} {
+		checkers := ts.checkers(kafkatest.Brokers())
+		for i := range checkers {
+			if checkers[i].Name == name {
+				checkers[i].Check = check
+			}
+		}
+		r := ts.do(t, ts.serve(t, ts.svc, checkers), request{method: "GET", path: "/readyz"})
+		var got readiness
+		r.decode(t, &got)
+		if r.status != http.StatusServiceUnavailable || got.Error == nil || !strings.Contains(got.Error.Message, name) ||
+			got.Checks[name] != "unreachable" || len(got.Checks) != 3 {
+			t.Fatalf("readyz with %s down: %d %s", name, r.status, r.body)
+		}
+		for other, v := range got.Checks {
+			if other != name && (v != "ok" || strings.Contains(got.Error.Message, other)) {
+				t.Fatalf("readyz with %s down also blames %s: %s", name, other, r.body)
+			}
+		}
 	}
 }
 
