@@ -67,6 +67,24 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("make run not ready after 3 minutes:\n%s\n%s", printed.String(), stderr.String())
 	}
 
+	// The api it runs is alive and reports every dependency reachable.
+	if resp, err := http.Get("http://" + addr + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, dep := range []string{`"redis":"ok"`, `"mysql":"ok"`, `"kafka":"ok"`} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(rb), dep) {
+			t.Fatalf("readyz: %d %s, want 200 with %s", resp.StatusCode, rb, dep)
+		}
+	}
+
 	// Place the order exactly as the banner says.
 	text := printed.String()
 	tok := regexp.MustCompile(`Authorization: Bearer ([A-Za-z0-9._-]+)`).FindStringSubmatch(text)
@@ -77,7 +95,7 @@ func TestMakeRun(t *testing.T) {
 	req, _ := http.NewRequest("POST", "http://"+addr+"/api/v1/orders", strings.NewReader(body[1]))
 	req.Header.Set("Authorization", "Bearer "+tok[1])
 	req.Header.Set("Idempotency-Key", fmt.Sprintf("devrun-%d", time.Now().UnixNano()))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
