@@ -85,3 +85,28 @@ func waitListening(t *testing.T, addr string) {
 }
 
 func dialTCP(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
+
+// A backlog shows in the per-partition lag gauge, which falls back to 0
+// once the consumer has caught up.
+func TestConsumerLagFollowsABacklog(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	const buyers = 1500
+	sale := api.CreateSale(buyers, 1)
+	// The backlog: every order placed before any consumer runs.
+	accepted, codes := crowd(t, api, sale.ActivityID, userRange(1, buyers), 50)
+	if len(accepted) != buyers {
+		t.Fatalf("accepted %d, refused %v", len(accepted), codes)
+	}
+	admin := pipelinetest.FreeAddr(t)
+	p.StartConsumer("SECKILL_ADMIN_ADDR="+admin, "SECKILL_CONSUMER_BATCH=10")
+	url := "http://" + admin + "/metrics"
+	s := pipelinetest.ScrapeUntil(t, url, "a lag above 0 while the backlog drains", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_consumer_lag_messages") > 0
+	})
+	t.Logf("lag %v while draining", s.Value("seckill_consumer_lag_messages"))
+	pipelinetest.ScrapeUntil(t, url, "the lag back at 0 once every order is created", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_consumer_events_total", "outcome", "created") == buyers && s.Value("seckill_consumer_lag_messages") == 0
+	})
+}

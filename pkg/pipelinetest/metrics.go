@@ -1,6 +1,7 @@
 package pipelinetest
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -29,21 +30,29 @@ type Scrape map[string]*dto.MetricFamily
 // ScrapeMetrics reads the metrics at url.
 func ScrapeMetrics(t testing.TB, url string) Scrape {
 	t.Helper()
+	s, err := scrape(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func scrape(url string) (Scrape, error) {
 	resp, err := http.Get(url)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("scrape %s: %d %s", url, resp.StatusCode, b)
+		return nil, fmt.Errorf("scrape %s: %d %s", url, resp.StatusCode, b)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return fams
+	return fams, nil
 }
 
 // Value sums the series of name whose labels include labels: a counter's or
@@ -95,17 +104,18 @@ func (s Scrape) LabelValues(label string) map[string]bool {
 	return out
 }
 
-// ScrapeUntil scrapes url until ok holds for a scrape, and returns it.
+// ScrapeUntil scrapes url until ok holds for a scrape, and returns it. A
+// listener not up yet counts as "not yet".
 func ScrapeUntil(t testing.TB, url, what string, ok func(Scrape) bool) Scrape {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		s := ScrapeMetrics(t, url)
-		if ok(s) {
+		s, err := scrape(url)
+		if err == nil && ok(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not seen at %s within 30s", what, url)
+			t.Fatalf("%s: not seen at %s within 30s (last scrape error: %v)", what, url, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
