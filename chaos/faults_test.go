@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderevents"
@@ -183,8 +185,10 @@ func TestChaosMySQLDown(t *testing.T) {
 	// A poison message and a valid event in one write: one batch, whose
 	// valid half fails until MySQL is back. The retries must not
 	// dead-letter the poison again.
-	valid := reservedEvent(t, p, sale, 10001)
-	writeEvents(t, p.Topic, sale.ItemID, []byte("not an event"), valid)
+	ev := p.ReserveEvent(sale, 10001, 1, "k10001")
+	valid, _ := json.Marshal(ev)
+	key := orderevents.ItemKey(sale.ItemID)
+	kafkatest.Write(t, p.Topic, kafka.Message{Key: key, Value: []byte("not an event")}, kafka.Message{Key: key, Value: valid})
 	committedBefore := committedOffsets(t, p.Topic, p.Group)
 	l := startLoad(api, sale.ActivityID, users(1, 200), 10*time.Second, 20)
 	time.Sleep(10 * time.Second)
@@ -199,10 +203,6 @@ func TestChaosMySQLDown(t *testing.T) {
 		for no, u := range x.accepted {
 			all[no] = u
 		}
-	}
-	var ev order.Event
-	if err := json.Unmarshal(valid, &ev); err != nil {
-		t.Fatal(err)
 	}
 	all[ev.OrderNo] = ev.UserID
 	inv := settle(t, p, sale, all, 90*time.Second)

@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,13 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/stockredis"
 )
 
 // tally is what the suite prints at the end.
@@ -206,106 +201,32 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 	}
 }
 
-// reservedEvent reserves one unit of the sale for user in Redis, as the
-// API does, and returns the create-order event it would publish.
-func reservedEvent(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, user int64) []byte {
+// offsets sums topic's end offsets and group's committed offsets.
+func offsets(t *testing.T, topic, group string) (end, committed int64) {
 	t.Helper()
-	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(sale.ItemID),
-		IdempotencyKey: fmt.Sprintf("k%d", user), UserID: user, ItemID: sale.ItemID, ActivityID: sale.ActivityID,
-		Quantity: 1, ReservedAt: time.Now()}
-	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{OrderNo: e.OrderNo, UserID: user,
-		ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: e.IdempotencyKey,
-		At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(e)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, c, err := kafkatest.Offsets(ctx, topic, group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	for p := range e {
+		end, committed = end+e[p], committed+c[p]
+	}
+	return end, committed
 }
 
-// writeEvents writes values to topic in one call, keyed by item (one
-// partition), retrying while the topic is new to the writer.
-func writeEvents(t *testing.T, topic string, item int64, values ...[]byte) {
-	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll}
-	defer w.Close()
-	msgs := make([]kafka.Message, len(values))
-	for i, v := range values {
-		msgs[i] = kafka.Message{Key: orderevents.ItemKey(item), Value: v}
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := w.WriteMessages(context.Background(), msgs...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write to %s: %v", topic, err)
-		}
-	}
-}
-
-// kafkaPartitions returns a client with its own transport (the default
-// one caches metadata) and the partitions of topic.
-func kafkaPartitions(t *testing.T, ctx context.Context, topic string) (*kafka.Client, []int) {
-	t.Helper()
-	tr := &kafka.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	c := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers()...), Transport: tr}
-	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil || len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
-		t.Fatalf("metadata of %s: %v %+v", topic, err, meta)
-	}
-	var parts []int
-	for _, pt := range meta.Topics[0].Partitions {
-		parts = append(parts, pt.ID)
-	}
-	return c, parts
-}
-
-// topicSize counts the messages of topic (the sum of its partitions' end
-// offsets; nothing is deleted in a test's lifetime).
+// topicSize counts the messages of topic (nothing is deleted in a test's
+// lifetime).
 func topicSize(t *testing.T, topic string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, parts := kafkaPartitions(t, ctx, topic)
-	var reqs []kafka.OffsetRequest
-	for _, id := range parts {
-		reqs = append(reqs, kafka.LastOffsetOf(id))
-	}
-	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
-	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
-	}
-	var n int64
-	for _, pt := range res.Topics[topic] {
-		if pt.Error != nil {
-			t.Fatalf("end offset of %s/%d: %v", topic, pt.Partition, pt.Error)
-		}
-		n += pt.LastOffset
-	}
-	return n
+	end, _ := offsets(t, topic, "")
+	return end
 }
 
-// committedOffsets sums the offsets group has committed on topic's
-// partitions (0 for a partition with none).
+// committedOffsets sums the offsets group has committed on topic.
 func committedOffsets(t *testing.T, topic, group string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, parts := kafkaPartitions(t, ctx, topic)
-	res, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
-	if err != nil || res.Error != nil {
-		t.Fatalf("committed offsets of %s on %s: %v %v", group, topic, err, res.Error)
-	}
-	var n int64
-	for _, pt := range res.Topics[topic] {
-		if pt.Error != nil {
-			t.Fatalf("committed offset of %s/%d: %v", topic, pt.Partition, pt.Error)
-		}
-		n += max(pt.CommittedOffset, 0)
-	}
-	return n
+	_, committed := offsets(t, topic, group)
+	return committed
 }

@@ -146,46 +146,29 @@ func committedEvents(t *testing.T, topic, group string) []order.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// A transport of its own: the shared default one caches metadata for
-	// seconds, and would not know a topic created since (so
-	// kafkatest.GroupLag can report no lag for a new topic).
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(kafkatest.Brokers()...), Transport: tr}
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil || len(meta.Topics) != 1 {
-		t.Fatalf("metadata of %s: %v", topic, err)
-	}
-	var parts []int
-	for _, pt := range meta.Topics[0].Partitions {
-		parts = append(parts, pt.ID)
-	}
-	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	_, committed, err := kafkatest.Offsets(ctx, topic, group)
 	if err != nil {
-		t.Fatalf("committed offsets of %s: %v", group, err)
+		t.Fatal(err)
 	}
 	var out []order.Event
-	for _, pt := range res.Topics[topic] {
-		if pt.Error != nil {
-			t.Fatalf("committed offset of partition %d: %v", pt.Partition, pt.Error)
-		}
-		if pt.CommittedOffset <= 0 {
+	for partition, upTo := range committed {
+		if upTo <= 0 {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: topic, Partition: pt.Partition, MaxWait: 100 * time.Millisecond})
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: topic, Partition: partition, MaxWait: 100 * time.Millisecond})
 		for {
 			m, err := r.ReadMessage(ctx)
 			if err != nil {
 				r.Close()
-				t.Fatalf("read partition %d up to %d: %v", pt.Partition, pt.CommittedOffset, err)
+				t.Fatalf("read partition %d up to %d: %v", partition, upTo, err)
 			}
 			e, err := orderevents.Decode(m.Value)
 			if err != nil {
 				r.Close()
-				t.Fatalf("partition %d offset %d: %v", pt.Partition, m.Offset, err)
+				t.Fatalf("partition %d offset %d: %v", partition, m.Offset, err)
 			}
 			out = append(out, e)
-			if m.Offset >= pt.CommittedOffset-1 {
+			if m.Offset >= upTo-1 {
 				break
 			}
 		}
@@ -205,7 +188,7 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	sale := api.CreateSale(10, 2)
 	ctx := context.Background()
 	const user = 5
-	ev := reserveEvent(t, p, sale, user, 2, "dl-key")
+	ev := p.ReserveEvent(sale, user, 2, "dl-key")
 	no := ev.OrderNo
 	keys := p.Store.Keys(sale.ItemID)
 	if snap, _ := p.Store.Stock(ctx, sale.ItemID); snap.Stock != 8 || snap.Inflight != 2 {
@@ -213,7 +196,7 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	}
 	ev.Version = order.EventVersion + 1
 	poison, _ := json.Marshal(ev)
-	writeRaw(t, p.Topic, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: poison})
+	kafkatest.Write(t, p.Topic, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: poison})
 	p.StartConsumer(noSweep)
 
 	dl := readDeadLetter(t, p.Topic)
@@ -277,7 +260,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	sale := api.CreateSale(10, 1)
 	ctx := context.Background()
 	const user = 5
-	ev := reserveEvent(t, p, sale, user, 1, "claimed")
+	ev := p.ReserveEvent(sale, user, 1, "claimed")
 	// The consumer that died: claimed, and committed in MySQL.
 	if st, err := p.Store.Claim(ctx, sale.ItemID, []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
@@ -291,7 +274,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	poison, _ := json.Marshal(poisonEv)
 	valid, _ := json.Marshal(ev)
 	key := orderevents.ItemKey(sale.ItemID)
-	writeRaw(t, p.Topic, kafka.Message{Key: key, Value: poison}, kafka.Message{Key: key, Value: valid})
+	kafkatest.Write(t, p.Topic, kafka.Message{Key: key, Value: poison}, kafka.Message{Key: key, Value: valid})
 	p.StartConsumer(noSweep)
 
 	if dl := readDeadLetter(t, p.Topic); string(dl.Original) != string(poison) {
@@ -319,40 +302,6 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	p.WaitDrained(sale.ItemID, 30*time.Second)
 	if inv := p.Check(sale); inv.DBStock != 9 || inv.LiveOrders != 1 {
 		t.Fatalf("final %+v, want MySQL stock 9 and one live order", inv)
-	}
-}
-
-// reserveEvent reserves qty units of the sale for user in Redis, as the API
-// does before it publishes, and returns the event it would publish.
-func reserveEvent(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, user int64, qty int, key string) order.Event {
-	t.Helper()
-	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(sale.ItemID), IdempotencyKey: key,
-		UserID: user, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: qty, ReservedAt: time.Now()}
-	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
-		OrderNo: e.OrderNo, UserID: user, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: qty,
-		IdempotencyKey: key, At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
-	}); err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
-	return e
-}
-
-// writeRaw writes msgs to topic as they are, in one call, retrying while a
-// fresh topic is not in the writer's metadata yet.
-func writeRaw(t *testing.T, topic string, msgs ...kafka.Message) {
-	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
-	defer w.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := w.WriteMessages(context.Background(), msgs...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write to %s: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -452,16 +401,16 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 	var msgs []kafka.Message
 	var bad []order.Event
 	for i, c := range cases {
-		e := reserveEvent(t, p, sale, int64(i+1), 1, fmt.Sprintf("bad-%d", i))
+		e := p.ReserveEvent(sale, int64(i+1), 1, fmt.Sprintf("bad-%d", i))
 		c.mutate(&e) // a corrupted event for a real reservation
 		b, _ := json.Marshal(e)
 		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
 		bad = append(bad, e)
 	}
-	good := reserveEvent(t, p, sale, 9, 1, "good")
+	good := p.ReserveEvent(sale, 9, 1, "good")
 	b, _ := json.Marshal(good)
 	msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
-	writeRaw(t, p.Topic, msgs...)
+	kafkatest.Write(t, p.Topic, msgs...)
 	p.StartConsumer(noSweep)
 
 	if got := p.WaitFinal(map[string]int64{good.OrderNo: 9}, 30*time.Second); got[good.OrderNo].Status != order.Created {

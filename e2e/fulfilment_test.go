@@ -239,21 +239,8 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 	sale := api.CreateSale(10, 1)
 	p.StartConsumer()
 
-	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: p.Topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
-	defer w.Close()
 	poison := []byte(`{"v": 99, "order_no": "garbage"`)
-	// A brand-new topic may not be in this writer's metadata yet: retry.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("x"), Value: poison})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kafkatest.Write(t, p.Topic, kafka.Message{Key: []byte("x"), Value: poison})
 	// The consumer keeps going: a real order after the poison is created.
 	pl, err := api.PlaceOrder(1, "after-poison", sale.ActivityID, 1)
 	if err != nil || pl.Code != 202 {

@@ -30,17 +30,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	url := "http://" + admin + "/metrics"
 
 	// A poison message.
-	w := &kafka.Writer{Addr: kafka.TCP(kafkatest.Brokers()...), Topic: p.Topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
-	defer w.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := w.WriteMessages(ctx, kafka.Message{Value: []byte("not an event")})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	kafkatest.Write(t, p.Topic, kafka.Message{Value: []byte("not an event")})
 	// A stranded reservation (reserved, never published).
 	no := order.NewNumberGenerator().Next(sale.ItemID)
 	if _, err := p.Store.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: 5, ItemID: sale.ItemID,

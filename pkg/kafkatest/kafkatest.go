@@ -81,20 +81,20 @@ func leadersServe(ctx context.Context, topic string, partitions int) bool {
 	return true
 }
 
-// GroupLag returns how many messages of topic the consumer group has not
-// committed yet (a group that committed nothing lags by the whole topic).
-func GroupLag(ctx context.Context, topic, group string) (int64, error) {
-	// Its own transport: the shared default caches metadata for seconds, and
-	// a topic created since would read as having nothing to lag behind.
+// Offsets returns, per partition of topic, its end offset and the offset
+// group has committed (0 when none; group "" reads no commits). It uses a
+// transport of its own: the shared default caches metadata for seconds, and
+// would not know a topic created since.
+func Offsets(ctx context.Context, topic, group string) (end, committed map[int]int64, err error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(Brokers()...), Transport: tr}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil || len(meta.Topics[0].Partitions) == 0 {
-		return 0, fmt.Errorf("no metadata for topic %s: %+v", topic, meta.Topics)
+		return nil, nil, fmt.Errorf("no metadata for topic %s: %+v", topic, meta.Topics)
 	}
 	var parts []int
 	var ends []kafka.OffsetRequest
@@ -104,25 +104,65 @@ func GroupLag(ctx context.Context, topic, group string) (int64, error) {
 	}
 	last, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: ends}})
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	committed, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if len(last.Topics[topic]) != len(parts) {
+		return nil, nil, fmt.Errorf("end offsets of %d of %d partitions of %s", len(last.Topics[topic]), len(parts), topic)
+	}
+	end, committed = map[int]int64{}, map[int]int64{}
+	for _, p := range last.Topics[topic] {
+		if p.Error != nil {
+			return nil, nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
+		end[p.Partition], committed[p.Partition] = p.LastOffset, 0
+	}
+	if group == "" {
+		return end, committed, nil
+	}
+	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.Error != nil {
+		return nil, nil, fmt.Errorf("committed offsets of %s: %w", group, res.Error)
+	}
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return nil, nil, fmt.Errorf("committed offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
+		committed[p.Partition] = max(p.CommittedOffset, 0)
+	}
+	return end, committed, nil
+}
+
+// GroupLag returns how many messages of topic the consumer group has not
+// committed yet (a group that committed nothing lags by the whole topic).
+func GroupLag(ctx context.Context, topic, group string) (int64, error) {
+	end, committed, err := Offsets(ctx, topic, group)
 	if err != nil {
 		return 0, err
 	}
-	done := map[int]int64{}
-	for _, p := range committed.Topics[topic] {
-		done[p.Partition] = max(p.CommittedOffset, 0)
-	}
-	if len(last.Topics[topic]) != len(parts) {
-		return 0, fmt.Errorf("end offsets of %d of %d partitions of %s", len(last.Topics[topic]), len(parts), topic)
-	}
 	var lag int64
-	for _, p := range last.Topics[topic] {
-		if p.Error != nil {
-			return 0, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, p.Error)
-		}
-		lag += p.LastOffset - done[p.Partition]
+	for p, e := range end {
+		lag += e - committed[p]
 	}
 	return lag, nil
+}
+
+// Write writes msgs to topic as they are, in one call (one produce request
+// per partition), retrying while a fresh topic is not in the writer's
+// metadata yet.
+func Write(t testing.TB, topic string, msgs ...kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
+	defer w.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := w.WriteMessages(context.Background(), msgs...)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write to %s: %v", topic, err)
+		}
+	}
 }

@@ -465,3 +465,18 @@ func (p *Pipeline) Check(s Sale) Invariants {
 	}
 	return inv
 }
+
+// ReserveEvent reserves qty units of the sale for user in Redis, as the API
+// does before it publishes, and returns the event it would publish.
+func (p *Pipeline) ReserveEvent(s Sale, user int64, qty int, key string) order.Event {
+	p.t.Helper()
+	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.ItemID), IdempotencyKey: key,
+		UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty, ReservedAt: time.Now()}
+	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
+		OrderNo: e.OrderNo, UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty,
+		IdempotencyKey: key, At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
+	}); err != nil {
+		p.t.Fatalf("reserve: %v", err)
+	}
+	return e
+}

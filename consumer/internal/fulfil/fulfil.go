@@ -48,7 +48,14 @@ type Processor struct {
 	deadLettered sync.Map // msgID -> struct{}
 }
 
-func msgID(m kafka.Message) string { return fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset) }
+// msgID identifies a message in the topic it was read from.
+type msgID struct {
+	topic     string
+	partition int
+	offset    int64
+}
+
+func idOf(m kafka.Message) msgID { return msgID{m.Topic, m.Partition, m.Offset} }
 
 // Stats counts what one batch did.
 type Stats struct {
@@ -71,11 +78,11 @@ func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, e
 			}
 		}
 		if err != nil {
-			if _, done := p.deadLettered.Load(msgID(m)); !done {
+			if _, done := p.deadLettered.Load(idOf(m)); !done {
 				if err := p.deadLetter(ctx, m, err); err != nil {
 					return st, err
 				}
-				p.deadLettered.Store(msgID(m), struct{}{})
+				p.deadLettered.Store(idOf(m), struct{}{})
 			}
 			st.DeadLettered++
 			continue
@@ -90,8 +97,10 @@ func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, e
 			return st, err // retried with the same messages
 		}
 	}
-	for _, m := range msgs {
-		p.deadLettered.Delete(msgID(m))
+	if st.DeadLettered > 0 { // the batch is done: forget its dead letters
+		for _, m := range msgs {
+			p.deadLettered.Delete(idOf(m))
+		}
 	}
 	return st, nil
 }
