@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,4 +100,58 @@ func TestConsumerLagFollowsABacklog(t *testing.T) {
 	pipelinetest.ScrapeUntil(t, url, "the lag back at 0 once every order is created", func(s pipelinetest.Scrape) bool {
 		return s.Value("seckill_consumer_events_total", "outcome", "created") == buyers && s.Value("seckill_consumer_lag_messages") == 0
 	})
+}
+
+// A consumer frozen while it holds the closer lock, for longer than the
+// lock's lease, finds on waking that it lost the lock: the loss is counted
+// on its /metrics (and the closes still all happen, once).
+func TestLockLossIsCounted(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	admin := pipelinetest.FreeAddr(t)
+	// Orders expire a second after they are created; the closer's first
+	// pass comes 5 s in and has hundreds to close, so it holds its lock
+	// long enough to be caught holding it.
+	consumer := p.StartConsumer("SECKILL_ADMIN_ADDR="+admin, "SECKILL_PAYMENT_WINDOW=1s", "SECKILL_CLOSER_EVERY=5s")
+	const buyers = 800
+	sale := api.CreateSale(buyers, 1)
+	accepted, codes := crowd(t, api, sale.ActivityID, userRange(1, buyers), 50)
+	if len(accepted) != buyers {
+		t.Fatalf("accepted %d, refused %v", len(accepted), codes)
+	}
+	ctx := context.Background()
+	key := p.Prefix + ":lock:{closer}"
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n, err := p.Store.Client().Exists(ctx, key).Result(); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the closer never held its lock")
+		}
+	}
+	if err := consumer.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(16 * time.Second) // the lock's lease is 15 s
+	if err := consumer.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	pipelinetest.ScrapeUntil(t, "http://"+admin+"/metrics", "the closer lock's loss counted", func(s pipelinetest.Scrape) bool {
+		return s.Value("seckill_lock_losses_total", "lock", "closer") >= 1
+	})
+	// Every unpaid order still closes exactly once.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		counts, err := p.DB.StatusCounts(ctx, sale.ItemID)
+		if err == nil && counts[order.Closed] == buyers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statuses %v, want %d CLOSED", counts, buyers)
+		}
+	}
+	waitReleased(t, p, sale.ItemID)
+	if inv := p.Check(sale); inv.DBStock != buyers || inv.RedisStock != buyers {
+		t.Fatalf("after the closes: %+v, want every unit back in both stores", inv)
+	}
 }

@@ -118,6 +118,9 @@ func (pr *Proc) Kill() {
 	<-pr.done
 }
 
+// Signal sends sig to the process (e.g. SIGSTOP and SIGCONT to freeze it).
+func (pr *Proc) Signal(sig syscall.Signal) error { return pr.cmd.Process.Signal(sig) }
+
 // Done is closed when the process has exited.
 func (pr *Proc) Done() <-chan struct{} { return pr.done }
 
