@@ -32,8 +32,8 @@ import (
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/reconciler/internal/reconcile"
 )
 
 func main() {
