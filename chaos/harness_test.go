@@ -23,31 +23,82 @@ import (
 var tally struct {
 	faults, survived  atomic.Int64
 	hostile           atomic.Int64
+	lostReplies       atomic.Int64
 	lost, oversold    atomic.Int64
 	duplicates, drift atomic.Int64
 }
 
+// scenario is one fault test's line in the tally.
+type scenario struct {
+	name        string
+	done        bool // its cleanup ran
+	failed      bool
+	lostReplies int64
+}
+
+// scenarios are the fault tests that ran, in the order they started.
+var scenarios struct {
+	sync.Mutex
+	list []*scenario
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	fmt.Printf("chaos: faults survived %d/%d, hostile inputs tried %d, orders lost %d, oversold %d, duplicates %d, drift after recovery %d\n",
-		tally.survived.Load(), tally.faults.Load(), tally.hostile.Load(), tally.lost.Load(),
+	scenarios.Lock()
+	for _, s := range scenarios.list {
+		result := "ok"
+		if s.failed || !s.done {
+			result = "FAILED"
+		}
+		fmt.Printf("chaos: scenario %s %s (lost replies %d)\n", s.name, result, s.lostReplies)
+	}
+	scenarios.Unlock()
+	fmt.Printf("chaos: faults survived %d/%d, hostile inputs tried %d, lost replies injected %d, orders lost %d, oversold %d, duplicates %d, drift after recovery %d\n",
+		tally.survived.Load(), tally.faults.Load(), tally.hostile.Load(), tally.lostReplies.Load(), tally.lost.Load(),
 		tally.oversold.Load(), tally.duplicates.Load(), tally.drift.Load())
 	os.Exit(code)
 }
 
-// fault registers a fault scenario in the tally.
+// fault registers a fault scenario in the tally, under t's name, with its
+// result when it ends.
 func fault(t *testing.T) {
 	tally.faults.Add(1)
+	s := &scenario{name: t.Name()}
+	scenarios.Lock()
+	scenarios.list = append(scenarios.list, s)
+	scenarios.Unlock()
 	t.Cleanup(func() {
-		if !t.Failed() {
+		scenarios.Lock()
+		defer scenarios.Unlock()
+		s.done, s.failed = true, t.Failed()
+		if !s.failed {
 			tally.survived.Add(1)
 		}
 	})
 }
 
-// services stops or starts one backing service: with scripts/services, or
-// with docker compose when `make up` ran them there (SECKILL_SERVICES=docker,
-// which `make chaos` sets).
+// lostReplies adds n to the replies the suite's faults lost on the wire
+// (the request ran, its answer never came back).
+func lostReplies(n int64) { tally.lostReplies.Add(n) }
+
+// lostRepliesIn is lostReplies that also counts the n replies for t's
+// scenario (t or a subtest of a test that called fault).
+func lostRepliesIn(t *testing.T, n int64) {
+	lostReplies(n)
+	name, _, _ := strings.Cut(t.Name(), "/")
+	scenarios.Lock()
+	defer scenarios.Unlock()
+	for i := len(scenarios.list) - 1; i >= 0; i-- {
+		if s := scenarios.list[i]; s.name == name {
+			s.lostReplies += n
+			return
+		}
+	}
+}
+
+// services stops, kills (SIGKILL: a crash, the data kept) or starts one
+// backing service: with scripts/services, or with docker compose when `make
+// up` ran them there (SECKILL_SERVICES=docker, which `make chaos` sets).
 func services(t *testing.T, verb, name string) {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
@@ -58,8 +109,11 @@ func services(t *testing.T, verb, name string) {
 	cmd := exec.Command(filepath.Join(root, "scripts", "services"), verb, name)
 	if os.Getenv("SECKILL_SERVICES") == "docker" {
 		args := []string{"compose", "stop", name}
-		if verb == "start" {
+		switch verb {
+		case "start":
 			args = []string{"compose", "up", "-d", "--wait", name}
+		case "kill":
+			args = []string{"compose", "kill", name}
 		}
 		cmd = exec.Command("docker", args...)
 	}
@@ -117,6 +171,19 @@ func startLoad(api *pipelinetest.API, activity int64, users []int64, over time.D
 }
 
 func (l *load) wait() *load { <-l.done; return l }
+
+// answered counts the users answered code so far, while the load runs.
+func (l *load) answered(code int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.byUser {
+		if c == code {
+			n++
+		}
+	}
+	return n
+}
 
 func users(from, n int64) []int64 {
 	out := make([]int64, n)
