@@ -1,0 +1,266 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/proxytest"
+	"github.com/seckill/seckill/pkg/redistest"
+)
+
+// Network faults: a real TCP proxy (pkg/proxytest) between the programs and
+// a service adds latency, cuts connections, or lets one chosen request
+// through and loses its answer. The suite's own reads go to the services
+// directly.
+
+// Kafka's PROXIED listener (scripts/services) is bound on 19093 and
+// advertised as 19092, where the proxy listens: clients stay behind the
+// proxy after bootstrap.
+const (
+	kafkaProxied      = "127.0.0.1:19092"
+	kafkaProxiedBound = "127.0.0.1:19093"
+)
+
+// mysqlProxy starts a proxy to the pipeline's MySQL and returns it with the
+// environment entry that sends a program through it.
+func mysqlProxy(t *testing.T, p *pipelinetest.Pipeline) (*proxytest.Proxy, string) {
+	t.Helper()
+	cfg, err := mysqldrv.ParseDSN(p.DB.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := proxytest.Start(t, cfg.Addr, proxytest.MySQL)
+	cfg.Addr = px.Addr()
+	countLost(t, px)
+	return px, "SECKILL_MYSQL_DSN=" + cfg.FormatDSN()
+}
+
+// kafkaProxy starts the proxy in front of Kafka's PROXIED listener.
+func kafkaProxy(t *testing.T) (*proxytest.Proxy, string) {
+	t.Helper()
+	px := proxytest.StartOn(t, kafkaProxied, kafkaProxiedBound, proxytest.Kafka)
+	countLost(t, px)
+	return px, "SECKILL_KAFKA_BROKERS=" + kafkaProxied
+}
+
+// redisProxy starts a proxy to the single Redis node.
+func redisProxy(t *testing.T) (*proxytest.Proxy, string) {
+	t.Helper()
+	px := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
+	countLost(t, px)
+	return px, "SECKILL_REDIS_ADDR=" + px.Addr()
+}
+
+// countLost adds the answers px lost to the suite's tally when t ends.
+func countLost(t *testing.T, px *proxytest.Proxy) {
+	t.Cleanup(func() { lostRepliesIn(t, px.Lost()) })
+}
+
+// merge returns the union of order number -> user maps.
+func merge(ms ...map[string]int64) map[string]int64 {
+	all := map[string]int64{}
+	for _, m := range ms {
+		for no, u := range m {
+			all[no] = u
+		}
+	}
+	return all
+}
+
+// answersKept checks the promise behind every answer the loads got: a buyer
+// answered 503 holds nothing, and the same Idempotency-Key then buys; every
+// order answered 202 (the retries' included) ends CREATED or FAILED, and
+// the same key returns the same order_no. It settles the sale and returns
+// every accepted order.
+func answersKept(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, sale pipelinetest.Sale, loads ...*load) (map[string]int64, pipelinetest.Invariants) {
+	t.Helper()
+	var refused []int64
+	for _, l := range loads {
+		refusedHoldNothing(t, p, sale, l)
+		if l.neterrs != 0 {
+			t.Errorf("%d requests got no HTTP answer at all", l.neterrs)
+		}
+		for u, code := range l.byUser {
+			if code == 503 {
+				refused = append(refused, u)
+			}
+		}
+	}
+	accepted := merge(retryAll(t, api, sale, refused))
+	for _, l := range loads {
+		accepted = merge(accepted, l.accepted)
+	}
+	t.Logf("%d buyers answered 503 bought on their retry with the same key", len(refused))
+	inv := settle(t, p, sale, accepted, 60*time.Second)
+	final, err := p.DB.Orders(t.Context(), keys(accepted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for no, u := range accepted {
+		if s := final[no].Status; s != order.Created && s != order.Failed {
+			t.Errorf("order %s of user %d ended %s, want CREATED or FAILED", no, u, s)
+		}
+		pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
+		if err != nil || pl.Code != 202 || pl.OrderNo != no {
+			t.Errorf("user %d's key again: %d %s %q (%v), want 202 and order %s", u, pl.Code, pl.Error, pl.OrderNo, err, no)
+		}
+	}
+	return accepted, inv
+}
+
+func keys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// latencyScenario runs a sale while the proxy px adds 200 ms ± 100 ms each
+// way for 10 s.
+func latencyScenario(t *testing.T, p *pipelinetest.Pipeline, px *proxytest.Proxy, api *pipelinetest.API) {
+	t.Helper()
+	sale := api.CreateSale(200, 1)
+	px.Latency(200*time.Millisecond, 100*time.Millisecond)
+	l := startLoad(api, sale.ActivityID, users(1, 300), 12*time.Second, 20)
+	time.Sleep(10 * time.Second)
+	px.Latency(0, 0)
+	l.wait()
+	t.Logf("accepted %d, refused %v, network errors %d", len(l.accepted), l.codes, l.neterrs)
+	refused := refusedHoldNothing(t, p, sale, l)
+	if l.neterrs != 0 || len(l.accepted)+refused+l.codes["409 SOLD_OUT"] != 300 {
+		t.Fatalf("unexpected answers: %v (network errors %d)", l.codes, l.neterrs)
+	}
+	inv := settle(t, p, sale, l.accepted, 60*time.Second)
+	if inv.LiveOrders != int64(len(l.accepted)) {
+		t.Fatalf("accepted %d, live %d", len(l.accepted), inv.LiveOrders)
+	}
+}
+
+// N1. 200 ms ± 100 ms on every MySQL round trip of the api and the
+// consumer for 10 s of a sale.
+func TestChaosNetMySQLLatency(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	px, dsn := mysqlProxy(t, p)
+	api := p.StartAPI(dsn)
+	p.StartConsumer(dsn)
+	latencyScenario(t, p, px, api)
+}
+
+// N2. The same on Kafka: the api's produces and the consumer's fetches,
+// group and offset traffic.
+func TestChaosNetKafkaLatency(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	px, brokers := kafkaProxy(t)
+	api := p.StartAPI(brokers)
+	p.StartConsumer(brokers)
+	latencyScenario(t, p, px, api)
+	if px.Connections() == 0 {
+		t.Fatal("no connection through the Kafka proxy: the programs bypassed it")
+	}
+}
+
+// N3. The consumer's MySQL link is cut for 5 s right when a batch commits:
+// the COMMIT ran, the consumer never heard. It must resolve the unknown
+// outcome and end exact: each order once, nothing oversold.
+func TestChaosNetMySQLCommitCut(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	px, dsn := mysqlProxy(t, p)
+	api := p.StartAPI()
+	p.StartConsumer(dsn, "SECKILL_CONSUMER_BATCH=50", noSweep)
+	sale := api.CreateSale(150, 1)
+	// One order first, so the consumer is reading when the cut is armed.
+	first := startLoad(api, sale.ActivityID, users(10001, 1), 0, 1).wait()
+	p.WaitFinal(first.accepted, 60*time.Second)
+	px.CutAfter(proxytest.MySQLQuery("COMMIT"), 5*time.Second)
+	l := startLoad(api, sale.ActivityID, users(1, 200), 2*time.Second, 20)
+	px.WaitLost(t, 1, 30*time.Second)
+	l.wait()
+	all := merge(first.accepted, l.accepted)
+	inv := settle(t, p, sale, all, 90*time.Second)
+	if len(all) != 150 || inv.LiveOrders != 150 {
+		t.Fatalf("accepted %d (%v), live %d; want 150 of each", len(all), l.codes, inv.LiveOrders)
+	}
+	var rows int64
+	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	if rows != int64(len(all)) {
+		t.Fatalf("%d order rows for %d accepted orders", rows, len(all))
+	}
+}
+
+// N4. The api's produce reaches the broker, then the link is cut before
+// the answer (and refused for 3 s, past the api's write timeout): the
+// outcome is unknown to the api. A buyer answered 503 holds nothing and
+// buys with the same key; every 202 ends final.
+func TestChaosNetKafkaProduceCut(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	px, brokers := kafkaProxy(t)
+	api := p.StartAPI(brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
+	p.StartConsumer()
+	sale := api.CreateSale(1000, 1)
+	warm := startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()
+	if px.Connections() == 0 {
+		t.Fatal("no connection through the Kafka proxy: the api bypassed it")
+	}
+	px.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
+	l := startLoad(api, sale.ActivityID, users(1, 100), 2*time.Second, 20)
+	px.WaitLost(t, 1, 30*time.Second)
+	l.wait()
+	t.Logf("produce cut: %d accepted, refused %v", len(l.accepted), l.codes)
+	accepted, inv := answersKept(t, p, api, sale, warm, l)
+	if inv.LiveOrders != 105 || len(accepted) != 105 {
+		t.Fatalf("live %d, accepted %d; want every one of 105 buyers to hold one order", inv.LiveOrders, len(accepted))
+	}
+}
+
+// N5. The answer to each state-changing Redis script is lost once, with the
+// api and the consumer talking to Redis through a proxy: reserve; release
+// (the api's 503 path: its produce is cut, and the answer to its release is
+// lost too); claim; confirm. A buyer answered 503 holds nothing and buys
+// with the same key; every 202 ends final and its key returns the same
+// order_no.
+func TestChaosNetRedisScriptRepliesLost(t *testing.T) {
+	fault(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	rp, redisAddr := redisProxy(t)
+	kp, brokers := kafkaProxy(t)
+	api := p.StartAPI(redisAddr, brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
+	p.StartConsumer(redisAddr, "SECKILL_CONSUMER_BATCH=20")
+	sale := api.CreateSale(1000, 1)
+	loads := []*load{startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()}
+	phase := func(name string, from int64, arm func(), want int64) {
+		t.Helper()
+		arm()
+		l := startLoad(api, sale.ActivityID, users(from, 30), time.Second, 10)
+		rp.WaitLost(t, want, 30*time.Second)
+		l.wait()
+		t.Logf("%s answer lost: %d accepted, refused %v", name, len(l.accepted), l.codes)
+		loads = append(loads, l)
+	}
+	phase("reserve", 101, func() { rp.LoseReply(proxytest.RedisScript(lua.Source("reserve")), 1) }, 1)
+	phase("release", 201, func() {
+		rp.LoseReply(proxytest.RedisScript(lua.Source("release")), 1)
+		kp.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
+	}, 2)
+	phase("claim", 301, func() { rp.LoseReply(proxytest.RedisScript(lua.Source("claim")), 1) }, 3)
+	phase("confirm", 401, func() { rp.LoseReply(proxytest.RedisScript(lua.Source("confirm")), 1) }, 4)
+	if kp.Lost() < 1 {
+		t.Fatal("the produce of the release phase was not cut")
+	}
+	accepted, inv := answersKept(t, p, api, sale, loads...)
+	if inv.LiveOrders != 125 || len(accepted) != 125 {
+		t.Fatalf("live %d, accepted %d; want every one of 125 buyers to hold one order", inv.LiveOrders, len(accepted))
+	}
+}
