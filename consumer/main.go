@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/closer"
 	"github.com/seckill/seckill/consumer/internal/fulfil"
+	"github.com/seckill/seckill/consumer/internal/heal"
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/lifecycle"
@@ -25,6 +26,7 @@ import (
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -53,6 +55,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	sweepAfter := env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second)
 	sweepEvery := env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second)
 	closeEvery := env.Duration("SECKILL_CLOSER_EVERY", time.Second)
+	healEvery := config.HealEvery(env)
 	admin := config.Admin(env, "127.0.0.1:9100")
 	if err := env.Err(); err != nil {
 		return err
@@ -61,6 +64,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	log = log.With("instance", instance)
 	log.Info("consumer starting", "redis", rcfg.Addrs, "kafka", kcfg.Brokers, "topic", kcfg.Topic,
 		"group", group, "batch", loop.MaxBatch, "sweep_after", sweepAfter.String(),
+		"heal_every", healEvery.String(),
 		"admin_addr", admin.Addr, "pprof", admin.Pprof, "log_level", level)
 
 	// The admin listener comes first, so /metrics answers while the
@@ -115,17 +119,34 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 		Lifecycle: &lifecycle.Service{DB: db, Stock: store, Log: log},
 		Locker:    locker, Every: closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 	}
+	// The watch repairs Redis from MySQL as soon as it sees that Redis
+	// lost data (a restart, a failover, its marker gone), under the
+	// reconciler's lock.
+	var watch *heal.Watch
+	if healEvery > 0 {
+		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
+			Stock: store.Reconciler(), DB: db, Log: log.With("component", "heal"), Warmer: store, PaymentWindow: window}}
+		watch = &heal.Watch{Redis: rdb, Marker: rcfg.Prefix + ":heal:generation", Repair: repairer.Repair,
+			Every: healEvery, Log: log, Metrics: metrics.NewHeal(reg)}
+	}
 	// The sweep and the closer run beside the fulfilment loop; each acts
 	// only while it holds its lock, so one process in the group does it.
 	sctx, stopSweep := context.WithCancel(ctx)
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { defer func() { done <- struct{}{} }(); sw.Run(sctx) }()
 	go func() { defer func() { done <- struct{}{} }(); cl.Run(sctx) }()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		if watch != nil {
+			watch.Run(sctx)
+		}
+	}()
 
 	proc := &fulfil.Processor{Stock: store, DB: db, DLQ: dlq, Topic: kcfg.Topic, PaymentWindow: window, Log: log,
 		Metrics: metrics.NewConsumer(reg)}
 	err = fulfil.Run(ctx, reader, proc, loop, log)
 	stopSweep()
+	<-done
 	<-done
 	<-done
 	log.Info("consumer stopped")

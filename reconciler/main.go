@@ -81,7 +81,7 @@ func exitCode(err error) int {
 // lockName is the lock every reconciler takes; lockTTL is its lease (the
 // watchdog renews it while the run lasts).
 const (
-	lockName = "reconcile"
+	lockName = reconcile.LockName
 	lockTTL  = 30 * time.Second
 )
 
@@ -225,7 +225,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 			Logger: log, OnAcquire: lm.Acquired, OnLost: lm.Lost}),
 		metrics: rm,
 		checker: &reconcile.Checker{
-			Stock: store.Reconciler(), DB: db, Log: log, Progress: newProgress(stderr, log),
+			Stock: store.Reconciler(), DB: db, Log: log, Progress: newProgress(stderr, log), Warmer: store,
 			Recheck: opts.recheck, PaymentWindow: window, Window: opts.window,
 		},
 		log:    log,

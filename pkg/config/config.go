@@ -266,3 +266,12 @@ func Admin(e *Env, def string) metrics.AdminConfig {
 	}
 	return cfg
 }
+
+// HealEvery reads SECKILL_HEAL_EVERY, the period of the consumer's watch
+// for lost Redis data (default 1s); "off" turns the watch off and returns 0.
+func HealEvery(e *Env) time.Duration {
+	if v, ok := e.get("SECKILL_HEAL_EVERY"); ok && strings.EqualFold(v, "off") {
+		return 0
+	}
+	return e.Duration("SECKILL_HEAL_EVERY", time.Second)
+}

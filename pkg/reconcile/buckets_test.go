@@ -2,11 +2,13 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -75,5 +77,70 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	}
 	if f.rdb.Exists(f.ctx, k.Stock()).Val() != 0 {
 		t.Fatal("the repair created the main-tag stock key of a bucketed item")
+	}
+}
+
+// Redis lost every key of a bucketed item, its bucket marker with them: the
+// repair lays the buckets out again from the activity's stock_buckets in
+// MySQL (not as one stock key), restores the quotas, and the item sells
+// from its buckets again.
+func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30, time.Hour)
+	f.c.Warmer = f.store
+	const buckets = 3
+	if err := f.db.Gorm().Exec("UPDATE activities SET stock_buckets = ?, starts_at = ? WHERE id = ?",
+		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.WarmupBuckets(f.ctx, f.item, buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(user int64) stockredis.Reservation {
+		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: user, ItemID: f.item, ActivityID: f.act.ID,
+			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
+		if _, err := f.store.Reserve(f.ctx, r); err != nil {
+			t.Fatalf("reserve for user %d: %v", user, err)
+		}
+		return r
+	}
+	bought := f.buyThenLoseEverything(5, reserve)
+
+	_, it := f.check(false)
+	wantItem(t, it, NotWarmed, 25, -1, 0, -25)
+	rep, it := f.check(true)
+	if it.Verdict != Repaired || rep.ExitCode() != 0 {
+		t.Fatalf("repair: %+v", it)
+	}
+	k := f.store.Keys(f.item)
+	if f.rdb.Exists(f.ctx, k.Stock()).Val() != 0 {
+		t.Fatalf("the repair created the main-tag stock key of a bucketed item: %q", it.Repairs)
+	}
+	if n, _ := f.rdb.Get(f.ctx, k.BucketMarker()).Int(); n != buckets {
+		t.Fatalf("bucket marker %d, want %d (repairs %q)", n, buckets, it.Repairs)
+	}
+	var sum int64
+	for i := range buckets {
+		v, err := f.rdb.Get(f.ctx, k.Bucket(i)).Int64()
+		if err != nil || v < 8 || v > 9 {
+			t.Fatalf("bucket %d = %d (%v), want an even split of 25", i, v, err)
+		}
+		sum += v
+	}
+	if sum != 25 {
+		t.Fatalf("buckets hold %d, want 25", sum)
+	}
+	_, it = f.check(false)
+	wantItem(t, it, OK, 25, 25, 0, 0)
+	for _, b := range bought {
+		r := b
+		r.OrderNo, r.IdempotencyKey = f.gen.Next(f.item), "new-key"
+		if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
+			t.Fatalf("user %d buying again: %v", b.UserID, err)
+		}
+	}
+	reserve(99)
+	if s := f.redisStock(); !s.Warmed || s.Stock != 24 {
+		t.Fatalf("Redis %+v after one more sale, want 24", s)
 	}
 }

@@ -95,6 +95,11 @@ import (
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
+// LockName is the distributed lock every repair of Redis from MySQL runs
+// under (the reconciler's runs, and the consumer's repair after Redis lost
+// data): one at a time.
+const LockName = "reconcile"
+
 // KeyMargin is how long quota keys live past the activity's end, and the
 // item's keys past its payment window: the API's intake.KeyMargin.
 const KeyMargin = 24 * time.Hour
@@ -127,11 +132,22 @@ type Progress interface {
 	Done()
 }
 
+// Warmer lays out a bucketed item's stock keys (*stockredis.Store): it
+// writes the bucket marker and creates the missing buckets from MySQL stock
+// minus what is in flight, never raising an existing one.
+type Warmer interface {
+	WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error)
+}
+
 // Checker checks and repairs items.
 type Checker struct {
 	Stock *stockredis.Reconciler
 	DB    *orderdb.DB
 	Log   *slog.Logger
+	// Warmer restores the layout of a bucketed item whose bucket marker
+	// Redis lost (the layout comes from the activity in MySQL,
+	// stock_buckets). Nil: such an item is reported and left alone.
+	Warmer Warmer
 	// Progress may be nil.
 	Progress Progress
 	// Recheck is the pause before a mismatch is read again (default
@@ -251,6 +267,16 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 // activity ended less than Window ago (the keys live KeyMargin past it).
 func (c *Checker) quotaChecked(a order.Activity, now time.Time) bool {
 	return a.EndsAt.Add(min(c.window(), KeyMargin)).After(now)
+}
+
+// buckets is the number of stock buckets of t's activities (the largest,
+// when they differ); 1 for an item with one stock key.
+func buckets(t Target) int {
+	n := 1
+	for _, a := range t.Activities {
+		n = max(n, a.StockBuckets)
+	}
+	return n
 }
 
 // started reports whether any of t's activities has started: a missing

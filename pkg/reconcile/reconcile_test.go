@@ -189,6 +189,26 @@ func (f *fixture) failInMySQL(r stockredis.Reservation) {
 	}
 }
 
+// buyThenLoseEverything has users 1..n buy one unit each with reserve, all
+// the way to a confirmed order, then deletes every Redis key of the test:
+// Redis lost its data.
+func (f *fixture) buyThenLoseEverything(n int64, reserve func(user int64) stockredis.Reservation) []stockredis.Reservation {
+	f.t.Helper()
+	var bought []stockredis.Reservation
+	for u := int64(1); u <= n; u++ {
+		r := reserve(u)
+		f.commit(r)
+		f.confirm(r)
+		bought = append(bought, r)
+	}
+	keys, err := f.rdb.Keys(f.ctx, f.prefix+":*").Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.rdb.Del(f.ctx, keys...)
+	return bought
+}
+
 func (f *fixture) targets() []Target {
 	f.t.Helper()
 	ts, err := f.c.Targets(f.ctx, Selection{})
@@ -577,18 +597,7 @@ func equalIssues(a, b []QuotaIssue) bool {
 func TestReconcileRedisLostEverything(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	var bought []stockredis.Reservation
-	for u := int64(1); u <= 4; u++ {
-		r := f.reserve(u, 1)
-		f.commit(r)
-		f.confirm(r)
-		bought = append(bought, r)
-	}
-	keys, err := f.rdb.Keys(f.ctx, f.prefix+":*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rdb.Del(f.ctx, keys...)
+	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation { return f.reserve(u, 1) })
 
 	rep, it := f.check(false)
 	wantItem(t, it, NotWarmed, 6, -1, 0, -6)

@@ -57,8 +57,23 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 	}
 
 	last := rs[len(rs)-1]
-	if last.stockMismatch(t, now) {
-		ok, msg, err := c.repairStock(ctx, t, last.stock, g, l)
+	s := last.stock
+	if n := buckets(t); n > 1 && s.view.Buckets == nil && last.stockMismatch(t, now) {
+		// The bucket marker went with Redis's data: lay the item out
+		// again as its activity says, then set the buckets below.
+		again, ok, msg, err := c.restoreBuckets(ctx, t, n, g, l)
+		if err != nil {
+			return err
+		}
+		note(ok, "%s", msg)
+		if !ok {
+			it.Verdict = Retry
+			return nil
+		}
+		s = again
+	}
+	if (reading{stock: s}).stockMismatch(t, now) {
+		ok, msg, err := c.repairStock(ctx, t, s, g, l)
 		if err != nil {
 			return err
 		}
@@ -118,6 +133,34 @@ func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g s
 		}
 		s = again
 	}
+}
+
+// restoreBuckets lays out a bucketed item whose bucket marker Redis lost:
+// the marker with the activity's number of buckets, and the missing
+// buckets (an even split of MySQL stock minus in flight; existing ones are
+// only ever lowered). It then reads the item again; the caller sets the
+// buckets from that read with the usual compare-and-set.
+func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g stockredis.Guard, l Lock) (stockReading, bool, string, error) {
+	if c.Warmer == nil {
+		return stockReading{}, false, fmt.Sprintf("bucket marker missing (the activity has %d buckets): not restored", n), nil
+	}
+	if err := c.before(ctx, t.ItemID, l); err != nil {
+		return stockReading{}, false, "", err
+	}
+	sum, err := c.Warmer.WarmupBuckets(ctx, t.ItemID, n, g.ExpireAt.Sub(c.now()), func(ctx context.Context) (int64, error) {
+		return c.DB.ItemStock(ctx, t.ItemID)
+	})
+	if err != nil {
+		return stockReading{}, false, "", err
+	}
+	s, err := c.readStock(ctx, t.ItemID)
+	if err != nil {
+		return stockReading{}, false, "", err
+	}
+	if s.view.Buckets == nil {
+		return s, false, fmt.Sprintf("bucket marker still missing after laying out %d buckets, retry", n), nil
+	}
+	return s, true, fmt.Sprintf("%d stock buckets laid out from the activity, holding %d", n, sum), nil
 }
 
 // before runs before each write: it stops when the lock is lost or ctx
