@@ -13,7 +13,11 @@
 --         refused are not sold again (the consumer's OUT_OF_STOCK release)
 --
 -- Returns {1, from_state} when it released, {0, state} when it did nothing
--- (state is the reservation's current state, or 'MISSING').
+-- (state is the reservation's current state, or 'MISSING'). RELEASED and
+-- MISSING hold nothing: the caller's work is done (a repeated release whose
+-- first answer was lost lands here); for a bucketed reservation found
+-- RELEASED it returns {0, 'RELEASED', bucket, qty} so the caller can repeat
+-- its bucket_give, which is idempotent per order.
 -- A reservation of a bucketed item (its hash has a 'bucket' field) does
 -- not credit KEYS[1] (the bucket lives in another slot): it returns
 -- {1, from_state, bucket, qty} and the caller gives qty back to that
@@ -21,8 +25,28 @@
 -- RELEASED -> RELEASED is a no-op, so stock is credited once. The quota and
 -- idempotency keys are deleted only while they still hold this order number:
 -- releasing an old order never frees the quota of the user's newer one.
+-- The quota and idempotency records of an order that holds nothing any more
+-- (released before, or its reservation lost with Redis data) are freed too,
+-- so a release whose answer was lost can be repeated and finds its work done.
+local function forget()
+  if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
+  if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
+    redis.call('DEL', KEYS[6])
+  end
+end
 local state = redis.call('HGET', KEYS[4], 'state')
-if not state then return {0, 'MISSING'} end
+if not state then
+  forget()
+  return {0, 'MISSING'}
+end
+if state == 'RELEASED' then
+  forget()
+  local bucket = redis.call('HGET', KEYS[4], 'bucket')
+  if bucket then
+    return {0, state, bucket, tonumber(redis.call('HGET', KEYS[4], 'qty'))}
+  end
+  return {0, state}
+end
 local allowed = false
 for s in string.gmatch(ARGV[2], '[^,]+') do
   if s == state then allowed = true end
@@ -50,10 +74,7 @@ if not bucket and ARGV[5] ~= '' then
     if tonumber(stock) > want then redis.call('SET', KEYS[1], want, 'KEEPTTL') end
   end
 end
-if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
-if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
-  redis.call('DEL', KEYS[6])
-end
+forget()
 redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
 if bucket then return {1, state, bucket, qty} end
 return {1, state}

@@ -31,6 +31,12 @@ import (
 // Bucket is bucket n of a bucketed item: its own hash tag {i<item>b<n>}.
 func (k Keys) Bucket(n int) string { return fmt.Sprintf("%s:{i%db%d}:stock", k.prefix, k.item, n) }
 
+// Taken marks the units order took from bucket n (bucket_take), in the
+// bucket's hash tag, so a give-back happens once and only for a real take.
+func (k Keys) Taken(n int, orderNo string) string {
+	return fmt.Sprintf("%s:{i%db%d}:t:%s", k.prefix, k.item, n, orderNo)
+}
+
 // BucketMarker holds the number of buckets of a bucketed item; it is
 // missing for an item with one stock key.
 func (k Keys) BucketMarker() string { return k.base() + "buckets" }
@@ -190,7 +196,8 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 	missing := 0
 	for i := range n {
 		b := (home + i) % n
-		left, err := s.bucketTake.Run(ctx, s.rdb, []string{k.Bucket(b)}, r.Quantity).Int64()
+		left, err := s.bucketTake.Run(ctx, s.rdb, []string{k.Bucket(b), k.Taken(b, r.OrderNo)},
+			r.Quantity, markerTTL(r.ReservationTTL).Milliseconds()).Int64()
 		if err != nil {
 			return ReserveResult{}, unavailable("take from bucket", err)
 		}
@@ -212,7 +219,7 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 		if refused || res.Duplicate {
 			// Best effort: if this fails the units are lost from Redis
 			// until the reconciler puts them back (never an oversell).
-			_ = s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(b)}, r.Quantity).Err()
+			_ = s.giveBack(ctx, r.ItemID, b, r.OrderNo)
 			return res, err
 		}
 		res.Left = left
@@ -236,18 +243,52 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 	return ReserveResult{}, order.ErrSoldOut
 }
 
+// markerTTL keeps a take marker as long as the reservation (a day when the
+// caller gave no reservation TTL).
+func markerTTL(reservation time.Duration) time.Duration {
+	if reservation <= 0 {
+		return 24 * time.Hour
+	}
+	return reservation
+}
+
+// giveBack is bucket_give: bucket n gets back what orderNo took from it,
+// if it still holds a take marker for it (so it may be repeated).
+func (s *Store) giveBack(ctx context.Context, item int64, n int, orderNo string) error {
+	k := s.Keys(item)
+	if err := s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(n), k.Taken(n, orderNo)}).Err(); err != nil {
+		return unavailable("give back to bucket", err)
+	}
+	return nil
+}
+
+// giveBackAny gives back whatever orderNo took from any bucket of item: its
+// reservation is missing (the reserve script never ran after bucket_take, or
+// Redis lost it), so the bucket is not known.
+func (s *Store) giveBackAny(ctx context.Context, item int64, orderNo string) error {
+	n, err := s.bucketCount(ctx, item)
+	if err != nil {
+		return err
+	}
+	for b := range n {
+		if err := s.giveBack(ctx, item, b, orderNo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // releaseToBucket gives a released bucketed reservation's units back to
 // its bucket and, for a capped release (dbStock not ""), lowers the
 // buckets to what MySQL can still fulfil.
-func (s *Store) releaseToBucket(ctx context.Context, item int64, bucket, qty any, dbStock string) error {
+func (s *Store) releaseToBucket(ctx context.Context, item int64, orderNo string, bucket any, dbStock string) error {
 	bs, _ := bucket.(string)
 	b, err := strconv.Atoi(bs)
-	q, _ := qty.(int64)
-	if err != nil || q <= 0 {
-		return fmt.Errorf("release: unexpected bucket %v, quantity %v", bucket, qty)
+	if err != nil {
+		return fmt.Errorf("release: unexpected bucket %v", bucket)
 	}
-	if err := s.bucketGive.Run(ctx, s.rdb, []string{s.Keys(item).Bucket(b)}, q).Err(); err != nil {
-		return unavailable("give back to bucket", err)
+	if err := s.giveBack(ctx, item, b, orderNo); err != nil {
+		return err
 	}
 	if dbStock == "" {
 		return nil

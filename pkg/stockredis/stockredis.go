@@ -40,6 +40,9 @@ type Config struct {
 	Cluster bool
 	// Prefix starts every key (default "sk"); tests use their own.
 	Prefix string
+	// Dialer, when set, opens every connection (to each cluster node too);
+	// the fault tests route connections through a proxy with it.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // NewClient connects to Redis as cfg says.
@@ -56,11 +59,21 @@ func NewClient(cfg Config) redis.UniversalClient {
 		// themselves, knowing which scripts are safe to repeat, and
 		// MayHaveRun needs the error of the one attempt.
 		MaxRetries: -1,
+		Dialer:     cfg.Dialer,
 	}
 	if cfg.Cluster {
-		return redis.NewClusterClient(opts.Cluster())
+		// The cluster client has a retry loop of its own beside
+		// MaxRetries (for MOVED, ASK and network errors alike): the hook on
+		// every node keeps it from sending a script again after it may have
+		// run. MOVED, ASK and refused connections still retry: those
+		// scripts did not run.
+		c := redis.NewClusterClient(opts.Cluster())
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(noResend{}) })
+		return c
 	}
-	return redis.NewClient(opts.Simple())
+	c := redis.NewClient(opts.Simple())
+	c.AddHook(noResend{})
+	return c
 }
 
 // Keys names the keys of one item.
@@ -244,11 +257,19 @@ func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey boo
 		return false, "", unavailable("release", err)
 	}
 	released, state := res[0].(int64) == 1, res[1].(string)
-	if released && len(res) == 4 {
-		// A bucketed reservation: the script did the transition; its units
-		// go back to the bucket they came from.
-		if err := s.releaseToBucket(ctx, r.ItemID, res[2], res[3], dbStock); err != nil {
-			return true, state, err
+	switch {
+	case len(res) == 4:
+		// A bucketed reservation released now, or found released (a
+		// repeated release): its units go back to the bucket they came
+		// from, once (bucket_give is idempotent per order).
+		if err := s.releaseToBucket(ctx, r.ItemID, r.OrderNo, res[2], dbStock); err != nil {
+			return released, state, err
+		}
+	case state == StateMissing:
+		// No reservation: if the order took units from a bucket before
+		// its reserve script failed, they go back.
+		if err := s.giveBackAny(ctx, r.ItemID, r.OrderNo); err != nil {
+			return released, state, err
 		}
 	}
 	return released, state, nil
