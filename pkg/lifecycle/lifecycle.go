@@ -128,8 +128,16 @@ func (s *Service) close(ctx context.Context, user int64, orderNo, reason string)
 func (s *Service) release(ctx context.Context, o order.Order, reason string) error {
 	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
 		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
-	if _, _, err := s.Stock.Release(ctx, ref, reason, false, stockredis.StateClaimed, stockredis.StateConfirmed); err != nil {
+	// MySQL closed the order, so its reservation goes from whichever live
+	// state it is in: CONFIRMED normally, or RESERVED or CLAIMED when Redis
+	// came back from an older state.
+	released, state, err := s.Stock.Release(ctx, ref, reason, false,
+		stockredis.StateReserved, stockredis.StateClaimed, stockredis.StateConfirmed)
+	if err != nil {
 		return err
+	}
+	if !released && state != stockredis.StateReleased && state != stockredis.StateMissing {
+		return fmt.Errorf("release closed order %s: reservation is %s", o.OrderNo, state)
 	}
 	return s.DB.MarkReleased(ctx, o.OrderNo)
 }

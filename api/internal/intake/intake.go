@@ -31,8 +31,8 @@ type Activities interface {
 	Activity(ctx context.Context, id int64) (order.Activity, error)
 }
 
-// Orders finds orders in MySQL, and records there the ones the API gave up
-// when Redis could not be told (see orderdb.DB.Abandon).
+// Orders finds orders in MySQL, and records there as FAILED the ones the API
+// gives up (see orderdb.DB.Abandon).
 type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
@@ -131,13 +131,19 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		ReservedAt: now, RequestID: r.RequestID,
 	}
 	started := time.Now()
-	res, err := s.Stock.Reserve(ctx, stockredis.Reservation{
+	reservation := stockredis.Reservation{
 		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
 		QuotaTTL:       act.EndsAt.Sub(now) + KeyMargin,
 		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
 		Buckets:        act.StockBuckets,
-	})
+	}
+	res, err := s.Stock.Reserve(ctx, reservation)
+	if err == nil && res.Duplicate && res.OrderNo != no && s.freeStaleKey(ctx, r.UserID, res.OrderNo) {
+		// The key named an order this API refused with 503 (Redis came
+		// back from an older state with the record): it buys anew.
+		res, err = s.Stock.Reserve(ctx, reservation)
+	}
 	if err == nil && failpoint.Enabled("reserve-reply-lost") {
 		// Redis ran the script but the answer never arrived.
 		err = fmt.Errorf("reserve: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
@@ -182,20 +188,70 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 // giveUp handles a reservation the API cannot confirm: its publish failed
 // or its outcome is unknown, or Redis may have run the reserve script
 // without the answer arriving. The buyer is to hear 503, which promises
-// that nothing stays reserved, unless Kafka did take the event.
+// that no order comes of the request, nothing stays reserved and the key may
+// buy again, unless Kafka did take the event and a consumer created it.
 //
-// The release acts only on a RESERVED reservation, so exactly one of
-// {released here, claimed by a consumer} happens. If Redis cannot be told,
-// the order is recorded FAILED in MySQL instead: the consumer and the sweep
-// then release the reservation rather than create the order, and MySQL's
-// unique order number makes that exactly one of {FAILED here, CREATED by a
-// consumer} too.
+// MySQL decides first: the order is recorded FAILED there unless a consumer
+// created it already, and the unique order number makes that exactly one
+// of {FAILED here, CREATED by a consumer}. The FAILED row is final for the
+// consumer, the sweep and the repair, so even a Redis that later comes back
+// from an older state with this reservation RESERVED again cannot turn it
+// into an order. Then the reservation is released in Redis (any retry of a
+// release whose answer was lost finds it RELEASED: done); if Redis cannot be
+// told, the sweep releases it later.
 func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
 	ref := stockredis.Ref{OrderNo: ev.OrderNo, UserID: ev.UserID, ItemID: ev.ItemID,
 		ActivityID: ev.ActivityID, IdempotencyKey: ev.IdempotencyKey}
 	// The request's context may be what timed out; the release must still run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	log := s.Log.With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
+	o, dbErr := s.Orders.Abandon(rctx, ev, reason)
+	if dbErr == nil && o.Status != order.Failed {
+		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
+		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)
+		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
+	}
+	recorded := dbErr == nil
+	from := []string{stockredis.StateReserved}
+	if recorded {
+		// No consumer can create the order any more: a claimed reservation
+		// may go too.
+		from = append(from, stockredis.StateClaimed)
+	}
+	released, state, err := s.release(rctx, ref, reason, from)
+	switch {
+	case err == nil && (released || state == stockredis.StateReleased || state == stockredis.StateMissing):
+		// Nothing is held for this request.
+		s.Metrics.Unpublished(metrics.UnpublishedReleased)
+		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
+			"status", order.Failed, "recorded", recorded, "err", cause, "mysql_err", dbErr)
+		return Placed{}, cause
+	case err == nil:
+		// MySQL could not be asked and a consumer claimed it (and may have
+		// finished it since): Kafka did take the event after all.
+		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
+		log.Info("order not confirmed here but a consumer claimed it", "state", state, "err", cause)
+		return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
+	case recorded:
+		s.Metrics.Unpublished(metrics.UnpublishedAbandoned)
+		log.Warn("order not confirmed; recorded FAILED in MySQL, the sweep gives the reservation back",
+			"reason", reason, "status", order.Failed, "err", cause, "redis_err", err)
+		return Placed{}, cause
+	default:
+		// Two faults at once: the reservation stays as it is and the sweep
+		// re-publishes it, so the buyer may end up with an order after all.
+		s.Metrics.Unpublished(metrics.UnpublishedKept)
+		log.Error("order not confirmed and neither Redis nor MySQL could record it; the sweep will re-publish it",
+			"reason", reason, "err", cause, "redis_err", err, "mysql_err", dbErr)
+		return Placed{}, cause
+	}
+}
+
+// release gives the reservation back from one of the states in from and
+// frees its idempotency key, trying a few times. Repeating it is safe: a
+// release whose answer was lost is found RELEASED by the next attempt.
+func (s *Service) release(ctx context.Context, ref stockredis.Ref, reason string, from []string) (bool, string, error) {
 	var (
 		released bool
 		state    string
@@ -203,57 +259,15 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 	)
 	for attempt := range 3 {
 		if failpoint.Enabled("api-release-fails") {
-			err = fmt.Errorf("release: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
-			break
+			return false, "", fmt.Errorf("release: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
 		}
-		released, state, err = s.Stock.Release(rctx, ref, reason, true, stockredis.StateReserved)
+		released, state, err = s.Stock.Release(ctx, ref, reason, true, from...)
 		if err == nil {
-			break
+			return released, state, nil
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 	}
-	log := s.Log.With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
-	if err != nil {
-		return s.abandon(rctx, log, ev, reason, cause, err)
-	}
-	if released || state == stockredis.StateMissing {
-		// Released, or there is no reservation (the script did not run, or
-		// Redis lost it): nothing is held for this request.
-		s.Metrics.Unpublished(metrics.UnpublishedReleased)
-		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
-			"status", order.Failed, "err", cause)
-		return Placed{}, cause
-	}
-	// A consumer claimed it (and may have finished it since): Kafka did
-	// take the event after all, and MySQL has or will have the order.
-	s.Metrics.Unpublished(metrics.UnpublishedClaimed)
-	log.Info("order not confirmed here but a consumer claimed it", "state", state, "err", cause)
-	return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
-}
-
-// abandon records in MySQL that the order failed, for giveUp when Redis
-// could not be told. If a consumer created the order first, Kafka had the
-// event: the buyer gets it.
-func (s *Service) abandon(ctx context.Context, log *slog.Logger, ev order.Event, reason string, cause, redisErr error) (Placed, error) {
-	o, err := s.Orders.Abandon(ctx, ev, reason)
-	switch {
-	case err != nil:
-		// Two faults at once: the reservation stays as it is and the sweep
-		// re-publishes it, so the buyer may end up with an order after all.
-		s.Metrics.Unpublished(metrics.UnpublishedKept)
-		log.Error("order not confirmed and neither Redis nor MySQL could record it; the sweep will re-publish it",
-			"reason", reason, "err", cause, "redis_err", redisErr, "mysql_err", err)
-		return Placed{}, cause
-	case o.Status == order.Failed:
-		s.Metrics.Unpublished(metrics.UnpublishedAbandoned)
-		log.Warn("order not confirmed; recorded FAILED in MySQL, the sweep gives the reservation back",
-			"reason", o.FailureReason, "status", order.Failed, "err", cause, "redis_err", redisErr)
-		return Placed{}, cause
-	default:
-		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
-		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)
-		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
-	}
+	return released, state, err
 }
 
 // reserveOutcome names what the reserve script answered, for the metrics.
@@ -271,6 +285,24 @@ func reserveOutcome(res stockredis.ReserveResult, err error) metrics.ReserveOutc
 		return metrics.ReserveNotWarmed
 	}
 	return metrics.ReserveError
+}
+
+// freeStaleKey frees the user's idempotency key that names prior when MySQL
+// has prior FAILED for a reason the API answered 503 for: that answer
+// promised the key could buy again. It reports whether it freed it.
+func (s *Service) freeStaleKey(ctx context.Context, user int64, prior string) bool {
+	o, err := s.Orders.Order(ctx, prior)
+	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
+		return false
+	}
+	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
+		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+	_, _, err = s.Stock.Release(ctx, ref, o.FailureReason, true, stockredis.StateReserved, stockredis.StateClaimed)
+	if err != nil {
+		return false
+	}
+	s.Log.Warn("idempotency key named an order refused with 503; freed", "order_no", prior, "user_id", user)
+	return true
 }
 
 // replay answers a repeated idempotency key with the original order.
