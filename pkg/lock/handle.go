@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // errStopped is the cause with which Release ends the watchdog; it tells a
@@ -91,7 +93,13 @@ func (l *Lock) reenter(ctx context.Context) error {
 	sent := time.Now()
 	n, err := l.lk.reenter.Run(ctx, l.lk.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
 	if err != nil {
-		return fmt.Errorf("re-enter lock %q: %w", l.name, err)
+		// The script may have run with its answer lost: a hold count above
+		// this handle's says it did, and the re-entry stands.
+		v, rerr := l.holdsInRedis(ctx)
+		if rerr != nil || v <= l.holds {
+			return fmt.Errorf("re-enter lock %q: %w", l.name, err)
+		}
+		n = v
 	}
 	if n == 0 {
 		l.goneLocked(fmt.Errorf("%w: the key was gone or held by another holder at re-entry", ErrLost))
@@ -132,8 +140,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	sent := time.Now()
 	n, err := l.lk.release.Run(ctx, l.lk.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int64()
 	if err != nil {
-		l.mu.Unlock()
-		return fmt.Errorf("release lock %q: %w", l.name, err)
+		// The script may have run with its answer lost: the hold count
+		// in Redis says whether it did.
+		var ran bool
+		if n, ran = l.releasedAnyway(ctx); !ran {
+			l.mu.Unlock()
+			return fmt.Errorf("release lock %q: %w", l.name, err)
+		}
 	}
 	if n > 0 {
 		l.holds = n
@@ -290,4 +303,28 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 		}
 	}()
 	return ctx, cancel
+}
+
+// releasedAnyway reads the lock after a release whose answer was lost: with
+// no hold left under this token it ran and released (0), with fewer holds
+// than this handle had it ran and n remain; otherwise it did not run. The
+// caller holds l.mu.
+func (l *Lock) releasedAnyway(ctx context.Context) (int64, bool) {
+	v, err := l.holdsInRedis(ctx)
+	if err != nil || v >= l.holds {
+		return 0, false
+	}
+	return v, true
+}
+
+// holdsInRedis reads this token's hold count (0 when it holds nothing),
+// for a script whose answer was lost.
+func (l *Lock) holdsInRedis(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	v, err := l.lk.rdb.HGet(ctx, l.key, l.token).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
 }

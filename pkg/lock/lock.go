@@ -366,12 +366,16 @@ func (lk *Locker) try(ctx context.Context, name string, cfg acquireConfig) (*Loc
 	sent := time.Now()
 	fence, err := lk.acquire.Run(ctx, lk.rdb, []string{key, fenceKey}, token, cfg.ttl.Milliseconds()).Int64()
 	if err != nil {
-		if ctx.Err() != nil {
-			// The script may have run with its reply lost; give the
-			// lock back rather than block others for a whole TTL.
+		// The script may have run with its answer lost: this token may
+		// hold the lock. Read it rather than guess.
+		var held bool
+		if fence, held = lk.resolve(ctx, key, fenceKey, token); !held {
+			// Unknown still (Redis unreachable) or not taken: give back
+			// whatever the attempt may have taken rather than block
+			// others for a whole TTL.
 			lk.abandon(ctx, key, token, cfg.ttl)
+			return nil, fmt.Errorf("acquire lock %q: %w", name, err)
 		}
-		return nil, fmt.Errorf("acquire lock %q: %w", name, err)
 	}
 	if fence == 0 {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrNotAcquired)
@@ -402,6 +406,27 @@ func (lk *Locker) lost(name string) {
 	if lk.onLost != nil {
 		lk.onLost(name)
 	}
+}
+
+// resolve finds out whether an acquisition whose answer was lost took the
+// lock: token holds it, and then the fence counter still stands at the
+// number it drew (nobody can acquire while the key exists).
+func (lk *Locker) resolve(ctx context.Context, key, fenceKey, token string) (int64, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	var held *redis.BoolCmd
+	var fence *redis.StringCmd
+	// One slot (the keys share the hash tag), one round trip, atomically.
+	_, err := lk.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		held = p.HExists(ctx, key, token)
+		fence = p.Get(ctx, fenceKey)
+		return nil
+	})
+	if err != nil || !held.Val() {
+		return 0, false
+	}
+	n, err := fence.Int64()
+	return n, err == nil && n > 0
 }
 
 // abandon releases a lock that an attempt may have taken without learning
