@@ -31,6 +31,25 @@ func acceptedBy(loads ...*load) map[string]int64 {
 	return all
 }
 
+// ordersFlowing waits until the sale has orders in MySQL: the api, Kafka
+// and the consumer are all at work before a crash.
+func ordersFlowing(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale) {
+	t.Helper()
+	waitFor(t, "orders to be created before the crash", 30*time.Second, func() bool {
+		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		return n >= 20
+	})
+}
+
+// crashUntilRefused kills service, keeps it dead until the running load
+// has a buyer answered 503 (the crash is seen), then starts it again.
+func crashUntilRefused(t *testing.T, service string, l *load) {
+	t.Helper()
+	services(t, "kill", service)
+	waitFor(t, "a 503 while "+service+" is down", 20*time.Second, func() bool { return l.answered(503) > 0 })
+	services(t, "start", service)
+}
+
 // allCreated fails the test unless every accepted order is CREATED in
 // MySQL: in a sale with stock for every buyer an accepted order has no
 // reason to fail. Run it after settle, which waited until each one is final.
@@ -68,14 +87,8 @@ func TestChaosCrashRedis(t *testing.T) {
 	p.StartConsumer()
 	sale := api.CreateSale(300, 1)
 	l := startLoad(api, sale.ActivityID, users(1, 500), 8*time.Second, 20)
-	waitFor(t, "orders to be created before the crash", 30*time.Second, func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
-		return n >= 20
-	})
-	services(t, "kill", "redis")
-	// The crash is seen: a buyer is refused while Redis is gone.
-	waitFor(t, "a 503 while Redis is down", 20*time.Second, func() bool { return l.answered(503) > 0 })
-	services(t, "start", "redis")
+	ordersFlowing(t, p, sale)
+	crashUntilRefused(t, "redis", l)
 	l.wait()
 	more := startLoad(api, sale.ActivityID, users(1001, 300), 2*time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, more)
@@ -104,10 +117,7 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 	sale := api.CreateSale(500, 1)
 	// A steady load, so batches keep coming while MariaDB dies.
 	l := startLoad(api, sale.ActivityID, users(1, 300), 8*time.Second, 10)
-	waitFor(t, "orders to be created before the crash", 30*time.Second, func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
-		return n >= 20
-	})
+	ordersFlowing(t, p, sale)
 
 	// Hold the order number of one more event uncommitted, then publish
 	// the event: the batch that carries it blocks in its INSERT.
@@ -177,13 +187,8 @@ func TestChaosCrashKafka(t *testing.T) {
 	sale := api.CreateSale(1000, 1)
 	// The load outlasts the broker's restart.
 	l := startLoad(api, sale.ActivityID, users(1, 300), 25*time.Second, 20)
-	waitFor(t, "orders to be created before the crash", 30*time.Second, func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
-		return n >= 20
-	})
-	services(t, "kill", "kafka")
-	waitFor(t, "a 503 while the broker is down", 20*time.Second, func() bool { return l.answered(503) > 0 })
-	services(t, "start", "kafka")
+	ordersFlowing(t, p, sale)
+	crashUntilRefused(t, "kafka", l)
 	l.wait()
 	after := startLoad(api, sale.ActivityID, users(2001, 100), time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, after)
