@@ -166,8 +166,28 @@ func (e *Env) Err() error {
 	return fmt.Errorf("invalid configuration: %w", errors.Join(e.errs...))
 }
 
-// Redis reads SECKILL_REDIS_ADDR (or SECKILL_REDIS_ADDRS), SECKILL_REDIS_CLUSTER
-// and SECKILL_REDIS_PREFIX.
+// AddrMap returns the comma-separated variable of from=to address pairs
+// (each a host:port), or nil.
+func (e *Env) AddrMap(name string) map[string]string {
+	v, _ := e.get(name)
+	list := e.List(name, nil)
+	if len(list) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(list))
+	for _, pair := range list {
+		from, to, ok := strings.Cut(pair, "=")
+		if !ok || checkAddr(from) != nil || checkAddr(to) != nil {
+			e.fail(name, v, strconv.Quote(pair)+": want announced=reachable, each "+wantAddr)
+			return nil
+		}
+		m[from] = to
+	}
+	return m
+}
+
+// Redis reads SECKILL_REDIS_ADDR (or SECKILL_REDIS_ADDRS), SECKILL_REDIS_CLUSTER,
+// SECKILL_REDIS_PREFIX and SECKILL_REDIS_ADDR_MAP.
 func Redis(e *Env) stockredis.Config {
 	addrs := e.AddrList("SECKILL_REDIS_ADDRS", nil)
 	if addrs == nil {
@@ -177,6 +197,7 @@ func Redis(e *Env) stockredis.Config {
 		Addrs:   addrs,
 		Cluster: e.Bool("SECKILL_REDIS_CLUSTER", false),
 		Prefix:  e.String("SECKILL_REDIS_PREFIX", "sk"),
+		AddrMap: e.AddrMap("SECKILL_REDIS_ADDR_MAP"),
 	}
 }
 

@@ -38,6 +38,10 @@ func TestRead(t *testing.T) {
 
 		{name: "redis default", read: redis, want: redisCfg("127.0.0.1:6379")},
 		{name: "redis addr", env: map[string]string{"SECKILL_REDIS_ADDR": "redis:6380"}, read: redis, want: redisCfg("redis:6380")},
+		{name: "redis addr map", env: map[string]string{"SECKILL_REDIS_ADDR_MAP": "10.0.0.5:7001=127.0.0.1:17001, 10.0.0.6:7002=127.0.0.1:17002"}, read: redis,
+			want: stockredis.Config{Addrs: []string{"127.0.0.1:6379"}, Prefix: "sk", AddrMap: map[string]string{"10.0.0.5:7001": "127.0.0.1:17001", "10.0.0.6:7002": "127.0.0.1:17002"}}},
+		{name: "redis addr map without =", env: map[string]string{"SECKILL_REDIS_ADDR_MAP": "10.0.0.5:7001"}, read: redis, wantErr: `SECKILL_REDIS_ADDR_MAP="10.0.0.5:7001": "10.0.0.5:7001": want announced=reachable`},
+		{name: "redis addr map bad address", env: map[string]string{"SECKILL_REDIS_ADDR_MAP": "a:1=b"}, read: redis, wantErr: "SECKILL_REDIS_ADDR_MAP"},
 		{name: "redis addrs", env: map[string]string{"SECKILL_REDIS_ADDRS": "r1:7000, r2:7001", "SECKILL_REDIS_ADDR": "unused:1"},
 			read: redis, want: redisCfg("r1:7000", "r2:7001")},
 		{name: "redis bad addr", env: map[string]string{"SECKILL_REDIS_ADDR": "redis"}, read: redis, wantErr: `SECKILL_REDIS_ADDR="redis"`},

@@ -40,9 +40,32 @@ type Config struct {
 	Cluster bool
 	// Prefix starts every key (default "sk"); tests use their own.
 	Prefix string
-	// Dialer, when set, opens every connection (to each cluster node too);
-	// the fault tests route connections through a proxy with it.
+	// AddrMap translates addresses before dialing (announced -> reachable):
+	// for cluster nodes that announce addresses this host cannot reach as
+	// they are (NAT, port forwarding, a proxy in front of each node).
+	AddrMap map[string]string
+	// Dialer, when set, opens every connection (to each cluster node too)
+	// instead of a plain TCP dial; the fault tests route connections
+	// through a proxy with it.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// dialer is cfg's Dialer, with AddrMap applied; nil means go-redis's own.
+func (cfg Config) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if len(cfg.AddrMap) == 0 {
+		return cfg.Dialer
+	}
+	next := cfg.Dialer
+	if next == nil {
+		d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 5 * time.Minute}
+		next = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if to, ok := cfg.AddrMap[addr]; ok {
+			addr = to
+		}
+		return next(ctx, network, addr)
+	}
 }
 
 // NewClient connects to Redis as cfg says.
@@ -59,7 +82,7 @@ func NewClient(cfg Config) redis.UniversalClient {
 		// themselves, knowing which scripts are safe to repeat, and
 		// MayHaveRun needs the error of the one attempt.
 		MaxRetries: -1,
-		Dialer:     cfg.Dialer,
+		Dialer:     cfg.dialer(),
 	}
 	if cfg.Cluster {
 		// The cluster client has a retry loop of its own beside
