@@ -126,7 +126,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	if healEvery > 0 {
 		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
 			Stock: store.Reconciler(), DB: db, Log: log.With("component", "heal"), Warmer: store, PaymentWindow: window}}
-		watch = &heal.Watch{Redis: rdb, Marker: rcfg.Prefix + ":heal:generation", Repair: repairer.Repair,
+		watch = &heal.Watch{Redis: rdb, Marker: heal.MarkerKey, Repair: repairer.Repair,
 			Every: healEvery, Log: log, Metrics: metrics.NewHeal(reg)}
 	}
 	// The sweep and the closer run beside the fulfilment loop; each acts

@@ -46,6 +46,12 @@ import (
 // DefaultEvery is the default period of the watch.
 const DefaultEvery = time.Second
 
+// MarkerKey is the generation marker's key. It is not under a key prefix:
+// it speaks for the Redis dataset as a whole (every deployment sharing the
+// Redis watches the same marker), so deleting one prefix's keys by hand is
+// not taken for a lost dataset.
+const MarkerKey = "seckill:heal:generation"
+
 // Repair runs one checked repair pass over every item on sale. It returns
 // whether it repaired anything; an error means the pass did not run
 // cleanly (a store down, the lock busy or lost, drift it could not repair)
