@@ -1,0 +1,75 @@
+package reconcile
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/proxytest"
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// Each repair script's answer is lost once after it ran (a real proxy
+// between the checker and Redis): that repair pass stops with an unknown
+// outcome, and the next pass reads the state the script left and finds
+// nothing more to do; nothing is applied twice.
+func TestLostReplyRepairScripts(t *testing.T) {
+	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota"} {
+		t.Run(script, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, 20, -time.Minute)
+			k := f.store.Keys(f.item)
+			if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
+			via := stockredis.NewClient(stockredis.Config{Addrs: []string{p.Addr()}})
+			t.Cleanup(func() { via.Close() })
+			f.c.Stock = stockredis.New(via, f.prefix).Reconciler()
+
+			live := f.reserve(1, 1)
+			f.commit(live)
+			f.confirm(live)
+			switch script {
+			case "reconcile_set_stock":
+				f.rdb.Set(f.ctx, k.Stock(), 25, redis.KeepTTL) // 6 too many
+			case "reconcile_restore_quota":
+				f.rdb.Del(f.ctx, k.Quota(f.act.ID, 1))
+			case "reconcile_remove_quota":
+				f.rdb.Set(f.ctx, k.Quota(f.act.ID, 3), f.gen.Next(f.item), time.Hour)
+			}
+
+			p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
+			l := f.lock()
+			_, err := f.c.Run(f.ctx, f.targets(), true, l)
+			if err == nil || !stockredis.MayHaveRun(err) {
+				t.Fatalf("repair pass whose %s answer was lost: %v; want an unknown outcome", script, err)
+			}
+			if p.Lost() != 1 {
+				t.Fatalf("the proxy dropped %d answers, want 1", p.Lost())
+			}
+			if err := l.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			// The script ran: the next pass finds the item in order.
+			_, it := f.check(false)
+			if it.Verdict != OK || it.Drift != 0 {
+				t.Fatalf("after the lost answer: %+v; want OK (the script ran once)", it)
+			}
+			if s := f.redisStock().Stock; s != 19 {
+				t.Fatalf("Redis stock %d, want 19", s)
+			}
+			if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, 1)).Val(); got != live.OrderNo {
+				t.Fatalf("quota of the live order's user = %q, want %q", got, live.OrderNo)
+			}
+			if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, 3)).Val() != 0 {
+				t.Fatal("stale quota key kept")
+			}
+		})
+	}
+}
