@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,21 @@ func answersKept(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, 
 	return accepted, inv
 }
 
+// logOnFailure logs, if t fails, the lines of pr's log that contain what
+// (the harness keeps only the log's tail).
+func logOnFailure(t *testing.T, pr *pipelinetest.Proc, what string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, line := range strings.Split(pr.Log(), "\n") {
+			if strings.Contains(line, what) {
+				t.Logf("%s: %s", pr.Name, line)
+			}
+		}
+	})
+}
+
 func keys(m map[string]int64) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -226,39 +242,44 @@ func TestChaosNetKafkaProduceCut(t *testing.T) {
 }
 
 // N5. The answer to each state-changing Redis script is lost once, with the
-// api and the consumer talking to Redis through a proxy: reserve; release
-// (the api's 503 path: its produce is cut, and the answer to its release is
-// lost too); claim; confirm. A buyer answered 503 holds nothing and buys
-// with the same key; every 202 ends final and its key returns the same
-// order_no.
+// api and the consumer talking to Redis through proxies: reserve; release
+// (the api's 503 path: its produce reaches the broker and the answer is cut,
+// the consumer's Redis is cut meanwhile so the reservation is still
+// RESERVED, and the answer to the release is lost too); claim; confirm. A
+// buyer answered 503 holds nothing and buys with the same key; every 202
+// ends final and its key returns the same order_no.
 func TestChaosNetRedisScriptRepliesLost(t *testing.T) {
 	fault(t)
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
-	rp, redisAddr := redisProxy(t)
+	apiRedis, apiRedisAddr := redisProxy(t)
+	consumerRedis, consumerRedisAddr := redisProxy(t)
 	kp, brokers := kafkaProxy(t)
-	api := p.StartAPI(redisAddr, brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
-	p.StartConsumer(redisAddr, "SECKILL_CONSUMER_BATCH=20")
+	api := p.StartAPI(apiRedisAddr, brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
+	p.StartConsumer(consumerRedisAddr, "SECKILL_CONSUMER_BATCH=20")
+	logOnFailure(t, api.Proc, "not confirmed")
 	sale := api.CreateSale(1000, 1)
 	loads := []*load{startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()}
-	phase := func(name string, from int64, arm func(), want int64) {
+	phase := func(name string, from int64, px *proxytest.Proxy, want int64, arm func()) {
 		t.Helper()
 		arm()
 		l := startLoad(api, sale.ActivityID, users(from, 30), time.Second, 10)
-		rp.WaitLost(t, want, 30*time.Second)
+		px.WaitLost(t, want, 30*time.Second)
 		l.wait()
 		t.Logf("%s answer lost: %d accepted, refused %v", name, len(l.accepted), l.codes)
 		loads = append(loads, l)
 	}
-	phase("reserve", 101, func() { rp.LoseReply(proxytest.RedisScript(lua.Source("reserve")), 1) }, 1)
-	phase("release", 201, func() {
-		rp.LoseReply(proxytest.RedisScript(lua.Source("release")), 1)
+	script := func(name string) proxytest.Matcher { return proxytest.RedisScript(lua.Source(name)) }
+	phase("reserve", 101, apiRedis, 1, func() { apiRedis.LoseReply(script("reserve"), 1) })
+	phase("release", 201, apiRedis, 2, func() {
+		consumerRedis.Cut(4 * time.Second)
 		kp.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
-	}, 2)
-	phase("claim", 301, func() { rp.LoseReply(proxytest.RedisScript(lua.Source("claim")), 1) }, 3)
-	phase("confirm", 401, func() { rp.LoseReply(proxytest.RedisScript(lua.Source("confirm")), 1) }, 4)
-	if kp.Lost() < 1 {
-		t.Fatal("the produce of the release phase was not cut")
+		apiRedis.LoseReply(script("release"), 1)
+	})
+	if kp.Lost() != 1 {
+		t.Fatalf("the api's produce was not cut after reaching the broker (lost %d)", kp.Lost())
 	}
+	phase("claim", 301, consumerRedis, 1, func() { consumerRedis.LoseReply(script("claim"), 1) })
+	phase("confirm", 401, consumerRedis, 2, func() { consumerRedis.LoseReply(script("confirm"), 1) })
 	accepted, inv := answersKept(t, p, api, sale, loads...)
 	if inv.LiveOrders != 125 || len(accepted) != 125 {
 		t.Fatalf("live %d, accepted %d; want every one of 125 buyers to hold one order", inv.LiveOrders, len(accepted))
