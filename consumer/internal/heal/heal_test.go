@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/reconcile"
+	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -376,5 +377,54 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 	}
 	if v := value(t, reg, "seckill_heal_repair_seconds"); v != 1 {
 		t.Fatalf("repair_seconds samples %v, want 1", v)
+	}
+}
+
+// On a Redis Cluster the watch reads the run_id of every master, and a
+// master it has not seen before (a promoted replica) is a detection.
+func TestWatchReadsEveryClusterMaster(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.NewCluster(t)
+	var mu sync.Mutex
+	passes := 0
+	reg := prometheus.NewRegistry()
+	w := &Watch{Redis: rdb, Marker: prefix + ":heal:generation", Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewHeal(reg),
+		Repair: func(context.Context) (bool, error) { mu.Lock(); defer mu.Unlock(); passes++; return false, nil }}
+	ids, err := w.readRunIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(redistest.ClusterAddrs()) {
+		t.Fatalf("run ids %v, want one per master of %v", ids, redistest.ClusterAddrs())
+	}
+	seen := map[string]bool{}
+	for addr, id := range ids {
+		if len(id) != 40 || seen[id] {
+			t.Fatalf("master %s: run_id %q (all: %v)", addr, id, ids)
+		}
+		seen[id] = true
+	}
+	for range 2 {
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if passes != 0 {
+		t.Fatalf("%d repair passes with nothing lost", passes)
+	}
+	// A master the watch has not seen: as after a failover.
+	for addr := range w.runIDs {
+		w.runIDs["127.0.0.1:1"] = w.runIDs[addr]
+		delete(w.runIDs, addr)
+		break
+	}
+	if err := w.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if passes != 1 || w.Incident() {
+		t.Fatalf("after a new master: %d passes, incident open %v; want one clean pass", passes, w.Incident())
+	}
+	if v := value(t, reg, "seckill_heal_detections_total", "reason", metrics.HealNewMaster); v != 1 {
+		t.Fatalf("new-master detections %v, want 1", v)
 	}
 }
