@@ -120,6 +120,11 @@ func restoreScenario(t *testing.T, buckets int) {
 			_ = os.RemoveAll(crashed)
 			return
 		}
+		if _, err := os.Stat(aof); err != nil {
+			// Stopped between moving the crashed files aside and putting
+			// the older copy in place: start from the crashed files.
+			_ = os.Rename(crashed, aof)
+		}
 		start := func() error {
 			out, err := exec.Command(filepath.Join(root, "scripts", "services"), "start", "redis").CombinedOutput()
 			if err != nil {
