@@ -194,7 +194,8 @@ func TestChaosNetMySQLCommitCut(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
 	px, dsn := mysqlProxy(t, p)
 	api := p.StartAPI()
-	p.StartConsumer(dsn, "SECKILL_CONSUMER_BATCH=50", noSweep)
+	admin := pipelinetest.FreeAddr(t)
+	p.StartConsumer(dsn, "SECKILL_CONSUMER_BATCH=50", "SECKILL_ADMIN_ADDR="+admin, noSweep)
 	sale := api.CreateSale(150, 1)
 	// One order first, so the consumer is reading when the cut is armed.
 	first := startLoad(api, sale.ActivityID, users(10001, 1), 0, 1).wait()
@@ -212,6 +213,10 @@ func TestChaosNetMySQLCommitCut(t *testing.T) {
 	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
 	if rows != int64(len(all)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(all))
+	}
+	// The consumer did not hear its COMMIT: it retried the batch.
+	if got := pipelinetest.ScrapeMetrics(t, "http://"+admin+"/metrics").Value("seckill_consumer_batch_retries_total"); got < 1 {
+		t.Fatalf("seckill_consumer_batch_retries_total = %v after the consumer's COMMIT answer was lost", got)
 	}
 }
 
