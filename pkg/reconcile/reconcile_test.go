@@ -766,3 +766,51 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 	t.Logf("%d checks while orders flowed; %d needed a second read", checks,
 		strings.Count(f.logBuf.String(), "reading again after a pause"))
 }
+
+// Redis came back from an older state: a buyer's quota key and CONFIRMED
+// reservation are back although MySQL has since closed the order (and
+// recorded its release), and another buyer's key holds an order MySQL
+// failed whose reservation is gone. Both keys are stale and removed, the
+// closed order's unit goes back to Redis stock, and both buyers can buy
+// again.
+func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 10, -time.Minute)
+	k := f.store.Keys(f.item)
+	closed := f.reserve(1, 1)
+	f.commit(closed)
+	f.confirm(closed)
+	// What happened after the older state was taken: the order closed in
+	// MySQL, its unit back, its release recorded.
+	g := f.db.Gorm()
+	if err := g.Exec("UPDATE orders SET status = 'CLOSED', released_at = ? WHERE order_no = ?", time.Now().UTC(), closed.OrderNo).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Exec("UPDATE item_stock SET stock = stock + 1 WHERE item_id = ?", f.item).Error; err != nil {
+		t.Fatal(err)
+	}
+	failed := f.reserve(2, 1)
+	f.failInMySQL(failed)
+	f.release(failed, stockredis.StateReserved)
+	f.rdb.Set(f.ctx, k.Quota(f.act.ID, 2), failed.OrderNo, time.Hour) // the restored key
+	f.rdb.Del(f.ctx, k.Reservation(failed.OrderNo))
+
+	rep, it := f.check(false)
+	want := []QuotaIssue{{UserID: 1, Holder: closed.OrderNo}, {UserID: 2, Holder: failed.OrderNo}}
+	if q := it.Activities[0]; it.Verdict != Drift || rep.ExitCode() != 1 || !equalIssues(q.QuotaStale, want) || it.Drift != -1 {
+		t.Fatalf("item %+v\nquota %+v\nwant stale %+v and drift -1", it, q, want)
+	}
+	_, it = f.check(true)
+	if it.Verdict != Repaired {
+		t.Fatalf("repair: %+v", it)
+	}
+	for _, u := range []int64{1, 2} {
+		if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, u)).Val() != 0 {
+			t.Fatalf("stale quota key of user %d kept (repairs %q)", u, it.Repairs)
+		}
+	}
+	_, it = f.check(false)
+	wantItem(t, it, OK, 10, 10, 0, 0)
+	f.reserve(1, 1)
+	f.reserve(2, 1)
+}
