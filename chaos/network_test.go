@@ -52,12 +52,64 @@ func kafkaProxy(t *testing.T) (*proxytest.Proxy, string) {
 	return px, "SECKILL_KAFKA_BROKERS=" + kafkaProxied
 }
 
-// redisProxy starts a proxy to the single Redis node.
-func redisProxy(t *testing.T) (*proxytest.Proxy, string) {
+// redisProxies are proxies in front of every Redis node a program uses:
+// faults are armed on each (a script runs on the one node that owns its
+// item's hash tag) and counted over all.
+type redisProxies []*proxytest.Proxy
+
+// redisProxy starts a proxy in front of the single Redis node, or of each
+// node of the Redis Cluster, and returns them with the environment entry
+// that sends a program through them (for the cluster, the nodes' announced
+// addresses mapped to their proxies).
+func redisProxy(t *testing.T, cluster bool) (redisProxies, string) {
 	t.Helper()
-	px := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
-	countLost(t, px)
-	return px, "SECKILL_REDIS_ADDR=" + px.Addr()
+	if !cluster {
+		px := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
+		countLost(t, px)
+		return redisProxies{px}, "SECKILL_REDIS_ADDR=" + px.Addr()
+	}
+	var rs redisProxies
+	var pairs []string
+	for _, node := range redistest.ClusterAddrs() {
+		px := proxytest.Start(t, node, proxytest.RESP)
+		countLost(t, px)
+		rs = append(rs, px)
+		pairs = append(pairs, node+"="+px.Addr())
+	}
+	return rs, "SECKILL_REDIS_ADDR_MAP=" + strings.Join(pairs, ",")
+}
+
+func (rs redisProxies) LoseReply(m proxytest.Matcher, n int) {
+	for _, px := range rs {
+		px.LoseReply(m, n)
+	}
+}
+
+func (rs redisProxies) Cut(d time.Duration) {
+	for _, px := range rs {
+		px.Cut(d)
+	}
+}
+
+func (rs redisProxies) Connections() int {
+	var n int
+	for _, px := range rs {
+		n += px.Connections()
+	}
+	return n
+}
+
+func (rs redisProxies) Lost() int64 {
+	var n int64
+	for _, px := range rs {
+		n += px.Lost()
+	}
+	return n
+}
+
+func (rs redisProxies) WaitLost(t *testing.T, n int64, within time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d lost Redis answers (lost %d)", n, rs.Lost()), within, func() bool { return rs.Lost() >= n })
 }
 
 // countLost adds the answers px lost to the suite's tally when t ends.
@@ -255,16 +307,32 @@ func TestChaosNetKafkaProduceCut(t *testing.T) {
 // ends final and its key returns the same order_no.
 func TestChaosNetRedisScriptRepliesLost(t *testing.T) {
 	fault(t)
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
-	apiRedis, apiRedisAddr := redisProxy(t)
-	consumerRedis, consumerRedisAddr := redisProxy(t)
+	scriptRepliesLost(t, false)
+}
+
+// N6. N5 on the Redis Cluster, a proxy in front of each node (the cluster
+// client must not resend a script whose answer it lost either).
+func TestChaosNetRedisClusterScriptRepliesLost(t *testing.T) {
+	fault(t)
+	scriptRepliesLost(t, true)
+}
+
+func scriptRepliesLost(t *testing.T, cluster bool) {
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisCluster: cluster})
+	apiRedis, apiRedisEnv := redisProxy(t, cluster)
+	consumerRedis, consumerRedisEnv := redisProxy(t, cluster)
 	kp, brokers := kafkaProxy(t)
-	api := p.StartAPI(apiRedisAddr, brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
-	p.StartConsumer(consumerRedisAddr, "SECKILL_CONSUMER_BATCH=20")
+	api := p.StartAPI(apiRedisEnv, brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
+	p.StartConsumer(consumerRedisEnv, "SECKILL_CONSUMER_BATCH=20")
 	logOnFailure(t, api.Proc, "not confirmed")
 	sale := api.CreateSale(1000, 1)
 	loads := []*load{startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()}
-	phase := func(name string, from int64, px *proxytest.Proxy, want int64, arm func()) {
+	for name, rs := range map[string]redisProxies{"api": apiRedis, "consumer": consumerRedis} {
+		if rs.Connections() == 0 {
+			t.Fatalf("no connection through the %s's Redis proxies: it bypassed them", name)
+		}
+	}
+	phase := func(name string, from int64, px redisProxies, want int64, arm func()) {
 		t.Helper()
 		arm()
 		l := startLoad(api, sale.ActivityID, users(from, 30), time.Second, 10)
