@@ -6,80 +6,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
-// lossy is a Store whose connections go through a fault proxy (one per
+// lossy is a Store whose connections go through fault proxies (one per
 // node on the cluster), beside a direct one to read the truth with.
 type lossy struct {
-	via     *stockredis.Store // through the proxies
-	direct  *stockredis.Store
-	proxies []*proxytest.Proxy
+	redistest.Proxied
+	via    *stockredis.Store // through the proxies
+	direct *stockredis.Store
 }
 
-// loseNext makes the next answer to script (by name, see package lua) lost
-// after Redis ran it, on whichever node it goes to.
-func (l lossy) loseNext(script string) {
-	for _, p := range l.proxies {
-		p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
-	}
-}
-
-// lost is how many answers the proxies dropped.
-func (l lossy) lost() int64 {
-	var n int64
-	for _, p := range l.proxies {
-		n += p.Lost()
-	}
-	return n
-}
-
-var scripts = []string{"reserve", "claim", "confirm", "release", "warmup", "bucket_take", "bucket_give", "bucket_set", "warmup_buckets"}
-
-// newLossy builds a lossy store on the single node or the cluster, with the
-// scripts loaded on every node (so no NOSCRIPT answer is what gets lost).
 func newLossy(t *testing.T, cluster bool) lossy {
 	t.Helper()
-	ctx := context.Background()
-	rdb, prefix := redistest.New(t)
-	cfg := stockredis.Config{Addrs: []string{redistest.Addr()}}
-	if cluster {
-		rdb, prefix = redistest.NewCluster(t)
-		cfg = stockredis.Config{Addrs: redistest.ClusterAddrs(), Cluster: true}
-	}
-	err := redistest.ForEachNode(ctx, rdb, func(ctx context.Context, n redis.UniversalClient) error {
-		for _, s := range scripts {
-			if err := n.ScriptLoad(ctx, lua.Source(s)).Err(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := lossy{direct: stockredis.New(rdb, prefix)}
-	byAddr := map[string]*proxytest.Proxy{}
-	for _, a := range cfg.Addrs {
-		p := proxytest.Start(t, a, proxytest.RESP)
-		byAddr[a] = p
-		l.proxies = append(l.proxies, p)
-	}
-	if cluster {
-		cfg.Dialer = proxytest.ClusterDialer(byAddr)
-	} else {
-		cfg.Addrs = []string{l.proxies[0].Addr()}
-	}
-	via := stockredis.NewClient(cfg)
-	t.Cleanup(func() { via.Close() })
-	l.via = stockredis.New(via, prefix)
-	return l
+	p := redistest.NewProxied(t, cluster, "reserve", "claim", "confirm", "release", "warmup",
+		"bucket_take", "bucket_give", "bucket_set", "warmup_buckets")
+	return lossy{Proxied: p, via: stockredis.New(p.Client(t), p.Prefix), direct: stockredis.New(p.Direct, p.Prefix)}
 }
 
 // mustBeUnknown fails the test unless err is the error of a script that
@@ -94,8 +38,8 @@ func mustBeUnknown(t *testing.T, l lossy, what string, err error) {
 	if !errors.As(err, &u) {
 		t.Fatalf("%s: err = %v, want an UnknownOutcomeError", what, err)
 	}
-	if l.lost() != 1 {
-		t.Fatalf("%s: the proxies dropped %d answers, want 1", what, l.lost())
+	if l.Lost() != 1 {
+		t.Fatalf("%s: the proxies dropped %d answers, want 1", what, l.Lost())
 	}
 }
 
@@ -151,7 +95,7 @@ func TestLostReplyReserve(t *testing.T) {
 		ctx := context.Background()
 		warm(t, l.direct, 5, 1)
 		r := res(1, "k1", 1)
-		l.loseNext("reserve")
+		l.LoseNext("reserve")
 		_, err := l.via.Reserve(ctx, r)
 		mustBeUnknown(t, l, "reserve", err)
 		wantStock(t, l.direct, 4, 1) // ran exactly once
@@ -202,7 +146,7 @@ func TestLostReplyRelease(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				l.loseNext("release")
+				l.LoseNext("release")
 				_, _, err := l.via.Release(ctx, ref(r), "test", c.forget, c.from)
 				mustBeUnknown(t, l, "release", err)
 				released, st, err := l.via.Release(ctx, ref(r), "test", c.forget, c.from)
@@ -235,14 +179,14 @@ func TestLostReplyClaimConfirm(t *testing.T) {
 		if _, err := l.direct.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		l.loseNext("claim")
+		l.LoseNext("claim")
 		_, err := l.via.Claim(ctx, item, []string{r.OrderNo})
 		mustBeUnknown(t, l, "claim", err)
 		states, err := l.via.Claim(ctx, item, []string{r.OrderNo})
 		if err != nil || states[0] != stockredis.StateClaimed {
 			t.Fatalf("claim again: %v %v; want CLAIMED (go ahead)", states, err)
 		}
-		l.loseNext("confirm")
+		l.LoseNext("confirm")
 		_, err = l.via.Confirm(ctx, item, []string{r.OrderNo})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("confirm with its answer lost: %v", err)
@@ -267,7 +211,7 @@ func TestLostReplyBuckets(t *testing.T) {
 		warm(t, l.direct, 9, 3)
 		r := res(1, "k1", 2)
 		r.Buckets = 3
-		l.loseNext("bucket_take")
+		l.LoseNext("bucket_take")
 		_, err := l.via.Reserve(ctx, r)
 		mustBeUnknown(t, l, "bucket_take", err)
 		wantStock(t, l.direct, 7, 0)
@@ -288,9 +232,7 @@ func TestLostReplyBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 7, 2)
-		for _, p := range l.proxies {
-			p.LoseReply(proxytest.RedisScript(lua.Source("bucket_give")), 1)
-		}
+		l.LoseNext("bucket_give")
 		_, _, err = l.via.Release(ctx, ref(r2), "test", false, stockredis.StateReserved)
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("release whose bucket_give answer was lost: %v", err)
