@@ -29,8 +29,10 @@ import (
 // the restart (run_id) and repairs Redis from MySQL on its own, within a
 // bounded time: no reconciler is run by the test. Every 202 reaches
 // CREATED or FAILED, nothing is oversold, nobody holds two live orders,
-// buyers whose orders were cancelled can buy again, and once drained Redis
-// stock equals MySQL stock.
+// buyers whose orders were cancelled can buy again, every buyer answered
+// 202 gets the same order_no again when retrying with the same
+// Idempotency-Key (the records of orders made since the older state are
+// restored from MySQL), and once drained Redis stock equals MySQL stock.
 func TestChaosRedisRestoredFromOlderState(t *testing.T) {
 	restoreScenario(t, 1)
 }
@@ -152,9 +154,11 @@ func restoreScenario(t *testing.T, buckets int) {
 	cons := p.StartConsumer()
 	const stock = 400
 	var sale pipelinetest.Sale
-	var cancelled map[int64]string // user -> order cancelled after the copy
+	var cancelled map[int64]string  // user -> order cancelled after the copy
+	var beforeCopy map[string]int64 // orders accepted before the copy was taken
 	if buckets > 1 {
 		// The older state is from before the sale: nothing of it in Redis.
+		beforeCopy = map[string]int64{}
 		copyDir(t, aof, older)
 		sale = api.CreateBucketedSale(stock, 1, buckets)
 	} else {
@@ -168,6 +172,7 @@ func restoreScenario(t *testing.T, buckets int) {
 		// then they are cancelled. After the restore their quota keys are
 		// back, held by orders MySQL has closed.
 		cancelled = confirmedOrders(t, p, sale, l, 10)
+		beforeCopy = l.acceptedSoFar()
 		copyDir(t, aof, older)
 		for u, no := range cancelled {
 			var out struct {
@@ -230,6 +235,29 @@ func restoreScenario(t *testing.T, buckets int) {
 	}
 
 	inv := settle(t, p, sale, all, 90*time.Second)
+
+	// Every buyer answered 202 retries with the same Idempotency-Key and
+	// gets the same order back. The older state had no idempotency record
+	// of the orders accepted after the copy; the repair restored them.
+	gap := 0
+	for no, u := range l.accepted {
+		if _, ok := beforeCopy[no]; !ok {
+			gap++
+		}
+		pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (pl.Code != 202 && pl.Code != 200) || pl.OrderNo != no {
+			_, gapOrder := beforeCopy[no]
+			t.Fatalf("user %d, answered 202 with %s (accepted after the copy: %v), retried with the same key: %d %s %q",
+				u, no, !gapOrder, pl.Code, pl.Error, pl.OrderNo)
+		}
+	}
+	if gap == 0 {
+		t.Fatal("no order was accepted after the copy")
+	}
+	t.Logf("%d buyers answered 202 retried with their key and got the same order_no; %d of them accepted after the copy", len(l.accepted), gap)
 	refused := refusedHoldNothing(t, p, sale, l)
 	t.Logf("after recovery: %+v; %d users were answered 503", inv, refused)
 
@@ -306,6 +334,18 @@ func orderNos(m map[string]int64) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
+	}
+	return out
+}
+
+// acceptedSoFar copies the load's accepted orders (order number -> user)
+// while it runs.
+func (l *load) acceptedSoFar() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int64, len(l.accepted))
+	for no, u := range l.accepted {
+		out[no] = u
 	}
 	return out
 }

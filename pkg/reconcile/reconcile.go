@@ -77,7 +77,9 @@
 // lock, with every write a compare-and-set script that carries the lock's
 // fencing token (see package stockredis). Quota keys are restored before
 // stock, so a restored item never sells to a buyer whose quota is still
-// missing.
+// missing. Every repair pass also gives the orders MySQL holds their
+// idempotency records back where Redis lost them (see idem.go), first of
+// all, on every item it read.
 package reconcile
 
 import (
@@ -371,12 +373,23 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	}
 	for i := range rep.Items {
 		it := &rep.Items[i]
-		if it.Verdict != Drift && it.Verdict != NotWarmed {
-			continue
-		}
 		j := index[it.ItemID]
-		if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
+		// Idempotency records first (see idem.go), before stock comes
+		// back: a retry then finds its order, not stock to reserve anew.
+		idemOK, err := c.restoreIdem(ctx, targets[j], it, l)
+		if err != nil {
 			return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+		}
+		if it.Verdict == Drift || it.Verdict == NotWarmed {
+			if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
+				return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+			}
+		}
+		switch {
+		case !idemOK && !it.Verdict.Problem():
+			it.Verdict = Retry
+		case it.IdemRestored > 0 && (it.Verdict == OK || it.Verdict == NotStarted):
+			it.Verdict = Repaired
 		}
 	}
 	return rep, nil

@@ -606,11 +606,12 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	}
 
 	_, it = f.check(true)
-	if it.Verdict != Repaired || len(it.Repairs) != 5 {
+	if it.Verdict != Repaired || len(it.Repairs) != 6 || it.IdemRestored != 4 {
 		t.Fatalf("repair: %+v", it)
 	}
-	// Quotas were restored before the stock.
-	if !strings.HasPrefix(it.Repairs[0], "quota") || !strings.HasPrefix(it.Repairs[4], "stock set from missing to 6") {
+	// Idempotency records and quotas were restored before the stock.
+	if !strings.HasPrefix(it.Repairs[0], "4 idempotency records") || !strings.HasPrefix(it.Repairs[1], "quota") ||
+		!strings.HasPrefix(it.Repairs[5], "stock set from missing to 6") {
 		t.Fatalf("repairs in this order: %q", it.Repairs)
 	}
 	snap := f.redisStock()

@@ -27,7 +27,8 @@ const (
 	NotWarmed Verdict = "not warmed"
 	// Unsettled: every read disagreed, but not twice in a row the same way.
 	Unsettled Verdict = "unsettled"
-	// Repaired: drift was found and every part of it was repaired.
+	// Repaired: drift (or missing idempotency records) was found and every
+	// part of it was repaired.
 	Repaired Verdict = "repaired"
 	// Retry: a repair did not apply (the keys changed concurrently, or a
 	// later reconciler's fence refused it); run again.
@@ -72,6 +73,9 @@ type ItemReport struct {
 	Verdict  Verdict  `json:"verdict"`
 	Problems []string `json:"problems,omitempty"`
 	Repairs  []string `json:"repairs,omitempty"`
+	// IdemRestored is how many idempotency records of orders MySQL holds
+	// the repair wrote back (Redis had lost them).
+	IdemRestored int `json:"idempotency_restored,omitempty"`
 }
 
 // InFlightDetail is how InFlight was computed:

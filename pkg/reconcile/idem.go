@@ -1,0 +1,105 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// Idempotency records
+//
+// The reserve script records, beside the quota, which order number the
+// user's Idempotency-Key produced on the item; a retry with the same key
+// gets that order number back. When Redis comes back from an older state
+// the records of orders made since are gone, and a retry would reserve a
+// new order number (MySQL then refuses the second live order, but the
+// buyer hears another seqno). The repair gives every order MySQL holds
+// in a checked activity its record back, written only where the key is
+// missing, so nothing the pipeline wrote since is overwritten: CREATED,
+// PAID, CLOSED, and FAILED unless for a reason the API answered 503 for
+// (order.AnsweredUnavailable: that answer freed the key for a new try).
+// This is no check: the repair restores them on every pass, for every item
+// it read, whatever the item's verdict.
+
+// idemRecords lists the records the item's orders should have: one query
+// per checked activity. Where one key of a user produced several orders
+// (a retry after the record was lost before this repair existed), the
+// live one wins, else the latest.
+func (c *Checker) idemRecords(ctx context.Context, t Target) ([]stockredis.IdemRecord, error) {
+	now := c.now()
+	type pick struct {
+		rec  stockredis.IdemRecord
+		live bool
+	}
+	type userKey struct {
+		user int64
+		key  string
+	}
+	picked := map[userKey]pick{}
+	var seq []userKey
+	for _, a := range t.Activities {
+		if !c.quotaChecked(a, now) {
+			continue
+		}
+		ttl := a.EndsAt.Add(KeyMargin).Sub(now)
+		orders, err := c.DB.IdemOrders(ctx, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range orders {
+			if o.ItemID != t.ItemID || o.IdempotencyKey == "" || !o.Status.Final() ||
+				(o.Status == order.Failed && order.AnsweredUnavailable(o.FailureReason)) {
+				continue
+			}
+			k := userKey{o.UserID, o.IdempotencyKey}
+			p, seen := picked[k]
+			if seen && p.live && !o.Status.Live() {
+				continue // ids ascend: a later refused order does not replace the live one
+			}
+			if !seen {
+				seq = append(seq, k)
+			}
+			picked[k] = pick{rec: stockredis.IdemRecord{UserID: o.UserID, Key: o.IdempotencyKey, OrderNo: o.OrderNo, TTL: ttl},
+				live: o.Status.Live()}
+		}
+	}
+	out := make([]stockredis.IdemRecord, len(seq))
+	for i, k := range seq {
+		out[i] = picked[k].rec
+	}
+	return out, nil
+}
+
+// restoreIdem writes the item's missing idempotency records and notes it
+// in the item's report. It returns false when a later reconciler's fence
+// refused the write.
+func (c *Checker) restoreIdem(ctx context.Context, t Target, it *ItemReport, l Lock) (bool, error) {
+	recs, err := c.idemRecords(ctx, t)
+	if err != nil || len(recs) == 0 {
+		return true, err
+	}
+	if err := c.before(ctx, t.ItemID, l); err != nil {
+		return false, err
+	}
+	g := stockredis.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, c.now())}
+	n, res, err := c.Stock.RestoreIdem(ctx, t.ItemID, recs, g)
+	it.IdemRestored += n
+	log := c.Log.With("item_id", t.ItemID, "fence", g.Fence)
+	if n > 0 {
+		s := fmt.Sprintf("%s of orders MySQL holds restored (Redis had lost them)", plural(n, "idempotency record", "idempotency records"))
+		it.Repairs = append(it.Repairs, s)
+		log.Info("repaired", "what", s, "idempotency_restored", n, "orders", len(recs))
+	}
+	if err != nil {
+		return false, err
+	}
+	if res != stockredis.Written {
+		s := "idempotency records not restored: " + outcome(res)
+		it.Repairs = append(it.Repairs, s)
+		log.Warn("repair not applied", "what", s)
+		return false, nil
+	}
+	return true, nil
+}
