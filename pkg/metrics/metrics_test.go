@@ -53,6 +53,10 @@ func everything(t *testing.T) *prometheus.Registry {
 	r.Run(metrics.RunAgree, time.Second, time.Now())
 	r.Items(map[string]int{"ok": 1, "not started": 1})
 	r.Drift(map[int64]int64{7: 0})
+	hl := metrics.NewHeal(reg)
+	hl.Detected(metrics.HealRestart)
+	hl.Pass(metrics.HealPassRepaired)
+	hl.Repaired(time.Second)
 	return reg
 }
 
@@ -84,7 +88,8 @@ func TestNamesFollowConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowedLabels := map[string]bool{"route": true, "method": true, "code": true, "outcome": true, "result": true,
-		"partition": true, "action": true, "lock": true, "verdict": true, "item": true}
+		"partition": true, "action": true, "lock": true, "verdict": true, "item": true,
+		"reason": true} // reason: the heal watch's three (restart, new_master, marker)
 	valid := regexp.MustCompile(`^seckill_[a-z]+(_[a-z0-9]+)+$`)
 	n := 0
 	for _, f := range fams {
