@@ -18,7 +18,7 @@ import (
 // outcome, and the next pass reads the state the script left and finds
 // nothing more to do; nothing is applied twice.
 func TestLostReplyRepairScripts(t *testing.T) {
-	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota"} {
+	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_idem"} {
 		t.Run(script, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 20, -time.Minute)
@@ -41,6 +41,8 @@ func TestLostReplyRepairScripts(t *testing.T) {
 				f.rdb.Del(f.ctx, k.Quota(f.act.ID, 1))
 			case "reconcile_remove_quota":
 				f.rdb.Set(f.ctx, k.Quota(f.act.ID, 3), f.gen.Next(f.item), time.Hour)
+			case "reconcile_restore_idem":
+				f.rdb.Del(f.ctx, k.Idem(1, live.IdempotencyKey))
 			}
 
 			p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
@@ -69,6 +71,9 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			}
 			if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, 3)).Val() != 0 {
 				t.Fatal("stale quota key kept")
+			}
+			if got := f.rdb.Get(f.ctx, k.Idem(1, live.IdempotencyKey)).Val(); got != live.OrderNo {
+				t.Fatalf("idempotency record of the live order = %q, want %q", got, live.OrderNo)
 			}
 		})
 	}
