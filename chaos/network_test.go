@@ -5,6 +5,7 @@ package chaos
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +86,20 @@ func (rs redisProxies) LoseReply(m proxytest.Matcher, n int) {
 	}
 }
 
+// loseOne arms the loss of one answer to a request matching m, on the
+// proxy of whichever node runs such a request first (LoseReply arms n on
+// each node's proxy; a bucketed item's scripts run on several nodes).
+func (rs redisProxies) loseOne(m proxytest.Matcher) {
+	var taken atomic.Bool
+	rs.LoseReply(func(r proxytest.Request) bool { return m(r) && taken.CompareAndSwap(false, true) }, 1)
+}
+
+func (rs redisProxies) Latency(base, jitter time.Duration) {
+	for _, px := range rs {
+		px.Latency(base, jitter)
+	}
+}
+
 func (rs redisProxies) Cut(d time.Duration) {
 	for _, px := range rs {
 		px.Cut(d)
@@ -111,6 +126,9 @@ func (rs redisProxies) WaitLost(t *testing.T, n int64, within time.Duration) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%d lost Redis answers (lost %d)", n, rs.Lost()), within, func() bool { return rs.Lost() >= n })
 }
+
+// luaScript matches the lua package's script name, run by EVALSHA or EVAL.
+func luaScript(name string) proxytest.Matcher { return proxytest.RedisScript(lua.Source(name)) }
 
 // countLost adds the answers px lost to the suite's tally when t ends.
 func countLost(t *testing.T, px *proxytest.Proxy) {
@@ -341,18 +359,17 @@ func scriptRepliesLost(t *testing.T, cluster bool) {
 		t.Logf("%s answer lost: %d accepted, refused %v", name, len(l.accepted), l.codes)
 		loads = append(loads, l)
 	}
-	script := func(name string) proxytest.Matcher { return proxytest.RedisScript(lua.Source(name)) }
-	phase("reserve", 101, apiRedis, 1, func() { apiRedis.LoseReply(script("reserve"), 1) })
+	phase("reserve", 101, apiRedis, 1, func() { apiRedis.LoseReply(luaScript("reserve"), 1) })
 	phase("release", 201, apiRedis, 2, func() {
 		consumerRedis.Cut(4 * time.Second)
 		kp.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
-		apiRedis.LoseReply(script("release"), 1)
+		apiRedis.LoseReply(luaScript("release"), 1)
 	})
 	if kp.Lost() != 1 {
 		t.Fatalf("the api's produce was not cut after reaching the broker (lost %d)", kp.Lost())
 	}
-	phase("claim", 301, consumerRedis, 1, func() { consumerRedis.LoseReply(script("claim"), 1) })
-	phase("confirm", 401, consumerRedis, 2, func() { consumerRedis.LoseReply(script("confirm"), 1) })
+	phase("claim", 301, consumerRedis, 1, func() { consumerRedis.LoseReply(luaScript("claim"), 1) })
+	phase("confirm", 401, consumerRedis, 2, func() { consumerRedis.LoseReply(luaScript("confirm"), 1) })
 	accepted, inv := answersKept(t, p, api, sale, loads...)
 	if inv.LiveOrders != 125 || len(accepted) != 125 {
 		t.Fatalf("live %d, accepted %d; want every one of 125 buyers to hold one order", inv.LiveOrders, len(accepted))
