@@ -106,7 +106,7 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 	held := func() int64 { return sale.Stock - int64(len(live)) }
 
 	// bucket_take: the api cannot know whether units left the bucket.
-	rs.loseOne(luaScript("bucket_take"))
+	rs.loseOne(t, "bucket_take", luaScript("bucket_take"))
 	l := startLoad(api, sale.ActivityID, users(1, 20), time.Second, 5)
 	rs.WaitLost(t, 1, 30*time.Second)
 	l.wait()
@@ -124,7 +124,7 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 		buyer, bought = u, no
 		break
 	}
-	rs.loseOne(luaScript("bucket_give"))
+	rs.loseOne(t, "bucket_give", luaScript("bucket_give"))
 	if pl, err := api.PlaceOrder(buyer, "another-key", sale.ActivityID, 1); err != nil || pl.Code != 409 || pl.Error != "ALREADY_PURCHASED" {
 		t.Fatalf("user %d with a new key: %d %s (%v), want 409 ALREADY_PURCHASED", buyer, pl.Code, pl.Error, err)
 	}
@@ -134,8 +134,8 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 	// The api's 503 path: the reserve answer is lost, so the api releases;
 	// the answer to the release's give-back is lost too, and the release is
 	// repeated (it finds RELEASED and gives again, which gives nothing).
-	rs.loseOne(luaScript("reserve"))
-	rs.loseOne(luaScript("bucket_give"))
+	rs.loseOne(t, "reserve", luaScript("reserve"))
+	rs.loseOne(t, "bucket_give", luaScript("bucket_give"))
 	if pl, err := api.PlaceOrder(50001, "k50001", sale.ActivityID, 1); err != nil || pl.Code != 503 {
 		t.Fatalf("reserve and give-back answers lost: %d %s (%v), want 503", pl.Code, pl.Error, err)
 	}
@@ -146,7 +146,7 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 	// A buyer cancels a CREATED order: the answer to its give-back is lost.
 	p.WaitFinal(live, 30*time.Second)
 	p.WaitDrained(sale.ItemID, 30*time.Second)
-	rs.loseOne(luaScript("bucket_give"))
+	rs.loseOne(t, "bucket_give", luaScript("bucket_give"))
 	var body struct {
 		Status string `json:"status"`
 	}
@@ -237,16 +237,16 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	if rs.Connections() == 0 {
 		t.Fatal("no connection through the consumer's Redis proxies: it bypassed them")
 	}
-	rs.loseOne(lockScript(p, "lock_acquire", "closer"))
-	rs.loseOne(lockScript(p, "lock_release", "closer"))
+	rs.loseOne(t, "lock_acquire", lockScript(p, "lock_acquire", "closer"))
+	rs.loseOne(t, "lock_release", lockScript(p, "lock_release", "closer"))
 	rs.WaitLost(t, 2, 15*time.Second)
 	takenAgain("closer")
 	all = merge(all, l.accepted)
 
 	// The sweep's acquire and release answers, a reservation stranded.
 	dying := p.StartAPI("SECKILL_FAILPOINTS=api-after-reserve")
-	rs.loseOne(lockScript(p, "lock_acquire", "sweep"))
-	rs.loseOne(lockScript(p, "lock_release", "sweep"))
+	rs.loseOne(t, "lock_acquire", lockScript(p, "lock_acquire", "sweep"))
+	rs.loseOne(t, "lock_release", lockScript(p, "lock_release", "sweep"))
 	if pl, err := dying.PlaceOrder(7777, "doomed", sale.ActivityID, 1); err == nil {
 		t.Fatalf("the failpoint did not fire: %+v", pl)
 	}
@@ -277,15 +277,15 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	// closed in one pass, 400 ms of Redis round trip each: the pass lasts
 	// past the watchdog's first renewal (a third of the 15 s lease).
 	rs.Latency(200*time.Millisecond, 0)
-	rs.loseOne(lockScript(p, "lock_renew", "closer"))
+	rs.loseOne(t, "lock_renew", lockScript(p, "lock_renew", "closer"))
 	rs.WaitLost(t, 5, 40*time.Second)
 	rs.Latency(0, 0)
 	takenAgain("closer")
 	all = merge(all, l.accepted)
 
 	// The reconcile lock of the watch's repair pass.
-	rs.loseOne(lockScript(p, "lock_acquire", "reconcile"))
-	rs.loseOne(lockScript(p, "lock_release", "reconcile"))
+	rs.loseOne(t, "lock_acquire", lockScript(p, "lock_acquire", "reconcile"))
+	rs.loseOne(t, "lock_release", lockScript(p, "lock_release", "reconcile"))
 	if err := p.Store.Client().Del(context.Background(), healMarker).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func repairRepliesLost(t *testing.T, cluster bool) {
 		if err := c.drift(); err != nil {
 			t.Fatal(err)
 		}
-		rs.loseOne(luaScript(c.script))
+		rs.loseOne(t, c.script, luaScript(c.script))
 		lost := reconcile()
 		if lost.Code != 2 || rs.Lost() != int64(i+1) {
 			t.Fatalf("%s answer lost (lost %d, want %d): exit %d, want 2\n%s\n%s", c.script, rs.Lost(), i+1, lost.Code, lost.Stdout, lost.Stderr)

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/order"
@@ -89,7 +91,21 @@ func (rs redisProxies) LoseReply(m proxytest.Matcher, n int) {
 // loseOne arms the loss of one answer to a request matching m, on the
 // proxy of whichever node runs such a request first (LoseReply arms n on
 // each node's proxy; a bucketed item's scripts run on several nodes).
-func (rs redisProxies) loseOne(m proxytest.Matcher) {
+//
+// The script (a name in package lua) is loaded on every node first: the
+// one-use match is taken by the first request, so that must be the one
+// that runs, never an EVALSHA answered NOSCRIPT (a restarted Redis has
+// forgotten its scripts).
+func (rs redisProxies) loseOne(t *testing.T, script string, m proxytest.Matcher) {
+	t.Helper()
+	for _, px := range rs {
+		c := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
+		err := c.ScriptLoad(context.Background(), lua.Source(script)).Err()
+		c.Close()
+		if err != nil {
+			t.Fatalf("load %s through %s: %v", script, px.Addr(), err)
+		}
+	}
 	var taken atomic.Bool
 	rs.LoseReply(func(r proxytest.Request) bool { return m(r) && taken.CompareAndSwap(false, true) }, 1)
 }
