@@ -48,7 +48,7 @@ func TestComposeFile(t *testing.T) {
 	backing := map[string][]string{
 		"redis":         {"127.0.0.1:6379:6379"},
 		"mysql":         {"127.0.0.1:3306:3306"},
-		"kafka":         {"127.0.0.1:9092:9092"},
+		"kafka":         {"127.0.0.1:9092:9092", "127.0.0.1:19093:19093"}, // 19093: the listener fault tests proxy
 		"redis-cluster": {"127.0.0.1:7001-7003:7001-7003"},
 	}
 	for name, ports := range backing {
