@@ -1,0 +1,149 @@
+package fulfil_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/pkg/kafkatest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderevents"
+)
+
+// retries counts the router's failed attempts; the rest it records is
+// dropped.
+type retries struct{ n atomic.Int64 }
+
+func (*retries) Batch(int, time.Duration)  {}
+func (*retries) Events(int, int, int, int) {}
+func (r *retries) Retry()                  { r.n.Add(1) }
+func (*retries) CommitFailed()             {}
+func (*retries) FetchFailed()              {}
+func (*retries) DeadLettered()             {}
+func (*retries) Lag(int, int64)            {}
+
+// pollUntil polls cond every 50ms until it holds, failing the test with
+// what after the deadline.
+func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// TestStuckPartitionDoesNotStallOthers runs the router and the handler
+// in-process on a two-partition topic, with one item per partition. The
+// first item's item_stock row is held by another transaction, so each
+// attempt at its events fails (a lock wait timeout); the second item's
+// orders are created and its partition committed meanwhile. Once the row is
+// free, the first item's orders are created too.
+func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	topic := kafkatest.NewTopic(t, 2)
+	group := kafkatest.Name("g")
+
+	partOf := func(item int64) int {
+		return (&kafka.Hash{}).Balance(kafka.Message{Key: orderevents.ItemKey(item)}, 0, 1)
+	}
+	stuck := e.newSale(100, 1)
+	healthy := e.newSale(100, 1)
+	for partOf(healthy.item) == partOf(stuck.item) {
+		healthy = e.newSale(100, 1)
+	}
+	unlock := e.lockItem(stuck.item)
+
+	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: topic})
+	defer pub.Close()
+	const n = 5
+	var stuckNos, healthyNos []string
+	for u := int64(1); u <= n; u++ {
+		for _, s := range []sale{stuck, healthy} {
+			ev := e.reserve(s, u, 1)
+			if err := pub.Publish(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+			if s == stuck {
+				stuckNos = append(stuckNos, ev.OrderNo)
+			} else {
+				healthyNos = append(healthyNos, ev.OrderNo)
+			}
+		}
+	}
+
+	m := &retries{}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	router := orderevents.NewRouter(orderevents.RouterConfig{Brokers: kafkatest.Brokers(), Topic: topic, GroupID: group,
+		DrainTimeout: 5 * time.Second}, e.handler, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go func() { done <- router.Run(rctx) }()
+	defer func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("router: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("router did not stop within 30s of shutdown")
+		}
+	}()
+
+	created := func(nos []string) int {
+		got, err := e.db.Orders(ctx, nos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := 0
+		for _, o := range got {
+			if o.Status == order.Created {
+				c++
+			}
+		}
+		return c
+	}
+	committed := func() (end, done map[int]int64) {
+		end, done, err := kafkatest.Offsets(ctx, topic, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return end, done
+	}
+	// The healthy item's orders are created and committed while the stuck
+	// item's events fail again and again.
+	pollUntil(t, 30*time.Second, "the healthy item's orders created and its partition committed", func() bool {
+		end, done := committed()
+		return created(healthyNos) == n && done[partOf(healthy.item)] == end[partOf(healthy.item)]
+	})
+	pollUntil(t, 30*time.Second, "the stuck item's events retried twice", func() bool { return m.n.Load() >= 2 })
+	if c := created(stuckNos); c != 0 {
+		t.Fatalf("%d orders of the locked item created while its row was locked", c)
+	}
+	if end, done := committed(); done[partOf(stuck.item)] == end[partOf(stuck.item)] {
+		t.Fatalf("the stuck partition was committed (%d of %d) before its orders were written", done[partOf(stuck.item)], end[partOf(stuck.item)])
+	}
+
+	unlock()
+	pollUntil(t, 30*time.Second, "the stuck item's orders created and its partition committed once the row is free", func() bool {
+		end, done := committed()
+		return created(stuckNos) == n && done[partOf(stuck.item)] == end[partOf(stuck.item)]
+	})
+	for _, s := range []sale{stuck, healthy} {
+		if st, err := e.db.ItemStock(ctx, s.item); err != nil || st != 100-n {
+			t.Errorf("item %d MySQL stock %d %v, want %d", s.item, st, err, 100-n)
+		}
+	}
+}
