@@ -30,7 +30,14 @@ type env struct {
 	db      *mysqltest.DB
 	handler *fulfil.Handler
 	gen     *order.NumberGenerator
-	keys    atomic.Int64
+	keys    *atomic.Int64
+}
+
+// with is e reporting to t (a subtest).
+func (e *env) with(t *testing.T) *env {
+	c := *e
+	c.t = t
+	return &c
 }
 
 func newEnv(t *testing.T) *env {
@@ -47,7 +54,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
-	return &env{t: t, store: store, db: db, gen: order.NewNumberGenerator(),
+	return &env{t: t, store: store, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
 		handler: &fulfil.Handler{Stock: store, DB: hdb, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
@@ -157,6 +164,24 @@ func (e *env) lockItem(item int64) func() {
 	return unlock
 }
 
+// wantStock checks that MySQL and Redis both hold stock units of item,
+// with none in flight.
+func (e *env) wantStock(item, stock int64) {
+	e.t.Helper()
+	ctx := context.Background()
+	db, err := e.db.ItemStock(ctx, item)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	snap, err := e.store.Stock(ctx, item)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if db != stock || snap.Stock != stock || snap.Inflight != 0 {
+		e.t.Errorf("item %d: MySQL %d, Redis %+v; want %d in both with none in flight", item, db, snap, stock)
+	}
+}
+
 func outcomeName(o orderevents.Outcome) string {
 	return [...]string{"Retry", "Created", "Failed", "Existing", "Skipped", "Poison"}[o]
 }
@@ -175,30 +200,30 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	// Each claim setup leaves the reservation of ev in one state.
 	claims := []struct {
 		name  string
-		setup func(ev order.Event)
+		setup func(e *env, ev order.Event)
 	}{
-		{stockredis.StateReserved, func(order.Event) {}},
-		{stockredis.StateClaimed, func(ev order.Event) {
+		{stockredis.StateReserved, func(*env, order.Event) {}},
+		{stockredis.StateClaimed, func(e *env, ev order.Event) {
 			if _, err := e.store.Claim(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
-				t.Fatal(err)
+				e.t.Fatal(err)
 			}
 		}},
-		{stockredis.StateConfirmed, func(ev order.Event) {
+		{stockredis.StateConfirmed, func(e *env, ev order.Event) {
 			if _, err := e.store.Claim(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
-				t.Fatal(err)
+				e.t.Fatal(err)
 			}
 			if _, err := e.store.Confirm(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
-				t.Fatal(err)
+				e.t.Fatal(err)
 			}
 		}},
-		{stockredis.StateReleased, func(ev order.Event) {
+		{stockredis.StateReleased, func(e *env, ev order.Event) {
 			if ok, _, err := e.store.Release(ctx, e.ref(ev), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
-				t.Fatalf("release: %v %v", ok, err)
+				e.t.Fatalf("release: %v %v", ok, err)
 			}
 		}},
-		{stockredis.StateMissing, func(ev order.Event) {
+		{stockredis.StateMissing, func(e *env, ev order.Event) {
 			if err := e.store.Client().Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
-				t.Fatal(err)
+				e.t.Fatal(err)
 			}
 		}},
 	}
@@ -206,41 +231,42 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	// function that ends a transient fault (nil for the others).
 	mysqls := []struct {
 		name    string
-		setup   func(s sale, ev order.Event) (unlock func())
+		setup   func(e *env, s sale, ev order.Event) (unlock func())
 		outcome orderevents.Outcome
 		status  order.Status // the order's row afterwards
 	}{
-		{"created", func(sale, order.Event) func() { return nil }, orderevents.Created, order.Created},
-		{"duplicate order_no", func(s sale, ev order.Event) func() {
+		{"created", func(*env, sale, order.Event) func() { return nil }, orderevents.Created, order.Created},
+		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
 			if _, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
-				t.Fatal(err)
+				e.t.Fatal(err)
 			}
 			return nil
 		}, orderevents.Existing, order.Created},
-		{"out of stock", func(s sale, _ order.Event) func() {
+		{"out of stock", func(e *env, s sale, _ order.Event) func() {
 			if err := e.db.SetItemStock(ctx, s.item, 0); err != nil {
-				t.Fatal(err)
+				e.t.Fatal(err)
 			}
 			return nil
 		}, orderevents.Failed, order.Failed},
-		{"already purchased", func(s sale, ev order.Event) func() {
+		{"already purchased", func(e *env, s sale, ev order.Event) func() {
 			other := e.event(s, user, 1)
 			if out, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 				out[other.OrderNo].Status != order.Created {
-				t.Fatalf("the other order: %+v %v", out, err)
+				e.t.Fatalf("the other order: %+v %v", out, err)
 			}
 			return nil
 		}, orderevents.Failed, order.Failed},
-		{"transient error", func(s sale, _ order.Event) func() { return e.lockItem(s.item) }, orderevents.Retry, ""},
+		{"transient error", func(e *env, s sale, _ order.Event) func() { return e.lockItem(s.item) }, orderevents.Retry, ""},
 	}
 	for _, c := range claims {
 		for _, m := range mysqls {
 			t.Run(c.name+"/"+m.name, func(t *testing.T) {
 				t.Parallel()
+				e := e.with(t)
 				s := e.newSale(10, 1)
 				ev := e.reserve(s, user, 1)
-				c.setup(ev)
-				unlock := m.setup(s, ev)
+				c.setup(e, ev)
+				unlock := m.setup(e, s, ev)
 				before := e.status(ev.OrderNo)
 
 				res := e.handler.Handle(ctx, []order.Event{ev})
@@ -293,4 +319,83 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestHandleBatchMixingItems hands one batch of three items' events,
+// interleaved, with an impossible event among them: every valid order is
+// created and confirmed, each item's stock taken in both stores, and the
+// impossible event is poison whose reservation the dead-letter hook gives
+// back.
+func TestHandleBatchMixingItems(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	sales := []sale{e.newSale(10, 1), e.newSale(10, 1), e.newSale(10, 1)}
+	var batch []order.Event
+	for u := int64(1); u <= 3; u++ {
+		for _, s := range sales {
+			batch = append(batch, e.reserve(s, u, 1))
+		}
+	}
+	// Reserved for an activity that exists, but the event names another
+	// one (of another item): impossible.
+	bad := e.reserve(sales[0], 9, 1)
+	bad.ActivityID = sales[1].activity
+	batch = append(batch[:4], append([]order.Event{bad}, batch[4:]...)...)
+
+	res := e.handler.Handle(ctx, batch)
+	if len(res) != len(batch) {
+		t.Fatalf("%d results for %d events", len(res), len(batch))
+	}
+	for i, ev := range batch {
+		want := orderevents.Created
+		if ev.OrderNo == bad.OrderNo {
+			want = orderevents.Poison
+		}
+		if res[i].Outcome != want {
+			t.Errorf("event %d (%s): %s %v, want %s", i, ev.OrderNo, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want))
+		}
+	}
+	if err := e.handler.DeadLettered(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.state(bad); got != stockredis.StateReleased {
+		t.Errorf("the impossible event's reservation %s, want RELEASED", got)
+	}
+	if got := e.status(bad.OrderNo); got != "" {
+		t.Errorf("the impossible event has a %s row", got)
+	}
+	for _, s := range sales {
+		e.wantStock(s.item, 7)
+	}
+}
+
+// TestHandleExactTail gives MySQL less stock than Redis believes: the batch
+// cannot be taken whole, so it goes order by order and sells the exact tail
+// (2+2 of 5, then the last unit to a 1-unit order after a 2-unit order is
+// refused), and the refusal caps Redis at what MySQL has.
+func TestHandleExactTail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.newSale(10, 2)
+	if err := e.db.SetItemStock(ctx, s.item, 5); err != nil {
+		t.Fatal(err)
+	}
+	batch := []order.Event{e.reserve(s, 1, 2), e.reserve(s, 2, 2), e.reserve(s, 3, 2), e.reserve(s, 4, 1)}
+	want := []orderevents.Outcome{orderevents.Created, orderevents.Created, orderevents.Failed, orderevents.Created}
+	res := e.handler.Handle(ctx, batch)
+	for i := range batch {
+		if res[i].Outcome != want[i] {
+			t.Errorf("event %d: %s %v, want %s", i, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want[i]))
+		}
+	}
+	if got := e.state(batch[2]); got != stockredis.StateReleased {
+		t.Errorf("refused reservation %s, want RELEASED", got)
+	}
+	o, err := e.db.Order(ctx, batch[2].OrderNo)
+	if err != nil || o.Status != order.Failed || o.FailureReason != order.ReasonOutOfStock {
+		t.Errorf("refused order %+v %v, want FAILED %s", o, err, order.ReasonOutOfStock)
+	}
+	e.wantStock(s.item, 0)
 }
