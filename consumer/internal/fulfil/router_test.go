@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // retries counts the router's failed attempts; the rest it records is
@@ -26,22 +27,6 @@ func (*retries) CommitFailed()             {}
 func (*retries) FetchFailed()              {}
 func (*retries) DeadLettered()             {}
 func (*retries) Lag(int, int64)            {}
-
-// pollUntil polls cond every 50ms until it holds, failing the test with
-// what after the deadline.
-func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
-}
 
 // TestStuckPartitionDoesNotStallOthers runs the router and the handler
 // in-process on a two-partition topic, with one item per partition. The
@@ -124,11 +109,11 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 	}
 	// The healthy item's orders are created and committed while the stuck
 	// item's events fail again and again.
-	pollUntil(t, 30*time.Second, "the healthy item's orders created and its partition committed", func() bool {
+	waittest.Until(t, 30*time.Second, "the healthy item's orders created and its partition committed", func() bool {
 		end, done := committed()
 		return created(healthyNos) == n && done[partOf(healthy.item)] == end[partOf(healthy.item)]
 	})
-	pollUntil(t, 30*time.Second, "the stuck item's events retried twice", func() bool { return m.n.Load() >= 2 })
+	waittest.Until(t, 30*time.Second, "the stuck item's events retried twice", func() bool { return m.n.Load() >= 2 })
 	if c := created(stuckNos); c != 0 {
 		t.Fatalf("%d orders of the locked item created while its row was locked", c)
 	}
@@ -137,7 +122,7 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 	}
 
 	unlock()
-	pollUntil(t, 30*time.Second, "the stuck item's orders created and its partition committed once the row is free", func() bool {
+	waittest.Until(t, 30*time.Second, "the stuck item's orders created and its partition committed once the row is free", func() bool {
 		end, done := committed()
 		return created(stuckNos) == n && done[partOf(stuck.item)] == end[partOf(stuck.item)]
 	})
