@@ -126,8 +126,7 @@ func (s *Service) close(ctx context.Context, user int64, orderNo, reason string)
 // release gives the closed order's Redis stock and quota back (at most
 // once, by the reservation state machine) and records it in MySQL.
 func (s *Service) release(ctx context.Context, o order.Order, reason string) error {
-	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
-		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+	ref := stockredis.OrderRef(o)
 	// MySQL closed the order, so its reservation goes from whichever live
 	// state it is in: CONFIRMED normally, or RESERVED or CLAIMED when Redis
 	// came back from an older state.

@@ -86,6 +86,15 @@ type Activity struct {
 	StockBuckets int
 }
 
+// PaymentWindowOr is how long an order of this activity may stay unpaid:
+// the activity's own window, else def (the global one).
+func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
+	if a.PaymentWindow > 0 {
+		return a.PaymentWindow
+	}
+	return def
+}
+
 // MaxStockBuckets bounds Activity.StockBuckets.
 const MaxStockBuckets = 16
 

@@ -70,3 +70,22 @@ func TestActiveAt(t *testing.T) {
 		t.Fatal("ActiveAt window is [starts_at, ends_at)")
 	}
 }
+
+func TestPaymentWindowOr(t *testing.T) {
+	tests := []struct {
+		name string
+		own  time.Duration
+		def  time.Duration
+		want time.Duration
+	}{
+		{"the activity's own", 5 * time.Minute, 30 * time.Minute, 5 * time.Minute},
+		{"none of its own: the default", 0, 30 * time.Minute, 30 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Activity{PaymentWindow: tt.own}).PaymentWindowOr(tt.def); got != tt.want {
+				t.Errorf("PaymentWindowOr(%v) = %v, want %v", tt.def, got, tt.want)
+			}
+		})
+	}
+}

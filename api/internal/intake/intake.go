@@ -200,8 +200,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 // release whose answer was lost finds it RELEASED: done); if Redis cannot be
 // told, the sweep releases it later.
 func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
-	ref := stockredis.Ref{OrderNo: ev.OrderNo, UserID: ev.UserID, ItemID: ev.ItemID,
-		ActivityID: ev.ActivityID, IdempotencyKey: ev.IdempotencyKey}
+	ref := stockredis.EventRef(ev)
 	// The request's context may be what timed out; the release must still run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -295,8 +294,7 @@ func (s *Service) freeStaleKey(ctx context.Context, user int64, prior string) bo
 	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
 		return false
 	}
-	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
-		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+	ref := stockredis.OrderRef(o)
 	_, _, err = s.Stock.Release(ctx, ref, o.FailureReason, true, stockredis.StateReserved, stockredis.StateClaimed)
 	if err != nil {
 		return false
@@ -366,10 +364,7 @@ func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error
 }
 
 func (s *Service) paymentWindow(a order.Activity) time.Duration {
-	if a.PaymentWindow > 0 {
-		return a.PaymentWindow
-	}
-	return s.PaymentWindow
+	return a.PaymentWindowOr(s.PaymentWindow)
 }
 
 func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {

@@ -104,11 +104,7 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 		if err != nil {
 			return retryAll(len(events), err)
 		}
-		window := p.PaymentWindow
-		if act.PaymentWindow > 0 {
-			window = act.PaymentWindow
-		}
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(window)})
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(act.PaymentWindowOr(p.PaymentWindow))})
 		reqIdx = append(reqIdx, i)
 	}
 	if len(reqs) == 0 {
@@ -185,8 +181,7 @@ func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState
 		log.Warn("order failed; its reservation is missing in Redis", "reason", reason, "status", order.Failed)
 		return nil
 	}
-	ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID,
-		ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
+	ref := stockredis.EventRef(e)
 	var (
 		released bool
 		state    string

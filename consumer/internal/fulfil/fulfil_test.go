@@ -106,11 +106,6 @@ func (e *env) event(s sale, user int64, qty int) order.Event {
 		ActivityID: s.activity, Quantity: qty, ReservedAt: time.Now(), RequestID: "req"}
 }
 
-func (e *env) ref(ev order.Event) stockredis.Ref {
-	return stockredis.Ref{OrderNo: ev.OrderNo, UserID: ev.UserID, ItemID: ev.ItemID,
-		ActivityID: ev.ActivityID, IdempotencyKey: ev.IdempotencyKey}
-}
-
 // state is the reservation's state, or MISSING.
 func (e *env) state(ev order.Event) string {
 	e.t.Helper()
@@ -217,7 +212,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			}
 		}},
 		{stockredis.StateReleased, func(e *env, ev order.Event) {
-			if ok, _, err := e.store.Release(ctx, e.ref(ev), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
+			if ok, _, err := e.store.Release(ctx, stockredis.EventRef(ev), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
 				e.t.Fatalf("release: %v %v", ok, err)
 			}
 		}},
