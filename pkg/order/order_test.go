@@ -1,6 +1,8 @@
 package order
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -87,5 +89,31 @@ func TestPaymentWindowOr(t *testing.T) {
 				t.Errorf("PaymentWindowOr(%v) = %v, want %v", tt.def, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestActivityCache(t *testing.T) {
+	var c ActivityCache
+	calls := 0
+	fail := true
+	load := func(_ context.Context, id int64) (Activity, error) {
+		calls++
+		if fail {
+			return Activity{}, ErrUnavailable
+		}
+		return Activity{ID: id, ItemID: 9}, nil
+	}
+	ctx := context.Background()
+	if _, err := c.Get(ctx, 1, load); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("failed load: %v, want ErrUnavailable", err)
+	}
+	fail = false
+	for range 2 {
+		if a, err := c.Get(ctx, 1, load); err != nil || a.ItemID != 9 {
+			t.Fatalf("Get: %+v %v", a, err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("load called %d times, want 2 (the failure is not remembered, the success is)", calls)
 	}
 }

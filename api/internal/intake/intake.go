@@ -55,7 +55,7 @@ type Service struct {
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
-	activities sync.Map // id -> order.Activity (activities never change)
+	activities order.ActivityCache
 	soldOut    sync.Map // item id -> time the item was seen sold out
 }
 
@@ -352,15 +352,7 @@ func (s *Service) Status(ctx context.Context, user int64, orderNo string) (order
 }
 
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
-	if a, ok := s.activities.Load(id); ok {
-		return a.(order.Activity), nil
-	}
-	a, err := s.Activities.Activity(ctx, id)
-	if err != nil {
-		return order.Activity{}, err
-	}
-	s.activities.Store(id, a)
-	return a, nil
+	return s.activities.Get(ctx, id, s.Activities.Activity)
 }
 
 func (s *Service) paymentWindow(a order.Activity) time.Duration {

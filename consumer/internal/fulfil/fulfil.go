@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/seckill/seckill/pkg/failpoint"
@@ -32,7 +31,7 @@ type Handler struct {
 	// Metrics records how long orders stayed PENDING; nil records nothing.
 	Metrics *metrics.Consumer
 
-	activities sync.Map // id -> order.Activity
+	activities order.ActivityCache
 }
 
 // Handle decides every event and returns its outcome: final (in MySQL,
@@ -254,13 +253,5 @@ func (p *Handler) possible(ctx context.Context, e order.Event) error {
 }
 
 func (p *Handler) activity(ctx context.Context, id int64) (order.Activity, error) {
-	if a, ok := p.activities.Load(id); ok {
-		return a.(order.Activity), nil
-	}
-	a, err := p.DB.Activity(ctx, id)
-	if err != nil {
-		return order.Activity{}, err
-	}
-	p.activities.Store(id, a)
-	return a, nil
+	return p.activities.Get(ctx, id, p.DB.Activity)
 }
