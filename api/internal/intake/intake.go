@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/failpoint"
+	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
@@ -319,36 +320,8 @@ func (s *Service) replay(ctx context.Context, user int64, orderNo string) (Place
 // otherwise the reservation in Redis (PENDING, or FAILED when it was
 // released before reaching MySQL). Another user's order is not found.
 func (s *Service) Status(ctx context.Context, user int64, orderNo string) (order.Order, error) {
-	item := order.ItemOf(orderNo)
-	if item == 0 {
-		return order.Order{}, order.ErrNotFound
-	}
-	o, err := s.Orders.Order(ctx, orderNo)
-	if err == nil {
-		if o.UserID != user {
-			return order.Order{}, order.ErrNotFound
-		}
-		return o, nil
-	}
-	if !errors.Is(err, order.ErrNotFound) {
-		return order.Order{}, err
-	}
-	info, err := s.Stock.Reservation(ctx, item, orderNo)
-	if err != nil {
-		return order.Order{}, err
-	}
-	if info.UserID != user {
-		return order.Order{}, order.ErrNotFound
-	}
-	o = order.Order{
-		OrderNo: orderNo, UserID: user, ItemID: item, ActivityID: info.ActivityID,
-		Quantity: info.Quantity, Status: order.Pending, IdempotencyKey: info.IdempotencyKey,
-		CreatedAt: info.ReservedAt, UpdatedAt: info.ReservedAt,
-	}
-	if info.State == stockredis.StateReleased {
-		o.Status, o.FailureReason = order.Failed, info.Reason
-	}
-	return o, nil
+	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, user, orderNo)
+	return o, err
 }
 
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
