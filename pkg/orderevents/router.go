@@ -127,9 +127,11 @@ func NewRouter(cfg RouterConfig, h Handler, m Metrics, log *slog.Logger) *Router
 	}
 }
 
-// partitionQueue is how many fetched chunks may wait for one partition's
-// worker; past it, fetching waits for that partition.
-const partitionQueue = 64
+// maxPendingBatches bounds, in batches of MaxBatch messages, what may wait
+// for one partition's worker; past it, fetching waits for that partition
+// (kafka-go cannot pause one partition), so a partition stuck for long
+// under a steady stream stalls the others only once this much waits.
+const maxPendingBatches = 10
 
 // Run consumes until ctx is cancelled, then stops fetching, finishes and
 // commits the batches in hand (within DrainTimeout), closes the reader and
@@ -139,11 +141,11 @@ const partitionQueue = 64
 func (r *Router) Run(ctx context.Context) error {
 	defer r.dlq.Close()
 	defer r.reader.Close()
-	workers := map[int]chan []kafka.Message{}
+	queues := map[int]*partitionQueue{}
 	var wg sync.WaitGroup
 	defer func() {
-		for _, in := range workers {
-			close(in)
+		for _, q := range queues {
+			q.close()
 		}
 		wg.Wait()
 	}()
@@ -162,16 +164,14 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 		for _, part := range byPartition(batch) {
 			p := part[0].Partition
-			in, ok := workers[p]
+			q, ok := queues[p]
 			if !ok {
-				in = make(chan []kafka.Message, partitionQueue)
-				workers[p] = in
+				q = newPartitionQueue(maxPendingBatches * r.cfg.MaxBatch)
+				queues[p] = q
 				wg.Add(1)
-				go func() { defer wg.Done(); r.work(ctx, p, in) }()
+				go func() { defer wg.Done(); r.work(ctx, p, q) }()
 			}
-			select {
-			case in <- part:
-			case <-ctx.Done():
+			if !q.push(ctx, part) {
 				// Not started: left uncommitted, redelivered.
 				return nil
 			}
@@ -195,33 +195,87 @@ func byPartition(batch []kafka.Message) [][]kafka.Message {
 	return out
 }
 
-// work handles one partition's messages, one batch at a time, in order.
-// Once ctx is cancelled it finishes the batch in hand and starts no other.
-func (r *Router) work(ctx context.Context, part int, in <-chan []kafka.Message) {
-	var queue []kafka.Message
+// partitionQueue holds one partition's fetched messages, in offset order,
+// until its worker takes them.
+type partitionQueue struct {
+	limit  int
+	mu     sync.Mutex
+	msgs   []kafka.Message
+	closed bool
+	ready  chan struct{} // something to take, or closed
+	space  chan struct{} // the worker took some
+}
+
+func newPartitionQueue(limit int) *partitionQueue {
+	return &partitionQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// push appends msgs, waiting while the queue is over its limit; false when
+// ctx ended first.
+func (q *partitionQueue) push(ctx context.Context, msgs []kafka.Message) bool {
 	for {
-		if len(queue) == 0 {
-			msgs, ok := <-in
-			if !ok {
-				return
-			}
-			queue = msgs
+		q.mu.Lock()
+		if len(q.msgs) < q.limit {
+			q.msgs = append(q.msgs, msgs...)
+			q.mu.Unlock()
+			signal(q.ready)
+			return true
 		}
-	more: // take what else waits, so a partition that fell behind batches again
-		for len(queue) < r.cfg.MaxBatch {
-			select {
-			case msgs, ok := <-in:
-				if !ok {
-					break more
-				}
-				queue = append(queue, msgs...)
-			default:
-				break more
-			}
+		q.mu.Unlock()
+		select {
+		case <-q.space:
+		case <-ctx.Done():
+			return false
 		}
-		n := min(len(queue), r.cfg.MaxBatch)
-		batch := queue[:n:n]
-		queue = queue[n:]
+	}
+}
+
+// take removes and returns up to n messages, waiting for some; false once
+// the queue is closed and empty.
+func (q *partitionQueue) take(n int) ([]kafka.Message, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.msgs) > 0 {
+			n = min(n, len(q.msgs))
+			out := append([]kafka.Message(nil), q.msgs[:n]...)
+			q.msgs = q.msgs[n:]
+			q.mu.Unlock()
+			signal(q.space)
+			return out, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.ready
+	}
+}
+
+func (q *partitionQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	signal(q.ready)
+}
+
+// work handles one partition's messages, one batch at a time, in order;
+// a batch takes whatever waits, up to MaxBatch, so a partition that fell
+// behind batches again. Once ctx is cancelled it finishes the batch in
+// hand and starts no other.
+func (r *Router) work(ctx context.Context, part int, q *partitionQueue) {
+	for {
+		batch, ok := q.take(r.cfg.MaxBatch)
+		if !ok {
+			return
+		}
 		wctx, cancel := drainContext(ctx, r.cfg.DrainTimeout)
 		err := r.processAndCommit(wctx, part, batch)
 		cancel()

@@ -32,7 +32,8 @@ func (*retries) Lag(int, int64)            {}
 // in-process on a two-partition topic, with one item per partition. The
 // first item's item_stock row is held by another transaction, so each
 // attempt at its events fails (a lock wait timeout); the second item's
-// orders are created and its partition committed meanwhile. Once the row is
+// orders are created and its partition committed meanwhile, also while a
+// steady stream of events keeps coming for the stuck item. Once the row is
 // free, the first item's orders are created too.
 func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
@@ -44,7 +45,7 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 	partOf := func(item int64) int {
 		return (&kafka.Hash{}).Balance(kafka.Message{Key: orderevents.ItemKey(item)}, 0, 1)
 	}
-	stuck := e.newSale(100, 1)
+	stuck := e.newSale(300, 1)
 	healthy := e.newSale(100, 1)
 	for partOf(healthy.item) == partOf(stuck.item) {
 		healthy = e.newSale(100, 1)
@@ -121,14 +122,38 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("the stuck partition was committed (%d of %d) before its orders were written", done[partOf(stuck.item)], end[partOf(stuck.item)])
 	}
 
+	// A steady stream to the stuck item, one event at a time, with a
+	// healthy order now and then: the healthy ones still get through.
+	const stream, every = 150, 10
+	for u := int64(100); u < 100+stream; u++ {
+		ev := e.reserve(stuck, u, 1)
+		if err := pub.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		stuckNos = append(stuckNos, ev.OrderNo)
+		if u%every == 0 {
+			ev := e.reserve(healthy, u, 1)
+			if err := pub.Publish(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+			healthyNos = append(healthyNos, ev.OrderNo)
+		}
+	}
+	waittest.Until(t, 30*time.Second, "the healthy orders among the stream created", func() bool {
+		return created(healthyNos) == len(healthyNos)
+	})
+	if c := created(stuckNos); c != 0 {
+		t.Fatalf("%d orders of the locked item created while its row was locked", c)
+	}
+
 	unlock()
 	waittest.Until(t, 30*time.Second, "the stuck item's orders created and its partition committed once the row is free", func() bool {
 		end, done := committed()
-		return created(stuckNos) == n && done[partOf(stuck.item)] == end[partOf(stuck.item)]
+		return created(stuckNos) == len(stuckNos) && done[partOf(stuck.item)] == end[partOf(stuck.item)]
 	})
-	for _, s := range []sale{stuck, healthy} {
-		if st, err := e.db.ItemStock(ctx, s.item); err != nil || st != 100-n {
-			t.Errorf("item %d MySQL stock %d %v, want %d", s.item, st, err, 100-n)
+	for s, want := range map[sale]int64{stuck: 300 - int64(len(stuckNos)), healthy: 100 - int64(len(healthyNos))} {
+		if st, err := e.db.ItemStock(ctx, s.item); err != nil || st != want {
+			t.Errorf("item %d MySQL stock %d %v, want %d", s.item, st, err, want)
 		}
 	}
 }
