@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/bench/internal/cpu"
 	"github.com/seckill/seckill/bench/internal/procs"
@@ -352,18 +351,13 @@ func (e *env) cleanup(ctx context.Context) error {
 		}
 	}
 	if e.topic != "" {
-		if err := deleteTopics(ctx, e.opts.brokers, e.topic, orderevents.DLQTopic(e.topic)); err != nil {
+		if err := orderevents.DeleteTopics(ctx, e.opts.brokers, e.topic, orderevents.DLQTopic(e.topic)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if e.group != "" {
-		c := &kafka.Client{Addr: kafka.TCP(e.opts.brokers...), Timeout: 10 * time.Second}
-		res, err := c.DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: []string{e.group}})
-		if err == nil {
-			err = res.Errors[e.group]
-		}
-		if err != nil && !errors.Is(err, kafka.GroupIdNotFound) {
-			errs = append(errs, fmt.Errorf("delete consumer group %s: %w", e.group, err))
+		if err := orderevents.DeleteGroup(ctx, e.opts.brokers, e.group); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -399,24 +393,4 @@ func deleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) 
 		return err
 	}
 	return flush()
-}
-
-// deleteTopics deletes Kafka topics through the controller.
-func deleteTopics(ctx context.Context, brokers []string, topics ...string) error {
-	d := &kafka.Dialer{Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", brokers[0])
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctl, err := conn.Controller()
-	if err != nil {
-		return err
-	}
-	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctl.Host, strconv.Itoa(ctl.Port)))
-	if err != nil {
-		return err
-	}
-	defer cc.Close()
-	return cc.DeleteTopics(topics...)
 }

@@ -47,7 +47,10 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	group := env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer")
 	window := config.PaymentWindow(env)
-	loop := fulfil.LoopConfig{
+	loop := orderevents.RouterConfig{
+		Brokers:      kcfg.Brokers,
+		Topic:        kcfg.Topic,
+		GroupID:      group,
 		MaxBatch:     env.Int("SECKILL_CONSUMER_BATCH", 2000, 1, 4000),
 		Linger:       env.Duration("SECKILL_CONSUMER_LINGER", 5*time.Millisecond),
 		DrainTimeout: env.Duration("SECKILL_CONSUMER_DRAIN_TIMEOUT", 30*time.Second),
@@ -105,10 +108,6 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}
 	pub := orderevents.NewPublisher(kcfg)
 	defer pub.Close()
-	dlq := orderevents.NewDLQWriter(kcfg.Brokers, kcfg.Topic)
-	defer dlq.Close()
-	reader := orderevents.NewReader(orderevents.ReaderConfig{Brokers: kcfg.Brokers, Topic: kcfg.Topic, GroupID: group})
-	defer reader.Close()
 
 	lockMetrics := metrics.NewLock(reg)
 	locker := lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log,
@@ -142,9 +141,9 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 		}
 	}()
 
-	proc := &fulfil.Processor{Stock: store, DB: db, DLQ: dlq, Topic: kcfg.Topic, PaymentWindow: window, Log: log,
-		Metrics: metrics.NewConsumer(reg)}
-	err = fulfil.Run(ctx, reader, proc, loop, log)
+	cm := metrics.NewConsumer(reg)
+	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: window, Log: log, Metrics: cm}
+	err = orderevents.NewRouter(loop, handler, cm, log).Run(ctx)
 	stopSweep()
 	<-done
 	<-done

@@ -104,7 +104,9 @@ func TestEndToEndFlashSaleAndRedelivery(t *testing.T) {
 		t.Fatalf("redelivery changed the stores: before %+v, after %+v", inv, inv2)
 	}
 	var n int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&n)
+	if err := p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
 	if n != 100 {
 		t.Fatalf("%d order rows after redelivery, want 100", n)
 	}

@@ -245,7 +245,9 @@ func waitReleased(t *testing.T, p *pipelinetest.Pipeline, item int64) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int64
-		p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ? AND status = 'CLOSED' AND released_at IS NULL", item).Scan(&n)
+		if err := p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ? AND status = 'CLOSED' AND released_at IS NULL", item).Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
 		if n == 0 {
 			return
 		}

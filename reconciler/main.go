@@ -113,8 +113,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 Checks that Redis and MySQL agree on every item with a live activity (or the
 ones picked with --item/--activity) and prints a report. Configuration comes
-from SECKILL_REDIS_ADDR, SECKILL_REDIS_PREFIX, SECKILL_MYSQL_DSN,
-SECKILL_PAYMENT_WINDOW and SECKILL_LOG_LEVEL.
+from SECKILL_REDIS_ADDR (or SECKILL_REDIS_ADDRS with SECKILL_REDIS_CLUSTER=true),
+SECKILL_REDIS_ADDR_MAP, SECKILL_REDIS_PREFIX, SECKILL_MYSQL_DSN,
+SECKILL_MYSQL_MAX_CONNS, SECKILL_PAYMENT_WINDOW, SECKILL_ADMIN_ADDR (/metrics;
+127.0.0.1:9101 by default with --schedule, else off), SECKILL_PPROF and
+SECKILL_LOG_LEVEL.
 
 Exit codes: 0 agree, 1 drift, 2 could not run, 3 another reconciler is running.
 

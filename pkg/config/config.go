@@ -1,6 +1,6 @@
 // Package config reads the programs' settings from SECKILL_* environment
-// variables (flags of the same meaning may override them), collecting every
-// invalid value so a program can refuse to start with one message that names
+// variables (no program has flags for them; the reconciler's flags choose
+// what to check, not how to connect), collecting every invalid value so a program can refuse to start with one message that names
 // each variable.
 package config
 

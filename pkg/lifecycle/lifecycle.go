@@ -71,34 +71,61 @@ func (s *Service) Cancel(ctx context.Context, user int64, orderNo string) (order
 }
 
 // pendingOrMissing returns ErrNotFound for an order the user does not own
-// or that does not exist, notYet when it is still on its way (PENDING), and
-// nil when MySQL has it.
+// or that does not exist, notYet when it is still on its way (PENDING) or
+// failed before reaching MySQL, and nil when MySQL has it.
 func (s *Service) pendingOrMissing(ctx context.Context, user int64, orderNo string, notYet error) error {
-	item := order.ItemOf(orderNo)
-	if item == 0 {
-		return order.ErrNotFound
-	}
-	o, err := s.DB.Order(ctx, orderNo)
-	if err == nil {
-		if o.UserID != user {
-			return order.ErrNotFound
-		}
+	o, inMySQL, err := Find(ctx, s.DB, s.Stock, user, orderNo)
+	switch {
+	case err != nil:
+		return err
+	case inMySQL:
 		return nil
-	}
-	if !errors.Is(err, order.ErrNotFound) {
-		return err
-	}
-	info, err := s.Stock.Reservation(ctx, item, orderNo)
-	if err != nil {
-		return err
-	}
-	if info.UserID != user {
-		return order.ErrNotFound
-	}
-	if info.State == stockredis.StateReleased {
+	case o.Status == order.Failed:
 		return fmt.Errorf("%w: the order failed", notYet)
 	}
 	return fmt.Errorf("%w: the order is still being placed; retry shortly", notYet)
+}
+
+// OrderReader reads an order's MySQL row.
+type OrderReader interface {
+	Order(ctx context.Context, orderNo string) (order.Order, error)
+}
+
+// Find returns the user's order: MySQL's row once the consumer wrote it
+// (inMySQL), otherwise the reservation in Redis as a PENDING order, or a
+// FAILED one when it was released before reaching MySQL. An order that does
+// not exist, or that another user owns, is order.ErrNotFound.
+func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user int64, orderNo string) (o order.Order, inMySQL bool, err error) {
+	item := order.ItemOf(orderNo)
+	if item == 0 {
+		return order.Order{}, false, order.ErrNotFound
+	}
+	o, err = orders.Order(ctx, orderNo)
+	if err == nil {
+		if o.UserID != user {
+			return order.Order{}, false, order.ErrNotFound
+		}
+		return o, true, nil
+	}
+	if !errors.Is(err, order.ErrNotFound) {
+		return order.Order{}, false, err
+	}
+	info, err := stock.Reservation(ctx, item, orderNo)
+	if err != nil {
+		return order.Order{}, false, err
+	}
+	if info.UserID != user {
+		return order.Order{}, false, order.ErrNotFound
+	}
+	o = order.Order{
+		OrderNo: orderNo, UserID: user, ItemID: item, ActivityID: info.ActivityID,
+		Quantity: info.Quantity, Status: order.Pending, IdempotencyKey: info.IdempotencyKey,
+		CreatedAt: info.ReservedAt, UpdatedAt: info.ReservedAt,
+	}
+	if info.State == stockredis.StateReleased {
+		o.Status, o.FailureReason = order.Failed, info.Reason
+	}
+	return o, false, nil
 }
 
 // close runs the MySQL compare-and-set and, when it won, the Redis release.
@@ -126,8 +153,7 @@ func (s *Service) close(ctx context.Context, user int64, orderNo, reason string)
 // release gives the closed order's Redis stock and quota back (at most
 // once, by the reservation state machine) and records it in MySQL.
 func (s *Service) release(ctx context.Context, o order.Order, reason string) error {
-	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
-		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+	ref := stockredis.OrderRef(o)
 	// MySQL closed the order, so its reservation goes from whichever live
 	// state it is in: CONFIRMED normally, or RESERVED or CLAIMED when Redis
 	// came back from an older state.

@@ -1,13 +1,16 @@
 // Package order is the flash-sale domain: order numbers, statuses and their
 // legal transitions, the create-order event, and the domain errors every
-// adapter translates its own failures into. It imports only the standard
-// library.
+// adapter translates its own failures into. It imports no adapter: only the
+// standard library and oklog/ulid, whose ULIDs are the first part of every
+// order number.
 package order
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -84,6 +87,35 @@ type Activity struct {
 	// StockBuckets is how many Redis keys (on different cluster slots) the
 	// item's stock is split over during this activity; 1 (or 0) is one key.
 	StockBuckets int
+}
+
+// PaymentWindowOr is how long an order of this activity may stay unpaid:
+// the activity's own window, else def (the global one).
+func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
+	if a.PaymentWindow > 0 {
+		return a.PaymentWindow
+	}
+	return def
+}
+
+// ActivityCache remembers activities by id: an activity never changes once
+// created, so a copy read once stays right. The zero value is ready.
+type ActivityCache struct {
+	m sync.Map // id -> Activity
+}
+
+// Get returns activity id, calling load on the first request for it; a
+// failed load is not remembered.
+func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (Activity, error)) (Activity, error) {
+	if a, ok := c.m.Load(id); ok {
+		return a.(Activity), nil
+	}
+	a, err := load(ctx, id)
+	if err != nil {
+		return Activity{}, err
+	}
+	c.m.Store(id, a)
+	return a, nil
 }
 
 // MaxStockBuckets bounds Activity.StockBuckets.

@@ -1,6 +1,8 @@
 package order
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -68,5 +70,50 @@ func TestActiveAt(t *testing.T) {
 	a := Activity{StartsAt: now, EndsAt: now.Add(time.Minute)}
 	if !a.ActiveAt(now) || a.ActiveAt(now.Add(-time.Second)) || a.ActiveAt(now.Add(time.Minute)) {
 		t.Fatal("ActiveAt window is [starts_at, ends_at)")
+	}
+}
+
+func TestPaymentWindowOr(t *testing.T) {
+	tests := []struct {
+		name string
+		own  time.Duration
+		def  time.Duration
+		want time.Duration
+	}{
+		{"the activity's own", 5 * time.Minute, 30 * time.Minute, 5 * time.Minute},
+		{"none of its own: the default", 0, 30 * time.Minute, 30 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Activity{PaymentWindow: tt.own}).PaymentWindowOr(tt.def); got != tt.want {
+				t.Errorf("PaymentWindowOr(%v) = %v, want %v", tt.def, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestActivityCache(t *testing.T) {
+	var c ActivityCache
+	calls := 0
+	fail := true
+	load := func(_ context.Context, id int64) (Activity, error) {
+		calls++
+		if fail {
+			return Activity{}, ErrUnavailable
+		}
+		return Activity{ID: id, ItemID: 9}, nil
+	}
+	ctx := context.Background()
+	if _, err := c.Get(ctx, 1, load); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("failed load: %v, want ErrUnavailable", err)
+	}
+	fail = false
+	for range 2 {
+		if a, err := c.Get(ctx, 1, load); err != nil || a.ItemID != 9 {
+			t.Fatalf("Get: %+v %v", a, err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("load called %d times, want 2 (the failure is not remembered, the success is)", calls)
 	}
 }

@@ -82,8 +82,8 @@ func TestFulfilBatchAndTail(t *testing.T) {
 	if units != 5 || failed != 3 {
 		t.Fatalf("sold %d units with %d failed, want 5 and 3", units, failed)
 	}
-	if s, _ := db.ItemStock(ctx, item); s != 0 {
-		t.Fatalf("stock = %d, want 0", s)
+	if s, err := db.ItemStock(ctx, item); err != nil || s != 0 {
+		t.Fatalf("stock = %d %v, want 0", s, err)
 	}
 	// Redelivery: nothing changes.
 	again, err := db.Fulfil(ctx, item, reqs)
@@ -144,10 +144,13 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	live, _ := db.LiveOrderCount(ctx, item)
-	s, _ := db.ItemStock(ctx, item)
-	if created != 100 || live != 100 || s != 0 {
-		t.Fatalf("created %d, live %d, stock %d; want 100, 100, 0", created, live, s)
+	live, err := db.LiveOrderCount(ctx, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := db.ItemStock(ctx, item)
+	if err != nil || created != 100 || live != 100 || s != 0 {
+		t.Fatalf("created %d, live %d, stock %d %v; want 100, 100, 0", created, live, s, err)
 	}
 }
 

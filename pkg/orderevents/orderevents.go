@@ -1,7 +1,9 @@
 // Package orderevents carries create-order events over Kafka with
 // segmentio/kafka-go: a publisher that answers only after every in-sync
-// replica acknowledged, topic set-up, a consumer-group reader that commits
-// explicitly, and the dead-letter topic.
+// replica acknowledged, topic set-up, and the consumer's Router, which owns
+// the consume loop (fetch, per-partition batches, retry, dead letters,
+// commit after the handler, drain). It is the only package that imports
+// kafka-go (test helpers aside).
 package orderevents
 
 import (
@@ -156,19 +158,9 @@ func Decode(b []byte) (order.Event, error) {
 	return e, nil
 }
 
-// ReaderConfig configures a consumer-group reader.
-type ReaderConfig struct {
-	Brokers []string
-	Topic   string
-	GroupID string
-	// StartFirst makes a new group start at the earliest offset (default);
-	// set StartLast to start at the newest.
-	StartLast bool
-}
-
-// NewReader returns a consumer-group reader that never commits by itself:
-// callers use FetchMessage and CommitMessages once the work is durable.
-func NewReader(cfg ReaderConfig) *kafka.Reader {
+// newReader returns a consumer-group reader that never commits by itself:
+// the router uses FetchMessage, and CommitMessages once the work is final.
+func newReader(cfg RouterConfig) *kafka.Reader {
 	start := kafka.FirstOffset
 	if cfg.StartLast {
 		start = kafka.LastOffset
@@ -203,8 +195,8 @@ type DeadLetter struct {
 	At        time.Time `json:"at"`
 }
 
-// NewDLQWriter returns a writer for topic's dead-letter topic.
-func NewDLQWriter(brokers []string, topic string) *kafka.Writer {
+// newDLQWriter returns a writer for topic's dead-letter topic.
+func newDLQWriter(brokers []string, topic string) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Topic:        DLQTopic(topic),
@@ -212,4 +204,40 @@ func NewDLQWriter(brokers []string, topic string) *kafka.Writer {
 		RequiredAcks: kafka.RequireAll,
 		BatchTimeout: 2 * time.Millisecond,
 	}
+}
+
+// DeleteTopics deletes topics through the cluster's controller.
+func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error {
+	if len(brokers) == 0 {
+		return errors.New("kafka: no brokers configured")
+	}
+	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", brokers[0])
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctl, err := conn.Controller()
+	if err != nil {
+		return err
+	}
+	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctl.Host, strconv.Itoa(ctl.Port)))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	return cc.DeleteTopics(topics...)
+}
+
+// DeleteGroup deletes a consumer group; a group that does not exist is fine.
+func DeleteGroup(ctx context.Context, brokers []string, group string) error {
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	res, err := c.DeleteGroups(ctx, &kafka.DeleteGroupsRequest{GroupIDs: []string{group}})
+	if err == nil {
+		err = res.Errors[group]
+	}
+	if err != nil && !errors.Is(err, kafka.GroupIdNotFound) {
+		return fmt.Errorf("delete consumer group %s: %w", group, err)
+	}
+	return nil
 }

@@ -353,6 +353,30 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	return Sale{ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: stock}
 }
 
+// NewSale is CreateSale without the API: the item and the activity are
+// written to MySQL and warmed up in Redis directly, for in-process tests.
+func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
+	t := p.t
+	t.Helper()
+	ctx := context.Background()
+	it, err := p.DB.CreateItem(ctx, "test item", stock)
+	if err != nil {
+		t.Fatalf("create item: %v", err)
+	}
+	now := time.Now().UTC()
+	act, err := p.DB.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
+		EndsAt: now.Add(time.Hour), PerUserLimit: max(perUserLimit, 1)})
+	if err != nil {
+		t.Fatalf("create activity: %v", err)
+	}
+	if _, err := p.Store.Warmup(ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) {
+		return p.DB.ItemStock(ctx, it.ID)
+	}); err != nil {
+		t.Fatalf("warmup: %v", err)
+	}
+	return Sale{ItemID: it.ID, ActivityID: act.ID, Stock: stock}
+}
+
 // Placed is the answer to an order attempt.
 type Placed struct {
 	Code    int
@@ -473,8 +497,14 @@ func (p *Pipeline) Check(s Sale) Invariants {
 // does before it publishes, and returns the event it would publish.
 func (p *Pipeline) ReserveEvent(s Sale, user int64, qty int, key string) order.Event {
 	p.t.Helper()
+	return p.ReserveEventAt(s, user, qty, key, time.Now())
+}
+
+// ReserveEventAt is ReserveEvent with the reservation made at time at.
+func (p *Pipeline) ReserveEventAt(s Sale, user int64, qty int, key string, at time.Time) order.Event {
+	p.t.Helper()
 	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.ItemID), IdempotencyKey: key,
-		UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty, ReservedAt: time.Now()}
+		UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty, ReservedAt: at}
 	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
 		OrderNo: e.OrderNo, UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty,
 		IdempotencyKey: key, At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour,

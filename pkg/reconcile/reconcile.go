@@ -192,13 +192,10 @@ func (c *Checker) window() time.Duration {
 }
 
 func (c *Checker) paymentWindow(a order.Activity) time.Duration {
-	switch {
-	case a.PaymentWindow > 0:
-		return a.PaymentWindow
-	case c.PaymentWindow > 0:
-		return c.PaymentWindow
+	if c.PaymentWindow > 0 {
+		return a.PaymentWindowOr(c.PaymentWindow)
 	}
-	return DefaultPaymentWindow
+	return a.PaymentWindowOr(DefaultPaymentWindow)
 }
 
 // Target is one item to check and the activities of it whose quota is

@@ -252,6 +252,16 @@ type Ref struct {
 	IdempotencyKey string
 }
 
+// EventRef is the reservation of an order's create event.
+func EventRef(e order.Event) Ref {
+	return Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
+}
+
+// OrderRef is the reservation of an order MySQL holds.
+func OrderRef(o order.Order) Ref {
+	return Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID, ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+}
+
 // Release gives the reservation's stock and quota back if its state is one
 // of from. It reports whether it released and the state it found.
 // forgetKey also deletes the idempotency record (the API answered 503).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/failpoint"
+	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
@@ -55,7 +56,7 @@ type Service struct {
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
-	activities sync.Map // id -> order.Activity (activities never change)
+	activities order.ActivityCache
 	soldOut    sync.Map // item id -> time the item was seen sold out
 }
 
@@ -200,8 +201,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 // release whose answer was lost finds it RELEASED: done); if Redis cannot be
 // told, the sweep releases it later.
 func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
-	ref := stockredis.Ref{OrderNo: ev.OrderNo, UserID: ev.UserID, ItemID: ev.ItemID,
-		ActivityID: ev.ActivityID, IdempotencyKey: ev.IdempotencyKey}
+	ref := stockredis.EventRef(ev)
 	// The request's context may be what timed out; the release must still run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -295,8 +295,7 @@ func (s *Service) freeStaleKey(ctx context.Context, user int64, prior string) bo
 	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
 		return false
 	}
-	ref := stockredis.Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID,
-		ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
+	ref := stockredis.OrderRef(o)
 	_, _, err = s.Stock.Release(ctx, ref, o.FailureReason, true, stockredis.StateReserved, stockredis.StateClaimed)
 	if err != nil {
 		return false
@@ -321,55 +320,16 @@ func (s *Service) replay(ctx context.Context, user int64, orderNo string) (Place
 // otherwise the reservation in Redis (PENDING, or FAILED when it was
 // released before reaching MySQL). Another user's order is not found.
 func (s *Service) Status(ctx context.Context, user int64, orderNo string) (order.Order, error) {
-	item := order.ItemOf(orderNo)
-	if item == 0 {
-		return order.Order{}, order.ErrNotFound
-	}
-	o, err := s.Orders.Order(ctx, orderNo)
-	if err == nil {
-		if o.UserID != user {
-			return order.Order{}, order.ErrNotFound
-		}
-		return o, nil
-	}
-	if !errors.Is(err, order.ErrNotFound) {
-		return order.Order{}, err
-	}
-	info, err := s.Stock.Reservation(ctx, item, orderNo)
-	if err != nil {
-		return order.Order{}, err
-	}
-	if info.UserID != user {
-		return order.Order{}, order.ErrNotFound
-	}
-	o = order.Order{
-		OrderNo: orderNo, UserID: user, ItemID: item, ActivityID: info.ActivityID,
-		Quantity: info.Quantity, Status: order.Pending, IdempotencyKey: info.IdempotencyKey,
-		CreatedAt: info.ReservedAt, UpdatedAt: info.ReservedAt,
-	}
-	if info.State == stockredis.StateReleased {
-		o.Status, o.FailureReason = order.Failed, info.Reason
-	}
-	return o, nil
+	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, user, orderNo)
+	return o, err
 }
 
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
-	if a, ok := s.activities.Load(id); ok {
-		return a.(order.Activity), nil
-	}
-	a, err := s.Activities.Activity(ctx, id)
-	if err != nil {
-		return order.Activity{}, err
-	}
-	s.activities.Store(id, a)
-	return a, nil
+	return s.activities.Get(ctx, id, s.Activities.Activity)
 }
 
 func (s *Service) paymentWindow(a order.Activity) time.Duration {
-	if a.PaymentWindow > 0 {
-		return a.PaymentWindow
-	}
-	return s.PaymentWindow
+	return a.PaymentWindowOr(s.PaymentWindow)
 }
 
 func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {

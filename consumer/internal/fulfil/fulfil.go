@@ -1,20 +1,17 @@
 // Package fulfil turns create-order events into MySQL orders, in batches:
 // claim the reservations in Redis, write the orders and take the stock in
 // one MySQL transaction per item, then confirm (or release) the
-// reservations. Every step is idempotent, so a batch that fails anywhere is
-// simply processed again.
+// reservations. It is a handler of the orderevents Router and knows nothing
+// of Kafka: it answers an outcome per event, and every step is idempotent,
+// so an event that is not final is simply handled again.
 package fulfil
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
-
-	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/failpoint"
 	"github.com/seckill/seckill/pkg/logs"
@@ -25,152 +22,129 @@ import (
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
-// DeadLetters receives poison messages.
-type DeadLetters interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
-
-// Processor fulfils batches of events.
-type Processor struct {
+// Handler fulfils batches of events; the orderevents Router feeds it.
+type Handler struct {
 	Stock         *stockredis.Store
 	DB            *orderdb.DB
-	DLQ           DeadLetters
-	Topic         string
 	PaymentWindow time.Duration
 	Log           *slog.Logger
-	// Metrics records batches, outcomes, lag and dead letters; nil records
-	// nothing.
+	// Metrics records how long orders stayed PENDING; nil records nothing.
 	Metrics *metrics.Consumer
 
-	activities sync.Map // id -> order.Activity
-	// deadLettered holds the messages of a batch being retried that were
-	// dead-lettered already, so a retry does not write them twice.
-	deadLettered sync.Map // msgID -> struct{}
+	activities order.ActivityCache
 }
 
-// msgID identifies a message in the topic it was read from.
-type msgID struct {
-	topic     string
-	partition int
-	offset    int64
-}
-
-func idOf(m kafka.Message) msgID { return msgID{m.Topic, m.Partition, m.Offset} }
-
-// Stats counts what one batch did.
-type Stats struct {
-	Created, Failed, Existing, Skipped, DeadLettered int
-}
-
-// Process handles every message of the batch. It returns nil only when
-// every message is final (in MySQL, released, or dead-lettered), so the
-// caller may commit their offsets; any error means "retry the same batch".
-func (p *Processor) Process(ctx context.Context, msgs []kafka.Message) (Stats, error) {
-	var st Stats
-	byItem := map[int64][]order.Event{}
+// Handle decides every event and returns its outcome: final (in MySQL,
+// skipped, or poison for the router to dead-letter) or Retry. An item whose
+// Redis or MySQL fails retries its own events only. Every step is
+// idempotent, so handling an event again is always safe.
+func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
+	res := make([]orderevents.Result, len(events))
+	byItem := map[int64][]int{}
 	var items []int64
-	for _, m := range msgs {
-		e, err := orderevents.Decode(m.Value)
-		if err == nil {
-			err = p.possible(ctx, e)
-			if err != nil && !errors.Is(err, errImpossible) {
-				return st, err // MySQL could not say: retry the batch
-			}
-		}
-		if err != nil {
-			if _, done := p.deadLettered.Load(idOf(m)); !done {
-				if err := p.deadLetter(ctx, m, err); err != nil {
-					return st, err
-				}
-				p.deadLettered.Store(idOf(m), struct{}{})
-			}
-			st.DeadLettered++
+	for i, e := range events {
+		if err := p.possible(ctx, e); errors.Is(err, errImpossible) {
+			res[i] = orderevents.Result{Outcome: orderevents.Poison, Err: err}
+			continue
+		} else if err != nil {
+			res[i] = orderevents.Result{Outcome: orderevents.Retry, Err: err} // MySQL could not say
 			continue
 		}
 		if _, ok := byItem[e.ItemID]; !ok {
 			items = append(items, e.ItemID)
 		}
-		byItem[e.ItemID] = append(byItem[e.ItemID], e)
+		byItem[e.ItemID] = append(byItem[e.ItemID], i)
 	}
 	for _, item := range items {
-		if err := p.processItem(ctx, item, byItem[item], &st); err != nil {
-			return st, err // retried with the same messages
+		idx := byItem[item]
+		evs := make([]order.Event, len(idx))
+		for j, i := range idx {
+			evs[j] = events[i]
+		}
+		for j, r := range p.handleItem(ctx, item, evs) {
+			res[idx[j]] = r
 		}
 	}
-	if st.DeadLettered > 0 { // the batch is done: forget its dead letters
-		for _, m := range msgs {
-			p.deadLettered.Delete(idOf(m))
-		}
-	}
-	return st, nil
+	return res
 }
 
-func (p *Processor) processItem(ctx context.Context, item int64, events []order.Event, st *Stats) error {
+// retryAll answers Retry with err for n events.
+func retryAll(n int, err error) []orderevents.Result {
+	res := make([]orderevents.Result, n)
+	for i := range res {
+		res[i] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
+	}
+	return res
+}
+
+// handleItem claims, writes and confirms (or releases) one item's events.
+// A failure before MySQL's answer is known retries them all; after it, only
+// the events whose release failed.
+func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Event) []orderevents.Result {
 	nos := make([]string, len(events))
 	for i, e := range events {
 		nos[i] = e.OrderNo
 	}
 	states, err := p.Stock.Claim(ctx, item, nos)
 	if err != nil {
-		return err
+		return retryAll(len(events), err)
 	}
+	res := make([]orderevents.Result, len(events))
 	var reqs []orderdb.Request
-	stateOf := make(map[string]string, len(events))
+	var reqIdx []int
 	for i, e := range events {
-		stateOf[e.OrderNo] = states[i]
 		if states[i] == stockredis.StateReleased {
 			// The API gave this reservation back (publish failed); the
 			// event that reached Kafka anyway must not become an order.
-			st.Skipped++
+			res[i].Outcome = orderevents.Skipped
 			continue
 		}
 		act, err := p.activity(ctx, e.ActivityID) // cached by possible
 		if err != nil {
-			return err
+			return retryAll(len(events), err)
 		}
-		window := p.PaymentWindow
-		if act.PaymentWindow > 0 {
-			window = act.PaymentWindow
-		}
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(window)})
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(act.PaymentWindowOr(p.PaymentWindow))})
+		reqIdx = append(reqIdx, i)
 	}
 	if len(reqs) == 0 {
-		return nil
+		return res
 	}
 	out, err := p.DB.Fulfil(ctx, item, reqs)
 	if err != nil {
-		return err
+		return retryAll(len(events), err)
 	}
 	// A crash here leaves orders in MySQL whose reservations are CLAIMED
 	// and whose offsets are not committed: the redelivery must finish them.
 	failpoint.Inject("consumer-after-commit")
 	var confirm []string
-	var failed []orderdb.Request
+	var failed []int // indexes into reqs
 	outOfStock := false
-	for _, r := range reqs {
+	for j, r := range reqs {
 		e := r.Event
 		o := out[e.OrderNo]
-		if o.Existing {
-			st.Existing++
+		i := reqIdx[j]
+		switch {
+		case o.Existing:
+			res[i].Outcome = orderevents.Existing
+		case o.Status == order.Failed:
+			res[i].Outcome = orderevents.Failed
+		default:
+			res[i].Outcome = orderevents.Created
 		}
 		if o.Status == order.Failed {
-			if !o.Existing {
-				st.Failed++
-			}
 			outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
-			failed = append(failed, r)
+			failed = append(failed, j)
 			continue
 		}
 		confirm = append(confirm, e.OrderNo)
 		if !o.Existing {
-			st.Created++
 			p.Metrics.FulfilDelay(time.Since(e.ReservedAt))
 			p.Log.Info("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
 				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
 	if _, err := p.Stock.Confirm(ctx, item, confirm); err != nil {
-		return err
+		return retryAll(len(events), err)
 	}
 	dbStock := int64(-1)
 	if outOfStock {
@@ -178,23 +152,27 @@ func (p *Processor) processItem(ctx context.Context, item int64, events []order.
 		// this batch's orders are confirmed, so they no longer count as in
 		// flight): the releases below cap Redis at it.
 		if dbStock, err = p.DB.ItemStock(ctx, item); err != nil {
-			return err
+			for _, j := range failed {
+				res[reqIdx[j]] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
+			}
+			return res
 		}
 	}
-	for _, r := range failed {
-		o := out[r.Event.OrderNo]
-		if err := p.release(ctx, r.Event, o.Reason, stateOf[r.Event.OrderNo], !o.Existing, dbStock); err != nil {
-			return err
+	for _, j := range failed {
+		e := reqs[j].Event
+		o := out[e.OrderNo]
+		if err := p.release(ctx, e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
+			res[reqIdx[j]] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
 		}
 	}
-	return nil
+	return res
 }
 
 // release gives a refused order's stock and quota back in Redis; fresh
 // says the order became FAILED in this batch (not a redelivery). For an
 // order MySQL refused for lack of stock, dbStock (>= 0) caps Redis stock at
 // what MySQL can still fulfil, in the same script.
-func (p *Processor) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
+func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
@@ -202,8 +180,7 @@ func (p *Processor) release(ctx context.Context, e order.Event, reason, claimSta
 		log.Warn("order failed; its reservation is missing in Redis", "reason", reason, "status", order.Failed)
 		return nil
 	}
-	ref := stockredis.Ref{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID,
-		ActivityID: e.ActivityID, IdempotencyKey: e.IdempotencyKey}
+	ref := stockredis.EventRef(e)
 	var (
 		released bool
 		state    string
@@ -232,25 +209,15 @@ func (p *Processor) release(ctx context.Context, e order.Event, reason, claimSta
 	return nil
 }
 
-// deadLetter publishes a poison message to the dead-letter topic with the
-// reason, and releases its reservation when the message identifies one.
-func (p *Processor) deadLetter(ctx context.Context, m kafka.Message, cause error) error {
-	dl := orderevents.DeadLetter{Reason: cause.Error(), Topic: m.Topic, Partition: m.Partition,
-		Offset: m.Offset, Original: m.Value, At: time.Now().UTC()}
-	b, _ := json.Marshal(dl)
-	if err := p.DLQ.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: b}); err != nil {
-		return fmt.Errorf("dead-letter: %w: %w", order.ErrUnavailable, err)
-	}
-	p.Metrics.DeadLettered()
-	p.Log.Error("poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", cause.Error())
-	// Enough to find the reservation? Then give its stock back, but only
-	// while it is RESERVED: a CLAIMED one was taken by a consumer for a
-	// valid event of the same order, which is in MySQL or will be once that
-	// uncommitted event is redelivered; releasing it would skip that order.
-	// The keys to release come from the reservation itself, not from the
-	// event, whose other fields may be what is wrong with it.
-	var e order.Event
-	if json.Unmarshal(m.Value, &e) != nil || order.ItemOf(e.OrderNo) <= 0 {
+// DeadLettered gives back the reservation of a poison event the router
+// dead-lettered, when the event names one, but only while it is RESERVED:
+// a CLAIMED one was taken by a consumer for a valid event of the same
+// order, which is in MySQL or will be once that uncommitted event is
+// redelivered; releasing it would skip that order. The keys to release come
+// from the reservation itself, not from the event, whose other fields may
+// be what is wrong with it.
+func (p *Handler) DeadLettered(ctx context.Context, e order.Event) error {
+	if order.ItemOf(e.OrderNo) <= 0 {
 		return nil
 	}
 	info, err := p.Stock.Reservation(ctx, order.ItemOf(e.OrderNo), e.OrderNo)
@@ -270,7 +237,7 @@ var errImpossible = errors.New("impossible event")
 // possible checks an event against its activity: the activity exists, it
 // sells the event's item, and the quantity is within its per-user limit.
 // An error wrapping errImpossible means poison; any other is transient.
-func (p *Processor) possible(ctx context.Context, e order.Event) error {
+func (p *Handler) possible(ctx context.Context, e order.Event) error {
 	act, err := p.activity(ctx, e.ActivityID)
 	switch {
 	case errors.Is(err, order.ErrNotFound):
@@ -285,14 +252,6 @@ func (p *Processor) possible(ctx context.Context, e order.Event) error {
 	return nil
 }
 
-func (p *Processor) activity(ctx context.Context, id int64) (order.Activity, error) {
-	if a, ok := p.activities.Load(id); ok {
-		return a.(order.Activity), nil
-	}
-	a, err := p.DB.Activity(ctx, id)
-	if err != nil {
-		return order.Activity{}, err
-	}
-	p.activities.Store(id, a)
-	return a, nil
+func (p *Handler) activity(ctx context.Context, id int64) (order.Activity, error) {
+	return p.activities.Get(ctx, id, p.DB.Activity)
 }

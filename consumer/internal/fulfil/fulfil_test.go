@@ -1,0 +1,396 @@
+package fulfil_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/consumer/internal/fulfil"
+	"github.com/seckill/seckill/pkg/mysqltest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// env is one test's Redis prefix and MySQL database, and a handler over
+// them whose MySQL sessions wait at most a second for a row lock, so a
+// locked row is a transient error within the test's time.
+type env struct {
+	t       *testing.T
+	store   *stockredis.Store
+	db      *mysqltest.DB
+	handler *fulfil.Handler
+	gen     *order.NumberGenerator
+	keys    *atomic.Int64
+}
+
+// with is e reporting to t (a subtest).
+func (e *env) with(t *testing.T) *env {
+	c := *e
+	c.t = t
+	return &c
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	rdb, prefix := redistest.New(t)
+	db := mysqltest.New(t)
+	sep := "?"
+	if strings.Contains(db.DSN, "?") {
+		sep = "&"
+	}
+	hdb, err := orderdb.Open(orderdb.Config{DSN: db.DSN + sep + "innodb_lock_wait_timeout=1", MaxOpenConns: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hdb.Close() })
+	store := stockredis.New(rdb, prefix)
+	return &env{t: t, store: store, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
+		handler: &fulfil.Handler{Stock: store, DB: hdb, PaymentWindow: time.Hour,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+}
+
+// sale is an item with stock units in MySQL and Redis and an activity
+// selling it, limit units per user.
+type sale struct {
+	item, activity int64
+}
+
+func (e *env) newSale(stock int64, limit int) sale {
+	e.t.Helper()
+	ctx := context.Background()
+	it, err := e.db.CreateItem(ctx, "x", stock)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	act, err := e.db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
+		EndsAt: time.Now().Add(time.Hour), PerUserLimit: limit})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.store.Warmup(ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) {
+		return e.db.ItemStock(ctx, it.ID)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return sale{item: it.ID, activity: act.ID}
+}
+
+// reserve reserves qty units for user in Redis and returns the event the
+// API would publish.
+func (e *env) reserve(s sale, user int64, qty int) order.Event {
+	e.t.Helper()
+	ev := e.event(s, user, qty)
+	_, err := e.store.Reserve(context.Background(), stockredis.Reservation{OrderNo: ev.OrderNo, UserID: user,
+		ItemID: s.item, ActivityID: s.activity, Quantity: qty, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
+		QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour})
+	if err != nil {
+		e.t.Fatalf("reserve: %v", err)
+	}
+	return ev
+}
+
+// event is an event of a new order that was never reserved.
+func (e *env) event(s sale, user int64, qty int) order.Event {
+	return order.Event{Version: order.EventVersion, OrderNo: e.gen.Next(s.item),
+		IdempotencyKey: fmt.Sprintf("k%d", e.keys.Add(1)), UserID: user, ItemID: s.item,
+		ActivityID: s.activity, Quantity: qty, ReservedAt: time.Now(), RequestID: "req"}
+}
+
+// state is the reservation's state, or MISSING.
+func (e *env) state(ev order.Event) string {
+	e.t.Helper()
+	info, err := e.store.Reservation(context.Background(), ev.ItemID, ev.OrderNo)
+	if errors.Is(err, order.ErrNotFound) {
+		return stockredis.StateMissing
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State
+}
+
+// status is the order's status in MySQL, or "" when it has no row.
+func (e *env) status(no string) order.Status {
+	e.t.Helper()
+	o, err := e.db.Order(context.Background(), no)
+	if errors.Is(err, order.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o.Status
+}
+
+// lockItem holds item's item_stock row in an open transaction until the
+// returned function is called.
+func (e *env) lockItem(item int64) func() {
+	e.t.Helper()
+	raw, err := sql.Open("mysql", e.db.DSN)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tx, err := raw.Begin()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var stock int64
+	if err := tx.QueryRow("SELECT stock FROM item_stock WHERE item_id = ? FOR UPDATE", item).Scan(&stock); err != nil {
+		e.t.Fatal(err)
+	}
+	var once atomic.Bool
+	unlock := func() {
+		if once.CompareAndSwap(false, true) {
+			_ = tx.Rollback()
+			raw.Close()
+		}
+	}
+	e.t.Cleanup(unlock)
+	return unlock
+}
+
+// wantStock checks that MySQL and Redis both hold stock units of item,
+// with none in flight.
+func (e *env) wantStock(item, stock int64) {
+	e.t.Helper()
+	ctx := context.Background()
+	db, err := e.db.ItemStock(ctx, item)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	snap, err := e.store.Stock(ctx, item)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if db != stock || snap.Stock != stock || snap.Inflight != 0 {
+		e.t.Errorf("item %d: MySQL %d, Redis %+v; want %d in both with none in flight", item, db, snap, stock)
+	}
+}
+
+func outcomeName(o orderevents.Outcome) string {
+	return [...]string{"Retry", "Created", "Failed", "Existing", "Skipped", "Poison"}[o]
+}
+
+// TestHandleClaimTimesMySQL runs the handler on one event for every state
+// the claim can find the reservation in, against every answer MySQL can
+// give, and checks the outcome, the reservation's state and the order's
+// row. A transient MySQL error (a locked row) leaves the event to retry,
+// and the retry, once the row is free, finishes it.
+func TestHandleClaimTimesMySQL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	const user = 7
+
+	// Each claim setup leaves the reservation of ev in one state.
+	claims := []struct {
+		name  string
+		setup func(e *env, ev order.Event)
+	}{
+		{stockredis.StateReserved, func(*env, order.Event) {}},
+		{stockredis.StateClaimed, func(e *env, ev order.Event) {
+			if _, err := e.store.Claim(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{stockredis.StateConfirmed, func(e *env, ev order.Event) {
+			if _, err := e.store.Claim(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
+				e.t.Fatal(err)
+			}
+			if _, err := e.store.Confirm(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{stockredis.StateReleased, func(e *env, ev order.Event) {
+			if ok, _, err := e.store.Release(ctx, stockredis.EventRef(ev), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
+				e.t.Fatalf("release: %v %v", ok, err)
+			}
+		}},
+		{stockredis.StateMissing, func(e *env, ev order.Event) {
+			if err := e.store.Client().Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+	}
+	// Each MySQL setup makes MySQL answer one way for ev; it returns the
+	// function that ends a transient fault (nil for the others).
+	mysqls := []struct {
+		name    string
+		setup   func(e *env, s sale, ev order.Event) (unlock func())
+		outcome orderevents.Outcome
+		status  order.Status // the order's row afterwards
+	}{
+		{"created", func(*env, sale, order.Event) func() { return nil }, orderevents.Created, order.Created},
+		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
+			if _, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+				e.t.Fatal(err)
+			}
+			return nil
+		}, orderevents.Existing, order.Created},
+		{"out of stock", func(e *env, s sale, _ order.Event) func() {
+			if err := e.db.SetItemStock(ctx, s.item, 0); err != nil {
+				e.t.Fatal(err)
+			}
+			return nil
+		}, orderevents.Failed, order.Failed},
+		{"already purchased", func(e *env, s sale, ev order.Event) func() {
+			other := e.event(s, user, 1)
+			if out, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+				out[other.OrderNo].Status != order.Created {
+				e.t.Fatalf("the other order: %+v %v", out, err)
+			}
+			return nil
+		}, orderevents.Failed, order.Failed},
+		{"transient error", func(e *env, s sale, _ order.Event) func() { return e.lockItem(s.item) }, orderevents.Retry, ""},
+	}
+	for _, c := range claims {
+		for _, m := range mysqls {
+			t.Run(c.name+"/"+m.name, func(t *testing.T) {
+				t.Parallel()
+				e := e.with(t)
+				s := e.newSale(10, 1)
+				ev := e.reserve(s, user, 1)
+				c.setup(e, ev)
+				unlock := m.setup(e, s, ev)
+				before := e.status(ev.OrderNo)
+
+				res := e.handler.Handle(ctx, []order.Event{ev})
+
+				want, wantStatus, wantState := m.outcome, m.status, c.name
+				switch {
+				case c.name == stockredis.StateReleased:
+					// The API gave it back: MySQL is not asked.
+					want, wantStatus = orderevents.Skipped, before
+				case c.name == stockredis.StateMissing:
+				case m.outcome == orderevents.Retry:
+					if c.name == stockredis.StateReserved {
+						wantState = stockredis.StateClaimed
+					}
+				case m.outcome == orderevents.Failed && c.name != stockredis.StateConfirmed:
+					wantState = stockredis.StateReleased
+				case m.outcome == orderevents.Failed:
+					// A confirmed reservation is never released by the consumer.
+				default:
+					wantState = stockredis.StateConfirmed
+				}
+				if len(res) != 1 || res[0].Outcome != want {
+					t.Fatalf("outcome %v, want %s", res, outcomeName(want))
+				}
+				if got := e.state(ev); got != wantState {
+					t.Errorf("reservation %s, want %s", got, wantState)
+				}
+				if got := e.status(ev.OrderNo); got != wantStatus {
+					t.Errorf("MySQL status %q, want %q", got, wantStatus)
+				}
+				if unlock == nil {
+					return
+				}
+				if c.name == stockredis.StateReleased {
+					unlock()
+					return
+				}
+				// The fault ends: the retry finishes the order.
+				unlock()
+				res = e.handler.Handle(ctx, []order.Event{ev})
+				if res[0].Outcome != orderevents.Created {
+					t.Fatalf("retry: %v, want Created", res)
+				}
+				if got := e.status(ev.OrderNo); got != order.Created {
+					t.Errorf("after the retry MySQL status %q, want CREATED", got)
+				}
+				if got := e.state(ev); c.name != stockredis.StateMissing && got != stockredis.StateConfirmed {
+					t.Errorf("after the retry reservation %s, want CONFIRMED", got)
+				}
+			})
+		}
+	}
+}
+
+// TestHandleBatchMixingItems hands one batch of three items' events,
+// interleaved, with an impossible event among them: every valid order is
+// created and confirmed, each item's stock taken in both stores, and the
+// impossible event is poison whose reservation the dead-letter hook gives
+// back.
+func TestHandleBatchMixingItems(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	sales := []sale{e.newSale(10, 1), e.newSale(10, 1), e.newSale(10, 1)}
+	var batch []order.Event
+	for u := int64(1); u <= 3; u++ {
+		for _, s := range sales {
+			batch = append(batch, e.reserve(s, u, 1))
+		}
+	}
+	// Reserved for an activity that exists, but the event names another
+	// one (of another item): impossible.
+	bad := e.reserve(sales[0], 9, 1)
+	bad.ActivityID = sales[1].activity
+	batch = append(batch[:4], append([]order.Event{bad}, batch[4:]...)...)
+
+	res := e.handler.Handle(ctx, batch)
+	if len(res) != len(batch) {
+		t.Fatalf("%d results for %d events", len(res), len(batch))
+	}
+	for i, ev := range batch {
+		want := orderevents.Created
+		if ev.OrderNo == bad.OrderNo {
+			want = orderevents.Poison
+		}
+		if res[i].Outcome != want {
+			t.Errorf("event %d (%s): %s %v, want %s", i, ev.OrderNo, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want))
+		}
+	}
+	if err := e.handler.DeadLettered(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.state(bad); got != stockredis.StateReleased {
+		t.Errorf("the impossible event's reservation %s, want RELEASED", got)
+	}
+	if got := e.status(bad.OrderNo); got != "" {
+		t.Errorf("the impossible event has a %s row", got)
+	}
+	for _, s := range sales {
+		e.wantStock(s.item, 7)
+	}
+}
+
+// TestHandleExactTail gives MySQL less stock than Redis believes: the batch
+// cannot be taken whole, so it goes order by order and sells the exact tail
+// (2+2 of 5, then the last unit to a 1-unit order after a 2-unit order is
+// refused), and the refusal caps Redis at what MySQL has.
+func TestHandleExactTail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.newSale(10, 2)
+	if err := e.db.SetItemStock(ctx, s.item, 5); err != nil {
+		t.Fatal(err)
+	}
+	batch := []order.Event{e.reserve(s, 1, 2), e.reserve(s, 2, 2), e.reserve(s, 3, 2), e.reserve(s, 4, 1)}
+	want := []orderevents.Outcome{orderevents.Created, orderevents.Created, orderevents.Failed, orderevents.Created}
+	res := e.handler.Handle(ctx, batch)
+	for i := range batch {
+		if res[i].Outcome != want[i] {
+			t.Errorf("event %d: %s %v, want %s", i, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want[i]))
+		}
+	}
+	if got := e.state(batch[2]); got != stockredis.StateReleased {
+		t.Errorf("refused reservation %s, want RELEASED", got)
+	}
+	o, err := e.db.Order(ctx, batch[2].OrderNo)
+	if err != nil || o.Status != order.Failed || o.FailureReason != order.ReasonOutOfStock {
+		t.Errorf("refused order %+v %v, want FAILED %s", o, err, order.ReasonOutOfStock)
+	}
+	e.wantStock(s.item, 0)
+}

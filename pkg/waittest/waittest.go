@@ -1,0 +1,27 @@
+// Package waittest waits in tests for a condition to hold, polling it
+// until a deadline, instead of sleeping for a guessed time.
+package waittest
+
+import (
+	"testing"
+	"time"
+)
+
+// Every is how often Until polls.
+const Every = 50 * time.Millisecond
+
+// Until polls cond every Every until it holds, and fails the test, naming
+// what, once d passed without it (or when the test's context ends).
+func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		select {
+		case <-time.After(Every):
+		case <-t.Context().Done():
+			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
+		}
+	}
+}
