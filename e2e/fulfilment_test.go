@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // crowd fires one order per user in users, concurrency at a time, and
@@ -154,8 +155,11 @@ func TestMySQLHasLessStockThanRedis(t *testing.T) {
 			if o.FailureReason != order.ReasonOutOfStock {
 				t.Fatalf("%s failed with %q", no, o.FailureReason)
 			}
-			// The buyer's quota came back: they may try again (and find
-			// it sold out, since Redis was brought down to MySQL).
+			// The buyer's quota comes back (the consumer releases the
+			// reservation right after MySQL's FAILED row): they may try
+			// again, and find it sold out, since Redis was brought down
+			// to MySQL.
+			waitReservationReleased(t, p, sale.ItemID, no)
 			pl, err := api.PlaceOrder(accepted[no], "retry", sale.ActivityID, 1)
 			if err != nil || pl.Error != "SOLD_OUT" {
 				t.Fatalf("retry of a failed buyer: %+v %v, want SOLD_OUT", pl, err)
@@ -267,4 +271,14 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 	}
 	p.WaitDrained(sale.ItemID, 10*time.Second)
 	p.Check(sale)
+}
+
+// waitReservationReleased waits until the reservation of orderNo is RELEASED
+// in Redis.
+func waitReservationReleased(t *testing.T, p *pipelinetest.Pipeline, item int64, orderNo string) {
+	t.Helper()
+	waittest.Until(t, 10*time.Second, "reservation "+orderNo+" to be released", func() bool {
+		info, err := p.Store.Reservation(context.Background(), item, orderNo)
+		return err == nil && info.State == stockredis.StateReleased
+	})
 }

@@ -101,11 +101,14 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 		}
 		return c
 	}
+	// committed reads the group's offsets; a broker that is not yet the
+	// group's coordinator (Kafka just started) is asked again.
 	committed := func() (end, done map[int]int64) {
-		end, done, err := kafkatest.Offsets(ctx, topic, group)
-		if err != nil {
-			t.Fatal(err)
-		}
+		waittest.Until(t, 30*time.Second, "the group's offsets to be readable", func() bool {
+			var err error
+			end, done, err = kafkatest.Offsets(ctx, topic, group)
+			return err == nil
+		})
 		return end, done
 	}
 	// The healthy item's orders are created and committed while the stuck
