@@ -112,7 +112,10 @@ func pacedCrowd(t *testing.T, api *pipelinetest.API, activity int64, users []int
 func TestReconcilerAgreesDuringSale(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
-	api := p.StartAPI()
+	// The sale must sell out for the counts below: a publish slowed past
+	// the default 3 s by a busy machine (the whole suite runs at once)
+	// would be answered 503 and leave units unsold.
+	api := p.StartAPI("SECKILL_KAFKA_WRITE_TIMEOUT=20s")
 	// A long linger keeps orders on their way (reserved, not yet in MySQL)
 	// for longer, so more runs see some.
 	p.StartConsumer("SECKILL_CONSUMER_LINGER=200ms")
