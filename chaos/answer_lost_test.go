@@ -119,8 +119,7 @@ func TestChaosPublishAckLostRedisUnreachable(t *testing.T) {
 	if inv.LiveOrders != int64(len(l.accepted)) {
 		t.Fatalf("live orders %d != accepted %d", inv.LiveOrders, len(l.accepted))
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != 100 {
 		t.Fatalf("%d order rows for 100 attempts, want one each (CREATED or FAILED)", rows)
 	}

@@ -142,8 +142,7 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 			WHERE db = ? AND info LIKE 'INSERT INTO `+"`orders`"+`%' AND time_ms >= 500`, p.DB.Name).Scan(&waiting).Error
 		return err == nil && waiting > 0
 	})
-	var before int64
-	p.DB.Gorm().Raw("SELECT stock FROM item_stock WHERE item_id = ?", sale.ItemID).Scan(&before)
+	before := p.Count("SELECT stock FROM item_stock WHERE item_id = ?", sale.ItemID)
 	t.Logf("the consumer is inside a batch's transaction, its INSERT waiting; committed MySQL stock %d", before)
 
 	services(t, "kill", "mysql")
@@ -165,8 +164,7 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 	if len(l.accepted) != 300 || inv.LiveOrders != 301 {
 		t.Fatalf("accepted %d (%v), live %d; want 300 and the injected one", len(l.accepted), l.codes, inv.LiveOrders)
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != int64(len(all)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(all))
 	}

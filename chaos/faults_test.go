@@ -67,8 +67,7 @@ func TestChaosConsumerDiesAfterMySQLCommit(t *testing.T) {
 			t.Fatalf("crash %d: the failpoint did not fire", i+1)
 		}
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows == 0 {
 		t.Fatal("the crashed consumers committed nothing to MySQL: the fault was not exercised")
 	}
@@ -78,7 +77,7 @@ func TestChaosConsumerDiesAfterMySQLCommit(t *testing.T) {
 	if inv.LiveOrders != 100 {
 		t.Fatalf("live %d, want 100", inv.LiveOrders)
 	}
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows = p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != 100 {
 		t.Fatalf("%d order rows for 100 accepted orders", rows)
 	}
@@ -261,7 +260,11 @@ func TestChaosAPIKilledBeforePublish(t *testing.T) {
 		return err == nil && pl.Code == 202
 	})
 	inv := settle(t, p, sale, map[string]int64{no: 7}, 60*time.Second)
-	if o, _ := p.DB.Order(context.Background(), no); o.Status != order.Created || inv.LiveOrders != 1 {
+	o, err := p.DB.Order(context.Background(), no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != order.Created || inv.LiveOrders != 1 {
 		t.Fatalf("stranded order %s ended %s (live %d)", no, o.Status, inv.LiveOrders)
 	}
 }
@@ -313,8 +316,7 @@ func TestChaosRedeliveryStorm(t *testing.T) {
 	if before != after {
 		t.Fatalf("replay changed the stores: %+v -> %+v", before, after)
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != int64(len(l.accepted)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(l.accepted))
 	}

@@ -295,8 +295,7 @@ func TestChaosNetMySQLCommitCut(t *testing.T) {
 	if len(all) != 150 || inv.LiveOrders != 150 {
 		t.Fatalf("accepted %d (%v), live %d; want 150 of each", len(all), l.codes, inv.LiveOrders)
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != int64(len(all)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(all))
 	}

@@ -191,8 +191,8 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	ev := p.ReserveEvent(sale, user, 2, "dl-key")
 	no := ev.OrderNo
 	keys := p.Store.Keys(sale.ItemID)
-	if snap, _ := p.Store.Stock(ctx, sale.ItemID); snap.Stock != 8 || snap.Inflight != 2 {
-		t.Fatalf("after the reservation: %+v, want stock 8, in flight 2", snap)
+	if snap, err := p.Store.Stock(ctx, sale.ItemID); err != nil || snap.Stock != 8 || snap.Inflight != 2 {
+		t.Fatalf("after the reservation: %+v %v, want stock 8, in flight 2", snap, err)
 	}
 	ev.Version = order.EventVersion + 1
 	poison, _ := json.Marshal(ev)

@@ -333,12 +333,12 @@ func TestCloserKilledBetweenCommitAndRelease(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the failpoint did not fire")
 	}
-	o, _ := p.DB.Order(context.Background(), no)
-	if o.Status != order.Closed {
-		t.Fatalf("order %s after the crash: %s", no, o.Status)
+	o, err := p.DB.Order(context.Background(), no)
+	if err != nil || o.Status != order.Closed {
+		t.Fatalf("order %s after the crash: %s %v", no, o.Status, err)
 	}
-	if snap, _ := p.Store.Stock(context.Background(), sale.ItemID); snap.Stock != 2 {
-		t.Fatalf("Redis stock %d right after the crash, want 2 (not yet released)", snap.Stock)
+	if snap, err := p.Store.Stock(context.Background(), sale.ItemID); err != nil || snap.Stock != 2 {
+		t.Fatalf("Redis stock %d (%v) right after the crash, want 2 (not yet released)", snap.Stock, err)
 	}
 	p.StartConsumer("SECKILL_CLOSER_EVERY=200ms")
 	waitReleased(t, p, sale.ItemID)

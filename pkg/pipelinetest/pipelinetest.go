@@ -493,6 +493,18 @@ func (p *Pipeline) Check(s Sale) Invariants {
 	return inv
 }
 
+// Count runs a query whose answer is one integer (SELECT COUNT(*) ...) on
+// the pipeline's MySQL and fails the test when it cannot be read: a count
+// that was never read is not taken for zero ("nothing was written").
+func (p *Pipeline) Count(query string, args ...any) int64 {
+	p.t.Helper()
+	var n int64
+	if err := p.DB.Gorm().Raw(query, args...).Scan(&n).Error; err != nil {
+		p.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
 // ReserveEvent reserves qty units of the sale for user in Redis, as the API
 // does before it publishes, and returns the event it would publish.
 func (p *Pipeline) ReserveEvent(s Sale, user int64, qty int, key string) order.Event {
