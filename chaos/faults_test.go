@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // noSweep turns the stranded-reservation sweep off (it starts after an
@@ -32,7 +33,7 @@ func TestChaosKillConsumerMidBatch(t *testing.T) {
 	c := p.StartConsumer("SECKILL_CONSUMER_BATCH=50", noSweep)
 	sale := api.CreateSale(300, 1)
 	l := startLoad(api, sale.ActivityID, users(1, 600), 3*time.Second, 50)
-	waitFor(t, "orders to be created", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "orders to be created", func() bool {
 		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
 		return n >= 30
 	})
@@ -99,7 +100,7 @@ func TestChaosKillOneOfTwoConsumers(t *testing.T) {
 		loads = append(loads, startLoad(api, s.ActivityID, users(int64(i*1000+1), 150), 3*time.Second, 20))
 	}
 	// Kill the consumer while it holds work: it has created orders.
-	waitFor(t, "the doomed consumer to create orders", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "the doomed consumer to create orders", func() bool {
 		return strings.Contains(a.Log(), `"msg":"order created"`)
 	})
 	a.Kill()
@@ -254,7 +255,7 @@ func TestChaosAPIKilledBeforePublish(t *testing.T) {
 	// The buyer retries with the same key on a healthy instance and gets
 	// the stranded order back, which the sweep finishes.
 	var no string
-	waitFor(t, "the retry to find the stranded order", 10*time.Second, func() bool {
+	waittest.Until(t, 10*time.Second, "the retry to find the stranded order", func() bool {
 		pl, err := healthy.PlaceOrder(7, "doomed", sale.ActivityID, 1)
 		no = pl.OrderNo
 		return err == nil && pl.Code == 202
@@ -305,7 +306,7 @@ func TestChaosRedeliveryStorm(t *testing.T) {
 	}
 	for _, c := range storm {
 		group := c.Env("SECKILL_CONSUMER_GROUP")
-		waitFor(t, "the replay to catch up", 60*time.Second, func() bool {
+		waittest.Until(t, 60*time.Second, "the replay to catch up", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			lag, err := kafkatest.GroupLag(ctx, p.Topic, group)
