@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // Secret is the JWT secret the test processes use.
@@ -420,33 +421,22 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 	for no := range accepted {
 		nos = append(nos, no)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := p.DB.Orders(context.Background(), nos)
-		if err == nil && len(got) == len(nos) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("pipelinetest: %d of %d accepted orders final after %v (err %v)", len(got), len(nos), timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var got map[string]order.Order
+	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: %d accepted orders to be final", len(nos)), func() bool {
+		var err error
+		got, err = p.DB.Orders(context.Background(), nos)
+		return err == nil && len(got) == len(nos)
+	})
+	return got
 }
 
 // WaitDrained polls until no reservation of item is in flight.
 func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", item), func() bool {
 		snap, err := p.Store.Stock(context.Background(), item)
-		if err == nil && snap.Inflight == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("pipelinetest: item %d still has %d in flight after %v (err %v)", item, snap.Inflight, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && snap.Inflight == 0
+	})
 }
 
 // Invariants are the pipeline's final values for one sale.
