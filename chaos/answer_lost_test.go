@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // retryAll places each user's order again with the same idempotency key on
@@ -20,7 +21,7 @@ func retryAll(t *testing.T, api *pipelinetest.API, sale pipelinetest.Sale, users
 	accepted := map[string]int64{}
 	for _, u := range users {
 		var last pipelinetest.Placed
-		waitFor(t, fmt.Sprintf("user %d's retry to be accepted", u), 20*time.Second, func() bool {
+		waittest.Until(t, 20*time.Second, fmt.Sprintf("user %d's retry to be accepted", u), func() bool {
 			pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
 			last = pl
 			return err == nil && pl.Code == 202 && pl.Status == string(order.Pending)
@@ -119,8 +120,7 @@ func TestChaosPublishAckLostRedisUnreachable(t *testing.T) {
 	if inv.LiveOrders != int64(len(l.accepted)) {
 		t.Fatalf("live orders %d != accepted %d", inv.LiveOrders, len(l.accepted))
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != 100 {
 		t.Fatalf("%d order rows for 100 attempts, want one each (CREATED or FAILED)", rows)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // Crashes, not stops: each backing service is killed with SIGKILL while a
@@ -35,7 +36,7 @@ func acceptedBy(loads ...*load) map[string]int64 {
 // and the consumer are all at work before a crash.
 func ordersFlowing(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale) {
 	t.Helper()
-	waitFor(t, "orders to be created before the crash", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "orders to be created before the crash", func() bool {
 		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
 		return n >= 20
 	})
@@ -46,7 +47,7 @@ func ordersFlowing(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sal
 func crashUntilRefused(t *testing.T, service string, l *load) {
 	t.Helper()
 	services(t, "kill", service)
-	waitFor(t, "a 503 while "+service+" is down", 20*time.Second, func() bool { return l.answered(503) > 0 })
+	waittest.Until(t, 20*time.Second, "a 503 while "+service+" is down", func() bool { return l.answered(503) > 0 })
 	services(t, "start", service)
 }
 
@@ -137,20 +138,19 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 	// The batch's INSERT runs after its stock UPDATE, in one transaction;
 	// half a second in it is a wait on the held order number.
 	var waiting int64
-	waitFor(t, "the consumer's transaction to wait in its INSERT", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "the consumer's transaction to wait in its INSERT", func() bool {
 		err := p.DB.Gorm().Raw(`SELECT COUNT(*) FROM information_schema.processlist
 			WHERE db = ? AND info LIKE 'INSERT INTO `+"`orders`"+`%' AND time_ms >= 500`, p.DB.Name).Scan(&waiting).Error
 		return err == nil && waiting > 0
 	})
-	var before int64
-	p.DB.Gorm().Raw("SELECT stock FROM item_stock WHERE item_id = ?", sale.ItemID).Scan(&before)
+	before := p.Count("SELECT stock FROM item_stock WHERE item_id = ?", sale.ItemID)
 	t.Logf("the consumer is inside a batch's transaction, its INSERT waiting; committed MySQL stock %d", before)
 
 	services(t, "kill", "mysql")
 	_ = blocker.Rollback().Error // its connection died with the server
 	// The consumer saw the crash: it retries the batch.
 	metricsURL := "http://" + admin + "/metrics"
-	waitFor(t, "the consumer to retry its batch", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "the consumer to retry its batch", func() bool {
 		return pipelinetest.ScrapeMetrics(t, metricsURL).Value("seckill_consumer_batch_retries_total") >= 1
 	})
 	services(t, "start", "mysql")
@@ -165,8 +165,7 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 	if len(l.accepted) != 300 || inv.LiveOrders != 301 {
 		t.Fatalf("accepted %d (%v), live %d; want 300 and the injected one", len(l.accepted), l.codes, inv.LiveOrders)
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != int64(len(all)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(all))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // noSweep turns the stranded-reservation sweep off (it starts after an
@@ -32,7 +33,7 @@ func TestChaosKillConsumerMidBatch(t *testing.T) {
 	c := p.StartConsumer("SECKILL_CONSUMER_BATCH=50", noSweep)
 	sale := api.CreateSale(300, 1)
 	l := startLoad(api, sale.ActivityID, users(1, 600), 3*time.Second, 50)
-	waitFor(t, "orders to be created", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "orders to be created", func() bool {
 		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
 		return n >= 30
 	})
@@ -67,8 +68,7 @@ func TestChaosConsumerDiesAfterMySQLCommit(t *testing.T) {
 			t.Fatalf("crash %d: the failpoint did not fire", i+1)
 		}
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows == 0 {
 		t.Fatal("the crashed consumers committed nothing to MySQL: the fault was not exercised")
 	}
@@ -78,7 +78,7 @@ func TestChaosConsumerDiesAfterMySQLCommit(t *testing.T) {
 	if inv.LiveOrders != 100 {
 		t.Fatalf("live %d, want 100", inv.LiveOrders)
 	}
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows = p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != 100 {
 		t.Fatalf("%d order rows for 100 accepted orders", rows)
 	}
@@ -100,7 +100,7 @@ func TestChaosKillOneOfTwoConsumers(t *testing.T) {
 		loads = append(loads, startLoad(api, s.ActivityID, users(int64(i*1000+1), 150), 3*time.Second, 20))
 	}
 	// Kill the consumer while it holds work: it has created orders.
-	waitFor(t, "the doomed consumer to create orders", 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, "the doomed consumer to create orders", func() bool {
 		return strings.Contains(a.Log(), `"msg":"order created"`)
 	})
 	a.Kill()
@@ -255,13 +255,17 @@ func TestChaosAPIKilledBeforePublish(t *testing.T) {
 	// The buyer retries with the same key on a healthy instance and gets
 	// the stranded order back, which the sweep finishes.
 	var no string
-	waitFor(t, "the retry to find the stranded order", 10*time.Second, func() bool {
+	waittest.Until(t, 10*time.Second, "the retry to find the stranded order", func() bool {
 		pl, err := healthy.PlaceOrder(7, "doomed", sale.ActivityID, 1)
 		no = pl.OrderNo
 		return err == nil && pl.Code == 202
 	})
 	inv := settle(t, p, sale, map[string]int64{no: 7}, 60*time.Second)
-	if o, _ := p.DB.Order(context.Background(), no); o.Status != order.Created || inv.LiveOrders != 1 {
+	o, err := p.DB.Order(context.Background(), no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != order.Created || inv.LiveOrders != 1 {
 		t.Fatalf("stranded order %s ended %s (live %d)", no, o.Status, inv.LiveOrders)
 	}
 }
@@ -302,7 +306,7 @@ func TestChaosRedeliveryStorm(t *testing.T) {
 	}
 	for _, c := range storm {
 		group := c.Env("SECKILL_CONSUMER_GROUP")
-		waitFor(t, "the replay to catch up", 60*time.Second, func() bool {
+		waittest.Until(t, 60*time.Second, "the replay to catch up", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			lag, err := kafkatest.GroupLag(ctx, p.Topic, group)
@@ -313,8 +317,7 @@ func TestChaosRedeliveryStorm(t *testing.T) {
 	if before != after {
 		t.Fatalf("replay changed the stores: %+v -> %+v", before, after)
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != int64(len(l.accepted)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(l.accepted))
 	}

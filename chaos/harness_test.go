@@ -256,18 +256,6 @@ func settle(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, acce
 	return inv
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // offsets sums topic's end offsets and group's committed offsets.
 func offsets(t *testing.T, topic, group string) (end, committed int64) {
 	t.Helper()

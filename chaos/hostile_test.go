@@ -47,9 +47,15 @@ func TestChaosHostileInput(t *testing.T) {
 		t.Fatalf("victim order: %+v %v", victim, err)
 	}
 	ctx := context.Background()
-	before, _ := p.Store.Stock(ctx, sale.ItemID)
+	before, err := p.Store.Stock(ctx, sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keysBefore := redisKeys(t, p)
-	lagBefore, _ := kafkatest.GroupLag(ctx, p.Topic, "nobody-"+p.Group)
+	lagBefore, err := kafkatest.GroupLag(ctx, p.Topic, "nobody-"+p.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	exp := time.Now().Add(time.Hour).Unix()
 	secret := []byte(pipelinetest.Secret)
@@ -163,11 +169,16 @@ func TestChaosHostileInput(t *testing.T) {
 			t.Errorf("%s: error body %q lacks the error code", c.name, b)
 		}
 	}
-	after, _ := p.Store.Stock(ctx, sale.ItemID)
+	after, err := p.Store.Stock(ctx, sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keysAfter := redisKeys(t, p)
-	lagAfter, _ := kafkatest.GroupLag(ctx, p.Topic, "nobody-"+p.Group)
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders").Scan(&rows)
+	lagAfter, err := kafkatest.GroupLag(ctx, p.Topic, "nobody-"+p.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := p.Count("SELECT COUNT(*) FROM orders")
 	if before != after || !maps.Equal(keysBefore, keysAfter) || lagBefore != lagAfter || rows != 0 {
 		t.Fatalf("hostile input wrote something: Redis %+v -> %+v, %d -> %d keys, topic %d -> %d messages, %d order rows",
 			before, after, len(keysBefore), len(keysAfter), lagBefore, lagAfter, rows)

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/proxytest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // More lost Redis answers, for the scripts N5 and N6 do not cover: the
@@ -58,7 +59,7 @@ func refusedUsers(l *load) []int64 {
 func waitStatus(t *testing.T, p *pipelinetest.Pipeline, orders map[string]int64, s order.Status, within time.Duration) {
 	t.Helper()
 	nos := keys(orders)
-	waitFor(t, fmt.Sprintf("%d orders to be %s", len(nos), s), within, func() bool {
+	waittest.Until(t, within, fmt.Sprintf("%d orders to be %s", len(nos), s), func() bool {
 		got, err := p.DB.Orders(context.Background(), nos)
 		if err != nil || len(got) != len(nos) {
 			return false
@@ -158,7 +159,7 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 	wantRedisStock(t, p, sale, held(), "after the cancel whose bucket_give answer was lost")
 	// MySQL records the release done (the consumer's closer finishes
 	// releases the api could not confirm), and gives nothing twice.
-	waitFor(t, "the cancelled order's release to be recorded", 20*time.Second, func() bool {
+	waittest.Until(t, 20*time.Second, "the cancelled order's release to be recorded", func() bool {
 		var n int64
 		p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NOT NULL", bought).Scan(&n)
 		return n == 1
@@ -225,7 +226,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 			return pipelinetest.ScrapeMetrics(t, url).Value("seckill_lock_acquisitions_total", "lock", name)
 		}
 		before := taken()
-		waitFor(t, "the "+name+" lock to be taken again", 8*time.Second, func() bool { return taken() >= before+2 })
+		waittest.Until(t, 8*time.Second, "the "+name+" lock to be taken again", func() bool { return taken() >= before+2 })
 	}
 
 	// The closer's acquire and release answers, while unpaid orders come due.
@@ -255,7 +256,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	takenAgain("sweep")
 	// The sweep re-publishes the stranded reservation: the order reaches
 	// MySQL (and the closer closes it).
-	waitFor(t, "the stranded reservation to reach MySQL", 20*time.Second, func() bool {
+	waittest.Until(t, 20*time.Second, "the stranded reservation to reach MySQL", func() bool {
 		pl, err := api.PlaceOrder(7777, "doomed", sale.ActivityID, 1)
 		if err != nil || pl.Code != 202 {
 			return false
@@ -297,7 +298,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 		t.Fatalf("the watch's marker detections %v, failed repair passes %v; want a detection and no failed pass", d, f)
 	}
 	lockKey := p.Prefix + ":lock:{reconcile}"
-	waitFor(t, "the reconcile lock to be free", 5*time.Second, func() bool {
+	waittest.Until(t, 5*time.Second, "the reconcile lock to be free", func() bool {
 		return p.Store.Client().Exists(context.Background(), lockKey).Val() == 0
 	})
 

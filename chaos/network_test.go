@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // Network faults: a real TCP proxy (pkg/proxytest) between the programs and
@@ -140,7 +141,7 @@ func (rs redisProxies) Lost() int64 {
 
 func (rs redisProxies) WaitLost(t *testing.T, n int64, within time.Duration) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d lost Redis answers (lost %d)", n, rs.Lost()), within, func() bool { return rs.Lost() >= n })
+	waittest.Until(t, within, fmt.Sprintf("%d lost Redis answers (lost %d)", n, rs.Lost()), func() bool { return rs.Lost() >= n })
 }
 
 // luaScript matches the lua package's script name, run by EVALSHA or EVAL.
@@ -295,8 +296,7 @@ func TestChaosNetMySQLCommitCut(t *testing.T) {
 	if len(all) != 150 || inv.LiveOrders != 150 {
 		t.Fatalf("accepted %d (%v), live %d; want 150 of each", len(all), l.codes, inv.LiveOrders)
 	}
-	var rows int64
-	p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID).Scan(&rows)
+	rows := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ?", sale.ItemID)
 	if rows != int64(len(all)) {
 		t.Fatalf("%d order rows for %d accepted orders", rows, len(all))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // 6. Redis restarts empty (its data is lost): the API refuses orders for the
@@ -42,7 +43,7 @@ func TestChaosRedisRestartEmpty(t *testing.T) {
 	for no := range l.accepted {
 		nos = append(nos, no)
 	}
-	waitFor(t, "accepted orders to be final", 60*time.Second, func() bool {
+	waittest.Until(t, 60*time.Second, "accepted orders to be final", func() bool {
 		got, err := p.DB.Orders(ctx, nos)
 		return err == nil && len(got) == len(nos)
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // 12. Redis comes back from an older state (a restore from a backup, a
@@ -103,7 +104,7 @@ func killRedis(t *testing.T, pidFile string) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 redis-server (pid %d): %v", pid, err)
 	}
-	waitFor(t, "redis-server to die", 10*time.Second, func() bool {
+	waittest.Until(t, 10*time.Second, "redis-server to die", func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) && !redisAnswers()
 	})
 }
@@ -165,7 +166,7 @@ func restoreScenario(t *testing.T, buckets int) {
 		sale = api.CreateSale(stock, 1)
 	}
 	l := startLoad(api, sale.ActivityID, users(1, 600), 8*time.Second, 20)
-	waitFor(t, "the first orders to be accepted", 30*time.Second, func() bool { return l.answered(202) >= 60 })
+	waittest.Until(t, 30*time.Second, "the first orders to be accepted", func() bool { return l.answered(202) >= 60 })
 	if buckets == 1 {
 		// Ten orders all the way through (CREATED, reservation
 		// CONFIRMED), then the copy: Redis's older state has them, and
@@ -185,7 +186,7 @@ func restoreScenario(t *testing.T, buckets int) {
 	}
 	atCopy := l.answered(202)
 	// Keep selling: everything from here on is lost with the restore.
-	waitFor(t, "more orders accepted after the copy", 30*time.Second, func() bool { return l.answered(202) >= atCopy+120 })
+	waittest.Until(t, 30*time.Second, "more orders accepted after the copy", func() bool { return l.answered(202) >= atCopy+120 })
 	t.Logf("copied Redis's AOF with %d orders accepted; restoring it with %d accepted", atCopy, l.answered(202))
 
 	killRedis(t, pidFile)
@@ -194,13 +195,13 @@ func restoreScenario(t *testing.T, buckets int) {
 	}
 	copyDir(t, older, aof)
 	services(t, "start", "redis")
-	waitFor(t, "Redis to answer", 30*time.Second, redisAnswers)
+	waittest.Until(t, 30*time.Second, "Redis to answer", redisAnswers)
 	back := time.Now()
 
 	// The consumer's watch repairs Redis within a bounded time.
 	const bound = 30 * time.Second
 	var took time.Duration
-	waitFor(t, "the consumer's watch to repair Redis", bound, func() bool {
+	waittest.Until(t, bound, "the consumer's watch to repair Redis", func() bool {
 		if !healTook.MatchString(cons.Log()) {
 			return false
 		}
@@ -302,7 +303,7 @@ func confirmedOrders(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.S
 	t.Helper()
 	ctx := context.Background()
 	out := map[int64]string{}
-	waitFor(t, fmt.Sprintf("%d orders created and confirmed", n), 30*time.Second, func() bool {
+	waittest.Until(t, 30*time.Second, fmt.Sprintf("%d orders created and confirmed", n), func() bool {
 		l.mu.Lock()
 		acc := make(map[string]int64, len(l.accepted))
 		for no, u := range l.accepted {

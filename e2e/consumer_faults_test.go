@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // noSweep keeps the sweep away from every reservation of a test, so only
@@ -191,8 +192,8 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	ev := p.ReserveEvent(sale, user, 2, "dl-key")
 	no := ev.OrderNo
 	keys := p.Store.Keys(sale.ItemID)
-	if snap, _ := p.Store.Stock(ctx, sale.ItemID); snap.Stock != 8 || snap.Inflight != 2 {
-		t.Fatalf("after the reservation: %+v, want stock 8, in flight 2", snap)
+	if snap, err := p.Store.Stock(ctx, sale.ItemID); err != nil || snap.Stock != 8 || snap.Inflight != 2 {
+		t.Fatalf("after the reservation: %+v %v, want stock 8, in flight 2", snap, err)
 	}
 	ev.Version = order.EventVersion + 1
 	poison, _ := json.Marshal(ev)
@@ -204,22 +205,14 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 		t.Fatalf("dead letter %+v, want the event with a version reason", dl)
 	}
 	// The release follows the dead letter: poll for it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Until(t, 30*time.Second, "the reservation to be released: stock 10, in flight 0, no quota", func() bool {
 		snap, err := p.Store.Stock(ctx, sale.ItemID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		quota, qerr := p.Store.Client().Get(ctx, keys.Quota(sale.ActivityID, user)).Result()
-		if snap.Stock == 10 && snap.Inflight == 0 && errors.Is(qerr, redis.Nil) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reservation not released after 30s: stock %+v, quota key %q (%v); want stock 10, in flight 0, no quota",
-				snap, quota, qerr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, qerr := p.Store.Client().Get(ctx, keys.Quota(sale.ActivityID, user)).Result()
+		return snap.Stock == 10 && snap.Inflight == 0 && errors.Is(qerr, redis.Nil)
+	})
 	info, err := p.Store.Reservation(ctx, sale.ItemID, no)
 	if err != nil || info.State != stockredis.StateReleased || info.Reason != order.ReasonInvalidEvent {
 		t.Fatalf("reservation %+v %v, want RELEASED with %s", info, err, order.ReasonInvalidEvent)
@@ -281,17 +274,13 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 		t.Fatalf("dead letter %+v, want the poison event", dl)
 	}
 	var info stockredis.ReservationInfo
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Until(t, 30*time.Second, "the reservation to leave CLAIMED", func() bool {
 		var err error
 		if info, err = p.Store.Reservation(ctx, sale.ItemID, ev.OrderNo); err != nil {
 			t.Fatal(err)
 		}
-		if info.State != stockredis.StateClaimed || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return info.State != stockredis.StateClaimed
+	})
 	if info.State != stockredis.StateConfirmed {
 		t.Fatalf("reservation of the CREATED order ended %s (%s), want CONFIRMED", info.State, info.Reason)
 	}

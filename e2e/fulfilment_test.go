@@ -118,17 +118,12 @@ func TestEndToEndFlashSaleAndRedelivery(t *testing.T) {
 func waitCommitted(t *testing.T, topic string, proc *pipelinetest.Proc) {
 	t.Helper()
 	group := proc.Env("SECKILL_CONSUMER_GROUP")
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	waittest.Until(t, 60*time.Second, "consumer group "+group+" to catch up on "+topic, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		lag, err := kafkatest.GroupLag(ctx, topic, group)
-		cancel()
-		if err == nil && lag == 0 {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("consumer group %s did not catch up on %s", group, topic)
+		return err == nil && lag == 0
+	})
 }
 
 func TestMySQLHasLessStockThanRedis(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 type statusBody struct {
@@ -169,17 +170,10 @@ func TestUnpaidOrdersCloseAfterPaymentWindow(t *testing.T) {
 		}
 		break
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Until(t, 30*time.Second, "4 CLOSED and 1 PAID", func() bool {
 		counts, err := p.DB.StatusCounts(context.Background(), sale.ItemID)
-		if err == nil && counts[order.Closed] == 4 && counts[order.Paid] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("statuses %v, want 4 CLOSED and 1 PAID", counts)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && counts[order.Closed] == 4 && counts[order.Paid] == 1
+	})
 	// Stock and quota came back in both stores (once the releases are
 	// recorded): the four buyers can buy again, and nobody else can take
 	// more than the four units.
@@ -216,19 +210,14 @@ func TestActivityPaymentWindowOverridesTheGlobalOne(t *testing.T) {
 	quick := buy(t, p, api, 1, "short", short.ActivityID)
 	slow := buy(t, p, api, 1, "long", long.ActivityID)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var closed order.Order
+	waittest.Until(t, 30*time.Second, "the 2-second window's order to be CLOSED", func() bool {
 		o, err := p.DB.Order(context.Background(), quick)
-		if err == nil && o.Status == order.Closed {
-			if o.FailureReason != order.ReasonPaymentTimeout {
-				t.Fatalf("closed for %q, want %s", o.FailureReason, order.ReasonPaymentTimeout)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the 2-second window's order is %+v %v after 30s, want CLOSED", o, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		closed = o
+		return err == nil && o.Status == order.Closed
+	})
+	if closed.FailureReason != order.ReasonPaymentTimeout {
+		t.Fatalf("closed for %q, want %s", closed.FailureReason, order.ReasonPaymentTimeout)
 	}
 	if o, err := p.DB.Order(context.Background(), slow); err != nil || o.Status != order.Created {
 		t.Fatalf("the global window's order is %+v %v, want still CREATED", o, err)
@@ -242,20 +231,9 @@ func TestActivityPaymentWindowOverridesTheGlobalOne(t *testing.T) {
 // recorded.
 func waitReleased(t *testing.T, p *pipelinetest.Pipeline, item int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int64
-		if err := p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE item_id = ? AND status = 'CLOSED' AND released_at IS NULL", item).Scan(&n).Error; err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d closed orders still unreleased", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.Until(t, 30*time.Second, "every closed order's release to be recorded", func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ? AND status = 'CLOSED' AND released_at IS NULL", item) == 0
+	})
 }
 
 func TestPayAndCloseRace(t *testing.T) {
@@ -333,12 +311,12 @@ func TestCloserKilledBetweenCommitAndRelease(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the failpoint did not fire")
 	}
-	o, _ := p.DB.Order(context.Background(), no)
-	if o.Status != order.Closed {
-		t.Fatalf("order %s after the crash: %s", no, o.Status)
+	o, err := p.DB.Order(context.Background(), no)
+	if err != nil || o.Status != order.Closed {
+		t.Fatalf("order %s after the crash: %s %v", no, o.Status, err)
 	}
-	if snap, _ := p.Store.Stock(context.Background(), sale.ItemID); snap.Stock != 2 {
-		t.Fatalf("Redis stock %d right after the crash, want 2 (not yet released)", snap.Stock)
+	if snap, err := p.Store.Stock(context.Background(), sale.ItemID); err != nil || snap.Stock != 2 {
+		t.Fatalf("Redis stock %d (%v) right after the crash, want 2 (not yet released)", snap.Stock, err)
 	}
 	p.StartConsumer("SECKILL_CLOSER_EVERY=200ms")
 	waitReleased(t, p, sale.ItemID)

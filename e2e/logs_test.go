@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // jsonLogLine is one JSON log line.
@@ -35,8 +37,8 @@ func logLines(log string) []jsonLogLine {
 // attrs appears, and returns it.
 func findLine(t *testing.T, proc *pipelinetest.Proc, msg string, attrs map[string]string) jsonLogLine {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var found jsonLogLine
+	waittest.Until(t, 30*time.Second, fmt.Sprintf("%s to log %q with %v", proc.Name, msg, attrs), func() bool {
 	lines:
 		for _, l := range logLines(proc.Log()) {
 			if l.str("msg") != msg {
@@ -47,13 +49,12 @@ func findLine(t *testing.T, proc *pipelinetest.Proc, msg string, attrs map[strin
 					continue lines
 				}
 			}
-			return l
+			found = l
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q with %v", proc.Name, msg, attrs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 // The API echoes a valid incoming X-Request-ID, replaces an invalid one,

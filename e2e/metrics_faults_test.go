@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // The metrics that only move when something goes wrong move when it does:
@@ -62,17 +63,13 @@ func TestFaultMetricsMove(t *testing.T) {
 // waitListening polls until something accepts connections on addr.
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := dialTCP(addr); err == nil {
+	waittest.Until(t, 30*time.Second, "something to listen on "+addr, func() bool {
+		c, err := dialTCP(addr)
+		if err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 func dialTCP(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
@@ -141,15 +138,10 @@ func TestLockLossIsCounted(t *testing.T) {
 		return s.Value("seckill_lock_losses_total", "lock", "closer") >= 1
 	})
 	// Every unpaid order still closes exactly once.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	waittest.Until(t, 60*time.Second, fmt.Sprintf("%d CLOSED orders", buyers), func() bool {
 		counts, err := p.DB.StatusCounts(ctx, sale.ItemID)
-		if err == nil && counts[order.Closed] == buyers {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("statuses %v, want %d CLOSED", counts, buyers)
-		}
-	}
+		return err == nil && counts[order.Closed] == buyers
+	})
 	waitReleased(t, p, sale.ItemID)
 	if inv := p.Check(sale); inv.DBStock != buyers || inv.RedisStock != buyers {
 		t.Fatalf("after the closes: %+v, want every unit back in both stores", inv)

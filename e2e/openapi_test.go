@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 const specFile = "../docs/openapi.yaml"
@@ -310,18 +311,12 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 // waitHealthy polls base/healthz until it answers 200.
 func waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waittest.Until(t, 60*time.Second, base+" to be healthy", func() bool {
 		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not healthy: %v", base, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // env is one test's stores: a database, a key prefix, and one warmed item
@@ -201,13 +202,9 @@ func TestReconcilerSchedule(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--schedule", "@every 1s"}, e.lookup, &out, &errOut) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(out.String(), "items checked") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("two scheduled runs did not happen:\n%s\n%s", out.String(), errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.Until(t, 10*time.Second, "two scheduled runs", func() bool {
+		return strings.Count(out.String(), "items checked") >= 2
+	})
 	cancel()
 	select {
 	case err := <-done:

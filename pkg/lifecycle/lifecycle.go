@@ -46,9 +46,9 @@ func (s *Service) Pay(ctx context.Context, user int64, orderNo string) (order.Or
 		}
 		return o, nil
 	case o.Status == order.Created:
-		return order.Order{}, fmt.Errorf("%w: the payment window has passed", order.ErrNotPayable)
+		return order.Order{}, order.Errorf(order.ErrNotPayable, "the payment window has passed")
 	}
-	return order.Order{}, fmt.Errorf("%w: the order is %s", order.ErrNotPayable, o.Status)
+	return order.Order{}, order.Errorf(order.ErrNotPayable, "the order is %s", o.Status)
 }
 
 // Cancel closes the user's unpaid order and gives its stock and quota back.
@@ -67,7 +67,7 @@ func (s *Service) Cancel(ctx context.Context, user int64, orderNo string) (order
 	case o.Status == order.Closed:
 		return o, nil
 	}
-	return order.Order{}, fmt.Errorf("%w: the order is %s", order.ErrNotCancellable, o.Status)
+	return order.Order{}, order.Errorf(order.ErrNotCancellable, "the order is %s", o.Status)
 }
 
 // pendingOrMissing returns ErrNotFound for an order the user does not own
@@ -81,9 +81,9 @@ func (s *Service) pendingOrMissing(ctx context.Context, user int64, orderNo stri
 	case inMySQL:
 		return nil
 	case o.Status == order.Failed:
-		return fmt.Errorf("%w: the order failed", notYet)
+		return order.Errorf(notYet, "the order failed")
 	}
-	return fmt.Errorf("%w: the order is still being placed; retry shortly", notYet)
+	return order.Errorf(notYet, "the order is still being placed; retry shortly")
 }
 
 // OrderReader reads an order's MySQL row.

@@ -58,10 +58,7 @@ func Example() {
 		return
 	default:
 	}
-	if err := l.SetFenced(ctx, prefix+":stock:{sku-1}", "42"); err != nil {
-		fmt.Println("write:", err)
-		return
-	}
+	// ... each write passes l.Fence() to a check that refuses a smaller one.
 
 	if err := l.Release(ctx); err != nil {
 		fmt.Println("release:", err)

@@ -40,13 +40,6 @@ type Lock struct {
 	lostOnce sync.Once // a handle's loss is reported to Options.OnLost once
 }
 
-// Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
-
-// Token returns the holder token: the Locker's instance id and a random
-// part. It is the field of the lock hash in Redis.
-func (l *Lock) Token() string { return l.token }
-
 // Fence returns the fencing token of this acquisition. It is larger than
 // the fence of every earlier acquisition of the same name, and stays the
 // same across re-entries.

@@ -48,8 +48,9 @@
 // Zero rows affected means a later holder already wrote, and the stale holder
 // must stop. Strict < admits one write per acquisition; use <= when a holder
 // updates the same row more than once while it holds the lock (a stale
-// holder's fence is still strictly smaller). For values in Redis,
-// Lock.SetFenced does the same check in a script.
+// holder's fence is still strictly smaller). For values in Redis, the
+// writing script does the same check (the reconciler's repairs in
+// stockredis carry the fence of the reconcile lock).
 //
 // Typical use:
 //
@@ -102,10 +103,6 @@ var (
 	// ErrLost is what Lock.Err wraps once Lost is closed because the lock
 	// was lost rather than released.
 	ErrLost = errors.New("lock: lost")
-
-	// ErrStaleFence means a fenced write was refused because a write with a
-	// larger fencing token already happened.
-	ErrStaleFence = errors.New("lock: stale fencing token")
 )
 
 // Defaults for the zero values in Options.
@@ -164,11 +161,10 @@ type Locker struct {
 	onAcquire  func(name string)
 	onLost     func(name string)
 
-	acquire   *redis.Script
-	reenter   *redis.Script
-	release   *redis.Script
-	renew     *redis.Script
-	fencedSet *redis.Script
+	acquire *redis.Script
+	reenter *redis.Script
+	release *redis.Script
+	renew   *redis.Script
 }
 
 // New returns a Locker that keeps its locks in rdb, which may be a single
@@ -185,11 +181,10 @@ func New(rdb redis.UniversalClient, opts Options) *Locker {
 		onAcquire:  opts.OnAcquire,
 		onLost:     opts.OnLost,
 
-		acquire:   redis.NewScript(lua.Source("lock_acquire")),
-		reenter:   redis.NewScript(lua.Source("lock_reenter")),
-		release:   redis.NewScript(lua.Source("lock_release")),
-		renew:     redis.NewScript(lua.Source("lock_renew")),
-		fencedSet: redis.NewScript(lua.Source("lock_fenced_set")),
+		acquire: redis.NewScript(lua.Source("lock_acquire")),
+		reenter: redis.NewScript(lua.Source("lock_reenter")),
+		release: redis.NewScript(lua.Source("lock_release")),
+		renew:   redis.NewScript(lua.Source("lock_renew")),
 	}
 	if lk.instanceID == "" {
 		host, err := os.Hostname()
@@ -237,10 +232,10 @@ func WithWait(d time.Duration) Option {
 	return func(c *acquireConfig) { c.wait = d }
 }
 
-// WithoutWatchdog turns renewal off: the lock expires one TTL after it was
+// withoutWatchdog turns renewal off: the lock expires one TTL after it was
 // taken (or last re-entered or partly released), and Lost is closed then.
-// Use it when the work surely ends well within the TTL.
-func WithoutWatchdog() Option {
+// Only the tests use it (export_test.go), to let a holder's lease run out.
+func withoutWatchdog() Option {
 	return func(c *acquireConfig) { c.noWatchdog = true }
 }
 

@@ -2,6 +2,8 @@ package logs_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/seckill/seckill/pkg/logs"
@@ -14,5 +16,16 @@ func TestRequestID(t *testing.T) {
 	ctx := logs.WithRequestID(context.Background(), "abc-1")
 	if got := logs.RequestID(ctx); got != "abc-1" {
 		t.Fatalf("RequestID = %q, want abc-1", got)
+	}
+}
+
+func TestLogged(t *testing.T) {
+	cause := errors.New("redis: connection refused")
+	err := fmt.Errorf("place: %w", logs.Logged(cause))
+	if !logs.IsLogged(err) || !errors.Is(err, cause) {
+		t.Fatalf("IsLogged %v, Is cause %v", logs.IsLogged(err), errors.Is(err, cause))
+	}
+	if logs.IsLogged(cause) || logs.IsLogged(fmt.Errorf("place: %w", cause)) || logs.Logged(nil) != nil {
+		t.Fatal("an error never marked reads as logged")
 	}
 }

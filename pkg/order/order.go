@@ -69,6 +69,38 @@ var (
 	ErrNotCancellable    = errors.New("order is not cancellable")
 )
 
+// Error is a domain error with a message chosen for the client: what a
+// transport may show. Code is one of the sentinels above; errors.Is matches
+// it. Whatever wraps an Error (context, adapter causes) stays out of what
+// the client sees (benbjohnson/wtf's Error{Code, Message}).
+type Error struct {
+	Code    error
+	Message string
+}
+
+// Errorf returns an *Error of code whose client message is the formatted
+// text. Pass no error among args: the message goes to the client.
+func Errorf(code error, format string, args ...any) error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error is the code's text and the message, as the client reads it.
+func (e *Error) Error() string { return e.Code.Error() + ": " + e.Message }
+
+// Unwrap returns the code, so errors.Is(err, ErrX) holds.
+func (e *Error) Unwrap() error { return e.Code }
+
+// ClientMessage returns the text a client may read for err: that of the
+// first *Error in its chain, else "" (the transport then shows the code's
+// fixed text).
+func ClientMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Error()
+	}
+	return ""
+}
+
 var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidIdempotencyKey reports whether k is 1-64 characters of A-Z a-z 0-9 _ -.

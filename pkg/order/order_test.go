@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -115,5 +116,18 @@ func TestActivityCache(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Errorf("load called %d times, want 2 (the failure is not remembered, the success is)", calls)
+	}
+}
+
+func TestErrorf(t *testing.T) {
+	err := fmt.Errorf("pay order 1 via mysql 10.0.0.3: %w", Errorf(ErrNotPayable, "the order is %s", Closed))
+	if !errors.Is(err, ErrNotPayable) || errors.Is(err, ErrNotCancellable) {
+		t.Fatalf("errors.Is does not see the code of %v", err)
+	}
+	if got, want := ClientMessage(err), "order is not payable: the order is CLOSED"; got != want {
+		t.Fatalf("ClientMessage = %q, want %q", got, want)
+	}
+	if got := ClientMessage(fmt.Errorf("%w: redis down", ErrUnavailable)); got != "" {
+		t.Fatalf("ClientMessage of a bare sentinel = %q, want none", got)
 	}
 }

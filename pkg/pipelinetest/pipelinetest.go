@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // Secret is the JWT secret the test processes use.
@@ -420,33 +421,22 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 	for no := range accepted {
 		nos = append(nos, no)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := p.DB.Orders(context.Background(), nos)
-		if err == nil && len(got) == len(nos) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("pipelinetest: %d of %d accepted orders final after %v (err %v)", len(got), len(nos), timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var got map[string]order.Order
+	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: %d accepted orders to be final", len(nos)), func() bool {
+		var err error
+		got, err = p.DB.Orders(context.Background(), nos)
+		return err == nil && len(got) == len(nos)
+	})
+	return got
 }
 
 // WaitDrained polls until no reservation of item is in flight.
 func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", item), func() bool {
 		snap, err := p.Store.Stock(context.Background(), item)
-		if err == nil && snap.Inflight == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("pipelinetest: item %d still has %d in flight after %v (err %v)", item, snap.Inflight, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && snap.Inflight == 0
+	})
 }
 
 // Invariants are the pipeline's final values for one sale.
@@ -491,6 +481,18 @@ func (p *Pipeline) Check(s Sale) Invariants {
 		p.t.Errorf("Redis stock %d (warmed %v, in flight %d) != MySQL stock %d", inv.RedisStock, snap.Warmed, inv.Inflight, inv.DBStock)
 	}
 	return inv
+}
+
+// Count runs a query whose answer is one integer (SELECT COUNT(*) ...) on
+// the pipeline's MySQL and fails the test when it cannot be read: a count
+// that was never read is not taken for zero ("nothing was written").
+func (p *Pipeline) Count(query string, args ...any) int64 {
+	p.t.Helper()
+	var n int64
+	if err := p.DB.Gorm().Raw(query, args...).Scan(&n).Error; err != nil {
+		p.t.Fatalf("%s: %v", query, err)
+	}
+	return n
 }
 
 // ReserveEvent reserves qty units of the sale for user in Redis, as the API

@@ -23,11 +23,11 @@ func (s *Server) createItem(c *gin.Context) {
 	}
 	b.Name = strings.TrimSpace(b.Name)
 	if b.Name == "" || len(b.Name) > 200 {
-		s.fail(c, fmt.Errorf("%w: name must be 1-200 characters", order.ErrInvalidArgument))
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "name must be 1-200 characters"))
 		return
 	}
 	if b.Stock == nil || *b.Stock < 0 || *b.Stock > 1_000_000_000 {
-		s.fail(c, fmt.Errorf("%w: stock must be an integer from 0 to 1000000000", order.ErrInvalidArgument))
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "stock must be an integer from 0 to 1000000000"))
 		return
 	}
 	it, err := s.db.CreateItem(c.Request.Context(), b.Name, *b.Stock)
@@ -87,7 +87,7 @@ func (s *Server) createActivity(c *gin.Context) {
 		problem = fmt.Sprintf("stock_buckets must be from 1 to %d", order.MaxStockBuckets)
 	}
 	if problem != "" {
-		s.fail(c, fmt.Errorf("%w: %s", order.ErrInvalidArgument, problem))
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "%s", problem))
 		return
 	}
 	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit, StockBuckets: buckets}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/order"
 )
 
@@ -28,14 +29,17 @@ func writeError(c *gin.Context, status int, code, msg string) {
 	c.AbortWithStatusJSON(status, b)
 }
 
-// fail maps a domain error to its HTTP status and code, in this one place,
-// and logs what is the server's fault.
+// fail maps a domain error to its HTTP status and code, in this one place.
+// The client reads the code and the message of the *order.Error in err's
+// chain, else the code's fixed text: never the wrapped chain, whose
+// context and adapter causes are for the log. What is the server's fault
+// is logged here, once, with the order number and request id, unless the
+// code that handled it logged it already (logs.Logged).
 func (s *Server) fail(c *gin.Context, err error) {
-	status, code := http.StatusInternalServerError, "INTERNAL"
-	msg := "internal error"
+	status, code, msg := http.StatusInternalServerError, "INTERNAL", "internal error"
 	switch {
 	case errors.Is(err, order.ErrInvalidArgument):
-		status, code, msg = http.StatusBadRequest, "INVALID_ARGUMENT", err.Error()
+		status, code, msg = http.StatusBadRequest, "INVALID_ARGUMENT", "invalid argument"
 	case errors.Is(err, order.ErrNotFound):
 		status, code, msg = http.StatusNotFound, "NOT_FOUND", "not found"
 	case errors.Is(err, order.ErrSoldOut):
@@ -43,18 +47,22 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.Is(err, order.ErrAlreadyPurchased):
 		status, code, msg = http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"
 	case errors.Is(err, order.ErrActivityNotActive):
-		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", err.Error()
+		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"
 	case errors.Is(err, order.ErrNotWarmed):
 		status, code, msg = http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"
 	case errors.Is(err, order.ErrNotPayable):
-		status, code, msg = http.StatusConflict, "ORDER_NOT_PAYABLE", err.Error()
+		status, code, msg = http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"
 	case errors.Is(err, order.ErrNotCancellable):
-		status, code, msg = http.StatusConflict, "ORDER_NOT_CANCELLABLE", err.Error()
+		status, code, msg = http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"
 	case errors.Is(err, order.ErrUnavailable):
 		status, code, msg = http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"
 	}
-	if status >= 500 {
-		s.log.Error("request failed", "request_id", c.GetString(ctxRequestID), "path", c.FullPath(), "status", status, "err", err)
+	if m := order.ClientMessage(err); m != "" && status < 500 {
+		msg = m
+	}
+	if status >= 500 && !logs.IsLogged(err) {
+		s.log.Error("request failed", "order_no", c.Param("order_no"), "request_id", c.GetString(ctxRequestID),
+			"path", c.FullPath(), "status", status, "err", err)
 	}
 	writeError(c, status, code, msg)
 }

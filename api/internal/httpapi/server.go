@@ -208,7 +208,7 @@ func decode(c *gin.Context, v any) error {
 		if errors.As(err, &tooBig) {
 			return errTooLarge
 		}
-		return fmt.Errorf("%w: cannot read body", order.ErrInvalidArgument)
+		return order.Errorf(order.ErrInvalidArgument, "cannot read body")
 	}
 	return DecodeJSON(body, v)
 }
@@ -220,13 +220,13 @@ func DecodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body is not a valid JSON object of the expected shape: %s", order.ErrInvalidArgument, jsonProblem(err))
+		return order.Errorf(order.ErrInvalidArgument, "body is not a valid JSON object of the expected shape: %s", jsonProblem(err))
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: unexpected data after the JSON object", order.ErrInvalidArgument)
+		return order.Errorf(order.ErrInvalidArgument, "unexpected data after the JSON object")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: unexpected data after the JSON object", order.ErrInvalidArgument)
+		return order.Errorf(order.ErrInvalidArgument, "unexpected data after the JSON object")
 	}
 	return exactKeys(body, v)
 }
@@ -250,10 +250,10 @@ func exactKeys(body []byte, v any) error {
 		}
 		key, _ := tok.(string)
 		if !allowed[key] {
-			return fmt.Errorf("%w: unknown field %q", order.ErrInvalidArgument, strings.ToValidUTF8(key, ""))
+			return order.Errorf(order.ErrInvalidArgument, "unknown field %q", strings.ToValidUTF8(key, ""))
 		}
 		if seen[key] {
-			return fmt.Errorf("%w: field %q given twice", order.ErrInvalidArgument, key)
+			return order.Errorf(order.ErrInvalidArgument, "field %q given twice", key)
 		}
 		seen[key] = true
 		var skip json.RawMessage
@@ -324,14 +324,14 @@ type PlaceOrderBody struct {
 // Validate fills defaults and checks ranges that need no activity.
 func (b *PlaceOrderBody) Validate() (int, error) {
 	if b.ActivityID <= 0 {
-		return 0, fmt.Errorf("%w: activity_id must be a positive integer", order.ErrInvalidArgument)
+		return 0, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
 	q := 1
 	if b.Quantity != nil {
 		q = *b.Quantity
 	}
 	if q < 1 || q > order.MaxQuantity {
-		return 0, fmt.Errorf("%w: quantity must be a positive integer", order.ErrInvalidArgument)
+		return 0, order.Errorf(order.ErrInvalidArgument, "quantity must be a positive integer")
 	}
 	return q, nil
 }

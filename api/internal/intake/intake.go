@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/failpoint"
 	"github.com/seckill/seckill/pkg/lifecycle"
+	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
@@ -85,17 +86,17 @@ type Placed struct {
 // package order, wrapped with context.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if !order.ValidIdempotencyKey(r.IdempotencyKey) {
-		return Placed{}, fmt.Errorf("%w: Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -", order.ErrInvalidArgument)
+		return Placed{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if r.ActivityID <= 0 {
-		return Placed{}, fmt.Errorf("%w: activity_id must be a positive integer", order.ErrInvalidArgument)
+		return Placed{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
 	act, err := s.activity(ctx, r.ActivityID)
 	if err != nil {
 		return Placed{}, err
 	}
 	if r.Quantity < 1 || r.Quantity > act.PerUserLimit || r.Quantity > order.MaxQuantity {
-		return Placed{}, fmt.Errorf("%w: quantity must be from 1 to %d", order.ErrInvalidArgument, act.PerUserLimit)
+		return Placed{}, order.Errorf(order.ErrInvalidArgument, "quantity must be from 1 to %d", act.PerUserLimit)
 	}
 	now := s.Now()
 	if !act.ActiveAt(now) {
@@ -106,7 +107,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 				return s.replay(ctx, r.UserID, prior)
 			}
 		}
-		return Placed{}, fmt.Errorf("%w: the sale runs from %s to %s", order.ErrActivityNotActive,
+		return Placed{}, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
 	if s.flaggedSoldOut(act.ItemID, now) {
@@ -226,7 +227,7 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 		s.Metrics.Unpublished(metrics.UnpublishedReleased)
 		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
 			"status", order.Failed, "recorded", recorded, "err", cause, "mysql_err", dbErr)
-		return Placed{}, cause
+		return Placed{}, logs.Logged(cause)
 	case err == nil:
 		// MySQL could not be asked and a consumer claimed it (and may have
 		// finished it since): Kafka did take the event after all.
@@ -237,14 +238,14 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 		s.Metrics.Unpublished(metrics.UnpublishedAbandoned)
 		log.Warn("order not confirmed; recorded FAILED in MySQL, the sweep gives the reservation back",
 			"reason", reason, "status", order.Failed, "err", cause, "redis_err", err)
-		return Placed{}, cause
+		return Placed{}, logs.Logged(cause)
 	default:
 		// Two faults at once: the reservation stays as it is and the sweep
 		// re-publishes it, so the buyer may end up with an order after all.
 		s.Metrics.Unpublished(metrics.UnpublishedKept)
 		log.Error("order not confirmed and neither Redis nor MySQL could record it; the sweep will re-publish it",
 			"reason", reason, "err", cause, "redis_err", err, "mysql_err", dbErr)
-		return Placed{}, cause
+		return Placed{}, logs.Logged(cause)
 	}
 }
 
