@@ -363,7 +363,7 @@ func scriptRepliesLost(t *testing.T, cluster bool) {
 	loads := []*load{startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()}
 	for name, rs := range map[string]redisProxies{"api": apiRedis, "consumer": consumerRedis} {
 		// The consumer connects when it first claims: give it a moment.
-		waitFor(t, "a connection through the "+name+"'s Redis proxies (else it bypassed them)", 20*time.Second,
+		waittest.Until(t, 20*time.Second, "a connection through the "+name+"'s Redis proxies (else it bypassed them)",
 			func() bool { return rs.Connections() > 0 })
 	}
 	phase := func(name string, from int64, px redisProxies, want int64, arm func()) {
