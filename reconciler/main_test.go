@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/logstest"
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/redistest"
@@ -177,29 +177,12 @@ func TestReconcilerSecondInstanceIsTurnedAway(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestReconcilerSchedule(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut logstest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--schedule", "@every 1s"}, e.lookup, &out, &errOut) }()
 	waittest.Until(t, 10*time.Second, "two scheduled runs", func() bool {

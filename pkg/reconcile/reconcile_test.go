@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/logstest"
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
@@ -33,26 +33,9 @@ type fixture struct {
 	item   int64
 	act    order.Activity
 	gen    *order.NumberGenerator
-	logBuf *syncBuffer
+	logBuf *logstest.Buffer
 	c      *Checker
 	locker *lock.Locker
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newFixture creates an item with stock units and an activity that starts
@@ -75,7 +58,7 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 	act, _ = db.Activity(ctx, act.ID)
 	store := stockredis.New(rdb, prefix)
 	f := &fixture{t: t, ctx: ctx, db: db, store: store, rdb: rdb, prefix: prefix, item: it.ID, act: act,
-		gen: order.NewNumberGenerator(), logBuf: &syncBuffer{}}
+		gen: order.NewNumberGenerator(), logBuf: &logstest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	f.c = &Checker{Stock: store.Reconciler(), DB: db.DB, Log: log, Recheck: 20 * time.Millisecond}
 	f.locker = lock.New(rdb, lock.Options{Prefix: prefix})

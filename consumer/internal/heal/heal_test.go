@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/logstest"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
@@ -98,23 +99,6 @@ func (r *privateRedis) restart(lose bool) {
 		}
 	}
 	r.start()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // value reads one series of the registry (labels as name=value pairs).
@@ -199,7 +183,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logBuf := &syncBuffer{}
+	logBuf := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
