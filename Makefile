@@ -20,7 +20,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test check run bench chaos chaos-run
+.PHONY: help up down status build test check run bench chaos chaos-run chaos-cluster chaos-cluster-run
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
@@ -48,6 +48,7 @@ test: up ## run every test with -race against the real services, then the chaos 
 	go test -race -count=1 -timeout 30m $(GOTESTFLAGS) $(PKG)
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
 	@$(MAKE) --no-print-directory chaos-run
+	@$(MAKE) --no-print-directory chaos-cluster
 
 check: ## gofmt, go vet, staticcheck, docker compose config (if available), then the tests
 	@files=$$(find . \( -path ./.local -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \
@@ -75,4 +76,19 @@ chaos: up ## run the fault and hostile-input suite alone (it stops and restarts 
 
 # The chaos tests stop shared services, so they run after everything else, one at a time.
 chaos-run:
-	SECKILL_SERVICES=$(backend) go test -race -tags chaos -count=1 -p 1 -timeout 30m -v $(GOTESTFLAGS) ./chaos/
+	SECKILL_SERVICES=$(backend) go test -race -tags chaos -count=1 -p 1 -timeout 30m -v -skip '^TestReplicated' $(GOTESTFLAGS) ./chaos/
+
+# The replicated topology (README "Running replicated"): three Kafka brokers, a Redis Cluster
+# with a replica per master, a MariaDB primary with a standby.
+REPLICATED := kafka-cluster redis-replicas mysql-standby
+
+chaos-cluster: ## start the replicated topology and run its failover scenarios
+	@if [ "$(backend)" = docker ]; then \
+		docker compose --profile replicated up -d --wait $(REPLICATED); \
+	else \
+		scripts/services up $(REPLICATED); \
+	fi
+	@$(MAKE) --no-print-directory chaos-cluster-run
+
+chaos-cluster-run:
+	SECKILL_SERVICES=$(backend) go test -race -tags chaos -count=1 -p 1 -timeout 30m -v -run '^TestReplicated' $(GOTESTFLAGS) ./chaos/

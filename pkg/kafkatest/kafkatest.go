@@ -37,24 +37,30 @@ func Name(prefix string) string {
 // dead-letter topic, and returns the topic's name.
 func NewTopic(t testing.TB, partitions int) string {
 	t.Helper()
+	return NewTopicOn(t, Brokers(), partitions)
+}
+
+// NewTopicOn is NewTopic on the given brokers.
+func NewTopicOn(t testing.TB, brokers []string, partitions int) string {
+	t.Helper()
 	topic := Name("test.orders")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := orderevents.Config{Brokers: Brokers(), Topic: topic, Partitions: partitions}
+	cfg := orderevents.Config{Brokers: brokers, Topic: topic, Partitions: partitions}
 	if err := orderevents.EnsureTopics(ctx, cfg); err != nil {
-		t.Fatalf("kafkatest: Kafka at %v: create topic (run `scripts/services up`): %v", Brokers(), err)
+		t.Fatalf("kafkatest: Kafka at %v: create topic (run `scripts/services up`): %v", brokers, err)
 	}
-	waitForLeaders(t, ctx, topic, partitions)
+	waitForLeaders(t, ctx, brokers[0], topic, partitions)
 	return topic
 }
 
 // waitForLeaders polls until every partition of topic has a leader that
 // answers: a broker that has just started may list a leader before that
 // leader serves the partition ("Not Leader For Partition").
-func waitForLeaders(t testing.TB, ctx context.Context, topic string, partitions int) {
+func waitForLeaders(t testing.TB, ctx context.Context, broker, topic string, partitions int) {
 	t.Helper()
 	for {
-		if leadersServe(ctx, topic, partitions) {
+		if leadersServe(ctx, broker, topic, partitions) {
 			return
 		}
 		select {
@@ -65,9 +71,9 @@ func waitForLeaders(t testing.TB, ctx context.Context, topic string, partitions 
 	}
 }
 
-func leadersServe(ctx context.Context, topic string, partitions int) bool {
+func leadersServe(ctx context.Context, broker, topic string, partitions int) bool {
 	for p := range partitions {
-		conn, err := kafka.DialLeader(ctx, "tcp", Brokers()[0], topic, p)
+		conn, err := kafka.DialLeader(ctx, "tcp", broker, topic, p)
 		if err != nil {
 			return false
 		}

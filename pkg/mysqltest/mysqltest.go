@@ -36,7 +36,13 @@ type DB struct {
 // and returns it.
 func New(t testing.TB) *DB {
 	t.Helper()
-	cfg, err := mysqldrv.ParseDSN(BaseDSN())
+	return NewOn(t, BaseDSN())
+}
+
+// NewOn is New on the server of base, a DSN whose database is ignored.
+func NewOn(t testing.TB, base string) *DB {
+	t.Helper()
+	cfg, err := mysqldrv.ParseDSN(base)
 	if err != nil {
 		t.Fatalf("mysqltest: bad DSN: %v", err)
 	}

@@ -42,7 +42,9 @@ type Pipeline struct {
 	// Extra is added to every process's environment.
 	Extra []string
 
-	cluster bool
+	cluster      bool
+	clusterAddrs []string
+	brokers      []string
 
 	mu    sync.Mutex
 	procs []*Proc
@@ -54,6 +56,14 @@ type Options struct {
 	// RedisCluster runs the pipeline on the Redis Cluster
 	// (scripts/services up redis-cluster) instead of the single node.
 	RedisCluster bool
+	// RedisClusterAddrs are the seed nodes of another cluster to run on
+	// (RedisCluster is then implied); default redistest.ClusterAddrs.
+	RedisClusterAddrs []string
+	// KafkaBrokers are the brokers to run on; default kafkatest.Brokers.
+	KafkaBrokers []string
+	// MySQLDSN names the server the test database is made on (its
+	// database part is ignored); default mysqltest.BaseDSN.
+	MySQLDSN string
 }
 
 // New prepares an isolated pipeline; start its processes with StartAPI and
@@ -63,18 +73,31 @@ func New(t testing.TB, opts Options) *Pipeline {
 	if opts.Partitions <= 0 {
 		opts.Partitions = 3
 	}
+	if opts.KafkaBrokers == nil {
+		opts.KafkaBrokers = kafkatest.Brokers()
+	}
+	if opts.MySQLDSN == "" {
+		opts.MySQLDSN = mysqltest.BaseDSN()
+	}
+	if opts.RedisClusterAddrs != nil {
+		opts.RedisCluster = true
+	} else if opts.RedisCluster {
+		opts.RedisClusterAddrs = redistest.ClusterAddrs()
+	}
 	rdb, prefix := redistest.New(t)
 	if opts.RedisCluster {
-		rdb, prefix = redistest.NewCluster(t)
+		rdb, prefix = redistest.NewClusterAt(t, opts.RedisClusterAddrs)
 	}
 	p := &Pipeline{
-		t:       t,
-		cluster: opts.RedisCluster,
-		DB:      mysqltest.New(t),
-		Store:   stockredis.New(rdb, prefix),
-		Prefix:  prefix,
-		Topic:   kafkatest.NewTopic(t, opts.Partitions),
-		Group:   kafkatest.Name("test-consumer"),
+		t:            t,
+		cluster:      opts.RedisCluster,
+		clusterAddrs: opts.RedisClusterAddrs,
+		brokers:      opts.KafkaBrokers,
+		DB:           mysqltest.NewOn(t, opts.MySQLDSN),
+		Store:        stockredis.New(rdb, prefix),
+		Prefix:       prefix,
+		Topic:        kafkatest.NewTopicOn(t, opts.KafkaBrokers, opts.Partitions),
+		Group:        kafkatest.Name("test-consumer"),
 	}
 	t.Cleanup(func() {
 		p.mu.Lock()
@@ -93,13 +116,13 @@ func (p *Pipeline) Env() []string {
 		"SECKILL_REDIS_ADDR="+redistest.Addr(),
 		"SECKILL_REDIS_PREFIX="+p.Prefix,
 		"SECKILL_MYSQL_DSN="+p.DB.DSN,
-		"SECKILL_KAFKA_BROKERS="+strings.Join(kafkatest.Brokers(), ","),
+		"SECKILL_KAFKA_BROKERS="+strings.Join(p.brokers, ","),
 		"SECKILL_KAFKA_TOPIC="+p.Topic,
 		"SECKILL_CONSUMER_GROUP="+p.Group,
 		"SECKILL_LOG_LEVEL=info",
 	)
 	if p.cluster {
-		env = append(env, "SECKILL_REDIS_ADDRS="+strings.Join(redistest.ClusterAddrs(), ","), "SECKILL_REDIS_CLUSTER=true")
+		env = append(env, "SECKILL_REDIS_ADDRS="+strings.Join(p.clusterAddrs, ","), "SECKILL_REDIS_CLUSTER=true")
 	}
 	return append(env, p.Extra...)
 }

@@ -42,8 +42,14 @@ func New(t testing.TB) (redis.UniversalClient, string) {
 // NewCluster is New on the Redis Cluster (scripts/services up redis-cluster).
 func NewCluster(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: ClusterAddrs(), PoolSize: 64})
-	return connect(t, rdb, strings.Join(ClusterAddrs(), ","))
+	return NewClusterAt(t, ClusterAddrs())
+}
+
+// NewClusterAt is NewCluster on the cluster with the given seed nodes.
+func NewClusterAt(t testing.TB, addrs []string) (redis.UniversalClient, string) {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: 64})
+	return connect(t, rdb, strings.Join(addrs, ","))
 }
 
 func connect(t testing.TB, rdb redis.UniversalClient, addr string) (redis.UniversalClient, string) {
