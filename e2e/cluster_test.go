@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // The whole flash sale on a real 3-master Redis Cluster, with two API
@@ -129,15 +130,15 @@ func startConsumersWithoutSweep(p *pipelinetest.Pipeline, n int) []*pipelinetest
 // orders, so its partitions and unfinished work must move to the others.
 func killWorkingConsumer(t *testing.T, consumers []*pipelinetest.Proc) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var working *pipelinetest.Proc
+	waittest.UntilEvery(t, 60*time.Second, 5*time.Millisecond, "a consumer created an order", func() bool {
 		for _, c := range consumers {
 			if strings.Contains(c.Log(), `"msg":"order created"`) {
-				c.Kill()
-				return
+				working = c
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no consumer created an order within 60s")
-		}
-	}
+		return false
+	})
+	working.Kill()
 }

@@ -77,17 +77,10 @@ func TestConsumerSIGTERMMidStreamCommitsOnlyFinishedWork(t *testing.T) {
 	}
 	stopBuyers := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopBuyers()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waittest.UntilEvery(t, 60*time.Second, 5*time.Millisecond, "50 orders created", func() bool {
 		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
-		if n >= 50 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d orders created after 60s", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n >= 50
+	})
 	if err := c.Stop(drain); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
@@ -341,8 +334,7 @@ func TestStockDisagreementIsLoggedAtAlertLevel(t *testing.T) {
 
 	// The line follows the MySQL commit: poll the log.
 	var alerted []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Until(t, 30*time.Second, fmt.Sprintf("%d disagreements logged", len(failed)), func() bool {
 		alerted = alerted[:0]
 		for _, l := range logLines(c.Log()) {
 			if strings.HasPrefix(l.str("msg"), "Redis and MySQL disagree") {
@@ -352,11 +344,8 @@ func TestStockDisagreementIsLoggedAtAlertLevel(t *testing.T) {
 				alerted = append(alerted, l.str("order_no"))
 			}
 		}
-		if len(alerted) >= len(failed) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(alerted) >= len(failed)
+	})
 	sort.Strings(alerted)
 	if strings.Join(alerted, ",") != strings.Join(failed, ",") {
 		t.Fatalf("alert lines name %v, want the failed orders %v", alerted, failed)

@@ -185,15 +185,11 @@ func TestConsumerKilledMidStream(t *testing.T) {
 		accepted, _ = crowd(t, api, sale.ActivityID, userRange(1, 600), 50)
 	}()
 	// Kill the consumer once it has created some orders, mid-stream.
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	waittest.UntilEvery(t, 60*time.Second, 5*time.Millisecond, "50 orders created", func() bool {
 		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
 		created.Store(n)
-		if n >= 50 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n >= 50
+	})
 	c.Kill()
 	t.Logf("consumer killed with %d orders created", created.Load())
 	<-done

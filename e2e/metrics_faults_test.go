@@ -119,14 +119,10 @@ func TestLockLossIsCounted(t *testing.T) {
 	}
 	ctx := context.Background()
 	key := p.Prefix + ":lock:{closer}"
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
-		if n, err := p.Store.Client().Exists(ctx, key).Result(); err == nil && n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the closer never held its lock")
-		}
-	}
+	waittest.UntilEvery(t, 60*time.Second, time.Millisecond, "the closer holds its lock", func() bool {
+		n, err := p.Store.Client().Exists(ctx, key).Result()
+		return err == nil && n == 1
+	})
 	if err := consumer.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

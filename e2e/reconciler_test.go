@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // reconReport is the reconciler's --json output (what the tests read).
@@ -171,18 +172,15 @@ func TestReconcilerAgreesDuringSale(t *testing.T) {
 		t.Fatalf("accepted %d orders with %d cancelled, want 300 to %d", len(accepted), n, 300+n)
 	}
 	// And while the consumer finishes the backlog.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waittest.UntilEvery(t, 60*time.Second, time.Millisecond, "nothing in flight", func() bool {
 		rep := reconcile(t, p, 0)
 		runs++
 		if rep.Items[0].InFlight == 0 && rep.Items[0].Detail.Pending == 0 {
-			break
+			return true
 		}
 		busy++
-		if time.Now().After(deadline) {
-			t.Fatalf("still in flight after 60s: %+v", rep.Items[0])
-		}
-	}
+		return false
+	})
 	t.Logf("%d reconciler runs, %d of them with orders in flight; %d orders cancelled", runs, busy, n)
 	if busy == 0 {
 		t.Fatalf("none of %d reconciler runs saw an order in flight; the test proves nothing", runs)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // hookCounts records what the OnAcquire and OnLost hooks saw.
@@ -73,7 +74,7 @@ func TestHooksCountAcquisitionsAndLosses(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLost(t, l, 2*time.Second)
-	waitFor(t, 2*time.Second, "the loss of b reported", func() bool { _, n := h.get("b"); return n == 1 })
+	waittest.UntilEvery(t, 2*time.Second, 5*time.Millisecond, "the loss of b reported", func() bool { _, n := h.get("b"); return n == 1 })
 	want("b", 1, 1)
 
 	// The key is taken over before the release: the release reports it.

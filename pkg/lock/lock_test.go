@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // redisAddr is where the tests find Redis: SECKILL_REDIS_ADDR, or the
@@ -63,18 +64,6 @@ func (e *testEnv) locker(opts lock.Options) *lock.Locker {
 
 func (e *testEnv) lockKey(name string) string { return e.prefix + ":lock:{" + name + "}" }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitLost waits for l.Lost to close.
 func waitLost(t *testing.T, l *lock.Lock, timeout time.Duration) {
 	t.Helper()
@@ -99,7 +88,7 @@ func isClosed(ch <-chan struct{}) bool {
 func tryUntil(t *testing.T, lk *lock.Locker, name string, timeout time.Duration, opts ...lock.Option) *lock.Lock {
 	t.Helper()
 	var got *lock.Lock
-	waitFor(t, timeout, "TryLock to succeed", func() bool {
+	waittest.UntilEvery(t, timeout, 5*time.Millisecond, "TryLock to succeed", func() bool {
 		l, err := lk.TryLock(context.Background(), name, opts...)
 		if err != nil && !errors.Is(err, lock.ErrNotAcquired) {
 			t.Fatalf("TryLock: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // lossyLocker is a Locker whose Redis connections go through fault proxies
@@ -72,10 +73,7 @@ func TestLostReplyLock(t *testing.T) {
 
 			// Renew: the watchdog keeps the lock past several leases.
 			l.LoseNext("lock_renew")
-			deadline := time.Now().Add(3 * time.Second)
-			for l.Lost() < 2 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			waittest.UntilEvery(t, 3*time.Second, 20*time.Millisecond, "a renewal answer lost", func() bool { return l.Lost() >= 2 })
 			if l.Lost() != 2 {
 				t.Fatalf("no renewal answer was lost (dropped %d)", l.Lost())
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // proxiedClient is a go-redis client to Redis through a fresh proxy, with
@@ -189,13 +190,7 @@ func TestCutBreaksRefusesAndHeals(t *testing.T) {
 	}
 	raw.Close()
 	// It heals.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(ctx).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("still cut 10s after a 2s cut")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.Until(t, 10*time.Second, "Redis answers through the proxy after a 2s cut", func() bool { return c.Ping(ctx).Err() == nil })
 	if healed := time.Since(cutAt); healed < 2*time.Second-50*time.Millisecond {
 		t.Fatalf("healed after %v, before the 2s cut ended", healed)
 	}
@@ -300,18 +295,10 @@ func TestMySQLCutAfterCommit(t *testing.T) {
 	if err := viaProxy.PingContext(ctx); err == nil {
 		t.Fatal("a new connection was served during the cut")
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	var n int
-	for {
-		err := viaProxy.QueryRowContext(ctx, "SELECT COUNT(*) FROM proxied").Scan(&n)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still cut: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.Until(t, 10*time.Second, "MySQL answers through the proxy after the cut", func() bool {
+		return viaProxy.QueryRowContext(ctx, "SELECT COUNT(*) FROM proxied").Scan(&n) == nil
+	})
 	if n != 1 {
 		t.Fatalf("%d rows after the cut COMMIT, want 1", n)
 	}
@@ -335,15 +322,9 @@ func TestKafkaProduceCutAfterRequestLanded(t *testing.T) {
 	ctx := context.Background()
 	// Warm up: metadata and a connection to the (proxied) leader; a fresh
 	// topic may be unknown to the writer's first metadata.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("first")})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first write through the proxy: %v", err)
-		}
-	}
+	waittest.UntilEvery(t, 30*time.Second, 100*time.Millisecond, "a first write through the proxy", func() bool {
+		return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("first")}) == nil
+	})
 	if p.Connections() == 0 {
 		t.Fatal("the writer is not connected through the proxy: is the PROXIED listener configured?")
 	}

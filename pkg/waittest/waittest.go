@@ -14,12 +14,19 @@ const Every = 50 * time.Millisecond
 // what, once d passed without it (or when the test's context ends).
 func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	UntilEvery(t, d, Every, what, cond)
+}
+
+// UntilEvery is Until polling every interval: short for a moment that
+// passes quickly (a process mid-stream), long for a costly cond.
+func UntilEvery(t testing.TB, d, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
 	for deadline := time.Now().Add(d); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %v: %s", d, what)
 		}
 		select {
-		case <-time.After(Every):
+		case <-time.After(interval):
 		case <-t.Context().Done():
 			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // privateRedis is a redis-server of the test's own, on a free loopback
@@ -69,13 +70,14 @@ func (r *privateRedis) start() {
 	go func() { _ = r.cmd.Wait(); close(r.done) }()
 	c := redis.NewClient(&redis.Options{Addr: r.addr})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("private redis-server on %s did not answer:\n%s", r.addr, out.String())
+	defer func() {
+		if r.t.Failed() {
+			r.t.Logf("private redis-server on %s:\n%s", r.addr, out.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	waittest.UntilEvery(r.t, 10*time.Second, 20*time.Millisecond, "private redis-server on "+r.addr+" answers", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
 }
 
 // kill is kill -9: what Redis had written to its AOF survives.
@@ -229,17 +231,17 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	tickUntilHealed := func(what string) time.Duration {
 		t.Helper()
 		start := time.Now()
-		deadline := start.Add(30 * time.Second)
-		for {
-			err := w.Tick(ctx)
-			if err == nil && !w.Incident() && len(calls()) > 0 {
-				return time.Since(start)
+		var err error
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: last tick error %v, passes %v", what, err, calls())
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not repaired within 30s (last error %v, passes %v)", what, err, calls())
-			}
-			time.Sleep(w.Every)
-		}
+		}()
+		waittest.UntilEvery(t, 30*time.Second, w.Every, what+": repaired", func() bool {
+			err = w.Tick(ctx)
+			return err == nil && !w.Incident() && len(calls()) > 0
+		})
+		return time.Since(start)
 	}
 	k := store.Keys(it.ID)
 	check := func(what string) {
