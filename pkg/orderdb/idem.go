@@ -9,7 +9,6 @@ import (
 // IdemOrder is what the reconciler needs of an order to give its
 // idempotency record back.
 type IdemOrder struct {
-	ID             int64
 	OrderNo        string
 	UserID         int64
 	ItemID         int64
@@ -39,7 +38,7 @@ func (db *DB) IdemOrders(ctx context.Context, activityID int64) ([]IdemOrder, er
 	}
 	out := make([]IdemOrder, len(rows))
 	for i, r := range rows {
-		out[i] = IdemOrder{ID: r.ID, OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID,
+		out[i] = IdemOrder{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID,
 			IdempotencyKey: r.IdempotencyKey, Status: order.Status(r.Status)}
 		if r.FailureReason != nil {
 			out[i].FailureReason = *r.FailureReason

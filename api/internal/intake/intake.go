@@ -78,8 +78,6 @@ type PlaceRequest struct {
 type Placed struct {
 	OrderNo string
 	Status  order.Status
-	// Replayed is true when the idempotency key was used before.
-	Replayed bool
 }
 
 // Place reserves and publishes one order. Errors are domain errors from
@@ -310,11 +308,11 @@ func (s *Service) replay(ctx context.Context, user int64, orderNo string) (Place
 	o, err := s.Status(ctx, user, orderNo)
 	if err != nil {
 		if errors.Is(err, order.ErrNotFound) {
-			return Placed{OrderNo: orderNo, Status: order.Pending, Replayed: true}, nil
+			return Placed{OrderNo: orderNo, Status: order.Pending}, nil
 		}
 		return Placed{}, err
 	}
-	return Placed{OrderNo: orderNo, Status: o.Status, Replayed: true}, nil
+	return Placed{OrderNo: orderNo, Status: o.Status}, nil
 }
 
 // Status returns the user's order: MySQL's row once the consumer wrote it,

@@ -100,8 +100,7 @@ type Sample struct {
 
 // Result is what a run measured.
 type Result struct {
-	Start time.Time
-	// Elapsed runs from Start to the last answer.
+	// Elapsed runs from the start to the last answer.
 	Elapsed time.Duration
 	Samples []Sample
 	// Dropped counts open-model operations that were due but never started
@@ -217,7 +216,7 @@ func Run(ctx context.Context, cfg Config, op Op) Result {
 		cfg.Progress(elapsed, done.Load())
 	}
 
-	res := Result{Start: start, Dropped: dropped.Load()}
+	res := Result{Dropped: dropped.Load()}
 	n := 0
 	for _, s := range perWorker {
 		n += len(s)

@@ -23,7 +23,6 @@ import (
 // request shape and the same per-request work as the real API (bearer JWT,
 // Idempotency-Key header, JSON body), so the comparison is like for like.
 type Server struct {
-	URL string
 	srv *http.Server
 }
 
@@ -90,7 +89,7 @@ func Serve(s Strategy, verifier *auth.Verifier, addr string) (*Server, error) {
 	}
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return &Server{URL: "http://" + ln.Addr().String(), srv: srv}, nil
+	return &Server{srv: srv}, nil
 }
 
 // Close stops the server.
