@@ -57,6 +57,10 @@ type options struct {
 
 	programEnv []string // extra KEY=VALUE for the started api and consumer
 
+	topologies   []topology        // --topology: run on each in turn (none: the flags' addresses)
+	topology     string            // the one this run is on
+	serviceNames map[string]string // check (redis, mysql, kafka) -> scripts/services name
+
 	set map[string]bool // flags given on the command line
 }
 
@@ -116,6 +120,7 @@ Flags:
 	fs.StringVar(&c.mysqlDSN, "mysql-dsn", env.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN), "MySQL DSN ($SECKILL_MYSQL_DSN)")
 	brokers := fs.String("kafka-brokers", env.String("SECKILL_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers, comma-separated ($SECKILL_KAFKA_BROKERS)")
 	fs.IntVar(&c.consumers, "consumers", 1, "consumer processes to start (without --api)")
+	topo := fs.String("topology", "", "run against named services instead of the addresses above: cluster (one Kafka broker, the 3-master Redis Cluster, MySQL 3306), replicated (three brokers at replication factor 3, the Redis Cluster with replicas, the MariaDB primary with its standby: README \"Running replicated\"), or both, one after the other, with a side-by-side table")
 	fs.Func("program-env", "extra `KEY=VALUE` for the api and consumer the bench starts (repeatable), e.g. SECKILL_CONSUMER_BATCH=2000", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
 			return fmt.Errorf("want KEY=VALUE, got %q", v)
@@ -156,6 +161,14 @@ Flags:
 		}
 	}
 	var problems []string
+	topos, err := parseTopology(*topo)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	c.topologies = topos
+	if len(c.topologies) > 0 && (*api != "" || c.set["redis-addr"] || c.set["redis-cluster"] || c.set["mysql-dsn"] || c.set["kafka-brokers"]) {
+		problems = append(problems, "--topology names the services itself: drop --api, --redis-addr, --redis-cluster, --mysql-dsn and --kafka-brokers")
+	}
 	if c.connections < 0 || c.connections > 20000 {
 		problems = append(problems, "--connections must be from 1 to 20000")
 	}

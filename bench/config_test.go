@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/bench/internal/report"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -34,6 +36,29 @@ func TestParseFlags(t *testing.T) {
 		{name: "bad program env", args: []string{"--program-env", "NOEQUALS"}, wantErr: true},
 		{name: "bad client", args: []string{"--client", "curl"}, wantErr: true},
 		{name: "stray argument", args: []string{"flash"}, wantErr: true},
+		{name: "unknown topology", args: []string{"--topology", "mesh"}, wantErr: true},
+		{name: "a topology names its own services", args: []string{"--topology", "replicated", "--kafka-brokers", "127.0.0.1:9092"}, wantErr: true},
+		{
+			name: "both topologies, plain first", args: []string{"--topology", "both", "--scenario", "flash,sustained", "--program-env", "SECKILL_KAFKA_MIN_INSYNC_REPLICAS=1"},
+			scenarios: []string{"flash", "sustained"},
+			check: func(t *testing.T, o options) {
+				if len(o.topologies) != 2 || o.topologies[0].name != "cluster" || o.topologies[1].name != "replicated" {
+					t.Fatalf("topologies %+v", o.topologies)
+				}
+				r := o.on(o.topologies[1])
+				if !r.redisCluster || len(r.redisAddrs()) != 6 || len(r.brokers) != 3 || !strings.Contains(r.mysqlDSN, ":3307)") ||
+					r.serviceName("kafka") != "kafka-cluster" || r.serviceName("redis") != "redis-replicas" {
+					t.Errorf("replicated options: %+v", r)
+				}
+				// --program-env comes last, so it wins over the topology's.
+				if got := r.programEnv[len(r.programEnv)-1]; got != "SECKILL_KAFKA_MIN_INSYNC_REPLICAS=1" {
+					t.Errorf("program env %v", r.programEnv)
+				}
+				if o.serviceName("kafka") != "kafka" {
+					t.Errorf("without a topology the kafka check is %q", o.serviceName("kafka"))
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,5 +163,19 @@ func TestShapeOf(t *testing.T) {
 				t.Fatalf("shape = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestReplicationCostPairsRunsByScenario(t *testing.T) {
+	runs := []*report.Run{
+		{Name: "flash (cluster)", Topology: "cluster"}, {Name: "sustained (cluster)", Topology: "cluster"},
+		{Name: "flash (replicated)", Topology: "replicated"}, {Name: "clickers"},
+	}
+	rows := replicationCost(runs)
+	if len(rows) != 1 || rows[0].Scenario != "flash" || rows[0].Plain != runs[0] || rows[0].Replicated != runs[2] {
+		t.Fatalf("rows %+v: want flash alone (sustained ran on one topology only)", rows)
+	}
+	if got := chartFile("flash (replicated)"); got != "flash-replicated.png" {
+		t.Errorf("chart file %q", got)
 	}
 }

@@ -75,8 +75,8 @@ func newRunID() string {
 
 // setup prepares everything; close undoes what it did, even after a
 // partial setup.
-func setup(ctx context.Context, opts options, m *meter) (*env, error) {
-	e := &env{opts: opts, runID: newRunID(), meter: m, pprof: map[string]string{}}
+func setup(ctx context.Context, opts options, m *meter, runID string) (*env, error) {
+	e := &env{opts: opts, runID: runID, meter: m, pprof: map[string]string{}}
 	root, err := procs.ModuleRoot(ctx)
 	if err != nil {
 		return e, err
@@ -114,13 +114,13 @@ func setup(ctx context.Context, opts options, m *meter) (*env, error) {
 		return err
 	}
 	checks := map[string]func(context.Context) error{
-		"redis": e.store.Ping,
-		"mysql": openDB,
-		"kafka": func(ctx context.Context) error { return orderevents.Ping(ctx, opts.brokers) },
+		opts.serviceName("redis"): e.store.Ping,
+		opts.serviceName("mysql"): openDB,
+		opts.serviceName("kafka"): func(ctx context.Context) error { return orderevents.Ping(ctx, opts.brokers) },
 	}
 	for _, a := range opts.redisAddrs() {
 		if !loopback(a) {
-			delete(checks, "redis")
+			delete(checks, opts.serviceName("redis"))
 		}
 	}
 	e.services, err = procs.EnsureServices(ctx, root, checks)

@@ -74,28 +74,29 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	m := newMeter(opts.progress, stderr)
 	rep := &report.Report{Command: commandLine(), StartedAt: time.Now().UTC(), Host: host(ctx), Runs: []*report.Run{}}
-	e, err := setup(ctx, opts, m)
-	defer func() {
-		m.say("stopping what the bench started and removing its data")
-		if cerr := e.close(); cerr != nil {
-			err = errors.Join(err, cerr)
+	runID := newRunID()
+	topos := opts.topologies
+	if len(topos) == 0 {
+		topos = []topology{{}} // the flags' addresses
+	}
+	var e *env
+	for _, t := range topos {
+		o := opts
+		if t.name != "" {
+			o = opts.on(t)
+			m.say("topology %s", t.name)
 		}
-	}()
-	if err != nil {
-		return fmt.Errorf("setup: %w", err)
+		e, err = session(ctx, o, m, runID, rep)
+		if err != nil {
+			break
+		}
 	}
-	rep.Setup = report.Setup{API: e.apis[0], APIProcesses: len(e.apis), StartedAPI: opts.startsPrograms(), RedisPrefix: e.prefix,
-		KafkaTopic: e.topic, Group: e.group, Services: e.services.Started(), Client: clientName(opts.client)}
-	if len(e.apis) > 1 {
-		rep.Setup.APIs = e.apis
-	}
-	if opts.startsPrograms() {
-		rep.Setup.Consumers = opts.consumers
-	}
-
-	err = scenarios(ctx, e, rep)
 	if err != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("The run stopped early (%v): the scenarios after it did not run.", err))
+	}
+	rep.Replication = replicationCost(rep.Runs)
+	for _, row := range rep.Replication {
+		row.PlainRun, row.ReplicatedRun = row.Plain.Name, row.Replicated.Name
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Host.LoadAvgEnd = loadAvg()
@@ -111,6 +112,33 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return fmt.Errorf("%w: %d, see the table above", errViolations, n)
 	}
 	return nil
+}
+
+// session sets up against opts' services, runs the scenarios into rep and
+// stops what it started. The first session's setup is the report's.
+func session(ctx context.Context, opts options, m *meter, runID string, rep *report.Report) (e *env, err error) {
+	e, err = setup(ctx, opts, m, runID)
+	defer func() {
+		m.say("stopping what the bench started and removing its data")
+		if cerr := e.close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	if err != nil {
+		return e, fmt.Errorf("setup: %w", err)
+	}
+	if rep.Setup.API == "" {
+		rep.Setup = report.Setup{API: e.apis[0], APIProcesses: len(e.apis), StartedAPI: opts.startsPrograms(), RedisPrefix: e.prefix,
+			KafkaTopic: e.topic, Group: e.group, Client: clientName(opts.client)}
+		if len(e.apis) > 1 {
+			rep.Setup.APIs = e.apis
+		}
+		if opts.startsPrograms() {
+			rep.Setup.Consumers = opts.consumers
+		}
+	}
+	rep.Setup.Services = append(rep.Setup.Services, e.services.Started()...)
+	return e, scenarios(ctx, e, rep)
 }
 
 // scenarios runs what --scenario asks for, in order, filling rep.
@@ -146,6 +174,9 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			one, err = e.flash(ctx, "buckets-k1", sh, 1)
 			if one != nil {
 				rep.Runs = append(rep.Runs, one)
+				if o.topology != "" {
+					one.Name, one.Topology = labelled(one.Name, o.topology), o.topology
+				}
 			}
 			if err == nil {
 				r, err = e.flash(ctx, fmt.Sprintf("buckets-k%d", o.vsBuckets), sh, o.vsBuckets)
@@ -167,6 +198,9 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 		}
 		if r != nil {
 			rep.Runs = append(rep.Runs, r)
+			if o.topology != "" {
+				r.Name, r.Topology = labelled(r.Name, o.topology), o.topology
+			}
 			e.meter.say("%s: %d requests, %.0f/s, P99 %.2f ms, %d orders created, %d invariant(s) broken",
 				r.Name, r.Requests, r.Throughput, r.Latency.P99Ms, r.Created, len(r.Violations))
 		}

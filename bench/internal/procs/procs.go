@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,17 +40,15 @@ type Services struct {
 	started []string
 }
 
-// EnsureServices starts, with `scripts/services up`, every service in names
-// (redis, mysql, kafka) whose check fails, and waits for it. Services that
-// already answer are left alone.
+// EnsureServices starts, with `scripts/services up`, every service of
+// checks (by its scripts/services name: redis, mysql, kafka, redis-cluster,
+// ...) whose check fails, and waits for it. Services that already answer are
+// left alone.
 func EnsureServices(ctx context.Context, root string, checks map[string]func(context.Context) error) (*Services, error) {
 	s := &Services{root: root}
 	var down []string
-	for _, name := range []string{"redis", "mysql", "kafka"} {
-		check, ok := checks[name]
-		if !ok {
-			continue
-		}
+	for _, name := range slices.Sorted(maps.Keys(checks)) {
+		check := checks[name]
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := check(cctx)
 		cancel()

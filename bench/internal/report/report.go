@@ -27,8 +27,11 @@ type Report struct {
 	Reference  *Reference `json:"reference,omitempty"`
 	Runs       []*Run     `json:"runs"`
 	Compare    []*Row     `json:"compare,omitempty"`
-	Targets    []Target   `json:"targets"`
-	Notes      []string   `json:"notes,omitempty"`
+	// Replication pairs each scenario's runs on the plain and the
+	// replicated topology (bench --topology both).
+	Replication []*TopologyRow `json:"replication,omitempty"`
+	Targets     []Target       `json:"targets"`
+	Notes       []string       `json:"notes,omitempty"`
 }
 
 // Host describes the machine.
@@ -80,7 +83,9 @@ type Reference struct {
 
 // Run is one scenario run against the API.
 type Run struct {
-	Name        string           `json:"name"`
+	Name string `json:"name"`
+	// Topology is the named services it ran on (bench --topology), if any.
+	Topology    string           `json:"topology,omitempty"`
 	Model       string           `json:"model"` // closed or open
 	Connections int              `json:"connections"`
 	Rate        float64          `json:"rate_per_s,omitempty"`
@@ -117,6 +122,17 @@ type Run struct {
 	APIRequests []int64 `json:"requests_per_api,omitempty"`
 	// CPU is where the machine's CPU went while the load ran.
 	CPU *cpu.Usage `json:"cpu,omitempty"`
+}
+
+// TopologyRow is one scenario run on the plain topology (one Kafka broker,
+// a Redis Cluster without replicas, MySQL alone) and on the replicated one.
+type TopologyRow struct {
+	Scenario   string `json:"scenario"`
+	Plain      *Run   `json:"-"`
+	Replicated *Run   `json:"-"`
+	// The runs' names, for the JSON (the runs themselves are in Runs).
+	PlainRun      string `json:"plain_run"`
+	ReplicatedRun string `json:"replicated_run"`
 }
 
 // Pipeline holds the end-to-end figures of the sustained scenario.
@@ -246,6 +262,7 @@ func Markdown(w io.Writer, r *Report) {
 		}
 		p("\n")
 	}
+	replicationTable(p, r)
 	cpuTable(p, r)
 	if ref := r.Reference; ref != nil {
 		p("### Reference limits (same run)\n\n")
@@ -386,4 +403,35 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "**no**"
+}
+
+// replicationTable shows what replication costs, scenario by scenario.
+func replicationTable(p func(string, ...any), r *Report) {
+	if len(r.Replication) == 0 {
+		return
+	}
+	p("### Cost of replication (same run, same load)\n\n")
+	p("Plain: one Kafka broker (replication factor 1), the 3-master Redis Cluster without replicas, MySQL alone. ")
+	p("Replicated: three brokers (replication factor 3, min.insync.replicas 2, acks all), the Redis Cluster with a replica per master, the MariaDB primary with a semi-synchronous standby.\n\n")
+	p("| scenario | figure | plain | replicated | change |\n|---|---|---:|---:|---:|\n")
+	row := func(scen, figure string, a, b float64, format func(float64) string) {
+		change := "n/a"
+		if a != 0 {
+			change = fmt.Sprintf("%+.0f %%", (b-a)/a*100)
+		}
+		p("| %s | %s | %s | %s | %s |\n", scen, figure, format(a), format(b), change)
+	}
+	for _, t := range r.Replication {
+		a, b := t.Plain, t.Replicated
+		row(t.Scenario, "req/s", a.Throughput, b.Throughput, num)
+		row(t.Scenario, "P50 ms", a.Latency.P50Ms, b.Latency.P50Ms, ms)
+		row(t.Scenario, "P99 ms", a.Latency.P99Ms, b.Latency.P99Ms, ms)
+		row(t.Scenario, "202 P99 ms", a.AcceptedLatency.P99Ms, b.AcceptedLatency.P99Ms, ms)
+		row(t.Scenario, "drain s", a.DrainSeconds, b.DrainSeconds, func(v float64) string { return fmt.Sprintf("%.2f", v) })
+		if a.Pipeline != nil && b.Pipeline != nil {
+			row(t.Scenario, "orders/s end to end", a.Pipeline.OrdersPerSecond, b.Pipeline.OrdersPerSecond, num)
+			row(t.Scenario, "PENDING→CREATED P99 ms", a.Pipeline.PendingToCreated.P99Ms, b.Pipeline.PendingToCreated.P99Ms, ms)
+		}
+	}
+	p("\n")
 }

@@ -52,6 +52,21 @@ func TestMarkdown(t *testing.T) {
 	}
 }
 
+func TestMarkdownReplicationCost(t *testing.T) {
+	r := sample()
+	plain := &Run{Name: "flash (cluster)", Topology: "cluster", Throughput: 1000, Latency: stats.Summary{P99Ms: 10}}
+	repl := &Run{Name: "flash (replicated)", Topology: "replicated", Throughput: 800, Latency: stats.Summary{P99Ms: 15}}
+	r.Runs = append(r.Runs, plain, repl)
+	r.Replication = []*TopologyRow{{Scenario: "flash", Plain: plain, Replicated: repl}}
+	var b bytes.Buffer
+	Markdown(&b, r)
+	for _, want := range []string{"### Cost of replication", "| flash | req/s | 1000 | 800 | -20 % |", "| flash | P99 ms | 10.00 | 15.00 | +50 % |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestChartsArePNGs(t *testing.T) {
 	dir := t.TempDir()
 	r := sample()
