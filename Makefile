@@ -81,10 +81,12 @@ chaos-run:
 # The replicated topology (README "Running replicated"): three Kafka brokers, a Redis Cluster
 # with a replica per master, a MariaDB primary with a standby.
 REPLICATED := kafka-cluster redis-replicas mysql-standby
+# The same in docker-compose.yml's replicated profile (redis-replicas and mysql-standby start their nodes).
+REPLICATED_DOCKER := kafka-1 kafka-2 kafka-3 redis-replicas mysql-standby
 
 chaos-cluster: ## start the replicated topology and run its failover scenarios
 	@if [ "$(backend)" = docker ]; then \
-		docker compose --profile replicated up -d --wait $(REPLICATED); \
+		docker compose --profile replicated up -d --wait $(REPLICATED_DOCKER); \
 	else \
 		scripts/services up $(REPLICATED); \
 	fi

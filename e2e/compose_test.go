@@ -84,6 +84,42 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
+	// The replicated profile: every node on the host's network (the addresses scripts/services
+	// uses), with a health check, and make chaos-cluster names services that exist.
+	type replicated struct {
+		Services map[string]struct {
+			Profiles    []string       `yaml:"profiles"`
+			NetworkMode string         `yaml:"network_mode"`
+			Healthcheck map[string]any `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	var rf replicated
+	if err := yaml.UnmarshalWithOptions(b, &rf, yaml.AllowDuplicateMapKey()); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []string{"kafka-1", "kafka-2", "kafka-3", "redis-7101", "redis-7102", "redis-7103", "redis-7104", "redis-7105",
+		"redis-7106", "redis-replicas", "mysql-3307", "mysql-3308", "mysql-standby"}
+	for _, name := range nodes {
+		s, ok := rf.Services[name]
+		switch {
+		case !ok:
+			t.Errorf("replicated service %s missing", name)
+		case !slices.Equal(s.Profiles, []string{"replicated"}) || s.NetworkMode != "host":
+			t.Errorf("service %s: profiles %v, network_mode %q; want [replicated] and host", name, s.Profiles, s.NetworkMode)
+		case s.Healthcheck["test"] == nil:
+			t.Errorf("service %s has no health check for `up --wait`", name)
+		}
+	}
+	m = regexp.MustCompile(`REPLICATED_DOCKER := ([a-z0-9 -]+)\n`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile: no REPLICATED_DOCKER")
+	}
+	for _, name := range strings.Fields(string(m[1])) {
+		if _, ok := rf.Services[name]; !ok {
+			t.Errorf("make chaos-cluster starts %s, which docker-compose.yml does not define", name)
+		}
+	}
+
 	pinned := regexp.MustCompile(`^[a-z0-9./-]+:v?[0-9][0-9A-Za-z.-]*$`)
 	for name, s := range f.Services {
 		if s.Image != "" && s.Build == nil && !pinned.MatchString(s.Image) {
