@@ -11,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // FreeAddr returns a loopback address with a port nobody listens on now.
@@ -108,15 +110,16 @@ func (s Scrape) LabelValues(label string) map[string]bool {
 // listener not up yet counts as "not yet".
 func ScrapeUntil(t testing.TB, url, what string, ok func(Scrape) bool) Scrape {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s, err := scrape(url)
-		if err == nil && ok(s) {
-			return s
+	var s Scrape
+	var err error
+	defer func() {
+		if t.Failed() && err != nil {
+			t.Logf("last scrape of %s: %v", url, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not seen at %s within 30s (last scrape error: %v)", what, url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	}()
+	waittest.UntilEvery(t, 30*time.Second, 100*time.Millisecond, what+" at "+url, func() bool {
+		s, err = scrape(url)
+		return err == nil && ok(s)
+	})
+	return s
 }

@@ -248,25 +248,20 @@ func (p *Pipeline) StartAPI(env ...string) *API {
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256},
 	}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := a.client.Get(a.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a
-			}
-		}
+	waittest.Until(p.t, 60*time.Second, "the api ready at "+a.URL+"/readyz", func() bool {
 		select {
 		case <-pr.done:
 			p.t.Fatalf("pipelinetest: api exited: %s", tail(pr.Log(), 2048))
 		default:
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("pipelinetest: api not ready at %s: %v", a.URL, err)
+		resp, err := a.client.Get(a.URL + "/readyz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return a
 }
 
 // Token mints a token for user (role "admin" for operators).

@@ -23,12 +23,15 @@ package proxytest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // Protocol is the wire protocol a Proxy frames requests in.
@@ -99,16 +102,15 @@ func StartOn(t testing.TB, listen, target string, proto Protocol) *Proxy {
 	t.Helper()
 	var ln net.Listener
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	defer func() {
+		if t.Failed() && err != nil {
+			t.Logf("proxytest: listen on %s: %v", listen, err)
+		}
+	}()
+	waittest.UntilEvery(t, 30*time.Second, 100*time.Millisecond, "proxytest: "+listen+" free to listen on", func() bool {
 		ln, err = net.Listen("tcp", listen)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxytest: listen on %s: %v", listen, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 	p := &Proxy{ln: ln, target: target, proto: proto, conns: map[*conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
@@ -148,13 +150,8 @@ func (p *Proxy) Lost() int64 { return p.lost.Load() }
 // WaitLost polls until Lost() >= n, and fails the test after within.
 func (p *Proxy) WaitLost(t testing.TB, n int64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for p.Lost() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("proxytest: %s proxy to %s lost %d answers, want %d within %v", p.proto, p.target, p.Lost(), n, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.UntilEvery(t, within, 10*time.Millisecond, fmt.Sprintf("proxytest: %s proxy to %s losing %d answers", p.proto, p.target, n),
+		func() bool { return p.Lost() >= n })
 }
 
 // Latency delays every chunk of bytes in both directions by base ± a random
