@@ -1,0 +1,317 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/pkg/mysqltest"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
+)
+
+// The MariaDB primary and its standby of `scripts/services up mysql-standby`
+// (127.0.0.1:3307 and 3308; either may be the primary after a switch-over).
+var standbyPorts = []int{3307, 3308}
+
+// mysqlNode is what one node of mysql-standby says about itself.
+type mysqlNode struct {
+	port        int
+	up          bool
+	readOnly    bool
+	replicaOf   int    // the port it replicates from, 0 when it is no replica
+	replicating bool   // both replica threads run
+	binlogPos   string // @@gtid_binlog_pos
+	slavePos    string // @@gtid_slave_pos
+}
+
+func nodeDSN(port int, db string) string {
+	cfg := mysqldrv.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = "seckill", "seckill", "tcp", fmt.Sprintf("127.0.0.1:%d", port), db
+	cfg.ParseTime, cfg.Timeout = true, 2*time.Second
+	return cfg.FormatDSN()
+}
+
+// readNode asks the node on port, as the seckill user the programs use.
+func readNode(port int) mysqlNode {
+	n := mysqlNode{port: port}
+	db, err := sql.Open("mysql", nodeDSN(port, ""))
+	if err != nil {
+		return n
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.QueryRowContext(ctx, "SELECT @@read_only, @@gtid_binlog_pos, @@gtid_slave_pos").
+		Scan(&n.readOnly, &n.binlogPos, &n.slavePos); err != nil {
+		return n
+	}
+	n.up = true
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return n
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	if rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if rows.Scan(ptrs...) == nil {
+			f := map[string]string{}
+			for i, c := range cols {
+				f[c] = vals[i].String
+			}
+			fmt.Sscan(f["Master_Port"], &n.replicaOf)
+			n.replicating = f["Slave_IO_Running"] == "Yes" && f["Slave_SQL_Running"] == "Yes"
+		}
+	}
+	return n
+}
+
+// standbyRoles finds the primary (writable, no replica) and its standby
+// (read-only, replicating from it), and fails the test unless the topology
+// is whole.
+func standbyRoles(t *testing.T) (primary, standby int) {
+	t.Helper()
+	var a, b mysqlNode
+	waittest.Until(t, 30*time.Second, "mysql-standby to have a primary and a replicating standby (scripts/services up mysql-standby)", func() bool {
+		a, b = readNode(standbyPorts[0]), readNode(standbyPorts[1])
+		if a.replicaOf != 0 {
+			a, b = b, a
+		}
+		return a.up && b.up && !a.readOnly && a.replicaOf == 0 && b.readOnly && b.replicaOf == a.port && b.replicating
+	})
+	return a.port, b.port
+}
+
+// caughtUp waits until the standby has applied every transaction of the
+// primary.
+func caughtUp(t *testing.T, primary, standby int) {
+	t.Helper()
+	var p, s mysqlNode
+	waittest.Until(t, 60*time.Second, fmt.Sprintf("127.0.0.1:%d to apply all of 127.0.0.1:%d's binlog", standby, primary), func() bool {
+		p, s = readNode(primary), readNode(standby)
+		return p.up && s.up && s.replicating && p.binlogPos != "" && samePos(p.binlogPos, s.slavePos)
+	})
+}
+
+// samePos compares two GTID positions (a list, one GTID per domain).
+func samePos(a, b string) bool {
+	x, y := strings.Split(a, ","), strings.Split(b, ",")
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// switchOver is the runbook of docs/operations.md: stop the primary
+// cleanly, promote the standby. It returns when the standby is writable.
+func switchOver(t *testing.T, primary, standby int) {
+	t.Helper()
+	services(t, "stop", fmt.Sprintf("mysql-%d", primary))
+	services(t, "promote", fmt.Sprintf("mysql-%d", standby))
+}
+
+// restoreRoles makes primary the primary of mysql-standby again, with the
+// other node its standby, whatever state a switch-over left: the old
+// primary is started (it comes back as the standby and catches up), then
+// switched over to. The next `scripts/services up mysql-standby` and the
+// next run of the test find the roles they started with.
+func restoreRoles(t *testing.T, primary, standby int) {
+	t.Helper()
+	p, s := readNode(primary), readNode(standby)
+	if p.up && !p.readOnly && p.replicaOf == 0 && s.up && s.replicaOf == primary && s.replicating {
+		return
+	}
+	if !p.up {
+		services(t, "start", fmt.Sprintf("mysql-%d", primary))
+	}
+	if p = readNode(primary); p.replicaOf == standby {
+		caughtUp(t, standby, primary)
+		switchOver(t, standby, primary)
+	}
+	services(t, "start", fmt.Sprintf("mysql-%d", standby))
+	if got, _ := standbyRoles(t); got != primary {
+		t.Fatalf("mysql-standby: the primary is %d after restoring the roles, want %d", got, primary)
+	}
+}
+
+// createdAtLeast waits until the sale has n live orders in MySQL.
+func createdAtLeast(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, n int64) {
+	t.Helper()
+	waittest.Until(t, 60*time.Second, fmt.Sprintf("%d orders to be created", n), func() bool {
+		got, err := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		return err == nil && got >= n
+	})
+}
+
+// TestReplicatedMySQLSwitchover runs a sale of a hot item on the primary of
+// mysql-standby and, mid-sale, switches over to the standby as
+// docs/operations.md says: the primary stopped cleanly, the standby
+// promoted (`scripts/services promote`), the consumer and the api restarted
+// with SECKILL_MYSQL_DSN naming the promoted server (configuration, not
+// code). Semi-synchronous replication (AFTER_SYNC) gives the standby every
+// transaction the primary committed: every order CREATED before the switch
+// is on the promoted server, every 202 reaches a final state there, nothing
+// is oversold, nobody holds two live orders, Redis equals MySQL after the
+// drain, and the reconciler run against the new DSN finds no drift. Then
+// the old primary comes back as the standby, catches up, and the roles are
+// switched back, quietly.
+func TestReplicatedMySQLSwitchover(t *testing.T) {
+	fault(t)
+	primary, standby := standbyRoles(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, MySQLDSN: nodeDSN(primary, "seckill")})
+	var api, api2 *pipelinetest.API
+	var consumer *pipelinetest.Proc
+	// If the test stops half-way: the programs are killed and the roles put
+	// back before the test's database is dropped (through the first
+	// primary).
+	restored := false
+	t.Cleanup(func() {
+		if restored {
+			return
+		}
+		for _, a := range []*pipelinetest.API{api, api2} {
+			if a != nil {
+				a.Kill()
+			}
+		}
+		if consumer != nil {
+			consumer.Kill()
+		}
+		restoreRoles(t, primary, standby)
+	})
+	api = p.StartAPI()
+	consumer = p.StartConsumer("SECKILL_CONSUMER_DRAIN_TIMEOUT=3s")
+	sale := api.CreateSale(300, 1)
+	l := startLoad(api, sale.ActivityID, users(1, 260), 15*time.Second, 10)
+	// About a third of the sale is created before the switch.
+	createdAtLeast(t, p, sale, 100)
+
+	ctx := context.Background()
+	var created []struct {
+		OrderNo string
+		UserID  int64
+	}
+	if err := p.DB.Gorm().Raw("SELECT order_no, user_id FROM orders WHERE item_id = ? AND status = 'CREATED'", sale.ItemID).
+		Scan(&created).Error; err != nil {
+		t.Fatal(err)
+	}
+	before := make([]string, len(created))
+	for i, o := range created {
+		before[i] = o.OrderNo
+	}
+	probe, probeUser := created[0].OrderNo, created[0].UserID
+
+	// The switch-over.
+	stopAt := time.Now()
+	switchOver(t, primary, standby)
+	promoted := time.Since(stopAt)
+	// A status poll while the programs still point at the stopped primary.
+	_, _, pollErr := api.OrderStatus(probeUser, probe)
+
+	dsn := nodeDSN(standby, p.DB.Name)
+	db, err := orderdb.Open(orderdb.Config{DSN: dsn, MaxOpenConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// The test reads the promoted server from now on (the first one's
+	// handle stays for the database's drop when the test ends).
+	p.DB = &mysqltest.DB{DB: db, Name: p.DB.Name, DSN: dsn}
+	createdAtSwitch, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart the programs with the new DSN: the consumer first (a rolling
+	// restart: it drains what it can within 3 s; a batch it could not write
+	// stays uncommitted in Kafka and goes to the new one), then the api.
+	if err := consumer.Stop(20 * time.Second); err != nil {
+		t.Logf("old consumer: %v", err)
+	}
+	consumer = p.StartConsumer("SECKILL_MYSQL_DSN=" + dsn)
+	if got := consumer.Env("SECKILL_MYSQL_DSN"); got != dsn {
+		t.Fatalf("the new consumer's SECKILL_MYSQL_DSN is %q, want %q", got, dsn)
+	}
+	waittest.Until(t, 90*time.Second, "orders to be created on the promoted server", func() bool {
+		n, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+		return err == nil && n > createdAtSwitch
+	})
+	flowing := time.Since(stopAt)
+	api2 = p.StartAPI("SECKILL_MYSQL_DSN=" + dsn)
+	if got := api2.Env("SECKILL_MYSQL_DSN"); got != dsn {
+		t.Fatalf("the new api's SECKILL_MYSQL_DSN is %q, want %q", got, dsn)
+	}
+	l.wait()
+	if err := api.Stop(20 * time.Second); err != nil {
+		t.Logf("old api: %v", err)
+	}
+	more := startLoad(api2, sale.ActivityID, users(1001, 80), 2*time.Second, 10).wait()
+
+	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, more)
+	all := acceptedBy(l, more)
+	inv := settle(t, p, sale, all, 120*time.Second)
+	allCreated(t, p, all)
+	if inv.LiveOrders != int64(len(all)) {
+		t.Fatalf("accepted %d, live %d", len(all), inv.LiveOrders)
+	}
+	// Nothing the primary created before the switch is missing.
+	got, err := p.DB.Orders(ctx, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, no := range before {
+		if got[no].Status != order.Created {
+			lost++
+		}
+	}
+	if lost > 0 {
+		tally.lost.Add(int64(lost))
+		t.Fatalf("%d of the %d orders CREATED on the primary before the switch-over are not CREATED on the promoted server", lost, len(before))
+	}
+	// The api on the new DSN answers status polls from MySQL.
+	if st, _, err := api2.OrderStatus(probeUser, probe); err != nil || st != string(order.Created) {
+		t.Fatalf("status of %s on the new api: %q, %v", probe, st, err)
+	}
+	var pendingMs float64
+	if err := p.DB.Gorm().Raw("SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, reserved_at, created_at)), 0) / 1000 FROM orders WHERE item_id = ?",
+		sale.ItemID).Scan(&pendingMs).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switch-over: primary %d stopped and standby %d promoted in %v; orders created again on it %v after the stop; "+
+		"longest PENDING %.0f ms; %d CREATED before the switch, all there; %d accepted for %d units, %d answered 503, "+
+		"network errors %d, refused %v %v; a status poll on the old DSN during the switch: %v",
+		primary, standby, promoted.Round(time.Millisecond), flowing.Round(time.Millisecond), pendingMs, len(before),
+		len(all), sale.Stock, refused, l.neterrs+more.neterrs, l.codes, more.codes, pollErr)
+
+	// The old primary comes back as the standby and catches up with every
+	// order; then the roles are switched back (no sale runs).
+	api2.Kill()
+	consumer.Kill()
+	services(t, "start", fmt.Sprintf("mysql-%d", primary))
+	caughtUp(t, standby, primary)
+	old, err := orderdb.Open(orderdb.Config{DSN: nodeDSN(primary, p.DB.Name), MaxOpenConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if n, err := old.LiveOrderCount(ctx, sale.ItemID); err != nil || n != inv.LiveOrders {
+		t.Fatalf("the old primary, back as the standby, holds %d live orders (%v), want %d", n, err, inv.LiveOrders)
+	}
+	restoreRoles(t, primary, standby)
+	restored = true
+}
