@@ -5,7 +5,10 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,10 +16,12 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/waittest"
 )
 
@@ -87,7 +92,7 @@ func readNode(port int) mysqlNode {
 func standbyRoles(t *testing.T) (primary, standby int) {
 	t.Helper()
 	var a, b mysqlNode
-	waittest.Until(t, 30*time.Second, "mysql-standby to have a primary and a replicating standby (scripts/services up mysql-standby)", func() bool {
+	poll(t, 30*time.Second, "mysql-standby to have a primary and a replicating standby (scripts/services up mysql-standby)", func() bool {
 		a, b = readNode(standbyPorts[0]), readNode(standbyPorts[1])
 		if a.replicaOf != 0 {
 			a, b = b, a
@@ -102,10 +107,22 @@ func standbyRoles(t *testing.T) (primary, standby int) {
 func caughtUp(t *testing.T, primary, standby int) {
 	t.Helper()
 	var p, s mysqlNode
-	waittest.Until(t, 60*time.Second, fmt.Sprintf("127.0.0.1:%d to apply all of 127.0.0.1:%d's binlog", standby, primary), func() bool {
+	poll(t, 60*time.Second, fmt.Sprintf("127.0.0.1:%d to apply all of 127.0.0.1:%d's binlog", standby, primary), func() bool {
 		p, s = readNode(primary), readNode(standby)
 		return p.up && s.up && s.replicating && p.binlogPos != "" && samePos(p.binlogPos, s.slavePos)
 	})
+}
+
+// poll is waittest.Until that also works in a cleanup, where the test's
+// context is already done: the topology's helpers run there too.
+func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		<-time.After(waittest.Every)
+	}
 }
 
 // samePos compares two GTID positions (a list, one GTID per domain).
@@ -124,6 +141,22 @@ func switchOver(t *testing.T, primary, standby int) {
 	services(t, "promote", fmt.Sprintf("mysql-%d", standby))
 }
 
+// servicesErr is services for a command that may fail: its output and
+// whether it failed.
+func servicesErr(t *testing.T, verb, name string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	cmd := exec.Command(filepath.Join(root, "scripts", "services"), verb, name)
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	t.Logf("%s %s (%v): %s", verb, name, err, strings.TrimSpace(string(b)))
+	return string(b), err
+}
+
 // restoreRoles makes primary the primary of mysql-standby again, with the
 // other node its standby, whatever state a switch-over left: the old
 // primary is started (it comes back as the standby and catches up), then
@@ -135,8 +168,13 @@ func restoreRoles(t *testing.T, primary, standby int) {
 	if p.up && !p.readOnly && p.replicaOf == 0 && s.up && s.replicaOf == primary && s.replicating {
 		return
 	}
+	t.Logf("restoring the roles of mysql-standby: %+v, %+v", p, s)
 	if !p.up {
-		services(t, "start", fmt.Sprintf("mysql-%d", primary))
+		// A primary that crashed with transactions the standby never got
+		// cannot follow it: it is copied again.
+		if _, err := servicesErr(t, "start", fmt.Sprintf("mysql-%d", primary)); err != nil && readNode(standby).replicaOf == 0 {
+			services(t, "reseed", fmt.Sprintf("mysql-%d", primary))
+		}
 	}
 	if p = readNode(primary); p.replicaOf == standby {
 		caughtUp(t, standby, primary)
@@ -146,6 +184,63 @@ func restoreRoles(t *testing.T, primary, standby int) {
 	if got, _ := standbyRoles(t); got != primary {
 		t.Fatalf("mysql-standby: the primary is %d after restoring the roles, want %d", got, primary)
 	}
+}
+
+// standbySale is a test's pipeline on the primary of mysql-standby.
+type standbySale struct {
+	t                *testing.T
+	p                *pipelinetest.Pipeline
+	primary, standby int
+	procs            []*pipelinetest.Proc
+	restored         bool
+}
+
+// onStandbyTopology makes a pipeline whose database is on the primary. If
+// the test stops half-way, its programs are killed and the roles put back
+// (restoreRoles) before its database is dropped (through the first
+// primary).
+func onStandbyTopology(t *testing.T) *standbySale {
+	s := &standbySale{t: t}
+	s.primary, s.standby = standbyRoles(t)
+	s.p = pipelinetest.New(t, pipelinetest.Options{Partitions: 3, MySQLDSN: nodeDSN(s.primary, "seckill")})
+	t.Cleanup(func() {
+		if !s.restored {
+			s.killAll()
+			restoreRoles(t, s.primary, s.standby)
+		}
+	})
+	return s
+}
+
+func (s *standbySale) proc(pr *pipelinetest.Proc) *pipelinetest.Proc {
+	s.procs = append(s.procs, pr)
+	return pr
+}
+
+func (s *standbySale) api(a *pipelinetest.API) *pipelinetest.API {
+	s.proc(a.Proc)
+	return a
+}
+
+func (s *standbySale) killAll() {
+	for _, pr := range s.procs {
+		pr.Kill()
+	}
+}
+
+// readPromoted points the test's own reads (and the processes started
+// without an override) at the test database on the standby, once
+// promoted, and returns its DSN. The first primary's handle stays for the
+// database's drop when the test ends.
+func (s *standbySale) readPromoted() string {
+	dsn := nodeDSN(s.standby, s.p.DB.Name)
+	db, err := orderdb.Open(orderdb.Config{DSN: dsn, MaxOpenConns: 8})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { db.Close() })
+	s.p.DB = &mysqltest.DB{DB: db, Name: s.p.DB.Name, DSN: dsn}
+	return dsn
 }
 
 // createdAtLeast waits until the sale has n live orders in MySQL.
@@ -171,30 +266,10 @@ func createdAtLeast(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sa
 // switched back, quietly.
 func TestReplicatedMySQLSwitchover(t *testing.T) {
 	fault(t)
-	primary, standby := standbyRoles(t)
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, MySQLDSN: nodeDSN(primary, "seckill")})
-	var api, api2 *pipelinetest.API
-	var consumer *pipelinetest.Proc
-	// If the test stops half-way: the programs are killed and the roles put
-	// back before the test's database is dropped (through the first
-	// primary).
-	restored := false
-	t.Cleanup(func() {
-		if restored {
-			return
-		}
-		for _, a := range []*pipelinetest.API{api, api2} {
-			if a != nil {
-				a.Kill()
-			}
-		}
-		if consumer != nil {
-			consumer.Kill()
-		}
-		restoreRoles(t, primary, standby)
-	})
-	api = p.StartAPI()
-	consumer = p.StartConsumer("SECKILL_CONSUMER_DRAIN_TIMEOUT=3s")
+	s := onStandbyTopology(t)
+	p, primary, standby := s.p, s.primary, s.standby
+	api := s.api(p.StartAPI())
+	consumer := s.proc(p.StartConsumer("SECKILL_CONSUMER_DRAIN_TIMEOUT=3s"))
 	sale := api.CreateSale(300, 1)
 	l := startLoad(api, sale.ActivityID, users(1, 260), 15*time.Second, 10)
 	// About a third of the sale is created before the switch.
@@ -222,15 +297,7 @@ func TestReplicatedMySQLSwitchover(t *testing.T) {
 	// A status poll while the programs still point at the stopped primary.
 	_, _, pollErr := api.OrderStatus(probeUser, probe)
 
-	dsn := nodeDSN(standby, p.DB.Name)
-	db, err := orderdb.Open(orderdb.Config{DSN: dsn, MaxOpenConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	// The test reads the promoted server from now on (the first one's
-	// handle stays for the database's drop when the test ends).
-	p.DB = &mysqltest.DB{DB: db, Name: p.DB.Name, DSN: dsn}
+	dsn := s.readPromoted()
 	createdAtSwitch, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +309,7 @@ func TestReplicatedMySQLSwitchover(t *testing.T) {
 	if err := consumer.Stop(20 * time.Second); err != nil {
 		t.Logf("old consumer: %v", err)
 	}
-	consumer = p.StartConsumer("SECKILL_MYSQL_DSN=" + dsn)
+	consumer = s.proc(p.StartConsumer("SECKILL_MYSQL_DSN=" + dsn))
 	if got := consumer.Env("SECKILL_MYSQL_DSN"); got != dsn {
 		t.Fatalf("the new consumer's SECKILL_MYSQL_DSN is %q, want %q", got, dsn)
 	}
@@ -251,7 +318,7 @@ func TestReplicatedMySQLSwitchover(t *testing.T) {
 		return err == nil && n > createdAtSwitch
 	})
 	flowing := time.Since(stopAt)
-	api2 = p.StartAPI("SECKILL_MYSQL_DSN=" + dsn)
+	api2 := s.api(p.StartAPI("SECKILL_MYSQL_DSN=" + dsn))
 	if got := api2.Env("SECKILL_MYSQL_DSN"); got != dsn {
 		t.Fatalf("the new api's SECKILL_MYSQL_DSN is %q, want %q", got, dsn)
 	}
@@ -300,8 +367,7 @@ func TestReplicatedMySQLSwitchover(t *testing.T) {
 
 	// The old primary comes back as the standby and catches up with every
 	// order; then the roles are switched back (no sale runs).
-	api2.Kill()
-	consumer.Kill()
+	s.killAll()
 	services(t, "start", fmt.Sprintf("mysql-%d", primary))
 	caughtUp(t, standby, primary)
 	old, err := orderdb.Open(orderdb.Config{DSN: nodeDSN(primary, p.DB.Name), MaxOpenConns: 2})
@@ -313,5 +379,115 @@ func TestReplicatedMySQLSwitchover(t *testing.T) {
 		t.Fatalf("the old primary, back as the standby, holds %d live orders (%v), want %d", n, err, inv.LiveOrders)
 	}
 	restoreRoles(t, primary, standby)
-	restored = true
+	s.restored = true
+}
+
+// execOn runs statements on the node on port as the seckill user.
+func execOn(t *testing.T, port int, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("mysql", nodeDSN(port, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s on 127.0.0.1:%d: %v", q, port, err)
+		}
+	}
+}
+
+// TestReplicatedMySQLPrimaryCrashLosesTail shows what semi-synchronous
+// replication does not save, and how it is found and repaired. The standby
+// stops receiving (its IO thread stopped: a network partition, a standby
+// down); with no semi-sync replica left the primary goes on asynchronously
+// at once; more orders are created on it; then it is killed (SIGKILL, a
+// crash) and the standby promoted: it applied all it received, so promote
+// accepts it, but the orders created after it stopped receiving are not on
+// it. The reconciler run against the promoted server finds them: exit 1,
+// stock drift of minus the lost units (MySQL holds units Redis says were
+// sold) and a stale quota key per lost order. Replaying the topic through
+// a fresh consumer group writes them again (a CONFIRMED reservation whose
+// order MySQL lacks is written; the others exist): every 202 is CREATED,
+// Redis equals MySQL, the reconciler agrees. The crashed primary cannot
+// follow the new one (it holds transactions the new primary lacks; `start`
+// says so and names `reseed`); `reseed` copies it again, and the roles are
+// switched back.
+func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
+	fault(t)
+	s := onStandbyTopology(t)
+	p, primary, standby := s.p, s.primary, s.standby
+	ctx := context.Background()
+	api := s.api(p.StartAPI())
+	s.proc(p.StartConsumer())
+	sale := api.CreateSale(200, 1)
+	l := startLoad(api, sale.ActivityID, users(1, 150), 6*time.Second, 10)
+	createdAtLeast(t, p, sale, 40)
+	// Every order committed so far was acknowledged by the standby.
+	received, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asyncBefore := p.Count("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_NO_TX'")
+	execOn(t, standby, "STOP SLAVE IO_THREAD")
+	l.wait()
+	p.WaitFinal(l.accepted, 60*time.Second)
+	// Commits the primary made without the standby's acknowledgement.
+	async := p.Count("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_NO_TX'") - asyncBefore
+	onPrimary, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	services(t, "kill", fmt.Sprintf("mysql-%d", primary))
+	services(t, "promote", fmt.Sprintf("mysql-%d", standby))
+	dsn := s.readPromoted()
+	onPromoted, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := onPrimary - onPromoted
+	t.Logf("the standby stopped receiving: %d commits on the primary without its acknowledgement (async); %d orders created when it stopped, %d on the primary when it crashed, %d on the promoted server: %d lost",
+		async, received, onPrimary, onPromoted, lost)
+	if async <= 0 || lost <= 0 || onPromoted < received {
+		t.Fatalf("want asynchronous commits and the orders created after the standby stopped receiving lost, no more: %d async, %d lost, %d on the promoted server of %d created before",
+			async, lost, onPromoted, received)
+	}
+
+	// The reconciler on the new DSN finds the loss.
+	r := p.Reconcile("--item", fmt.Sprint(sale.ItemID), "--json", "--recheck", "200ms")
+	var rep reconcile.Report
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.Items) != 1 {
+		t.Fatalf("reconciler --json: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	it := rep.Items[0]
+	stale := 0
+	for _, a := range it.Activities {
+		stale += len(a.QuotaStale)
+	}
+	t.Logf("reconciler after the lossy promotion: exit %d, verdict %s, drift %+d, MySQL stock %d, stale quota keys %d, problems %q",
+		r.Code, it.Verdict, it.Drift, it.MySQLStock, stale, it.Problems)
+	if r.Code != 1 || it.Verdict != reconcile.Drift || it.Drift != -lost || stale != int(lost) {
+		t.Fatalf("reconciler: exit %d, verdict %s, drift %d, stale quota keys %d; want 1, drift, %d, %d", r.Code, it.Verdict, it.Drift, stale, -lost, lost)
+	}
+
+	// The repair: the topic replayed by a fresh consumer group on the new
+	// DSN writes the lost orders again.
+	s.killAll()
+	s.proc(p.StartConsumer("SECKILL_MYSQL_DSN="+dsn, "SECKILL_CONSUMER_GROUP="+kafkatest.Name("replay")))
+	inv := settle(t, p, sale, l.accepted, 120*time.Second)
+	allCreated(t, p, l.accepted)
+	if inv.LiveOrders != int64(len(l.accepted)) {
+		t.Fatalf("accepted %d, live %d after the replay", len(l.accepted), inv.LiveOrders)
+	}
+
+	// The crashed primary cannot follow the promoted one.
+	s.killAll()
+	out, err := servicesErr(t, "start", fmt.Sprintf("mysql-%d", primary))
+	if err == nil || !strings.Contains(out, "reseed") {
+		t.Fatalf("the crashed primary, which holds orders the new primary lacks, started as its standby: %v", err)
+	}
+	services(t, "reseed", fmt.Sprintf("mysql-%d", primary))
+	caughtUp(t, standby, primary)
+	restoreRoles(t, primary, standby)
+	s.restored = true
 }
