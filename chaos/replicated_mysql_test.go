@@ -145,11 +145,11 @@ func switchOver(t *testing.T, primary, standby int) {
 // whether it failed.
 func servicesErr(t *testing.T, verb, name string) (string, error) {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	// go test runs in the package's folder, chaos/.
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
 	cmd := exec.Command(filepath.Join(root, "scripts", "services"), verb, name)
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
