@@ -25,6 +25,10 @@
 # primary does not have (it crashed with commits the standby never received), `scripts/services
 # reseed NODE` wipes the standby and copies everything again from the primary's binlog (binlogs
 # are never purged here, so the primary's holds every transaction since the first start).
+# docs/operations.md has the runbook.
+#
+# Environment: MYSQL_PROMOTE_WAIT  seconds `promote` waits for the standby to apply what it
+# received before it refuses (default 60).
 
 mysql_standby_ports=(3307 3308)
 
