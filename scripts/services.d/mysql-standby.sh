@@ -269,13 +269,18 @@ cmd_promote() {
 		die "promote: $node's SQL thread stopped on an error: $(msb_slave_field "$port" Last_SQL_Error)"
 	# Wait (up to MYSQL_PROMOTE_WAIT seconds, 60) until what the IO thread received is applied.
 	io=$(msb_slave_field "$port" Gtid_IO_Pos)
-	for ((i = 0; i < ${MYSQL_PROMOTE_WAIT:-60} * 5; i++)); do
-		msb_applied_all "$port" && break
-		[[ -z $(msb_slave_field "$port" Last_SQL_Error) ]] || break
-		sleep 0.2
-	done
-	msb_applied_all "$port" ||
-		die "promote: $node has not applied everything it received (received $io, applied $(msb_sql "$port" 'SELECT @@gtid_slave_pos')); not promoted"
+	local start=$SECONDS
+	if ! msb_applied_all "$port"; then
+		log "promote: waiting for $node to apply what it received (received $io, applied $(msb_sql "$port" 'SELECT @@gtid_slave_pos'))"
+		while ((SECONDS - start < ${MYSQL_PROMOTE_WAIT:-60})); do
+			msb_applied_all "$port" && break
+			[[ -z $(msb_slave_field "$port" Last_SQL_Error) ]] || break
+			sleep 0.2
+		done
+		msb_applied_all "$port" ||
+			die "promote: $node has not applied everything it received (received $io, applied $(msb_sql "$port" 'SELECT @@gtid_slave_pos')); not promoted"
+		log "promote: $node applied everything it received after $((SECONDS - start)) s"
+	fi
 	msb_sql "$port" "STOP SLAVE" || die "promote: STOP SLAVE failed on $node"
 	# The IO thread may have received more while the SQL thread was checked.
 	if ! msb_applied_all "$port"; then
