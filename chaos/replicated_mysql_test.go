@@ -93,7 +93,7 @@ func readNode(port int) mysqlNode {
 func standbyRoles(t *testing.T) (primary, standby int) {
 	t.Helper()
 	var a, b mysqlNode
-	poll(t, 30*time.Second, "mysql-standby to have a primary and a replicating standby (scripts/services up mysql-standby)", func() bool {
+	waittest.Until(t, 30*time.Second, "mysql-standby to have a primary and a replicating standby (scripts/services up mysql-standby)", func() bool {
 		a, b = readNode(standbyPorts[0]), readNode(standbyPorts[1])
 		if a.replicaOf != 0 {
 			a, b = b, a
@@ -108,22 +108,10 @@ func standbyRoles(t *testing.T) (primary, standby int) {
 func caughtUp(t *testing.T, primary, standby int) {
 	t.Helper()
 	var p, s mysqlNode
-	poll(t, 60*time.Second, fmt.Sprintf("127.0.0.1:%d to apply all of 127.0.0.1:%d's binlog", standby, primary), func() bool {
+	waittest.Until(t, 60*time.Second, fmt.Sprintf("127.0.0.1:%d to apply all of 127.0.0.1:%d's binlog", standby, primary), func() bool {
 		p, s = readNode(primary), readNode(standby)
 		return p.up && s.up && s.replicating && p.binlogPos != "" && samePos(p.binlogPos, s.slavePos)
 	})
-}
-
-// poll is waittest.Until that also works in a cleanup, where the test's
-// context is already done: the topology's helpers run there too.
-func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		<-time.After(waittest.Every)
-	}
 }
 
 // samePos compares two GTID positions (a list, one GTID per domain).

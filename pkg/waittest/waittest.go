@@ -19,15 +19,22 @@ func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
 
 // UntilEvery is Until polling every interval: short for a moment that
 // passes quickly (a process mid-stream), long for a costly cond.
+//
+// In a cleanup the test's context has already ended (testing cancels it
+// before cleanups run): there only the deadline stops the wait.
 func UntilEvery(t testing.TB, d, interval time.Duration, what string, cond func() bool) {
 	t.Helper()
+	ended := t.Context().Done()
+	if t.Context().Err() != nil {
+		ended = nil
+	}
 	for deadline := time.Now().Add(d); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %v: %s", d, what)
 		}
 		select {
 		case <-time.After(interval):
-		case <-t.Context().Done():
+		case <-ended:
 			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
 		}
 	}
