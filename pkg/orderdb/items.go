@@ -94,10 +94,13 @@ func (db *DB) CreatePricedItem(ctx context.Context, name string, stock int64, pr
 // Item returns one item with its MySQL stock, order.ErrNotFound if none.
 func (db *DB) Item(ctx context.Context, id int64) (Item, error) {
 	var row struct {
-		itemRow
-		Stock int64
+		ID       int64
+		Name     string
+		Price    *int64
+		Currency *string
+		Stock    int64
 	}
-	err := db.gdb.WithContext(ctx).Table("items").Select("items.*, item_stock.stock").
+	err := db.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
 		Joins("JOIN item_stock ON item_stock.item_id = items.id").Where("items.id = ?", id).Take(&row).Error
 	if err != nil {
 		return Item{}, wrap("read item", err)
