@@ -68,6 +68,10 @@ func (s *Server) createItem(c *gin.Context) {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "stock must be an integer from 0 to 1000000000"))
 		return
 	}
+	if err := refuseNull(field{"price", b.Price}, field{"currency", b.Currency}); err != nil {
+		s.fail(c, err)
+		return
+	}
 	price, err := bodyPrice("price", b.Price.ptr(), b.Currency.ptr())
 	if err != nil {
 		s.fail(c, err)
@@ -135,6 +139,10 @@ func (s *Server) createActivity(c *gin.Context) {
 	}
 	if problem != "" {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "%s", problem))
+		return
+	}
+	if err := refuseNull(field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {
+		s.fail(c, err)
 		return
 	}
 	ctx := c.Request.Context()

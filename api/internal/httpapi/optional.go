@@ -3,23 +3,24 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+
+	"github.com/seckill/seckill/pkg/order"
 )
 
 // optional is a body field that may be left out but, when given, must be
-// a value of T: unlike a pointer field, an explicit null is refused rather
-// than read as "left out".
+// a value of T: unlike a pointer field, an explicit null is told apart from
+// "left out", so that refuseNull can refuse it by name.
 type optional[T any] struct {
 	Set   bool
+	Null  bool
 	Value T
 }
 
-var errNull = errors.New("a field that is given must not be null")
-
-// UnmarshalJSON records the value; null is an error.
+// UnmarshalJSON records the value, or that it was null.
 func (o *optional[T]) UnmarshalJSON(b []byte) error {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
-		return errNull
+		o.Null = true
+		return nil
 	}
 	if err := json.Unmarshal(b, &o.Value); err != nil {
 		return err
@@ -34,4 +35,23 @@ func (o optional[T]) ptr() *T {
 		return nil
 	}
 	return &o.Value
+}
+
+func (o optional[T]) null() bool { return o.Null }
+
+// field is an optional body field and its JSON name.
+type field struct {
+	name string
+	f    interface{ null() bool }
+}
+
+// refuseNull is an invalid-argument error naming the first field given as
+// null, or nil.
+func refuseNull(fields ...field) error {
+	for _, f := range fields {
+		if f.f.null() {
+			return order.Errorf(order.ErrInvalidArgument, "%s must not be null: leave it out instead", f.name)
+		}
+	}
+	return nil
 }

@@ -60,6 +60,19 @@ func TestPrices(t *testing.T) {
 		})
 	}
 
+	// The message says what is wrong, by name.
+	for body, want := range map[string]string{
+		`{"name":"a","stock":1,"price":null,"currency":"EUR"}`: "price must not be null",
+		`{"name":"a","stock":1,"price":100}`:                   "price needs a currency",
+		`{"name":"a","stock":1,"price":100,"currency":"eur"}`:  "ISO 4217",
+	} {
+		var e errorBody
+		post("/admin/v1/items", body).decode(t, &e)
+		if !strings.Contains(e.Error.Message, want) {
+			t.Errorf("%s: message %q, want it to say %q", body, e.Error.Message, want)
+		}
+	}
+
 	now := time.Now().UTC()
 	activity := func(item int64, extra string) response {
 		return post("/admin/v1/activities", fmt.Sprintf(`{"item_id":%d,"starts_at":%q,"ends_at":%q,"per_user_limit":3%s}`,
