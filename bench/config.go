@@ -88,6 +88,9 @@ Scenarios (--scenario, comma-separated, default all):
   buckets     one hot item, flash load with stock that lasts (500 connections, 15s each, stock 1,000,000),
               run with 1 stock bucket and then with --vs-buckets (3) side by side (not in all; meant
               for Redis Cluster: --redis-cluster and SECKILL_REDIS_ADDRS)
+  salepage    the crowd refreshing a live sale's page, GET /api/v1/activities/{id} with no token
+              (500 connections, 15s, stock 1000): pages/s, and the MGETs Redis served meanwhile
+              (not in all)
 The reference limits (the reserve script called straight from Go, and one
 MySQL transaction per order) are measured first whenever flash, flash-rate,
 sustained or compare runs, or alone with --scenario reference.
@@ -96,7 +99,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets")
+	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets, salepage")
 	fs.IntVar(&c.connections, "connections", 0, "concurrent connections (default: the scenario's)")
 	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
@@ -149,10 +152,10 @@ Flags:
 		switch {
 		case s == "all":
 			c.scenarios = append(c.scenarios, scenarioNames...)
-		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets":
+		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets" || s == "salepage":
 			c.scenarios = append(c.scenarios, s)
 		default:
-			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference or buckets)", s, strings.Join(scenarioNames, ", "))
+			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference, buckets or salepage)", s, strings.Join(scenarioNames, ", "))
 		}
 	}
 	for _, b := range strings.Split(*brokers, ",") {
@@ -279,6 +282,7 @@ var defaults = map[string]shape{
 	"sustained":  {connections: 200, duration: 30 * time.Second, stock: 1_000_000},
 	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
 	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
+	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
 }
 
 // shapeOf applies the command line to a scenario's defaults.

@@ -340,13 +340,7 @@ func (e *env) cleanup(ctx context.Context) error {
 		del := func(ctx context.Context, node redis.UniversalClient) error {
 			return deleteKeys(ctx, node, e.prefix+":*")
 		}
-		var err error
-		if cc, ok := e.rdb.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(ctx, c) })
-		} else {
-			err = del(ctx, e.rdb)
-		}
-		if err != nil {
+		if err := forEachNode(ctx, e.rdb, del); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -187,6 +187,13 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			}
 		case "clickers":
 			r, err = e.clickers(ctx, sh)
+		case "salepage":
+			var note string
+			r, note, err = e.salePage(ctx, sh)
+			if note != "" {
+				e.meter.say("%s", note)
+				rep.Notes = append(rep.Notes, note)
+			}
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
 		case "compare":

@@ -189,8 +189,9 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(broken, specCall{method: "GET", path: "/readyz"}, 503)
 
 	// Items.
-	item := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"sneaker","stock":3}`}, 201), "item_id")
+	item := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"sneaker","stock":3,"price":1999,"currency":"EUR"}`}, 201), "item_id")
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"","stock":3}`}, 400)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"a","stock":3,"price":1999}`}, 400)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", body: `{"name":"a","stock":3}`}, 401)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: buyer, body: `{"name":"a","stock":3}`}, 403)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: big}, 413)
@@ -213,6 +214,8 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: buyer, body: activity(item, now, now.Add(time.Hour))}, 403)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", body: activity(item, now, now.Add(time.Hour))}, 401)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: big}, 413)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
+		body: strings.TrimSuffix(activity(item, now, now.Add(time.Hour)), "}") + `,"sale_price":1500}`}, 201)
 	warm := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d/warmup", a) }
 	sc.do(base, specCall{method: "POST", path: warm(open), token: admin}, 200)
 	sc.do(base, specCall{method: "POST", path: warm(999999999), token: admin}, 404)
@@ -224,6 +227,19 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	goneItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"gone","stock":0}`}, 201), "item_id")
 	gone := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(goneItem, now.Add(-time.Minute), now.Add(time.Hour))}, 201), "activity_id")
 	sc.do(base, specCall{method: "POST", path: warm(gone), token: admin}, 200)
+
+	// The sale page: no token, an ETag, 304 for it.
+	salePage := func(a int64) string { return fmt.Sprintf("/api/v1/activities/%d", a) }
+	sc.do(base, specCall{method: "GET", path: salePage(future)}, 200)
+	pageReq, _ := http.NewRequest("GET", base+salePage(future), nil)
+	pageResp, err := http.DefaultClient.Do(pageReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageResp.Body.Close()
+	sc.do(base, specCall{method: "GET", path: salePage(future), header: map[string]string{"If-None-Match": pageResp.Header.Get("ETag")}}, 304)
+	sc.do(base, specCall{method: "GET", path: salePage(999999999)}, 404)
+	sc.do(broken, specCall{method: "GET", path: salePage(open)}, 503)
 
 	// Orders.
 	place := func(token, key string, activity int64) specCall {
@@ -268,6 +284,28 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "POST", path: orderPath(second) + "/cancel", token: buyerB}, 200)
 	sc.do(base, specCall{method: "POST", path: orderPath(second) + "/pay", token: buyerB}, 409) // CLOSED
 	sc.do(base, specCall{method: "GET", path: orderPath(second), token: buyerB}, 200)           // with failure_reason
+	var paid struct {
+		Status    string `json:"status"`
+		UnitPrice int64  `json:"unit_price"`
+		Amount    int64  `json:"amount"`
+		Currency  string `json:"currency"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: orderPath(first), token: buyer}, 200), &paid); err != nil {
+		t.Fatal(err)
+	}
+	if paid.Status != "PAID" || paid.UnitPrice != 1999 || paid.Amount != 1999 || paid.Currency != "EUR" {
+		t.Errorf("the consumer wrote the order at %+v, want 1999 EUR", paid)
+	}
+	sc.do(base, specCall{method: "GET", path: "/api/v1/orders?limit=1", token: buyer}, 200)
+	sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/api/v1/orders?activity_id=%d&status=PAID", open), token: buyer}, 200)
+	sc.do(base, specCall{method: "GET", path: "/api/v1/orders?cursor=not-one", token: buyer}, 400)
+	sc.do(base, specCall{method: "GET", path: "/api/v1/orders"}, 401)
+	summary := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d/summary", a) }
+	sc.do(base, specCall{method: "GET", path: summary(open), token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: summary(cold), token: admin}, 200) // redis_stock null
+	sc.do(base, specCall{method: "GET", path: summary(999999999), token: admin}, 404)
+	sc.do(base, specCall{method: "GET", path: summary(open), token: buyer}, 403)
+	sc.do(base, specCall{method: "GET", path: summary(open)}, 401)
 	sc.do(base, specCall{method: "POST", path: orderPath(unknownOrder) + "/pay", token: buyer}, 404)
 	sc.do(base, specCall{method: "POST", path: orderPath(unknownOrder) + "/cancel", token: buyer}, 404)
 	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/pay"}, 401)

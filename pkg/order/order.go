@@ -119,6 +119,9 @@ type Activity struct {
 	// StockBuckets is how many Redis keys (on different cluster slots) the
 	// item's stock is split over during this activity; 1 (or 0) is one key.
 	StockBuckets int
+	// SalePrice is the unit price of the sale (the item's price unless the
+	// operator set another); zero when neither has one.
+	SalePrice Money
 }
 
 // PaymentWindowOr is how long an order of this activity may stay unpaid:
@@ -168,8 +171,12 @@ type Order struct {
 	Status         Status
 	FailureReason  string
 	IdempotencyKey string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// UnitPrice and Amount (UnitPrice times Quantity) are what the order
+	// cost when it was written; zero for orders without a price.
+	UnitPrice Money
+	Amount    Money
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // EventVersion is the current create-order event schema version.

@@ -14,6 +14,8 @@ import (
 type itemRow struct {
 	ID        int64 `gorm:"primaryKey"`
 	Name      string
+	Price     *int64
+	Currency  *string
 	CreatedAt time.Time
 }
 
@@ -35,21 +37,48 @@ type activityRow struct {
 	PerUserLimit         int
 	PaymentWindowSeconds *int
 	StockBuckets         int
+	SalePrice            *int64
+	Currency             *string
 	CreatedAt            time.Time
 }
 
 func (activityRow) TableName() string { return "activities" }
+
+// priceColumns is a price as two nullable columns (amount, currency).
+func priceColumns(m order.Money) (*int64, *string) {
+	if !m.Priced() {
+		return nil, nil
+	}
+	return &m.Amount, &m.Currency
+}
+
+// money reads two nullable price columns back; NULL is no price.
+func money(amount *int64, currency *string) order.Money {
+	if amount == nil || currency == nil {
+		return order.Money{}
+	}
+	return order.Money{Amount: *amount, Currency: *currency}
+}
 
 // Item is a product with its MySQL stock.
 type Item struct {
 	ID    int64
 	Name  string
 	Stock int64
+	// Price is the item's list price; zero when it has none.
+	Price order.Money
 }
 
-// CreateItem inserts an item and its stock row in one transaction.
+// CreateItem inserts an item without a price and its stock row.
 func (db *DB) CreateItem(ctx context.Context, name string, stock int64) (Item, error) {
+	return db.CreatePricedItem(ctx, name, stock, order.Money{})
+}
+
+// CreatePricedItem inserts an item with its price (zero for none) and its
+// stock row, in one transaction.
+func (db *DB) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (Item, error) {
 	row := itemRow{Name: name}
+	row.Price, row.Currency = priceColumns(price)
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			return err
@@ -59,7 +88,24 @@ func (db *DB) CreateItem(ctx context.Context, name string, stock int64) (Item, e
 	if err != nil {
 		return Item{}, wrap("create item", err)
 	}
-	return Item{ID: row.ID, Name: name, Stock: stock}, nil
+	return Item{ID: row.ID, Name: name, Stock: stock, Price: price}, nil
+}
+
+// Item returns one item with its MySQL stock, order.ErrNotFound if none.
+func (db *DB) Item(ctx context.Context, id int64) (Item, error) {
+	var row struct {
+		ID       int64
+		Name     string
+		Price    *int64
+		Currency *string
+		Stock    int64
+	}
+	err := db.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
+		Joins("JOIN item_stock ON item_stock.item_id = items.id").Where("items.id = ?", id).Take(&row).Error
+	if err != nil {
+		return Item{}, wrap("read item", err)
+	}
+	return Item{ID: row.ID, Name: row.Name, Stock: row.Stock, Price: money(row.Price, row.Currency)}, nil
 }
 
 // ItemStock returns the item's MySQL stock, order.ErrNotFound if none.
@@ -84,7 +130,9 @@ func (db *DB) SetItemStock(ctx context.Context, itemID, stock int64) error {
 	return nil
 }
 
-// CreateActivity inserts an activity for an existing item.
+// CreateActivity inserts an activity for an existing item. A sale without
+// a price of its own sells at the item's price (none when the item has
+// none); a sale price must be in the item's currency when the item has one.
 func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
 	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
 		StockBuckets: max(a.StockBuckets, 1)}
@@ -93,13 +141,18 @@ func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activ
 		row.PaymentWindowSeconds = &s
 	}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var n int64
-		if err := tx.Model(&itemRow{}).Where("id = ?", a.ItemID).Count(&n).Error; err != nil {
+		var it itemRow
+		if err := tx.Where("id = ?", a.ItemID).Take(&it).Error; err != nil {
 			return err
 		}
-		if n == 0 {
-			return order.ErrNotFound
+		listPrice := money(it.Price, it.Currency)
+		switch {
+		case !a.SalePrice.Priced():
+			a.SalePrice = listPrice
+		case listPrice.Priced() && listPrice.Currency != a.SalePrice.Currency:
+			return order.Errorf(order.ErrInvalidArgument, "the sale price must be in the item's currency %s", listPrice.Currency)
 		}
+		row.SalePrice, row.Currency = priceColumns(a.SalePrice)
 		return tx.Create(&row).Error
 	})
 	if err != nil {
@@ -116,7 +169,7 @@ func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
 		return order.Activity{}, wrap("read activity", err)
 	}
 	a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
-		StockBuckets: max(row.StockBuckets, 1)}
+		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency)}
 	if row.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
 	}
@@ -130,7 +183,7 @@ func wrap(op string, err error) error {
 		return nil
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return fmt.Errorf("%s: %w", op, order.ErrNotFound)
-	case errors.Is(err, order.ErrNotFound):
+	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument):
 		return fmt.Errorf("%s: %w", op, err)
 	case isTransient(err):
 		return fmt.Errorf("%s: %w: %w", op, order.ErrUnavailable, err)

@@ -20,6 +20,9 @@ type orderRow struct {
 	Status         string
 	FailureReason  *string
 	IdempotencyKey string
+	UnitPrice      *int64
+	Amount         *int64
+	Currency       *string
 	PayDeadline    *time.Time
 	ReleasedAt     *time.Time
 	ReservedAt     time.Time
@@ -34,6 +37,7 @@ func (r orderRow) toOrder() order.Order {
 		OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 		Quantity: r.Quantity, Status: order.Status(r.Status), IdempotencyKey: r.IdempotencyKey,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		UnitPrice: money(r.UnitPrice, r.Currency), Amount: money(r.Amount, r.Currency),
 	}
 	if r.FailureReason != nil {
 		o.FailureReason = *r.FailureReason
@@ -79,6 +83,9 @@ type Outcome struct {
 type Request struct {
 	Event       order.Event
 	PayDeadline time.Time
+	// UnitPrice is the sale's price of one unit (zero: no price); the row
+	// records it with amount = UnitPrice × quantity.
+	UnitPrice order.Money
 }
 
 // Fulfil writes the orders of one item. It first tries the whole batch in
@@ -237,6 +244,10 @@ func newRow(r Request, st order.Status, reason string) orderRow {
 		OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,
 		Quantity: e.Quantity, Status: string(st), IdempotencyKey: e.IdempotencyKey,
 		ReservedAt: e.ReservedAt.UTC(),
+	}
+	if r.UnitPrice.Priced() {
+		amount := r.UnitPrice.Times(e.Quantity).Amount
+		row.UnitPrice, row.Amount, row.Currency = &r.UnitPrice.Amount, &amount, &r.UnitPrice.Currency
 	}
 	if reason != "" {
 		row.FailureReason = &reason

@@ -12,8 +12,46 @@ import (
 )
 
 type createItemBody struct {
-	Name  string `json:"name"`
-	Stock *int64 `json:"stock"`
+	Name     string           `json:"name"`
+	Stock    *int64           `json:"stock"`
+	Price    optional[int64]  `json:"price"`
+	Currency optional[string] `json:"currency"`
+}
+
+// ItemView is the body of a created item.
+type ItemView struct {
+	ItemID int64  `json:"item_id"`
+	Name   string `json:"name"`
+	Stock  int64  `json:"stock"`
+	Price
+}
+
+// Price is a price's two fields in a body, both left out when there is no
+// price: an amount in the currency's minor units and its ISO 4217 code.
+type Price struct {
+	Price    *int64 `json:"price,omitempty"`
+	Currency string `json:"currency,omitempty"`
+}
+
+func priceView(m order.Money) Price {
+	if !m.Priced() {
+		return Price{}
+	}
+	return Price{Price: &m.Amount, Currency: m.Currency}
+}
+
+// bodyPrice checks an optional price given as amount and currency in a
+// body: both or neither (a zero Money). field names the amount.
+func bodyPrice(field string, amount *int64, currency *string) (order.Money, error) {
+	switch {
+	case amount == nil && currency == nil:
+		return order.Money{}, nil
+	case amount == nil:
+		return order.Money{}, order.Errorf(order.ErrInvalidArgument, "currency goes with %s", field)
+	case currency == nil:
+		return order.Money{}, order.Errorf(order.ErrInvalidArgument, "%s needs a currency (an ISO 4217 code such as EUR)", field)
+	}
+	return order.NewPrice(field, *amount, *currency)
 }
 
 func (s *Server) createItem(c *gin.Context) {
@@ -30,21 +68,32 @@ func (s *Server) createItem(c *gin.Context) {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "stock must be an integer from 0 to 1000000000"))
 		return
 	}
-	it, err := s.db.CreateItem(c.Request.Context(), b.Name, *b.Stock)
+	if err := refuseNull(field{"price", b.Price}, field{"currency", b.Currency}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	price, err := bodyPrice("price", b.Price.ptr(), b.Currency.ptr())
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"item_id": it.ID, "name": it.Name, "stock": it.Stock})
+	it, err := s.db.CreatePricedItem(c.Request.Context(), b.Name, *b.Stock, price)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, ItemView{ItemID: it.ID, Name: it.Name, Stock: it.Stock, Price: priceView(it.Price)})
 }
 
 type createActivityBody struct {
-	ItemID               int64     `json:"item_id"`
-	StartsAt             time.Time `json:"starts_at"`
-	EndsAt               time.Time `json:"ends_at"`
-	PerUserLimit         *int      `json:"per_user_limit"`
-	PaymentWindowSeconds *int      `json:"payment_window_seconds"`
-	StockBuckets         *int      `json:"stock_buckets"`
+	ItemID               int64            `json:"item_id"`
+	StartsAt             time.Time        `json:"starts_at"`
+	EndsAt               time.Time        `json:"ends_at"`
+	PerUserLimit         *int             `json:"per_user_limit"`
+	PaymentWindowSeconds *int             `json:"payment_window_seconds"`
+	StockBuckets         *int             `json:"stock_buckets"`
+	SalePrice            optional[int64]  `json:"sale_price"`
+	Currency             optional[string] `json:"currency"`
 }
 
 // ActivityView is the body of a created activity.
@@ -56,6 +105,8 @@ type ActivityView struct {
 	PerUserLimit         int       `json:"per_user_limit"`
 	PaymentWindowSeconds int       `json:"payment_window_seconds,omitempty"`
 	StockBuckets         int       `json:"stock_buckets"`
+	SalePrice            *int64    `json:"sale_price,omitempty"`
+	Currency             string    `json:"currency,omitempty"`
 }
 
 func (s *Server) createActivity(c *gin.Context) {
@@ -90,18 +141,44 @@ func (s *Server) createActivity(c *gin.Context) {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "%s", problem))
 		return
 	}
-	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit, StockBuckets: buckets}
-	if b.PaymentWindowSeconds != nil {
-		a.PaymentWindow = time.Duration(*b.PaymentWindowSeconds) * time.Second
+	if err := refuseNull(field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {
+		s.fail(c, err)
+		return
 	}
-	a, err := s.db.CreateActivity(c.Request.Context(), a)
+	ctx := c.Request.Context()
+	currency := b.Currency.ptr()
+	if b.SalePrice.Set && currency == nil {
+		// The sale is priced in the item's currency unless told otherwise.
+		it, err := s.db.Item(ctx, b.ItemID)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if !it.Price.Priced() {
+			s.fail(c, order.Errorf(order.ErrInvalidArgument, "the item has no price: give sale_price a currency"))
+			return
+		}
+		currency = &it.Price.Currency
+	}
+	price, err := bodyPrice("sale_price", b.SalePrice.ptr(), currency)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit, StockBuckets: buckets,
+		SalePrice: price}
+	if b.PaymentWindowSeconds != nil {
+		a.PaymentWindow = time.Duration(*b.PaymentWindowSeconds) * time.Second
+	}
+	a, err = s.db.CreateActivity(ctx, a)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	sale := priceView(a.SalePrice)
 	c.JSON(http.StatusCreated, ActivityView{ActivityID: a.ID, ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(),
 		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
-		StockBuckets: a.StockBuckets})
+		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency})
 }
 
 func (s *Server) warmup(c *gin.Context) {

@@ -160,7 +160,8 @@ func TestErrorContract(t *testing.T) {
 		// Routes and methods.
 		{name: "unknown route", req: request{method: "GET", path: "/api/v1/nothing", token: buyer}, status: 404, code: "NOT_FOUND"},
 		{name: "DELETE /healthz", req: request{method: "DELETE", path: "/healthz"}, status: 405, code: "METHOD_NOT_ALLOWED"},
-		{name: "GET /api/v1/orders", req: request{method: "GET", path: "/api/v1/orders", token: buyer}, status: 405, code: "METHOD_NOT_ALLOWED"},
+		{name: "DELETE /api/v1/orders", req: request{method: "DELETE", path: "/api/v1/orders", token: buyer}, status: 405, code: "METHOD_NOT_ALLOWED"},
+		{name: "POST a sale page", req: request{method: "POST", path: "/api/v1/activities/1", body: "{}"}, status: 405, code: "METHOD_NOT_ALLOWED"},
 		{name: "PUT an order", req: request{method: "PUT", path: "/api/v1/orders/" + held, token: buyer, body: "{}"}, status: 405, code: "METHOD_NOT_ALLOWED"},
 		// Order status.
 		{name: "malformed order number", req: request{method: "GET", path: "/api/v1/orders/not-an-order", token: buyer}, status: 404, code: "NOT_FOUND"},

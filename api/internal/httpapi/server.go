@@ -58,6 +58,9 @@ type Server struct {
 	metricsHandler http.Handler
 	routes         map[string]map[string]*metrics.Route // method -> route template -> handle
 	unmatched      *metrics.Route
+
+	activities order.ActivityCache
+	salePages  *salePages
 }
 
 // Option configures the server.
@@ -81,6 +84,7 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
 		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Log: log}}
+	s.salePages = &salePages{ttl: SalePageTTL, now: time.Now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -103,7 +107,11 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 		r.GET("/metrics", gin.WrapH(s.metricsHandler))
 	}
 
+	// The sale page needs no token: the crowd refreshes it before the drop.
+	r.GET("/api/v1/activities/:id", s.limitIP, s.salePageView)
+
 	buyer := r.Group("/api/v1", s.limitIP, s.authenticate(false), s.limitUser)
+	buyer.GET("/orders", s.listOrders)
 	buyer.POST("/orders", s.placeOrder)
 	buyer.GET("/orders/:order_no", s.getOrder)
 	buyer.POST("/orders/:order_no/pay", s.payOrder)
@@ -114,6 +122,7 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	admin.GET("/items/:id/stock", s.itemStock)
 	admin.POST("/activities", s.createActivity)
 	admin.POST("/activities/:id/warmup", s.warmup)
+	admin.GET("/activities/:id/summary", s.activitySummary)
 	s.resolveRoutes(r.Routes())
 	return r
 }
@@ -372,8 +381,27 @@ type OrderView struct {
 	ItemID        int64        `json:"item_id"`
 	Quantity      int          `json:"quantity"`
 	FailureReason string       `json:"failure_reason,omitempty"`
-	CreatedAt     time.Time    `json:"created_at"`
-	UpdatedAt     time.Time    `json:"updated_at"`
+	// UnitPrice, Amount and Currency are what the order cost when it was
+	// written; left out for a PENDING order and for orders without a price.
+	UnitPrice *int64    `json:"unit_price,omitempty"`
+	Amount    *int64    `json:"amount,omitempty"`
+	Currency  string    `json:"currency,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// orderView is the answer's view of o.
+func orderView(o order.Order) OrderView {
+	v := OrderView{
+		OrderNo: o.OrderNo, Status: o.Status, ActivityID: o.ActivityID, ItemID: o.ItemID,
+		Quantity: o.Quantity, FailureReason: o.FailureReason,
+		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+	}
+	if o.UnitPrice.Priced() && o.Amount.Priced() {
+		unit, amount := o.UnitPrice.Amount, o.Amount.Amount
+		v.UnitPrice, v.Amount, v.Currency = &unit, &amount, o.UnitPrice.Currency
+	}
+	return v
 }
 
 func (s *Server) getOrder(c *gin.Context) {
@@ -387,11 +415,7 @@ func (s *Server) getOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, OrderView{
-		OrderNo: o.OrderNo, Status: o.Status, ActivityID: o.ActivityID, ItemID: o.ItemID,
-		Quantity: o.Quantity, FailureReason: o.FailureReason,
-		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
-	})
+	c.JSON(http.StatusOK, orderView(o))
 }
 
 func (s *Server) readyz(c *gin.Context) {

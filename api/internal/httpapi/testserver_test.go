@@ -41,6 +41,7 @@ const unusedAddr = "127.0.0.1:1"
 // prefix), MySQL (own database) and Kafka (own one-partition topic).
 type testServer struct {
 	url    string
+	rdb    redis.UniversalClient
 	store  *stockredis.Store
 	prefix string
 	db     *mysqltest.DB
@@ -65,6 +66,7 @@ func newTestServer(t *testing.T, opts ...serviceOption) *testServer {
 	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: topic})
 	t.Cleanup(func() { pub.Close() })
 	ts := &testServer{
+		rdb:    rdb,
 		store:  stockredis.New(rdb, prefix),
 		prefix: prefix,
 		db:     db,

@@ -103,7 +103,10 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 		if err != nil {
 			return retryAll(len(events), err)
 		}
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(act.PaymentWindowOr(p.PaymentWindow))})
+		// The order costs the sale's price (activities never change price,
+		// so it is the price the buyer saw when the API reserved).
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(act.PaymentWindowOr(p.PaymentWindow)),
+			UnitPrice: act.SalePrice})
 		reqIdx = append(reqIdx, i)
 	}
 	if len(reqs) == 0 {

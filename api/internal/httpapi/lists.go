@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+)
+
+// Order list pages.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+// OrderList is the body of GET /api/v1/orders.
+type OrderList struct {
+	Orders []OrderView `json:"orders"`
+	// NextCursor fetches the next (older) page; null on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// cursorPrefix versions the cursor's format; the cursor is opaque to
+// clients: base64url of "o1:<row id>", the id the next page starts below.
+const cursorPrefix = "o1:"
+
+func encodeCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(id, 10)))
+}
+
+func decodeCursor(s string) (int64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(string(b), cursorPrefix)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != rest {
+		return 0, false
+	}
+	return id, true
+}
+
+// listQuery reads and checks the list's query parameters.
+func listQuery(c *gin.Context) (f orderdb.OrderFilter, before int64, limit int, err error) {
+	limit = DefaultPageSize
+	if v, ok := c.GetQuery("limit"); ok {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 1 || n > MaxPageSize {
+			return f, 0, 0, order.Errorf(order.ErrInvalidArgument, "limit must be an integer from 1 to %d", MaxPageSize)
+		}
+		limit = n
+	}
+	if v, ok := c.GetQuery("cursor"); ok {
+		if before, ok = decodeCursor(v); !ok {
+			return f, 0, 0, order.Errorf(order.ErrInvalidArgument, "cursor is not one this API gave (pass next_cursor as it is)")
+		}
+	}
+	if v, ok := c.GetQuery("activity_id"); ok {
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || n < 1 {
+			return f, 0, 0, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
+		}
+		f.ActivityID = n
+	}
+	if v, ok := c.GetQuery("status"); ok {
+		switch st := order.Status(v); st {
+		case order.Created, order.Paid, order.Closed, order.Failed:
+			f.Status = st
+		default:
+			return f, 0, 0, order.Errorf(order.ErrInvalidArgument, "status must be one of CREATED, PAID, CLOSED, FAILED")
+		}
+	}
+	return f, before, limit, nil
+}
+
+// listOrders answers the caller's own orders, newest first, a page at a
+// time (keyset pagination on the row id).
+func (s *Server) listOrders(c *gin.Context) {
+	f, before, limit, err := listQuery(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	rows, more, err := s.db.UserOrders(c.Request.Context(), claimsOf(c).UserID, f, before, limit)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := OrderList{Orders: make([]OrderView, len(rows))}
+	for i, r := range rows {
+		out.Orders[i] = orderView(r.Order)
+	}
+	if more {
+		next := encodeCursor(rows[len(rows)-1].ID)
+		out.NextCursor = &next
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// ActivitySummary is the body of GET /admin/v1/activities/{id}/summary.
+type ActivitySummary struct {
+	ActivityID int64 `json:"activity_id"`
+	ItemID     int64 `json:"item_id"`
+	// Orders counts the activity's MySQL orders by status (every status,
+	// zero included); PENDING ones are InFlight.
+	Orders    map[order.Status]int64 `json:"orders"`
+	UnitsSold int64                  `json:"units_sold"`
+	UnitsPaid int64                  `json:"units_paid"`
+	// The item's stock: units in reservations not yet confirmed or
+	// released, Redis stock (null before warm-up) and MySQL stock.
+	InFlight   int64  `json:"in_flight"`
+	RedisStock *int64 `json:"redis_stock"`
+	DBStock    int64  `json:"db_stock"`
+	// RevenuePaid sums the amounts of the PAID orders, in Currency; both
+	// are left out when the sale has no price.
+	RevenuePaid *int64 `json:"revenue_paid,omitempty"`
+	Currency    string `json:"currency,omitempty"`
+}
+
+// activitySummary answers how an activity's sale went, from MySQL and Redis.
+func (s *Server) activitySummary(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	act, err := s.db.Activity(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	tally, err := s.db.ActivityTally(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	dbStock, err := s.db.ItemStock(ctx, act.ItemID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	snap, err := s.intake.Stock.Stock(ctx, act.ItemID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := ActivitySummary{ActivityID: id, ItemID: act.ItemID, Orders: map[order.Status]int64{},
+		InFlight: snap.Inflight, DBStock: dbStock}
+	for _, st := range []order.Status{order.Created, order.Paid, order.Closed, order.Failed} {
+		out.Orders[st] = tally[st].Orders
+	}
+	out.UnitsSold = tally[order.Created].Units + tally[order.Paid].Units
+	out.UnitsPaid = tally[order.Paid].Units
+	if snap.Warmed {
+		out.RedisStock = &snap.Stock
+	}
+	if act.SalePrice.Priced() {
+		revenue := tally[order.Paid].Amount
+		out.RevenuePaid, out.Currency = &revenue, act.SalePrice.Currency
+	}
+	c.JSON(http.StatusOK, out)
+}

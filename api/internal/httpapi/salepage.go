@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// SalePageTTL is how long this instance serves a sale page from memory
+// before it reads Redis (or MySQL) again: the most a page can be stale.
+const SalePageTTL = time.Second
+
+// SaleState is where a sale stands.
+type SaleState string
+
+// The sale's states, in the order they come.
+const (
+	SaleUpcoming SaleState = "UPCOMING"
+	SaleLive     SaleState = "LIVE"
+	SaleSoldOut  SaleState = "SOLD_OUT"
+	SaleEnded    SaleState = "ENDED"
+)
+
+// SalePage is the body of GET /api/v1/activities/{id}.
+type SalePage struct {
+	ActivityID   int64     `json:"activity_id"`
+	ItemID       int64     `json:"item_id"`
+	StartsAt     time.Time `json:"starts_at"`
+	EndsAt       time.Time `json:"ends_at"`
+	PerUserLimit int       `json:"per_user_limit"`
+	SalePrice    *int64    `json:"sale_price,omitempty"`
+	Currency     string    `json:"currency,omitempty"`
+	State        SaleState `json:"state"`
+	// UnitsLeft is exact when read: the units Redis can still reserve
+	// (MySQL's stock before the warm-up), at most SalePageTTL old.
+	UnitsLeft int64 `json:"units_left"`
+}
+
+// saleState is the state at now of a sale with left units unreserved.
+func saleState(a order.Activity, left int64, now time.Time) SaleState {
+	switch {
+	case now.Before(a.StartsAt):
+		return SaleUpcoming
+	case !now.Before(a.EndsAt):
+		return SaleEnded
+	case left <= 0:
+		return SaleSoldOut
+	}
+	return SaleLive
+}
+
+// salePages serves each activity's page from memory: one load (one Redis
+// read, or a MySQL one before the warm-up) per activity per SalePageTTL on
+// this instance, whatever the request rate. Requests that find the page
+// older than that wait for the one load under way (a single flight).
+type salePages struct {
+	ttl  time.Duration
+	now  func() time.Time
+	load func(ctx context.Context, id int64) ([]byte, error)
+
+	mu sync.Mutex
+	m  map[int64]*salePage
+}
+
+// salePage is one activity's page as last loaded; done is closed once the
+// load finished, and body, etag and err are read only after that.
+type salePage struct {
+	at   time.Time // when the load started: the data is no older
+	done chan struct{}
+	body []byte
+	etag string
+	err  error
+}
+
+// loaded reports whether pg's load finished.
+func (pg *salePage) loaded() bool {
+	select {
+	case <-pg.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// maxSalePages bounds the pages kept; beyond it the expired ones go.
+const maxSalePages = 4096
+
+// get returns activity id's page, loading it when the one in memory is
+// older than the TTL.
+func (p *salePages) get(ctx context.Context, id int64) (*salePage, error) {
+	now := p.now()
+	p.mu.Lock()
+	pg := p.m[id]
+	if pg == nil || (pg.loaded() && now.Sub(pg.at) >= p.ttl) {
+		pg = &salePage{at: now, done: make(chan struct{})}
+		if len(p.m) >= maxSalePages {
+			p.dropExpired(now)
+		}
+		p.m[id] = pg
+		p.mu.Unlock()
+		p.fill(ctx, id, pg)
+	} else {
+		p.mu.Unlock()
+	}
+	select {
+	case <-pg.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return pg, pg.err
+}
+
+// fill loads pg. The load runs on its own context, so one waiter giving
+// up does not fail the others; an error other than "no such activity" is
+// not kept, so the next request loads again.
+func (p *salePages) fill(ctx context.Context, id int64, pg *salePage) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	pg.body, pg.err = p.load(lctx, id)
+	if pg.err == nil {
+		sum := sha256.Sum256(pg.body)
+		pg.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
+	}
+	close(pg.done)
+	if pg.err != nil && !errors.Is(pg.err, order.ErrNotFound) {
+		p.mu.Lock()
+		if p.m[id] == pg {
+			delete(p.m, id)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// dropExpired forgets the pages older than the TTL; p.mu is held.
+func (p *salePages) dropExpired(now time.Time) {
+	for id, pg := range p.m {
+		if pg.loaded() && now.Sub(pg.at) >= p.ttl {
+			delete(p.m, id)
+		}
+	}
+}
+
+// loadSalePage reads what the page shows: the activity (from the
+// in-process cache; activities do not change) and the units left.
+func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
+	act, err := s.activities.Get(ctx, id, s.db.Activity)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.intake.Stock.Stock(ctx, act.ItemID)
+	if err != nil {
+		return nil, err
+	}
+	left := snap.Stock
+	if !snap.Warmed {
+		if left, err = s.db.ItemStock(ctx, act.ItemID); err != nil {
+			return nil, err
+		}
+	}
+	page := SalePage{ActivityID: act.ID, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
+		PerUserLimit: act.PerUserLimit, State: saleState(act, left, s.salePages.now()), UnitsLeft: max(left, 0)}
+	if price := priceView(act.SalePrice); price.Price != nil {
+		page.SalePrice, page.Currency = price.Price, price.Currency
+	}
+	return json.Marshal(page)
+}
+
+// salePageView answers the sale page to anyone (no token), from memory,
+// with Cache-Control and an ETag so browsers and CDNs take most of a
+// refresh storm; a matching If-None-Match gets 304.
+func (s *Server) salePageView(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	pg, err := s.salePages.get(c.Request.Context(), id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Cache-Control", "public, max-age=1")
+	h.Set("ETag", pg.etag)
+	if etagMatches(c.GetHeader("If-None-Match"), pg.etag) {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", pg.body)
+}
+
+// etagMatches reports whether an If-None-Match header names etag (weak
+// comparison, as RFC 9110 asks for If-None-Match).
+func etagMatches(header, etag string) bool {
+	if header == "" {
+		return false
+	}
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
