@@ -273,6 +273,7 @@ type kafkaSale struct {
 	leader string // the node that led it at the start
 	s      *timedSale
 	watch  *pendingWatch
+	cons   *pipelinetest.Proc
 }
 
 // startKafkaSale starts the sale and returns once orders reach MySQL.
@@ -281,7 +282,7 @@ func startKafkaSale(t *testing.T) *kafkaSale {
 	onKafkaCluster(t)
 	k := &kafkaSale{p: pipelinetest.New(t, pipelinetest.Options{Partitions: 6, KafkaBrokers: clusterBrokers})}
 	k.api = k.p.StartAPI()
-	k.p.StartConsumer()
+	k.cons = k.p.StartConsumer()
 	k.sale = k.api.CreateSale(600, 1)
 	k.part, k.leader = hotPartition(t, k.p, k.sale)
 	t.Logf("hot item %d: partition %d of %s, led by %s (%s)", k.sale.ItemID, k.part, k.p.Topic, k.leader, partitionState(k.p, k.part))
@@ -309,6 +310,17 @@ func (k *kafkaSale) finish(t *testing.T) (more *timedSale, l, m *load, all map[s
 	if inv.LiveOrders != int64(len(all)) {
 		t.Fatalf("accepted %d, live %d", len(all), inv.LiveOrders)
 	}
+	// The consumer commits again by itself: its group (whose coordinator
+	// may have been on a dead broker) catches up with the whole topic.
+	var lag int64
+	waittest.Until(t, 60*time.Second, "the consumer group to commit every event", func() bool {
+		var err error
+		lag, err = k.p.GroupLag(context.Background(), k.p.Group)
+		return err == nil && lag == 0
+	})
+	log := k.cons.Log()
+	t.Logf("consumer: %d failed fetches and %d failed commits logged, group lag 0 at the end",
+		strings.Count(log, `"msg":"fetch failed"`), strings.Count(log, `"msg":"commit failed"`))
 	return more, l, m, all, refused
 }
 
@@ -404,4 +416,66 @@ func TestReplicatedKafkaTwoBrokersDown(t *testing.T) {
 	t.Logf("replicated: writes refused %v (last 202 before the kills to the first after %s came back); %s ready %v after its start; first 202 %v after that",
 		resumed.Sub(lastAccepted).Round(time.Millisecond), leader, leader, back.Sub(restart).Round(time.Millisecond), resumed.Sub(back).Round(time.Millisecond))
 	t.Logf("replicated: longest PENDING %v (order %s) with two of three brokers down", worst.Round(time.Millisecond), no)
+}
+
+// TestReplicatedKafkaTopicSettings checks what the programs make on the
+// cluster: the orders topic and its dead-letter topic that the api creates
+// at start have three replicas, all in sync, min.insync.replicas=2 and
+// unclean leader election off; the consumer groups' offsets are on three
+// replicas too. A min.insync.replicas above the replication factor stops
+// the api at start, naming the variable.
+func TestReplicatedKafkaTopicSettings(t *testing.T) {
+	onKafkaCluster(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 6, KafkaBrokers: clusterBrokers})
+	topic := kafkatest.Name("test.settings")
+	// 5 partitions, not the brokers' 12: the api made the topic, not the
+	// brokers' automatic creation.
+	p.StartAPI("SECKILL_KAFKA_TOPIC="+topic, "SECKILL_KAFKA_PARTITIONS=5")
+	p.StartConsumer("SECKILL_KAFKA_TOPIC="+topic, "SECKILL_KAFKA_PARTITIONS=5")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, name := range []string{topic, orderevents.DLQTopic(topic)} {
+		parts, err := kafkatest.Partitions(ctx, clusterBrokers, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 5, false: 1}[name == topic]; len(parts) != want {
+			t.Fatalf("%s has %d partitions, want %d", name, len(parts), want)
+		}
+		for _, part := range parts {
+			if len(part.Replicas) != 3 || len(part.Isr) != 3 {
+				t.Fatalf("%s/%d: replicas %v, in sync %v; want 3 and 3", name, part.ID, part.Replicas, part.Isr)
+			}
+		}
+		got, err := kafkatest.TopicConfig(ctx, clusterBrokers, name, "min.insync.replicas", "unclean.leader.election.enable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["min.insync.replicas"] != "2" || got["unclean.leader.election.enable"] != "false" {
+			t.Fatalf("%s: set on the topic %v; want min.insync.replicas 2, unclean.leader.election.enable false", name, got)
+		}
+		t.Logf("%s: %d partitions, 3 replicas each, all in sync, set on the topic %v", name, len(parts), got)
+	}
+	waittest.Until(t, 60*time.Second, "the consumer group's offsets topic on three replicas", func() bool {
+		parts, err := kafkatest.Partitions(ctx, clusterBrokers, "__consumer_offsets")
+		if err != nil {
+			return false
+		}
+		for _, part := range parts {
+			if len(part.Replicas) != 3 {
+				t.Fatalf("__consumer_offsets/%d: replicas %v, want 3", part.ID, part.Replicas)
+			}
+		}
+		return true
+	})
+
+	bad := p.Start("api", "SECKILL_KAFKA_MIN_INSYNC_REPLICAS=4", "SECKILL_HTTP_ADDR="+pipelinetest.FreeAddr(t))
+	select {
+	case <-bad.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the api started with SECKILL_KAFKA_MIN_INSYNC_REPLICAS=4 and replication factor 3")
+	}
+	if !strings.Contains(bad.Log(), `SECKILL_KAFKA_MIN_INSYNC_REPLICAS=\"4\": at most SECKILL_KAFKA_REPLICATION_FACTOR (3)`) {
+		t.Fatalf("the api's refusal does not name the variable:\n%s", bad.Log())
+	}
 }

@@ -234,3 +234,31 @@ func Partitions(ctx context.Context, brokers []string, topic string) ([]kafka.Pa
 	slices.SortFunc(parts, func(a, b kafka.Partition) int { return a.ID - b.ID })
 	return parts, nil
 }
+
+// topicConfigSource is DYNAMIC_TOPIC_CONFIG, DescribeConfigs' source of an
+// entry set on the topic.
+const topicConfigSource = 1
+
+// TopicConfig returns the values of the named configuration entries set on
+// topic itself (min.insync.replicas, unclean.leader.election.enable, ...):
+// an entry the topic takes from the broker's defaults is left out.
+func TopicConfig(ctx context.Context, brokers []string, topic string, names ...string) (map[string]string, error) {
+	tr := &kafka.Transport{DialTimeout: 2 * time.Second}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 5 * time.Second}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: names}}})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Resources) != 1 || res.Resources[0].Error != nil {
+		return nil, fmt.Errorf("configuration of topic %s: %+v", topic, res.Resources)
+	}
+	got := map[string]string{}
+	for _, e := range res.Resources[0].ConfigEntries {
+		if e.ConfigSource == topicConfigSource {
+			got[e.ConfigName] = e.ConfigValue
+		}
+	}
+	return got, nil
+}
