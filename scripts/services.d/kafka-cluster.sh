@@ -55,6 +55,29 @@ kafka_cluster_answers() {
 	done
 }
 
+# kafka_cluster_conf ID: write node ID's config (and make its folders).
+kafka_cluster_conf() {
+	local id=$1
+	mkdir -p "$data_dir/kafka-cluster/$id" "$log_dir/kafka-$id"
+	sed -e "s|@NODE_ID@|$id|" -e "s|@PORT@|$(kafka_cluster_port "$id")|" \
+		-e "s|@CONTROLLER_PORT@|$(kafka_cluster_controller_port "$id")|" \
+		-e "s|@LOG_DIRS@|$data_dir/kafka-cluster/$id|" "$root/scripts/kafka/cluster.properties" >"$run_dir/kafka-$id.properties"
+}
+
+# kafka_cluster_format ID: format node ID's data folder, unless it was.
+kafka_cluster_format() {
+	local id=$1 name=kafka-$1
+	[[ -f $data_dir/kafka-cluster/$id/meta.properties ]] && return 0
+	kafka_cluster_conf "$id"
+	log "$name: formatting $data_dir/kafka-cluster/$id (cluster id $kafka_cluster_id_rf3)"
+	java -Xmx256m -cp "$kafka_lib/*" -Dlog4j.configuration="file:$root/scripts/kafka/tools-log4j.properties" \
+		kafka.tools.StorageTool format -t "$kafka_cluster_id_rf3" -c "$run_dir/$name.properties" --ignore-formatted \
+		>>"$log_dir/$name.log" 2>&1 || {
+		show_log "$log_dir/$name.log"
+		die "formatting $name's data folder failed"
+	}
+}
+
 # kafka_cluster_launch ID: start node ID from its config and data (formatting the data folder the
 # first time), unless it runs already.
 kafka_cluster_launch() {
@@ -67,18 +90,8 @@ kafka_cluster_launch() {
 	kafka_jars
 	command -v java >/dev/null 2>&1 || install "install a Java runtime (>=17)" default-jre-headless
 	conf=$run_dir/$name.properties
-	mkdir -p "$data_dir/kafka-cluster/$id" "$log_dir/$name"
-	sed -e "s|@NODE_ID@|$id|" -e "s|@PORT@|$port|" -e "s|@CONTROLLER_PORT@|$cport|" \
-		-e "s|@LOG_DIRS@|$data_dir/kafka-cluster/$id|" "$root/scripts/kafka/cluster.properties" >"$conf"
-	if [[ ! -f $data_dir/kafka-cluster/$id/meta.properties ]]; then
-		log "$name: formatting $data_dir/kafka-cluster/$id (cluster id $kafka_cluster_id_rf3)"
-		java -Xmx256m -cp "$kafka_lib/*" -Dlog4j.configuration="file:$root/scripts/kafka/tools-log4j.properties" \
-			kafka.tools.StorageTool format -t "$kafka_cluster_id_rf3" -c "$conf" --ignore-formatted \
-			>>"$log_dir/$name.log" 2>&1 || {
-			show_log "$log_dir/$name.log"
-			die "formatting $name's data folder failed"
-		}
-	fi
+	kafka_cluster_conf "$id"
+	kafka_cluster_format "$id"
 	# A fresh server.log, so readiness is judged on this start only.
 	[[ -f $log_dir/$name/server.log ]] && mv -f "$log_dir/$name/server.log" "$log_dir/$name/server.log.prev"
 	launch "$name" "$log_dir/$name.log" java -Xms128m -Xmx384m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
@@ -126,6 +139,14 @@ kafka_cluster_up() {
 		log "kafka-cluster ready on 127.0.0.1:29092-29094"
 		return 0
 	fi
+	kafka_jars
+	command -v java >/dev/null 2>&1 || install "install a Java runtime (>=17)" default-jre-headless
+	# A first start formats the three data folders side by side (a JVM each).
+	local formats=() pid
+	for id in "${kafka_cluster_ids[@]}"; do
+		pid_of "kafka-$id" >/dev/null || { kafka_cluster_format "$id" & formats+=($!); }
+	done
+	for pid in "${formats[@]}"; do wait "$pid" || exit 1; done
 	# All at once: a node finishes starting only when the controller quorum (two of three) is up.
 	for id in "${kafka_cluster_ids[@]}"; do kafka_cluster_launch "$id"; done
 	for id in "${kafka_cluster_ids[@]}"; do kafka_cluster_wait "$id"; done
