@@ -236,15 +236,16 @@ func (w *pendingWatch) poll() {
 }
 
 // longest stops the watch (call it after settle: every accepted order is
-// final) and returns the longest an accepted order stayed PENDING, and its
-// order number.
-func (w *pendingWatch) longest(t *testing.T) (time.Duration, string) {
+// final) and returns the longest an accepted order stayed PENDING, its
+// order number and when it was found final.
+func (w *pendingWatch) longest(t *testing.T) (time.Duration, string, time.Time) {
 	t.Helper()
 	close(w.stop)
 	<-w.done
 	w.poll() // settle saw every order final; the last ones since the last poll
 	var worst time.Duration
 	var which string
+	var final time.Time
 	for _, s := range w.sales {
 		for _, a := range s.attempts {
 			if a.code != 202 {
@@ -255,11 +256,11 @@ func (w *pendingWatch) longest(t *testing.T) (time.Duration, string) {
 				t.Fatalf("order %s was never seen final", a.orderNo)
 			}
 			if d := at.Sub(a.answered); d > worst {
-				worst, which = d, a.orderNo
+				worst, which, final = d, a.orderNo, at
 			}
 		}
 	}
-	return worst, which
+	return worst, which, final
 }
 
 // kafkaSale is a sale running on the three-node cluster: a pipeline with
@@ -319,7 +320,7 @@ func (k *kafkaSale) finish(t *testing.T) (more *timedSale, l, m *load, all map[s
 		return err == nil && lag == 0
 	})
 	log := k.cons.Log()
-	t.Logf("consumer: %d failed fetches and %d failed commits logged, group lag 0 at the end",
+	t.Logf("consumer: %d fetch-failure lines (at most one a second) and %d failed commits logged, group lag 0 at the end",
 		strings.Count(log, `"msg":"fetch failed"`), strings.Count(log, `"msg":"commit failed"`))
 	return more, l, m, all, refused
 }
@@ -362,11 +363,11 @@ func TestReplicatedKafkaLeaderKilled(t *testing.T) {
 	if end[part] < int64(len(all)) {
 		t.Fatalf("partition %d holds %d events for %d accepted orders: the killed broker did not lead the hot partition", part, end[part], len(all))
 	}
-	worst, no := k.watch.longest(t)
+	worst, no, final := k.watch.longest(t)
 	t.Logf("leader %s killed: %d accepted of 500 attempts for 600 units, %d answered 503, network errors %d; refused %v %v",
 		leader, len(all), refused, l.neterrs+m.neterrs, l.codes, m.codes)
-	t.Logf("replicated: longest PENDING %v (order %s; 202 to its row in MySQL, polled every 100 ms) with the hot partition's leader killed",
-		worst.Round(time.Millisecond), no)
+	t.Logf("replicated: longest PENDING %v (order %s; 202 to its row in MySQL, polled every 100 ms) with the hot partition's leader killed; final %v after the kill",
+		worst.Round(time.Millisecond), no, final.Sub(killed).Round(time.Millisecond))
 }
 
 // TestReplicatedKafkaTwoBrokersDown kills (SIGKILL) two of the three brokers
@@ -410,12 +411,13 @@ func TestReplicatedKafkaTwoBrokersDown(t *testing.T) {
 			lastAccepted = a.answered
 		}
 	}
-	worst, no := k.watch.longest(t)
+	worst, no, final := k.watch.longest(t)
 	t.Logf("%s and %s killed: %d accepted of 500 attempts for 600 units, %d answered 503 (%d sent while two were down), network errors %d; refused %v %v",
 		leader, other, len(all), refused, refusedWhileDown, l.neterrs+m.neterrs, l.codes, m.codes)
 	t.Logf("replicated: writes refused %v (last 202 before the kills to the first after %s came back); %s ready %v after its start; first 202 %v after that",
 		resumed.Sub(lastAccepted).Round(time.Millisecond), leader, leader, back.Sub(restart).Round(time.Millisecond), resumed.Sub(back).Round(time.Millisecond))
-	t.Logf("replicated: longest PENDING %v (order %s) with two of three brokers down", worst.Round(time.Millisecond), no)
+	t.Logf("replicated: longest PENDING %v (order %s) with two of three brokers down; final %v after %s was ready again",
+		worst.Round(time.Millisecond), no, final.Sub(back).Round(time.Millisecond), leader)
 }
 
 // TestReplicatedKafkaTopicSettings checks what the programs make on the
