@@ -37,7 +37,7 @@ kafka_cluster_node_answers() {
 }
 
 # kafka_cluster_brokers ID: how many live (registered, unfenced) brokers node ID's metadata lists
-# (a Metadata v0 request for no topic: correlation id, then the broker array's length).
+# (a Metadata v0 request; the reply starts with the correlation id, then the broker array's length).
 kafka_cluster_brokers() {
 	local reply
 	reply=$(kafka_cluster_request "$(kafka_cluster_port "$1")" \
