@@ -217,14 +217,24 @@ func MySQL(e *Env) orderdb.Config {
 }
 
 // Kafka reads SECKILL_KAFKA_BROKERS, SECKILL_KAFKA_TOPIC,
-// SECKILL_KAFKA_PARTITIONS and SECKILL_KAFKA_WRITE_TIMEOUT.
+// SECKILL_KAFKA_PARTITIONS, SECKILL_KAFKA_WRITE_TIMEOUT,
+// SECKILL_KAFKA_REPLICATION_FACTOR (default 1) and
+// SECKILL_KAFKA_MIN_INSYNC_REPLICAS (default a majority of the replicas:
+// 1 of 1, 2 of 2, 2 of 3; at most the replication factor).
 func Kafka(e *Env) orderevents.Config {
-	return orderevents.Config{
-		Brokers:      e.AddrList("SECKILL_KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
-		Topic:        e.String("SECKILL_KAFKA_TOPIC", "seckill.orders"),
-		Partitions:   e.Int("SECKILL_KAFKA_PARTITIONS", 12, 1, 10000),
-		WriteTimeout: e.Duration("SECKILL_KAFKA_WRITE_TIMEOUT", 3*time.Second),
+	cfg := orderevents.Config{
+		Brokers:           e.AddrList("SECKILL_KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
+		Topic:             e.String("SECKILL_KAFKA_TOPIC", "seckill.orders"),
+		Partitions:        e.Int("SECKILL_KAFKA_PARTITIONS", 12, 1, 10000),
+		WriteTimeout:      e.Duration("SECKILL_KAFKA_WRITE_TIMEOUT", 3*time.Second),
+		ReplicationFactor: e.Int("SECKILL_KAFKA_REPLICATION_FACTOR", 1, 1, 32),
 	}
+	cfg.MinInsyncReplicas = e.Int("SECKILL_KAFKA_MIN_INSYNC_REPLICAS", cfg.ReplicationFactor/2+1, 1, 32)
+	if cfg.MinInsyncReplicas > cfg.ReplicationFactor {
+		e.fail("SECKILL_KAFKA_MIN_INSYNC_REPLICAS", strconv.Itoa(cfg.MinInsyncReplicas),
+			fmt.Sprintf("at most SECKILL_KAFKA_REPLICATION_FACTOR (%d): no publish could ever be acknowledged", cfg.ReplicationFactor))
+	}
+	return cfg
 }
 
 // JWTSecret reads the required SECKILL_JWT_SECRET.

@@ -16,6 +16,10 @@ func TestRead(t *testing.T) {
 	mysql := func(e *config.Env) any { return config.MySQL(e) }
 	kafka := func(e *config.Env) any { return config.Kafka(e).Brokers }
 	level := func(e *config.Env) any { return config.LogLevel(e) }
+	replicas := func(e *config.Env) any {
+		c := config.Kafka(e)
+		return [2]int{c.ReplicationFactor, c.MinInsyncReplicas}
+	}
 	redisCfg := func(addrs ...string) stockredis.Config { return stockredis.Config{Addrs: addrs, Prefix: "sk"} }
 	const dsn = "u:p@tcp(db:3306)/shop?parseTime=true"
 	cases := []struct {
@@ -62,6 +66,22 @@ func TestRead(t *testing.T) {
 			wantErr: `SECKILL_KAFKA_BROKERS="k1:9092,kafka": "kafka": want host:port`},
 		{name: "kafka broker bad port", env: map[string]string{"SECKILL_KAFKA_BROKERS": "kafka:99999"}, read: kafka, wantErr: "SECKILL_KAFKA_BROKERS"},
 		{name: "kafka no brokers", env: map[string]string{"SECKILL_KAFKA_BROKERS": " , "}, read: kafka, wantErr: "SECKILL_KAFKA_BROKERS"},
+
+		{name: "kafka replication default", read: replicas, want: [2]int{1, 1}},
+		{name: "kafka replication 3", env: map[string]string{"SECKILL_KAFKA_REPLICATION_FACTOR": "3"}, read: replicas, want: [2]int{3, 2}},
+		{name: "kafka replication 2", env: map[string]string{"SECKILL_KAFKA_REPLICATION_FACTOR": "2"}, read: replicas, want: [2]int{2, 2}},
+		{name: "kafka min insync set", env: map[string]string{"SECKILL_KAFKA_REPLICATION_FACTOR": "3", "SECKILL_KAFKA_MIN_INSYNC_REPLICAS": "3"},
+			read: replicas, want: [2]int{3, 3}},
+		{name: "kafka min insync above replication", env: map[string]string{"SECKILL_KAFKA_REPLICATION_FACTOR": "3", "SECKILL_KAFKA_MIN_INSYNC_REPLICAS": "4"},
+			read: replicas, wantErr: `SECKILL_KAFKA_MIN_INSYNC_REPLICAS="4": at most SECKILL_KAFKA_REPLICATION_FACTOR (3)`},
+		{name: "kafka min insync default above set replication", env: map[string]string{"SECKILL_KAFKA_MIN_INSYNC_REPLICAS": "2"},
+			read: replicas, wantErr: "SECKILL_KAFKA_MIN_INSYNC_REPLICAS"},
+		{name: "kafka replication zero", env: map[string]string{"SECKILL_KAFKA_REPLICATION_FACTOR": "0"}, read: replicas,
+			wantErr: `SECKILL_KAFKA_REPLICATION_FACTOR="0": want an integer from 1 to 32`},
+		{name: "kafka replication not a number", env: map[string]string{"SECKILL_KAFKA_REPLICATION_FACTOR": "three"}, read: replicas,
+			wantErr: "SECKILL_KAFKA_REPLICATION_FACTOR"},
+		{name: "kafka min insync zero", env: map[string]string{"SECKILL_KAFKA_MIN_INSYNC_REPLICAS": "0"}, read: replicas,
+			wantErr: "SECKILL_KAFKA_MIN_INSYNC_REPLICAS"},
 
 		{name: "log level default", read: level, want: "info"},
 		{name: "log level any case", env: map[string]string{"SECKILL_LOG_LEVEL": "DEBUG"}, read: level, want: "debug"},

@@ -1,6 +1,8 @@
 // Package kafkatest gives each test its own topic (and names for its own
-// consumer groups) on the running Kafka broker (scripts/services). An
-// unreachable broker fails the test.
+// consumer groups) on the running Kafka broker (scripts/services), or on
+// the brokers a test names (the *On functions: the three-node cluster of
+// `scripts/services up kafka-cluster`, a proxy). An unreachable broker fails
+// the test.
 package kafkatest
 
 import (
@@ -9,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +43,24 @@ func NewTopic(t testing.TB, partitions int) string {
 	return NewTopicOn(t, Brokers(), partitions)
 }
 
-// NewTopicOn is NewTopic on the given brokers.
+// Replication is the replication factor and min.insync.replicas of the
+// topics NewTopicOn makes on brokers: one copy on one broker; on a cluster,
+// as in production, three copies (or as many as brokers are named) and a
+// majority of them in sync.
+func Replication(brokers []string) (factor, minInsync int) {
+	factor = min(max(len(brokers), 1), 3)
+	return factor, factor/2 + 1
+}
+
+// NewTopicOn is NewTopic on the given brokers, replicated as Replication
+// says.
 func NewTopicOn(t testing.TB, brokers []string, partitions int) string {
 	t.Helper()
 	topic := Name("test.orders")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := orderevents.Config{Brokers: brokers, Topic: topic, Partitions: partitions}
+	rf, isr := Replication(brokers)
+	cfg := orderevents.Config{Brokers: brokers, Topic: topic, Partitions: partitions, ReplicationFactor: rf, MinInsyncReplicas: isr}
 	if err := orderevents.EnsureTopics(ctx, cfg); err != nil {
 		t.Fatalf("kafkatest: Kafka at %v: create topic (run `scripts/services up`): %v", brokers, err)
 	}
@@ -92,9 +106,14 @@ func leadersServe(ctx context.Context, broker, topic string, partitions int) boo
 // transport of its own: the shared default caches metadata for seconds, and
 // would not know a topic created since.
 func Offsets(ctx context.Context, topic, group string) (end, committed map[int]int64, err error) {
+	return OffsetsOn(ctx, Brokers(), topic, group)
+}
+
+// OffsetsOn is Offsets on the given brokers.
+func OffsetsOn(ctx context.Context, brokers []string, topic, group string) (end, committed map[int]int64, err error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(Brokers()...), Transport: tr}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +163,12 @@ func Offsets(ctx context.Context, topic, group string) (end, committed map[int]i
 // GroupLag returns how many messages of topic the consumer group has not
 // committed yet (a group that committed nothing lags by the whole topic).
 func GroupLag(ctx context.Context, topic, group string) (int64, error) {
-	end, committed, err := Offsets(ctx, topic, group)
+	return GroupLagOn(ctx, Brokers(), topic, group)
+}
+
+// GroupLagOn is GroupLag on the given brokers.
+func GroupLagOn(ctx context.Context, brokers []string, topic, group string) (int64, error) {
+	end, committed, err := OffsetsOn(ctx, brokers, topic, group)
 	if err != nil {
 		return 0, err
 	}
@@ -160,7 +184,13 @@ func GroupLag(ctx context.Context, topic, group string) (int64, error) {
 // metadata yet.
 func Write(t testing.TB, topic string, msgs ...kafka.Message) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
+	WriteOn(t, Brokers(), topic, msgs...)
+}
+
+// WriteOn is Write on the given brokers.
+func WriteOn(t testing.TB, brokers []string, topic string, msgs ...kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
 	defer w.Close()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		err := w.WriteMessages(context.Background(), msgs...)
@@ -171,4 +201,64 @@ func Write(t testing.TB, topic string, msgs ...kafka.Message) {
 			t.Fatalf("write to %s: %v", topic, err)
 		}
 	}
+}
+
+// PartitionOf returns the partition of topic that the publisher's balancer
+// (kafka.Hash over every partition) sends messages with key to.
+func PartitionOf(ctx context.Context, brokers []string, topic string, key []byte) (int, error) {
+	parts, err := Partitions(ctx, brokers, topic)
+	if err != nil {
+		return 0, err
+	}
+	ids := make([]int, len(parts))
+	for i, p := range parts {
+		ids[i] = p.ID
+	}
+	return (&kafka.Hash{}).Balance(kafka.Message{Key: key}, ids...), nil
+}
+
+// Partitions returns the metadata of topic's partitions (leader, replicas,
+// in-sync replicas), in partition order, as the brokers see them now.
+func Partitions(ctx context.Context, brokers []string, topic string) ([]kafka.Partition, error) {
+	tr := &kafka.Transport{DialTimeout: 2 * time.Second}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 5 * time.Second}
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, err
+	}
+	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil || len(meta.Topics[0].Partitions) == 0 {
+		return nil, fmt.Errorf("no metadata for topic %s: %+v", topic, meta.Topics)
+	}
+	parts := meta.Topics[0].Partitions
+	slices.SortFunc(parts, func(a, b kafka.Partition) int { return a.ID - b.ID })
+	return parts, nil
+}
+
+// topicConfigSource is DYNAMIC_TOPIC_CONFIG, DescribeConfigs' source of an
+// entry set on the topic.
+const topicConfigSource = 1
+
+// TopicConfig returns the values of the named configuration entries set on
+// topic itself (min.insync.replicas, unclean.leader.election.enable, ...):
+// an entry the topic takes from the broker's defaults is left out.
+func TopicConfig(ctx context.Context, brokers []string, topic string, names ...string) (map[string]string, error) {
+	tr := &kafka.Transport{DialTimeout: 2 * time.Second}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 5 * time.Second}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: names}}})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Resources) != 1 || res.Resources[0].Error != nil {
+		return nil, fmt.Errorf("configuration of topic %s: %+v", topic, res.Resources)
+	}
+	got := map[string]string{}
+	for _, e := range res.Resources[0].ConfigEntries {
+		if e.ConfigSource == topicConfigSource {
+			got[e.ConfigName] = e.ConfigValue
+		}
+	}
+	return got, nil
 }

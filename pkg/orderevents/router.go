@@ -127,6 +127,30 @@ func NewRouter(cfg RouterConfig, h Handler, m Metrics, log *slog.Logger) *Router
 	}
 }
 
+// fetchErrors paces the router through fetch errors. kafka-go's partition
+// readers queue their errors among the messages, each already spaced by the
+// reader's backoff: during a broker outage hundreds pile up, and a fixed
+// pause after each would hold the messages behind them back long after the
+// brokers are back (with six partitions and a 20 s outage, minutes). So the
+// router pauses at most once a second, and logs at most once a second with
+// the count.
+type fetchErrors struct {
+	lastPause, lastLog time.Time
+	unlogged           int
+}
+
+func (f *fetchErrors) failed(ctx context.Context, log *slog.Logger, err error) {
+	f.unlogged++
+	if time.Since(f.lastLog) >= time.Second {
+		log.Warn("fetch failed", "err", err, "errors", f.unlogged)
+		f.lastLog, f.unlogged = time.Now(), 0
+	}
+	if time.Since(f.lastPause) >= time.Second {
+		sleep(ctx, 200*time.Millisecond)
+		f.lastPause = time.Now()
+	}
+}
+
 // maxPendingBatches bounds, in batches of MaxBatch messages, what may wait
 // for one partition's worker; past it, fetching waits for that partition
 // (kafka-go cannot pause one partition), so a partition stuck for long
@@ -149,6 +173,7 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 		wg.Wait()
 	}()
+	var errs fetchErrors
 	for {
 		batch, err := r.fetchBatch(ctx)
 		if len(batch) == 0 {
@@ -157,8 +182,7 @@ func (r *Router) Run(ctx context.Context) error {
 			}
 			if err != nil {
 				r.metrics.FetchFailed()
-				r.log.Warn("fetch failed", "err", err)
-				sleep(ctx, 200*time.Millisecond)
+				errs.failed(ctx, r.log, err)
 			}
 			continue
 		}

@@ -13,11 +13,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/kafkatest"
@@ -111,12 +114,15 @@ func New(t testing.TB, opts Options) *Pipeline {
 
 // Env is the environment of the pipeline's processes.
 func (p *Pipeline) Env() []string {
+	rf, isr := kafkatest.Replication(p.brokers)
 	env := append(os.Environ(),
 		"SECKILL_JWT_SECRET="+Secret,
 		"SECKILL_REDIS_ADDR="+redistest.Addr(),
 		"SECKILL_REDIS_PREFIX="+p.Prefix,
 		"SECKILL_MYSQL_DSN="+p.DB.DSN,
 		"SECKILL_KAFKA_BROKERS="+strings.Join(p.brokers, ","),
+		"SECKILL_KAFKA_REPLICATION_FACTOR="+strconv.Itoa(rf),
+		"SECKILL_KAFKA_MIN_INSYNC_REPLICAS="+strconv.Itoa(isr),
 		"SECKILL_KAFKA_TOPIC="+p.Topic,
 		"SECKILL_CONSUMER_GROUP="+p.Group,
 		"SECKILL_LOG_LEVEL=info",
@@ -125,6 +131,29 @@ func (p *Pipeline) Env() []string {
 		env = append(env, "SECKILL_REDIS_ADDRS="+strings.Join(p.clusterAddrs, ","), "SECKILL_REDIS_CLUSTER=true")
 	}
 	return append(env, p.Extra...)
+}
+
+// Brokers are the Kafka brokers the pipeline runs on.
+func (p *Pipeline) Brokers() []string { return p.brokers }
+
+// Offsets returns, per partition of the pipeline's topic, its end offset and
+// the offset group has committed, from the pipeline's brokers
+// (kafkatest.Offsets).
+func (p *Pipeline) Offsets(ctx context.Context, group string) (end, committed map[int]int64, err error) {
+	return kafkatest.OffsetsOn(ctx, p.brokers, p.Topic, group)
+}
+
+// GroupLag returns how many messages of the pipeline's topic group has not
+// committed yet, from the pipeline's brokers.
+func (p *Pipeline) GroupLag(ctx context.Context, group string) (int64, error) {
+	return kafkatest.GroupLagOn(ctx, p.brokers, p.Topic, group)
+}
+
+// Write writes msgs to the pipeline's topic as they are (kafkatest.Write),
+// on the pipeline's brokers.
+func (p *Pipeline) Write(msgs ...kafka.Message) {
+	p.t.Helper()
+	kafkatest.WriteOn(p.t, p.brokers, p.Topic, msgs...)
 }
 
 // Proc is a running program.
