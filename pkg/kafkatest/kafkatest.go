@@ -19,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // Brokers are the brokers tests use: SECKILL_KAFKA_BROKERS or 127.0.0.1:9092.
@@ -192,15 +193,16 @@ func WriteOn(t testing.TB, brokers []string, topic string, msgs ...kafka.Message
 	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
 	defer w.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := w.WriteMessages(context.Background(), msgs...)
-		if err == nil {
-			return
+	var err error
+	defer func() {
+		if t.Failed() && err != nil {
+			t.Logf("kafkatest: last write to %s: %v", topic, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write to %s: %v", topic, err)
-		}
-	}
+	}()
+	waittest.UntilEvery(t, 30*time.Second, 100*time.Millisecond, "a write to "+topic, func() bool {
+		err = w.WriteMessages(context.Background(), msgs...)
+		return err == nil
+	})
 }
 
 // PartitionOf returns the partition of topic that the publisher's balancer
