@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/waittest"
 )
@@ -68,14 +69,8 @@ func masterKilledScenario(t *testing.T, buckets int) {
 	fault(t)
 	ctx := context.Background()
 	began := time.Now()
-	replicasHealthy(t)
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisClusterAddrs: replicaAddrs})
-	api := p.StartAPI()
-	cons := p.StartConsumer()
-	sale := api.CreateBucketedSale(300, 1, buckets)
+	p, api, cons, sale, hot := replicatedSale(t, 300, buckets)
 	keys := p.Store.Keys(sale.ItemID)
-	hot := hotNodes(t, keys.Inflight())
-	t.Logf("the hot item's slot is on master %s, replica %s", hot.master, hot.replica)
 	rpid := nodePid(t, hot.replica)
 	// Whatever happens, the replica runs again and the old master is back
 	// as a replica when the test ends.
@@ -147,6 +142,21 @@ func masterKilledScenario(t *testing.T, buckets int) {
 			lost, lostAccepted, ackedStock, promotedStock)
 	}
 
+	// The API sells from the promoted master while the old one is still
+	// dead: its cluster client learns the new owner of the slot (no MOVED
+	// comes from a node that refuses connections).
+	probe := newProbe()
+	var served time.Duration
+	waittest.Until(t, 30*time.Second, "the API to serve the hot item from the promoted master", func() bool {
+		if !probe.place(t, api, sale.ActivityID) {
+			return false
+		}
+		served = time.Since(promoted)
+		return true
+	})
+	t.Logf("replicated: the API answered from the promoted master %v after the promotion was seen (%d attempts answered 503 before)",
+		served.Round(time.Millisecond), probe.answered(503))
+
 	// The consumer's watch sees the new master and repairs Redis.
 	var took time.Duration
 	waittest.Until(t, 60*time.Second, "the consumer's watch to repair Redis", func() bool {
@@ -209,14 +219,21 @@ func masterKilledScenario(t *testing.T, buckets int) {
 
 	l.wait()
 	t.Logf("during the sale: %d accepted, refused %v, network errors %d", len(l.accepted), l.codes, l.neterrs)
-	inv := settle(t, p, sale, l.accepted, 120*time.Second)
-	refused := refusedHoldNothing(t, p, sale, l)
+	inv := settle(t, p, sale, acceptedBy(l, probe), 120*time.Second)
+	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, probe)
 	if inv.LiveOrders == 0 {
 		t.Fatal("nothing was sold")
 	}
-	failed := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ? AND status = 'FAILED' AND failure_reason <> ?", sale.ItemID, "")
-	t.Logf("after recovery: %+v; %d answered 503; %d orders FAILED", inv, refused, failed)
-	t.Logf("replicated: longest PENDING %v (202 to final, %d accepted)", longestPending(t, p, sale), len(l.accepted))
+	all := acceptedBy(l, probe)
+	final := p.WaitFinal(all, time.Minute)
+	failed := map[string]int{}
+	for _, o := range final {
+		if o.Status == order.Failed {
+			failed[o.FailureReason]++
+		}
+	}
+	t.Logf("after recovery: %+v; %d answered 503; answered 202 but FAILED: %v", inv, refused, failed)
+	t.Logf("replicated: longest PENDING %v (202 to final, %d accepted)", longestPending(t, p, all), len(all))
 	t.Logf("replicated: %s took %v", t.Name(), time.Since(began).Round(time.Second))
 }
 
@@ -230,13 +247,7 @@ func TestReplicatedRedisManualFailover(t *testing.T) {
 	fault(t)
 	ctx := context.Background()
 	began := time.Now()
-	replicasHealthy(t)
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisClusterAddrs: replicaAddrs})
-	api := p.StartAPI()
-	cons := p.StartConsumer()
-	sale := api.CreateSale(600, 1)
-	hot := hotNodes(t, p.Store.Keys(sale.ItemID).Stock())
-	t.Logf("the hot item's slot is on master %s, replica %s", hot.master, hot.replica)
+	p, api, cons, sale, hot := replicatedSale(t, 600, 1)
 
 	l := startLoad(api, sale.ActivityID, users(1, 400), 12*time.Second, 10)
 	ordersFlowing(t, p, sale)
@@ -281,9 +292,52 @@ func TestReplicatedRedisManualFailover(t *testing.T) {
 		t.Fatalf("accepted %d, live %d", len(l.accepted), inv.LiveOrders)
 	}
 	t.Logf("after recovery: %+v; %d answered 503", inv, refused)
-	t.Logf("replicated: longest PENDING %v (202 to final, %d accepted)", longestPending(t, p, sale), len(l.accepted))
+	t.Logf("replicated: longest PENDING %v (202 to final, %d accepted)", longestPending(t, p, l.accepted), len(l.accepted))
 	replicasHealthy(t)
 	t.Logf("replicated: %s took %v", t.Name(), time.Since(began).Round(time.Second))
+}
+
+// replicatedSale waits until redis-replicas is healthy, starts an api and a
+// consumer on it, creates a warmed sale of stock units (over buckets hash
+// tags) and finds the nodes serving the item's own hash tag.
+func replicatedSale(t *testing.T, stock int64, buckets int) (*pipelinetest.Pipeline, *pipelinetest.API, *pipelinetest.Proc, pipelinetest.Sale, hot) {
+	t.Helper()
+	replicasHealthy(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisClusterAddrs: replicaAddrs})
+	api := p.StartAPI()
+	cons := p.StartConsumer()
+	sale := api.CreateBucketedSale(stock, 1, buckets)
+	h := hotNodes(t, p.Store.Keys(sale.ItemID).Inflight())
+	t.Logf("the hot item's hash tag is on master %s, replica %s", h.master, h.replica)
+	return p, api, cons, sale, h
+}
+
+// newProbe is a load placed by hand, one order at a time, by new users.
+func newProbe() *load {
+	return &load{accepted: map[string]int64{}, byUser: map[int64]int{}, codes: map[string]int{}, done: make(chan struct{})}
+}
+
+// place places one order as a new user and reports whether the reserve
+// script answered (202, or a 409 such as SOLD_OUT), not 503.
+func (l *load) place(t *testing.T, api *pipelinetest.API, activity int64) bool {
+	t.Helper()
+	l.mu.Lock()
+	u := int64(1_000_000 + len(l.byUser) + l.neterrs)
+	l.mu.Unlock()
+	pl, err := api.PlaceOrder(u, fmt.Sprintf("probe%d", u), activity, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.neterrs++
+		return false
+	}
+	l.byUser[u] = pl.Code
+	if pl.Code == 202 {
+		l.accepted[pl.OrderNo] = u
+	} else {
+		l.codes[fmt.Sprintf("%d %s", pl.Code, pl.Error)]++
+	}
+	return pl.Code == 202 || pl.Code == 409
 }
 
 // stockOn reads the main stock key on one node; -1 for a bucketed item
@@ -596,11 +650,11 @@ func healLines(log string) string {
 	return strings.Join(healLine.FindAllString(log, -1), "\n")
 }
 
-// longestPending is the longest time an order of the sale stayed PENDING:
-// from its reservation (just before the 202) to its row in MySQL (CREATED
-// or FAILED).
-func longestPending(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale) time.Duration {
+// longestPending is the longest time one of the accepted orders stayed
+// PENDING: from its reservation (just before the 202) to its row in MySQL
+// (CREATED or FAILED).
+func longestPending(t *testing.T, p *pipelinetest.Pipeline, accepted map[string]int64) time.Duration {
 	t.Helper()
-	us := p.Count("SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, reserved_at, created_at)), 0) FROM orders WHERE item_id = ?", sale.ItemID)
+	us := p.Count("SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, reserved_at, created_at)), 0) FROM orders WHERE order_no IN ?", orderNos(accepted))
 	return (time.Duration(us) * time.Microsecond).Round(time.Millisecond)
 }
