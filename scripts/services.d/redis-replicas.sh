@@ -24,7 +24,22 @@ replicas_ports=(7101 7102 7103 7104 7105 7106)
 
 redis_replicas_addr() { echo "127.0.0.1:${replicas_ports[0]}-${replicas_ports[-1]}"; }
 
-redis_replicas_nodes() { printf 'redis-%s\n' "${replicas_ports[@]}"; }
+# redis_replicas_nodes: the node names, the replicas of the moment first (when a node answers), so
+# that `down` stops them before their masters: a master stopped while its replica runs would be
+# failed over to it by the other masters, and the roles would move at every `down`.
+redis_replicas_nodes() {
+	local port replicas="" masters=""
+	for port in "${replicas_ports[@]}"; do
+		replicas=$(replicas_cli "$port" cluster nodes | awk '$3 ~ /slave/ && $3 !~ /fail/ {split($2, a, "[:@]"); print "redis-" a[2]}')
+		[[ -n $replicas ]] && break
+	done
+	{
+		[[ -n $replicas ]] && echo "$replicas"
+		for port in "${replicas_ports[@]}"; do
+			grep -qx "redis-$port" <<<"$replicas" || echo "redis-$port"
+		done
+	}
+}
 
 # replicas_cli PORT ARGS...: redis-cli on one node, replies without \r.
 replicas_cli() {
