@@ -27,18 +27,19 @@ redis_replicas_addr() { echo "127.0.0.1:${replicas_ports[0]}-${replicas_ports[-1
 # redis_replicas_nodes: the node names, the replicas of the moment first (when a node answers), so
 # that `down` stops them before their masters: a master stopped while its replica runs would be
 # failed over to it by the other masters, and the roles would move at every `down`.
+# The list is printed at once: a reader that stops at the node it looks for (grep -q) must not
+# break a later write (SIGPIPE, a failure under pipefail).
 redis_replicas_nodes() {
-	local port replicas="" masters=""
+	local port replicas="" list=""
 	for port in "${replicas_ports[@]}"; do
 		replicas=$(replicas_cli "$port" cluster nodes | awk '$3 ~ /slave/ && $3 !~ /fail/ {split($2, a, "[:@]"); print "redis-" a[2]}')
 		[[ -n $replicas ]] && break
 	done
-	{
-		[[ -n $replicas ]] && echo "$replicas"
-		for port in "${replicas_ports[@]}"; do
-			grep -qx "redis-$port" <<<"$replicas" || echo "redis-$port"
-		done
-	}
+	[[ -n $replicas ]] && list=$replicas$'\n'
+	for port in "${replicas_ports[@]}"; do
+		grep -qx "redis-$port" <<<"$replicas" || list+="redis-$port"$'\n'
+	done
+	printf '%s' "$list"
 }
 
 # replicas_cli PORT ARGS...: redis-cli on one node, replies without \r.
