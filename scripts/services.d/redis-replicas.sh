@@ -32,7 +32,8 @@ redis_replicas_addr() { echo "127.0.0.1:${replicas_ports[0]}-${replicas_ports[-1
 redis_replicas_nodes() {
 	local port replicas="" list=""
 	for port in "${replicas_ports[@]}"; do
-		replicas=$(replicas_cli "$port" cluster nodes | awk '$3 ~ /slave/ && $3 !~ /fail/ {split($2, a, "[:@]"); print "redis-" a[2]}')
+		# (a node that does not answer must not stop the list under set -e)
+		replicas=$(replicas_cli "$port" cluster nodes | awk '$3 ~ /slave/ && $3 !~ /fail/ {split($2, a, "[:@]"); print "redis-" a[2]}') || replicas=""
 		[[ -n $replicas ]] && break
 	done
 	[[ -n $replicas ]] && list=$replicas$'\n'
