@@ -24,15 +24,17 @@ replicas_ports=(7101 7102 7103 7104 7105 7106)
 
 redis_replicas_addr() { echo "127.0.0.1:${replicas_ports[0]}-${replicas_ports[-1]}"; }
 
-# redis_replicas_nodes: the node names, the replicas of the moment first (when a node answers), so
-# that `down` stops them before their masters: a master stopped while its replica runs would be
-# failed over to it by the other masters, and the roles would move at every `down`.
-# The list is printed at once: a reader that stops at the node it looks for (grep -q) must not
-# break a later write (SIGPIPE, a failure under pipefail).
+# redis_replicas_nodes: the node names. For `down`, the replicas of the moment come first (when a
+# node answers), so that they stop before their masters: a master stopped while its replica runs
+# would be failed over to it by the other masters, and the roles would move at every `down`.
+# Everywhere else (which service a node belongs to, kill, status) the fixed list.
 redis_replicas_nodes() {
+	if [[ " ${FUNCNAME[*]} " != *" cmd_down "* ]]; then
+		printf 'redis-%s\n' "${replicas_ports[@]}"
+		return 0
+	fi
 	local port replicas="" list=""
 	for port in "${replicas_ports[@]}"; do
-		# (a node that does not answer must not stop the list under set -e)
 		replicas=$(replicas_cli "$port" cluster nodes | awk '$3 ~ /slave/ && $3 !~ /fail/ {split($2, a, "[:@]"); print "redis-" a[2]}') || replicas=""
 		[[ -n $replicas ]] && break
 	done
