@@ -7,8 +7,9 @@
 # Each node is redis-server in cluster mode with appendonly yes / appendfsync everysec, as the
 # 3-master cluster on 7001-7003, and cluster-node-timeout 2000 ms: a master that stops answering
 # for 2 s is flagged failing and its replica is elected about a second later (the election waits
-# 500 ms + up to 500 ms at random + 1 s per rank), so the hot item's slot is unwritable for about
-# 3 s, against 6-7 s with the 5000 ms of the other cluster. Much lower and a busy 2-CPU machine
+# 500 ms + up to 500 ms at random + 1 s per rank): the chaos scenarios measured 3.2-4.4 s from
+# kill -9 to the replica serving the slots, where 5000 ms (the other cluster's) would add 3 s to
+# every failover. Much lower and a busy 2-CPU machine
 # (a fork for the AOF rewrite, a GC pause of a JVM beside it) could fail over a healthy master.
 # The replica validity factor stays at its default (10): a replica whose link to its master has
 # been down longer than 10 s + 10 x 2 s refuses to fail over, so a long-stale copy is never
