@@ -211,6 +211,14 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 		res, err := s.runReserve(ctx, r, k.BucketMarker(), strconv.Itoa(b))
 		refused := errors.Is(err, order.ErrNotWarmed) || errors.Is(err, order.ErrAlreadyPurchased)
 		if err != nil && !refused {
+			if !MayHaveRun(err) {
+				// The script never ran (the item's master refused the
+				// connection: dead, or failed over and not yet known):
+				// no reservation holds the units, give them back now.
+				// Best effort, as below.
+				_ = s.giveBack(ctx, r.ItemID, b, r.OrderNo)
+				return res, err
+			}
 			// The script may have run: keep the units out of the bucket
 			// (an undersell the reconciler repairs) rather than risk
 			// crediting a reservation's units twice.

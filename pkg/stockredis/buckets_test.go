@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,5 +306,56 @@ func TestBucketedWarmup(t *testing.T) {
 	}
 	if v := bucketValues(t, s); v[2] != 2 {
 		t.Fatalf("buckets %v, want the lost one at 2", v)
+	}
+}
+
+// A bucketed reserve whose reservation cannot be written because the item's
+// own master refuses connections (dead, or failed over and the client not
+// told yet) has taken units from a bucket on another master: the reserve
+// script never ran, so they go back at once. Before, they stayed out of the
+// bucket until a repair: the API answered 503 and Redis sold less.
+func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := redistest.NewCluster(t)
+	direct := stockredis.New(rdb, prefix)
+	warmBuckets(t, direct, 30)
+	cc := rdb.(*redis.ClusterClient)
+	masterOf := func(key string) string {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+	down := masterOf(direct.Keys(item).Inflight())
+	vrdb := stockredis.NewClient(stockredis.Config{Addrs: redistest.ClusterAddrs(), Cluster: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == down {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+	t.Cleanup(func() { vrdb.Close() })
+	via := stockredis.New(vrdb, prefix)
+	// A buyer whose home bucket is on another master.
+	user := int64(-1)
+	for u := int64(1); u <= buckets; u++ {
+		if masterOf(direct.Keys(item).Bucket(int(u%buckets))) != down {
+			user = u
+			break
+		}
+	}
+	if user < 0 {
+		t.Fatalf("every bucket of item %d is on its master %s", item, down)
+	}
+	before := bucketValues(t, direct)
+	_, err := via.Reserve(ctx, bucketRes(user, "k"))
+	if err == nil || !errors.Is(err, order.ErrUnavailable) || stockredis.MayHaveRun(err) {
+		t.Fatalf("reserve with the item's master refusing connections: %v, want unavailable and surely not run", err)
+	}
+	if after := bucketValues(t, direct); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("buckets %v before, %v after a reserve that never ran", before, after)
 	}
 }

@@ -68,6 +68,16 @@ func (cfg Config) dialer() func(ctx context.Context, network, addr string) (net.
 	}
 }
 
+// ClusterStateReload bounds how old the cluster client's map of slots to
+// masters gets. go-redis reloads it at once on a MOVED answer, but a master
+// that died answers nothing: after its replica is promoted, every command
+// for its slots still goes to its dead address, and every retry too (the
+// slot's master is the only node tried), until the map is reloaded:
+// go-redis's default of 60 s meant up to a minute of 503s for the items of
+// that master after the failover. A reload asks one node for CLUSTER SLOTS,
+// in the background, when a command finds the map older than this.
+const ClusterStateReload = time.Second
+
 // NewClient connects to Redis as cfg says.
 func NewClient(cfg Config) redis.UniversalClient {
 	opts := &redis.UniversalOptions{
@@ -90,7 +100,9 @@ func NewClient(cfg Config) redis.UniversalClient {
 		// every node keeps it from sending a script again after it may have
 		// run. MOVED, ASK and refused connections still retry: those
 		// scripts did not run.
-		c := redis.NewClusterClient(opts.Cluster())
+		co := opts.Cluster()
+		co.ClusterStateReloadInterval = ClusterStateReload
+		c := redis.NewClusterClient(co)
 		c.OnNewNode(func(node *redis.Client) { node.AddHook(noResend{}) })
 		return c
 	}
