@@ -437,10 +437,15 @@ func TestReplicatedKafkaTopicSettings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, name := range []string{topic, orderevents.DLQTopic(topic)} {
+		// The api created it before it was ready; the broker asked may
+		// learn of it from the controller a moment later.
 		parts, err := kafkatest.Partitions(ctx, clusterBrokers, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		waittest.Until(t, 30*time.Second, "every broker knows "+name, func() bool {
+			if err != nil {
+				parts, err = kafkatest.Partitions(ctx, clusterBrokers, name)
+			}
+			return err == nil
+		})
 		if want := map[bool]int{true: 5, false: 1}[name == topic]; len(parts) != want {
 			t.Fatalf("%s has %d partitions, want %d", name, len(parts), want)
 		}
