@@ -159,7 +159,8 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
-	p.StartConsumer()
+	// No scheduled warm-up: the "cold" sale below must stay unwarmed.
+	p.StartConsumer("SECKILL_WARMUP_LEAD=off")
 	limited := p.StartAPI("SECKILL_RATE_LIMIT_USER=1")
 	// An api whose Redis is gone: it starts (Redis is not needed to start)
 	// but is not ready and cannot take orders.
