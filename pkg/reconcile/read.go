@@ -22,9 +22,9 @@ type stockReading struct {
 	// view is what Redis held (also the values a repair compares with).
 	view  stockredis.StockView
 	mysql int64
-	// committed, releasing, closing and restocking: see the package
-	// comment.
-	committed, releasing, closing, restocking int64
+	// committed, releasing and closing: see the package comment
+	// (restocking is view.Restocking).
+	committed, releasing, closing int64
 }
 
 // inFlight is the units out of Redis stock that MySQL still counts as its

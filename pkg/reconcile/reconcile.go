@@ -376,6 +376,10 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		if it.Verdict.Problem() {
 			c.Log.Log(ctx, logs.Alert, "Redis and MySQL disagree", it.logAttrs()...)
 		}
+		if it.Detail.Restocking > 0 && !repair {
+			c.Log.Warn("restocked units not in Redis yet; a retry with the restock's Idempotency-Key or --repair adds them",
+				"item_id", it.ItemID, "restocking", it.Detail.Restocking)
+		}
 	}
 	if !repair {
 		return rep, nil
