@@ -97,6 +97,12 @@ func TestRestock(t *testing.T) {
 	wantError(t, ts.restock(t, ts.url, 999999, "k", `{"quantity":5}`), 404, "NOT_FOUND")
 	wantError(t, ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/items/%d/restock", item),
 		token: buyerToken(t, 7), header: map[string]string{"Idempotency-Key": "k"}, body: `{"quantity":5}`}), 403, "FORBIDDEN")
+	full := ts.newItem(t, 999_999_999)
+	wantError(t, ts.restock(t, ts.url, full, "k", `{"quantity":2}`), 400, "INVALID_ARGUMENT") // past 1,000,000,000
+	if db, _ := ts.db.ItemStock(context.Background(), full); db != 999_999_999 {
+		t.Fatalf("MySQL stock %d after a refused restock, want 999999999", db)
+	}
+	wantRestock(t, ts.restock(t, ts.url, full, "k", `{"quantity":1}`), 1, false, 1_000_000_000, nil) // the key was not used
 	if db, _ := ts.db.ItemStock(context.Background(), item); db != 10 {
 		t.Fatalf("MySQL stock %d after refused restocks, want 10", db)
 	}
