@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/consumer/internal/heal"
 	"github.com/seckill/seckill/consumer/internal/sweep"
+	"github.com/seckill/seckill/consumer/internal/warmup"
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
@@ -59,6 +60,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	sweepEvery := env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second)
 	closeEvery := env.Duration("SECKILL_CLOSER_EVERY", time.Second)
 	healEvery := config.HealEvery(env)
+	warmupLead := config.WarmupLead(env)
 	admin := config.Admin(env, "127.0.0.1:9100")
 	if err := env.Err(); err != nil {
 		return err
@@ -67,7 +69,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	log = log.With("instance", instance)
 	log.Info("consumer starting", "redis", rcfg.Addrs, "kafka", kcfg.Brokers, "topic", kcfg.Topic,
 		"group", group, "batch", loop.MaxBatch, "sweep_after", sweepAfter.String(),
-		"heal_every", healEvery.String(),
+		"heal_every", healEvery.String(), "warmup_lead", warmupLead.String(),
 		"admin_addr", admin.Addr, "pprof", admin.Pprof, "log_level", level)
 
 	// The admin listener comes first, so /metrics answers while the
@@ -128,10 +130,16 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 		watch = &heal.Watch{Redis: rdb, Marker: heal.MarkerKey, Repair: repairer.Repair,
 			Every: healEvery, Log: log, Metrics: metrics.NewHeal(reg)}
 	}
-	// The sweep and the closer run beside the fulfilment loop; each acts
-	// only while it holds its lock, so one process in the group does it.
+	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
+	var warm *warmup.Scheduler
+	if warmupLead > 0 {
+		warm = &warmup.Scheduler{DB: db, Stock: store, Locker: locker, Lead: warmupLead, PaymentWindow: window, Log: log}
+	}
+	// The sweep, the closer and the warm-up run beside the fulfilment loop;
+	// each acts only while it holds its lock, so one process in the group
+	// does it.
 	sctx, stopSweep := context.WithCancel(ctx)
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 4)
 	go func() { defer func() { done <- struct{}{} }(); sw.Run(sctx) }()
 	go func() { defer func() { done <- struct{}{} }(); cl.Run(sctx) }()
 	go func() {
@@ -140,14 +148,20 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 			watch.Run(sctx)
 		}
 	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		if warm != nil {
+			warm.Run(sctx)
+		}
+	}()
 
 	cm := metrics.NewConsumer(reg)
 	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: window, Log: log, Metrics: cm}
 	err = orderevents.NewRouter(loop, handler, cm, log).Run(ctx)
 	stopSweep()
-	<-done
-	<-done
-	<-done
+	for range cap(done) {
+		<-done
+	}
 	log.Info("consumer stopped")
 	return err
 }

@@ -159,7 +159,8 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
-	p.StartConsumer()
+	// No scheduled warm-up: the "cold" sale below must stay unwarmed.
+	p.StartConsumer("SECKILL_WARMUP_LEAD=off")
 	limited := p.StartAPI("SECKILL_RATE_LIMIT_USER=1")
 	// An api whose Redis is gone: it starts (Redis is not needed to start)
 	// but is not ready and cannot take orders.
@@ -216,6 +217,18 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: big}, 413)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
 		body: strings.TrimSuffix(activity(item, now, now.Add(time.Hour)), "}") + `,"sale_price":1500}`}, 201)
+	restocked := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"restocked","stock":1}`}, 201), "item_id")
+	restockPath := fmt.Sprintf("/admin/v1/items/%d/restock", restocked)
+	rk := map[string]string{"Idempotency-Key": "spec-restock"}
+	sc.do(base, specCall{method: "POST", path: restockPath, token: admin, header: rk, body: `{"quantity":2}`}, 200) // redis_stock null
+	sc.do(base, specCall{method: "POST", path: restockPath, token: admin, header: rk, body: `{"quantity":2}`}, 200) // replayed
+	sc.do(base, specCall{method: "POST", path: restockPath, token: admin, header: rk, body: `{"quantity":3}`}, 422)
+	sc.do(base, specCall{method: "POST", path: restockPath, token: admin, header: rk, body: `{"quantity":0}`}, 400)
+	sc.do(base, specCall{method: "POST", path: restockPath, token: admin, body: `{"quantity":2}`}, 400)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/items/999999999/restock", token: admin, header: rk, body: `{"quantity":2}`}, 404)
+	sc.do(base, specCall{method: "POST", path: restockPath, token: buyer, header: rk, body: `{"quantity":2}`}, 403)
+	sc.do(base, specCall{method: "POST", path: restockPath, header: rk, body: `{"quantity":2}`}, 401)
+	sc.do(base, specCall{method: "POST", path: restockPath, token: admin, header: rk, body: big}, 413)
 	warm := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d/warmup", a) }
 	sc.do(base, specCall{method: "POST", path: warm(open), token: admin}, 200)
 	sc.do(base, specCall{method: "POST", path: warm(999999999), token: admin}, 404)

@@ -306,3 +306,13 @@ func HealEvery(e *Env) time.Duration {
 	}
 	return e.Duration("SECKILL_HEAL_EVERY", time.Second)
 }
+
+// WarmupLead reads SECKILL_WARMUP_LEAD: how long before an activity's
+// starts_at the consumer warms it up (default 5m); "off" turns the
+// schedule off and returns 0 (manual warm-up only).
+func WarmupLead(e *Env) time.Duration {
+	if v, ok := e.get("SECKILL_WARMUP_LEAD"); ok && strings.EqualFold(v, "off") {
+		return 0
+	}
+	return e.Duration("SECKILL_WARMUP_LEAD", 5*time.Minute)
+}

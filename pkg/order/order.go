@@ -67,6 +67,9 @@ var (
 	ErrUnavailable       = errors.New("dependency unavailable")
 	ErrNotPayable        = errors.New("order is not payable")
 	ErrNotCancellable    = errors.New("order is not cancellable")
+	// ErrKeyReused: an Idempotency-Key came back with a different request
+	// (a restock of another quantity).
+	ErrKeyReused = errors.New("idempotency key reused for a different request")
 )
 
 // Error is a domain error with a message chosen for the client: what a

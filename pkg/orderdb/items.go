@@ -168,12 +168,16 @@ func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
 	if err := db.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
 		return order.Activity{}, wrap("read activity", err)
 	}
+	return row.activity(), nil
+}
+
+func (row activityRow) activity() order.Activity {
 	a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
 		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency)}
 	if row.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
 	}
-	return a, nil
+	return a
 }
 
 // wrap translates GORM and driver errors into domain errors.

@@ -3,6 +3,7 @@ package orderdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -68,6 +69,10 @@ type ReadMark struct {
 	At      time.Time
 	MaxID   int64
 	Closing map[string]OrderState
+	// Restocks are the item's restocks not recorded as applied in Redis,
+	// and MaxRestockID the largest restock id then.
+	Restocks     []Restock
+	MaxRestockID int64
 }
 
 // ReadMark takes the mark (clock and id first, then the closing orders).
@@ -78,11 +83,19 @@ func (db *DB) ReadMark(ctx context.Context, itemID int64) (ReadMark, error) {
 		return m, wrap("read clock", err)
 	}
 	m.MaxID = maxID.Int64
+	var maxRestock sql.NullInt64
+	if err := db.gdb.WithContext(ctx).Raw("SELECT MAX(id) FROM restocks").Row().Scan(&maxRestock); err != nil {
+		return m, wrap("read last restock", err)
+	}
+	m.MaxRestockID = maxRestock.Int64
 	closing, err := db.ClosingOrders(ctx, itemID)
 	if err != nil {
 		return m, err
 	}
 	m.Closing = closing
+	if m.Restocks, err = db.PendingRestocks(ctx, itemID); err != nil {
+		return m, err
+	}
 	return m, nil
 }
 
@@ -95,7 +108,7 @@ type StockSnapshot struct {
 	// Moved lists the orders that changed the stock since the mark without
 	// being among those asked about: live orders created after it, and
 	// orders closed (or their release recorded) after it that are not
-	// among its closing orders.
+	// among its closing orders, and restocks made after it ("restock <id>").
 	Moved []string
 }
 
@@ -151,6 +164,14 @@ func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string
 			if _, ok := mark.Closing[no]; !ok && !asked[no] {
 				snap.Moved = append(snap.Moved, no)
 			}
+		}
+		var restocked []int64
+		if err := tx.Model(&restockRow{}).Where("id > ? AND item_id = ?", mark.MaxRestockID, itemID).
+			Pluck("id", &restocked).Error; err != nil {
+			return err
+		}
+		for _, id := range restocked {
+			snap.Moved = append(snap.Moved, fmt.Sprintf("restock %d", id))
 		}
 		return nil
 	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})

@@ -22,13 +22,16 @@ type stockReading struct {
 	// view is what Redis held (also the values a repair compares with).
 	view  stockredis.StockView
 	mysql int64
-	// committed, releasing and closing: see the package comment.
+	// committed, releasing and closing: see the package comment
+	// (restocking is view.Restocking).
 	committed, releasing, closing int64
 }
 
 // inFlight is the units out of Redis stock that MySQL still counts as its
-// own.
-func (s stockReading) inFlight() int64 { return s.view.Inflight - s.committed + s.closing }
+// own, and the units MySQL has that are on their way to Redis stock.
+func (s stockReading) inFlight() int64 {
+	return s.view.Inflight - s.committed + s.closing + s.view.Restocking
+}
 
 // drift is how many units Redis has more than MySQL can stand behind
 // (negative: fewer).
@@ -115,7 +118,11 @@ func (c *Checker) readStockOnce(ctx context.Context, item int64) (stockReading, 
 	if err != nil {
 		return stockReading{}, nil, err
 	}
-	view, err := c.Stock.View(ctx, item, slices.Sorted(maps.Keys(mark.Closing)))
+	restocks := make([]stockredis.PendingRestock, len(mark.Restocks))
+	for i, r := range mark.Restocks {
+		restocks[i] = stockredis.PendingRestock{ID: r.ID, Quantity: r.Quantity}
+	}
+	view, err := c.Stock.View(ctx, item, slices.Sorted(maps.Keys(mark.Closing)), restocks...)
 	if err != nil {
 		return stockReading{}, nil, err
 	}
@@ -265,12 +272,13 @@ func (r reading) report(t Target) ItemReport {
 		MySQLStock: s.mysql,
 		InFlight:   s.inFlight(),
 		Detail: InFlightDetail{
-			Inflight:  s.view.Inflight,
-			Undecided: s.view.Inflight - s.committed - s.releasing,
-			Committed: s.committed,
-			Releasing: s.releasing,
-			Closing:   s.closing,
-			Pending:   len(s.view.Pending),
+			Inflight:   s.view.Inflight,
+			Undecided:  s.view.Inflight - s.committed - s.releasing,
+			Committed:  s.committed,
+			Releasing:  s.releasing,
+			Closing:    s.closing,
+			Restocking: s.view.Restocking,
+			Pending:    len(s.view.Pending),
 		},
 		Drift:      s.drift(),
 		Activities: []ActivityReport{},
@@ -296,7 +304,7 @@ func (r reading) logAttrs(item int64, read int) []any {
 	s := r.stock
 	attrs := []any{"item_id", item, "read", read, "redis_warmed", s.view.Warmed, "redis_stock", s.view.Stock,
 		"inflight_counter", s.view.Inflight, "committed", s.committed, "releasing", s.releasing,
-		"closing", s.closing, "pending_orders", len(s.view.Pending), "mysql_stock", s.mysql, "drift", s.drift()}
+		"closing", s.closing, "restocking", s.view.Restocking, "pending_orders", len(s.view.Pending), "mysql_stock", s.mysql, "drift", s.drift()}
 	missing, stale := 0, 0
 	for _, q := range r.quotas {
 		missing += len(q.missing)

@@ -12,7 +12,7 @@
 // counter (the quantities of RESERVED and CLAIMED reservations), corrected
 // for the orders MySQL has already decided but Redis has not heard of yet:
 //
-//	in flight = inflight − committed + closing
+//	in flight = inflight − committed + closing + restocking
 //	drift     = Redis stock + in flight − MySQL stock
 //
 // where:
@@ -30,6 +30,10 @@
 //   - closing: CONFIRMED reservations of orders MySQL has CLOSED (cancel,
 //     payment timeout) whose Redis release has not run yet. MySQL has the
 //     units back already; Redis gets them with the release.
+//   - restocking: restocks MySQL committed (table restocks, applied_at
+//     NULL) whose marker Redis does not hold yet (lua/restock.lua). MySQL
+//     has the units; Redis gets them with the restock's Redis step, which
+//     runs once per restock (the API's, a retry's, or the repair's).
 //
 // # Reading without false drift
 //
@@ -37,10 +41,12 @@
 // every cross-store step (MySQL first, Redis second: commit then confirm,
 // close then release) is seen consistently:
 //
-//  1. MySQL: the item's CLOSED orders without a recorded release (and the
-//     server's clock and the last order id).
+//  1. MySQL: the item's CLOSED orders without a recorded release and its
+//     restocks not recorded as applied (and the server's clock, the last
+//     order id and the last restock id).
 //  2. Redis, one script, one instant: stock, inflight, the pending order
-//     numbers, and the reservation states of the orders from step 1.
+//     numbers, the reservation states of the orders from step 1, and the
+//     markers of its restocks.
 //  3. MySQL, one REPEATABLE READ snapshot: the stock and the status of every
 //     pending order from step 2.
 //
@@ -55,7 +61,8 @@
 // there are any, the item is read again at once (up to three times). Then,
 // as a last guard, a mismatch is read again after a pause
 // (Checker.Recheck), and it is drift only when two reads in a row show the
-// same values.
+// same values. A restock made after step 1 is listed by the snapshot too
+// (a larger restock id) and the item is read again at once.
 //
 // # Quota
 //
@@ -79,7 +86,9 @@
 // stock, so a restored item never sells to a buyer whose quota is still
 // missing. Every repair pass also gives the orders MySQL holds their
 // idempotency records back where Redis lost them (see idem.go), first of
-// all, on every item it read.
+// all, on every item it read, and before reading finishes the restocks
+// whose Redis step was left undone (an API that answered 503 and was not
+// retried; see restock.go).
 package reconcile
 
 import (
@@ -317,6 +326,13 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	}
 	defer func() { rep.FinishedAt = c.now().UTC() }()
 
+	if repair {
+		for _, t := range targets {
+			if err := c.finishRestocks(ctx, t.ItemID, l); err != nil {
+				return rep, fmt.Errorf("finish restocks of item %d: %w", t.ItemID, err)
+			}
+		}
+	}
 	reads := make([][]reading, len(targets))
 	todo := make([]int, len(targets))
 	for i := range targets {
@@ -359,6 +375,10 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		it := &rep.Items[i]
 		if it.Verdict.Problem() {
 			c.Log.Log(ctx, logs.Alert, "Redis and MySQL disagree", it.logAttrs()...)
+		}
+		if it.Detail.Restocking > 0 && !repair {
+			c.Log.Warn("restocked units not in Redis yet; a retry with the restock's Idempotency-Key or --repair adds them",
+				"item_id", it.ItemID, "restocking", it.Detail.Restocking)
 		}
 	}
 	if !repair {

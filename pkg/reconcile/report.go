@@ -79,8 +79,8 @@ type ItemReport struct {
 }
 
 // InFlightDetail is how InFlight was computed:
-// in_flight = inflight_counter - committed + closing
-// = undecided + releasing + closing.
+// in_flight = inflight_counter - committed + closing + restocking
+// = undecided + releasing + closing + restocking.
 type InFlightDetail struct {
 	// Inflight is Redis's counter: RESERVED and CLAIMED quantities.
 	Inflight int64 `json:"inflight_counter"`
@@ -95,6 +95,9 @@ type InFlightDetail struct {
 	// Closing: confirmed reservations of orders MySQL closed, not yet
 	// released in Redis.
 	Closing int64 `json:"closing"`
+	// Restocking: units of restocks MySQL has and Redis stock not yet
+	// (the restock's Redis step follows, or the repair finishes it).
+	Restocking int64 `json:"restocking"`
 	// Pending is the number of pending order numbers.
 	Pending int `json:"pending_orders"`
 }

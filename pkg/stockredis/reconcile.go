@@ -60,25 +60,37 @@ type StockView struct {
 	// is then their sum and Warmed says none is missing. Nil for an item
 	// with one stock key.
 	Buckets []int64
+	// Restocking is the units of the restocks asked about that Redis stock
+	// does not hold yet (their markers are missing): MySQL has them, and
+	// the restock's Redis step will add them.
+	Restocking int64
 }
 
-// View reads the item's stock, in-flight counter and pending orders, and
-// the reservation states of orderNos, in one script call, so the values
-// are from one instant. A bucketed item's buckets live in other slots and
+// PendingRestock is a restock MySQL has not recorded as applied in Redis.
+type PendingRestock struct {
+	ID, Quantity int64
+}
+
+// View reads the item's stock, in-flight counter and pending orders, the
+// reservation states of orderNos, and which of restocks are in the stock
+// already, in one script call, so the values are from one instant. A bucketed item's buckets live in other slots and
 // are read right after; a reservation or release in progress between its
 // two steps then shows as a unit missing from Redis for a moment.
-func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string) (StockView, error) {
+func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, restocks ...PendingRestock) (StockView, error) {
 	k := r.s.Keys(item)
-	keys := make([]string, 0, 4+len(orderNos))
+	keys := make([]string, 0, 4+len(orderNos)+len(restocks))
 	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker())
 	for _, no := range orderNos {
 		keys = append(keys, k.Reservation(no))
 	}
-	res, err := r.read.Run(ctx, r.s.rdb, keys).Slice()
+	for _, rs := range restocks {
+		keys = append(keys, k.RestockMarker(rs.ID))
+	}
+	res, err := r.read.Run(ctx, r.s.rdb, keys, len(orderNos)).Slice()
 	if err != nil {
 		return StockView{}, unavailable("reconcile read", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
 	v := StockView{States: make(map[string]string, len(orderNos))}
@@ -100,14 +112,67 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string) (S
 		}
 	}
 	if n, _ := res[5].(int64); n > 1 {
+		// The markers first: a restock landing between the two reads then
+		// shows as units too many for a moment, never as units missing
+		// that a repair would add a second time.
+		if v.Restocking, err = r.bucketRestocking(ctx, item, int(n), restocks); err != nil {
+			return StockView{}, err
+		}
 		b, err := r.s.readBuckets(ctx, item, int(n))
 		if err != nil {
 			return StockView{}, err
 		}
 		v.Buckets = b
 		v.Warmed, v.Stock = b.warmed(), b.sum()
+		return v, nil
+	}
+	done, _ := res[6].([]any)
+	for i, rs := range restocks {
+		if i < len(done) && done[i] == int64(0) {
+			v.Restocking += rs.Quantity
+		}
 	}
 	return v, nil
+}
+
+// bucketRestocking sums the shares of restocks whose bucket markers are
+// missing (one pipeline; on a cluster each EXISTS goes to its bucket's node).
+func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, restocks []PendingRestock) (int64, error) {
+	if len(restocks) == 0 {
+		return 0, nil
+	}
+	k := r.s.Keys(item)
+	type share struct {
+		cmd *redis.IntCmd
+		qty int64
+	}
+	var shares []share
+	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, rs := range restocks {
+			for b, q := range RestockShares(rs.Quantity, n) {
+				if q > 0 {
+					shares = append(shares, share{p.Exists(ctx, k.BucketRestockMarker(b, rs.ID)), q})
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, unavailable("read restock markers", err)
+	}
+	var sum int64
+	for _, s := range shares {
+		if s.cmd.Val() == 0 {
+			sum += s.qty
+		}
+	}
+	return sum, nil
+}
+
+// Restock is Store.Restock: the reconciler finishes restocks whose Redis
+// step was left undone (safe beside the API doing the same: once per id).
+func (r *Reconciler) Restock(ctx context.Context, item, id, qty int64) (RestockResult, error) {
+	return r.s.Restock(ctx, item, id, qty)
 }
 
 // CAS is the outcome of one of the reconciler's compare-and-set repairs.

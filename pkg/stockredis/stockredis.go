@@ -156,6 +156,8 @@ type Store struct {
 	lookups *batcher
 
 	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
+
+	restock *redis.Script
 }
 
 // New returns a Store over rdb with the given key prefix ("" means "sk").
@@ -176,6 +178,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		bucketGive:    redis.NewScript(lua.Source("bucket_give")),
 		bucketSet:     redis.NewScript(lua.Source("bucket_set")),
 		warmupBuckets: redis.NewScript(lua.Source("warmup_buckets")),
+		restock:       redis.NewScript(lua.Source("restock")),
 	}
 }
 

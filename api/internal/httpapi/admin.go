@@ -191,6 +191,10 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if err := s.db.MarkActivityWarmed(c.Request.Context(), id); err != nil {
+		// The consumer's schedule then warms it once more (idempotent).
+		s.log.Warn("warm-up not recorded", "request_id", c.GetString(ctxRequestID), "activity_id", id, "err", err)
+	}
 	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", act.ItemID, "redis_stock", n)
 	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": act.ItemID, "redis_stock": n})
 }

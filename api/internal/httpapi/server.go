@@ -120,6 +120,7 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	admin := r.Group("/admin/v1", s.limitIP, s.authenticate(true))
 	admin.POST("/items", s.createItem)
 	admin.GET("/items/:id/stock", s.itemStock)
+	admin.POST("/items/:id/restock", s.restock)
 	admin.POST("/activities", s.createActivity)
 	admin.POST("/activities/:id/warmup", s.warmup)
 	admin.GET("/activities/:id/summary", s.activitySummary)
@@ -345,10 +346,20 @@ func (b *PlaceOrderBody) Validate() (int, error) {
 	return q, nil
 }
 
-func (s *Server) placeOrder(c *gin.Context) {
+// idempotencyKeyOr400 returns the request's Idempotency-Key header, or
+// answers 400 when it is missing or malformed.
+func idempotencyKeyOr400(c *gin.Context) (string, bool) {
 	key := c.GetHeader("Idempotency-Key")
 	if !order.ValidIdempotencyKey(key) {
 		writeError(c, http.StatusBadRequest, "INVALID_ARGUMENT", "the Idempotency-Key header is required: 1-64 characters of A-Z a-z 0-9 _ -")
+		return "", false
+	}
+	return key, true
+}
+
+func (s *Server) placeOrder(c *gin.Context) {
+	key, ok := idempotencyKeyOr400(c)
+	if !ok {
 		return
 	}
 	var body PlaceOrderBody

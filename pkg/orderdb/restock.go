@@ -1,0 +1,116 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// MaxStock bounds an item's MySQL stock (item_stock.stock is an INT); a
+// restock that would pass it is refused.
+const MaxStock = 1_000_000_000
+
+type restockRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	ItemID         int64
+	IdempotencyKey string
+	Quantity       int64
+	CreatedAt      time.Time
+	AppliedAt      *time.Time
+}
+
+func (restockRow) TableName() string { return "restocks" }
+
+// Restock is units added to an item, recorded under its idempotency key.
+type Restock struct {
+	ID       int64
+	ItemID   int64
+	Key      string
+	Quantity int64
+	// Applied: Redis has the units too (or was not warmed then).
+	Applied bool
+}
+
+func (r restockRow) toRestock() Restock {
+	return Restock{ID: r.ID, ItemID: r.ItemID, Key: r.IdempotencyKey, Quantity: r.Quantity, Applied: r.AppliedAt != nil}
+}
+
+// errRestockExists ends the transaction of a restock whose key is taken.
+var errRestockExists = errors.New("restock key exists")
+
+// Restock adds qty units to the item's MySQL stock and records the
+// restock under key, in one transaction, once per (item, key): a repeat
+// with the same key and quantity returns the first record (created false)
+// and adds nothing; with another quantity it fails with order.ErrKeyReused.
+// A concurrent repeat waits for the first transaction (the unique key)
+// and then finds its record. order.ErrNotFound: no such item;
+// order.ErrInvalidArgument: the stock would pass MaxStock.
+func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restock, bool, error) {
+	row := restockRow{ItemID: itemID, IdempotencyKey: key, Quantity: qty}
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var st stockRow
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("item_id = ?", itemID).Take(&st).Error; err != nil {
+			return err
+		}
+		if err := tx.Create(&row).Error; err != nil {
+			if duplicateKey(err) != "" {
+				return errRestockExists
+			}
+			return err
+		}
+		if st.Stock+qty > MaxStock {
+			return order.Errorf(order.ErrInvalidArgument, "the item's stock would pass %d", MaxStock)
+		}
+		return tx.Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", gorm.Expr("stock + ?", qty)).Error
+	})
+	if errors.Is(err, errRestockExists) {
+		var old restockRow
+		if err := db.gdb.WithContext(ctx).Where("item_id = ? AND idempotency_key = ?", itemID, key).Take(&old).Error; err != nil {
+			return Restock{}, false, wrap("read restock", err)
+		}
+		if old.Quantity != qty {
+			return Restock{}, false, order.Errorf(order.ErrKeyReused,
+				"this Idempotency-Key restocked %d units, not %d; use a new key for a new restock", old.Quantity, qty)
+		}
+		return old.toRestock(), false, nil
+	}
+	if err != nil {
+		return Restock{}, false, wrap("restock", err)
+	}
+	return row.toRestock(), true, nil
+}
+
+// MarkRestockApplied records that Redis has the restock's units.
+func (db *DB) MarkRestockApplied(ctx context.Context, id int64) error {
+	err := db.gdb.WithContext(ctx).Model(&restockRow{}).Where("id = ? AND applied_at IS NULL", id).
+		Update("applied_at", gorm.Expr("NOW(3)")).Error
+	return wrap("mark restock applied", err)
+}
+
+// PendingRestocks lists the item's restocks whose Redis step is not
+// recorded, oldest first.
+func (db *DB) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, error) {
+	var rows []restockRow
+	if err := db.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Find(&rows).Error; err != nil {
+		return nil, wrap("list pending restocks", err)
+	}
+	out := make([]Restock, len(rows))
+	for i, r := range rows {
+		out[i] = r.toRestock()
+	}
+	return out, nil
+}
+
+// RestockOf returns one restock by id, order.ErrNotFound if none.
+func (db *DB) RestockOf(ctx context.Context, id int64) (Restock, error) {
+	var row restockRow
+	if err := db.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
+		return Restock{}, wrap("read restock", err)
+	}
+	return row.toRestock(), nil
+}

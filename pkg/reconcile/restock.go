@@ -1,0 +1,33 @@
+package reconcile
+
+import (
+	"context"
+)
+
+// finishRestocks runs the Redis step of every restock of item that MySQL
+// has not recorded as applied, and records it. That step adds a restock's
+// units once per restock id (a marker beside the stock), so it is safe
+// while the API runs it for the same restock; a restock whose step the
+// API already ran adds nothing and is only recorded. It runs before the
+// item is read, so the reading that follows sees the units in Redis.
+func (c *Checker) finishRestocks(ctx context.Context, item int64, l Lock) error {
+	pending, err := c.DB.PendingRestocks(ctx, item)
+	if err != nil {
+		return err
+	}
+	for _, r := range pending {
+		if err := c.before(ctx, item, l); err != nil {
+			return err
+		}
+		res, err := c.Stock.Restock(ctx, item, r.ID, r.Quantity)
+		if err != nil {
+			return err
+		}
+		if err := c.DB.MarkRestockApplied(ctx, r.ID); err != nil {
+			return err
+		}
+		c.Log.Info("restock finished in Redis", "item_id", item, "restock_id", r.ID, "quantity", r.Quantity,
+			"added_now", res.Added, "redis_warmed", res.Warmed)
+	}
+	return nil
+}

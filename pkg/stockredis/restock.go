@@ -1,0 +1,82 @@
+package stockredis
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// RestockMarkerTTL is how long a restock's markers live: long past the
+// reconciler's next run, which finishes and records every restock whose
+// Redis step was left undone.
+const RestockMarkerTTL = 30 * 24 * time.Hour
+
+// RestockMarker marks restock id as added to the item's stock key.
+func (k Keys) RestockMarker(id int64) string { return fmt.Sprintf("%srs:%d", k.base(), id) }
+
+// BucketRestockMarker marks restock id's share as added to bucket n.
+func (k Keys) BucketRestockMarker(n int, id int64) string {
+	return fmt.Sprintf("%s:{i%db%d}:rs:%d", k.prefix, k.item, n, id)
+}
+
+// RestockShares is how a restock of qty units spreads over an item's
+// buckets (1 or less: one stock key): the even split warm-up uses.
+func RestockShares(qty int64, buckets int) []int64 {
+	return split(qty, max(buckets, 1))
+}
+
+// RestockResult says what a restock did in Redis.
+type RestockResult struct {
+	// Warmed is false when the item's stock is not in Redis (no stock key,
+	// or a bucket missing): nothing was added there, and a warm-up loads
+	// the units from MySQL.
+	Warmed bool
+	// Added is the units this call added (0 when an earlier run did).
+	Added int64
+}
+
+// Restock adds restock id's qty units to the item's Redis stock, once per
+// restock id however often it runs: spread over the buckets of a bucketed
+// item (each bucket's share once, by a marker in the bucket's slot). The
+// caller records the restock in MySQL first. An error may leave some
+// buckets done: running it again finishes the rest. A lost answer is an
+// UnknownOutcomeError (MayHaveRun); running it again is the resolution.
+func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult, error) {
+	k := s.Keys(item)
+	n, err := s.bucketCount(ctx, item)
+	if err != nil {
+		return RestockResult{}, err
+	}
+	res := RestockResult{Warmed: true}
+	ttl := RestockMarkerTTL.Milliseconds()
+	if n < 2 {
+		add, warmed, err := s.runRestock(ctx, k.Stock(), k.RestockMarker(id), qty, ttl)
+		return RestockResult{Warmed: warmed, Added: add}, err
+	}
+	for b, share := range RestockShares(qty, n) {
+		if share == 0 {
+			continue
+		}
+		add, warmed, err := s.runRestock(ctx, k.Bucket(b), k.BucketRestockMarker(b, id), share, ttl)
+		if err != nil {
+			return res, err
+		}
+		res.Added += add
+		res.Warmed = res.Warmed && warmed
+	}
+	return res, nil
+}
+
+func (s *Store) runRestock(ctx context.Context, stock, marker string, qty, ttl int64) (int64, bool, error) {
+	r, err := s.restock.Run(ctx, s.rdb, []string{stock, marker}, qty, ttl).Int64Slice()
+	if err != nil {
+		return 0, false, unavailable("restock", err)
+	}
+	switch r[0] {
+	case 1:
+		return qty, true, nil
+	case 0:
+		return 0, true, nil
+	}
+	return 0, false, nil
+}

@@ -1,0 +1,82 @@
+package stockredis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// The restock script's answer is lost (on the first bucket of a bucketed
+// item): it ran, and the client library did not send it again. Running the
+// restock again, as the API's retry or the reconciler does, finishes it;
+// the units are added exactly once, spread evenly over the buckets.
+func TestLostReplyRestock(t *testing.T) {
+	for _, buckets := range []int{1, 3} {
+		t.Run(fmt.Sprintf("buckets=%d", buckets), func(t *testing.T) {
+			t.Parallel()
+			forBoth(t, func(t *testing.T, l lossy) {
+				ctx := context.Background()
+				warm(t, l.direct, 9, buckets)
+				l.LoseNext("restock")
+				_, err := l.via.Restock(ctx, item, 1, 7)
+				mustBeUnknown(t, l, "restock", err)
+				// On the cluster each node's proxy loses one answer, and
+				// buckets live on several nodes: retry as a client would,
+				// until an answer comes back.
+				var res stockredis.RestockResult
+				for attempt := 1; ; attempt++ {
+					res, err = l.via.Restock(ctx, item, 1, 7)
+					if err == nil || attempt > len(l.Proxies) {
+						break
+					}
+					if !stockredis.MayHaveRun(err) {
+						t.Fatalf("retry %d: %v, want a lost answer or success", attempt, err)
+					}
+				}
+				if err != nil || !res.Warmed {
+					t.Fatalf("the retry: %+v %v", res, err)
+				}
+				wantStock(t, l.direct, 16, 0)
+				res, err = l.via.Restock(ctx, item, 1, 7)
+				if err != nil || res.Added != 0 {
+					t.Fatalf("a third run: %+v %v, want nothing added", res, err)
+				}
+				wantStock(t, l.direct, 16, 0)
+				if buckets > 1 {
+					k := l.direct.Keys(item)
+					for b, want := range []int64{6, 5, 5} { // 3+3+3, then 7 as 3+2+2
+						if got, _ := l.Direct.Get(ctx, k.Bucket(b)).Int64(); got != want {
+							t.Fatalf("bucket %d holds %d, want %d", b, got, want)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// A restock of an item Redis does not hold yet adds nothing there (a
+// warm-up loads it from MySQL, which has it) and marks the restock done,
+// so the same restock after the warm-up does not add it a second time.
+func TestRestockBeforeWarmup(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.New(t)
+	s := stockredis.New(rdb, prefix)
+	ctx := context.Background()
+	res, err := s.Restock(ctx, item, 5, 4)
+	if err != nil || res.Warmed || res.Added != 0 {
+		t.Fatalf("restock of a cold item: %+v %v, want nothing added", res, err)
+	}
+	if _, err := s.Warmup(ctx, item, time.Hour, func(context.Context) (int64, error) { return 14, nil }); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Restock(ctx, item, 5, 4)
+	if err != nil || !res.Warmed || res.Added != 0 {
+		t.Fatalf("the same restock after the warm-up: %+v %v, want nothing added", res, err)
+	}
+	wantStock(t, s, 14, 0)
+}
