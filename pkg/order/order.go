@@ -42,6 +42,7 @@ const (
 	ReasonInvalidEvent     = "INVALID_EVENT"
 	ReasonCancelled        = "CANCELLED"
 	ReasonPaymentTimeout   = "PAYMENT_TIMEOUT"
+	ReasonSaleCancelled    = "SALE_CANCELLED"
 	// ReasonReserveFailed: Redis may have run the reserve script but its
 	// answer was lost, so the API answered 503 and gave the reservation up.
 	ReasonReserveFailed = "RESERVE_FAILED"
@@ -67,6 +68,10 @@ var (
 	ErrUnavailable       = errors.New("dependency unavailable")
 	ErrNotPayable        = errors.New("order is not payable")
 	ErrNotCancellable    = errors.New("order is not cancellable")
+	// ErrPaymentRefused: a payment notification that cannot be taken (its
+	// amount differs from the order's, the order has no price, its
+	// transaction id was used for another payment).
+	ErrPaymentRefused = errors.New("payment refused")
 )
 
 // Error is a domain error with a message chosen for the client: what a

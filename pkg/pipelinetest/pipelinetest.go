@@ -31,6 +31,9 @@ import (
 // Secret is the JWT secret the test processes use.
 const Secret = "pipelinetest-secret-0123456789abcdef0123"
 
+// PaymentSecret is the payment provider's secret the test processes use.
+const PaymentSecret = "pipelinetest-payments-0123456789abcdef"
+
 // Pipeline is one test's isolated pipeline.
 type Pipeline struct {
 	t      testing.TB
@@ -120,6 +123,8 @@ func (p *Pipeline) Env() []string {
 		"SECKILL_KAFKA_TOPIC="+p.Topic,
 		"SECKILL_CONSUMER_GROUP="+p.Group,
 		"SECKILL_LOG_LEVEL=info",
+		"SECKILL_PAYMENT_SECRET="+PaymentSecret,
+		"SECKILL_BUYER_PAY=true",
 	)
 	if p.cluster {
 		env = append(env, "SECKILL_REDIS_ADDRS="+strings.Join(p.clusterAddrs, ","), "SECKILL_REDIS_CLUSTER=true")

@@ -54,6 +54,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, code, msg = http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"
 	case errors.Is(err, order.ErrNotCancellable):
 		status, code, msg = http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"
+	case errors.Is(err, order.ErrPaymentRefused):
+		status, code, msg = http.StatusUnprocessableEntity, "PAYMENT_REFUSED", "the payment does not fit the order"
 	case errors.Is(err, order.ErrUnavailable):
 		status, code, msg = http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"
 	}

@@ -61,6 +61,10 @@ type Server struct {
 
 	activities order.ActivityCache
 	salePages  *salePages
+
+	paymentSecret  []byte
+	paymentMetrics *metrics.Payments
+	buyerPayOff    bool
 }
 
 // Option configures the server.
@@ -109,6 +113,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 
 	// The sale page needs no token: the crowd refreshes it before the drop.
 	r.GET("/api/v1/activities/:id", s.limitIP, s.salePageView)
+
+	// Signed by the payment provider, not by a buyer's token.
+	r.POST("/payments/v1/notifications", s.paymentNotification)
 
 	buyer := r.Group("/api/v1", s.limitIP, s.authenticate(false), s.limitUser)
 	buyer.GET("/orders", s.listOrders)
