@@ -99,8 +99,14 @@ func TestRefusedNotificationsWriteNothing(t *testing.T) {
 		svc  func() error
 		want error
 	}{
-		{"amount", func() error { _, err := svc.RecordPayment(ctx, "tx-1", a, order.Money{Amount: 1499, Currency: "EUR"}); return err }, order.ErrPaymentRefused},
-		{"currency", func() error { _, err := svc.RecordPayment(ctx, "tx-2", a, order.Money{Amount: 1500, Currency: "USD"}); return err }, order.ErrPaymentRefused},
+		{"amount", func() error {
+			_, err := svc.RecordPayment(ctx, "tx-1", a, order.Money{Amount: 1499, Currency: "EUR"})
+			return err
+		}, order.ErrPaymentRefused},
+		{"currency", func() error {
+			_, err := svc.RecordPayment(ctx, "tx-2", a, order.Money{Amount: 1500, Currency: "USD"})
+			return err
+		}, order.ErrPaymentRefused},
 		{"transaction of another order", func() error { _, err := svc.RecordPayment(ctx, "tx-b", a, eur); return err }, order.ErrPaymentRefused},
 		{"unknown order", func() error {
 			_, err := svc.RecordPayment(ctx, "tx-3", order.NewNumberGenerator().Next(s.item), eur)
