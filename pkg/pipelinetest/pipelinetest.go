@@ -343,6 +343,10 @@ type SaleOptions struct {
 	// PaymentWindow is the activity's own payment window
 	// (payment_window_seconds); 0 leaves the global one.
 	PaymentWindow time.Duration
+	// Price is the item's price (minor units of Currency); no price when
+	// Currency is empty.
+	Price    int64
+	Currency string
 }
 
 // CreateSaleWith creates an item with stock and an activity running now
@@ -354,7 +358,11 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	var item struct {
 		ItemID int64 `json:"item_id"`
 	}
-	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, map[string]any{"name": "test item", "stock": stock}, &item); err != nil || code != 201 {
+	itemBody := map[string]any{"name": "test item", "stock": stock}
+	if o.Currency != "" {
+		itemBody["price"], itemBody["currency"] = o.Price, o.Currency
+	}
+	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, itemBody, &item); err != nil || code != 201 {
 		t.Fatalf("create item: %d %v", code, err)
 	}
 	var act struct {
