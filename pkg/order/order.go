@@ -64,10 +64,12 @@ var (
 	ErrSoldOut           = errors.New("sold out")
 	ErrAlreadyPurchased  = errors.New("user already holds a live order in this activity")
 	ErrActivityNotActive = errors.New("activity is not active")
-	ErrInvalidArgument   = errors.New("invalid argument")
-	ErrUnavailable       = errors.New("dependency unavailable")
-	ErrNotPayable        = errors.New("order is not payable")
-	ErrNotCancellable    = errors.New("order is not cancellable")
+	// ErrActivityStarted: the change is allowed only before the sale starts.
+	ErrActivityStarted = errors.New("activity has started")
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrUnavailable     = errors.New("dependency unavailable")
+	ErrNotPayable      = errors.New("order is not payable")
+	ErrNotCancellable  = errors.New("order is not cancellable")
 	// ErrPaymentRefused: a payment notification that cannot be taken (its
 	// amount differs from the order's, the order has no price, its
 	// transaction id was used for another payment).
@@ -138,24 +140,74 @@ func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
 	return def
 }
 
-// ActivityCache remembers activities by id: an activity never changes once
-// created, so a copy read once stays right. The zero value is ready.
+// ActivityTTL is how long an ActivityCache trusts a copy: an operator may
+// end a sale early or move its times before it starts, and every process
+// sees the change within this time.
+const ActivityTTL = time.Second
+
+// ActivityCache remembers activities by id for ActivityTTL. Requests for an
+// activity whose copy is missing or expired wait for one load between them,
+// so a process reads an activity at most about once a second whatever its
+// request rate. The zero value is ready.
 type ActivityCache struct {
-	m sync.Map // id -> Activity
+	m  sync.Map // id -> *activityEntry
+	mu sync.Mutex
 }
 
-// Get returns activity id, calling load on the first request for it; a
-// failed load is not remembered.
+type activityEntry struct {
+	done   chan struct{} // closed when the load ended
+	a      Activity
+	err    error
+	loaded time.Time
+}
+
+// fresh reports whether e holds a good copy younger than ActivityTTL; it
+// waits for nothing.
+func (e *activityEntry) fresh(now time.Time) bool {
+	select {
+	case <-e.done:
+		return e.err == nil && now.Sub(e.loaded) < ActivityTTL
+	default:
+		return false
+	}
+}
+
+// Get returns activity id, calling load when no fresh copy is held (a
+// failed load is not remembered).
 func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (Activity, error)) (Activity, error) {
-	if a, ok := c.m.Load(id); ok {
-		return a.(Activity), nil
+	if v, ok := c.m.Load(id); ok && v.(*activityEntry).fresh(time.Now()) {
+		return v.(*activityEntry).a, nil
 	}
-	a, err := load(ctx, id)
-	if err != nil {
-		return Activity{}, err
+	c.mu.Lock()
+	if v, ok := c.m.Load(id); ok {
+		e := v.(*activityEntry)
+		if e.fresh(time.Now()) {
+			c.mu.Unlock()
+			return e.a, nil
+		}
+		select {
+		case <-e.done: // expired or failed: load anew below
+		default: // another request is loading it: wait for that load
+			c.mu.Unlock()
+			select {
+			case <-e.done:
+				return e.a, e.err
+			case <-ctx.Done():
+				return Activity{}, ctx.Err()
+			}
+		}
 	}
-	c.m.Store(id, a)
-	return a, nil
+	e := &activityEntry{done: make(chan struct{})}
+	c.m.Store(id, e)
+	c.mu.Unlock()
+	e.a, e.err = load(ctx, id)
+	e.loaded = time.Now()
+	close(e.done)
+	if e.err != nil {
+		c.m.CompareAndDelete(id, e)
+		return Activity{}, e.err
+	}
+	return e.a, nil
 }
 
 // MaxStockBuckets bounds Activity.StockBuckets.

@@ -152,3 +152,12 @@ func (db *DB) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error)
 	}
 	return out, nil
 }
+
+// RefundsNeeded counts the REFUND payments of an activity's orders not yet
+// marked refunded.
+func (db *DB) RefundsNeeded(ctx context.Context, activityID int64) (int64, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
+		WHERE o.activity_id = ? AND p.outcome = 'REFUND' AND p.refunded_at IS NULL`, activityID).Scan(&n).Error
+	return n, wrap("count refunds", err)
+}

@@ -48,6 +48,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, code, msg = http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"
 	case errors.Is(err, order.ErrActivityNotActive):
 		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"
+	case errors.Is(err, order.ErrActivityStarted):
+		status, code, msg = http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"
 	case errors.Is(err, order.ErrNotWarmed):
 		status, code, msg = http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"
 	case errors.Is(err, order.ErrNotPayable):

@@ -59,8 +59,7 @@ type Server struct {
 	routes         map[string]map[string]*metrics.Route // method -> route template -> handle
 	unmatched      *metrics.Route
 
-	activities order.ActivityCache
-	salePages  *salePages
+	salePages *salePages
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
@@ -129,6 +128,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	admin.GET("/items/:id/stock", s.itemStock)
 	admin.POST("/activities", s.createActivity)
 	admin.POST("/activities/:id/warmup", s.warmup)
+	admin.PATCH("/activities/:id", s.patchActivity)
+	admin.POST("/activities/:id/end", s.endActivity)
+	admin.POST("/activities/:id/cancel", s.cancelActivity)
 	admin.GET("/activities/:id/summary", s.activitySummary)
 	s.resolveRoutes(r.Routes())
 	return r
