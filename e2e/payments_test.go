@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -161,7 +162,7 @@ func TestPaymentNotifications(t *testing.T) {
 	}
 
 	p.Check(sale)
-	if r := p.Reconcile(); r.Code != 0 {
+	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
 		t.Fatalf("reconciler: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -132,12 +132,22 @@ func TestEndRacesInFlightOrders(t *testing.T) {
 			t.Fatalf("accepted order %s ended %s (%s)", no, o.Status, o.FailureReason)
 		}
 	}
+	// The sale page of either instance says so within its second too.
+	for i, api := range apis {
+		waittest.Until(t, 3*time.Second, fmt.Sprintf("api %d's sale page ENDED", i), func() bool {
+			var page struct {
+				State string `json:"state"`
+			}
+			code, err := api.Do("GET", fmt.Sprintf("/api/v1/activities/%d", sale.ActivityID), 1, "", nil, nil, &page)
+			return err == nil && code == 200 && page.State == "ENDED"
+		})
+	}
 	p.WaitDrained(sale.ItemID, 30*time.Second)
 	inv := p.Check(sale)
 	if inv.LiveOrders != int64(len(accepted)) {
 		t.Fatalf("%d live orders in MySQL, %d answered 202", inv.LiveOrders, len(accepted))
 	}
-	if r := p.Reconcile(); r.Code != 0 {
+	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
 		t.Fatalf("reconciler: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	t.Logf("%d attempts, %d accepted before the end, ends_at %s", len(attempts), len(accepted), ended.EndsAt.Format(time.RFC3339Nano))
@@ -230,7 +240,7 @@ func TestCancelClosesUnpaidOrders(t *testing.T) {
 	if inv.DBStock != 17 || inv.RedisStock != 17 {
 		t.Fatalf("after the cancel: MySQL stock %d, Redis %d; want 17 in both", inv.DBStock, inv.RedisStock)
 	}
-	if r := p.Reconcile(); r.Code != 0 {
+	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
 		t.Fatalf("reconciler: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
