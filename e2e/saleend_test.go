@@ -182,9 +182,13 @@ func TestCancelClosesUnpaidOrders(t *testing.T) {
 	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/cancel", sale.ActivityID), 1, auth.RoleAdmin, nil, nil, &cancelled); err != nil || code != 200 {
 		t.Fatalf("cancel: %d %v", code, err)
 	}
-	if !cancelled.Cancelled || cancelled.OrdersClosed != 7 {
-		t.Fatalf("cancel answered %+v, want 7 orders closed", cancelled)
+	// The consumer's closer closes a cancelled sale's CREATED orders too, so
+	// it may have closed some of the 7 first; every one is CLOSED once the
+	// cancel answers either way.
+	if !cancelled.Cancelled || cancelled.OrdersClosed < 0 || cancelled.OrdersClosed > 7 {
+		t.Fatalf("cancel answered %+v, want at most 7 orders closed", cancelled)
 	}
+	t.Logf("the cancel closed %d orders, the closer the others", cancelled.OrdersClosed)
 	byStatus := func() string {
 		var rows []struct {
 			Status        string
