@@ -145,10 +145,18 @@ func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
 // sees the change within this time.
 const ActivityTTL = time.Second
 
+// ActivityReloadTimeout bounds the re-read of an activity a cache already
+// holds; when it fails or times out, the cache keeps serving its last copy.
+const ActivityReloadTimeout = 500 * time.Millisecond
+
 // ActivityCache remembers activities by id for ActivityTTL. Requests for an
 // activity whose copy is missing or expired wait for one load between them,
 // so a process reads an activity at most about once a second whatever its
-// request rate. The zero value is ready.
+// request rate. When a re-read fails (MySQL down or slow past
+// ActivityReloadTimeout) the last copy is kept for another ActivityTTL, so
+// placing orders does not come to depend on MySQL; a change made meanwhile
+// (MySQL took it, so it was up for the operator) is seen at the next
+// successful read. The zero value is ready.
 type ActivityCache struct {
 	m  sync.Map // id -> *activityEntry
 	mu sync.Mutex
@@ -173,12 +181,13 @@ func (e *activityEntry) fresh(now time.Time) bool {
 }
 
 // Get returns activity id, calling load when no fresh copy is held (a
-// failed load is not remembered).
+// failed first load is not remembered).
 func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (Activity, error)) (Activity, error) {
 	if v, ok := c.m.Load(id); ok && v.(*activityEntry).fresh(time.Now()) {
 		return v.(*activityEntry).a, nil
 	}
 	c.mu.Lock()
+	var prev *activityEntry
 	if v, ok := c.m.Load(id); ok {
 		e := v.(*activityEntry)
 		if e.fresh(time.Now()) {
@@ -186,7 +195,8 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 			return e.a, nil
 		}
 		select {
-		case <-e.done: // expired or failed: load anew below
+		case <-e.done: // expired: load anew below, keeping it in case that fails
+			prev = e
 		default: // another request is loading it: wait for that load
 			c.mu.Unlock()
 			select {
@@ -200,8 +210,17 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 	e := &activityEntry{done: make(chan struct{})}
 	c.m.Store(id, e)
 	c.mu.Unlock()
-	e.a, e.err = load(ctx, id)
+	lctx, cancel := ctx, context.CancelFunc(func() {})
+	if prev != nil {
+		// Others wait on this load: the caller going away must not fail it.
+		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ActivityReloadTimeout)
+	}
+	e.a, e.err = load(lctx, id)
+	cancel()
 	e.loaded = time.Now()
+	if e.err != nil && prev != nil && prev.err == nil {
+		e.a, e.err = prev.a, nil
+	}
 	close(e.done)
 	if e.err != nil {
 		c.m.CompareAndDelete(id, e)

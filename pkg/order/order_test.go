@@ -170,6 +170,34 @@ func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 	t.Fatal("the changed activity was never read again")
 }
 
+// A re-read that fails keeps the last copy: placing orders does not come to
+// depend on MySQL.
+func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
+	var c ActivityCache
+	var down atomic.Bool
+	load := func(_ context.Context, id int64) (Activity, error) {
+		if down.Load() {
+			return Activity{}, ErrUnavailable
+		}
+		return Activity{ID: id, ItemID: 9}, nil
+	}
+	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
+		t.Fatalf("first load: %+v %v", a, err)
+	}
+	down.Store(true)
+	for range 3 {
+		// Expire the copy by hand rather than wait ActivityTTL.
+		v, _ := c.m.Load(int64(1))
+		v.(*activityEntry).loaded = time.Now().Add(-2 * ActivityTTL)
+		if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
+			t.Fatalf("reload while MySQL is down: %+v %v, want the last copy", a, err)
+		}
+	}
+	if _, err := c.Get(context.Background(), 2, load); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("first load while MySQL is down: %v, want ErrUnavailable", err)
+	}
+}
+
 func TestErrorf(t *testing.T) {
 	err := fmt.Errorf("pay order 1 via mysql 10.0.0.3: %w", Errorf(ErrNotPayable, "the order is %s", Closed))
 	if !errors.Is(err, ErrNotPayable) || errors.Is(err, ErrNotCancellable) {
