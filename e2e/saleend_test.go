@@ -47,15 +47,20 @@ func TestEndRacesInFlightOrders(t *testing.T) {
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
-	for w := range 8 {
+	// Four buyers' streams at most 100 requests a second each: enough to
+	// have orders in flight at the end on both instances, little enough not
+	// to starve the tests running beside this one.
+	for w := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			pace := time.NewTicker(10 * time.Millisecond)
+			defer pace.Stop()
 			for {
 				select {
 				case <-stop:
 					return
-				default:
+				case <-pace.C:
 				}
 				a := attempt{api: w % 2, user: users.Add(1), start: time.Now()}
 				pl, err := apis[a.api].PlaceOrder(a.user, "k", sale.ActivityID, 1)
@@ -70,7 +75,7 @@ func TestEndRacesInFlightOrders(t *testing.T) {
 	waittest.Until(t, 30*time.Second, "orders flowing", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(attempts) >= 300
+		return len(attempts) >= 200
 	})
 	var ended struct {
 		EndsAt time.Time `json:"ends_at"`
@@ -89,7 +94,7 @@ func TestEndRacesInFlightOrders(t *testing.T) {
 				n[a.api]++
 			}
 		}
-		return n[0] >= 50 && n[1] >= 50
+		return n[0] >= 20 && n[1] >= 20
 	})
 	close(stop)
 	wg.Wait()
