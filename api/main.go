@@ -1,10 +1,12 @@
 // Command api is the flash-sale front end: it authenticates buyers, reserves
 // stock in Redis with one Lua script, publishes create-order events to Kafka
-// and answers status polls. `api token` mints development tokens.
+// and answers status polls. `api token` mints development tokens and
+// `api sign-payment` signs a payment notification for local testing.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +28,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/payment"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -44,11 +47,16 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if len(args) > 0 && args[0] == "token" {
 		return mintToken(args[1:], lookup, stdout)
 	}
+	if len(args) > 0 && args[0] == "sign-payment" {
+		return signPayment(args[1:], lookup, stdout, time.Now())
+	}
 	env := config.New(lookup)
 	level := config.LogLevel(env)
 	addr := env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080")
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	secret := config.JWTSecret(env)
+	paySecret := config.PaymentSecret(env)
+	buyerPay := env.Bool("SECKILL_BUYER_PAY", false)
 	window := config.PaymentWindow(env)
 	limits := httpapi.RateLimits{
 		PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
@@ -59,7 +67,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
-		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]", "payment_window", window.String(),
+		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]",
+		"payment_secret", masked(paySecret), "buyer_pay", buyerPay, "payment_window", window.String(),
 		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP, "admin_addr", admin.Addr, "pprof", admin.Pprof,
 		"log_level", level)
 
@@ -105,7 +114,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		{Name: "kafka", Check: func(ctx context.Context) error { return orderevents.Ping(ctx, kcfg.Brokers) }},
 	}
 	handler := httpapi.New(svc, db, auth.NewVerifier(secret), ready, log, httpapi.WithRateLimits(limits),
-		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)))
+		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
+		httpapi.WithPayments(paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(buyerPay))
+	if paySecret == nil {
+		log.Warn("SECKILL_PAYMENT_SECRET is not set: payment notifications are refused (503)")
+	}
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           handler,
@@ -130,6 +143,52 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// masked says whether a secret is set, never what it is.
+func masked(secret []byte) string {
+	if len(secret) == 0 {
+		return "[unset]"
+	}
+	return "[set]"
+}
+
+// signPayment prints a payment notification signed with
+// SECKILL_PAYMENT_SECRET, as the provider would send it: the signature
+// header on the first line, the body on the second.
+func signPayment(args []string, lookup func(string) (string, bool), stdout io.Writer, now time.Time) error {
+	fs := flag.NewFlagSet("sign-payment", flag.ContinueOnError)
+	orderNo := fs.String("order-no", "", "the order paid (required)")
+	amount := fs.Int64("amount", -1, "amount in the currency's minor units (required)")
+	currency := fs.String("currency", "", "ISO 4217 code (required)")
+	txID := fs.String("transaction-id", "", "the provider's transaction id (default: a new one)")
+	at := fs.Int64("at", 0, "signing time, unix seconds (default: now)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *orderNo == "" || *amount < 0 || *currency == "" {
+		return errors.New("sign-payment: --order-no, --amount and --currency are required")
+	}
+	env := config.New(lookup)
+	secret := config.PaymentSecret(env)
+	if err := env.Err(); err != nil {
+		return err
+	}
+	if secret == nil {
+		return errors.New("sign-payment: SECKILL_PAYMENT_SECRET is not set")
+	}
+	if *txID == "" {
+		*txID = "tx_" + strconv.FormatInt(now.UnixNano(), 36)
+	}
+	if *at != 0 {
+		now = time.Unix(*at, 0)
+	}
+	body, err := json.Marshal(payment.Notification{TransactionID: *txID, OrderNo: *orderNo, Amount: amount, Currency: *currency})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s: %s\n%s\n", payment.Header, payment.Sign(secret, body, now), body)
+	return err
 }
 
 // mintToken prints a signed development token.

@@ -29,6 +29,8 @@ func TestProgramsRefuseBadConfig(t *testing.T) {
 		{"api without secret", "api", []string{"SECKILL_JWT_SECRET="}, "SECKILL_JWT_SECRET is required"},
 		{"api with weak secret", "api", []string{"SECKILL_JWT_SECRET=" + weak}, "SECKILL_JWT_SECRET: must be at least 32 bytes"},
 		{"consumer with bad batch", "consumer", []string{"SECKILL_CONSUMER_BATCH=lots"}, "SECKILL_CONSUMER_BATCH"},
+		{"api with weak payment secret", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_PAYMENT_SECRET=" + weak}, "SECKILL_PAYMENT_SECRET: must be at least 32 bytes"},
+		{"api with bad buyer pay", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_BUYER_PAY=maybe"}, "SECKILL_BUYER_PAY"},
 		{"api with bad timeout", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_KAFKA_WRITE_TIMEOUT=-1s"}, "SECKILL_KAFKA_WRITE_TIMEOUT"},
 	}
 	// Each bad value, for every program that reads the variable.
@@ -99,6 +101,7 @@ func TestSecretNeverLogged(t *testing.T) {
 	tok := pipelinetest.Token(1, "")
 	secrets := map[string]string{
 		"its JWT secret":     pipelinetest.Secret,
+		"its payment secret": pipelinetest.PaymentSecret,
 		"a bearer token":     tok[strings.LastIndexByte(tok, '.')+1:],
 		"the MySQL password": ":" + cfg.Passwd + "@",
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/payment"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/waittest"
 )
@@ -323,6 +324,42 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "POST", path: orderPath(unknownOrder) + "/cancel", token: buyer}, 404)
 	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/pay"}, 401)
 	sc.do(base, specCall{method: "POST", path: orderPath(first) + "/cancel"}, 401)
+
+	// Payment notifications: signed by the provider, no token.
+	notify := func(tx, no string, amount int, sign bool) specCall {
+		body := fmt.Sprintf(`{"transaction_id":%q,"order_no":%q,"amount":%d,"currency":"EUR"}`, tx, no, amount)
+		c := specCall{method: "POST", path: "/payments/v1/notifications", body: body}
+		if sign {
+			c.header = map[string]string{payment.Header: payment.Sign([]byte(pipelinetest.PaymentSecret), []byte(body), time.Now())}
+		}
+		return c
+	}
+	sc.do(base, notify("spec-1", second, 1999, true), 200) // CLOSED: a refund owed
+	sc.do(base, notify("spec-1", second, 1999, true), 200) // the same again
+	sc.do(base, notify("spec-2", second, 1999, false), 401)
+	sc.do(base, notify("spec-3", second, 1, true), 422)
+	sc.do(base, notify("spec-4", unknownOrder, 1999, true), 404)
+	sc.do(base, notify("", second, 1999, true), 400)
+	if b := sc.do(base, specCall{method: "GET", path: summary(open), token: admin}, 200); !strings.Contains(string(b), `"refunds_needed":1`) {
+		t.Errorf("summary after a late payment: %s", b)
+	}
+
+	// Changing a sale before it starts; ending and cancelling one.
+	actPath := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d", a) }
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, body: `{"per_user_limit":2}`}, 200)
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin,
+		body: fmt.Sprintf(`{"ends_at":%q}`, now.Add(30*time.Minute).Format(time.RFC3339))}, 400) // before starts_at
+	sc.do(base, specCall{method: "PATCH", path: actPath(open), token: admin, body: `{"per_user_limit":2}`}, 409)
+	sc.do(base, specCall{method: "PATCH", path: actPath(999999999), token: admin, body: `{"per_user_limit":2}`}, 404)
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: buyer, body: `{"per_user_limit":2}`}, 403)
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), body: `{"per_user_limit":2}`}, 401)
+	sc.do(base, specCall{method: "POST", path: actPath(future) + "/end", token: admin}, 409)
+	sc.do(base, specCall{method: "POST", path: actPath(future) + "/cancel", token: admin}, 409)
+	sc.do(base, specCall{method: "POST", path: actPath(999999999) + "/end", token: admin}, 404)
+	sc.do(base, specCall{method: "POST", path: actPath(open) + "/end", token: buyer}, 403)
+	sc.do(base, specCall{method: "POST", path: actPath(open) + "/cancel"}, 401)
+	sc.do(base, specCall{method: "POST", path: actPath(cold) + "/end", token: admin}, 200)
+	sc.do(base, specCall{method: "POST", path: actPath(open) + "/cancel", token: admin}, 200)
 
 	// The per-user bucket (1/s, burst 2) runs dry.
 	limitedCall := specCall{method: "GET", path: orderPath(unknownOrder), token: pipelinetest.Token(99, "")}

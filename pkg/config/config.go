@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/payment"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -247,6 +248,21 @@ func JWTSecret(e *Env) []byte {
 	if err := auth.CheckSecret([]byte(v)); err != nil {
 		// Never echo the secret itself.
 		e.errs = append(e.errs, fmt.Errorf("SECKILL_JWT_SECRET: %w", err))
+		return nil
+	}
+	return []byte(v)
+}
+
+// PaymentSecret reads SECKILL_PAYMENT_SECRET, the key shared with the
+// payment provider (at least payment.MinSecretLen bytes); nil when unset.
+func PaymentSecret(e *Env) []byte {
+	v, ok := e.lookup("SECKILL_PAYMENT_SECRET")
+	if !ok || v == "" {
+		return nil
+	}
+	if len(v) < payment.MinSecretLen {
+		// Never echo the secret itself.
+		e.errs = append(e.errs, fmt.Errorf("SECKILL_PAYMENT_SECRET: must be at least %d bytes", payment.MinSecretLen))
 		return nil
 	}
 	return []byte(v)

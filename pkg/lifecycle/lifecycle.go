@@ -173,23 +173,52 @@ type Stats struct {
 	Closed, Finished int
 }
 
-// CloseExpired closes up to limit unpaid orders past their deadline, then
-// finishes the Redis release of closed orders whose release was not
-// recorded (the process died between the two steps).
+// CloseCancelled closes up to limit CREATED orders of the cancelled sale
+// activity (0: of every cancelled sale), each as a buyer's cancel would,
+// and returns how many this call closed.
+func (s *Service) CloseCancelled(ctx context.Context, activity int64, limit int) (int, error) {
+	nos, err := s.DB.CancelledUnpaid(ctx, activity, limit)
+	if err != nil {
+		return 0, err
+	}
+	return s.closeAll(ctx, nos, order.ReasonSaleCancelled)
+}
+
+// closeAll closes the orders nos and counts the closes this call made.
+func (s *Service) closeAll(ctx context.Context, nos []string, reason string) (int, error) {
+	n := 0
+	for _, no := range nos {
+		_, won, err := s.close(ctx, 0, no, reason)
+		if err != nil {
+			return n, err
+		}
+		if won { // not a close that a cancel or another closer made
+			n++
+		}
+	}
+	return n, nil
+}
+
+// CloseExpired closes up to limit unpaid orders past their deadline and up
+// to limit CREATED orders of cancelled sales (orders that reached MySQL
+// after the cancel closed the others), then finishes the Redis release of
+// closed orders whose release was not recorded (the process died between
+// the two steps).
 func (s *Service) CloseExpired(ctx context.Context, now time.Time, limit int) (Stats, error) {
 	var st Stats
 	nos, err := s.DB.ExpiredUnpaid(ctx, now, limit)
 	if err != nil {
 		return st, err
 	}
-	for _, no := range nos {
-		_, won, err := s.close(ctx, 0, no, order.ReasonPaymentTimeout)
-		if err != nil {
-			return st, err
-		}
-		if won { // not a close that a cancel or another closer made
-			st.Closed++
-		}
+	n, err := s.closeAll(ctx, nos, order.ReasonPaymentTimeout)
+	st.Closed += n
+	if err != nil {
+		return st, err
+	}
+	n, err = s.CloseCancelled(ctx, 0, limit)
+	st.Closed += n
+	if err != nil {
+		return st, err
 	}
 	due, err := s.DB.ReleasesDue(ctx, now.Add(-2*time.Second), limit)
 	if err != nil {

@@ -30,11 +30,18 @@ type sale struct {
 
 func newExpiredSale(t *testing.T, stock int64, n int) *sale {
 	t.Helper()
+	return newSale(t, stock, n, order.Money{}, time.Now().Add(-time.Second))
+}
+
+// newSale is an item priced at price (none when zero) with n orders of one
+// unit created through both stores, payable until deadline.
+func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.Time) *sale {
+	t.Helper()
 	ctx := context.Background()
 	db := mysqltest.New(t)
 	rdb, prefix := redistest.New(t)
 	st := stockredis.New(rdb, prefix)
-	it, err := db.CreateItem(ctx, "ticket", stock)
+	it, err := db.CreatePricedItem(ctx, "ticket", stock, price)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +66,7 @@ func newExpiredSale(t *testing.T, stock int64, n int) *sale {
 		e := order.Event{Version: order.EventVersion, OrderNo: r.OrderNo, IdempotencyKey: r.IdempotencyKey,
 			UserID: u, ItemID: it.ID, ActivityID: act.ID, Quantity: 1, ReservedAt: r.At}
 		s.orders = append(s.orders, e)
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(-time.Second)})
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: deadline, UnitPrice: price})
 		nos = append(nos, r.OrderNo)
 	}
 	if _, err := st.Claim(ctx, it.ID, nos); err != nil {

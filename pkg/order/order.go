@@ -42,6 +42,7 @@ const (
 	ReasonInvalidEvent     = "INVALID_EVENT"
 	ReasonCancelled        = "CANCELLED"
 	ReasonPaymentTimeout   = "PAYMENT_TIMEOUT"
+	ReasonSaleCancelled    = "SALE_CANCELLED"
 	// ReasonReserveFailed: Redis may have run the reserve script but its
 	// answer was lost, so the API answered 503 and gave the reservation up.
 	ReasonReserveFailed = "RESERVE_FAILED"
@@ -63,10 +64,16 @@ var (
 	ErrSoldOut           = errors.New("sold out")
 	ErrAlreadyPurchased  = errors.New("user already holds a live order in this activity")
 	ErrActivityNotActive = errors.New("activity is not active")
-	ErrInvalidArgument   = errors.New("invalid argument")
-	ErrUnavailable       = errors.New("dependency unavailable")
-	ErrNotPayable        = errors.New("order is not payable")
-	ErrNotCancellable    = errors.New("order is not cancellable")
+	// ErrActivityStarted: the change is allowed only before the sale starts.
+	ErrActivityStarted = errors.New("activity has started")
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrUnavailable     = errors.New("dependency unavailable")
+	ErrNotPayable      = errors.New("order is not payable")
+	ErrNotCancellable  = errors.New("order is not cancellable")
+	// ErrPaymentRefused: a payment notification that cannot be taken (its
+	// amount differs from the order's, the order has no price, its
+	// transaction id was used for another payment).
+	ErrPaymentRefused = errors.New("payment refused")
 	// ErrKeyReused: an Idempotency-Key came back with a different request
 	// (a restock of another quantity).
 	ErrKeyReused = errors.New("idempotency key reused for a different request")
@@ -136,24 +143,93 @@ func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
 	return def
 }
 
-// ActivityCache remembers activities by id: an activity never changes once
-// created, so a copy read once stays right. The zero value is ready.
+// ActivityTTL is how long an ActivityCache trusts a copy: an operator may
+// end a sale early or move its times before it starts, and every process
+// sees the change within this time.
+const ActivityTTL = time.Second
+
+// ActivityReloadTimeout bounds the re-read of an activity a cache already
+// holds; when it fails or times out, the cache keeps serving its last copy.
+const ActivityReloadTimeout = 500 * time.Millisecond
+
+// ActivityCache remembers activities by id for ActivityTTL. Requests for an
+// activity whose copy is missing or expired wait for one load between them,
+// so a process reads an activity at most about once a second whatever its
+// request rate. When a re-read fails (MySQL down or slow past
+// ActivityReloadTimeout) the last copy is kept for another ActivityTTL, so
+// placing orders does not come to depend on MySQL; a change made meanwhile
+// (MySQL took it, so it was up for the operator) is seen at the next
+// successful read. The zero value is ready.
 type ActivityCache struct {
-	m sync.Map // id -> Activity
+	m  sync.Map // id -> *activityEntry
+	mu sync.Mutex
 }
 
-// Get returns activity id, calling load on the first request for it; a
-// failed load is not remembered.
+type activityEntry struct {
+	done   chan struct{} // closed when the load ended
+	a      Activity
+	err    error
+	loaded time.Time
+}
+
+// fresh reports whether e holds a good copy younger than ActivityTTL; it
+// waits for nothing.
+func (e *activityEntry) fresh(now time.Time) bool {
+	select {
+	case <-e.done:
+		return e.err == nil && now.Sub(e.loaded) < ActivityTTL
+	default:
+		return false
+	}
+}
+
+// Get returns activity id, calling load when no fresh copy is held (a
+// failed first load is not remembered).
 func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (Activity, error)) (Activity, error) {
-	if a, ok := c.m.Load(id); ok {
-		return a.(Activity), nil
+	if v, ok := c.m.Load(id); ok && v.(*activityEntry).fresh(time.Now()) {
+		return v.(*activityEntry).a, nil
 	}
-	a, err := load(ctx, id)
-	if err != nil {
-		return Activity{}, err
+	c.mu.Lock()
+	var prev *activityEntry
+	if v, ok := c.m.Load(id); ok {
+		e := v.(*activityEntry)
+		if e.fresh(time.Now()) {
+			c.mu.Unlock()
+			return e.a, nil
+		}
+		select {
+		case <-e.done: // expired: load anew below, keeping it in case that fails
+			prev = e
+		default: // another request is loading it: wait for that load
+			c.mu.Unlock()
+			select {
+			case <-e.done:
+				return e.a, e.err
+			case <-ctx.Done():
+				return Activity{}, ctx.Err()
+			}
+		}
 	}
-	c.m.Store(id, a)
-	return a, nil
+	e := &activityEntry{done: make(chan struct{})}
+	c.m.Store(id, e)
+	c.mu.Unlock()
+	lctx, cancel := ctx, context.CancelFunc(func() {})
+	if prev != nil {
+		// Others wait on this load: the caller going away must not fail it.
+		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ActivityReloadTimeout)
+	}
+	e.a, e.err = load(lctx, id)
+	cancel()
+	e.loaded = time.Now()
+	if e.err != nil && prev != nil && prev.err == nil {
+		e.a, e.err = prev.a, nil
+	}
+	close(e.done)
+	if e.err != nil {
+		c.m.CompareAndDelete(id, e)
+		return Activity{}, e.err
+	}
+	return e.a, nil
 }
 
 // MaxStockBuckets bounds Activity.StockBuckets.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -116,6 +118,83 @@ func TestActivityCache(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Errorf("load called %d times, want 2 (the failure is not remembered, the success is)", calls)
+	}
+}
+
+// A storm of concurrent requests for an expired activity waits for one
+// load; a copy older than ActivityTTL is read again, so a changed activity
+// (a sale ended early) is seen within ActivityTTL.
+func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
+	var c ActivityCache
+	var calls atomic.Int32
+	var ends atomic.Int64
+	ends.Store(100)
+	load := func(_ context.Context, id int64) (Activity, error) {
+		calls.Add(1)
+		time.Sleep(20 * time.Millisecond) // a MySQL read in progress
+		return Activity{ID: id, EndsAt: time.Unix(ends.Load(), 0)}, nil
+	}
+	get := func() {
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Get(context.Background(), 1, load); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	get()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("50 concurrent requests loaded %d times, want 1", n)
+	}
+	ends.Store(50) // the operator ended the sale
+	start := time.Now()
+	waitUntil := start.Add(3 * ActivityTTL)
+	for time.Now().Before(waitUntil) {
+		a, err := c.Get(context.Background(), 1, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.EndsAt.Unix() == 50 {
+			if d := time.Since(start); d > ActivityTTL+100*time.Millisecond {
+				t.Fatalf("the change was seen after %v, want within %v", d, ActivityTTL)
+			}
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the changed activity was never read again")
+}
+
+// A re-read that fails keeps the last copy: placing orders does not come to
+// depend on MySQL.
+func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
+	var c ActivityCache
+	var down atomic.Bool
+	load := func(_ context.Context, id int64) (Activity, error) {
+		if down.Load() {
+			return Activity{}, ErrUnavailable
+		}
+		return Activity{ID: id, ItemID: 9}, nil
+	}
+	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
+		t.Fatalf("first load: %+v %v", a, err)
+	}
+	down.Store(true)
+	for range 3 {
+		// Expire the copy by hand rather than wait ActivityTTL.
+		v, _ := c.m.Load(int64(1))
+		v.(*activityEntry).loaded = time.Now().Add(-2 * ActivityTTL)
+		if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
+			t.Fatalf("reload while MySQL is down: %+v %v, want the last copy", a, err)
+		}
+	}
+	if _, err := c.Get(context.Background(), 2, load); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("first load while MySQL is down: %v, want ErrUnavailable", err)
 	}
 }
 

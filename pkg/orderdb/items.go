@@ -187,7 +187,8 @@ func wrap(op string, err error) error {
 		return nil
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return fmt.Errorf("%s: %w", op, order.ErrNotFound)
-	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument):
+	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument),
+		errors.Is(err, order.ErrActivityNotActive), errors.Is(err, order.ErrActivityStarted):
 		return fmt.Errorf("%s: %w", op, err)
 	case isTransient(err):
 		return fmt.Errorf("%s: %w: %w", op, order.ErrUnavailable, err)

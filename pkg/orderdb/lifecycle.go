@@ -43,23 +43,9 @@ func (db *DB) Pay(ctx context.Context, user int64, orderNo string) (Transition, 
 func (db *DB) CloseOrder(ctx context.Context, user int64, orderNo, reason string) (Transition, error) {
 	won := false
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		q := `UPDATE orders SET status = 'CLOSED', failure_reason = ?, released_at = NULL
-			WHERE order_no = ? AND status = 'CREATED'`
-		args := []any{reason, orderNo}
-		if user != 0 {
-			q += " AND user_id = ?"
-			args = append(args, user)
-		}
-		res := tx.Exec(q, args...)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return nil
-		}
-		won = true
-		return tx.Exec(`UPDATE item_stock s JOIN orders o ON o.item_id = s.item_id
-			SET s.stock = s.stock + o.quantity WHERE o.order_no = ?`, orderNo).Error
+		var err error
+		won, err = closeCreated(tx, user, orderNo, reason)
+		return err
 	})
 	if err != nil {
 		return Transition{}, wrap("close", err)
@@ -69,6 +55,27 @@ func (db *DB) CloseOrder(ctx context.Context, user int64, orderNo, reason string
 		return Transition{}, err
 	}
 	return Transition{Won: won, Order: o}, nil
+}
+
+// closeCreated is the close's compare-and-set inside tx: CREATED → CLOSED
+// and the units back to item_stock. It reports whether it moved the order.
+func closeCreated(tx *gorm.DB, user int64, orderNo, reason string) (bool, error) {
+	q := `UPDATE orders SET status = 'CLOSED', failure_reason = ?, released_at = NULL
+		WHERE order_no = ? AND status = 'CREATED'`
+	args := []any{reason, orderNo}
+	if user != 0 {
+		q += " AND user_id = ?"
+		args = append(args, user)
+	}
+	res := tx.Exec(q, args...)
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return false, nil
+	}
+	return true, tx.Exec(`UPDATE item_stock s JOIN orders o ON o.item_id = s.item_id
+		SET s.stock = s.stock + o.quantity WHERE o.order_no = ?`, orderNo).Error
 }
 
 // MarkReleased records that a closed order's Redis reservation was

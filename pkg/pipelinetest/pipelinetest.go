@@ -34,6 +34,9 @@ import (
 // Secret is the JWT secret the test processes use.
 const Secret = "pipelinetest-secret-0123456789abcdef0123"
 
+// PaymentSecret is the payment provider's secret the test processes use.
+const PaymentSecret = "pipelinetest-payments-0123456789abcdef"
+
 // Pipeline is one test's isolated pipeline.
 type Pipeline struct {
 	t      testing.TB
@@ -126,6 +129,8 @@ func (p *Pipeline) Env() []string {
 		"SECKILL_KAFKA_TOPIC="+p.Topic,
 		"SECKILL_CONSUMER_GROUP="+p.Group,
 		"SECKILL_LOG_LEVEL=info",
+		"SECKILL_PAYMENT_SECRET="+PaymentSecret,
+		"SECKILL_BUYER_PAY=true",
 	)
 	if p.cluster {
 		env = append(env, "SECKILL_REDIS_ADDRS="+strings.Join(p.clusterAddrs, ","), "SECKILL_REDIS_CLUSTER=true")
@@ -367,6 +372,10 @@ type SaleOptions struct {
 	// PaymentWindow is the activity's own payment window
 	// (payment_window_seconds); 0 leaves the global one.
 	PaymentWindow time.Duration
+	// Price is the item's price (minor units of Currency); no price when
+	// Currency is empty.
+	Price    int64
+	Currency string
 }
 
 // CreateSaleWith creates an item with stock and an activity running now
@@ -378,7 +387,11 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	var item struct {
 		ItemID int64 `json:"item_id"`
 	}
-	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, map[string]any{"name": "test item", "stock": stock}, &item); err != nil || code != 201 {
+	itemBody := map[string]any{"name": "test item", "stock": stock}
+	if o.Currency != "" {
+		itemBody["price"], itemBody["currency"] = o.Price, o.Currency
+	}
+	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, itemBody, &item); err != nil || code != 201 {
 		t.Fatalf("create item: %d %v", code, err)
 	}
 	var act struct {

@@ -175,10 +175,7 @@ func (s *Server) createActivity(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	sale := priceView(a.SalePrice)
-	c.JSON(http.StatusCreated, ActivityView{ActivityID: a.ID, ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(),
-		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
-		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency})
+	c.JSON(http.StatusCreated, activityView(a))
 }
 
 func (s *Server) warmup(c *gin.Context) {

@@ -48,6 +48,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, code, msg = http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"
 	case errors.Is(err, order.ErrActivityNotActive):
 		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"
+	case errors.Is(err, order.ErrActivityStarted):
+		status, code, msg = http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"
 	case errors.Is(err, order.ErrNotWarmed):
 		status, code, msg = http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"
 	case errors.Is(err, order.ErrNotPayable):
@@ -56,6 +58,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, code, msg = http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"
 	case errors.Is(err, order.ErrKeyReused):
 		status, code, msg = http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the Idempotency-Key was used for a different request"
+	case errors.Is(err, order.ErrPaymentRefused):
+		status, code, msg = http.StatusUnprocessableEntity, "PAYMENT_REFUSED", "the payment does not fit the order"
 	case errors.Is(err, order.ErrUnavailable):
 		status, code, msg = http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"
 	}

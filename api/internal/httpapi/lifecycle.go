@@ -16,8 +16,13 @@ type statusView struct {
 	Status  order.Status `json:"status"`
 }
 
-// payOrder stands for the payment provider's confirmed callback.
+// payOrder lets the buyer mark their order paid: a stand-in for the payment
+// provider's notification, for development (WithBuyerPay).
 func (s *Server) payOrder(c *gin.Context) {
+	if s.buyerPayOff {
+		writeError(c, http.StatusForbidden, "FORBIDDEN", "orders are paid through the payment provider on this server; the buyer pay endpoint is for development (SECKILL_BUYER_PAY)")
+		return
+	}
 	no := c.Param("order_no")
 	if !order.ValidOrderNo(no) {
 		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")

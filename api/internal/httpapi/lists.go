@@ -124,6 +124,9 @@ type ActivitySummary struct {
 	// are left out when the sale has no price.
 	RevenuePaid *int64 `json:"revenue_paid,omitempty"`
 	Currency    string `json:"currency,omitempty"`
+	// RefundsNeeded counts the provider payments for the sale's orders
+	// that arrived when the order could not be paid any more (owed back).
+	RefundsNeeded int64 `json:"refunds_needed"`
 }
 
 // activitySummary answers how an activity's sale went, from MySQL and Redis.
@@ -153,8 +156,13 @@ func (s *Server) activitySummary(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	refunds, err := s.db.RefundsNeeded(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	out := ActivitySummary{ActivityID: id, ItemID: act.ItemID, Orders: map[order.Status]int64{},
-		InFlight: snap.Inflight, DBStock: dbStock}
+		InFlight: snap.Inflight, DBStock: dbStock, RefundsNeeded: refunds}
 	for _, st := range []order.Status{order.Created, order.Paid, order.Closed, order.Failed} {
 		out.Orders[st] = tally[st].Orders
 	}

@@ -150,10 +150,11 @@ func (p *salePages) dropExpired(now time.Time) {
 	}
 }
 
-// loadSalePage reads what the page shows: the activity (from the
-// in-process cache; activities do not change) and the units left.
+// loadSalePage reads what the page shows: the activity, read afresh (the
+// page itself is the once-a-second cache, so a sale ended early shows ENDED
+// within a second) and the units left.
 func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
-	act, err := s.activities.Get(ctx, id, s.db.Activity)
+	act, err := s.db.Activity(ctx, id)
 	if err != nil {
 		return nil, err
 	}

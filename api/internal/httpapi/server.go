@@ -59,8 +59,11 @@ type Server struct {
 	routes         map[string]map[string]*metrics.Route // method -> route template -> handle
 	unmatched      *metrics.Route
 
-	activities order.ActivityCache
-	salePages  *salePages
+	salePages *salePages
+
+	paymentSecret  []byte
+	paymentMetrics *metrics.Payments
+	buyerPayOff    bool
 }
 
 // Option configures the server.
@@ -110,6 +113,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	// The sale page needs no token: the crowd refreshes it before the drop.
 	r.GET("/api/v1/activities/:id", s.limitIP, s.salePageView)
 
+	// Signed by the payment provider, not by a buyer's token.
+	r.POST("/payments/v1/notifications", s.paymentNotification)
+
 	buyer := r.Group("/api/v1", s.limitIP, s.authenticate(false), s.limitUser)
 	buyer.GET("/orders", s.listOrders)
 	buyer.POST("/orders", s.placeOrder)
@@ -123,6 +129,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	admin.POST("/items/:id/restock", s.restock)
 	admin.POST("/activities", s.createActivity)
 	admin.POST("/activities/:id/warmup", s.warmup)
+	admin.PATCH("/activities/:id", s.patchActivity)
+	admin.POST("/activities/:id/end", s.endActivity)
+	admin.POST("/activities/:id/cancel", s.cancelActivity)
 	admin.GET("/activities/:id/summary", s.activitySummary)
 	s.resolveRoutes(r.Routes())
 	return r

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+)
+
+// activityView is the answer's view of a.
+func activityView(a order.Activity) ActivityView {
+	sale := priceView(a.SalePrice)
+	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(),
+		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
+		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency}
+}
+
+// CancelledView is the body of a cancelled sale.
+type CancelledView struct {
+	ActivityView
+	Cancelled bool `json:"cancelled"`
+	// OrdersClosed is how many CREATED orders this request closed.
+	OrdersClosed int `json:"orders_closed"`
+}
+
+// endActivity ends a running sale now: every API instance refuses new
+// orders within order.ActivityTTL; orders already accepted finish.
+func (s *Server) endActivity(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	a, err := s.db.EndActivity(c.Request.Context(), id, time.Now(), false)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.log.Info("activity ended", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", a.ItemID,
+		"ends_at", a.EndsAt.UTC())
+	c.JSON(http.StatusOK, activityView(a))
+}
+
+// cancelBatch bounds one pass of the cancel's closes.
+const cancelBatch = 500
+
+// cancelActivity ends the sale now and closes its unpaid CREATED orders,
+// giving their units and quotas back as a buyer's cancel does. Orders still
+// on their way when it runs are closed by the consumer's closer once they
+// reach MySQL.
+func (s *Server) cancelActivity(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	ctx := s.logContext(c)
+	a, err := s.db.EndActivity(ctx, id, time.Now(), true)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	closed := 0
+	for {
+		n, err := s.lifecycle.CloseCancelled(ctx, id, cancelBatch)
+		closed += n
+		if err != nil {
+			s.fail(c, fmt.Errorf("cancel activity %d after %d closes: %w", id, closed, err))
+			return
+		}
+		if n < cancelBatch {
+			break
+		}
+	}
+	s.intake.ClearSoldOut(a.ItemID)
+	s.log.Info("activity cancelled", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", a.ItemID,
+		"orders_closed", closed)
+	c.JSON(http.StatusOK, CancelledView{ActivityView: activityView(a), Cancelled: true, OrdersClosed: closed})
+}
+
+type patchActivityBody struct {
+	StartsAt     optional[time.Time] `json:"starts_at"`
+	EndsAt       optional[time.Time] `json:"ends_at"`
+	PerUserLimit optional[int]       `json:"per_user_limit"`
+}
+
+// patchActivity changes a sale's times or per-user limit before it starts.
+func (s *Server) patchActivity(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	var b patchActivityBody
+	if !s.decodeOr400(c, &b) {
+		return
+	}
+	if err := refuseNull(field{"starts_at", b.StartsAt}, field{"ends_at", b.EndsAt}, field{"per_user_limit", b.PerUserLimit}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !b.StartsAt.Set && !b.EndsAt.Set && !b.PerUserLimit.Set {
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit"))
+		return
+	}
+	if l := b.PerUserLimit.ptr(); l != nil && (*l < 1 || *l > order.MaxQuantity) {
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "per_user_limit must be from 1 to %d", order.MaxQuantity))
+		return
+	}
+	a, err := s.db.PatchActivity(c.Request.Context(), id, orderdb.ActivityChange{
+		StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr()}, time.Now())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.log.Info("activity changed", "request_id", c.GetString(ctxRequestID), "activity_id", id,
+		"starts_at", a.StartsAt.UTC(), "ends_at", a.EndsAt.UTC(), "per_user_limit", a.PerUserLimit)
+	c.JSON(http.StatusOK, activityView(a))
+}

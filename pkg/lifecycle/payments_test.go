@@ -1,0 +1,203 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
+)
+
+var eur = order.Money{Amount: 1500, Currency: "EUR"}
+
+// payments counts the payments rows of the sale's orders by outcome.
+func (s *sale) payments(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, e := range s.orders {
+		ps, err := s.db.PaymentsOf(context.Background(), e.OrderNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			out[p.Outcome]++
+		}
+	}
+	return out
+}
+
+// Twenty copies of one notification arrive at once: one records the payment
+// and pays the order, every other answers as a duplicate, and nothing else
+// moves (one payments row, one PAID order, stock untouched in both stores).
+func TestConcurrentDuplicateNotificationsPayOnce(t *testing.T) {
+	t.Parallel()
+	const stock = 10
+	s := newSale(t, stock, 1, eur, time.Now().Add(time.Hour))
+	svc := s.service()
+	no := s.orders[0].OrderNo
+	var (
+		wg          sync.WaitGroup
+		first, dups atomic.Int32
+	)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := svc.RecordPayment(context.Background(), "tx-dup", no, eur)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case rec.Order.Status != order.Paid || rec.Payment.Outcome != orderdb.PaymentPaid:
+				t.Errorf("answer %+v", rec)
+			case rec.Duplicate:
+				dups.Add(1)
+			default:
+				first.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if first.Load() != 1 || dups.Load() != 19 {
+		t.Fatalf("%d first answers and %d duplicates, want 1 and 19", first.Load(), dups.Load())
+	}
+	if got := s.payments(t); got[orderdb.PaymentPaid] != 1 || len(got) != 1 {
+		t.Fatalf("payments rows by outcome %v, want one PAID", got)
+	}
+	counts, err := s.db.StatusCounts(context.Background(), s.item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[order.Paid] != 1 || len(counts) != 1 {
+		t.Fatalf("orders by status %v, want one PAID", counts)
+	}
+	dbStock, snap := s.stocks(t)
+	if dbStock != stock-1 || snap.Stock != stock-1 || snap.Inflight != 0 {
+		t.Fatalf("MySQL stock %d, Redis %+v; want %d in both", dbStock, snap, stock-1)
+	}
+}
+
+// Refused notifications write nothing: an amount or a currency other than
+// the order's, an order without a price, an unknown order, and a
+// transaction id already recorded for another order.
+func TestRefusedNotificationsWriteNothing(t *testing.T) {
+	t.Parallel()
+	s := newSale(t, 10, 2, eur, time.Now().Add(time.Hour))
+	svc := s.service()
+	ctx := context.Background()
+	a, b := s.orders[0].OrderNo, s.orders[1].OrderNo
+	if _, err := svc.RecordPayment(ctx, "tx-b", b, eur); err != nil {
+		t.Fatal(err)
+	}
+	unpriced := newSale(t, 10, 1, order.Money{}, time.Now().Add(time.Hour))
+	cases := []struct {
+		name string
+		svc  func() error
+		want error
+	}{
+		{"amount", func() error {
+			_, err := svc.RecordPayment(ctx, "tx-1", a, order.Money{Amount: 1499, Currency: "EUR"})
+			return err
+		}, order.ErrPaymentRefused},
+		{"currency", func() error {
+			_, err := svc.RecordPayment(ctx, "tx-2", a, order.Money{Amount: 1500, Currency: "USD"})
+			return err
+		}, order.ErrPaymentRefused},
+		{"transaction of another order", func() error { _, err := svc.RecordPayment(ctx, "tx-b", a, eur); return err }, order.ErrPaymentRefused},
+		{"unknown order", func() error {
+			_, err := svc.RecordPayment(ctx, "tx-3", order.NewNumberGenerator().Next(s.item), eur)
+			return err
+		}, order.ErrNotFound},
+		{"unpriced order", func() error {
+			_, err := unpriced.service().RecordPayment(ctx, "tx-4", unpriced.orders[0].OrderNo, eur)
+			return err
+		}, order.ErrPaymentRefused},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.svc(); !errors.Is(err, c.want) {
+				t.Fatalf("err %v, want %v", err, c.want)
+			}
+		})
+	}
+	if o, err := s.db.Order(ctx, a); err != nil || o.Status != order.Created {
+		t.Fatalf("order a: %+v %v, want CREATED", o, err)
+	}
+	if got := s.payments(t); got[orderdb.PaymentPaid] != 1 || len(got) != 1 {
+		t.Fatalf("payments rows by outcome %v, want only b's PAID", got)
+	}
+	if got := unpriced.payments(t); len(got) != 0 {
+		t.Fatalf("unpriced sale has payments %v", got)
+	}
+}
+
+// Notifications race the closer at the payment deadline: each order ends
+// PAID with its payment PAID, or CLOSED with its payment owed back (REFUND),
+// never both and never neither; stock comes back, in both stores, exactly
+// for the closed ones.
+func TestNotificationRacesCloser(t *testing.T) {
+	t.Parallel()
+	const stock, n = 30, 20
+	s := newSale(t, stock, n, eur, time.Now().Add(time.Hour))
+	ctx := context.Background()
+	svc := s.service()
+	deadline := time.Now().Add(15 * time.Millisecond).UTC()
+	if err := s.db.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE item_id = ?", deadline, s.item).Error; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, e := range s.orders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(time.Duration(i) * 1500 * time.Microsecond)))
+			if _, err := svc.RecordPayment(ctx, fmt.Sprintf("tx-%d", i), e.OrderNo, eur); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for time.Since(start) < 60*time.Millisecond {
+			if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	// Finish any release whose Redis step is still due.
+	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Minute), 500); err != nil {
+		t.Fatal(err)
+	}
+	nPaid := 0
+	for _, e := range s.orders {
+		o, err := s.db.Order(ctx, e.OrderNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := s.db.PaymentsOf(ctx, e.OrderNo)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("order %s: payments %+v %v, want one", e.OrderNo, ps, err)
+		}
+		switch {
+		case o.Status == order.Paid && ps[0].Outcome == orderdb.PaymentPaid:
+			nPaid++
+		case o.Status == order.Closed && ps[0].Outcome == orderdb.PaymentRefund && ps[0].RefundReason == "CLOSED":
+		default:
+			t.Fatalf("order %s is %s with payment %+v", e.OrderNo, o.Status, ps[0])
+		}
+	}
+	dbStock, snap := s.stocks(t)
+	want := int64(stock - nPaid)
+	if dbStock != want || snap.Stock != want || snap.Inflight != 0 {
+		t.Fatalf("%d paid: MySQL stock %d, Redis %+v; want %d in both", nPaid, dbStock, snap, want)
+	}
+	t.Logf("%d paid, %d closed with a refund owed", nPaid, n-nPaid)
+}

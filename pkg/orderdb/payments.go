@@ -1,0 +1,163 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// Payment outcomes, the payments.outcome column.
+const (
+	// PaymentPaid: the payment moved its order from CREATED to PAID.
+	PaymentPaid = "PAID"
+	// PaymentRefund: the money arrived for an order that could not be
+	// paid any more; it is owed back to the buyer.
+	PaymentRefund = "REFUND"
+)
+
+// Payment is one provider transaction as recorded.
+type Payment struct {
+	TransactionID string
+	OrderNo       string
+	Amount        order.Money
+	Outcome       string
+	// RefundReason is the order's status when a REFUND payment arrived.
+	RefundReason string
+	ReceivedAt   time.Time
+}
+
+type paymentRow struct {
+	ID            int64 `gorm:"primaryKey"`
+	TransactionID string
+	OrderNo       string
+	Amount        int64
+	Currency      string
+	Outcome       string
+	RefundReason  *string
+	RefundedAt    *time.Time
+	ReceivedAt    time.Time
+}
+
+func (paymentRow) TableName() string { return "payments" }
+
+func (r paymentRow) toPayment() Payment {
+	p := Payment{TransactionID: r.TransactionID, OrderNo: r.OrderNo, Amount: order.Money{Amount: r.Amount, Currency: r.Currency},
+		Outcome: r.Outcome, ReceivedAt: r.ReceivedAt}
+	if r.RefundReason != nil {
+		p.RefundReason = *r.RefundReason
+	}
+	return p
+}
+
+// Recorded is what RecordPayment did.
+type Recorded struct {
+	Payment Payment
+	// Order is the order after the payment.
+	Order order.Order
+	// Duplicate is true when the transaction was recorded before: nothing
+	// changed now.
+	Duplicate bool
+	// Closed is true when this call found the order CREATED past its payment
+	// window and closed it (its units went back to item_stock in the same
+	// transaction): the caller releases the Redis reservation next, as after
+	// any close.
+	Closed bool
+}
+
+// RecordPayment records one provider transaction for an order, once: in one
+// transaction it inserts the payment (the unique transaction_id makes a
+// second notification, even a concurrent one, a Duplicate that changes
+// nothing) and moves the order from CREATED to PAID with the same
+// compare-and-set as Pay. When the order is CLOSED, FAILED or already PAID
+// (by another transaction, or by the buyer) the payment is recorded as a
+// REFUND. An order still CREATED but past its payment window is closed here
+// (as the closer would a moment later) and the payment is a REFUND, so the
+// outcome never waits for the closer. The caller checked the amount against
+// the order's.
+func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
+	var out Recorded
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row := paymentRow{TransactionID: p.TransactionID, OrderNo: p.OrderNo, Amount: p.Amount.Amount,
+			Currency: p.Amount.Currency, Outcome: PaymentPaid, ReceivedAt: time.Now().UTC()}
+		// The insert goes first: a concurrent duplicate waits on the unique
+		// key until this transaction ends, then finds the row.
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		res := tx.Exec(`UPDATE orders SET status = 'PAID'
+			WHERE order_no = ? AND status = 'CREATED' AND (pay_deadline IS NULL OR pay_deadline > ?)`,
+			p.OrderNo, time.Now().UTC())
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			// A locking read: the latest committed status, not this
+			// transaction's snapshot.
+			var o orderRow
+			if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no = ?", p.OrderNo).Take(&o).Error; err != nil {
+				return err
+			}
+			reason := o.Status
+			if o.Status == string(order.Created) {
+				// Past its window: close it now, units back in the same
+				// transaction, exactly as CloseOrder does.
+				won, err := closeCreated(tx, 0, p.OrderNo, order.ReasonPaymentTimeout)
+				if err != nil {
+					return err
+				}
+				if !won {
+					return errors.New("an order locked CREATED could not be closed")
+				}
+				out.Closed, reason = true, string(order.Closed)
+			}
+			row.Outcome, row.RefundReason = PaymentRefund, &reason
+			if err := tx.Model(&row).Updates(map[string]any{"outcome": PaymentRefund, "refund_reason": reason}).Error; err != nil {
+				return err
+			}
+		}
+		out.Payment = row.toPayment()
+		return nil
+	})
+	if duplicateKey(err) == "uk_payments_transaction" {
+		var row paymentRow
+		if err := db.gdb.WithContext(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
+			return Recorded{}, wrap("read payment", err)
+		}
+		out = Recorded{Payment: row.toPayment(), Duplicate: true}
+	} else if err != nil {
+		return Recorded{}, wrap("record payment", err)
+	}
+	o, err := db.Order(ctx, out.Payment.OrderNo)
+	if err != nil {
+		return Recorded{}, err
+	}
+	out.Order = o
+	return out, nil
+}
+
+// PaymentsOf returns the payments recorded for an order, oldest first.
+func (db *DB) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error) {
+	var rows []paymentRow
+	if err := db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id").Find(&rows).Error; err != nil {
+		return nil, wrap("read payments", err)
+	}
+	out := make([]Payment, len(rows))
+	for i, r := range rows {
+		out[i] = r.toPayment()
+	}
+	return out, nil
+}
+
+// RefundsNeeded counts the REFUND payments of an activity's orders not yet
+// marked refunded.
+func (db *DB) RefundsNeeded(ctx context.Context, activityID int64) (int64, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
+		WHERE o.activity_id = ? AND p.outcome = 'REFUND' AND p.refunded_at IS NULL`, activityID).Scan(&n).Error
+	return n, wrap("count refunds", err)
+}

@@ -1,0 +1,119 @@
+package orderdb
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/order"
+)
+
+// EndActivity ends a running sale at now: ends_at moves to now (the API
+// instances refuse new orders once their copy of the activity, at most
+// order.ActivityTTL old, shows it). cancel also marks it cancelled
+// (cancelled_at), after which the closer closes its CREATED orders. Ending
+// a sale that has ended already changes nothing (cancelling one still marks
+// it); a sale that has not started is order.ErrActivityNotActive: change its
+// times instead.
+func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, cancel bool) (order.Activity, error) {
+	now = now.UTC()
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := lockActivity(tx, id)
+		if err != nil {
+			return err
+		}
+		if now.Before(row.StartsAt) {
+			return order.Errorf(order.ErrActivityNotActive, "the sale has not started (it starts at %s): change its times with PATCH",
+				row.StartsAt.UTC().Format(time.RFC3339))
+		}
+		set := map[string]any{}
+		if now.Before(row.EndsAt) {
+			set["ends_at"] = now
+		}
+		if cancel {
+			set["cancelled_at"] = gorm.Expr("COALESCE(cancelled_at, ?)", now)
+		}
+		if len(set) == 0 {
+			return nil
+		}
+		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
+	})
+	if err != nil {
+		return order.Activity{}, wrap("end activity", err)
+	}
+	return db.Activity(ctx, id)
+}
+
+// ActivityChange is what PatchActivity may change; nil fields stay.
+type ActivityChange struct {
+	StartsAt, EndsAt *time.Time
+	PerUserLimit     *int
+}
+
+// PatchActivity changes a sale's times or per-user limit while it has not
+// started at now; once it has, order.ErrActivityStarted. The result must
+// still end after it starts (order.ErrInvalidArgument).
+func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := lockActivity(tx, id)
+		if err != nil {
+			return err
+		}
+		if !now.Before(row.StartsAt) {
+			return order.Errorf(order.ErrActivityStarted, "the sale started at %s: its times and limit can no longer change",
+				row.StartsAt.UTC().Format(time.RFC3339))
+		}
+		set := map[string]any{}
+		starts, ends := row.StartsAt, row.EndsAt
+		if ch.StartsAt != nil {
+			starts = ch.StartsAt.UTC()
+			set["starts_at"] = starts
+		}
+		if ch.EndsAt != nil {
+			ends = ch.EndsAt.UTC()
+			set["ends_at"] = ends
+		}
+		if ch.PerUserLimit != nil {
+			set["per_user_limit"] = *ch.PerUserLimit
+		}
+		if !ends.After(starts) {
+			return order.Errorf(order.ErrInvalidArgument, "ends_at (%s) must be after starts_at (%s)",
+				ends.Format(time.RFC3339), starts.Format(time.RFC3339))
+		}
+		if len(set) == 0 {
+			return nil
+		}
+		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
+	})
+	if err != nil {
+		return order.Activity{}, wrap("change activity", err)
+	}
+	return db.Activity(ctx, id)
+}
+
+// CancelledUnpaid lists up to limit CREATED orders of cancelled sales
+// (activity 0: of every cancelled sale).
+func (db *DB) CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error) {
+	// Joined on the item too, so idx_orders_item_status finds the CREATED
+	// ones without reading a cancelled sale's other orders every pass.
+	q := `SELECT o.order_no FROM activities a
+		JOIN orders o ON o.item_id = a.item_id AND o.status = 'CREATED' AND o.activity_id = a.id
+		WHERE a.cancelled_at IS NOT NULL`
+	args := []any{}
+	if activity != 0 {
+		q += " AND a.id = ?"
+		args = append(args, activity)
+	}
+	var nos []string
+	err := db.gdb.WithContext(ctx).Raw(q+" ORDER BY o.id LIMIT ?", append(args, limit)...).Scan(&nos).Error
+	return nos, wrap("list cancelled unpaid", err)
+}
+
+// lockActivity reads an activity's row for update inside tx.
+func lockActivity(tx *gorm.DB, id int64) (activityRow, error) {
+	var row activityRow
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Take(&row).Error
+	return row, err
+}
