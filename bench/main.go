@@ -151,7 +151,15 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 		if err != nil {
 			return fmt.Errorf("reference: %w", err)
 		}
-		rep.Reference = ref
+		if rep.Reference == nil {
+			rep.Reference = ref // the first topology's, with --topology both
+		}
+		if o.topology != "" {
+			if rep.ReferenceByTopology == nil {
+				rep.ReferenceByTopology = map[string]*report.Reference{}
+			}
+			rep.ReferenceByTopology[o.topology] = ref
+		}
 	}
 	for _, name := range o.scenarios {
 		if ctx.Err() != nil {

@@ -25,8 +25,11 @@ type Report struct {
 	Host       Host       `json:"host"`
 	Setup      Setup      `json:"setup"`
 	Reference  *Reference `json:"reference,omitempty"`
-	Runs       []*Run     `json:"runs"`
-	Compare    []*Row     `json:"compare,omitempty"`
+	// ReferenceByTopology holds each topology's raw limits (bench
+	// --topology); Reference is then the first one's.
+	ReferenceByTopology map[string]*Reference `json:"reference_by_topology,omitempty"`
+	Runs                []*Run                `json:"runs"`
+	Compare             []*Row                `json:"compare,omitempty"`
 	// Replication pairs each scenario's runs on the plain and the
 	// replicated topology (bench --topology both).
 	Replication []*TopologyRow `json:"replication,omitempty"`
@@ -266,6 +269,9 @@ func Markdown(w io.Writer, r *Report) {
 	cpuTable(p, r)
 	if ref := r.Reference; ref != nil {
 		p("### Reference limits (same run)\n\n")
+		if len(r.ReferenceByTopology) > 1 {
+			p("On the first topology; the cost-of-replication table compares them.\n\n")
+		}
 		p("| limit | concurrency | ops | ops/s | P50 ms | P99 ms |\n|---|---:|---:|---:|---:|---:|\n")
 		p("| reserve script straight from Go (stockredis.Store.Reserve) | %d | %d | %s | %s | %s |\n",
 			ref.ReserveConcurrency, ref.ReserveOps, num(ref.ReservePerSecond), ms(ref.ReserveLatency.P50Ms), ms(ref.ReserveLatency.P99Ms))
@@ -420,6 +426,10 @@ func replicationTable(p func(string, ...any), r *Report) {
 			change = fmt.Sprintf("%+.0f %%", (b-a)/a*100)
 		}
 		p("| %s | %s | %s | %s | %s |\n", scen, figure, format(a), format(b), change)
+	}
+	if a, b := r.ReferenceByTopology["cluster"], r.ReferenceByTopology["replicated"]; a != nil && b != nil {
+		row("reference", "reserve script ops/s", a.ReservePerSecond, b.ReservePerSecond, num)
+		row("reference", "MySQL per-order tx/s", a.MySQLPerSecond, b.MySQLPerSecond, num)
 	}
 	for _, t := range r.Replication {
 		a, b := t.Plain, t.Replicated

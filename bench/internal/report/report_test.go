@@ -58,9 +58,11 @@ func TestMarkdownReplicationCost(t *testing.T) {
 	repl := &Run{Name: "flash (replicated)", Topology: "replicated", Throughput: 800, Latency: stats.Summary{P99Ms: 15}}
 	r.Runs = append(r.Runs, plain, repl)
 	r.Replication = []*TopologyRow{{Scenario: "flash", Plain: plain, Replicated: repl}}
+	r.ReferenceByTopology = map[string]*Reference{"cluster": {MySQLPerSecond: 1000}, "replicated": {MySQLPerSecond: 300}}
 	var b bytes.Buffer
 	Markdown(&b, r)
-	for _, want := range []string{"### Cost of replication", "| flash | req/s | 1000 | 800 | -20 % |", "| flash | P99 ms | 10.00 | 15.00 | +50 % |"} {
+	for _, want := range []string{"### Cost of replication", "| flash | req/s | 1000 | 800 | -20 % |", "| flash | P99 ms | 10.00 | 15.00 | +50 % |",
+		"| reference | MySQL per-order tx/s | 1000 | 300 | -70 % |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, b.String())
 		}
