@@ -102,6 +102,13 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	pub := orderevents.NewPublisher(kcfg)
 	defer pub.Close()
+	// Before it listens (so before /readyz can say ready): the first
+	// buyers would otherwise wait for the topic's metadata and the
+	// connections to its leaders.
+	if err := pub.Warm(ctx); err != nil {
+		log.Warn("publisher not warmed; the first orders will connect", "err", err)
+	}
+	go pub.KeepWarm(ctx, 20*time.Second, log)
 
 	svc := &intake.Service{
 		Stock: store, Publisher: pub, Activities: db, Orders: db,

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -201,6 +202,54 @@ func NewPublisher(cfg Config) *Publisher {
 			// before the first publish would be unknown for that long.
 			Transport: &kafka.Transport{MetadataTTL: time.Second, DialTimeout: timeout},
 		},
+	}
+}
+
+// Warm opens, before the first order needs them, what a first publish
+// would wait for: the topic's metadata and a connection to the leader of
+// every partition, in the writer's own connection pool. The api calls it
+// before it listens, so the first buyers of a fresh api do not pay for
+// them.
+func (p *Publisher) Warm(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
+	defer cancel()
+	c := &kafka.Client{Addr: p.w.Addr, Transport: p.w.Transport}
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.w.Topic}})
+	if err != nil {
+		return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
+	}
+	var offsets []kafka.OffsetRequest
+	for _, t := range meta.Topics {
+		if t.Error != nil {
+			return fmt.Errorf("warm the publisher: topic %s: %w: %w", t.Name, order.ErrUnavailable, t.Error)
+		}
+		for _, part := range t.Partitions {
+			offsets = append(offsets, kafka.LastOffsetOf(part.ID))
+		}
+	}
+	// ListOffsets goes to each partition's leader through the same pool a
+	// produce uses.
+	if _, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{p.w.Topic: offsets}}); err != nil {
+		return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// KeepWarm warms the publisher every interval until ctx ends, so that an
+// api idle before a sale keeps its connections (the transport closes
+// idle ones after 30 s, the broker after ten minutes).
+func (p *Publisher) KeepWarm(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.Warm(ctx); err != nil && ctx.Err() == nil {
+				log.Debug("publisher not warmed", "err", err)
+			}
+		}
 	}
 }
 

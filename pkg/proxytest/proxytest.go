@@ -67,7 +67,8 @@ type Proxy struct {
 	target string
 	proto  Protocol
 
-	lost atomic.Int64
+	lost     atomic.Int64
+	accepted atomic.Int64
 
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
@@ -201,6 +202,9 @@ func (p *Proxy) closeAll() {
 	}
 }
 
+// Accepted is the number of client connections served so far.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
 // Connections is the number of open client connections.
 func (p *Proxy) Connections() int {
 	p.mu.Lock()
@@ -248,6 +252,7 @@ func (p *Proxy) accept() {
 		if !refuse {
 			c = newConn(p, cc)
 			p.conns[c] = struct{}{}
+			p.accepted.Add(1)
 			p.wg.Add(1)
 		}
 		p.mu.Unlock()
