@@ -19,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/tick"
 )
 
 // Config says where Kafka is and which topic carries orders.
@@ -239,18 +240,11 @@ func (p *Publisher) Warm(ctx context.Context) error {
 // api idle before a sale keeps its connections (the transport closes
 // idle ones after 30 s, the broker after ten minutes).
 func (p *Publisher) KeepWarm(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := p.Warm(ctx); err != nil && ctx.Err() == nil {
-				log.Debug("publisher not warmed", "err", err)
-			}
+	tick.Every(ctx, interval, func(ctx context.Context) {
+		if err := p.Warm(ctx); err != nil && ctx.Err() == nil {
+			log.Debug("publisher not warmed", "err", err)
 		}
-	}
+	})
 }
 
 // Publish sends e and returns once Kafka acknowledged it. An error wraps

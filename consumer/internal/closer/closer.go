@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/tick"
 )
 
 // Closer runs the timeout close periodically.
@@ -35,14 +36,7 @@ func (c *Closer) Run(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, every, func(ctx context.Context) {
 		st, err := c.Once(ctx)
 		c.Metrics.Closed(st.Closed, st.Finished)
 		switch {
@@ -53,7 +47,7 @@ func (c *Closer) Run(ctx context.Context) {
 		case st != lifecycle.Stats{}:
 			c.Log.Info("unpaid orders closed", "closed", st.Closed, "releases_finished", st.Finished)
 		}
-	}
+	})
 }
 
 // Once runs one pass under the lock; lock.ErrNotAcquired means another

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tick"
 )
 
 // Publisher re-publishes events.
@@ -52,14 +53,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, every, func(ctx context.Context) {
 		st, err := s.SweepOnce(ctx)
 		s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
 		switch {
@@ -70,7 +64,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case st != Stats{}:
 			s.Log.Info("stranded reservations swept", "confirmed", st.Confirmed, "released", st.Released, "republished", st.Republished)
 		}
-	}
+	})
 }
 
 // SweepOnce sweeps every warmed item once, under the "sweep" lock. It

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tick"
 )
 
 // LockName is the lock a warm-up pass runs under.
@@ -54,18 +55,11 @@ func (s *Scheduler) Run(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, every, func(ctx context.Context) {
 		if _, err := s.Once(ctx); err != nil && !errors.Is(err, lock.ErrNotAcquired) && ctx.Err() == nil {
 			s.Log.Warn("scheduled warm-up failed; trying again", "err", err)
 		}
-	}
+	})
 }
 
 // Once runs one pass under the lock and returns the ids of the activities
