@@ -106,6 +106,40 @@ func (s *sale) service() *lifecycle.Service {
 	return &lifecycle.Service{DB: s.db.DB, Stock: s.stock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
+// raceCloser moves every deadline of the sale to 15 ms from now and runs
+// pay for each order, spread over 30 ms, while the closer runs every 2 ms:
+// some payments land before the deadline and some after, at the instant
+// the closer acts. It returns when all of them are done.
+func (s *sale) raceCloser(t *testing.T, svc *lifecycle.Service, pay func(i int, e order.Event)) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Millisecond).UTC()
+	if err := s.db.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE item_id = ?", deadline, s.item).Error; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, e := range s.orders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(time.Duration(i) * 1500 * time.Microsecond)))
+			pay(i, e)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for time.Since(start) < 60*time.Millisecond {
+			if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+}
+
 // Two closers that overlap (the lock normally keeps them apart) close each
 // expired order once and give its stock and quota back once, in both
 // stores.
@@ -169,36 +203,11 @@ func TestPayRacesTimeoutClose(t *testing.T) {
 	ctx := context.Background()
 	svc := s.service()
 
-	// Move every deadline to 15 ms from now; the payments arrive spread
-	// over 30 ms while the closer runs every 2 ms, so some land before the
-	// deadline and some after, at the instant the closer acts.
-	deadline := time.Now().Add(15 * time.Millisecond).UTC()
-	if err := s.db.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE item_id = ?", deadline, s.item).Error; err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
 	paid := make([]bool, n)
-	for i, e := range s.orders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Until(start.Add(time.Duration(i) * 1500 * time.Microsecond)))
-			o, err := svc.Pay(ctx, e.UserID, e.OrderNo)
-			paid[i] = err == nil && o.Status == order.Paid
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for time.Since(start) < 60*time.Millisecond {
-			if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
-				t.Error(err)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-	wg.Wait()
+	s.raceCloser(t, svc, func(i int, e order.Event) {
+		o, err := svc.Pay(ctx, e.UserID, e.OrderNo)
+		paid[i] = err == nil && o.Status == order.Paid
+	})
 	// Whatever pay lost, the closer closes (the deadline has passed now).
 	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Second), 500); err != nil {
 		t.Fatal(err)

@@ -145,33 +145,11 @@ func TestNotificationRacesCloser(t *testing.T) {
 	s := newSale(t, stock, n, eur, time.Now().Add(time.Hour))
 	ctx := context.Background()
 	svc := s.service()
-	deadline := time.Now().Add(15 * time.Millisecond).UTC()
-	if err := s.db.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE item_id = ?", deadline, s.item).Error; err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i, e := range s.orders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Until(start.Add(time.Duration(i) * 1500 * time.Microsecond)))
-			if _, err := svc.RecordPayment(ctx, fmt.Sprintf("tx-%d", i), e.OrderNo, eur); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for time.Since(start) < 60*time.Millisecond {
-			if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
-				t.Error(err)
-			}
-			time.Sleep(2 * time.Millisecond)
+	s.raceCloser(t, svc, func(i int, e order.Event) {
+		if _, err := svc.RecordPayment(ctx, fmt.Sprintf("tx-%d", i), e.OrderNo, eur); err != nil {
+			t.Error(err)
 		}
-	}()
-	wg.Wait()
+	})
 	// Finish any release whose Redis step is still due.
 	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Minute), 500); err != nil {
 		t.Fatal(err)
