@@ -60,6 +60,8 @@ type options struct {
 	topologies   []topology        // --topology: run on each in turn (none: the flags' addresses)
 	topology     string            // the one this run is on
 	serviceNames map[string]string // check (redis, mysql, kafka) -> scripts/services name
+	// Kafka replication of the topology's topics (0: the broker's default).
+	kafkaReplication, kafkaMinInsync int
 
 	set map[string]bool // flags given on the command line
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"gorm.io/gorm"
 )
@@ -113,7 +114,52 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 	if firstErr != nil {
 		e.meter.say("reference: %d MySQL transactions failed, first: %v", ref.MySQLErrors, firstErr)
 	}
+	if e.opts.topology != "" {
+		if err := e.referencePublish(ctx, ref, gen); err != nil {
+			return nil, err
+		}
+	}
 	return ref, nil
+}
+
+// referencePublish measures publishes straight from Go (the api's
+// publisher, no HTTP, no Redis) to a scratch topic with the topology's
+// replication: what the brokers alone cost per event.
+func (e *env) referencePublish(ctx context.Context, ref *report.Reference, gen *order.NumberGenerator) error {
+	cfg := orderevents.Config{Brokers: e.opts.brokers, Topic: "benchref." + e.runID + ".publish", Partitions: 12,
+		ReplicationFactor: e.opts.kafkaReplication, MinInsyncReplicas: e.opts.kafkaMinInsync}
+	if err := orderevents.EnsureTopics(ctx, cfg); err != nil {
+		return err
+	}
+	defer func() {
+		_ = orderevents.DeleteTopics(context.WithoutCancel(ctx), cfg.Brokers, cfg.Topic, orderevents.DLQTopic(cfg.Topic))
+	}()
+	pub := orderevents.NewPublisher(cfg)
+	defer pub.Close()
+	if err := pub.Warm(ctx); err != nil {
+		return err
+	}
+	ref.PublishConcurrency = 200
+	var failed atomic.Int64
+	update, done := e.meter.track("ref-publish", e.opts.refDuration, 0)
+	res := load.Run(ctx, load.Config{Workers: ref.PublishConcurrency, Duration: e.opts.refDuration, Progress: update}, func(ctx context.Context, w int, seq int64) load.Outcome {
+		const item = 1
+		err := pub.Publish(ctx, order.Event{OrderNo: gen.Next(item), UserID: seq + 1, ItemID: item, ActivityID: 1, Quantity: 1,
+			IdempotencyKey: "p" + strconv.FormatInt(seq, 36), ReservedAt: time.Now()})
+		if err != nil {
+			failed.Add(1)
+			return load.ServerError
+		}
+		return load.Accepted
+	})
+	done()
+	ref.PublishOps = res.Count(load.Accepted)
+	ref.PublishPerSecond = stats.Rate(ref.PublishOps, res.Elapsed)
+	ref.PublishLatency = summarize(res)
+	if n := failed.Load(); n > 0 {
+		e.meter.say("reference: %d publishes failed", n)
+	}
+	return nil
 }
 
 func summarize(res load.Result) stats.Summary {

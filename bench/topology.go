@@ -16,6 +16,8 @@ type topology struct {
 	brokers    []string
 	mysqlDSN   string
 	programEnv []string // what the started programs need on it
+	// Kafka replication of the topics made on it.
+	replicationFactor, minInsync int
 	// services names the scripts/services service behind each check.
 	services map[string]string
 }
@@ -37,12 +39,13 @@ var topologies = map[string]topology{
 	// replica per master, the MariaDB primary with its semi-synchronous
 	// standby.
 	"replicated": {
-		name:       "replicated",
-		redisAddr:  "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103,127.0.0.1:7104,127.0.0.1:7105,127.0.0.1:7106",
-		brokers:    []string{"127.0.0.1:29092", "127.0.0.1:29093", "127.0.0.1:29094"},
-		mysqlDSN:   "seckill:seckill@tcp(127.0.0.1:3307)/seckill?parseTime=true",
-		programEnv: []string{"SECKILL_KAFKA_REPLICATION_FACTOR=3", "SECKILL_KAFKA_MIN_INSYNC_REPLICAS=2"},
-		services:   map[string]string{"redis": "redis-replicas", "mysql": "mysql-standby", "kafka": "kafka-cluster"},
+		name:              "replicated",
+		redisAddr:         "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103,127.0.0.1:7104,127.0.0.1:7105,127.0.0.1:7106",
+		brokers:           []string{"127.0.0.1:29092", "127.0.0.1:29093", "127.0.0.1:29094"},
+		mysqlDSN:          "seckill:seckill@tcp(127.0.0.1:3307)/seckill?parseTime=true",
+		programEnv:        []string{"SECKILL_KAFKA_REPLICATION_FACTOR=3", "SECKILL_KAFKA_MIN_INSYNC_REPLICAS=2"},
+		replicationFactor: 3, minInsync: 2,
+		services: map[string]string{"redis": "redis-replicas", "mysql": "mysql-standby", "kafka": "kafka-cluster"},
 	},
 }
 
@@ -68,6 +71,7 @@ func (c options) on(t topology) options {
 	c.redisAddr, c.redisCluster, c.brokers, c.mysqlDSN = t.redisAddr, true, t.brokers, t.mysqlDSN
 	c.programEnv = append(append([]string(nil), t.programEnv...), c.programEnv...)
 	c.serviceNames = t.services
+	c.kafkaReplication, c.kafkaMinInsync = t.replicationFactor, t.minInsync
 	return c
 }
 

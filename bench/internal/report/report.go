@@ -80,6 +80,13 @@ type Reference struct {
 	MySQLPerSecond     float64       `json:"mysql_tx_per_s"`
 	MySQLLatency       stats.Summary `json:"mysql_latency"`
 	MySQLErrors        int64         `json:"mysql_errors"`
+	// Publishes of one order event each, acks=all, straight from Go to a
+	// scratch topic with the run's replication (measured only with
+	// bench --topology, where the replication differs).
+	PublishConcurrency int           `json:"publish_concurrency,omitempty"`
+	PublishOps         int64         `json:"publish_ops,omitempty"`
+	PublishPerSecond   float64       `json:"publish_per_s,omitempty"`
+	PublishLatency     stats.Summary `json:"publish_latency"`
 	ReserveCPU         *cpu.Usage    `json:"reserve_cpu,omitempty"`
 	MySQLCPU           *cpu.Usage    `json:"mysql_cpu,omitempty"`
 }
@@ -430,6 +437,10 @@ func replicationTable(p func(string, ...any), r *Report) {
 	if a, b := r.ReferenceByTopology["cluster"], r.ReferenceByTopology["replicated"]; a != nil && b != nil {
 		row("reference", "reserve script ops/s", a.ReservePerSecond, b.ReservePerSecond, num)
 		row("reference", "MySQL per-order tx/s", a.MySQLPerSecond, b.MySQLPerSecond, num)
+		if a.PublishOps > 0 && b.PublishOps > 0 {
+			row("reference", "Kafka publishes/s (acks=all)", a.PublishPerSecond, b.PublishPerSecond, num)
+			row("reference", "Kafka publish P99 ms", a.PublishLatency.P99Ms, b.PublishLatency.P99Ms, ms)
+		}
 	}
 	for _, t := range r.Replication {
 		a, b := t.Plain, t.Replicated
