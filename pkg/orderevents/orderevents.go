@@ -215,17 +215,32 @@ func (p *Publisher) Warm(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
 	defer cancel()
 	c := &kafka.Client{Addr: p.w.Addr, Transport: p.w.Transport}
-	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.w.Topic}})
-	if err != nil {
-		return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
-	}
 	var offsets []kafka.OffsetRequest
-	for _, t := range meta.Topics {
-		if t.Error != nil {
-			return fmt.Errorf("warm the publisher: topic %s: %w: %w", t.Name, order.ErrUnavailable, t.Error)
+	for offsets == nil {
+		meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.w.Topic}})
+		if err != nil {
+			return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
 		}
-		for _, part := range t.Partitions {
-			offsets = append(offsets, kafka.LastOffsetOf(part.ID))
+		for _, t := range meta.Topics {
+			// A topic created a moment ago may be unknown yet to the
+			// broker asked, or have no leader yet: ask again.
+			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) || errors.Is(t.Error, kafka.LeaderNotAvailable) {
+				offsets = nil
+				break
+			}
+			if t.Error != nil {
+				return fmt.Errorf("warm the publisher: topic %s: %w: %w", t.Name, order.ErrUnavailable, t.Error)
+			}
+			for _, part := range t.Partitions {
+				offsets = append(offsets, kafka.LastOffsetOf(part.ID))
+			}
+		}
+		if offsets == nil {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("warm the publisher: topic %s not known yet: %w: %w", p.w.Topic, order.ErrUnavailable, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	// ListOffsets goes to each partition's leader through the same pool a
