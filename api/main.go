@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	level := config.LogLevel(env)
 	addr := env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080")
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
-	secret := config.JWTSecret(env)
+	acfg := config.Auth(env)
 	paySecret := config.PaymentSecret(env)
 	buyerPay := env.Bool("SECKILL_BUYER_PAY", false)
 	window := config.PaymentWindow(env)
@@ -67,7 +68,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
-		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]",
+		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_mode", authMode(acfg), "jwt_issuer", acfg.Issuer,
+		"jwt_audience", acfg.Audience, "jwt_user_claim", acfg.UserClaim, "jwt_role_claim", acfg.RoleClaim,
 		"payment_secret", masked(paySecret), "buyer_pay", buyerPay, "payment_window", window.String(),
 		"rate_limit_user", limits.PerUser, "rate_limit_ip", limits.PerIP, "admin_addr", admin.Addr, "pprof", admin.Pprof,
 		"log_level", level)
@@ -120,7 +122,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		{Name: "mysql", Check: db.Ping},
 		{Name: "kafka", Check: func(ctx context.Context) error { return orderevents.Ping(ctx, kcfg.Brokers) }},
 	}
-	handler := httpapi.New(svc, db, auth.NewVerifier(secret), ready, log, httpapi.WithRateLimits(limits),
+	acfg.Log = log
+	verifier, err := auth.New(ctx, acfg)
+	if err != nil {
+		return err
+	}
+	handler := httpapi.New(svc, db, verifier, ready, log, httpapi.WithRateLimits(limits),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
 		httpapi.WithPayments(paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(buyerPay))
 	if paySecret == nil {
@@ -198,11 +205,21 @@ func signPayment(args []string, lookup func(string) (string, bool), stdout io.Wr
 	return err
 }
 
+// authMode names how tokens are verified, for the start-up log line.
+func authMode(c auth.Config) string {
+	if c.JWKSURL != "" {
+		return "jwks " + c.JWKSURL + " (" + strings.Join(c.Algorithms, ",") + ")"
+	}
+	return "hs256 secret [set]"
+}
+
 // mintToken prints a signed development token.
 func mintToken(args []string, lookup func(string) (string, bool), stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	user := fs.Int64("sub", 1, "user id (positive)")
+	user := fs.String("sub", "1", "user id: the sub claim (1-128 characters)")
 	role := fs.String("role", "", `role claim ("admin" for the admin routes)`)
+	iss := fs.String("iss", "", "iss claim (default $SECKILL_JWT_ISSUER)")
+	aud := fs.String("aud", "", "aud claim (default $SECKILL_JWT_AUDIENCE)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -212,9 +229,15 @@ func mintToken(args []string, lookup func(string) (string, bool), stdout io.Writ
 	if err := env.Err(); err != nil {
 		return err
 	}
-	tok, err := auth.Mint(secret, *user, *role, *ttl)
+	if *iss == "" {
+		*iss = env.String("SECKILL_JWT_ISSUER", "")
+	}
+	if *aud == "" {
+		*aud = env.String("SECKILL_JWT_AUDIENCE", "")
+	}
+	tok, err := auth.Token{Subject: *user, Role: *role, Issuer: *iss, Audience: *aud, TTL: *ttl}.Sign(secret)
 	if err != nil {
-		return fmt.Errorf("token for user %s: %w", strconv.FormatInt(*user, 10), err)
+		return fmt.Errorf("token for user %q: %w", *user, err)
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err

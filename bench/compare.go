@@ -23,7 +23,7 @@ import (
 // each other), a fresh Idempotency-Key per request.
 func (e *env) compare(ctx context.Context, sh shape) ([]*report.Row, *report.Run, error) {
 	base := userBase()
-	tk, err := mintTokens(e.secret, base, sh.users)
+	tk, err := mintTokens(e.secret, base, sh.users, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -143,7 +143,7 @@ func setup(ctx context.Context, opts options, m *meter, runID string) (*env, err
 	} else if err := e.startPrograms(ctx); err != nil {
 		return e, err
 	}
-	e.admin, err = auth.Mint(e.secret, 1, auth.RoleAdmin, tokenTTL)
+	e.admin, err = auth.Mint(e.secret, "1", auth.RoleAdmin, tokenTTL)
 	if err != nil {
 		return e, err
 	}

@@ -46,7 +46,7 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 	stopCPU := e.measureCPU()
 	res := load.Run(ctx, load.Config{Workers: conns, Duration: d, Progress: update}, func(ctx context.Context, w int, seq int64) load.Outcome {
 		_, err := store.Reserve(ctx, stockredis.Reservation{
-			OrderNo: gen.Next(item), UserID: seq + 1, ItemID: item, ActivityID: 1, Quantity: 1,
+			OrderNo: gen.Next(item), UserID: strconv.FormatInt(seq+1, 10), ItemID: item, ActivityID: 1, Quantity: 1,
 			IdempotencyKey: "r" + strconv.FormatInt(seq, 36), At: time.Now(),
 			QuotaTTL: 2 * time.Minute, ReservationTTL: 2 * time.Minute,
 		})
@@ -144,7 +144,7 @@ func (e *env) referencePublish(ctx context.Context, ref *report.Reference, gen *
 	update, done := e.meter.track("ref-publish", e.opts.refDuration, 0)
 	res := load.Run(ctx, load.Config{Workers: ref.PublishConcurrency, Duration: e.opts.refDuration, Progress: update}, func(ctx context.Context, w int, seq int64) load.Outcome {
 		const item = 1
-		err := pub.Publish(ctx, order.Event{OrderNo: gen.Next(item), UserID: seq + 1, ItemID: item, ActivityID: 1, Quantity: 1,
+		err := pub.Publish(ctx, order.Event{OrderNo: gen.Next(item), UserID: strconv.FormatInt(seq+1, 10), ItemID: item, ActivityID: 1, Quantity: 1,
 			IdempotencyKey: "p" + strconv.FormatInt(seq, 36), ReservedAt: time.Now()})
 		if err != nil {
 			failed.Add(1)

@@ -249,7 +249,7 @@ func (e *env) clickers(ctx context.Context, sh shape) (*report.Run, error) {
 		return nil, err
 	}
 	base := userBase()
-	tk, err := mintTokens(e.secret, base, sh.users)
+	tk, err := mintTokens(e.secret, base, sh.users, e.subject())
 	if err != nil {
 		return nil, err
 	}

@@ -82,7 +82,7 @@ func TestBuyersSpreadOverAPIs(t *testing.T) {
 			const workers, perWorker = 5, 4
 			apis := []*recorder{newRecorder(t), newRecorder(t)}
 			e := &env{opts: options{client: client}}
-			tk, err := mintTokens([]byte(secret), 1, workers)
+			tk, err := mintTokens([]byte(secret), 1, workers, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func TestBuyersSpreadOverAPIs(t *testing.T) {
 func TestBuyersOneAPI(t *testing.T) {
 	api := newRecorder(t)
 	e := &env{opts: options{client: "raw"}}
-	tk, err := mintTokens([]byte(secret), 1, 3)
+	tk, err := mintTokens([]byte(secret), 1, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

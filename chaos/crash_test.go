@@ -157,7 +157,7 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 	l.wait()
 
 	all := acceptedBy(l)
-	all[ev.OrderNo] = ev.UserID
+	all[ev.OrderNo], _ = order.NumericUserID(ev.UserID) // the test's buyers are numbered
 	refused := refusedHoldNothing(t, p, sale, l)
 	inv := settle(t, p, sale, all, 90*time.Second)
 	t.Logf("MariaDB killed mid-batch: %d accepted, %d answered 503, network errors %d, refused %v", len(l.accepted), refused, l.neterrs, l.codes)

@@ -195,7 +195,7 @@ func TestChaosMySQLDown(t *testing.T) {
 			all[no] = u
 		}
 	}
-	all[ev.OrderNo] = ev.UserID
+	all[ev.OrderNo], _ = order.NumericUserID(ev.UserID) // the test's buyers are numbered
 	inv := settle(t, p, sale, all, 90*time.Second)
 	if len(l.accepted) != 200 || inv.LiveOrders != 202 {
 		t.Fatalf("accepted %d (%v), live %d; want 200, the first and the injected one", len(l.accepted), l.codes, inv.LiveOrders)

@@ -382,11 +382,11 @@ func repairRepliesLost(t *testing.T, cluster bool) {
 			func() error { return rdb.IncrBy(ctx, k.Stock(), 6).Err() },
 			nil}, // p.Check compares the stock
 		{"reconcile_restore_quota",
-			func() error { return rdb.Del(ctx, k.Quota(sale.ActivityID, 1)).Err() },
-			func() bool { return rdb.Get(ctx, k.Quota(sale.ActivityID, 1)).Val() == first }},
+			func() error { return rdb.Del(ctx, k.Quota(sale.ActivityID, "1")).Err() },
+			func() bool { return rdb.Get(ctx, k.Quota(sale.ActivityID, "1")).Val() == first }},
 		{"reconcile_remove_quota",
-			func() error { return rdb.Set(ctx, k.Quota(sale.ActivityID, 99), stale, time.Hour).Err() },
-			func() bool { return rdb.Exists(ctx, k.Quota(sale.ActivityID, 99)).Val() == 0 }},
+			func() error { return rdb.Set(ctx, k.Quota(sale.ActivityID, "99"), stale, time.Hour).Err() },
+			func() bool { return rdb.Exists(ctx, k.Quota(sale.ActivityID, "99")).Val() == 0 }},
 	} {
 		if err := c.drift(); err != nil {
 			t.Fatal(err)

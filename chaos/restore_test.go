@@ -274,12 +274,12 @@ func restoreScenario(t *testing.T, buckets int) {
 			continue
 		}
 		tried++
-		pl, err := api.PlaceOrder(o.UserID, "second-"+no, sale.ActivityID, 1)
+		pl, err := api.PlaceOrderAs(o.UserID, "second-"+no, sale.ActivityID, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if pl.Error != "ALREADY_PURCHASED" {
-			t.Fatalf("user %d holds live order %s but a second attempt got %d %s", o.UserID, no, pl.Code, pl.Error)
+			t.Fatalf("user %s holds live order %s but a second attempt got %d %s", o.UserID, no, pl.Code, pl.Error)
 		}
 	}
 	if buckets > 1 {

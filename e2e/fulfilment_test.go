@@ -212,7 +212,7 @@ func TestStrandedReservationIsSwept(t *testing.T) {
 	no := order.NewNumberGenerator().Next(sale.ItemID)
 	now := time.Now()
 	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
-		OrderNo: no, UserID: 5, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: 1,
+		OrderNo: no, UserID: "5", ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: 1,
 		IdempotencyKey: "lost", At: now, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}); err != nil {
 		t.Fatal(err)

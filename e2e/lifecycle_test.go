@@ -20,10 +20,10 @@ type statusBody struct {
 	} `json:"error"`
 }
 
-func act(t *testing.T, api *pipelinetest.API, user int64, no, verb string) (int, statusBody) {
+func act(t *testing.T, api *pipelinetest.API, user string, no, verb string) (int, statusBody) {
 	t.Helper()
 	var b statusBody
-	code, err := api.Do("POST", "/api/v1/orders/"+no+"/"+verb, user, "", nil, nil, &b)
+	code, err := api.DoAs("POST", "/api/v1/orders/"+no+"/"+verb, user, "", nil, nil, &b)
 	if err != nil {
 		t.Fatalf("%s %s: %v", verb, no, err)
 	}
@@ -68,17 +68,17 @@ func TestPayAndCancel(t *testing.T) {
 	// updated_at has millisecond precision.
 	time.Sleep(5 * time.Millisecond)
 	for range 2 { // idempotent
-		if code, b := act(t, api, 1, paid, "pay"); code != 200 || b.Status != "PAID" {
+		if code, b := act(t, api, "1", paid, "pay"); code != 200 || b.Status != "PAID" {
 			t.Fatalf("pay: %d %+v", code, b)
 		}
 	}
 	if st, updated := view(t, api, 1, paid); st != "PAID" || !updated.After(createdAt) {
 		t.Fatalf("poll paid order: %s, updated_at %v (was %v)", st, updated, createdAt)
 	}
-	if code, b := act(t, api, 1, paid, "cancel"); code != 409 || b.Error.Code != "ORDER_NOT_CANCELLABLE" {
+	if code, b := act(t, api, "1", paid, "cancel"); code != 409 || b.Error.Code != "ORDER_NOT_CANCELLABLE" {
 		t.Fatalf("cancel PAID: %d %+v", code, b)
 	}
-	if code, _ := act(t, api, 2, paid, "pay"); code != 404 {
+	if code, _ := act(t, api, "2", paid, "pay"); code != 404 {
 		t.Fatalf("another user paying: %d, want 404", code)
 	}
 
@@ -86,11 +86,11 @@ func TestPayAndCancel(t *testing.T) {
 	_, createdAt = view(t, api, 2, closed)
 	time.Sleep(5 * time.Millisecond)
 	for range 2 { // idempotent
-		if code, b := act(t, api, 2, closed, "cancel"); code != 200 || b.Status != "CLOSED" {
+		if code, b := act(t, api, "2", closed, "cancel"); code != 200 || b.Status != "CLOSED" {
 			t.Fatalf("cancel: %d %+v", code, b)
 		}
 	}
-	if code, b := act(t, api, 2, closed, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+	if code, b := act(t, api, "2", closed, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
 		t.Fatalf("pay CLOSED: %d %+v", code, b)
 	}
 	if st, updated := view(t, api, 2, closed); st != "CLOSED" || !updated.After(createdAt) {
@@ -101,14 +101,14 @@ func TestPayAndCancel(t *testing.T) {
 
 	// A PENDING order (reserved, not yet in MySQL) is not payable yet.
 	no := order.NewNumberGenerator().Next(sale.ItemID)
-	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{OrderNo: no, UserID: 3, ItemID: sale.ItemID,
+	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{OrderNo: no, UserID: "3", ItemID: sale.ItemID,
 		ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: "p", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if code, b := act(t, api, 3, no, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+	if code, b := act(t, api, "3", no, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
 		t.Fatalf("pay PENDING: %d %+v", code, b)
 	}
-	ref := stockredis.Ref{OrderNo: no, UserID: 3, ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
+	ref := stockredis.Ref{OrderNo: no, UserID: "3", ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
 	if _, _, err := p.Store.Release(context.Background(), ref, order.ReasonPublishFailed, true, stockredis.StateReserved); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestPayAndCancel(t *testing.T) {
 	if st, _ := view(t, api, 3, no); st != "FAILED" {
 		t.Fatalf("poll released order: %s", st)
 	}
-	if code, b := act(t, api, 3, no, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+	if code, b := act(t, api, "3", no, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
 		t.Fatalf("pay FAILED: %d %+v", code, b)
 	}
 	p.WaitDrained(sale.ItemID, 10*time.Second)
@@ -138,7 +138,7 @@ func TestCancelAfterSoldOutSellsExactlyOneMore(t *testing.T) {
 	if pl, _ := api.PlaceOrder(10, "k", sale.ActivityID, 1); pl.Error != "SOLD_OUT" {
 		t.Fatalf("want SOLD_OUT, got %+v", pl)
 	}
-	if code, _ := act(t, api, 1, nos[0], "cancel"); code != 200 {
+	if code, _ := act(t, api, "1", nos[0], "cancel"); code != 200 {
 		t.Fatalf("cancel: %d", code)
 	}
 	// Many buyers race for the one returned unit: exactly one wins.
@@ -186,12 +186,12 @@ func TestUnpaidOrdersCloseAfterPaymentWindow(t *testing.T) {
 	reconcile(t, p, 0)
 	for no, o := range final {
 		if no == paidNo {
-			if pl, _ := api.PlaceOrder(o.UserID, "again", sale.ActivityID, 1); pl.Error != "ALREADY_PURCHASED" {
+			if pl, _ := api.PlaceOrderAs(o.UserID, "again", sale.ActivityID, 1); pl.Error != "ALREADY_PURCHASED" {
 				t.Fatalf("the payer bought twice: %+v", pl)
 			}
 			continue
 		}
-		if pl, _ := api.PlaceOrder(o.UserID, "again", sale.ActivityID, 1); pl.Code != 202 {
+		if pl, _ := api.PlaceOrderAs(o.UserID, "again", sale.ActivityID, 1); pl.Code != 202 {
 			t.Fatalf("a closed order's buyer cannot buy again: %+v", pl)
 		}
 	}
@@ -222,7 +222,7 @@ func TestActivityPaymentWindowOverridesTheGlobalOne(t *testing.T) {
 	if o, err := p.DB.Order(context.Background(), slow); err != nil || o.Status != order.Created {
 		t.Fatalf("the global window's order is %+v %v, want still CREATED", o, err)
 	}
-	if code, b := act(t, api, 1, quick, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+	if code, b := act(t, api, "1", quick, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
 		t.Fatalf("pay after the activity's window: %d %+v", code, b)
 	}
 }

@@ -128,7 +128,7 @@ func TestPaymentNotifications(t *testing.T) {
 	}
 
 	// The buyer cancels; the provider's notification arrives afterwards.
-	if code, b := act(t, api, 3, late, "cancel"); code != 200 || b.Status != "CLOSED" {
+	if code, b := act(t, api, "3", late, "cancel"); code != 200 || b.Status != "CLOSED" {
 		t.Fatalf("cancel: %d %+v", code, b)
 	}
 	lateBody := notification(t, "pi_late", late, 1500, "EUR")
@@ -157,7 +157,7 @@ func TestPaymentNotifications(t *testing.T) {
 
 	// Production: the buyer cannot mark an order paid.
 	prod := p.StartAPI("SECKILL_BUYER_PAY=false")
-	if code, b := act(t, prod, 2, open, "pay"); code != 403 || b.Error.Code != "FORBIDDEN" || status(open) != "CREATED" {
+	if code, b := act(t, prod, "2", open, "pay"); code != 403 || b.Error.Code != "FORBIDDEN" || status(open) != "CREATED" {
 		t.Fatalf("buyer pay with SECKILL_BUYER_PAY=false: %d %+v, order %s", code, b, status(open))
 	}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,7 @@ type reconReport struct {
 }
 
 type quotaIssue struct {
-	UserID  int64  `json:"user_id"`
+	UserID  string `json:"user_id"`
 	OrderNo string `json:"order_no"`
 	Holder  string `json:"holder"`
 }
@@ -234,11 +235,11 @@ func TestReconcilerRepairsInjectedDrift(t *testing.T) {
 		user, orderNo = u, no
 		break
 	}
-	rdb.Del(ctx, keys.Quota(sale.ActivityID, user))
+	rdb.Del(ctx, keys.Quota(sale.ActivityID, strconv.FormatInt(user, 10)))
 	rep = reconcile(t, p, 1)
 	q := rep.Items[0].Activities[0]
 	if rep.Items[0].Drift != 0 || rep.Items[0].Verdict != "drift" || q.LiveOrders != 10 ||
-		!slices.Equal(q.QuotaMissing, []quotaIssue{{UserID: user, OrderNo: orderNo}}) || len(q.QuotaStale) != 0 {
+		!slices.Equal(q.QuotaMissing, []quotaIssue{{UserID: strconv.FormatInt(user, 10), OrderNo: orderNo}}) || len(q.QuotaStale) != 0 {
 		t.Fatalf("(b) quota key deleted: %+v", rep.Items[0])
 	}
 	reconcile(t, p, 0, "--repair")
@@ -262,9 +263,9 @@ func TestReconcilerRepairsInjectedDrift(t *testing.T) {
 
 	// (d) a stale quota key: its order never existed.
 	ghost := order.NewNumberGenerator().Next(sale.ItemID)
-	rdb.Set(ctx, keys.Quota(sale.ActivityID, 5000), ghost, time.Hour)
+	rdb.Set(ctx, keys.Quota(sale.ActivityID, "5000"), ghost, time.Hour)
 	rep = reconcile(t, p, 1)
-	if q := rep.Items[0].Activities[0]; !slices.Equal(q.QuotaStale, []quotaIssue{{UserID: 5000, Holder: ghost}}) {
+	if q := rep.Items[0].Activities[0]; !slices.Equal(q.QuotaStale, []quotaIssue{{UserID: "5000", Holder: ghost}}) {
 		t.Fatalf("(d) stale quota key: %+v", q)
 	}
 	reconcile(t, p, 0, "--repair")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,7 +174,7 @@ func TestCancelClosesUnpaidOrders(t *testing.T) {
 		nos = append(nos, buy(t, p, api, u, "k", sale.ActivityID))
 	}
 	for i, no := range nos[:3] {
-		if code, b := act(t, api, int64(i+1), no, "pay"); code != 200 || b.Status != "PAID" {
+		if code, b := act(t, api, strconv.Itoa(i+1), no, "pay"); code != 200 || b.Status != "PAID" {
 			t.Fatalf("pay: %d %+v", code, b)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -251,6 +252,38 @@ func JWTSecret(e *Env) []byte {
 		return nil
 	}
 	return []byte(v)
+}
+
+// Auth reads how the api verifies bearer tokens: the identity provider's
+// keys at SECKILL_JWT_JWKS_URL, or HS256 with SECKILL_JWT_SECRET (exactly
+// one of the two), and the claims both modes share.
+func Auth(e *Env) auth.Config {
+	cfg := auth.Config{
+		JWKSURL:         e.String("SECKILL_JWT_JWKS_URL", ""),
+		Issuer:          e.String("SECKILL_JWT_ISSUER", ""),
+		Audience:        e.String("SECKILL_JWT_AUDIENCE", ""),
+		Leeway:          e.Duration("SECKILL_JWT_LEEWAY", 5*time.Second),
+		UserClaim:       e.String("SECKILL_JWT_USER_CLAIM", "sub"),
+		RoleClaim:       e.String("SECKILL_JWT_ROLE_CLAIM", "role"),
+		AdminRole:       e.String("SECKILL_JWT_ADMIN_ROLE", auth.RoleAdmin),
+		JWKSRefresh:     e.Duration("SECKILL_JWT_JWKS_REFRESH", 10*time.Minute),
+		UnknownKIDEvery: e.Duration("SECKILL_JWT_JWKS_MIN_REFRESH", 10*time.Second),
+	}
+	if cfg.JWKSURL == "" {
+		cfg.Secret = JWTSecret(e)
+		return cfg
+	}
+	if u, err := url.Parse(cfg.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		e.fail("SECKILL_JWT_JWKS_URL", cfg.JWKSURL, "want an http(s) URL")
+	}
+	if v, ok := e.get("SECKILL_JWT_SECRET"); ok && v != "" {
+		e.errs = append(e.errs, errors.New("SECKILL_JWT_SECRET and SECKILL_JWT_JWKS_URL are both set: set one (the secret is for development)"))
+	}
+	cfg.Algorithms = e.List("SECKILL_JWT_ALGORITHMS", auth.DefaultAlgorithms)
+	if err := auth.CheckAlgorithms(cfg.Algorithms); err != nil {
+		e.fail("SECKILL_JWT_ALGORITHMS", strings.Join(cfg.Algorithms, ","), err.Error())
+	}
+	return cfg
 }
 
 // PaymentSecret reads SECKILL_PAYMENT_SECRET, the key shared with the

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -44,14 +45,14 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, inMySQL, err := lifecycle.Find(ctx, p.DB, p.Store, tt.user, tt.no)
+			o, inMySQL, err := lifecycle.Find(ctx, p.DB, p.Store, strconv.FormatInt(tt.user, 10), tt.no)
 			if tt.status == "" {
 				if !errors.Is(err, order.ErrNotFound) {
 					t.Fatalf("Find: %+v %v, want ErrNotFound", o, err)
 				}
 				return
 			}
-			if err != nil || o.Status != tt.status || inMySQL != tt.inMySQL || o.UserID != tt.user {
+			if err != nil || o.Status != tt.status || inMySQL != tt.inMySQL || o.UserID != strconv.FormatInt(tt.user, 10) {
 				t.Fatalf("Find: %+v in MySQL %v, %v; want %s by user %d, in MySQL %v", o, inMySQL, err, tt.status, tt.user, tt.inMySQL)
 			}
 		})

@@ -27,7 +27,7 @@ type Service struct {
 }
 
 // Pay marks the user's order PAID. Paying a PAID order again succeeds.
-func (s *Service) Pay(ctx context.Context, user int64, orderNo string) (order.Order, error) {
+func (s *Service) Pay(ctx context.Context, user, orderNo string) (order.Order, error) {
 	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotPayable); err != nil {
 		return order.Order{}, err
 	}
@@ -53,7 +53,7 @@ func (s *Service) Pay(ctx context.Context, user int64, orderNo string) (order.Or
 
 // Cancel closes the user's unpaid order and gives its stock and quota back.
 // Cancelling a CLOSED order again succeeds.
-func (s *Service) Cancel(ctx context.Context, user int64, orderNo string) (order.Order, error) {
+func (s *Service) Cancel(ctx context.Context, user, orderNo string) (order.Order, error) {
 	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotCancellable); err != nil {
 		return order.Order{}, err
 	}
@@ -73,7 +73,7 @@ func (s *Service) Cancel(ctx context.Context, user int64, orderNo string) (order
 // pendingOrMissing returns ErrNotFound for an order the user does not own
 // or that does not exist, notYet when it is still on its way (PENDING) or
 // failed before reaching MySQL, and nil when MySQL has it.
-func (s *Service) pendingOrMissing(ctx context.Context, user int64, orderNo string, notYet error) error {
+func (s *Service) pendingOrMissing(ctx context.Context, user, orderNo string, notYet error) error {
 	o, inMySQL, err := Find(ctx, s.DB, s.Stock, user, orderNo)
 	switch {
 	case err != nil:
@@ -95,7 +95,7 @@ type OrderReader interface {
 // (inMySQL), otherwise the reservation in Redis as a PENDING order, or a
 // FAILED one when it was released before reaching MySQL. An order that does
 // not exist, or that another user owns, is order.ErrNotFound.
-func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user int64, orderNo string) (o order.Order, inMySQL bool, err error) {
+func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user, orderNo string) (o order.Order, inMySQL bool, err error) {
 	item := order.ItemOf(orderNo)
 	if item == 0 {
 		return order.Order{}, false, order.ErrNotFound
@@ -130,7 +130,7 @@ func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user
 
 // close runs the MySQL compare-and-set and, when it won, the Redis release.
 // It returns the order and whether this call closed it.
-func (s *Service) close(ctx context.Context, user int64, orderNo, reason string) (order.Order, bool, error) {
+func (s *Service) close(ctx context.Context, user, orderNo, reason string) (order.Order, bool, error) {
 	tr, err := s.DB.CloseOrder(ctx, user, orderNo, reason)
 	if err != nil {
 		return order.Order{}, false, err
@@ -188,7 +188,7 @@ func (s *Service) CloseCancelled(ctx context.Context, activity int64, limit int)
 func (s *Service) closeAll(ctx context.Context, nos []string, reason string) (int, error) {
 	n := 0
 	for _, no := range nos {
-		_, won, err := s.close(ctx, 0, no, reason)
+		_, won, err := s.close(ctx, "", no, reason)
 		if err != nil {
 			return n, err
 		}

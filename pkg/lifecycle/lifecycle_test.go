@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -58,13 +59,13 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	var reqs []orderdb.Request
 	var nos []string
 	for u := int64(1); u <= int64(n); u++ {
-		r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: u, ItemID: it.ID, ActivityID: act.ID,
+		r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 		if _, err := st.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		e := order.Event{Version: order.EventVersion, OrderNo: r.OrderNo, IdempotencyKey: r.IdempotencyKey,
-			UserID: u, ItemID: it.ID, ActivityID: act.ID, Quantity: 1, ReservedAt: r.At}
+			UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID, Quantity: 1, ReservedAt: r.At}
 		s.orders = append(s.orders, e)
 		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: deadline, UnitPrice: price})
 		nos = append(nos, r.OrderNo)
@@ -189,7 +190,7 @@ func TestOverlappingClosersCloseEachOrderOnce(t *testing.T) {
 		_, err := s.stock.Reserve(ctx, stockredis.Reservation{OrderNo: gen.Next(s.item), UserID: e.UserID, ItemID: s.item,
 			ActivityID: s.activity, Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour})
 		if err != nil {
-			t.Fatalf("user %d after the close: %v", e.UserID, err)
+			t.Fatalf("user %s after the close: %v", e.UserID, err)
 		}
 	}
 }
@@ -272,7 +273,7 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	}
 	for _, e := range s.orders {
 		if v := rdb.Get(ctx, k.Quota(s.activity, e.UserID)).Val(); v != "" {
-			t.Fatalf("user %d's quota still held by %q after the close", e.UserID, v)
+			t.Fatalf("user %s's quota still held by %q after the close", e.UserID, v)
 		}
 	}
 }

@@ -243,7 +243,7 @@ func (a Activity) ActiveAt(t time.Time) bool {
 // Order is one buyer's order as stored in MySQL.
 type Order struct {
 	OrderNo        string
-	UserID         int64
+	UserID         string
 	ItemID         int64
 	ActivityID     int64
 	Quantity       int
@@ -268,7 +268,7 @@ type Event struct {
 	Version        int       `json:"v"`
 	OrderNo        string    `json:"order_no"`
 	IdempotencyKey string    `json:"idempotency_key"`
-	UserID         int64     `json:"user_id"`
+	UserID         string    `json:"user_id"` // a number on the wire when numeric (see MarshalJSON)
 	ItemID         int64     `json:"item_id"`
 	ActivityID     int64     `json:"activity_id"`
 	Quantity       int       `json:"quantity"`
@@ -285,8 +285,10 @@ func (e Event) Validate() error {
 		return fmt.Errorf("bad order_no %q", e.OrderNo)
 	case !ValidIdempotencyKey(e.IdempotencyKey):
 		return fmt.Errorf("bad idempotency_key %q", e.IdempotencyKey)
-	case e.UserID <= 0 || e.ItemID <= 0 || e.ActivityID <= 0 || ItemOf(e.OrderNo) != e.ItemID:
-		return fmt.Errorf("bad ids user=%d item=%d activity=%d", e.UserID, e.ItemID, e.ActivityID)
+	case !ValidUserID(e.UserID):
+		return fmt.Errorf("bad user_id %q", e.UserID)
+	case e.ItemID <= 0 || e.ActivityID <= 0 || ItemOf(e.OrderNo) != e.ItemID:
+		return fmt.Errorf("bad ids item=%d activity=%d", e.ItemID, e.ActivityID)
 	case e.Quantity <= 0 || e.Quantity > MaxQuantity:
 		return fmt.Errorf("bad quantity %d", e.Quantity)
 	case e.ReservedAt.IsZero():

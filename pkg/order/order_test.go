@@ -43,7 +43,7 @@ func TestValidOrderNo(t *testing.T) {
 
 func TestEventValidate(t *testing.T) {
 	no := NewNumberGenerator().Next(3)
-	good := Event{Version: EventVersion, OrderNo: no, IdempotencyKey: "k", UserID: 1, ItemID: 3, ActivityID: 1, Quantity: 1, ReservedAt: time.Now()}
+	good := Event{Version: EventVersion, OrderNo: no, IdempotencyKey: "k", UserID: "1", ItemID: 3, ActivityID: 1, Quantity: 1, ReservedAt: time.Now()}
 	cases := []struct {
 		name string
 		mod  func(*Event)

@@ -10,7 +10,7 @@ import (
 // idempotency record back.
 type IdemOrder struct {
 	OrderNo        string
-	UserID         int64
+	UserID         string
 	ItemID         int64
 	IdempotencyKey string
 	Status         order.Status
@@ -24,7 +24,7 @@ func (db *DB) IdemOrders(ctx context.Context, activityID int64) ([]IdemOrder, er
 	var rows []struct {
 		ID             int64
 		OrderNo        string
-		UserID         int64
+		UserID         string
 		ItemID         int64
 		IdempotencyKey string
 		Status         string

@@ -21,7 +21,7 @@ type Transition struct {
 // Pay moves the user's order from CREATED to PAID while its payment window
 // is open: UPDATE ... WHERE status = 'CREATED' is the compare-and-set that
 // races a close for the same row; exactly one wins.
-func (db *DB) Pay(ctx context.Context, user int64, orderNo string) (Transition, error) {
+func (db *DB) Pay(ctx context.Context, user, orderNo string) (Transition, error) {
 	res := db.gdb.WithContext(ctx).Exec(`UPDATE orders SET status = 'PAID'
 		WHERE order_no = ? AND user_id = ? AND status = 'CREATED'
 		AND (pay_deadline IS NULL OR pay_deadline > ?)`, orderNo, user, time.Now().UTC())
@@ -39,8 +39,8 @@ func (db *DB) Pay(ctx context.Context, user int64, orderNo string) (Transition, 
 // MySQL stock, in one transaction. It does not touch Redis: callers release
 // the reservation next and then call MarkReleased, so a crash between the
 // two is finished by the closer later (ReleasesDue), never done twice.
-// user 0 means any user (the timeout closer).
-func (db *DB) CloseOrder(ctx context.Context, user int64, orderNo, reason string) (Transition, error) {
+// user "" means any user (the timeout closer).
+func (db *DB) CloseOrder(ctx context.Context, user, orderNo, reason string) (Transition, error) {
 	won := false
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
@@ -59,11 +59,11 @@ func (db *DB) CloseOrder(ctx context.Context, user int64, orderNo, reason string
 
 // closeCreated is the close's compare-and-set inside tx: CREATED → CLOSED
 // and the units back to item_stock. It reports whether it moved the order.
-func closeCreated(tx *gorm.DB, user int64, orderNo, reason string) (bool, error) {
+func closeCreated(tx *gorm.DB, user, orderNo, reason string) (bool, error) {
 	q := `UPDATE orders SET status = 'CLOSED', failure_reason = ?, released_at = NULL
 		WHERE order_no = ? AND status = 'CREATED'`
 	args := []any{reason, orderNo}
-	if user != 0 {
+	if user != "" {
 		q += " AND user_id = ?"
 		args = append(args, user)
 	}

@@ -25,7 +25,7 @@ type Listed struct {
 // idx_orders_user (user_id, id) serves it: a backward range scan of the
 // user's rows, so a page costs the same however deep it is, and rows
 // inserted meanwhile (higher ids) neither shift nor repeat older pages.
-func (db *DB) UserOrders(ctx context.Context, user int64, f OrderFilter, before int64, limit int) (rows []Listed, more bool, err error) {
+func (db *DB) UserOrders(ctx context.Context, user string, f OrderFilter, before int64, limit int) (rows []Listed, more bool, err error) {
 	q := db.gdb.WithContext(ctx).Where("user_id = ?", user)
 	if f.ActivityID > 0 {
 		q = q.Where("activity_id = ?", f.ActivityID)

@@ -3,6 +3,7 @@ package orderdb_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ var gen = order.NewNumberGenerator()
 
 func req(item, user int64, qty int) orderdb.Request {
 	return orderdb.Request{Event: order.Event{
-		Version: order.EventVersion, OrderNo: gen.Next(item), IdempotencyKey: "k", UserID: user,
+		Version: order.EventVersion, OrderNo: gen.Next(item), IdempotencyKey: "k", UserID: strconv.FormatInt(user, 10),
 		ItemID: item, ActivityID: 1, Quantity: qty, ReservedAt: time.Now(),
 	}, PayDeadline: time.Now().Add(30 * time.Minute)}
 }

@@ -13,7 +13,7 @@ import (
 type orderRow struct {
 	ID             int64 `gorm:"primaryKey"`
 	OrderNo        string
-	UserID         int64
+	UserID         string
 	ItemID         int64
 	ActivityID     int64
 	Quantity       int

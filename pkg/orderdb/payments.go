@@ -106,7 +106,7 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 			if o.Status == string(order.Created) {
 				// Past its window: close it now, units back in the same
 				// transaction, exactly as CloseOrder does.
-				won, err := closeCreated(tx, 0, p.OrderNo, order.ReasonPaymentTimeout)
+				won, err := closeCreated(tx, "", p.OrderNo, order.ReasonPaymentTimeout)
 				if err != nil {
 					return err
 				}

@@ -105,7 +105,7 @@ func TestMigrateKeepsRowsWithoutPrices(t *testing.T) {
 	if err != nil || it.Price.Priced() || it.Stock != 10 {
 		t.Fatalf("old item: %+v %v", it, err)
 	}
-	r := orderdb.Request{Event: order.Event{Version: order.EventVersion, OrderNo: gen.Next(1), IdempotencyKey: "k2", UserID: 8,
+	r := orderdb.Request{Event: order.Event{Version: order.EventVersion, OrderNo: gen.Next(1), IdempotencyKey: "k2", UserID: "8",
 		ItemID: 1, ActivityID: 1, Quantity: 1, ReservedAt: now}, UnitPrice: a.SalePrice}
 	out, err := db.Fulfil(ctx, 1, []orderdb.Request{r})
 	if err != nil || out[r.Event.OrderNo].Status != order.Created {
@@ -169,7 +169,9 @@ func TestUserOrdersUsesItsIndex(t *testing.T) {
 	if err := db.Gorm().Exec("ANALYZE TABLE orders").Error; err != nil {
 		t.Fatal(err)
 	}
-	for _, where := range []string{"user_id = 7", "user_id = 7 AND id < 100", "user_id = 7 AND status = 'FAILED' AND id < 100"} {
+	// user_id is a string (VARBINARY) the code always passes as one: a
+	// number there would compare by conversion and miss the index.
+	for _, where := range []string{"user_id = '7'", "user_id = '7' AND id < 100", "user_id = '7' AND status = 'FAILED' AND id < 100"} {
 		var plan []map[string]any
 		q := fmt.Sprintf("EXPLAIN SELECT * FROM orders WHERE %s ORDER BY id DESC LIMIT 21", where)
 		if err := db.Gorm().Raw(q).Scan(&plan).Error; err != nil {
@@ -179,11 +181,11 @@ func TestUserOrdersUsesItsIndex(t *testing.T) {
 			t.Errorf("%s: plan %v, want the key idx_orders_user", q, plan)
 		}
 	}
-	rows, more, err := db.UserOrders(ctx, 7, orderdb.OrderFilter{}, 0, 3)
+	rows, more, err := db.UserOrders(ctx, "7", orderdb.OrderFilter{}, 0, 3)
 	if err != nil || len(rows) != 3 || !more || rows[0].ID <= rows[1].ID || rows[1].ID <= rows[2].ID {
 		t.Fatalf("first page: %+v %v %v", rows, more, err)
 	}
-	rows, more, err = db.UserOrders(ctx, 7, orderdb.OrderFilter{}, rows[2].ID, 3)
+	rows, more, err = db.UserOrders(ctx, "7", orderdb.OrderFilter{}, rows[2].ID, 3)
 	if err != nil || len(rows) != 1 || more {
 		t.Fatalf("last page: %+v %v %v", rows, more, err)
 	}

@@ -203,9 +203,9 @@ func (db *DB) ClosingOrders(ctx context.Context, itemID int64) (map[string]Order
 
 // LiveOrders returns the live (CREATED or PAID) order of every user who
 // has one in the activity: user -> order number.
-func (db *DB) LiveOrders(ctx context.Context, activityID int64) (map[int64]string, error) {
+func (db *DB) LiveOrders(ctx context.Context, activityID int64) (map[string]string, error) {
 	var rows []struct {
-		UserID  int64
+		UserID  string
 		OrderNo string
 	}
 	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
@@ -213,7 +213,7 @@ func (db *DB) LiveOrders(ctx context.Context, activityID int64) (map[int64]strin
 	if err != nil {
 		return nil, wrap("list live orders", err)
 	}
-	out := make(map[int64]string, len(rows))
+	out := make(map[string]string, len(rows))
 	for _, r := range rows {
 		out[r.UserID] = r.OrderNo
 	}

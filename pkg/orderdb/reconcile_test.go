@@ -65,7 +65,7 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	if _, err := db.Fulfil(ctx, item, []orderdb.Request{a, b, dup}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CloseOrder(ctx, 2, b.Event.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := db.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := db.StockSnapshot(ctx, item, []string{a.Event.OrderNo, b.Event.OrderNo, dup.Event.OrderNo, "nope"}, orderdb.ReadMark{})
@@ -107,7 +107,7 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(live) != 1 || live[1] != a.Event.OrderNo {
+	if len(live) != 1 || live["1"] != a.Event.OrderNo {
 		t.Fatalf("live %v, want user 1 -> %s", live, a.Event.OrderNo)
 	}
 }
@@ -160,7 +160,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	if _, err := db.Fulfil(ctx, item, []orderdb.Request{old, closing, later}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CloseOrder(ctx, 2, closing.Event.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := db.CloseOrder(ctx, "2", closing.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	mark, err := db.ReadMark(ctx, item)
@@ -179,7 +179,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	if _, err := db.Fulfil(ctx, item, []orderdb.Request{created}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CloseOrder(ctx, 3, later.Event.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := db.CloseOrder(ctx, "3", later.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.MarkReleased(ctx, closing.Event.OrderNo); err != nil {

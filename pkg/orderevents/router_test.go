@@ -40,7 +40,7 @@ func (h *handlerFunc) DeadLettered(_ context.Context, e order.Event) error {
 func validEvent(t *testing.T) []byte {
 	t.Helper()
 	b, err := json.Marshal(order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(3),
-		IdempotencyKey: "k", UserID: 1, ItemID: 3, ActivityID: 1, Quantity: 1, ReservedAt: time.Now()})
+		IdempotencyKey: "k", UserID: "1", ItemID: 3, ActivityID: 1, Quantity: 1, ReservedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,7 +267,10 @@ func (p *Pipeline) StartConsumer(env ...string) *Proc { return p.Start("consumer
 // API is a running api process.
 type API struct {
 	*Proc
-	URL      string
+	URL string
+	// Mint makes the bearer token of a request as sub with role, for an
+	// api that verifies tokens of another issuer (nil: TokenFor).
+	Mint     func(sub, role string) string
 	pipeline *Pipeline
 	client   *http.Client
 }
@@ -299,8 +302,11 @@ func (p *Pipeline) StartAPI(env ...string) *API {
 }
 
 // Token mints a token for user (role "admin" for operators).
-func Token(user int64, role string) string {
-	tok, err := auth.Mint([]byte(Secret), user, role, time.Hour)
+func Token(user int64, role string) string { return TokenFor(strconv.FormatInt(user, 10), role) }
+
+// TokenFor mints a token whose subject is sub, signed with Secret.
+func TokenFor(sub, role string) string {
+	tok, err := auth.Mint([]byte(Secret), sub, role, time.Hour)
 	if err != nil {
 		panic(err)
 	}
@@ -310,6 +316,12 @@ func Token(user int64, role string) string {
 // Do sends a JSON request as user and decodes a JSON answer into out (if
 // not nil). It returns the status code.
 func (a *API) Do(method, path string, user int64, role string, headers map[string]string, body, out any) (int, error) {
+	return a.DoAs(method, path, strconv.FormatInt(user, 10), role, headers, body, out)
+}
+
+// DoAs is Do for a user whose id (the token's subject) is sub. The token is
+// a.Mint's when set, else TokenFor's.
+func (a *API) DoAs(method, path, sub, role string, headers map[string]string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -322,7 +334,13 @@ func (a *API) Do(method, path string, user int64, role string, headers map[strin
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+Token(user, role))
+	tok := ""
+	if a.Mint != nil {
+		tok = a.Mint(sub, role)
+	} else {
+		tok = TokenFor(sub, role)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -448,6 +466,11 @@ type Placed struct {
 
 // PlaceOrder posts one order as user with key.
 func (a *API) PlaceOrder(user int64, key string, activity int64, qty int) (Placed, error) {
+	return a.PlaceOrderAs(strconv.FormatInt(user, 10), key, activity, qty)
+}
+
+// PlaceOrderAs is PlaceOrder for the user whose id is sub.
+func (a *API) PlaceOrderAs(sub, key string, activity int64, qty int) (Placed, error) {
 	var body struct {
 		OrderNo string `json:"order_no"`
 		Status  string `json:"status"`
@@ -455,18 +478,23 @@ func (a *API) PlaceOrder(user int64, key string, activity int64, qty int) (Place
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	code, err := a.Do("POST", "/api/v1/orders", user, "", map[string]string{"Idempotency-Key": key},
+	code, err := a.DoAs("POST", "/api/v1/orders", sub, "", map[string]string{"Idempotency-Key": key},
 		map[string]any{"activity_id": activity, "quantity": qty}, &body)
 	return Placed{Code: code, OrderNo: body.OrderNo, Status: body.Status, Error: body.Error.Code}, err
 }
 
 // OrderStatus polls one order's status as user.
 func (a *API) OrderStatus(user int64, orderNo string) (string, string, error) {
+	return a.OrderStatusAs(strconv.FormatInt(user, 10), orderNo)
+}
+
+// OrderStatusAs is OrderStatus for the user whose id is sub.
+func (a *API) OrderStatusAs(sub, orderNo string) (string, string, error) {
 	var body struct {
 		Status        string `json:"status"`
 		FailureReason string `json:"failure_reason"`
 	}
-	code, err := a.Do("GET", "/api/v1/orders/"+orderNo, user, "", nil, nil, &body)
+	code, err := a.DoAs("GET", "/api/v1/orders/"+orderNo, sub, "", nil, nil, &body)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("status %d", code)
 	}
@@ -563,8 +591,9 @@ func (p *Pipeline) ReserveEvent(s Sale, user int64, qty int, key string) order.E
 }
 
 // ReserveEventAt is ReserveEvent with the reservation made at time at.
-func (p *Pipeline) ReserveEventAt(s Sale, user int64, qty int, key string, at time.Time) order.Event {
+func (p *Pipeline) ReserveEventAt(s Sale, userID int64, qty int, key string, at time.Time) order.Event {
 	p.t.Helper()
+	user := strconv.FormatInt(userID, 10)
 	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.ItemID), IdempotencyKey: key,
 		UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty, ReservedAt: at}
 	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{

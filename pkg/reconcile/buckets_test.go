@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve := func(user int64, qty int) stockredis.Reservation {
-		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: user, ItemID: f.item, ActivityID: f.act.ID,
+		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: qty, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 		if _, err := f.store.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
@@ -97,7 +98,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 		t.Fatal(err)
 	}
 	reserve := func(user int64) stockredis.Reservation {
-		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: user, ItemID: f.item, ActivityID: f.act.ID,
+		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 		if _, err := f.store.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
@@ -136,7 +137,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 		r := b
 		r.OrderNo, r.IdempotencyKey = f.gen.Next(f.item), "new-key"
 		if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
-			t.Fatalf("user %d buying again: %v", b.UserID, err)
+			t.Fatalf("user %s buying again: %v", b.UserID, err)
 		}
 	}
 	reserve(99)

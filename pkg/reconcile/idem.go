@@ -34,7 +34,7 @@ func (c *Checker) idemRecords(ctx context.Context, t Target) ([]stockredis.IdemR
 		live bool
 	}
 	type userKey struct {
-		user int64
+		user string
 		key  string
 	}
 	picked := map[userKey]pick{}

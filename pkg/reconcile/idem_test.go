@@ -51,11 +51,11 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 
 	created := f.bought(1)
 	paid := f.bought(2)
-	if tr, err := f.db.Pay(f.ctx, 2, paid.OrderNo); err != nil || !tr.Won {
+	if tr, err := f.db.Pay(f.ctx, "2", paid.OrderNo); err != nil || !tr.Won {
 		t.Fatalf("pay: %+v %v", tr, err)
 	}
 	closed := f.bought(3)
-	if tr, err := f.db.CloseOrder(f.ctx, 3, closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := f.db.CloseOrder(f.ctx, "3", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
 	f.release(closed, stockredis.StateConfirmed)
@@ -73,7 +73,7 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 		f.rdb.Del(f.ctx, k.Idem(r.UserID, r.IdempotencyKey)) // lost with the restore
 	}
 	const elsewhere = "01KBOTHERORDER0000000000000-1"
-	f.rdb.Set(f.ctx, k.Idem(6, other.IdempotencyKey), elsewhere, time.Hour)
+	f.rdb.Set(f.ctx, k.Idem("6", other.IdempotencyKey), elsewhere, time.Hour)
 
 	// A check alone does not look at idempotency records.
 	if _, it := f.check(false); it.Verdict != OK || it.IdemRestored != 0 {
@@ -87,16 +87,16 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	for _, r := range restored {
 		key := k.Idem(r.UserID, r.IdempotencyKey)
 		if got := f.rdb.Get(f.ctx, key).Val(); got != r.OrderNo {
-			t.Fatalf("idempotency record of user %d holds %q, want %s", r.UserID, got, r.OrderNo)
+			t.Fatalf("idempotency record of user %s holds %q, want %s", r.UserID, got, r.OrderNo)
 		}
 		if ttl := f.rdb.PTTL(f.ctx, key).Val(); ttl < minTTL || ttl > KeyMargin+time.Hour {
-			t.Fatalf("idempotency record of user %d lives %v, want the activity's end + %v", r.UserID, ttl, KeyMargin)
+			t.Fatalf("idempotency record of user %s lives %v, want the activity's end + %v", r.UserID, ttl, KeyMargin)
 		}
 	}
-	if err := f.rdb.Get(f.ctx, k.Idem(5, publishFailed.IdempotencyKey)).Err(); !errors.Is(err, redis.Nil) {
+	if err := f.rdb.Get(f.ctx, k.Idem("5", publishFailed.IdempotencyKey)).Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("the key of the order refused with 503 was restored: %v", err)
 	}
-	if got := f.rdb.Get(f.ctx, k.Idem(6, other.IdempotencyKey)).Val(); got != elsewhere {
+	if got := f.rdb.Get(f.ctx, k.Idem("6", other.IdempotencyKey)).Val(); got != elsewhere {
 		t.Fatalf("a record naming another order was overwritten: %q", got)
 	}
 
@@ -106,7 +106,7 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 		again.OrderNo = f.gen.Next(f.item)
 		res, err := f.store.Reserve(f.ctx, again)
 		if err != nil || !res.Duplicate || res.OrderNo != r.OrderNo {
-			t.Fatalf("retry of user %d with the same key: %+v %v, want duplicate of %s", r.UserID, res, err, r.OrderNo)
+			t.Fatalf("retry of user %s with the same key: %+v %v, want duplicate of %s", r.UserID, res, err, r.OrderNo)
 		}
 	}
 	again := publishFailed

@@ -38,11 +38,11 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			case "reconcile_set_stock":
 				f.rdb.Set(f.ctx, k.Stock(), 25, redis.KeepTTL) // 6 too many
 			case "reconcile_restore_quota":
-				f.rdb.Del(f.ctx, k.Quota(f.act.ID, 1))
+				f.rdb.Del(f.ctx, k.Quota(f.act.ID, "1"))
 			case "reconcile_remove_quota":
-				f.rdb.Set(f.ctx, k.Quota(f.act.ID, 3), f.gen.Next(f.item), time.Hour)
+				f.rdb.Set(f.ctx, k.Quota(f.act.ID, "3"), f.gen.Next(f.item), time.Hour)
 			case "reconcile_restore_idem":
-				f.rdb.Del(f.ctx, k.Idem(1, live.IdempotencyKey))
+				f.rdb.Del(f.ctx, k.Idem("1", live.IdempotencyKey))
 			}
 
 			p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
@@ -66,13 +66,13 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			if s := f.redisStock().Stock; s != 19 {
 				t.Fatalf("Redis stock %d, want 19", s)
 			}
-			if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, 1)).Val(); got != live.OrderNo {
+			if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, "1")).Val(); got != live.OrderNo {
 				t.Fatalf("quota of the live order's user = %q, want %q", got, live.OrderNo)
 			}
-			if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, 3)).Val() != 0 {
+			if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, "3")).Val() != 0 {
 				t.Fatal("stale quota key kept")
 			}
-			if got := f.rdb.Get(f.ctx, k.Idem(1, live.IdempotencyKey)).Val(); got != live.OrderNo {
+			if got := f.rdb.Get(f.ctx, k.Idem("1", live.IdempotencyKey)).Val(); got != live.OrderNo {
 				t.Fatalf("idempotency record of the live order = %q, want %q", got, live.OrderNo)
 			}
 		})

@@ -1,9 +1,11 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/pkg/order"
@@ -165,7 +167,7 @@ func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaRea
 		return quotaReading{}, err
 	}
 	q := quotaReading{live: len(live), missing: []QuotaIssue{}, stale: []QuotaIssue{}}
-	suspects := map[int64]string{}
+	suspects := map[string]string{}
 	for user, no := range live {
 		switch h, ok := holders[user]; {
 		case !ok:
@@ -253,15 +255,23 @@ func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaRea
 }
 
 func sortIssues(s []QuotaIssue) {
-	slices.SortFunc(s, func(a, b QuotaIssue) int {
-		switch {
-		case a.UserID < b.UserID:
-			return -1
-		case a.UserID > b.UserID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s, func(a, b QuotaIssue) int { return compareUsers(a.UserID, b.UserID) })
+}
+
+// compareUsers orders numeric ids by value, before every other id, and
+// those by their bytes.
+func compareUsers(a, b string) int {
+	na, aNum := order.NumericUserID(a)
+	nb, bNum := order.NumericUserID(b)
+	switch {
+	case aNum && bNum:
+		return cmp.Compare(na, nb)
+	case aNum:
+		return -1
+	case bNum:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // report is the item's report line from this reading (verdict not set).

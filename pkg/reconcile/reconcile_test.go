@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func (f *fixture) warm() {
 
 func (f *fixture) reserve(user int64, qty int) stockredis.Reservation {
 	f.t.Helper()
-	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: user, ItemID: f.item, ActivityID: f.act.ID,
+	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 		Quantity: qty, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
 	if _, err := f.store.Reserve(f.ctx, r); err != nil {
 		f.t.Fatalf("reserve for user %d: %v", user, err)
@@ -267,12 +268,12 @@ func TestReconcileAgreesWhileOrdersAreMidway(t *testing.T) {
 	closing := f.reserve(5, 1)
 	f.commit(closing)
 	f.confirm(closing)
-	if tr, err := f.db.CloseOrder(f.ctx, 5, closing.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := f.db.CloseOrder(f.ctx, "5", closing.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	} // CLOSED in MySQL (stock back), Redis release not run yet
 	closedEarly := f.reserve(6, 2)
 	f.commit(closedEarly)
-	if _, err := f.db.CloseOrder(f.ctx, 6, closedEarly.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := f.db.CloseOrder(f.ctx, "6", closedEarly.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	} // closed while still CLAIMED
 
@@ -405,7 +406,7 @@ func TestReconcileOrdersMovingDuringTheReadAreReadAgain(t *testing.T) {
 		}
 		fast := f.reserve(2, 2)
 		f.commit(fast) // not confirmed yet: neither pending then nor confirmed
-		if tr, err := f.db.CloseOrder(f.ctx, 1, toClose.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		if tr, err := f.db.CloseOrder(f.ctx, "1", toClose.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Fatalf("close: %+v %v", tr, err)
 		}
 		moved = append(moved, fast)
@@ -512,21 +513,21 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 	lost := f.reserve(1, 1) // live order, its quota key lost
 	f.commit(lost)
 	f.confirm(lost)
-	f.rdb.Del(f.ctx, k.Quota(f.act.ID, 1))
+	f.rdb.Del(f.ctx, k.Quota(f.act.ID, "1"))
 	wrong := f.reserve(2, 1) // live order, key holds an order that is gone
 	f.commit(wrong)
 	f.confirm(wrong)
 	ghost := f.gen.Next(f.item)
-	f.rdb.Set(f.ctx, k.Quota(f.act.ID, 2), ghost, time.Hour)
-	f.rdb.Set(f.ctx, k.Quota(f.act.ID, 3), ghost, time.Hour) // no order at all: stale
-	onWay := f.reserve(4, 1)                                 // in flight: its key is fine
-	failed := f.reserve(5, 1)                                // FAILED in MySQL, release pending: fine
+	f.rdb.Set(f.ctx, k.Quota(f.act.ID, "2"), ghost, time.Hour)
+	f.rdb.Set(f.ctx, k.Quota(f.act.ID, "3"), ghost, time.Hour) // no order at all: stale
+	onWay := f.reserve(4, 1)                                   // in flight: its key is fine
+	failed := f.reserve(5, 1)                                  // FAILED in MySQL, release pending: fine
 	f.failInMySQL(failed)
 
 	rep, it := f.check(false)
 	q := it.Activities[0]
-	wantMissing := []QuotaIssue{{UserID: 1, OrderNo: lost.OrderNo}, {UserID: 2, OrderNo: wrong.OrderNo, Holder: ghost}}
-	wantStale := []QuotaIssue{{UserID: 3, Holder: ghost}}
+	wantMissing := []QuotaIssue{{UserID: "1", OrderNo: lost.OrderNo}, {UserID: "2", OrderNo: wrong.OrderNo, Holder: ghost}}
+	wantStale := []QuotaIssue{{UserID: "3", Holder: ghost}}
 	if it.Verdict != Drift || rep.ExitCode() != 1 || q.LiveOrders != 2 ||
 		!equalIssues(q.QuotaMissing, wantMissing) || !equalIssues(q.QuotaStale, wantStale) {
 		t.Fatalf("item %+v\nquota %+v\nwant missing %+v stale %+v", it, q, wantMissing, wantStale)
@@ -540,14 +541,14 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 		t.Fatalf("repair: %+v", it)
 	}
 	for u, want := range map[int64]string{1: lost.OrderNo, 2: wrong.OrderNo, 4: onWay.OrderNo, 5: failed.OrderNo} {
-		if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, u)).Val(); got != want {
+		if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, strconv.FormatInt(u, 10))).Val(); got != want {
 			t.Fatalf("quota of user %d = %q, want %q", u, got, want)
 		}
 	}
-	if ttl := f.rdb.PTTL(f.ctx, k.Quota(f.act.ID, 1)).Val(); ttl < time.Hour || ttl > 26*time.Hour {
+	if ttl := f.rdb.PTTL(f.ctx, k.Quota(f.act.ID, "1")).Val(); ttl < time.Hour || ttl > 26*time.Hour {
 		t.Fatalf("restored quota TTL %v, want the activity's end + 24h", ttl)
 	}
-	if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, 3)).Val() != 0 {
+	if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, "3")).Val() != 0 {
 		t.Fatal("stale quota key kept")
 	}
 	_, it = f.check(false)
@@ -555,7 +556,7 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 		t.Fatalf("after repair: %+v", it)
 	}
 	// The restored quota holds: user 1 cannot buy again; user 3 can.
-	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: 1, ItemID: f.item, ActivityID: f.act.ID,
+	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: "1", ItemID: f.item, ActivityID: f.act.ID,
 		Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 	if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
 		t.Fatalf("user 1 buying again: %v, want ErrAlreadyPurchased", err)
@@ -616,7 +617,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 		r := b
 		r.OrderNo, r.IdempotencyKey = f.gen.Next(f.item), "new-key"
 		if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
-			t.Fatalf("user %d buying again: %v", b.UserID, err)
+			t.Fatalf("user %s buying again: %v", b.UserID, err)
 		}
 	}
 	f.reserve(99, 1)
@@ -695,7 +696,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for u := int64(w*1000 + 1); u <= int64(w*1000+100) && ctx.Err() == nil; u++ {
-				r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: u, ItemID: f.item, ActivityID: f.act.ID,
+				r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
 					Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 				if _, err := f.store.Reserve(ctx, r); err == nil {
 					reserved <- r
@@ -776,11 +777,11 @@ func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 	failed := f.reserve(2, 1)
 	f.failInMySQL(failed)
 	f.release(failed, stockredis.StateReserved)
-	f.rdb.Set(f.ctx, k.Quota(f.act.ID, 2), failed.OrderNo, time.Hour) // the restored key
+	f.rdb.Set(f.ctx, k.Quota(f.act.ID, "2"), failed.OrderNo, time.Hour) // the restored key
 	f.rdb.Del(f.ctx, k.Reservation(failed.OrderNo))
 
 	rep, it := f.check(false)
-	want := []QuotaIssue{{UserID: 1, Holder: closed.OrderNo}, {UserID: 2, Holder: failed.OrderNo}}
+	want := []QuotaIssue{{UserID: "1", Holder: closed.OrderNo}, {UserID: "2", Holder: failed.OrderNo}}
 	if q := it.Activities[0]; it.Verdict != Drift || rep.ExitCode() != 1 || !equalIssues(q.QuotaStale, want) || it.Drift != -1 {
 		t.Fatalf("item %+v\nquota %+v\nwant stale %+v and drift -1", it, q, want)
 	}
@@ -789,7 +790,7 @@ func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 		t.Fatalf("repair: %+v", it)
 	}
 	for _, u := range []int64{1, 2} {
-		if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, u)).Val() != 0 {
+		if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, strconv.FormatInt(u, 10))).Val() != 0 {
 			t.Fatalf("stale quota key of user %d kept (repairs %q)", u, it.Repairs)
 		}
 	}

@@ -42,7 +42,7 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 			if err != nil {
 				return err
 			}
-			note(res == stockredis.Written, "quota of user %d in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
+			note(res == stockredis.Written, "quota of user %q in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
 		}
 		for _, s := range ar.QuotaStale {
 			if err := c.before(ctx, t.ItemID, l); err != nil {
@@ -52,7 +52,7 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 			if err != nil {
 				return err
 			}
-			note(res == stockredis.Written, "stale quota of user %d in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
+			note(res == stockredis.Written, "stale quota of user %q in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
 		}
 	}
 

@@ -119,7 +119,7 @@ type ActivityReport struct {
 
 // QuotaIssue is one user's quota problem.
 type QuotaIssue struct {
-	UserID int64 `json:"user_id"`
+	UserID string `json:"user_id"`
 	// OrderNo is the user's live order ("" for a stale key).
 	OrderNo string `json:"order_no,omitempty"`
 	// Holder is what the key holds ("" when it is missing).

@@ -189,10 +189,7 @@ func (s *Store) lowerBuckets(ctx context.Context, item int64, cur bucketValues, 
 func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResult, error) {
 	k := s.Keys(r.ItemID)
 	n := r.Buckets
-	home := int(r.UserID % int64(n))
-	if home < 0 {
-		home += n
-	}
+	home := homeBucket(r.UserID, n)
 	missing := 0
 	for i := range n {
 		b := (home + i) % n

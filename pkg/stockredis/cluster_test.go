@@ -3,6 +3,7 @@ package stockredis_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestScriptsOnRedisCluster(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := stockredis.Reservation{OrderNo: gen.Next(it), UserID: u, ItemID: it, ActivityID: 7, Quantity: 1,
+				r := stockredis.Reservation{OrderNo: gen.Next(it), UserID: strconv.FormatInt(u, 10), ItemID: it, ActivityID: 7, Quantity: 1,
 					IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 				_, err := s.Reserve(ctx, r)
 				switch {

@@ -20,7 +20,7 @@ const idemBatch = 500
 // order number the user's key produced on the item, and how long the
 // record lives.
 type IdemRecord struct {
-	UserID  int64
+	UserID  string
 	Key     string
 	OrderNo string
 	TTL     time.Duration

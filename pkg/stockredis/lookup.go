@@ -113,7 +113,7 @@ func (b *batcher) get(ctx context.Context, item int64, keys ...string) ([]string
 // API makes for every request it answers from its sold-out flag, so the
 // flag keeps the script's precedence (a replayed key gets its order, a
 // buyer holding an order hears ALREADY_PURCHASED, only then SOLD_OUT).
-func (s *Store) Prior(ctx context.Context, item, activity, user int64, idemKey string) (prior, holder string, err error) {
+func (s *Store) Prior(ctx context.Context, item, activity int64, user, idemKey string) (prior, holder string, err error) {
 	k := s.Keys(item)
 	vals, err := s.lookups.get(ctx, item, k.Idem(user, idemKey), k.Quota(activity, user))
 	if err != nil {

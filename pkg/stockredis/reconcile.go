@@ -278,7 +278,7 @@ func (r *Reconciler) MarkWarmed(ctx context.Context, item int64) error {
 // order number the key holds. It SCANs for the item's quota pattern; on a
 // cluster it scans the one node that owns the item's hash tag, where all of
 // the item's keys live.
-func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[int64]string, error) {
+func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
 	k := r.s.Keys(item)
 	node, err := r.nodeFor(ctx, k.Stock())
 	if err != nil {
@@ -293,7 +293,7 @@ func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (ma
 	if err := iter.Err(); err != nil {
 		return nil, unavailable("scan quota keys", err)
 	}
-	out := make(map[int64]string, len(keys))
+	out := make(map[string]string, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), 500)
 		vals, err := r.s.rdb.MGet(ctx, keys[:n]...).Result()
@@ -301,8 +301,8 @@ func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (ma
 			return nil, unavailable("read quota keys", err)
 		}
 		for i, key := range keys[:n] {
-			user, err := strconv.ParseInt(strings.TrimPrefix(key, prefix), 10, 64)
-			if err != nil {
+			user, ok := ParseUserSegment(strings.TrimPrefix(key, prefix))
+			if !ok {
 				continue // not a quota key of this activity
 			}
 			if v, ok := vals[i].(string); ok {
@@ -341,20 +341,20 @@ type QuotaState struct {
 // pair atomically (MULTI; the keys share the item's slot). A key that no
 // longer holds the order number given is reported with its new holder and
 // that holder's state is not read (StateMissing).
-func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, holders map[int64]string) (map[int64]QuotaState, error) {
+func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
 	k := r.s.Keys(item)
 	type pair struct {
 		get   *redis.StringCmd
 		state *redis.StringCmd
 	}
-	out := make(map[int64]QuotaState, len(holders))
-	users := make([]int64, 0, len(holders))
+	out := make(map[string]QuotaState, len(holders))
+	users := make([]string, 0, len(holders))
 	for u := range holders {
 		users = append(users, u)
 	}
 	for len(users) > 0 {
 		n := min(len(users), 200)
-		cmds := make(map[int64]pair, n)
+		cmds := make(map[string]pair, n)
 		_, err := r.s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, u := range users[:n] {
 				cmds[u] = pair{
@@ -389,7 +389,7 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, hold
 // RestoreQuota sets the user's quota key to orderNo (the user's live order)
 // with ttl, only if it still holds was ("" for a missing key) and no later
 // fence wrote here.
-func (r *Reconciler) RestoreQuota(ctx context.Context, item, activity, user int64, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) RestoreQuota(ctx context.Context, item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
 	k := r.s.Keys(item)
 	res, err := r.restoreQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, orderNo, was, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
@@ -401,7 +401,7 @@ func (r *Reconciler) RestoreQuota(ctx context.Context, item, activity, user int6
 
 // RemoveQuota deletes the user's quota key only if it still holds the stale
 // order number and no later fence wrote here.
-func (r *Reconciler) RemoveQuota(ctx context.Context, item, activity, user int64, stale string, g Guard) (CAS, error) {
+func (r *Reconciler) RemoveQuota(ctx context.Context, item, activity int64, user, stale string, g Guard) (CAS, error) {
 	k := r.s.Keys(item)
 	res, err := r.removeQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, stale, g.ExpireAt.UnixMilli()).Slice()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -187,65 +188,65 @@ func TestReconcileQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another activity's key is not listed; nor is a key of another item.
-	rdb.Set(ctx, k.Quota(8, 3), "x", time.Hour)
-	rdb.Set(ctx, s.Keys(item+1).Quota(7, 4), "y", time.Hour)
+	rdb.Set(ctx, k.Quota(8, "3"), "x", time.Hour)
+	rdb.Set(ctx, s.Keys(item+1).Quota(7, "4"), "y", time.Hour)
 
 	holders, err := rc.QuotaHolders(ctx, item, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(holders) != 2 || holders[1] != a.OrderNo || holders[2] != b.OrderNo {
+	if len(holders) != 2 || holders["1"] != a.OrderNo || holders["2"] != b.OrderNo {
 		t.Fatalf("holders %v", holders)
 	}
-	states, err := rc.QuotaStates(ctx, item, 7, map[int64]string{1: a.OrderNo, 2: b.OrderNo, 5: "gone"})
+	states, err := rc.QuotaStates(ctx, item, 7, map[string]string{"1": a.OrderNo, "2": b.OrderNo, "5": "gone"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int64]stockredis.QuotaState{
-		1: {Holder: a.OrderNo, State: stockredis.StateConfirmed},
-		2: {Holder: b.OrderNo, State: stockredis.StateReserved},
-		5: {Holder: "", State: stockredis.StateMissing},
+	want := map[string]stockredis.QuotaState{
+		"1": {Holder: a.OrderNo, State: stockredis.StateConfirmed},
+		"2": {Holder: b.OrderNo, State: stockredis.StateReserved},
+		"5": {Holder: "", State: stockredis.StateMissing},
 	}
 	for u, w := range want {
 		if states[u] != w {
-			t.Fatalf("user %d: %+v, want %+v", u, states[u], w)
+			t.Fatalf("user %s: %+v, want %+v", u, states[u], w)
 		}
 	}
 
 	// Restore: only into a missing key (or the stale value read).
-	rdb.Del(ctx, k.Quota(7, 1))
-	if got, err := rc.RestoreQuota(ctx, item, 7, 1, a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
+	rdb.Del(ctx, k.Quota(7, "1"))
+	if got, err := rc.RestoreQuota(ctx, item, 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
 		t.Fatalf("restore: %v %v", got, err)
 	}
-	if v := rdb.Get(ctx, k.Quota(7, 1)).Val(); v != a.OrderNo {
+	if v := rdb.Get(ctx, k.Quota(7, "1")).Val(); v != a.OrderNo {
 		t.Fatalf("quota %q, want %q", v, a.OrderNo)
 	}
-	if ttl := rdb.PTTL(ctx, k.Quota(7, 1)).Val(); ttl <= 0 || ttl > time.Hour {
+	if ttl := rdb.PTTL(ctx, k.Quota(7, "1")).Val(); ttl <= 0 || ttl > time.Hour {
 		t.Fatalf("quota TTL %v", ttl)
 	}
-	if got, _ := rc.RestoreQuota(ctx, item, 7, 1, "other", "", time.Hour, guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RestoreQuota(ctx, item, 7, "1", "other", "", time.Hour, guard(5)); got != stockredis.Changed {
 		t.Fatalf("restore over a present key: %v", got)
 	}
-	rdb.Set(ctx, k.Quota(7, 6), "stale", time.Hour)
-	if got, _ := rc.RestoreQuota(ctx, item, 7, 6, "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
+	rdb.Set(ctx, k.Quota(7, "6"), "stale", time.Hour)
+	if got, _ := rc.RestoreQuota(ctx, item, 7, "6", "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
 		t.Fatalf("restore over the stale value: %v", got)
 	}
-	if got, _ := rc.RestoreQuota(ctx, item, 7, 9, "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RestoreQuota(ctx, item, 7, "9", "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
 		t.Fatalf("restore with an older fence: %v", got)
 	}
 
 	// Remove: compare-and-delete.
-	rdb.Set(ctx, k.Quota(7, 7), "stale", time.Hour)
-	if got, _ := rc.RemoveQuota(ctx, item, 7, 7, "other", guard(5)); got != stockredis.Changed {
+	rdb.Set(ctx, k.Quota(7, "7"), "stale", time.Hour)
+	if got, _ := rc.RemoveQuota(ctx, item, 7, "7", "other", guard(5)); got != stockredis.Changed {
 		t.Fatalf("remove with the wrong value: %v", got)
 	}
-	if got, _ := rc.RemoveQuota(ctx, item, 7, 7, "stale", guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RemoveQuota(ctx, item, 7, "7", "stale", guard(4)); got != stockredis.StaleFence {
 		t.Fatalf("remove with an older fence: %v", got)
 	}
-	if got, err := rc.RemoveQuota(ctx, item, 7, 7, "stale", guard(6)); err != nil || got != stockredis.Written {
+	if got, err := rc.RemoveQuota(ctx, item, 7, "7", "stale", guard(6)); err != nil || got != stockredis.Written {
 		t.Fatalf("remove: %v %v", got, err)
 	}
-	if n := rdb.Exists(ctx, k.Quota(7, 7)).Val(); n != 0 {
+	if n := rdb.Exists(ctx, k.Quota(7, "7")).Val(); n != 0 {
 		t.Fatal("stale quota key still there")
 	}
 }
@@ -258,7 +259,7 @@ func TestReconcileQuotaHoldersScansMany(t *testing.T) {
 	k := s.Keys(item)
 	pipe := rdb.Pipeline()
 	for u := int64(1); u <= 2500; u++ {
-		pipe.Set(ctx, k.Quota(7, u), fmt.Sprintf("o%d", u), time.Hour)
+		pipe.Set(ctx, k.Quota(7, strconv.FormatInt(u, 10)), fmt.Sprintf("o%d", u), time.Hour)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -267,8 +268,8 @@ func TestReconcileQuotaHoldersScansMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(holders) != 2500 || holders[1234] != "o1234" {
-		t.Fatalf("%d holders, user 1234 -> %q", len(holders), holders[1234])
+	if len(holders) != 2500 || holders["1234"] != "o1234" {
+		t.Fatalf("%d holders, user 1234 -> %q", len(holders), holders["1234"])
 	}
 }
 
@@ -287,7 +288,7 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 		}
 		var nos []string
 		for u := int64(1); u <= 3; u++ {
-			r := stockredis.Reservation{OrderNo: gen.Next(it), UserID: u, ItemID: it, ActivityID: 7, Quantity: 1,
+			r := stockredis.Reservation{OrderNo: gen.Next(it), UserID: strconv.FormatInt(u, 10), ItemID: it, ActivityID: 7, Quantity: 1,
 				IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 			if _, err := s.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
@@ -308,23 +309,23 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(holders) != 3 || holders[2] != nos[1] {
+		if len(holders) != 3 || holders["2"] != nos[1] {
 			t.Fatalf("item %d: holders %v", it, holders)
 		}
 		states, err := rc.QuotaStates(ctx, it, 7, holders)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if states[1].State != stockredis.StateConfirmed || states[3].State != stockredis.StateReserved {
+		if states["1"].State != stockredis.StateConfirmed || states["3"].State != stockredis.StateReserved {
 			t.Fatalf("item %d: states %+v", it, states)
 		}
 		if got, err := rc.SetStock(ctx, it, v, 8, time.Hour, guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: set stock %v %v", it, got, err)
 		}
-		if got, err := rc.RemoveQuota(ctx, it, 7, 1, nos[0], guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RemoveQuota(ctx, it, 7, "1", nos[0], guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: remove quota %v %v", it, got, err)
 		}
-		if got, err := rc.RestoreQuota(ctx, it, 7, 1, nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RestoreQuota(ctx, it, 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: restore quota %v %v", it, got, err)
 		}
 		if err := rc.MarkWarmed(ctx, it); err != nil {

@@ -132,13 +132,13 @@ func (k Keys) Pending() string { return k.base() + "pending" }
 func (k Keys) Reservation(orderNo string) string { return k.base() + "r:" + orderNo }
 
 // Quota holds the order number that uses the user's quota in the activity.
-func (k Keys) Quota(activityID, userID int64) string {
-	return fmt.Sprintf("%sq:%d:%d", k.base(), activityID, userID)
+func (k Keys) Quota(activityID int64, userID string) string {
+	return fmt.Sprintf("%sq:%d:%s", k.base(), activityID, UserSegment(userID))
 }
 
 // Idem holds the order number the user's idempotency key produced.
-func (k Keys) Idem(userID int64, key string) string {
-	return fmt.Sprintf("%sk:%d:%s", k.base(), userID, key)
+func (k Keys) Idem(userID, key string) string {
+	return fmt.Sprintf("%sk:%s:%s", k.base(), UserSegment(userID), key)
 }
 
 // QuotaPattern matches every quota key of an activity (for SCAN).
@@ -193,7 +193,7 @@ func (s *Store) itemsKey() string { return s.prefix + ":items" }
 // Reservation is a request to take stock for one order.
 type Reservation struct {
 	OrderNo        string
-	UserID         int64
+	UserID         string
 	ItemID         int64
 	ActivityID     int64
 	Quantity       int
@@ -261,7 +261,7 @@ func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket str
 // Ref identifies a reservation and every key its release touches.
 type Ref struct {
 	OrderNo        string
-	UserID         int64
+	UserID         string
 	ItemID         int64
 	ActivityID     int64
 	IdempotencyKey string
@@ -488,7 +488,7 @@ func (s *Store) Reservation(ctx context.Context, item int64, orderNo string) (Re
 func parseReservation(item int64, orderNo string, m map[string]string) ReservationInfo {
 	atoi := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 	return ReservationInfo{
-		Ref: Ref{OrderNo: orderNo, UserID: atoi(m["user"]), ItemID: item,
+		Ref: Ref{OrderNo: orderNo, UserID: m["user"], ItemID: item,
 			ActivityID: atoi(m["activity"]), IdempotencyKey: m["key"]},
 		State:      m["state"],
 		Quantity:   int(atoi(m["qty"])),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ var gen = order.NewNumberGenerator()
 
 func res(user int64, key string, qty int) stockredis.Reservation {
 	return stockredis.Reservation{
-		OrderNo: gen.Next(item), UserID: user, ItemID: item, ActivityID: 7, Quantity: qty,
+		OrderNo: gen.Next(item), UserID: strconv.FormatInt(user, 10), ItemID: item, ActivityID: 7, Quantity: qty,
 		IdempotencyKey: key, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}
 }
@@ -200,7 +201,7 @@ func TestReleaseAtMostOnce(t *testing.T) {
 	if _, err := s.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: 1, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
+	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
 	for i, want := range []bool{true, false, false} {
 		released, state, err := s.Release(ctx, ref, order.ReasonPublishFailed, true, stockredis.StateReserved)
 		if err != nil {
@@ -232,7 +233,7 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 		}
 	}
 	// The API's release of c wins before the consumer sees it.
-	refC := stockredis.Ref{OrderNo: c.OrderNo, UserID: 3, ItemID: item, ActivityID: 7, IdempotencyKey: "c"}
+	refC := stockredis.Ref{OrderNo: c.OrderNo, UserID: "3", ItemID: item, ActivityID: 7, IdempotencyKey: "c"}
 	if ok, _, err := s.Release(ctx, refC, order.ReasonPublishFailed, true, stockredis.StateReserved); err != nil || !ok {
 		t.Fatalf("release c: %v %v", ok, err)
 	}
@@ -245,14 +246,14 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 		t.Fatalf("claim states = %v, want %v", states, want)
 	}
 	// Once claimed, the API's release (only from RESERVED) does nothing.
-	refA := stockredis.Ref{OrderNo: a.OrderNo, UserID: 1, ItemID: item, ActivityID: 7, IdempotencyKey: "a"}
+	refA := stockredis.Ref{OrderNo: a.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "a"}
 	if ok, st, _ := s.Release(ctx, refA, order.ReasonPublishFailed, true, stockredis.StateReserved); ok || st != "CLAIMED" {
 		t.Fatalf("API release of a claimed reservation: released=%v state=%s", ok, st)
 	}
 	if n, err := s.Confirm(ctx, item, []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
 		t.Fatalf("confirm = %d, %v; want 1", n, err)
 	}
-	refB := stockredis.Ref{OrderNo: b.OrderNo, UserID: 2, ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
+	refB := stockredis.Ref{OrderNo: b.OrderNo, UserID: "2", ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
 	if ok, _, err := s.Release(ctx, refB, order.ReasonOutOfStock, false, stockredis.StateClaimed); err != nil || !ok {
 		t.Fatalf("consumer release of b: %v %v", ok, err)
 	}
@@ -277,14 +278,14 @@ func TestReleaseKeepsNewerQuota(t *testing.T) {
 	// The quota now belongs to a newer order of the same user (e.g. the
 	// reconciler restored it after Redis lost its keys).
 	k := s.Keys(item)
-	if err := s.Client().Set(ctx, k.Quota(7, 1), "NEWER", time.Hour).Err(); err != nil {
+	if err := s.Client().Set(ctx, k.Quota(7, "1"), "NEWER", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ref := stockredis.Ref{OrderNo: old.OrderNo, UserID: 1, ItemID: item, ActivityID: 7, IdempotencyKey: "old"}
+	ref := stockredis.Ref{OrderNo: old.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "old"}
 	if ok, _, err := s.Release(ctx, ref, order.ReasonCancelled, false, stockredis.StateReserved); err != nil || !ok {
 		t.Fatalf("release: %v %v", ok, err)
 	}
-	if got, _ := s.Client().Get(ctx, k.Quota(7, 1)).Result(); got != "NEWER" {
+	if got, _ := s.Client().Get(ctx, k.Quota(7, "1")).Result(); got != "NEWER" {
 		t.Fatalf("quota = %q after releasing the old order, want NEWER kept", got)
 	}
 	if _, err := s.Reserve(ctx, res(1, "third", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
@@ -330,7 +331,7 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 		rs = append(rs, r)
 	}
 	// MySQL has only 3 units although Redis sold 4 of 10: stock 6, in flight 4.
-	ref := stockredis.Ref{OrderNo: rs[0].OrderNo, UserID: 1, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
+	ref := stockredis.Ref{OrderNo: rs[0].OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
 	ok, _, err := s.ReleaseCapped(ctx, ref, order.ReasonOutOfStock, 3, stockredis.StateReserved)
 	if err != nil || !ok {
 		t.Fatalf("release: %v %v", ok, err)
@@ -365,7 +366,7 @@ func TestPriorBatchesLookups(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				prior, holder, err := s.Prior(ctx, item, 7, u, key)
+				prior, holder, err := s.Prior(ctx, item, 7, strconv.FormatInt(u, 10), key)
 				if err != nil {
 					t.Error(err)
 					return

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,7 +44,7 @@ func (f *listFixture) activity() int64 {
 
 func (f *listFixture) event(user, activity int64, qty int) order.Event {
 	return order.Event{Version: order.EventVersion, OrderNo: f.gen.Next(f.item), IdempotencyKey: fmt.Sprintf("k%d", f.keys.Add(1)),
-		UserID: user, ItemID: f.item, ActivityID: activity, Quantity: qty, ReservedAt: time.Now()}
+		UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: activity, Quantity: qty, ReservedAt: time.Now()}
 }
 
 // created writes a CREATED order at the sale's price.
@@ -133,14 +134,14 @@ func TestOrderList(t *testing.T) {
 		}
 		if i == 2 {
 			paid := f.created(alice, a1, 2)
-			if _, err := ts.db.Pay(ctx, alice, paid); err != nil {
+			if _, err := ts.db.Pay(ctx, strconv.Itoa(alice), paid); err != nil {
 				t.Fatal(err)
 			}
 			aliceAll = append(aliceAll, paid)
 		}
 	}
 	closed := f.created(alice, a2, 1)
-	if _, err := ts.db.CloseOrder(ctx, alice, closed, order.ReasonCancelled); err != nil {
+	if _, err := ts.db.CloseOrder(ctx, strconv.Itoa(alice), closed, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	aliceAll = append(aliceAll, closed)
@@ -310,13 +311,13 @@ func TestActivitySummary(t *testing.T) {
 	// and one reserved in Redis, not yet in MySQL.
 	for user, qty := range map[int64]int{1: 2, 2: 1} {
 		no := f.created(user, act, qty)
-		if _, err := ts.db.Pay(ctx, user, no); err != nil {
+		if _, err := ts.db.Pay(ctx, strconv.FormatInt(user, 10), no); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.created(3, act, 2)
 	cancelled := f.created(4, act, 1)
-	if _, err := ts.db.CloseOrder(ctx, 4, cancelled, order.ReasonCancelled); err != nil {
+	if _, err := ts.db.CloseOrder(ctx, "4", cancelled, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.failed(5, act); err != nil {

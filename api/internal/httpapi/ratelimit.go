@@ -99,7 +99,7 @@ func (s *Server) limitIP(c *gin.Context) {
 // limitUser applies the per-user bucket; it runs after authentication.
 func (s *Server) limitUser(c *gin.Context) {
 	if s.userLimit != nil {
-		if ok, wait := s.userLimit.allow(strconv.FormatInt(claimsOf(c).UserID, 10), time.Now()); !ok {
+		if ok, wait := s.userLimit.allow(claimsOf(c).UserID, time.Now()); !ok {
 			rateLimited(c, wait)
 			return
 		}

@@ -46,8 +46,8 @@ func TestKeyOf503FreeAfterRedisWentBack(t *testing.T) {
 	rdb.IncrBy(ctx, k.Inflight(), 1)
 	rdb.ZAdd(ctx, k.Pending(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: failed.OrderNo})
 	rdb.HSet(ctx, k.Reservation(failed.OrderNo), "state", "RESERVED")
-	rdb.Set(ctx, k.Quota(act, 1), failed.OrderNo, time.Hour)
-	rdb.Set(ctx, k.Idem(1, "checkout-1"), failed.OrderNo, time.Hour)
+	rdb.Set(ctx, k.Quota(act, "1"), failed.OrderNo, time.Hour)
+	rdb.Set(ctx, k.Idem("1", "checkout-1"), failed.OrderNo, time.Hour)
 
 	again := ts.mustPlace(t, ts.url, alice, "checkout-1", act)
 	if again == failed.OrderNo {

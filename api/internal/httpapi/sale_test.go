@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,7 @@ func TestPrices(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: fmt.Sprintf("k%d", user),
-			UserID: user, ItemID: a.ItemID, ActivityID: a.ID, Quantity: qty, ReservedAt: time.Now()}
+			UserID: strconv.FormatInt(user, 10), ItemID: a.ItemID, ActivityID: a.ID, Quantity: qty, ReservedAt: time.Now()}
 		out, err := ts.db.Fulfil(ctx, a.ItemID, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
 		if err != nil || out[ev.OrderNo].Status != order.Created {
 			t.Fatalf("fulfil: %+v %v", out, err)

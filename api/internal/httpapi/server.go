@@ -207,7 +207,7 @@ func (s *Server) authenticate(admin bool) gin.HandlerFunc {
 			writeError(c, http.StatusUnauthorized, "UNAUTHENTICATED", "the token is not valid")
 			return
 		}
-		if admin && claims.Role != auth.RoleAdmin {
+		if admin && !claims.Admin {
 			writeError(c, http.StatusForbidden, "FORBIDDEN", "this route is for operators")
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,7 +159,7 @@ func (c *frozenClock) unfreeze()        { c.mu.Lock(); c.at = time.Time{}; c.mu.
 
 func buyerToken(t *testing.T, user int64) string {
 	t.Helper()
-	tok, err := auth.Mint(testSecret, user, "", time.Hour)
+	tok, err := auth.Mint(testSecret, strconv.FormatInt(user, 10), "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func buyerToken(t *testing.T, user int64) string {
 
 func adminToken(t *testing.T) string {
 	t.Helper()
-	tok, err := auth.Mint(testSecret, 1, auth.RoleAdmin, time.Hour)
+	tok, err := auth.Mint(testSecret, "1", auth.RoleAdmin, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ const SoldOutTTL = time.Second
 
 // PlaceRequest is one buyer's order attempt.
 type PlaceRequest struct {
-	UserID         int64
+	UserID         string
 	ActivityID     int64
 	Quantity       int
 	IdempotencyKey string
@@ -289,7 +289,7 @@ func reserveOutcome(res stockredis.ReserveResult, err error) metrics.ReserveOutc
 // freeStaleKey frees the user's idempotency key that names prior when MySQL
 // has prior FAILED for a reason the API answered 503 for: that answer
 // promised the key could buy again. It reports whether it freed it.
-func (s *Service) freeStaleKey(ctx context.Context, user int64, prior string) bool {
+func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 	o, err := s.Orders.Order(ctx, prior)
 	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
 		return false
@@ -304,7 +304,7 @@ func (s *Service) freeStaleKey(ctx context.Context, user int64, prior string) bo
 }
 
 // replay answers a repeated idempotency key with the original order.
-func (s *Service) replay(ctx context.Context, user int64, orderNo string) (Placed, error) {
+func (s *Service) replay(ctx context.Context, user, orderNo string) (Placed, error) {
 	o, err := s.Status(ctx, user, orderNo)
 	if err != nil {
 		if errors.Is(err, order.ErrNotFound) {
@@ -318,7 +318,7 @@ func (s *Service) replay(ctx context.Context, user int64, orderNo string) (Place
 // Status returns the user's order: MySQL's row once the consumer wrote it,
 // otherwise the reservation in Redis (PENDING, or FAILED when it was
 // released before reaching MySQL). Another user's order is not found.
-func (s *Service) Status(ctx context.Context, user int64, orderNo string) (order.Order, error) {
+func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order, error) {
 	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, user, orderNo)
 	return o, err
 }

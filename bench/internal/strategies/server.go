@@ -69,7 +69,13 @@ func Serve(s Strategy, verifier *auth.Verifier, addr string) (*Server, error) {
 		if b.Quantity != nil {
 			qty = *b.Quantity
 		}
-		switch err := s.Place(c.Request.Context(), claims.UserID, qty); {
+		// The seed's strategies keep numeric buyers (the bench mints them).
+		user, ok := order.NumericUserID(claims.UserID)
+		if !ok {
+			fail(c, http.StatusBadRequest, "INVALID_ARGUMENT")
+			return
+		}
+		switch err := s.Place(c.Request.Context(), user, qty); {
 		case err == nil:
 			c.JSON(http.StatusAccepted, gin.H{"order_no": fmt.Sprintf("CMP-%d", seq.Add(1)), "status": "CREATED"})
 		case errors.Is(err, ErrSoldOut):

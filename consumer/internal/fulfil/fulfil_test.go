@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,7 +91,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 func (e *env) reserve(s sale, user int64, qty int) order.Event {
 	e.t.Helper()
 	ev := e.event(s, user, qty)
-	_, err := e.store.Reserve(context.Background(), stockredis.Reservation{OrderNo: ev.OrderNo, UserID: user,
+	_, err := e.store.Reserve(context.Background(), stockredis.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
 		ItemID: s.item, ActivityID: s.activity, Quantity: qty, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
 		QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour})
 	if err != nil {
@@ -102,7 +103,7 @@ func (e *env) reserve(s sale, user int64, qty int) order.Event {
 // event is an event of a new order that was never reserved.
 func (e *env) event(s sale, user int64, qty int) order.Event {
 	return order.Event{Version: order.EventVersion, OrderNo: e.gen.Next(s.item),
-		IdempotencyKey: fmt.Sprintf("k%d", e.keys.Add(1)), UserID: user, ItemID: s.item,
+		IdempotencyKey: fmt.Sprintf("k%d", e.keys.Add(1)), UserID: strconv.FormatInt(user, 10), ItemID: s.item,
 		ActivityID: s.activity, Quantity: qty, ReservedAt: time.Now(), RequestID: "req"}
 }
 

@@ -168,7 +168,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	}
 	// One buyer's order, all the way through.
 	gen := order.NewNumberGenerator()
-	r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: 7, ItemID: it.ID, ActivityID: act.ID, Quantity: 1,
+	r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID, Quantity: 1,
 		IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
 	if _, err := store.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
@@ -250,14 +250,14 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		if err != nil || !snap.Warmed || snap.Stock != 9 {
 			t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 		}
-		if got := rdb.Get(ctx, k.Quota(act.ID, 7)).Val(); got != r.OrderNo {
+		if got := rdb.Get(ctx, k.Quota(act.ID, "7")).Val(); got != r.OrderNo {
 			t.Fatalf("%s: quota key of the buyer holds %q, want %s", what, got, r.OrderNo)
 		}
 	}
 
 	// 1. Redis restarts empty: detected by its run_id, repaired.
 	srv.restart(true)
-	if rdb.Exists(ctx, k.Stock(), k.Quota(act.ID, 7)).Val() != 0 {
+	if rdb.Exists(ctx, k.Stock(), k.Quota(act.ID, "7")).Val() != 0 {
 		t.Fatal("the restarted Redis still has the item's keys")
 	}
 	took := tickUntilHealed("restart with the data lost")
@@ -295,7 +295,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	// key deleted: what an older AOF holds), then restarts keeping its
 	// files: detected, and the repair finds the drift.
 	rdb.IncrBy(ctx, k.Stock(), 3)
-	rdb.Del(ctx, k.Quota(act.ID, 7))
+	rdb.Del(ctx, k.Quota(act.ID, "7"))
 	srv.restart(false)
 	n = len(calls())
 	tickUntilHealed("restart keeping the files")
