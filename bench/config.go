@@ -25,16 +25,18 @@ type options struct {
 
 	// Load shape; zero means "the scenario's default".
 	connections int
-	duration    time.Duration
-	rate        float64
-	flashRate   float64
-	stock       int64
-	users       int64
-	clicks      int
-	retries     float64
-	quantity    int
-	buckets     int // the activities' stock_buckets
-	vsBuckets   int // the buckets scenario compares 1 bucket with this many
+	// uuidSubjects: buyers' token subjects are UUIDs, not numbers.
+	uuidSubjects bool
+	duration     time.Duration
+	rate         float64
+	flashRate    float64
+	stock        int64
+	users        int64
+	clicks       int
+	retries      float64
+	quantity     int
+	buckets      int // the activities' stock_buckets
+	vsBuckets    int // the buckets scenario compares 1 bucket with this many
 
 	refDuration  time.Duration
 	drainTimeout time.Duration
@@ -110,6 +112,7 @@ Flags:
 	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000); flash and sustained use a new buyer per request")
 	fs.IntVar(&c.clicks, "clicks", 10, "clicks per buyer (clickers)")
 	fs.Float64Var(&c.retries, "retry-fraction", 0.2, "fraction of clicks retried with the same Idempotency-Key (clickers)")
+	fs.BoolVar(&c.uuidSubjects, "uuid-subjects", false, "buyers' tokens name them by UUIDs (as an identity provider does) instead of numbers; the seed's strategies in compare keep numbers")
 	fs.IntVar(&c.quantity, "quantity", 1, "units per order (the activity's per-user limit is set to it)")
 	fs.DurationVar(&c.refDuration, "reference-duration", 5*time.Second, "how long each reference limit is measured")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the pipeline to drain after the load")
