@@ -32,6 +32,14 @@ func TestProgramsRefuseBadConfig(t *testing.T) {
 		{"api with weak payment secret", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_PAYMENT_SECRET=" + weak}, "SECKILL_PAYMENT_SECRET: must be at least 32 bytes"},
 		{"api with bad buyer pay", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_BUYER_PAY=maybe"}, "SECKILL_BUYER_PAY"},
 		{"api with bad timeout", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_KAFKA_WRITE_TIMEOUT=-1s"}, "SECKILL_KAFKA_WRITE_TIMEOUT"},
+		{"api with a JWKS and a secret", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_JWT_JWKS_URL=http://127.0.0.1:1/certs"},
+			"SECKILL_JWT_SECRET and SECKILL_JWT_JWKS_URL are both set"},
+		{"api with HS256 for a JWKS", "api", []string{"SECKILL_JWT_SECRET=", "SECKILL_JWT_JWKS_URL=http://127.0.0.1:1/certs", "SECKILL_JWT_ALGORITHMS=RS256,HS256"},
+			"SECKILL_JWT_ALGORITHMS"},
+		{"api with alg none for a JWKS", "api", []string{"SECKILL_JWT_SECRET=", "SECKILL_JWT_JWKS_URL=http://127.0.0.1:1/certs", "SECKILL_JWT_ALGORITHMS=none"},
+			"SECKILL_JWT_ALGORITHMS"},
+		{"api with a JWKS URL that is not one", "api", []string{"SECKILL_JWT_SECRET=", "SECKILL_JWT_JWKS_URL=file:///etc/passwd"},
+			"SECKILL_JWT_JWKS_URL"},
 	}
 	// Each bad value, for every program that reads the variable.
 	all := []string{"api", "consumer", "reconciler"}
