@@ -69,7 +69,7 @@ func TestVerify(t *testing.T) {
 // Issuer, audience and leeway hold in secret mode too, and the token
 // subcommand's Token writes what they check.
 func TestIssuerAudienceLeeway(t *testing.T) {
-	v, err := New(t.Context(), Config{Secret: secret, Issuer: "https://idp.test/realms/shop", Audience: "seckill-api", Leeway: 30 * time.Second})
+	v, err := New(t.Context(), Config{Secret: secret, Issuer: "http://127.0.0.1:8443/realms/shop", Audience: "seckill-api", Leeway: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +80,12 @@ func TestIssuerAudienceLeeway(t *testing.T) {
 		}
 		return s
 	}
-	ok := Token{Subject: "u1", Issuer: "https://idp.test/realms/shop", Audience: "seckill-api", TTL: time.Hour}
+	ok := Token{Subject: "u1", Issuer: "http://127.0.0.1:8443/realms/shop", Audience: "seckill-api", TTL: time.Hour}
 	if _, err := v.Verify(sign(ok)); err != nil {
 		t.Fatalf("right issuer and audience: %v", err)
 	}
 	bad := map[string]Token{
-		"wrong issuer":   {Subject: "u1", Issuer: "https://evil.test", Audience: "seckill-api", TTL: time.Hour},
+		"wrong issuer":   {Subject: "u1", Issuer: "http://127.0.0.1:9443/realms/shop", Audience: "seckill-api", TTL: time.Hour},
 		"no issuer":      {Subject: "u1", Audience: "seckill-api", TTL: time.Hour},
 		"wrong audience": {Subject: "u1", Issuer: ok.Issuer, Audience: "another-api", TTL: time.Hour},
 		"no audience":    {Subject: "u1", Issuer: ok.Issuer, TTL: time.Hour},
@@ -164,8 +164,8 @@ func TestAdminClaim(t *testing.T) {
 			jwt.MapClaims{"realm_access": map[string]any{"roles": []any{"offline_access", "seckill-admin"}}}, true},
 		{"Keycloak realm roles without it", "realm_access.roles", "seckill-admin",
 			jwt.MapClaims{"realm_access": map[string]any{"roles": []any{"offline_access"}}}, false},
-		{"Auth0 namespaced claim", "https://shop.test/roles", "admin",
-			jwt.MapClaims{"https://shop.test/roles": []any{"admin"}}, true},
+		{"Auth0 namespaced claim", "http://127.0.0.1/roles", "admin",
+			jwt.MapClaims{"http://127.0.0.1/roles": []any{"admin"}}, true},
 		{"role claim not a string", "", "", jwt.MapClaims{"role": 1}, false},
 	}
 	for _, tc := range cases {
