@@ -20,7 +20,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test check run bench chaos chaos-run chaos-cluster chaos-cluster-run
+.PHONY: help up down status build test check run bench chaos chaos-run chaos-cluster chaos-cluster-run keycloak
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
@@ -47,6 +47,7 @@ build: ## build bin/api, bin/consumer, bin/reconciler
 test: up ## run every test with -race against the real services, then the chaos suite
 	go test -race -count=1 -timeout 30m $(GOTESTFLAGS) $(PKG)
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
+	@$(MAKE) --no-print-directory keycloak
 	@$(MAKE) --no-print-directory chaos-run
 	@$(MAKE) --no-print-directory chaos-cluster
 
@@ -62,6 +63,13 @@ check: ## gofmt, go vet, staticcheck, docker compose config (if available), then
 		docker compose config -q && docker compose --profile observability config -q; \
 	else echo "docker compose not available: docker-compose.yml not validated"; fi
 	@$(MAKE) --no-print-directory test
+
+# A real identity provider (scripts/services.d/keycloak.sh: Keycloak from Maven Central, a JVM
+# on 127.0.0.1:18180), for the one test that signs a buyer in there; scripts/services on either
+# backend.
+keycloak: ## start Keycloak and run the end-to-end sign-in test against it
+	scripts/services up keycloak
+	go test -race -tags keycloak -count=1 -timeout 10m -run '^TestKeycloak' $(GOTESTFLAGS) ./e2e/
 
 run: ## run the whole pipeline locally (scripts/dev-run)
 	scripts/dev-run

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestRequestIDFollowsTheOrder(t *testing.T) {
 		{consumer, "order created", "CREATED"},
 	} {
 		l := findLine(t, c.proc, c.msg, want)
-		if l.str("status") != c.status || l["user_id"] != float64(user) || l["item_id"] != float64(sale.ItemID) {
+		if l.str("status") != c.status || l.str("user_id") != strconv.Itoa(user) || l["item_id"] != float64(sale.ItemID) {
 			t.Errorf("%s %q line: %v", c.proc.Name, c.msg, l)
 		}
 	}
@@ -122,7 +123,7 @@ func TestRequestIDFollowsTheOrder(t *testing.T) {
 		t.Fatalf("pay: %d %v", code, err)
 	}
 	l := findLine(t, api.Proc, "order paid", map[string]string{"order_no": placed.OrderNo, "request_id": payID, "level": "INFO"})
-	if l.str("status") != "PAID" || l["user_id"] != float64(user) || l["item_id"] != float64(sale.ItemID) {
+	if l.str("status") != "PAID" || l.str("user_id") != strconv.Itoa(user) || l["item_id"] != float64(sale.ItemID) {
 		t.Errorf("order paid line: %v", l)
 	}
 
@@ -139,7 +140,7 @@ func TestRequestIDFollowsTheOrder(t *testing.T) {
 		t.Fatalf("cancel: %d %v", code, err)
 	}
 	l = findLine(t, api.Proc, "order closed", map[string]string{"order_no": placed.OrderNo, "request_id": cancelID, "level": "INFO"})
-	if l.str("status") != "CLOSED" || l.str("reason") != "CANCELLED" || l["user_id"] != float64(other) {
+	if l.str("status") != "CLOSED" || l.str("reason") != "CANCELLED" || l.str("user_id") != strconv.Itoa(other) {
 		t.Errorf("order closed line: %v", l)
 	}
 }
