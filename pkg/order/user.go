@@ -3,6 +3,7 @@ package order
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -68,30 +69,41 @@ func (e Event) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads an event whose user_id is a string or an integer.
+// Like encoding/json for a field of the wrong type, it keeps every field it
+// could read and returns the first error: the router releases a
+// dead-lettered event's reservation from whatever of it decodes.
 func (e *Event) UnmarshalJSON(b []byte) error {
 	var w eventJSON
-	if err := json.Unmarshal(b, &w); err != nil {
+	err := json.Unmarshal(b, &w)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
 		return err
 	}
-	user := ""
-	switch raw := bytes.TrimSpace(w.UserID); {
-	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
-	case raw[0] == '"':
-		if err := json.Unmarshal(raw, &user); err != nil {
-			return fmt.Errorf("user_id: %w", err)
-		}
-	default:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return fmt.Errorf("user_id: %w", err)
-		}
-		if _, err := n.Int64(); err != nil {
-			return fmt.Errorf("user_id %s is not an integer", raw)
-		}
-		user = n.String()
-	}
+	user, uerr := decodeUserID(w.UserID)
 	*e = Event{Version: w.Version, OrderNo: w.OrderNo, IdempotencyKey: w.IdempotencyKey, UserID: user,
 		ItemID: w.ItemID, ActivityID: w.ActivityID, Quantity: w.Quantity,
 		ReservedAt: w.ReservedAt, RequestID: w.RequestID}
-	return nil
+	return errors.Join(err, uerr)
+}
+
+func decodeUserID(raw json.RawMessage) (string, error) {
+	switch raw = bytes.TrimSpace(raw); {
+	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+		return "", nil
+	case raw[0] == '"':
+		var user string
+		if err := json.Unmarshal(raw, &user); err != nil {
+			return "", fmt.Errorf("user_id: %w", err)
+		}
+		return user, nil
+	default:
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return "", fmt.Errorf("user_id: %w", err)
+		}
+		if _, err := n.Int64(); err != nil {
+			return "", fmt.Errorf("user_id %s is not an integer", raw)
+		}
+		return n.String(), nil
+	}
 }

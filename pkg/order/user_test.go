@@ -72,10 +72,14 @@ func TestEventUserIDOnTheWire(t *testing.T) {
 	if err != nil || old.UserID != "42" || old.Validate() != nil {
 		t.Fatalf("old event: %+v, %v, %v", old, err, old.Validate())
 	}
-	for _, bad := range []string{`{"user_id":4.5}`, `{"user_id":{}}`, `{"user_id":[1]}`} {
+	// A bad user_id or another field of the wrong type is an error, and
+	// what decodes is kept (the router releases a dead letter's
+	// reservation with it).
+	for _, bad := range []string{`{"user_id":4.5`, `{"user_id":{}`, `{"user_id":[1]`, `{"user_id":"u","quantity":"two"`} {
 		var e Event
-		if err := json.Unmarshal([]byte(bad), &e); err == nil {
-			t.Errorf("%s decoded as %+v", bad, e)
+		err := json.Unmarshal([]byte(bad+`,"order_no":"01KB0000000000000000000000-3","item_id":3}`), &e)
+		if err == nil || e.OrderNo != "01KB0000000000000000000000-3" || e.ItemID != 3 {
+			t.Errorf("%s decoded as %+v, %v; want an error and the order number and item kept", bad, e, err)
 		}
 	}
 }
