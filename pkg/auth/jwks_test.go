@@ -68,11 +68,6 @@ func (p *provider) publish(keys ...*signer) {
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
-func pad(n *big.Int, size int) []byte {
-	b := n.Bytes()
-	return append(make([]byte, size-len(b)), b...)
-}
-
 // jwksOf writes the keys as RFC 7517 JWKs, by hand (not with the library
 // under test).
 func jwksOf(t *testing.T, keys []*signer) []map[string]string {
