@@ -46,6 +46,7 @@ func TestChaosPrometheusAlertsOnKafkaDown(t *testing.T) {
 	waittest.Until(t, 30*time.Second, "Prometheus to scrape the api and the consumer", func() bool {
 		return prom.query(t, `sum(up{job=~"api|consumer"})`) == 2
 	})
+	t.Logf("pipeline up, Prometheus scraping it: %v into the test", time.Since(began).Round(time.Millisecond))
 
 	// A healthy sale, longer than the longest scaled for: (10 s): nothing
 	// may even be pending.
