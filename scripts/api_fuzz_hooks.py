@@ -11,13 +11,22 @@ does not allow is a failure. Negative requests are sent as generated.
 
 import base64
 import datetime
+import hashlib
+import hmac
 import json
 import os
+import time
 import urllib.request
 
 import schemathesis
 
 API = os.environ["API_FUZZ_URL"]
+# The order scripts/api-fuzz placed, its amount and currency, and the secret the payment
+# provider shares with the api.
+ORDER_NO = os.environ["API_FUZZ_ORDER_NO"]
+ORDER_AMOUNT = int(os.environ["API_FUZZ_ORDER_AMOUNT"])
+ORDER_CURRENCY = os.environ["API_FUZZ_ORDER_CURRENCY"]
+PAYMENT_SECRET = os.environ["SECKILL_PAYMENT_SECRET"].encode()
 # (item id, Idempotency-Key) -> the quantity the api restocked under it.
 restocked = {}
 # item id -> its price's currency ("" for none), for the items the api created: scripts/api-fuzz
@@ -91,6 +100,15 @@ def before_call(context, case, kwargs):
         # The api's cursors: base64url of "o1:<row id>".
         row = abs(hash(str(case.query["cursor"]))) % 1_000_000 + 1
         case.query["cursor"] = base64.urlsafe_b64encode(f"o1:{row}".encode()).decode().rstrip("=")
+    elif op == "paymentNotification" and body is not None:
+        # A valid notification is the provider's: for an order the api issued, of its amount,
+        # signed (pkg/payment.Sign) over the bytes sent. The transaction id stays as generated.
+        body.update(order_no=ORDER_NO, amount=ORDER_AMOUNT, currency=ORDER_CURRENCY)
+        raw = json.dumps(body).encode()
+        ts = str(int(time.time()))
+        sig = hmac.new(PAYMENT_SECRET, ts.encode() + b"." + raw, hashlib.sha256).hexdigest()
+        case.headers = {**(case.headers or {}), "Seckill-Signature": f"t={ts},v1={sig}"}
+        kwargs["data"] = raw
     elif op == "restockItem" and body is not None and case.headers:
         key = (str(case.path_parameters.get("id")), case.headers.get("Idempotency-Key"))
         if key in restocked:
