@@ -39,20 +39,33 @@ def positive(case):
 
 
 def when(value):
+    """A date-time as the api keeps it: to the millisecond."""
     try:
-        return datetime.datetime.fromisoformat(value.replace("z", "Z"))
+        t = datetime.datetime.fromisoformat(value.replace("z", "Z"))
     except (AttributeError, TypeError, ValueError):
         return None
+    return t.replace(microsecond=t.microsecond // 1000 * 1000)
 
 
 def rfc3339(t):
     return t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# activity id -> the sale as the api last answered it to a create, PATCH, end or cancel: fresher
+# than the sale page, which may be a second old.
+activities = {}
+
+
 def sale_page(activity_id):
-    """The public sale page of an activity, or None."""
+    """The sale (starts_at, ends_at, per_user_limit) as the api last told it, or None."""
     try:
-        with urllib.request.urlopen(f"{API}/api/v1/activities/{int(activity_id)}", timeout=5) as r:
+        activity_id = int(activity_id)
+    except (TypeError, ValueError):
+        return None
+    if activity_id in activities:
+        return activities[activity_id]
+    try:
+        with urllib.request.urlopen(f"{API}/api/v1/activities/{activity_id}", timeout=5) as r:
             return json.load(r)
     except Exception:
         return None
@@ -85,7 +98,7 @@ def before_call(context, case, kwargs):
         elif item == "" and "sale_price" in body and "currency" not in body:
             body["currency"] = "EUR"
     elif op == "patchActivity" and body is not None and ("starts_at" in body or "ends_at" in body):
-        page = sale_page(case.path_parameters.get("id", "0")) if str(case.path_parameters.get("id", "")).isdigit() else None
+        page = sale_page(case.path_parameters.get("id"))
         starts = body.get("starts_at", page and page["starts_at"])
         ends = body.get("ends_at", page and page["ends_at"])
         if "ends_at" in body:
@@ -121,6 +134,9 @@ def after_call(context, case, response):
     if op == "restockItem" and response.status_code == 200:
         v = response.json()
         restocked[(str(case.path_parameters.get("id")), case.headers.get("Idempotency-Key"))] = v["quantity"]
+    elif op in ("createActivity", "patchActivity", "endActivity", "cancelActivity") and response.status_code in (200, 201):
+        v = response.json()
+        activities[v["activity_id"]] = v
     elif op == "createItem" and response.status_code == 201:
         v = response.json()
         currencies[str(v["item_id"])] = v.get("currency", "")

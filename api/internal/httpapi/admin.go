@@ -88,6 +88,10 @@ func (s *Server) createItem(c *gin.Context) {
 	c.JSON(http.StatusCreated, ItemView{ItemID: it.ID, Name: it.Name, Stock: it.Stock, Price: priceView(it.Price)})
 }
 
+// timePrecision is what MySQL keeps of a sale's times (DATETIME(3)):
+// ends_at must be after starts_at at it, or the row's CHECK refuses them.
+const timePrecision = time.Millisecond
+
 type createActivityBody struct {
 	ItemID               int64            `json:"item_id"`
 	StartsAt             time.Time        `json:"starts_at"`
@@ -122,6 +126,7 @@ func (s *Server) createActivity(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	b.StartsAt, b.EndsAt = b.StartsAt.Truncate(timePrecision), b.EndsAt.Truncate(timePrecision)
 	limit := 1
 	if b.PerUserLimit.Set {
 		limit = b.PerUserLimit.Value

@@ -62,9 +62,10 @@ func TestFuzzerFindings(t *testing.T) {
 				fmt.Sprintf(`{"item_id":%d,"starts_at":%q,"ends_at":%q}`, item, starts, ends)))
 		}
 		for _, tc := range [][2]string{
-			{"2030-01-01T00:00:00Z", "2030-01-01T00:00:00Z"},      // equal
-			{"2030-01-01T00:00:00Z", "2029-12-31T23:59:59Z"},      // before
-			{"2030-01-01T01:00:00+01:00", "2030-01-01T00:00:00Z"}, // the same instant in another zone
+			{"2030-01-01T00:00:00Z", "2030-01-01T00:00:00Z"},           // equal
+			{"2030-01-01T00:00:00Z", "2029-12-31T23:59:59Z"},           // before
+			{"2030-01-01T01:00:00+01:00", "2030-01-01T00:00:00Z"},      // the same instant in another zone
+			{"2030-01-01T00:00:00.0004Z", "2030-01-01T00:00:00.0006Z"}, // the same millisecond, as MySQL keeps them
 		} {
 			wantMessage(t, create(tc[0], tc[1]), http.StatusBadRequest, "INVALID_ARGUMENT", "ends_at must be after starts_at")
 		}
@@ -87,6 +88,7 @@ func TestFuzzerFindings(t *testing.T) {
 			fmt.Sprintf(`{"starts_at":%q}`, at(ends)),                                               // at the current end
 			fmt.Sprintf(`{"starts_at":%q,"per_user_limit":2}`, at(ends.Add(time.Hour))),             // after the current end
 			fmt.Sprintf(`{"starts_at":%q,"ends_at":%q}`, at(ends.Add(time.Hour)), at(ends.Add(-1))), // both moved, crossed
+			`{"starts_at":"2030-01-01T00:00:00.0004Z","ends_at":"2030-01-01T00:00:00.0006Z"}`,       // the same millisecond
 		} {
 			wantMessage(t, ts.do(t, ts.url, adminReq("PATCH", path, body)), http.StatusBadRequest, "INVALID_ARGUMENT", "must be after starts_at")
 		}
