@@ -18,6 +18,15 @@ import (
 // seed corpus is testdata/fuzz/FuzzDecodePlaceOrder.
 func FuzzDecodePlaceOrder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast, strict httpapi.PlaceOrderBody
+		if httpapi.DecodePlaceOrderFast(body, &fast) {
+			if err := httpapi.DecodeStrict(body, &strict); err != nil {
+				t.Fatalf("body %q: the fast path took it, the strict decoder refuses it: %v", body, err)
+			}
+			if fast != strict {
+				t.Fatalf("body %q: fast path read %+v, strict decoder %+v", body, fast, strict)
+			}
+		}
 		var b httpapi.PlaceOrderBody
 		err := httpapi.DecodeJSON(body, &b)
 		if err == nil {

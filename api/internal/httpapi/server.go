@@ -234,8 +234,18 @@ func decode(c *gin.Context, v any) error {
 
 var errTooLarge = errors.New("body too large")
 
-// DecodeJSON strictly decodes one JSON object from body into v.
+// DecodeJSON strictly decodes one JSON object from body into v. The order
+// body takes a fast path first (decodePlaceOrderFast).
 func DecodeJSON(body []byte, v any) error {
+	if b, ok := v.(*PlaceOrderBody); ok && decodePlaceOrderFast(body, b) {
+		return nil
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict decodes with encoding/json and no unknown fields, nothing
+// after the object, no field in another case or twice.
+func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
