@@ -173,8 +173,9 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		confirm = append(confirm, e.OrderNo)
 		confirmIdx = append(confirmIdx, i)
 		if !o.Existing {
-			p.Metrics.FulfilDelay(time.Since(e.ReservedAt))
-			p.Log.InfoContext(bt.orderContext(ctx, i), "order created", "order_no", e.OrderNo, "request_id", e.RequestID,
+			octx := bt.orderContext(ctx, i)
+			p.Metrics.FulfilDelayTrace(time.Since(e.ReservedAt), tracing.TraceID(octx))
+			p.Log.InfoContext(octx, "order created", "order_no", e.OrderNo, "request_id", e.RequestID,
 				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
