@@ -1,10 +1,15 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 
 	"github.com/seckill/seckill/pkg/otlptest"
 	"github.com/seckill/seckill/pkg/pipelinetest"
@@ -138,5 +143,111 @@ func TestOneOrderIsOneTrace(t *testing.T) {
 				t.Errorf("order %s: %q line has trace_id %q, want %s", c.orderNo, l.msg, line.str("trace_id"), req.TraceID)
 			}
 		}
+	}
+}
+
+// The compose stack's observability profile carries the traces: Jaeger
+// takes OTLP/HTTP where the api's and consumer's OTEL_* variables point,
+// Prometheus keeps exemplars, and Grafana's Prometheus data source turns an
+// exemplar's trace_id into a link to the Jaeger data source, which the
+// dashboard's latency panels show.
+func TestComposeTracing(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type service struct {
+		Image       string            `yaml:"image"`
+		Profiles    []string          `yaml:"profiles"`
+		Command     []string          `yaml:"command"`
+		Expose      []string          `yaml:"expose"`
+		Ports       []string          `yaml:"ports"`
+		Environment map[string]string `yaml:"environment"`
+	}
+	var f struct {
+		Services map[string]service `yaml:"services"`
+	}
+	if err := yaml.UnmarshalWithOptions(b, &f, yaml.AllowDuplicateMapKey()); err != nil {
+		t.Fatal(err)
+	}
+	j := f.Services["jaeger"]
+	if !slices.Equal(j.Profiles, []string{"observability"}) || !regexp.MustCompile(`^jaegertracing/jaeger:\d+\.\d+\.\d+$`).MatchString(j.Image) ||
+		!slices.Contains(j.Expose, "4318") || !slices.Contains(j.Command, "--set=receivers.otlp.protocols.http.endpoint=0.0.0.0:4318") ||
+		!slices.Contains(j.Ports, "127.0.0.1:16686:16686") {
+		t.Errorf("jaeger service: %+v", j)
+	}
+	for _, name := range []string{"api", "consumer"} {
+		env := f.Services[name].Environment
+		if env["OTEL_EXPORTER_OTLP_ENDPOINT"] != "http://jaeger:4318" || env["OTEL_TRACES_SAMPLER"] != "parentbased_traceidratio" ||
+			env["OTEL_TRACES_SAMPLER_ARG"] == "" {
+			t.Errorf("%s: OTEL_* environment %v", name, env)
+		}
+	}
+	if !slices.Contains(f.Services["prometheus"].Command, "--enable-feature=exemplar-storage") {
+		t.Errorf("prometheus keeps no exemplars: %v", f.Services["prometheus"].Command)
+	}
+
+	var ds struct {
+		Datasources []struct {
+			UID      string `yaml:"uid"`
+			Type     string `yaml:"type"`
+			URL      string `yaml:"url"`
+			JSONData struct {
+				Exemplars []struct {
+					Name          string `yaml:"name"`
+					DatasourceUID string `yaml:"datasourceUid"`
+				} `yaml:"exemplarTraceIdDestinations"`
+			} `yaml:"jsonData"`
+		} `yaml:"datasources"`
+	}
+	uids := map[string]string{}
+	links := map[string]string{}
+	for _, file := range []string{"prometheus.yml", "jaeger.yml"} {
+		b, err := os.ReadFile("../deploy/grafana/provisioning/datasources/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &ds); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds.Datasources {
+			uids[d.UID] = d.Type
+			for _, e := range d.JSONData.Exemplars {
+				links[e.Name] = e.DatasourceUID
+			}
+		}
+	}
+	if uids["jaeger"] != "jaeger" || links["trace_id"] != "jaeger" {
+		t.Errorf("data sources %v, exemplar links %v: want a jaeger data source that trace_id exemplars open", uids, links)
+	}
+
+	b, err = os.ReadFile("../deploy/grafana/dashboards/seckill.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr     string `json:"expr"`
+				Exemplar bool   `json:"exemplar"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			if tg.Exemplar {
+				shown = append(shown, regexp.MustCompile(`seckill_[a-z_]+_bucket`).FindString(tg.Expr))
+			}
+		}
+	}
+	slices.Sort(shown)
+	if want := []string{"seckill_consumer_fulfil_delay_seconds_bucket", "seckill_http_request_duration_seconds_bucket"}; !slices.Equal(shown, want) {
+		t.Errorf("panels showing exemplars query %v, want %v (the histograms that carry trace ids)", shown, want)
 	}
 }
