@@ -23,7 +23,7 @@ func (s *Store) Trace(t *tracing.Tracer) *Store {
 // attributes only when it records, so tracing off allocates nothing). End
 // it with endSpan.
 func (s *Store) span(ctx context.Context, script string, item int64) (context.Context, trace.Span) {
-	ctx, span := s.tracer.Start(ctx, "redis "+script, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := s.tracer.StartKind(ctx, "redis "+script, trace.SpanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("db.system.name", "redis"),
 			attribute.String("db.operation.name", "EVALSHA"),

@@ -74,6 +74,16 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 	return t.t.Start(ctx, name, opts...)
 }
 
+// StartKind is Start for a span of kind: the option is made only when
+// tracing is on, so a nil Tracer still allocates nothing (options passed to
+// Start are allocated by the caller either way).
+func (t *Tracer) StartKind(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return t.t.Start(ctx, name, trace.WithSpanKind(kind))
+}
+
 // Fail marks span failed with err (nil: nothing).
 func Fail(span trace.Span, err error) {
 	if err == nil || !span.IsRecording() {

@@ -92,9 +92,11 @@ func TestOffAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
 		c, span := tr.Start(ctx, "redis reserve")
-		if span.IsRecording() {
+		c, kinded := tr.StartKind(c, "redis reserve", trace.SpanKindClient)
+		if span.IsRecording() || kinded.IsRecording() {
 			t.Fatal("a nil tracer recorded")
 		}
+		kinded.End()
 		Fail(span, context.Canceled)
 		span.End()
 		if p, _ := Header(c); p != "" {
@@ -121,5 +123,48 @@ func TestHeaderRoundTrip(t *testing.T) {
 	}
 	if Remote("garbage", "").IsValid() || Remote("", "").IsValid() {
 		t.Fatal("a bad traceparent gave a valid span context")
+	}
+}
+
+// BenchmarkOrderSpans is the api's tracing work for one order: the request
+// span, the reserve script's and the publish's spans under it, and the
+// traceparent for the Kafka headers; with tracing off (a nil Tracer), on
+// with 1 % of traces sampled (parentbased_traceidratio, what the bench and
+// compose use) and on with every trace sampled, the spans going to a
+// batcher whose exporter drops them.
+func BenchmarkOrderSpans(b *testing.B) {
+	provider := func(ratio string) *Tracer {
+		env := map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": ratio}
+		s, err := samplerFromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			b.Fatal(err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(s), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		return New(tp)
+	}
+	for _, c := range []struct {
+		name string
+		t    *Tracer
+	}{{"off", nil}, {"on, 1 % sampled", provider("0.01")}, {"on, all sampled", provider("1")}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				rctx, req := c.t.StartKind(ctx, "POST /api/v1/orders", trace.SpanKindServer)
+				if req.IsRecording() {
+					req.SetAttributes(AttrOrderNo.String("01KB-1"), AttrItemID.Int64(1), AttrActivityID.Int64(1))
+				}
+				_, res := c.t.StartKind(rctx, "redis reserve", trace.SpanKindClient)
+				if res.IsRecording() {
+					res.SetAttributes(AttrScript.String("reserve"), AttrItemID.Int64(1))
+				}
+				res.End()
+				pctx, pub := c.t.Start(rctx, "publish seckill.orders")
+				_, _ = Header(pctx)
+				pub.End()
+				req.End()
+			}
+		})
 	}
 }

@@ -250,7 +250,7 @@ func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState
 
 // fulfil is DB.Fulfil in a span of its own (under the batch's).
 func (p *Handler) fulfil(ctx context.Context, item int64, reqs []orderdb.Request) (map[string]orderdb.Outcome, error) {
-	ctx, span := p.Tracer.Start(ctx, "mysql fulfil", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := p.Tracer.StartKind(ctx, "mysql fulfil", trace.SpanKindClient)
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("db.system.name", "mysql"), tracing.AttrItemID.Int64(item),
