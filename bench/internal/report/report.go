@@ -487,7 +487,7 @@ func tracingTable(p func(string, ...any), r *Report) {
 		return
 	}
 	p("### Cost of tracing (same run, same load)\n\n")
-	p("Off: OTEL_SDK_DISABLED=true, a no-op tracer. On: %s, OTLP/HTTP to a sink in the bench that decodes every export.", r.Tracing[0].On.Tracing)
+	p("Off: OTEL_SDK_DISABLED=true, a no-op tracer. On: tracing %s, OTLP/HTTP to a sink in the bench that decodes every export.", r.Tracing[0].On.Tracing)
 	if s := r.TraceSink; s != nil {
 		p(" The sink took %d spans in %d exports (%.1f MiB of protobuf).", s.Spans, s.Requests, float64(s.Bytes)/(1<<20))
 	}
