@@ -67,6 +67,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err := env.Err(); err != nil {
 		return err
 	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
 		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]",
 		"payment_secret", masked(paySecret), "buyer_pay", buyerPay, "payment_window", window.String(),

@@ -66,6 +66,9 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	if err := env.Err(); err != nil {
 		return err
 	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
 	instance := fmt.Sprintf("consumer-%d", os.Getpid())
 	log = log.With("instance", instance)
 	log.Info("consumer starting", "redis", rcfg.Addrs, "kafka", kcfg.Brokers, "topic", kcfg.Topic,

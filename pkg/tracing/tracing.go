@@ -167,6 +167,19 @@ func Enabled(getenv func(string) string) (bool, error) {
 	return true, nil
 }
 
+// Check reports a tracing setting of the environment that Setup would
+// refuse (an exporter or protocol it does not have, a sampler it does not
+// know), so a program can refuse it with the rest of its configuration
+// before it does any work.
+func Check(getenv func(string) string) error {
+	on, err := Enabled(getenv)
+	if err != nil || !on {
+		return err
+	}
+	_, err = samplerFromEnv(getenv)
+	return err
+}
+
 // Provider is the SDK's tracer provider set up from the environment.
 type Provider struct {
 	*sdktrace.TracerProvider
