@@ -8,10 +8,12 @@
 // an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); OTEL_SDK_DISABLED=true and
 // OTEL_TRACES_EXPORTER=none turn it off. Spans go out over OTLP/HTTP
-// (protobuf) in batches; the sampler is the SDK's, from OTEL_TRACES_SAMPLER
-// and OTEL_TRACES_SAMPLER_ARG (parentbased_always_on when unset), and the
-// service name comes from OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES, else
-// the program's name.
+// (protobuf) in batches (the exporter reads its own OTEL_EXPORTER_OTLP_*
+// settings); the sampler is the one OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG name, as the SDK would build it
+// (parentbased_always_on when unset), except that a root span linking to a
+// sampled span is sampled too; the service name comes from
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES, else the program's name.
 package tracing
 
 import (

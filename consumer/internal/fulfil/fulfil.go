@@ -200,7 +200,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 	for _, j := range failed {
 		e := reqs[j].Event
 		o := out[e.OrderNo]
-		if err := p.release(bt.orderContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
+		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
 			res[reqIdx[j]] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
 		}
 	}
@@ -211,7 +211,9 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 // says the order became FAILED in this batch (not a redelivery). For an
 // order MySQL refused for lack of stock, dbStock (>= 0) caps Redis stock at
 // what MySQL can still fulfil, in the same script.
-func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
+// The release script runs under sctx's span (the order's, or the batch's
+// for an order whose trace is not sampled); ctx is the lines' context.
+func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
@@ -226,11 +228,11 @@ func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState
 		err      error
 	)
 	if reason == order.ReasonOutOfStock && dbStock >= 0 {
-		released, state, err = p.Stock.ReleaseCapped(ctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
+		released, state, err = p.Stock.ReleaseCapped(sctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
 	} else {
 		// An order the API gave up (it answered 503) frees its idempotency
 		// key too, so the buyer's retry with that key tries anew.
-		released, state, err = p.Stock.Release(ctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved, stockredis.StateClaimed)
+		released, state, err = p.Stock.Release(sctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved, stockredis.StateClaimed)
 	}
 	if err != nil {
 		return err

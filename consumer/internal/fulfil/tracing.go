@@ -87,6 +87,19 @@ func (b *batchTrace) orderContext(ctx context.Context, i int) context.Context {
 	return b.orders[i].ctx
 }
 
+// scriptContext is the context a script run for event i alone goes under:
+// the order's span, or the batch's when the order's trace is not sampled
+// (never a root of its own), or ctx when b is nil.
+func (b *batchTrace) scriptContext(ctx context.Context, i int) context.Context {
+	if b == nil {
+		return ctx
+	}
+	if b.orders[i].span == nil {
+		return b.ctx
+	}
+	return b.orders[i].ctx
+}
+
 // step records, in the trace of each order of which (event indexes), a
 // span named name from start to now: the order's share of a batch step.
 func (b *batchTrace) step(name string, start time.Time, err error, which []int) {

@@ -167,6 +167,7 @@ func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 	// Every order's trace is linked from a batch span, a root of its own
 	// with the scripts and the transaction under it.
 	var linked []trace.TraceID
+	unsampledRelease := 0
 	for _, b := range named("fulfil batch", trace.SpanContext{}) {
 		if b.Parent.IsValid() || b.SpanContext.TraceID() == createdSC.TraceID() {
 			t.Errorf("batch span under %v in trace %s: want a root of its own", b.Parent, b.SpanContext.TraceID())
@@ -176,6 +177,21 @@ func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 		}
 		one("redis claim", b.SpanContext)
 		one("mysql fulfil", b.SpanContext)
+		// The unsampled order's release runs under the batch, not as a
+		// root of its own.
+		for _, r := range named("redis release", b.SpanContext) {
+			if r.Parent.SpanID() == b.SpanContext.SpanID() && attr(r, tracing.AttrOrderNo) == unsampled.OrderNo {
+				unsampledRelease++
+			}
+		}
+	}
+	if unsampledRelease != 1 {
+		t.Errorf("%d release spans of the unsampled order under a batch span, want 1", unsampledRelease)
+	}
+	for _, r := range named("redis release", trace.SpanContext{}) {
+		if !r.Parent.IsValid() {
+			t.Errorf("a release span is a root of its own: %v", r.Attributes)
+		}
 	}
 	for _, sc := range []trace.SpanContext{createdSC, refusedSC, unsampledSC} {
 		if !slices.Contains(linked, sc.TraceID()) {
