@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return signPayment(args[1:], lookup, stdout, time.Now())
 	}
 	env := config.New(lookup)
+	config.GC(env)
 	level := config.LogLevel(env)
 	addr := env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080")
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)

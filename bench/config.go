@@ -17,7 +17,7 @@ import (
 )
 
 // The scenarios, in the order --scenario all runs them.
-var scenarioNames = []string{"flash", "flash-rate", "clickers", "sustained", "compare"}
+var scenarioNames = []string{"idle", "first-sale", "flash", "flash-rate", "clickers", "sustained", "compare"}
 
 // options is the parsed command line.
 type options struct {
@@ -86,6 +86,11 @@ With --apis N (or several URLs in --api) the load's connections are spread over
 the APIs round-robin, each connection staying with one API.
 
 Scenarios (--scenario, comma-separated, default all):
+  idle        10s (--duration) with no load: the CPU the started programs and the services use
+              while nobody buys (measured first, before the reference limits)
+  first-sale  restarts the api, then two sales one after the other, 5,000 buyers (--users) at a
+              fixed 5,000/s (--flash-rate), stock 200, driven by vegeta's attacker: the first
+              sale after a start against the next one
   flash       500 connections, 30s, stock 200, every request a new buyer
   flash-rate  flash at a fixed arrival rate (--flash-rate, default 5000/s), open model
   clickers    500 buyers x 10 clicks (fresh key per click, 20% retried with the same key), stock 100
@@ -300,6 +305,8 @@ var defaults = map[string]shape{
 	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
 	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
+	"idle":       {duration: 10 * time.Second},
+	"first-sale": {connections: 500, stock: 200, users: 5000},
 }
 
 // shapeOf applies the command line to a scenario's defaults.
@@ -318,7 +325,7 @@ func (c options) shapeOf(name string) shape {
 		s.users = c.users
 	}
 	switch name {
-	case "flash-rate":
+	case "flash-rate", "first-sale":
 		s.rate = c.flashRate
 	case "flash", "sustained", "buckets":
 		s.rate = c.rate

@@ -165,6 +165,15 @@ func session(ctx context.Context, opts options, m *meter, runID string, rep *rep
 // scenarios runs what --scenario asks for, in order, filling rep.
 func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 	o := e.opts
+	if o.has("idle") {
+		u, err := e.idle(ctx, o.shapeOf("idle"))
+		if err != nil {
+			return fmt.Errorf("idle: %w", err)
+		}
+		if rep.Idle == nil {
+			rep.Idle = u
+		}
+	}
 	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")
 	if o.tracing == "on" && rep.Reference != nil {
 		// The raw limits run straight from Go, without the programs:
@@ -231,6 +240,15 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			}
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
+		case "first-sale":
+			var runs []*report.Run
+			runs, err = e.firstSale(ctx, sh)
+			if len(runs) > 1 {
+				rep.Runs = append(rep.Runs, runs[:len(runs)-1]...)
+			}
+			if len(runs) > 0 {
+				r = runs[len(runs)-1]
+			}
 		case "compare":
 			var rows []*report.Row
 			rows, r, err = e.compare(ctx, sh)

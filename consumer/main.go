@@ -45,6 +45,7 @@ func main() {
 
 func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, log *slog.Logger) error {
 	env := config.New(lookup)
+	config.GC(env)
 	level := config.LogLevel(env)
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	group := env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer")

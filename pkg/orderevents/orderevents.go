@@ -345,6 +345,14 @@ func Decode(b []byte) (order.Event, error) {
 	return e, nil
 }
 
+// fetchWait is how long the broker holds a fetch that finds no message.
+// The reader asks MinBytes 1, so a fetch returns as soon as one message is
+// there: the wait bounds only empty fetches, and an idle consumer sends one
+// per partition per fetchWait (12 partitions at 50 ms were 240 fetches a
+// second, most of Kafka's CPU while nobody bought). A close or a rebalance
+// waits for the fetch under way, so it stays well under a second.
+const fetchWait = 500 * time.Millisecond
+
 // newReader returns a consumer-group reader that never commits by itself:
 // the router uses FetchMessage, and CommitMessages once the work is final.
 func newReader(cfg RouterConfig) *kafka.Reader {
@@ -358,7 +366,7 @@ func newReader(cfg RouterConfig) *kafka.Reader {
 		GroupID:               cfg.GroupID,
 		MinBytes:              1,
 		MaxBytes:              8 << 20,
-		MaxWait:               50 * time.Millisecond,
+		MaxWait:               fetchWait,
 		ReadBackoffMin:        10 * time.Millisecond,
 		ReadBackoffMax:        200 * time.Millisecond,
 		CommitInterval:        0, // synchronous commits

@@ -65,8 +65,8 @@ func checkValid(t *testing.T, b httpapi.PlaceOrderBody, q int) {
 	if b.ActivityID <= 0 || q < 1 || q > order.MaxQuantity {
 		t.Fatalf("validated out of range: activity %d quantity %d", b.ActivityID, q)
 	}
-	if (b.Quantity == nil && q != 1) || (b.Quantity != nil && *b.Quantity != q) {
-		t.Fatalf("quantity %d, body said %v", q, b.Quantity)
+	if b.Quantity.Null || (!b.Quantity.Set && q != 1) || (b.Quantity.Set && b.Quantity.Value != q) {
+		t.Fatalf("quantity %d, body said %+v", q, b.Quantity)
 	}
 	again, err := json.Marshal(b)
 	if err != nil {

@@ -348,7 +348,8 @@ func (s *Server) decodeOr400(c *gin.Context, v any) bool {
 // PlaceOrderBody is the body of POST /api/v1/orders.
 type PlaceOrderBody struct {
 	ActivityID int64 `json:"activity_id"`
-	Quantity   *int  `json:"quantity"`
+	// Quantity left out is 1; null is refused.
+	Quantity optional[int] `json:"quantity,omitzero"`
 }
 
 // Validate fills defaults and checks ranges that need no activity.
@@ -356,9 +357,12 @@ func (b *PlaceOrderBody) Validate() (int, error) {
 	if b.ActivityID <= 0 {
 		return 0, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
+	if err := refuseNull(field{"quantity", b.Quantity}); err != nil {
+		return 0, err
+	}
 	q := 1
-	if b.Quantity != nil {
-		q = *b.Quantity
+	if b.Quantity.Set {
+		q = b.Quantity.Value
 	}
 	if q < 1 || q > order.MaxQuantity {
 		return 0, order.Errorf(order.ErrInvalidArgument, "quantity must be a positive integer")

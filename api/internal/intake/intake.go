@@ -361,6 +361,11 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 		return order.Activity{}, 0, err
 	}
 	ttl := time.Until(act.EndsAt) + s.paymentWindow(act) + KeyMargin
+	if ttl < time.Second {
+		// Its keys would expire at once: nothing is left to sell or settle.
+		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
+			act.EndsAt.UTC().Format(time.RFC3339))
+	}
 	n, err := s.Stock.WarmupBuckets(ctx, act.ItemID, act.StockBuckets, ttl, func(ctx context.Context) (int64, error) {
 		return db.ItemStock(ctx, act.ItemID)
 	})
