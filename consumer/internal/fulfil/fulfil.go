@@ -105,15 +105,13 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 // the events whose release failed.
 func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Event, bt *batchTrace) []orderevents.Result {
 	nos := make([]string, len(events))
-	all := make([]int, len(events))
 	for i, e := range events {
 		nos[i] = e.OrderNo
-		all[i] = i
 	}
 	bctx := bt.context(ctx)
 	start := time.Now()
 	states, err := p.Stock.Claim(bctx, item, nos)
-	bt.step("claim", start, err, all)
+	bt.stepAll("claim", start, err)
 	if err != nil {
 		return retryAll(len(events), err)
 	}
@@ -171,7 +169,9 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 			continue
 		}
 		confirm = append(confirm, e.OrderNo)
-		confirmIdx = append(confirmIdx, i)
+		if bt != nil {
+			confirmIdx = append(confirmIdx, i)
+		}
 		if !o.Existing {
 			octx := bt.orderContext(ctx, i)
 			p.Metrics.FulfilDelayTrace(time.Since(e.ReservedAt), tracing.TraceID(octx))

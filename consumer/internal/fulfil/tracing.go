@@ -100,6 +100,18 @@ func (b *batchTrace) scriptContext(ctx context.Context, i int) context.Context {
 	return b.orders[i].ctx
 }
 
+// stepAll is step for every order of the batch.
+func (b *batchTrace) stepAll(name string, start time.Time, err error) {
+	if b == nil {
+		return
+	}
+	all := make([]int, len(b.orders))
+	for i := range all {
+		all[i] = i
+	}
+	b.step(name, start, err, all)
+}
+
 // step records, in the trace of each order of which (event indexes), a
 // span named name from start to now: the order's share of a batch step.
 func (b *batchTrace) step(name string, start time.Time, err error, which []int) {
