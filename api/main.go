@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/payment"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 func main() {
@@ -67,6 +68,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err := env.Err(); err != nil {
 		return err
 	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
 		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_secret", "[set]",
 		"payment_secret", masked(paySecret), "buyer_pay", buyerPay, "payment_window", window.String(),
@@ -87,6 +91,14 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		log.Info("admin listening", "addr", adm.Addr(), "pprof", admin.Pprof)
 	}
 
+	tp, err := tracing.Setup(ctx, "seckill-api")
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tp, log)
+	tracer := tp.Tracer()
+	log.Info("tracing", "on", tracer.On())
+
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
 		return err
@@ -97,10 +109,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	rdb := stockredis.NewClient(rcfg)
 	defer rdb.Close()
-	store := stockredis.New(rdb, rcfg.Prefix)
+	store := stockredis.New(rdb, rcfg.Prefix).Trace(tracer)
 	if err := orderevents.EnsureTopics(ctx, kcfg); err != nil {
 		return err
 	}
+	kcfg.Tracer = tracer
 	pub := orderevents.NewPublisher(kcfg)
 	defer pub.Close()
 	// Before it listens (so before /readyz can say ready): the first
@@ -123,7 +136,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	handler := httpapi.New(svc, db, auth.NewVerifier(secret), ready, log, httpapi.WithRateLimits(limits),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
-		httpapi.WithPayments(paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(buyerPay))
+		httpapi.WithPayments(paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(buyerPay),
+		httpapi.WithTracer(tracer))
 	if paySecret == nil {
 		log.Warn("SECKILL_PAYMENT_SECRET is not set: payment notifications are refused (503)")
 	}
@@ -219,4 +233,13 @@ func mintToken(args []string, lookup func(string) (string, bool), stdout io.Writ
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err
+}
+
+// shutdownTracing sends the spans still queued (at most 5 s).
+func shutdownTracing(tp *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not all sent", "err", err)
+	}
 }

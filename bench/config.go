@@ -63,6 +63,10 @@ type options struct {
 	// Kafka replication of the topology's topics (0: the broker's default).
 	kafkaReplication, kafkaMinInsync int
 
+	tracingModes []string // --tracing: run with each in turn (none: the programs' environment decides)
+	tracing      string   // the mode of this run: off, on or ""
+	traceSample  float64  // --trace-sample: the ratio of traces sampled with tracing on
+
 	set map[string]bool // flags given on the command line
 }
 
@@ -131,6 +135,8 @@ Flags:
 	brokers := fs.String("kafka-brokers", env.String("SECKILL_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers, comma-separated ($SECKILL_KAFKA_BROKERS)")
 	fs.IntVar(&c.consumers, "consumers", 1, "consumer processes to start (without --api)")
 	topo := fs.String("topology", "", "run against named services instead of the addresses above: cluster (one Kafka broker, the 3-master Redis Cluster, MySQL 3306), replicated (three brokers at replication factor 3, the Redis Cluster with replicas, the MariaDB primary with its standby: README \"Running replicated\"), or both, one after the other, with a side-by-side table")
+	tracingFlag := fs.String("tracing", "", "the started programs' OpenTelemetry tracing: off, on (OTLP/HTTP to a sink in the bench, --trace-sample of the traces), or both, one after the other, with a side-by-side table")
+	fs.Float64Var(&c.traceSample, "trace-sample", 0.01, "with --tracing on or both, the ratio of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio)")
 	fs.Func("program-env", "extra `KEY=VALUE` for the api and consumer the bench starts (repeatable), e.g. SECKILL_CONSUMER_BATCH=2000", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
 			return fmt.Errorf("want KEY=VALUE, got %q", v)
@@ -176,6 +182,15 @@ Flags:
 		problems = append(problems, err.Error())
 	}
 	c.topologies = topos
+	if c.tracingModes, err = parseTracing(*tracingFlag); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(c.tracingModes) > 0 && *api != "" {
+		problems = append(problems, "--tracing sets up the programs the bench starts: drop --api")
+	}
+	if c.traceSample < 0 || c.traceSample > 1 {
+		problems = append(problems, "--trace-sample must be from 0 to 1")
+	}
 	if len(c.topologies) > 0 && (*api != "" || c.set["redis-addr"] || c.set["redis-cluster"] || c.set["mysql-dsn"] || c.set["kafka-brokers"]) {
 		problems = append(problems, "--topology names the services itself: drop --api, --redis-addr, --redis-cluster, --mysql-dsn and --kafka-brokers")
 	}

@@ -79,18 +79,39 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if len(topos) == 0 {
 		topos = []topology{{}} // the flags' addresses
 	}
+	modes := opts.tracingModes
+	if len(modes) == 0 {
+		modes = []string{""} // as the programs' environment says
+	}
+	sink, err := startSink(modes)
+	if err != nil {
+		return fmt.Errorf("trace sink: %w", err)
+	}
 	var e *env
+sessions:
 	for _, t := range topos {
-		o := opts
-		if t.name != "" {
-			o = opts.on(t)
-			m.say("topology %s", t.name)
-		}
-		e, err = session(ctx, o, m, runID, rep)
-		if err != nil {
-			break
+		for _, mode := range modes {
+			o := opts
+			if t.name != "" {
+				o = opts.on(t)
+				m.say("topology %s", t.name)
+			}
+			if mode != "" {
+				o = o.withTracing(mode, sinkURL(sink), opts.traceSample)
+				m.say("tracing %s", mode)
+			}
+			e, err = session(ctx, o, m, runID, rep)
+			if err != nil {
+				break sessions
+			}
 		}
 	}
+	if sink != nil {
+		sink.Close()
+		req, spans, bytes := sink.Stats()
+		rep.TraceSink = &report.TraceSink{Requests: req, Spans: spans, Bytes: bytes}
+	}
+	rep.Tracing = tracingCost(rep.Runs)
 	if err != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("The run stopped early (%v): the scenarios after it did not run.", err))
 	}
@@ -154,6 +175,11 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 		}
 	}
 	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")
+	if o.tracing == "on" && rep.Reference != nil {
+		// The raw limits run straight from Go, without the programs:
+		// tracing changes nothing there.
+		needRef = false
+	}
 	if needRef {
 		e.meter.say("reference limits (%s each)", o.refDuration)
 		ref, err := e.reference(ctx, o.shapeOf("flash").connections)
@@ -194,6 +220,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 				if o.topology != "" {
 					one.Name, one.Topology = labelled(one.Name, o.topology), o.topology
 				}
+				tracingLabel(one, o.tracing, o.traceSample)
 			}
 			if err == nil {
 				r, err = e.flash(ctx, fmt.Sprintf("buckets-k%d", o.vsBuckets), sh, o.vsBuckets)
@@ -234,6 +261,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			if o.topology != "" {
 				r.Name, r.Topology = labelled(r.Name, o.topology), o.topology
 			}
+			tracingLabel(r, o.tracing, o.traceSample)
 			e.meter.say("%s: %d requests, %.0f/s, P99 %.2f ms, %d orders created, %d invariant(s) broken",
 				r.Name, r.Requests, r.Throughput, r.Latency.P99Ms, r.Created, len(r.Violations))
 		}

@@ -32,6 +32,9 @@ func TestProgramsRefuseBadConfig(t *testing.T) {
 		{"api with weak payment secret", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_PAYMENT_SECRET=" + weak}, "SECKILL_PAYMENT_SECRET: must be at least 32 bytes"},
 		{"api with bad buyer pay", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_BUYER_PAY=maybe"}, "SECKILL_BUYER_PAY"},
 		{"api with bad timeout", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "SECKILL_KAFKA_WRITE_TIMEOUT=-1s"}, "SECKILL_KAFKA_WRITE_TIMEOUT"},
+		{"api with a trace exporter it lacks", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "OTEL_TRACES_EXPORTER=zipkin"}, "OTEL_TRACES_EXPORTER"},
+		{"consumer with an unknown sampler", "consumer", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_TRACES_SAMPLER=sometimes"}, "OTEL_TRACES_SAMPLER"},
+		{"api over OTLP gRPC", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
 	}
 	// Each bad value, for every program that reads the variable.
 	all := []string{"api", "consumer", "reconciler"}

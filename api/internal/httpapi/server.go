@@ -28,6 +28,7 @@ import (
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 const (
@@ -64,6 +65,8 @@ type Server struct {
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
 	buyerPayOff    bool
+
+	tracer *tracing.Tracer // nil: no spans
 }
 
 // Option configures the server.
@@ -94,6 +97,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	r := gin.New()
 	// Client IPs come from the connection; no proxy headers are trusted.
 	_ = r.SetTrustedProxies(nil)
+	if s.tracer.On() {
+		r.Use(s.trace)
+	}
 	if s.metrics != nil {
 		r.Use(s.observe)
 	}
@@ -164,6 +170,11 @@ func (s *Server) observe(c *gin.Context) {
 	rt := s.routes[c.Request.Method][c.FullPath()]
 	if rt == nil {
 		rt = s.unmatched
+	}
+	if s.tracer.On() {
+		// The latency carries the trace id as an exemplar.
+		rt.ObserveTrace(c.Writer.Status(), time.Since(start), tracing.TraceID(c.Request.Context()))
+		return
 	}
 	rt.Observe(c.Writer.Status(), time.Since(start))
 }

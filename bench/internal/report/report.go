@@ -33,6 +33,10 @@ type Report struct {
 	// Replication pairs each scenario's runs on the plain and the
 	// replicated topology (bench --topology both).
 	Replication []*TopologyRow `json:"replication,omitempty"`
+	// Tracing pairs each scenario's runs with tracing off and on (bench
+	// --tracing both); TraceSink is what the sink took while it was on.
+	Tracing   []*TracingRow `json:"tracing,omitempty"`
+	TraceSink *TraceSink    `json:"trace_sink,omitempty"`
 	// Idle is the CPU the started programs and services used while no
 	// load ran (bench --scenario idle).
 	Idle    *cpu.Usage `json:"idle_cpu,omitempty"`
@@ -98,7 +102,10 @@ type Reference struct {
 type Run struct {
 	Name string `json:"name"`
 	// Topology is the named services it ran on (bench --topology), if any.
-	Topology    string           `json:"topology,omitempty"`
+	Topology string `json:"topology,omitempty"`
+	// Tracing is the programs' tracing (bench --tracing): off, or on with
+	// its sampling ratio.
+	Tracing     string           `json:"tracing,omitempty"`
 	Model       string           `json:"model"` // closed or open
 	Connections int              `json:"connections"`
 	Rate        float64          `json:"rate_per_s,omitempty"`
@@ -149,6 +156,22 @@ type TopologyRow struct {
 	// The runs' names, for the JSON (the runs themselves are in Runs).
 	PlainRun      string `json:"plain_run"`
 	ReplicatedRun string `json:"replicated_run"`
+}
+
+// TracingRow is one scenario run with the programs' tracing off and on.
+type TracingRow struct {
+	Scenario string `json:"scenario"`
+	Off      *Run   `json:"-"`
+	On       *Run   `json:"-"`
+	OffRun   string `json:"off_run"`
+	OnRun    string `json:"on_run"`
+}
+
+// TraceSink is what the bench's OTLP sink received.
+type TraceSink struct {
+	Requests int64 `json:"export_requests"`
+	Spans    int64 `json:"spans"`
+	Bytes    int64 `json:"protobuf_bytes"`
 }
 
 // Pipeline holds the end-to-end figures of the sustained scenario.
@@ -279,6 +302,7 @@ func Markdown(w io.Writer, r *Report) {
 		p("\n")
 	}
 	replicationTable(p, r)
+	tracingTable(p, r)
 	cpuTable(p, r)
 	if ref := r.Reference; ref != nil {
 		p("### Reference limits (same run)\n\n")
@@ -523,6 +547,38 @@ func replicationTable(p func(string, ...any), r *Report) {
 		row(t.Scenario, "P99 ms", a.Latency.P99Ms, b.Latency.P99Ms, ms)
 		row(t.Scenario, "202 P99 ms", a.AcceptedLatency.P99Ms, b.AcceptedLatency.P99Ms, ms)
 		row(t.Scenario, "drain s", a.DrainSeconds, b.DrainSeconds, func(v float64) string { return fmt.Sprintf("%.2f", v) })
+		if a.Pipeline != nil && b.Pipeline != nil {
+			row(t.Scenario, "orders/s end to end", a.Pipeline.OrdersPerSecond, b.Pipeline.OrdersPerSecond, num)
+			row(t.Scenario, "PENDING→CREATED P99 ms", a.Pipeline.PendingToCreated.P99Ms, b.Pipeline.PendingToCreated.P99Ms, ms)
+		}
+	}
+	p("\n")
+}
+
+// tracingTable shows what tracing costs, scenario by scenario.
+func tracingTable(p func(string, ...any), r *Report) {
+	if len(r.Tracing) == 0 {
+		return
+	}
+	p("### Cost of tracing (same run, same load)\n\n")
+	p("Off: OTEL_SDK_DISABLED=true, a no-op tracer. On: tracing %s, OTLP/HTTP to a sink in the bench that decodes every export.", r.Tracing[0].On.Tracing)
+	if s := r.TraceSink; s != nil {
+		p(" The sink took %d spans in %d exports (%.1f MiB of protobuf).", s.Spans, s.Requests, float64(s.Bytes)/(1<<20))
+	}
+	p("\n\n| scenario | figure | tracing off | tracing on | change |\n|---|---|---:|---:|---:|\n")
+	row := func(scen, figure string, a, b float64, format func(float64) string) {
+		change := "n/a"
+		if a != 0 {
+			change = fmt.Sprintf("%+.1f %%", (b-a)/a*100)
+		}
+		p("| %s | %s | %s | %s | %s |\n", scen, figure, format(a), format(b), change)
+	}
+	for _, t := range r.Tracing {
+		a, b := t.Off, t.On
+		row(t.Scenario, "req/s", a.Throughput, b.Throughput, num)
+		row(t.Scenario, "P50 ms", a.Latency.P50Ms, b.Latency.P50Ms, ms)
+		row(t.Scenario, "P99 ms", a.Latency.P99Ms, b.Latency.P99Ms, ms)
+		row(t.Scenario, "202 P99 ms", a.AcceptedLatency.P99Ms, b.AcceptedLatency.P99Ms, ms)
 		if a.Pipeline != nil && b.Pipeline != nil {
 			row(t.Scenario, "orders/s end to end", a.Pipeline.OrdersPerSecond, b.Pipeline.OrdersPerSecond, num)
 			row(t.Scenario, "PENDING→CREATED P99 ms", a.Pipeline.PendingToCreated.P99Ms, b.Pipeline.PendingToCreated.P99Ms, ms)
