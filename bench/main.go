@@ -208,6 +208,15 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			r   *report.Run
 			err error
 		)
+		// keep adds a run to the report, named for the topology and the
+		// tracing mode it ran with.
+		keep := func(r *report.Run) {
+			rep.Runs = append(rep.Runs, r)
+			if o.topology != "" {
+				r.Name, r.Topology = labelled(r.Name, o.topology), o.topology
+			}
+			tracingLabel(r, o.tracing, o.traceSample)
+		}
 		switch name {
 		case "flash", "flash-rate":
 			r, err = e.flash(ctx, name, sh, o.buckets)
@@ -216,11 +225,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			var one *report.Run
 			one, err = e.flash(ctx, "buckets-k1", sh, 1)
 			if one != nil {
-				rep.Runs = append(rep.Runs, one)
-				if o.topology != "" {
-					one.Name, one.Topology = labelled(one.Name, o.topology), o.topology
-				}
-				tracingLabel(one, o.tracing, o.traceSample)
+				keep(one)
 			}
 			if err == nil {
 				r, err = e.flash(ctx, fmt.Sprintf("buckets-k%d", o.vsBuckets), sh, o.vsBuckets)
@@ -243,8 +248,8 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 		case "first-sale":
 			var runs []*report.Run
 			runs, err = e.firstSale(ctx, sh)
-			if len(runs) > 1 {
-				rep.Runs = append(rep.Runs, runs[:len(runs)-1]...)
+			for _, first := range runs[:max(len(runs)-1, 0)] {
+				keep(first)
 			}
 			if len(runs) > 0 {
 				r = runs[len(runs)-1]
@@ -257,11 +262,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			continue
 		}
 		if r != nil {
-			rep.Runs = append(rep.Runs, r)
-			if o.topology != "" {
-				r.Name, r.Topology = labelled(r.Name, o.topology), o.topology
-			}
-			tracingLabel(r, o.tracing, o.traceSample)
+			keep(r)
 			e.meter.say("%s: %d requests, %.0f/s, P99 %.2f ms, %d orders created, %d invariant(s) broken",
 				r.Name, r.Requests, r.Throughput, r.Latency.P99Ms, r.Created, len(r.Violations))
 		}
