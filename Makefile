@@ -20,11 +20,11 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test check run bench chaos chaos-run chaos-cluster chaos-cluster-run keycloak
+.PHONY: help up down status build test rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run api-fuzz keycloak
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 up: ## start Redis, MySQL and Kafka (Docker Compose if Docker answers, else scripts/services)
 	@if [ "$(backend)" = docker ]; then \
@@ -44,12 +44,18 @@ status: ## show whether each service answers
 build: ## build bin/api, bin/consumer, bin/reconciler
 	go build -o bin/ $$(for p in api consumer reconciler; do [ -f $$p/main.go ] && echo ./$$p; done)
 
-test: up ## run every test with -race against the real services, then the chaos suite
+test: up rules ## run every test with -race against the real services, the api fuzzer, then the chaos suite
 	go test -race -count=1 -timeout 30m $(GOTESTFLAGS) $(PKG)
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
+	scripts/api-fuzz
 	@$(MAKE) --no-print-directory keycloak
 	@$(MAKE) --no-print-directory chaos-run
 	@$(MAKE) --no-print-directory chaos-cluster
+
+rules: ## check and unit-test the alerting rules (deploy/prometheus) with promtool
+	@scripts/services tool prometheus
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 check: ## gofmt, go vet, staticcheck, docker compose config (if available), then the tests
 	@files=$$(find . \( -path ./.local -o -path ./.git -o -path ./bin \) -prune -o -name '*.go' -print); \
@@ -63,6 +69,9 @@ check: ## gofmt, go vet, staticcheck, docker compose config (if available), then
 		docker compose config -q && docker compose --profile observability config -q; \
 	else echo "docker compose not available: docker-compose.yml not validated"; fi
 	@$(MAKE) --no-print-directory test
+
+api-fuzz: up ## Schemathesis, every check, against docs/openapi.yaml and a live api (scripts/api-fuzz)
+	scripts/api-fuzz
 
 # A real identity provider (scripts/services.d/keycloak.sh: Keycloak from Maven Central, a JVM
 # on 127.0.0.1:18180), for the one test that signs a buyer in there; scripts/services on either

@@ -31,6 +31,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/payment"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 func main() {
@@ -52,6 +53,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return signPayment(args[1:], lookup, stdout, time.Now())
 	}
 	env := config.New(lookup)
+	config.GC(env)
 	level := config.LogLevel(env)
 	addr := env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080")
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
@@ -66,6 +68,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	admin := config.Admin(env, "")
 	if err := env.Err(); err != nil {
 		return err
+	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	log.Info("api starting", "addr", addr, "redis", rcfg.Addrs, "redis_cluster", rcfg.Cluster,
 		"kafka", kcfg.Brokers, "topic", kcfg.Topic, "jwt_mode", authMode(acfg), "jwt_issuer", acfg.Issuer,
@@ -88,6 +93,14 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		log.Info("admin listening", "addr", adm.Addr(), "pprof", admin.Pprof)
 	}
 
+	tp, err := tracing.Setup(ctx, "seckill-api")
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tp, log)
+	tracer := tp.Tracer()
+	log.Info("tracing", "on", tracer.On())
+
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
 		return err
@@ -98,10 +111,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	rdb := stockredis.NewClient(rcfg)
 	defer rdb.Close()
-	store := stockredis.New(rdb, rcfg.Prefix)
+	store := stockredis.New(rdb, rcfg.Prefix).Trace(tracer)
 	if err := orderevents.EnsureTopics(ctx, kcfg); err != nil {
 		return err
 	}
+	kcfg.Tracer = tracer
 	pub := orderevents.NewPublisher(kcfg)
 	defer pub.Close()
 	// Before it listens (so before /readyz can say ready): the first
@@ -129,7 +143,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	handler := httpapi.New(svc, db, verifier, ready, log, httpapi.WithRateLimits(limits),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
-		httpapi.WithPayments(paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(buyerPay))
+		httpapi.WithPayments(paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(buyerPay),
+		httpapi.WithTracer(tracer))
 	if paySecret == nil {
 		log.Warn("SECKILL_PAYMENT_SECRET is not set: payment notifications are refused (503)")
 	}
@@ -241,4 +256,13 @@ func mintToken(args []string, lookup func(string) (string, bool), stdout io.Writ
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err
+}
+
+// shutdownTracing sends the spans still queued (at most 5 s).
+func shutdownTracing(tp *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not all sent", "err", err)
+	}
 }

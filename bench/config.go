@@ -17,7 +17,7 @@ import (
 )
 
 // The scenarios, in the order --scenario all runs them.
-var scenarioNames = []string{"flash", "flash-rate", "clickers", "sustained", "compare"}
+var scenarioNames = []string{"idle", "first-sale", "flash", "flash-rate", "clickers", "sustained", "compare"}
 
 // options is the parsed command line.
 type options struct {
@@ -65,6 +65,10 @@ type options struct {
 	// Kafka replication of the topology's topics (0: the broker's default).
 	kafkaReplication, kafkaMinInsync int
 
+	tracingModes []string // --tracing: run with each in turn (none: the programs' environment decides)
+	tracing      string   // the mode of this run: off, on or ""
+	traceSample  float64  // --trace-sample: the ratio of traces sampled with tracing on
+
 	set map[string]bool // flags given on the command line
 }
 
@@ -84,6 +88,11 @@ With --apis N (or several URLs in --api) the load's connections are spread over
 the APIs round-robin, each connection staying with one API.
 
 Scenarios (--scenario, comma-separated, default all):
+  idle        10s (--duration) with no load: the CPU the started programs and the services use
+              while nobody buys (measured first, before the reference limits)
+  first-sale  restarts the api, then two sales one after the other, 5,000 buyers (--users) at a
+              fixed 5,000/s (--flash-rate), stock 200, driven by vegeta's attacker: the first
+              sale after a start against the next one
   flash       500 connections, 30s, stock 200, every request a new buyer
   flash-rate  flash at a fixed arrival rate (--flash-rate, default 5000/s), open model
   clickers    500 buyers x 10 clicks (fresh key per click, 20% retried with the same key), stock 100
@@ -129,6 +138,8 @@ Flags:
 	brokers := fs.String("kafka-brokers", env.String("SECKILL_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers, comma-separated ($SECKILL_KAFKA_BROKERS)")
 	fs.IntVar(&c.consumers, "consumers", 1, "consumer processes to start (without --api)")
 	topo := fs.String("topology", "", "run against named services instead of the addresses above: cluster (one Kafka broker, the 3-master Redis Cluster, MySQL 3306), replicated (three brokers at replication factor 3, the Redis Cluster with replicas, the MariaDB primary with its standby: README \"Running replicated\"), or both, one after the other, with a side-by-side table")
+	tracingFlag := fs.String("tracing", "", "the started programs' OpenTelemetry tracing: off, on (OTLP/HTTP to a sink in the bench, --trace-sample of the traces), or both, one after the other, with a side-by-side table")
+	fs.Float64Var(&c.traceSample, "trace-sample", 0.01, "with --tracing on or both, the ratio of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio)")
 	fs.Func("program-env", "extra `KEY=VALUE` for the api and consumer the bench starts (repeatable), e.g. SECKILL_CONSUMER_BATCH=2000", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
 			return fmt.Errorf("want KEY=VALUE, got %q", v)
@@ -174,6 +185,15 @@ Flags:
 		problems = append(problems, err.Error())
 	}
 	c.topologies = topos
+	if c.tracingModes, err = parseTracing(*tracingFlag); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(c.tracingModes) > 0 && *api != "" {
+		problems = append(problems, "--tracing sets up the programs the bench starts: drop --api")
+	}
+	if c.traceSample < 0 || c.traceSample > 1 {
+		problems = append(problems, "--trace-sample must be from 0 to 1")
+	}
 	if len(c.topologies) > 0 && (*api != "" || c.set["redis-addr"] || c.set["redis-cluster"] || c.set["mysql-dsn"] || c.set["kafka-brokers"]) {
 		problems = append(problems, "--topology names the services itself: drop --api, --redis-addr, --redis-cluster, --mysql-dsn and --kafka-brokers")
 	}
@@ -288,6 +308,8 @@ var defaults = map[string]shape{
 	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
 	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
+	"idle":       {duration: 10 * time.Second},
+	"first-sale": {connections: 500, stock: 200, users: 5000},
 }
 
 // shapeOf applies the command line to a scenario's defaults.
@@ -306,7 +328,7 @@ func (c options) shapeOf(name string) shape {
 		s.users = c.users
 	}
 	switch name {
-	case "flash-rate":
+	case "flash-rate", "first-sale":
 		s.rate = c.flashRate
 	case "flash", "sustained", "buckets":
 		s.rate = c.rate

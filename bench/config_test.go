@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,34 @@ func TestReplicationCostPairsRunsByScenario(t *testing.T) {
 	}
 	if got := chartFile("flash (replicated)"); got != "flash-replicated.png" {
 		t.Errorf("chart file %q", got)
+	}
+}
+
+func TestTracingFlag(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	o, err := parseFlags([]string{"--tracing", "both"}, none, io.Discard)
+	if err != nil || !slices.Equal(o.tracingModes, []string{"off", "on"}) || o.traceSample != 0.01 {
+		t.Fatalf("--tracing both: %v %v %v", o.tracingModes, o.traceSample, err)
+	}
+	on := o.withTracing("on", "http://127.0.0.1:1", 0.01)
+	if !slices.Contains(on.programEnv, "OTEL_TRACES_SAMPLER_ARG=0.01") || !slices.Contains(on.programEnv, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1") {
+		t.Errorf("tracing on env %v", on.programEnv)
+	}
+	if off := o.withTracing("off", "", 0.01); !slices.Contains(off.programEnv, "OTEL_SDK_DISABLED=true") {
+		t.Errorf("tracing off env %v", off.programEnv)
+	}
+	for _, bad := range [][]string{{"--tracing", "sometimes"}, {"--tracing", "on", "--trace-sample", "2"},
+		{"--tracing", "on", "--api", "http://127.0.0.1:8080", "--jwt-secret", strings.Repeat("x", 32)}} {
+		if _, err := parseFlags(bad, none, io.Discard); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	runs := []*report.Run{{Name: "flash"}, {Name: "flash"}, {Name: "sustained"}}
+	tracingLabel(runs[0], "off", 0.01)
+	tracingLabel(runs[1], "on", 0.01)
+	tracingLabel(runs[2], "off", 0.01)
+	rows := tracingCost(runs)
+	if len(rows) != 1 || rows[0].Scenario != "flash" || rows[0].On.Name != "flash (tracing on, 1 % sampled)" || rows[0].Off.Name != "flash (tracing off)" {
+		t.Fatalf("rows %+v", rows)
 	}
 }

@@ -48,6 +48,9 @@ type env struct {
 	binDir               string            // the built programs (removed at the end)
 	meter                *meter
 	watched              []cpu.Proc // processes whose CPU time the report shows
+	// restart starts a program the bench started again, with the same
+	// environment and ports (the first-sale scenario restarts the APIs).
+	restart map[string]func() (*procs.Process, error)
 }
 
 // measureCPU starts measuring CPU use; the returned function ends it.
@@ -215,11 +218,18 @@ func (e *env) startPrograms(ctx context.Context) error {
 			extra = append(extra, "SECKILL_PPROF=true")
 		}
 		penv := slices.Concat(common, extra, e.opts.programEnv)
-		p, err := procs.Start(name, filepath.Join(bin, kind), penv, filepath.Join(e.dir, name+".log"))
+		run := func() (*procs.Process, error) {
+			return procs.Start(name, filepath.Join(bin, kind), penv, filepath.Join(e.dir, name+".log"))
+		}
+		p, err := run()
 		if err != nil {
 			return nil, err
 		}
 		e.programs = append(e.programs, p)
+		if e.restart == nil {
+			e.restart = map[string]func() (*procs.Process, error){}
+		}
+		e.restart[name] = run
 		return p, nil
 	}
 	var apis []*procs.Process
@@ -257,6 +267,40 @@ func (e *env) startPrograms(ctx context.Context) error {
 	}
 	e.meter.say("%d apis: %s; %d consumer(s); prefix %s, topic %s; logs in %s",
 		len(apis), strings.Join(on, ", "), e.opts.consumers, e.prefix, e.topic, e.dir)
+	return nil
+}
+
+// restartAPIs stops every api the bench started and starts it again, as a
+// deploy would, then waits for each to say it is ready: what a first
+// request of a fresh api would wait for is then paid before /readyz, or
+// by the buyers.
+func (e *env) restartAPIs(ctx context.Context) error {
+	if e.restart == nil {
+		return errors.New("the APIs were not started by the bench (--api): they cannot be restarted")
+	}
+	i := 0
+	for pi, p := range e.programs {
+		if !strings.HasPrefix(p.Name, "api") {
+			continue
+		}
+		if err := p.Stop(20 * time.Second); err != nil {
+			return err
+		}
+		np, err := e.restart[p.Name]()
+		if err != nil {
+			return err
+		}
+		e.programs[pi] = np
+		for wi := range e.watched {
+			if e.watched[wi].Name == p.Name {
+				e.watched[wi].Pid = np.Pid()
+			}
+		}
+		if err := procs.WaitReady(ctx, e.apis[i]+"/readyz", np, 60*time.Second); err != nil {
+			return err
+		}
+		i++
+	}
 	return nil
 }
 

@@ -79,18 +79,39 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if len(topos) == 0 {
 		topos = []topology{{}} // the flags' addresses
 	}
+	modes := opts.tracingModes
+	if len(modes) == 0 {
+		modes = []string{""} // as the programs' environment says
+	}
+	sink, err := startSink(modes)
+	if err != nil {
+		return fmt.Errorf("trace sink: %w", err)
+	}
 	var e *env
+sessions:
 	for _, t := range topos {
-		o := opts
-		if t.name != "" {
-			o = opts.on(t)
-			m.say("topology %s", t.name)
-		}
-		e, err = session(ctx, o, m, runID, rep)
-		if err != nil {
-			break
+		for _, mode := range modes {
+			o := opts
+			if t.name != "" {
+				o = opts.on(t)
+				m.say("topology %s", t.name)
+			}
+			if mode != "" {
+				o = o.withTracing(mode, sinkURL(sink), opts.traceSample)
+				m.say("tracing %s", mode)
+			}
+			e, err = session(ctx, o, m, runID, rep)
+			if err != nil {
+				break sessions
+			}
 		}
 	}
+	if sink != nil {
+		sink.Close()
+		req, spans, bytes := sink.Stats()
+		rep.TraceSink = &report.TraceSink{Requests: req, Spans: spans, Bytes: bytes}
+	}
+	rep.Tracing = tracingCost(rep.Runs)
 	if err != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("The run stopped early (%v): the scenarios after it did not run.", err))
 	}
@@ -144,7 +165,21 @@ func session(ctx context.Context, opts options, m *meter, runID string, rep *rep
 // scenarios runs what --scenario asks for, in order, filling rep.
 func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 	o := e.opts
+	if o.has("idle") {
+		u, err := e.idle(ctx, o.shapeOf("idle"))
+		if err != nil {
+			return fmt.Errorf("idle: %w", err)
+		}
+		if rep.Idle == nil {
+			rep.Idle = u
+		}
+	}
 	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")
+	if o.tracing == "on" && rep.Reference != nil {
+		// The raw limits run straight from Go, without the programs:
+		// tracing changes nothing there.
+		needRef = false
+	}
 	if needRef {
 		e.meter.say("reference limits (%s each)", o.refDuration)
 		ref, err := e.reference(ctx, o.shapeOf("flash").connections)
@@ -173,6 +208,15 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			r   *report.Run
 			err error
 		)
+		// keep adds a run to the report, named for the topology and the
+		// tracing mode it ran with.
+		keep := func(r *report.Run) {
+			rep.Runs = append(rep.Runs, r)
+			if o.topology != "" {
+				r.Name, r.Topology = labelled(r.Name, o.topology), o.topology
+			}
+			tracingLabel(r, o.tracing, o.traceSample)
+		}
 		switch name {
 		case "flash", "flash-rate":
 			r, err = e.flash(ctx, name, sh, o.buckets)
@@ -181,10 +225,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			var one *report.Run
 			one, err = e.flash(ctx, "buckets-k1", sh, 1)
 			if one != nil {
-				rep.Runs = append(rep.Runs, one)
-				if o.topology != "" {
-					one.Name, one.Topology = labelled(one.Name, o.topology), o.topology
-				}
+				keep(one)
 			}
 			if err == nil {
 				r, err = e.flash(ctx, fmt.Sprintf("buckets-k%d", o.vsBuckets), sh, o.vsBuckets)
@@ -204,6 +245,15 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			}
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
+		case "first-sale":
+			var runs []*report.Run
+			runs, err = e.firstSale(ctx, sh)
+			for _, first := range runs[:max(len(runs)-1, 0)] {
+				keep(first)
+			}
+			if len(runs) > 0 {
+				r = runs[len(runs)-1]
+			}
 		case "compare":
 			var rows []*report.Row
 			rows, r, err = e.compare(ctx, sh)
@@ -212,10 +262,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			continue
 		}
 		if r != nil {
-			rep.Runs = append(rep.Runs, r)
-			if o.topology != "" {
-				r.Name, r.Topology = labelled(r.Name, o.topology), o.topology
-			}
+			keep(r)
 			e.meter.say("%s: %d requests, %.0f/s, P99 %.2f ms, %d orders created, %d invariant(s) broken",
 				r.Name, r.Requests, r.Throughput, r.Latency.P99Ms, r.Created, len(r.Violations))
 		}

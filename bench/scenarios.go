@@ -187,7 +187,11 @@ func (e *env) finish(ctx context.Context, r *report.Run, s sale, b *buyers, res 
 
 // chart draws r's PNG next to the JSON.
 func (e *env) chart(r *report.Run) {
-	file := chartFile(labelled(r.Name, e.opts.topology))
+	name := labelled(r.Name, e.opts.topology)
+	if e.opts.tracing != "" {
+		name += " tracing " + e.opts.tracing
+	}
+	file := chartFile(name)
 	if err := report.RunChart(filepath.Join(e.dir, file), r); err != nil {
 		e.meter.say("%s: chart: %v", r.Name, err)
 		return

@@ -29,6 +29,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 
 func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, log *slog.Logger) error {
 	env := config.New(lookup)
+	config.GC(env)
 	level := config.LogLevel(env)
 	rcfg, mcfg, kcfg := config.Redis(env), config.MySQL(env), config.Kafka(env)
 	group := env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer")
@@ -64,6 +66,9 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	admin := config.Admin(env, "127.0.0.1:9100")
 	if err := env.Err(); err != nil {
 		return err
+	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	instance := fmt.Sprintf("consumer-%d", os.Getpid())
 	log = log.With("instance", instance)
@@ -94,6 +99,14 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 		}
 	}
 
+	tp, err := tracing.Setup(ctx, "seckill-consumer")
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tp, log)
+	tracer := tp.Tracer()
+	log.Info("tracing", "on", tracer.On())
+
 	db, err := orderdb.Open(mcfg)
 	if err != nil {
 		return err
@@ -104,7 +117,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}
 	rdb := stockredis.NewClient(rcfg)
 	defer rdb.Close()
-	store := stockredis.New(rdb, rcfg.Prefix)
+	store := stockredis.New(rdb, rcfg.Prefix).Trace(tracer)
 	if err := waitFor(ctx, log, "kafka", func(ctx context.Context) error { return orderevents.EnsureTopics(ctx, kcfg) }); err != nil {
 		return err
 	}
@@ -156,7 +169,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}()
 
 	cm := metrics.NewConsumer(reg)
-	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: window, Log: log, Metrics: cm}
+	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: window, Log: log, Metrics: cm, Tracer: tracer}
 	err = orderevents.NewRouter(loop, handler, cm, log).Run(ctx)
 	stopSweep()
 	for range cap(done) {
@@ -164,6 +177,15 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}
 	log.Info("consumer stopped")
 	return err
+}
+
+// shutdownTracing sends the spans still queued (at most 5 s).
+func shutdownTracing(tp *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not all sent", "err", err)
+	}
 }
 
 // waitFor retries f until it succeeds or ctx ends, so a consumer started

@@ -40,6 +40,9 @@ func TestProgramsRefuseBadConfig(t *testing.T) {
 			"SECKILL_JWT_ALGORITHMS"},
 		{"api with a JWKS URL that is not one", "api", []string{"SECKILL_JWT_SECRET=", "SECKILL_JWT_JWKS_URL=file:///etc/passwd"},
 			"SECKILL_JWT_JWKS_URL"},
+		{"api with a trace exporter it lacks", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "OTEL_TRACES_EXPORTER=zipkin"}, "OTEL_TRACES_EXPORTER"},
+		{"consumer with an unknown sampler", "consumer", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_TRACES_SAMPLER=sometimes"}, "OTEL_TRACES_SAMPLER"},
+		{"api over OTLP gRPC", "api", []string{"SECKILL_JWT_SECRET=" + pipelinetest.Secret, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
 	}
 	// Each bad value, for every program that reads the variable.
 	all := []string{"api", "consumer", "reconciler"}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -364,4 +365,24 @@ func WarmupLead(e *Env) time.Duration {
 		return 0
 	}
 	return e.Duration("SECKILL_WARMUP_LEAD", 5*time.Minute)
+}
+
+// DefaultGCPercent is the garbage collector's target the programs set for
+// themselves when GOGC is not in their environment. Their live heaps are a
+// few MB, so at Go's default of 100 the collector ran many times a second
+// under load: 7 % of the api's CPU and 15 % of the consumer's in the
+// bench's profiles. A higher target trades a few more MB of heap for
+// fewer collections.
+const DefaultGCPercent = 400
+
+// GC sets the collector's target to DefaultGCPercent unless GOGC is set
+// (the runtime has read it then) and returns the target in force.
+func GC(e *Env) int {
+	if _, ok := e.get("GOGC"); ok {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	debug.SetGCPercent(DefaultGCPercent)
+	return DefaultGCPercent
 }

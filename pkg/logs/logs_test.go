@@ -2,9 +2,12 @@ package logs_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/pkg/logs"
 )
@@ -47,5 +50,28 @@ func TestNewUnknownLevelLogsAtInfo(t *testing.T) {
 	log.Info("shown")
 	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "shown") {
 		t.Fatalf("log = %s, want the info line only", out)
+	}
+}
+
+// A line logged with a context holding a sampled span carries its trace
+// and span ids; without one, or through WithTrace's logger, exactly once.
+func TestTraceIDOnLines(t *testing.T) {
+	var buf bytes.Buffer
+	log := logs.New(&buf, "info")
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xab}, SpanID: trace.SpanID{0xcd}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	log.InfoContext(ctx, "with")
+	log.Info("without")
+	log.InfoContext(context.Background(), "bare")
+	logs.WithTrace(ctx, log).Info("through WithTrace")
+	if logs.WithTrace(context.Background(), log) != log {
+		t.Error("WithTrace without a span made a new logger")
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	id := sc.TraceID().String()
+	for i, want := range []int{1, 0, 0, 1} {
+		if got := strings.Count(lines[i], `"trace_id":"`+id+`"`); got != want {
+			t.Errorf("line %q: trace_id %d times, want %d", lines[i], got, want)
+		}
 	}
 }

@@ -95,6 +95,20 @@ func (m *Consumer) FulfilDelay(d time.Duration) {
 	}
 }
 
+// FulfilDelayTrace is FulfilDelay with the id of the order's sampled trace
+// as the exemplar ("" is FulfilDelay): a slow order on the dashboard links
+// to its trace.
+func (m *Consumer) FulfilDelayTrace(d time.Duration, traceID string) {
+	if m == nil {
+		return
+	}
+	if eo, ok := m.fulfilDelay.(prometheus.ExemplarObserver); ok && traceID != "" {
+		eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+		return
+	}
+	m.fulfilDelay.Observe(d.Seconds())
+}
+
 // Retry records a failed attempt at a batch.
 func (m *Consumer) Retry() {
 	if m != nil {

@@ -79,6 +79,32 @@ func (r *Route) Observe(code int, d time.Duration) {
 		return
 	}
 	r.h.inFlight.Dec()
+	rc := r.series(code)
+	rc.requests.Inc()
+	rc.duration.Observe(d.Seconds())
+}
+
+// ObserveTrace is Observe with the id of the request's sampled trace as the
+// exemplar of its latency observation ("" is Observe), so a slow request on
+// the dashboard links to its trace. Exemplars are exposed in the
+// OpenMetrics format, which the /metrics handler offers.
+func (r *Route) ObserveTrace(code int, d time.Duration, traceID string) {
+	if r == nil {
+		return
+	}
+	eo, ok := r.series(code).duration.(prometheus.ExemplarObserver)
+	if traceID == "" || !ok {
+		r.Observe(code, d)
+		return
+	}
+	r.h.inFlight.Dec()
+	rc := r.series(code)
+	rc.requests.Inc()
+	eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+}
+
+// series returns the route's series for code, made at its first use.
+func (r *Route) series(code int) *routeCode {
 	if code < 0 || code >= len(r.codes) {
 		code = 0
 	}
@@ -91,6 +117,5 @@ func (r *Route) Observe(code int, d time.Duration) {
 		}
 		r.codes[code].Store(rc)
 	}
-	rc.requests.Inc()
-	rc.duration.Observe(d.Seconds())
+	return rc
 }

@@ -40,7 +40,9 @@ func NewRegistry() *prometheus.Registry {
 
 // Handler serves what g gathers in the Prometheus exposition format.
 func Handler(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
+		// Exemplars (trace ids on the latency histograms) need OpenMetrics.
+		EnableOpenMetrics: true})
 }
 
 // Latency buckets, in seconds.

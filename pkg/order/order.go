@@ -274,6 +274,11 @@ type Event struct {
 	Quantity       int       `json:"quantity"`
 	ReservedAt     time.Time `json:"reserved_at"`
 	RequestID      string    `json:"request_id,omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the span that
+	// published the event (empty when tracing is off). They travel in the
+	// Kafka message's headers, not in its JSON.
+	TraceParent string `json:"-"`
+	TraceState  string `json:"-"`
 }
 
 // Validate reports what is impossible about e, or nil.

@@ -17,9 +17,12 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/tick"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 // Config says where Kafka is and which topic carries orders.
@@ -36,6 +39,9 @@ type Config struct {
 	MinInsyncReplicas int
 	// WriteTimeout bounds one publish; past it the outcome is unknown.
 	WriteTimeout time.Duration
+	// Tracer makes a span of each publish and puts its W3C trace context
+	// in the message headers; nil: no span, no headers.
+	Tracer *tracing.Tracer
 }
 
 // DLQTopic is the dead-letter topic of topic.
@@ -176,6 +182,7 @@ func dialAny(ctx context.Context, d *kafka.Dialer, brokers []string) (*kafka.Con
 type Publisher struct {
 	w       *kafka.Writer
 	timeout time.Duration
+	tracer  *tracing.Tracer
 }
 
 // NewPublisher returns a publisher; concurrent Publish calls are batched
@@ -186,6 +193,7 @@ func NewPublisher(cfg Config) *Publisher {
 		timeout = 3 * time.Second
 	}
 	return &Publisher{
+		tracer:  cfg.Tracer,
 		timeout: timeout,
 		w: &kafka.Writer{
 			Addr:         kafka.TCP(cfg.Brokers...),
@@ -264,18 +272,59 @@ func (p *Publisher) KeepWarm(ctx context.Context, interval time.Duration, log *s
 
 // Publish sends e and returns once Kafka acknowledged it. An error wraps
 // order.ErrUnavailable; the event may or may not have been written.
-func (p *Publisher) Publish(ctx context.Context, e order.Event) error {
+func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
+	msg := kafka.Message{Key: ItemKey(e.ItemID), Value: b}
+	if p.tracer.On() {
+		var span trace.Span
+		ctx, span = p.tracer.Start(ctx, "publish "+p.w.Topic, trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.destination.name", p.w.Topic),
+				attribute.String("messaging.operation.type", "send"),
+				tracing.AttrOrderNo.String(e.OrderNo), tracing.AttrItemID.Int64(e.ItemID),
+				tracing.AttrActivityID.Int64(e.ActivityID))
+		}
+		defer func() { tracing.Fail(span, err); span.End() }()
+		msg.Headers = traceHeaders(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	err = p.w.WriteMessages(ctx, kafka.Message{Key: ItemKey(e.ItemID), Value: b})
+	err = p.w.WriteMessages(ctx, msg)
 	if err != nil {
 		return fmt.Errorf("publish order %s: %w: %w", e.OrderNo, order.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// traceHeaders are the W3C trace context headers of ctx's span (none when
+// ctx holds no span).
+func traceHeaders(ctx context.Context) []kafka.Header {
+	parent, state := tracing.Header(ctx)
+	if parent == "" {
+		return nil
+	}
+	h := []kafka.Header{{Key: "traceparent", Value: []byte(parent)}}
+	if state != "" {
+		h = append(h, kafka.Header{Key: "tracestate", Value: []byte(state)})
+	}
+	return h
+}
+
+// withTrace copies the W3C trace context of m's headers into e.
+func withTrace(e order.Event, m kafka.Message) order.Event {
+	for _, h := range m.Headers {
+		switch h.Key {
+		case "traceparent":
+			e.TraceParent = string(h.Value)
+		case "tracestate":
+			e.TraceState = string(h.Value)
+		}
+	}
+	return e
 }
 
 // Close flushes and closes the writer.
@@ -296,6 +345,14 @@ func Decode(b []byte) (order.Event, error) {
 	return e, nil
 }
 
+// fetchWait is how long the broker holds a fetch that finds no message.
+// The reader asks MinBytes 1, so a fetch returns as soon as one message is
+// there: the wait bounds only empty fetches, and an idle consumer sends one
+// per partition per fetchWait (12 partitions at 50 ms were 240 fetches a
+// second, most of Kafka's CPU while nobody bought). A close or a rebalance
+// waits for the fetch under way, so it stays well under a second.
+const fetchWait = 500 * time.Millisecond
+
 // newReader returns a consumer-group reader that never commits by itself:
 // the router uses FetchMessage, and CommitMessages once the work is final.
 func newReader(cfg RouterConfig) *kafka.Reader {
@@ -309,7 +366,7 @@ func newReader(cfg RouterConfig) *kafka.Reader {
 		GroupID:               cfg.GroupID,
 		MinBytes:              1,
 		MaxBytes:              8 << 20,
-		MaxWait:               50 * time.Millisecond,
+		MaxWait:               fetchWait,
 		ReadBackoffMin:        10 * time.Millisecond,
 		ReadBackoffMax:        200 * time.Millisecond,
 		CommitInterval:        0, // synchronous commits

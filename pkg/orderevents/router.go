@@ -368,7 +368,7 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 			state[i], reasons[i] = poison, err
 			continue
 		}
-		events[i] = e
+		events[i] = withTrace(e, m)
 	}
 	var counts [Poison + 1]int
 	for attempt := 0; ; attempt++ {

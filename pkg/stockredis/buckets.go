@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 // A hot item's stock may be split over K buckets (docs/adr/0002-stock-buckets.md):
@@ -193,8 +195,13 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 	missing := 0
 	for i := range n {
 		b := (home + i) % n
-		left, err := s.bucketTake.Run(ctx, s.rdb, []string{k.Bucket(b), k.Taken(b, r.OrderNo)},
+		tctx, span := s.span(ctx, "bucket_take", r.ItemID)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), attribute.Int("seckill.bucket", b))
+		}
+		left, err := s.bucketTake.Run(tctx, s.rdb, []string{k.Bucket(b), k.Taken(b, r.OrderNo)},
 			r.Quantity, markerTTL(r.ReservationTTL).Milliseconds()).Int64()
+		endSpan(span, err)
 		if err != nil {
 			return ReserveResult{}, unavailable("take from bucket", err)
 		}
@@ -259,7 +266,12 @@ func markerTTL(reservation time.Duration) time.Duration {
 
 // giveBack is bucket_give: bucket n gets back what orderNo took from it,
 // if it still holds a take marker for it (so it may be repeated).
-func (s *Store) giveBack(ctx context.Context, item int64, n int, orderNo string) error {
+func (s *Store) giveBack(ctx context.Context, item int64, n int, orderNo string) (err error) {
+	ctx, span := s.span(ctx, "bucket_give", item)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrOrderNo.String(orderNo), attribute.Int("seckill.bucket", n))
+	}
+	defer func() { endSpan(span, err) }()
 	k := s.Keys(item)
 	if err := s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(n), k.Taken(n, orderNo)}).Err(); err != nil {
 		return unavailable("give back to bucket", err)

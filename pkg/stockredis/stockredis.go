@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 // Reservation states.
@@ -158,6 +160,8 @@ type Store struct {
 	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
 
 	restock *redis.Script
+
+	tracer *tracing.Tracer // nil: no spans
 }
 
 // New returns a Store over rdb with the given key prefix ("" means "sk").
@@ -232,7 +236,12 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, erro
 
 // runReserve runs the reserve script with first as KEYS[1] and bucket as
 // ARGV[10] (see reserve.lua).
-func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket string) (ReserveResult, error) {
+func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket string) (_ ReserveResult, err error) {
+	ctx, span := s.span(ctx, "reserve", r.ItemID)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), tracing.AttrQuantity.Int(r.Quantity))
+	}
+	defer func() { endSpan(span, err) }()
 	k := s.Keys(r.ItemID)
 	keys := []string{first, k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
@@ -292,7 +301,12 @@ func (s *Store) ReleaseCapped(ctx context.Context, r Ref, reason string, dbStock
 	return s.release(ctx, r, reason, false, strconv.FormatInt(dbStock, 10), from)
 }
 
-func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey bool, dbStock string, from []string) (bool, string, error) {
+func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey bool, dbStock string, from []string) (_ bool, _ string, err error) {
+	ctx, span := s.span(ctx, "release", r.ItemID)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), attribute.String("seckill.reason", reason))
+	}
+	defer func() { endSpan(span, err) }()
 	k := s.Keys(r.ItemID)
 	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
@@ -325,10 +339,15 @@ func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey boo
 
 // Claim moves the reservations of orders (all of item) from RESERVED to
 // CLAIMED and returns the state each had before, in the same order.
-func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) ([]string, error) {
+func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) (_ []string, err error) {
 	if len(orderNos) == 0 {
 		return nil, nil
 	}
+	ctx, span := s.span(ctx, "claim", item)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrBatchSize.Int(len(orderNos)))
+	}
+	defer func() { endSpan(span, err) }()
 	k := s.Keys(item)
 	keys := make([]string, len(orderNos))
 	for i, no := range orderNos {
@@ -342,10 +361,15 @@ func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) ([]str
 }
 
 // Confirm marks the reservations of orders committed in MySQL as CONFIRMED.
-func (s *Store) Confirm(ctx context.Context, item int64, orderNos []string) (int64, error) {
+func (s *Store) Confirm(ctx context.Context, item int64, orderNos []string) (_ int64, err error) {
 	if len(orderNos) == 0 {
 		return 0, nil
 	}
+	ctx, span := s.span(ctx, "confirm", item)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrBatchSize.Int(len(orderNos)))
+	}
+	defer func() { endSpan(span, err) }()
 	k := s.Keys(item)
 	keys := make([]string, 0, len(orderNos)+2)
 	keys = append(keys, k.Inflight(), k.Pending())

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -59,9 +60,11 @@ func (s *Server) createItem(c *gin.Context) {
 	if !s.decodeOr400(c, &b) {
 		return
 	}
+	// Characters, not bytes, as the spec's maxLength counts; blank is
+	// unicode.IsSpace, the set the spec's pattern names.
 	b.Name = strings.TrimSpace(b.Name)
-	if b.Name == "" || len(b.Name) > 200 {
-		s.fail(c, order.Errorf(order.ErrInvalidArgument, "name must be 1-200 characters"))
+	if b.Name == "" || utf8.RuneCountInString(b.Name) > 200 {
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "name must be 1-200 characters, not all blank"))
 		return
 	}
 	if b.Stock == nil || *b.Stock < 0 || *b.Stock > 1_000_000_000 {
@@ -85,13 +88,17 @@ func (s *Server) createItem(c *gin.Context) {
 	c.JSON(http.StatusCreated, ItemView{ItemID: it.ID, Name: it.Name, Stock: it.Stock, Price: priceView(it.Price)})
 }
 
+// timePrecision is what MySQL keeps of a sale's times (DATETIME(3)):
+// ends_at must be after starts_at at it, or the row's CHECK refuses them.
+const timePrecision = time.Millisecond
+
 type createActivityBody struct {
 	ItemID               int64            `json:"item_id"`
 	StartsAt             time.Time        `json:"starts_at"`
 	EndsAt               time.Time        `json:"ends_at"`
-	PerUserLimit         *int             `json:"per_user_limit"`
-	PaymentWindowSeconds *int             `json:"payment_window_seconds"`
-	StockBuckets         *int             `json:"stock_buckets"`
+	PerUserLimit         optional[int]    `json:"per_user_limit"`
+	PaymentWindowSeconds optional[int]    `json:"payment_window_seconds"`
+	StockBuckets         optional[int]    `json:"stock_buckets"`
 	SalePrice            optional[int64]  `json:"sale_price"`
 	Currency             optional[string] `json:"currency"`
 }
@@ -114,14 +121,21 @@ func (s *Server) createActivity(c *gin.Context) {
 	if !s.decodeOr400(c, &b) {
 		return
 	}
+	if err := refuseNull(field{"per_user_limit", b.PerUserLimit}, field{"payment_window_seconds", b.PaymentWindowSeconds},
+		field{"stock_buckets", b.StockBuckets}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	b.StartsAt, b.EndsAt = b.StartsAt.Truncate(timePrecision), b.EndsAt.Truncate(timePrecision)
 	limit := 1
-	if b.PerUserLimit != nil {
-		limit = *b.PerUserLimit
+	if b.PerUserLimit.Set {
+		limit = b.PerUserLimit.Value
 	}
 	buckets := 1
-	if b.StockBuckets != nil {
-		buckets = *b.StockBuckets
+	if b.StockBuckets.Set {
+		buckets = b.StockBuckets.Value
 	}
+	window := b.PaymentWindowSeconds.ptr()
 	var problem string
 	switch {
 	case b.ItemID <= 0:
@@ -132,7 +146,7 @@ func (s *Server) createActivity(c *gin.Context) {
 		problem = "ends_at must be after starts_at"
 	case limit < 1 || limit > order.MaxQuantity:
 		problem = fmt.Sprintf("per_user_limit must be from 1 to %d", order.MaxQuantity)
-	case b.PaymentWindowSeconds != nil && (*b.PaymentWindowSeconds < 1 || *b.PaymentWindowSeconds > 7*24*3600):
+	case window != nil && (*window < 1 || *window > 7*24*3600):
 		problem = "payment_window_seconds must be from 1 to 604800"
 	case buckets < 1 || buckets > order.MaxStockBuckets:
 		problem = fmt.Sprintf("stock_buckets must be from 1 to %d", order.MaxStockBuckets)
@@ -167,8 +181,8 @@ func (s *Server) createActivity(c *gin.Context) {
 	}
 	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit, StockBuckets: buckets,
 		SalePrice: price}
-	if b.PaymentWindowSeconds != nil {
-		a.PaymentWindow = time.Duration(*b.PaymentWindowSeconds) * time.Second
+	if window != nil {
+		a.PaymentWindow = time.Duration(*window) * time.Second
 	}
 	a, err = s.db.CreateActivity(ctx, a)
 	if err != nil {

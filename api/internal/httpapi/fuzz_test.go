@@ -18,6 +18,15 @@ import (
 // seed corpus is testdata/fuzz/FuzzDecodePlaceOrder.
 func FuzzDecodePlaceOrder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast, strict httpapi.PlaceOrderBody
+		if httpapi.DecodePlaceOrderFast(body, &fast) {
+			if err := httpapi.DecodeStrict(body, &strict); err != nil {
+				t.Fatalf("body %q: the fast path took it, the strict decoder refuses it: %v", body, err)
+			}
+			if fast != strict {
+				t.Fatalf("body %q: fast path read %+v, strict decoder %+v", body, fast, strict)
+			}
+		}
 		var b httpapi.PlaceOrderBody
 		err := httpapi.DecodeJSON(body, &b)
 		if err == nil {
@@ -65,8 +74,8 @@ func checkValid(t *testing.T, b httpapi.PlaceOrderBody, q int) {
 	if b.ActivityID <= 0 || q < 1 || q > order.MaxQuantity {
 		t.Fatalf("validated out of range: activity %d quantity %d", b.ActivityID, q)
 	}
-	if (b.Quantity == nil && q != 1) || (b.Quantity != nil && *b.Quantity != q) {
-		t.Fatalf("quantity %d, body said %v", q, b.Quantity)
+	if b.Quantity.Null || (!b.Quantity.Set && q != 1) || (b.Quantity.Set && b.Quantity.Value != q) {
+		t.Fatalf("quantity %d, body said %+v", q, b.Quantity)
 	}
 	again, err := json.Marshal(b)
 	if err != nil {

@@ -49,9 +49,22 @@ func decodeCursor(s string) (int64, bool) {
 	return id, true
 }
 
+// listParams are the list's query parameters; any other is refused.
+var listParams = map[string]bool{"limit": true, "cursor": true, "activity_id": true, "status": true}
+
 // listQuery reads and checks the list's query parameters.
 func listQuery(c *gin.Context) (f orderdb.OrderFilter, before int64, limit int, err error) {
 	limit = DefaultPageSize
+	// A misspelt filter must not widen the list, nor a repeated one
+	// leave the reader guessing which counts.
+	for k, vs := range c.Request.URL.Query() {
+		if !listParams[k] {
+			return f, 0, 0, order.Errorf(order.ErrInvalidArgument, "unknown query parameter %q", strings.ToValidUTF8(k, ""))
+		}
+		if len(vs) > 1 {
+			return f, 0, 0, order.Errorf(order.ErrInvalidArgument, "query parameter %q given twice", k)
+		}
+	}
 	if v, ok := c.GetQuery("limit"); ok {
 		n, perr := strconv.Atoi(v)
 		if perr != nil || n < 1 || n > MaxPageSize {

@@ -39,6 +39,15 @@ func (o optional[T]) ptr() *T {
 
 func (o optional[T]) null() bool { return o.Null }
 
+// MarshalJSON writes the value, or null; with the omitzero option a field
+// left out stays out.
+func (o optional[T]) MarshalJSON() ([]byte, error) {
+	if !o.Set {
+		return []byte("null"), nil
+	}
+	return json.Marshal(o.Value)
+}
+
 // field is an optional body field and its JSON name.
 type field struct {
 	name string

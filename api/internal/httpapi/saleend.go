@@ -108,6 +108,9 @@ func (s *Server) patchActivity(c *gin.Context) {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "per_user_limit must be from 1 to %d", order.MaxQuantity))
 		return
 	}
+	for _, t := range []*optional[time.Time]{&b.StartsAt, &b.EndsAt} {
+		t.Value = t.Value.Truncate(timePrecision)
+	}
 	a, err := s.db.PatchActivity(c.Request.Context(), id, orderdb.ActivityChange{
 		StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr()}, time.Now())
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/seckill/seckill/pkg/failpoint"
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/logs"
@@ -20,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 // Publisher sends create-order events; an error means the event may or may
@@ -125,6 +128,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	}
 
 	no := s.Numbers.Next(act.ItemID)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(act.ItemID),
+			tracing.AttrActivityID.Int64(act.ID), tracing.AttrQuantity.Int(r.Quantity))
+	}
 	ev := order.Event{
 		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
 		UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID, Quantity: r.Quantity,
@@ -180,7 +187,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if err != nil {
 		return s.giveUp(ctx, ev, order.ReasonPublishFailed, err)
 	}
-	s.Log.Info("order reserved", "order_no", no, "request_id", r.RequestID,
+	s.Log.InfoContext(ctx, "order reserved", "order_no", no, "request_id", r.RequestID,
 		"user_id", r.UserID, "item_id", act.ItemID, "activity_id", act.ID, "status", order.Pending)
 	return Placed{OrderNo: no, Status: order.Pending}, nil
 }
@@ -204,7 +211,7 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 	// The request's context may be what timed out; the release must still run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	log := s.Log.With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
+	log := logs.WithTrace(ctx, s.Log).With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
 	o, dbErr := s.Orders.Abandon(rctx, ev, reason)
 	if dbErr == nil && o.Status != order.Failed {
 		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
@@ -354,6 +361,11 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 		return order.Activity{}, 0, err
 	}
 	ttl := time.Until(act.EndsAt) + s.paymentWindow(act) + KeyMargin
+	if ttl < time.Second {
+		// Its keys would expire at once: nothing is left to sell or settle.
+		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
+			act.EndsAt.UTC().Format(time.RFC3339))
+	}
 	n, err := s.Stock.WarmupBuckets(ctx, act.ItemID, act.StockBuckets, ttl, func(ctx context.Context) (int64, error) {
 		return db.ItemStock(ctx, act.ItemID)
 	})

@@ -33,8 +33,15 @@ type Report struct {
 	// Replication pairs each scenario's runs on the plain and the
 	// replicated topology (bench --topology both).
 	Replication []*TopologyRow `json:"replication,omitempty"`
-	Targets     []Target       `json:"targets"`
-	Notes       []string       `json:"notes,omitempty"`
+	// Tracing pairs each scenario's runs with tracing off and on (bench
+	// --tracing both); TraceSink is what the sink took while it was on.
+	Tracing   []*TracingRow `json:"tracing,omitempty"`
+	TraceSink *TraceSink    `json:"trace_sink,omitempty"`
+	// Idle is the CPU the started programs and services used while no
+	// load ran (bench --scenario idle).
+	Idle    *cpu.Usage `json:"idle_cpu,omitempty"`
+	Targets []Target   `json:"targets"`
+	Notes   []string   `json:"notes,omitempty"`
 }
 
 // Host describes the machine.
@@ -95,7 +102,10 @@ type Reference struct {
 type Run struct {
 	Name string `json:"name"`
 	// Topology is the named services it ran on (bench --topology), if any.
-	Topology    string           `json:"topology,omitempty"`
+	Topology string `json:"topology,omitempty"`
+	// Tracing is the programs' tracing (bench --tracing): off, or on with
+	// its sampling ratio.
+	Tracing     string           `json:"tracing,omitempty"`
 	Model       string           `json:"model"` // closed or open
 	Connections int              `json:"connections"`
 	Rate        float64          `json:"rate_per_s,omitempty"`
@@ -112,21 +122,24 @@ type Run struct {
 	Outcomes    map[string]int64 `json:"outcomes"`
 	Latency     stats.Summary    `json:"latency"`
 	// AcceptedLatency is the latency of the 202 answers alone.
-	AcceptedLatency stats.Summary      `json:"accepted_latency"`
-	Series          []stats.Point      `json:"series"`
-	Accepted        int64              `json:"accepted_orders"`
-	Created         int64              `json:"orders_created"`
-	Failed          int64              `json:"orders_failed"`
-	UnitsSold       int64              `json:"units_sold"`
-	DBStock         int64              `json:"final_mysql_stock"`
-	RedisStock      int64              `json:"final_redis_stock"`
-	ExtraLive       int64              `json:"extra_live_orders"`
-	ReplayedKeys    int64              `json:"replayed_keys,omitempty"`
-	DrainSeconds    float64            `json:"drain_s"`
-	Pipeline        *Pipeline          `json:"pipeline,omitempty"`
-	Violations      []verify.Violation `json:"violations"`
-	Chart           string             `json:"chart,omitempty"`
-	Profiles        []string           `json:"profiles,omitempty"`
+	AcceptedLatency stats.Summary `json:"accepted_latency"`
+	// SoldOutLatency is the latency of the sold-out answers alone
+	// (first-sale and second-sale).
+	SoldOutLatency stats.Summary      `json:"sold_out_latency,omitzero"`
+	Series         []stats.Point      `json:"series"`
+	Accepted       int64              `json:"accepted_orders"`
+	Created        int64              `json:"orders_created"`
+	Failed         int64              `json:"orders_failed"`
+	UnitsSold      int64              `json:"units_sold"`
+	DBStock        int64              `json:"final_mysql_stock"`
+	RedisStock     int64              `json:"final_redis_stock"`
+	ExtraLive      int64              `json:"extra_live_orders"`
+	ReplayedKeys   int64              `json:"replayed_keys,omitempty"`
+	DrainSeconds   float64            `json:"drain_s"`
+	Pipeline       *Pipeline          `json:"pipeline,omitempty"`
+	Violations     []verify.Violation `json:"violations"`
+	Chart          string             `json:"chart,omitempty"`
+	Profiles       []string           `json:"profiles,omitempty"`
 	// APIRequests is the requests sent to each API (in Setup.APIs order)
 	// when the load was spread over more than one.
 	APIRequests []int64 `json:"requests_per_api,omitempty"`
@@ -143,6 +156,22 @@ type TopologyRow struct {
 	// The runs' names, for the JSON (the runs themselves are in Runs).
 	PlainRun      string `json:"plain_run"`
 	ReplicatedRun string `json:"replicated_run"`
+}
+
+// TracingRow is one scenario run with the programs' tracing off and on.
+type TracingRow struct {
+	Scenario string `json:"scenario"`
+	Off      *Run   `json:"-"`
+	On       *Run   `json:"-"`
+	OffRun   string `json:"off_run"`
+	OnRun    string `json:"on_run"`
+}
+
+// TraceSink is what the bench's OTLP sink received.
+type TraceSink struct {
+	Requests int64 `json:"export_requests"`
+	Spans    int64 `json:"spans"`
+	Bytes    int64 `json:"protobuf_bytes"`
 }
 
 // Pipeline holds the end-to-end figures of the sustained scenario.
@@ -273,6 +302,7 @@ func Markdown(w io.Writer, r *Report) {
 		p("\n")
 	}
 	replicationTable(p, r)
+	tracingTable(p, r)
 	cpuTable(p, r)
 	if ref := r.Reference; ref != nil {
 		p("### Reference limits (same run)\n\n")
@@ -346,13 +376,16 @@ func cpuTable(p func(string, ...any), r *Report) {
 	if ref := r.Reference; ref != nil {
 		rows = append(rows, row{"reference: reserve", ref.ReserveCPU}, row{"reference: MySQL", ref.MySQLCPU})
 	}
+	if r.Idle != nil {
+		rows = append(rows, row{"idle (no load)", r.Idle})
+	}
 	for _, run := range r.Runs {
 		rows = append(rows, row{run.Name, run.CPU})
 	}
 	for _, c := range r.Compare {
 		rows = append(rows, row{"compare: " + c.Strategy, c.CPU})
 	}
-	cols := []string{"bench", "api", "consumer", "redis", "mysql", "kafka"}
+	cols := cpuColumns
 	seen := false
 	for _, x := range rows {
 		seen = seen || x.u != nil
@@ -368,17 +401,82 @@ func cpuTable(p func(string, ...any), r *Report) {
 		}
 		p("| %s | %.0f | ", x.name, x.u.Machine)
 		for _, c := range cols {
-			v := x.u.Procs[c]
-			if c == "consumer" || c == "api" { // consumer2, api2, ... in the same column
-				for name, pv := range x.u.Procs {
-					if strings.HasPrefix(name, c) && name != c {
-						v += pv
-					}
-				}
-			}
-			p("%.0f | ", v)
+			p("%.0f | ", Column(x.u, c))
 		}
 		p("%.0f |\n", x.u.Other)
+	}
+	p("\n")
+	perOrderTable(p, r)
+}
+
+// cpuColumns are the CPU table's processes; the pipeline is all but the
+// bench.
+var cpuColumns = []string{"bench", "api", "consumer", "redis", "mysql", "kafka"}
+
+// Column is process c's CPU in u, in % of one CPU, with api2, api3, ...
+// (and consumer2, ...) counted in the api (consumer) column.
+func Column(u *cpu.Usage, c string) float64 {
+	v := u.Procs[c]
+	if c == "consumer" || c == "api" {
+		for name, pv := range u.Procs {
+			if strings.HasPrefix(name, c) && name != c {
+				v += pv
+			}
+		}
+	}
+	return v
+}
+
+// PipelineCPU is the CPU of every watched process but the bench, in % of one
+// CPU: what the programs and services cost.
+func PipelineCPU(u *cpu.Usage) float64 {
+	var sum float64
+	for _, c := range cpuColumns[1:] {
+		sum += Column(u, c)
+	}
+	return sum
+}
+
+// PerUnit is the CPU time, in µs, that pct (% of one CPU over u's window)
+// spent on each of n units of work.
+func PerUnit(u *cpu.Usage, pct float64, n int64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return pct / 100 * u.Seconds * 1e6 / float64(n)
+}
+
+// PerOrderUnit says what a run's CPU is divided by: created orders for a
+// run whose every answer is an order (sustained), answers otherwise.
+func PerOrderUnit(run *Run) (string, int64) {
+	if run.Pipeline != nil {
+		return "created order", run.Outcomes["accepted"]
+	}
+	return "answer", run.Requests
+}
+
+// perOrderTable divides each run's CPU by its work: µs of CPU per answer
+// (per created order for sustained), per process, so a reader sees where
+// each microsecond goes.
+func perOrderTable(p func(string, ...any), r *Report) {
+	var rows []*Run
+	for _, run := range r.Runs {
+		if run.CPU != nil && run.Requests > 0 && run.CPU.Seconds > 0 {
+			rows = append(rows, run)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("### CPU per unit of work (µs of CPU, same windows as above)\n\n")
+	p("| load | per | pipeline (all but bench) | %s |\n|---|---|---:|%s\n", strings.Join(cpuColumns[1:], " | "), strings.Repeat("---:|", len(cpuColumns)-1))
+	for _, run := range rows {
+		unit, n := PerOrderUnit(run)
+		p("| %s | %s | %.0f | ", run.Name, unit, PerUnit(run.CPU, PipelineCPU(run.CPU), n))
+		for _, c := range cpuColumns[1:] {
+			p("%.0f | ", PerUnit(run.CPU, Column(run.CPU, c), n))
+		}
+		p("\n")
 	}
 	p("\n")
 }
@@ -449,6 +547,38 @@ func replicationTable(p func(string, ...any), r *Report) {
 		row(t.Scenario, "P99 ms", a.Latency.P99Ms, b.Latency.P99Ms, ms)
 		row(t.Scenario, "202 P99 ms", a.AcceptedLatency.P99Ms, b.AcceptedLatency.P99Ms, ms)
 		row(t.Scenario, "drain s", a.DrainSeconds, b.DrainSeconds, func(v float64) string { return fmt.Sprintf("%.2f", v) })
+		if a.Pipeline != nil && b.Pipeline != nil {
+			row(t.Scenario, "orders/s end to end", a.Pipeline.OrdersPerSecond, b.Pipeline.OrdersPerSecond, num)
+			row(t.Scenario, "PENDING→CREATED P99 ms", a.Pipeline.PendingToCreated.P99Ms, b.Pipeline.PendingToCreated.P99Ms, ms)
+		}
+	}
+	p("\n")
+}
+
+// tracingTable shows what tracing costs, scenario by scenario.
+func tracingTable(p func(string, ...any), r *Report) {
+	if len(r.Tracing) == 0 {
+		return
+	}
+	p("### Cost of tracing (same run, same load)\n\n")
+	p("Off: OTEL_SDK_DISABLED=true, a no-op tracer. On: tracing %s, OTLP/HTTP to a sink in the bench that decodes every export.", r.Tracing[0].On.Tracing)
+	if s := r.TraceSink; s != nil {
+		p(" The sink took %d spans in %d exports (%.1f MiB of protobuf).", s.Spans, s.Requests, float64(s.Bytes)/(1<<20))
+	}
+	p("\n\n| scenario | figure | tracing off | tracing on | change |\n|---|---|---:|---:|---:|\n")
+	row := func(scen, figure string, a, b float64, format func(float64) string) {
+		change := "n/a"
+		if a != 0 {
+			change = fmt.Sprintf("%+.1f %%", (b-a)/a*100)
+		}
+		p("| %s | %s | %s | %s | %s |\n", scen, figure, format(a), format(b), change)
+	}
+	for _, t := range r.Tracing {
+		a, b := t.Off, t.On
+		row(t.Scenario, "req/s", a.Throughput, b.Throughput, num)
+		row(t.Scenario, "P50 ms", a.Latency.P50Ms, b.Latency.P50Ms, ms)
+		row(t.Scenario, "P99 ms", a.Latency.P99Ms, b.Latency.P99Ms, ms)
+		row(t.Scenario, "202 P99 ms", a.AcceptedLatency.P99Ms, b.AcceptedLatency.P99Ms, ms)
 		if a.Pipeline != nil && b.Pipeline != nil {
 			row(t.Scenario, "orders/s end to end", a.Pipeline.OrdersPerSecond, b.Pipeline.OrdersPerSecond, num)
 			row(t.Scenario, "PENDING→CREATED P99 ms", a.Pipeline.PendingToCreated.P99Ms, b.Pipeline.PendingToCreated.P99Ms, ms)

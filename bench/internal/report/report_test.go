@@ -151,3 +151,26 @@ func TestMarkdownSeveralAPIs(t *testing.T) {
 		}
 	}
 }
+
+func TestPerUnitDividesCPUTimeByWork(t *testing.T) {
+	u := &cpu.Usage{Seconds: 10, Procs: map[string]float64{"api": 50, "api2": 30, "consumer": 10, "kafka": 20, "bench": 40}}
+	if got := Column(u, "api"); got != 80 {
+		t.Errorf("api column = %v, want 80 (api + api2)", got)
+	}
+	if got := PipelineCPU(u); got != 110 {
+		t.Errorf("pipeline CPU = %v, want 110 (everything but the bench)", got)
+	}
+	// 110 % of one CPU for 10 s is 11 s of CPU; over 5,000 orders, 2,200 µs each.
+	if got := PerUnit(u, PipelineCPU(u), 5000); got != 2200 {
+		t.Errorf("per unit = %v µs, want 2200", got)
+	}
+	if got := PerUnit(u, 50, 0); got != 0 {
+		t.Errorf("per unit of no work = %v, want 0", got)
+	}
+	var b strings.Builder
+	Markdown(&b, &Report{Host: Host{CPUs: 2}, Runs: []*Run{{Name: "sustained", Requests: 5000, CPU: u,
+		Outcomes: map[string]int64{"accepted": 5000}, Pipeline: &Pipeline{}}}})
+	if !strings.Contains(b.String(), "| sustained | created order | 2200 | 1600 | 200 | 0 | 0 | 400 |") {
+		t.Errorf("per-unit row missing or wrong:\n%s", b.String())
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/seckill/seckill/pkg/failpoint"
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
@@ -20,6 +23,7 @@ import (
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
 )
 
 // Handler fulfils batches of events; the orderevents Router feeds it.
@@ -30,6 +34,9 @@ type Handler struct {
 	Log           *slog.Logger
 	// Metrics records how long orders stayed PENDING; nil records nothing.
 	Metrics *metrics.Consumer
+	// Tracer traces each item's batch and, in each sampled order's own
+	// trace, the order's part of it (see batchTrace); nil traces nothing.
+	Tracer *tracing.Tracer
 
 	activities order.ActivityCache
 }
@@ -77,15 +84,34 @@ func retryAll(n int, err error) []orderevents.Result {
 	return res
 }
 
-// handleItem claims, writes and confirms (or releases) one item's events.
+// handleItem claims, writes and confirms (or releases) one item's events,
+// traced when a Tracer is set.
+func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Event) []orderevents.Result {
+	bt := p.startBatch(ctx, item, events)
+	res := p.fulfilItem(ctx, item, events, bt)
+	var err error
+	for i, r := range res {
+		if r.Outcome == orderevents.Retry && err == nil {
+			err = r.Err
+		}
+		bt.outcome(i, r)
+	}
+	bt.end(err)
+	return res
+}
+
+// fulfilItem claims, writes and confirms (or releases) one item's events.
 // A failure before MySQL's answer is known retries them all; after it, only
 // the events whose release failed.
-func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Event) []orderevents.Result {
+func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Event, bt *batchTrace) []orderevents.Result {
 	nos := make([]string, len(events))
 	for i, e := range events {
 		nos[i] = e.OrderNo
 	}
-	states, err := p.Stock.Claim(ctx, item, nos)
+	bctx := bt.context(ctx)
+	start := time.Now()
+	states, err := p.Stock.Claim(bctx, item, nos)
+	bt.stepAll("claim", start, err)
 	if err != nil {
 		return retryAll(len(events), err)
 	}
@@ -112,7 +138,9 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 	if len(reqs) == 0 {
 		return res
 	}
-	out, err := p.DB.Fulfil(ctx, item, reqs)
+	start = time.Now()
+	out, err := p.fulfil(bctx, item, reqs)
+	bt.step("mysql transaction", start, err, reqIdx)
 	if err != nil {
 		return retryAll(len(events), err)
 	}
@@ -120,7 +148,8 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 	// and whose offsets are not committed: the redelivery must finish them.
 	failpoint.Inject("consumer-after-commit")
 	var confirm []string
-	var failed []int // indexes into reqs
+	var confirmIdx []int // indexes into events
+	var failed []int     // indexes into reqs
 	outOfStock := false
 	for j, r := range reqs {
 		e := r.Event
@@ -140,13 +169,20 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 			continue
 		}
 		confirm = append(confirm, e.OrderNo)
+		if bt != nil {
+			confirmIdx = append(confirmIdx, i)
+		}
 		if !o.Existing {
-			p.Metrics.FulfilDelay(time.Since(e.ReservedAt))
-			p.Log.Info("order created", "order_no", e.OrderNo, "request_id", e.RequestID,
+			octx := bt.orderContext(ctx, i)
+			p.Metrics.FulfilDelayTrace(time.Since(e.ReservedAt), tracing.TraceID(octx))
+			p.Log.InfoContext(octx, "order created", "order_no", e.OrderNo, "request_id", e.RequestID,
 				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
-	if _, err := p.Stock.Confirm(ctx, item, confirm); err != nil {
+	start = time.Now()
+	_, err = p.Stock.Confirm(bctx, item, confirm)
+	bt.step("confirm", start, err, confirmIdx)
+	if err != nil {
 		return retryAll(len(events), err)
 	}
 	dbStock := int64(-1)
@@ -164,7 +200,7 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 	for _, j := range failed {
 		e := reqs[j].Event
 		o := out[e.OrderNo]
-		if err := p.release(ctx, e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
+		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
 			res[reqIdx[j]] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
 		}
 	}
@@ -175,12 +211,14 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 // says the order became FAILED in this batch (not a redelivery). For an
 // order MySQL refused for lack of stock, dbStock (>= 0) caps Redis stock at
 // what MySQL can still fulfil, in the same script.
-func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
+// The release script runs under sctx's span (the order's, or the batch's
+// for an order whose trace is not sampled); ctx is the lines' context.
+func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
 		// the reconciler aligns Redis with MySQL.
-		log.Warn("order failed; its reservation is missing in Redis", "reason", reason, "status", order.Failed)
+		log.WarnContext(ctx, "order failed; its reservation is missing in Redis", "reason", reason, "status", order.Failed)
 		return nil
 	}
 	ref := stockredis.EventRef(e)
@@ -190,11 +228,11 @@ func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState
 		err      error
 	)
 	if reason == order.ReasonOutOfStock && dbStock >= 0 {
-		released, state, err = p.Stock.ReleaseCapped(ctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
+		released, state, err = p.Stock.ReleaseCapped(sctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
 	} else {
 		// An order the API gave up (it answered 503) frees its idempotency
 		// key too, so the buyer's retry with that key tries anew.
-		released, state, err = p.Stock.Release(ctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved, stockredis.StateClaimed)
+		released, state, err = p.Stock.Release(sctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved, stockredis.StateClaimed)
 	}
 	if err != nil {
 		return err
@@ -203,13 +241,26 @@ func (p *Handler) release(ctx context.Context, e order.Event, reason, claimState
 		log.Log(ctx, logs.Alert, "Redis and MySQL disagree: MySQL had no stock for a reservation Redis accepted",
 			"reason", reason, "quantity", e.Quantity, "status", order.Failed)
 	} else if released {
-		log.Info("order failed; reservation released", "reason", reason, "status", order.Failed)
+		log.InfoContext(ctx, "order failed; reservation released", "reason", reason, "status", order.Failed)
 	} else if fresh {
-		log.Info("order failed; reservation already final", "reason", reason, "state", state, "status", order.Failed)
+		log.InfoContext(ctx, "order failed; reservation already final", "reason", reason, "state", state, "status", order.Failed)
 	} else {
 		log.Debug("order failed; reservation already final", "state", state)
 	}
 	return nil
+}
+
+// fulfil is DB.Fulfil in a span of its own (under the batch's).
+func (p *Handler) fulfil(ctx context.Context, item int64, reqs []orderdb.Request) (map[string]orderdb.Outcome, error) {
+	ctx, span := p.Tracer.StartKind(ctx, "mysql fulfil", trace.SpanKindClient)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("db.system.name", "mysql"), tracing.AttrItemID.Int64(item),
+			tracing.AttrBatchSize.Int(len(reqs)))
+	}
+	out, err := p.DB.Fulfil(ctx, item, reqs)
+	tracing.Fail(span, err)
+	return out, err
 }
 
 // DeadLettered gives back the reservation of a poison event the router

@@ -1,0 +1,7 @@
+package httpapi
+
+// Both order-body decoders, for the fuzz test's comparison.
+var (
+	DecodePlaceOrderFast = decodePlaceOrderFast
+	DecodeStrict         = decodeStrict
+)

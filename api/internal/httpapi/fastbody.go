@@ -1,0 +1,124 @@
+package httpapi
+
+// decodePlaceOrderFast reads the order body every client sends,
+// {"activity_id":N} or {"activity_id":N,"quantity":M} (either order, JSON
+// whitespace anywhere between tokens), without encoding/json: on the order
+// path the strict decoder and its second pass for names (exactKeys) cost
+// about a tenth of the api's CPU per request. It reports false for anything
+// else (other fields, null, decimals, exponents, escapes, numbers of more
+// than 18 digits, a field twice), and the strict decoder then gives the
+// answer; what it accepts, the strict decoder accepts with the same values
+// (FuzzDecodePlaceOrder checks both).
+func decodePlaceOrderFast(body []byte, out *PlaceOrderBody) bool {
+	p := scanner{b: body}
+	p.space()
+	if !p.byte('{') {
+		return false
+	}
+	var b PlaceOrderBody
+	var seenActivity, seenQuantity bool
+	for {
+		p.space()
+		name, ok := p.name()
+		if !ok {
+			return false
+		}
+		p.space()
+		if !p.byte(':') {
+			return false
+		}
+		p.space()
+		n, ok := p.int()
+		if !ok {
+			return false
+		}
+		switch {
+		case string(name) == "activity_id" && !seenActivity:
+			seenActivity, b.ActivityID = true, n
+		case string(name) == "quantity" && !seenQuantity:
+			if n != int64(int(n)) {
+				return false
+			}
+			seenQuantity, b.Quantity = true, optional[int]{Set: true, Value: int(n)}
+		default:
+			return false
+		}
+		p.space()
+		if p.byte('}') {
+			break
+		}
+		if !p.byte(',') {
+			return false
+		}
+	}
+	p.space()
+	if p.i != len(p.b) || !seenActivity {
+		return false
+	}
+	*out = b
+	return true
+}
+
+// scanner walks a byte slice for decodePlaceOrderFast.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (p *scanner) space() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *scanner) byte(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// name reads a string of lower-case letters and underscores (no escapes).
+func (p *scanner) name() ([]byte, bool) {
+	if !p.byte('"') {
+		return nil, false
+	}
+	start := p.i
+	for p.i < len(p.b) && (p.b[p.i] >= 'a' && p.b[p.i] <= 'z' || p.b[p.i] == '_') {
+		p.i++
+	}
+	end := p.i
+	if !p.byte('"') {
+		return nil, false
+	}
+	return p.b[start:end], true
+}
+
+// int reads a JSON integer of at most 18 digits (no fraction, no exponent,
+// no leading zero), so it cannot overflow int64.
+func (p *scanner) int() (int64, bool) {
+	neg := p.byte('-')
+	start := p.i
+	var n int64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		n = n*10 + int64(p.b[p.i]-'0')
+		p.i++
+	}
+	digits := p.i - start
+	if digits == 0 || digits > 18 || (digits > 1 && p.b[start] == '0') {
+		return 0, false
+	}
+	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}

@@ -1,0 +1,142 @@
+"""Schemathesis hooks of scripts/api-fuzz.
+
+docs/openapi.yaml states a few rules in words because a JSON Schema cannot say them: one field
+against another (a sale's ends_at after its starts_at), or against what the server holds (an
+order's quantity at most the sale's per_user_limit, a list cursor is one the api gave, a restock's
+Idempotency-Key names one quantity). A request the fuzzer generates as valid (positive mode) that
+breaks one of them is made to keep it here, just before it is sent, so the check
+positive_data_acceptance stays as strict as it is: any other valid request refused with a 4xx it
+does not allow is a failure. Negative requests are sent as generated.
+"""
+
+import base64
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import time
+import urllib.request
+
+import schemathesis
+
+API = os.environ["API_FUZZ_URL"]
+# The order scripts/api-fuzz placed, its amount and currency, and the secret the payment
+# provider shares with the api.
+ORDER_NO = os.environ["API_FUZZ_ORDER_NO"]
+ORDER_AMOUNT = int(os.environ["API_FUZZ_ORDER_AMOUNT"])
+ORDER_CURRENCY = os.environ["API_FUZZ_ORDER_CURRENCY"]
+PAYMENT_SECRET = os.environ["SECKILL_PAYMENT_SECRET"].encode()
+# (item id, Idempotency-Key) -> the quantity the api restocked under it.
+restocked = {}
+# item id -> its price's currency ("" for none), for the items the api created: scripts/api-fuzz
+# makes item 1 priced in EUR, the fuzzer the others.
+currencies = {"1": "EUR"}
+
+
+def positive(case):
+    return case.meta is not None and case.meta.generation.mode.is_positive
+
+
+def when(value):
+    """A date-time as the api keeps it: to the millisecond."""
+    try:
+        t = datetime.datetime.fromisoformat(value.replace("z", "Z"))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return t.replace(microsecond=t.microsecond // 1000 * 1000)
+
+
+def rfc3339(t):
+    return t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# activity id -> the sale as the api last answered it to a create, PATCH, end or cancel: fresher
+# than the sale page, which may be a second old.
+activities = {}
+
+
+def sale_page(activity_id):
+    """The sale (starts_at, ends_at, per_user_limit) as the api last told it, or None."""
+    try:
+        activity_id = int(activity_id)
+    except (TypeError, ValueError):
+        return None
+    if activity_id in activities:
+        return activities[activity_id]
+    try:
+        with urllib.request.urlopen(f"{API}/api/v1/activities/{activity_id}", timeout=5) as r:
+            return json.load(r)
+    except Exception:
+        return None
+
+
+def ends_after_starts(body, starts, ends):
+    """Moves ends_at a day after starts_at when it is not after it."""
+    s, e = when(starts), when(ends)
+    if s is None or e is None or e > s:
+        return
+    try:
+        body["ends_at"] = rfc3339(s + datetime.timedelta(days=1))
+    except OverflowError:
+        body["starts_at"] = rfc3339(e - datetime.timedelta(days=1))
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    if not positive(case):
+        return
+    op = case.operation.definition.raw.get("operationId")
+    body = case.body if isinstance(case.body, dict) else None
+    if op == "createActivity" and body is not None:
+        if "starts_at" in body and "ends_at" in body:
+            ends_after_starts(body, body["starts_at"], body["ends_at"])
+        # A sale price is in the item's currency, and needs one when the item has no price.
+        item = currencies.get(str(body.get("item_id")))
+        if item and "currency" in body:
+            body["currency"] = item
+        elif item == "" and "sale_price" in body and "currency" not in body:
+            body["currency"] = "EUR"
+    elif op == "patchActivity" and body is not None and ("starts_at" in body or "ends_at" in body):
+        page = sale_page(case.path_parameters.get("id"))
+        starts = body.get("starts_at", page and page["starts_at"])
+        ends = body.get("ends_at", page and page["ends_at"])
+        if "ends_at" in body:
+            ends_after_starts(body, starts, ends)
+        elif when(starts) is not None and when(ends) is not None and when(ends) <= when(starts):
+            body["starts_at"] = rfc3339(when(ends) - datetime.timedelta(hours=1))
+    elif op == "placeOrder" and body is not None and isinstance(body.get("quantity"), int):
+        page = sale_page(body.get("activity_id", 0))
+        if page and body["quantity"] > page["per_user_limit"]:
+            body["quantity"] = page["per_user_limit"]
+    elif op == "listOrders" and case.query and "cursor" in case.query:
+        # The api's cursors: base64url of "o1:<row id>".
+        row = abs(hash(str(case.query["cursor"]))) % 1_000_000 + 1
+        case.query["cursor"] = base64.urlsafe_b64encode(f"o1:{row}".encode()).decode().rstrip("=")
+    elif op == "paymentNotification" and body is not None:
+        # A valid notification is the provider's: for an order the api issued, of its amount,
+        # signed (pkg/payment.Sign) over the bytes sent. The transaction id stays as generated.
+        body.update(order_no=ORDER_NO, amount=ORDER_AMOUNT, currency=ORDER_CURRENCY)
+        raw = json.dumps(body).encode()
+        ts = str(int(time.time()))
+        sig = hmac.new(PAYMENT_SECRET, ts.encode() + b"." + raw, hashlib.sha256).hexdigest()
+        case.headers = {**(case.headers or {}), "Seckill-Signature": f"t={ts},v1={sig}"}
+        kwargs["data"] = raw
+    elif op == "restockItem" and body is not None and case.headers:
+        key = (str(case.path_parameters.get("id")), case.headers.get("Idempotency-Key"))
+        if key in restocked:
+            body["quantity"] = restocked[key]
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    op = case.operation.definition.raw.get("operationId")
+    if op == "restockItem" and response.status_code == 200:
+        v = response.json()
+        restocked[(str(case.path_parameters.get("id")), case.headers.get("Idempotency-Key"))] = v["quantity"]
+    elif op in ("createActivity", "patchActivity", "endActivity", "cancelActivity") and response.status_code in (200, 201):
+        v = response.json()
+        activities[v["activity_id"]] = v
+    elif op == "createItem" and response.status_code == 201:
+        v = response.json()
+        currencies[str(v["item_id"])] = v.get("currency", "")
