@@ -54,7 +54,7 @@ func Replication(brokers []string) (factor, minInsync int) {
 }
 
 // NewTopicOn is NewTopic on the given brokers, replicated as Replication
-// says.
+// says. The topics are deleted when the test ends.
 func NewTopicOn(t testing.TB, brokers []string, partitions int) string {
 	t.Helper()
 	topic := Name("test.orders")
@@ -65,6 +65,15 @@ func NewTopicOn(t testing.TB, brokers []string, partitions int) string {
 	if err := orderevents.EnsureTopics(ctx, cfg); err != nil {
 		t.Fatalf("kafkatest: Kafka at %v: create topic (run `scripts/services up`): %v", brokers, err)
 	}
+	// Registered before the test's programs and readers, so it runs after
+	// they are stopped. Best effort: a broker that is down keeps them. The
+	// broker's idle CPU grows with the partitions it holds, and a run of
+	// every test made several hundred topics.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = orderevents.DeleteTopics(ctx, brokers, topic, orderevents.DLQTopic(topic))
+	})
 	waitForLeaders(t, ctx, brokers[0], topic, partitions)
 	return topic
 }

@@ -412,6 +412,10 @@ func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error
 		return err
 	}
 	defer conn.Close()
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		_ = conn.SetDeadline(dl)
+	}
 	ctl, err := conn.Controller()
 	if err != nil {
 		return err
@@ -421,6 +425,9 @@ func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error
 		return err
 	}
 	defer cc.Close()
+	if hasDeadline {
+		_ = cc.SetDeadline(dl)
+	}
 	return cc.DeleteTopics(topics...)
 }
 
