@@ -27,7 +27,7 @@ import (
 func spanAttr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, a := range s.Attributes {
 		if a.Key == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

@@ -26,7 +26,7 @@ import (
 func attr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, a := range s.Attributes {
 		if a.Key == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
