@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
@@ -22,16 +20,8 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/pkg/tracing/tracingtest"
 )
-
-func spanAttr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, a := range s.Attributes {
-		if a.Key == key {
-			return a.Value.String()
-		}
-	}
-	return ""
-}
 
 // With a tracer, every request is a server span named by its route
 // template, the order's reserve script and publish are its children, the
@@ -41,10 +31,7 @@ func spanAttr(s tracetest.SpanStub, key attribute.Key) string {
 // SDK's in-memory exporter.
 func TestRequestSpans(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tracer := tracing.New(tp)
+	tracer, exp := tracingtest.New(t)
 
 	ts := newTestServer(t)
 	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: ts.topic, Tracer: tracer})
@@ -82,19 +69,19 @@ func TestRequestSpans(t *testing.T) {
 		t.Fatalf("spans: %d order requests, %d publishes, %d health checks; want 2, 1, 1", len(orders), len(publishes), len(health))
 	}
 	req := orders[0]
-	if spanAttr(req, tracing.AttrOrderNo) != no || spanAttr(req, "http.response.status_code") != "202" ||
-		spanAttr(req, "http.route") != "/api/v1/orders" || req.Status.Code == codes.Error {
+	if tracingtest.Attr(req, tracing.AttrOrderNo) != no || tracingtest.Attr(req, "http.response.status_code") != "202" ||
+		tracingtest.Attr(req, "http.route") != "/api/v1/orders" || req.Status.Code == codes.Error {
 		t.Errorf("accepted request span: %v %v", req.Attributes, req.Status)
 	}
-	if spanAttr(orders[1], "http.response.status_code") != "409" || orders[1].Status.Code == codes.Error {
+	if tracingtest.Attr(orders[1], "http.response.status_code") != "409" || orders[1].Status.Code == codes.Error {
 		t.Errorf("sold-out request span: %v %v (a refusal is no fault)", orders[1].Attributes, orders[1].Status)
 	}
-	if pubSpan := publishes[0]; pubSpan.Parent.SpanID() != req.SpanContext.SpanID() || spanAttr(pubSpan, tracing.AttrOrderNo) != no {
+	if pubSpan := publishes[0]; pubSpan.Parent.SpanID() != req.SpanContext.SpanID() || tracingtest.Attr(pubSpan, tracing.AttrOrderNo) != no {
 		t.Errorf("publish span under %s with %v, want under the request %s", pubSpan.Parent.SpanID(), pubSpan.Attributes, req.SpanContext.SpanID())
 	}
 	var underReq int
 	for _, r := range reserves {
-		if r.Parent.SpanID() == req.SpanContext.SpanID() && spanAttr(r, tracing.AttrOrderNo) == no {
+		if r.Parent.SpanID() == req.SpanContext.SpanID() && tracingtest.Attr(r, tracing.AttrOrderNo) == no {
 			underReq++
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -19,18 +17,9 @@ import (
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/pkg/tracing/tracingtest"
 	"github.com/seckill/seckill/pkg/waittest"
 )
-
-// attr is the value of span's attribute key, as a string.
-func attr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, a := range s.Attributes {
-		if a.Key == key {
-			return a.Value.String()
-		}
-	}
-	return ""
-}
 
 // TestTraceFollowsTheOrderThroughKafka publishes three orders the way the
 // api does (a request span, the reserve script, the traced publish) and
@@ -42,10 +31,7 @@ func attr(s tracetest.SpanStub, key attribute.Key) string {
 // order whose trace was not sampled gets no span of the consumer's.
 func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tracer := tracing.New(tp)
+	tracer, exp := tracingtest.New(t)
 
 	e := newEnv(t)
 	e.store.Trace(tracer)
@@ -138,7 +124,7 @@ func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 		one("redis reserve", c.req)
 		publish := one("publish "+topic, c.req)
 		fulfil := one("fulfil order", publish.SpanContext)
-		if attr(fulfil, tracing.AttrOrderNo) != c.ev.OrderNo || attr(fulfil, tracing.AttrOutcome) != c.outcome {
+		if tracingtest.Attr(fulfil, tracing.AttrOrderNo) != c.ev.OrderNo || tracingtest.Attr(fulfil, tracing.AttrOutcome) != c.outcome {
 			t.Errorf("order %s: fulfil span attributes %v", c.ev.OrderNo, fulfil.Attributes)
 		}
 		for _, step := range c.steps {
@@ -146,7 +132,7 @@ func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 		}
 		if c.outcome == "failed" {
 			release := one("redis release", fulfil.SpanContext)
-			if attr(release, tracing.AttrOrderNo) != c.ev.OrderNo {
+			if tracingtest.Attr(release, tracing.AttrOrderNo) != c.ev.OrderNo {
 				t.Errorf("release span attributes %v", release.Attributes)
 			}
 		} else if n := len(named("confirm", c.req)); n != 1 {
@@ -181,7 +167,7 @@ func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 		// The unsampled order's release runs under the batch, not as a
 		// root of its own.
 		for _, r := range named("redis release", b.SpanContext) {
-			if r.Parent.SpanID() == b.SpanContext.SpanID() && attr(r, tracing.AttrOrderNo) == unsampled.OrderNo {
+			if r.Parent.SpanID() == b.SpanContext.SpanID() && tracingtest.Attr(r, tracing.AttrOrderNo) == unsampled.OrderNo {
 				unsampledRelease++
 			}
 		}
