@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/pipelinetest"
@@ -437,13 +439,19 @@ func TestReplicatedKafkaTopicSettings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, name := range []string{topic, orderevents.DLQTopic(topic)} {
-		// The api created it before it was ready; the broker asked may
-		// learn of it from the controller a moment later.
-		parts, err := kafkatest.Partitions(ctx, clusterBrokers, name)
+		// The api created it before it was ready; each broker learns of
+		// it from the controller a moment later, and the metadata and the
+		// configuration may be asked of different brokers.
+		var (
+			parts []kafka.Partition
+			got   map[string]string
+			err   error
+		)
 		waittest.Until(t, 30*time.Second, "every broker knows "+name, func() bool {
-			if err != nil {
-				parts, err = kafkatest.Partitions(ctx, clusterBrokers, name)
+			if parts, err = kafkatest.Partitions(ctx, clusterBrokers, name); err != nil {
+				return false
 			}
+			got, err = kafkatest.TopicConfig(ctx, clusterBrokers, name, "min.insync.replicas", "unclean.leader.election.enable")
 			return err == nil
 		})
 		if want := map[bool]int{true: 5, false: 1}[name == topic]; len(parts) != want {
@@ -453,10 +461,6 @@ func TestReplicatedKafkaTopicSettings(t *testing.T) {
 			if len(part.Replicas) != 3 || len(part.Isr) != 3 {
 				t.Fatalf("%s/%d: replicas %v, in sync %v; want 3 and 3", name, part.ID, part.Replicas, part.Isr)
 			}
-		}
-		got, err := kafkatest.TopicConfig(ctx, clusterBrokers, name, "min.insync.replicas", "unclean.leader.election.enable")
-		if err != nil {
-			t.Fatal(err)
 		}
 		if got["min.insync.replicas"] != "2" || got["unclean.leader.election.enable"] != "false" {
 			t.Fatalf("%s: set on the topic %v; want min.insync.replicas 2, unclean.leader.election.enable false", name, got)
