@@ -180,6 +180,20 @@ func (row activityRow) activity() order.Activity {
 	return a
 }
 
+// findAs runs q's Find into rows of R and returns them converted by to;
+// op names the read in the error.
+func findAs[R, T any](q *gorm.DB, op string, to func(R) T) ([]T, error) {
+	var rows []R
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = to(r)
+	}
+	return out, nil
+}
+
 // wrap translates GORM and driver errors into domain errors.
 func wrap(op string, err error) error {
 	switch {

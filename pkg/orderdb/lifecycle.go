@@ -98,15 +98,6 @@ func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]st
 // ReleasesDue lists up to limit CLOSED orders whose Redis release is not
 // recorded yet and that were closed before olderThan.
 func (db *DB) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
-	var rows []orderRow
-	err := db.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= ?", olderThan.UTC()).
-		Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, wrap("list releases due", err)
-	}
-	out := make([]order.Order, len(rows))
-	for i, r := range rows {
-		out[i] = r.toOrder()
-	}
-	return out, nil
+	q := db.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= ?", olderThan.UTC()).Limit(limit)
+	return findAs(q, "list releases due", orderRow.toOrder)
 }

@@ -142,15 +142,7 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 
 // PaymentsOf returns the payments recorded for an order, oldest first.
 func (db *DB) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error) {
-	var rows []paymentRow
-	if err := db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id").Find(&rows).Error; err != nil {
-		return nil, wrap("read payments", err)
-	}
-	out := make([]Payment, len(rows))
-	for i, r := range rows {
-		out[i] = r.toPayment()
-	}
-	return out, nil
+	return findAs(db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
 }
 
 // RefundsNeeded counts the REFUND payments of an activity's orders not yet

@@ -95,15 +95,8 @@ func (db *DB) MarkRestockApplied(ctx context.Context, id int64) error {
 // PendingRestocks lists the item's restocks whose Redis step is not
 // recorded, oldest first.
 func (db *DB) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, error) {
-	var rows []restockRow
-	if err := db.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Find(&rows).Error; err != nil {
-		return nil, wrap("list pending restocks", err)
-	}
-	out := make([]Restock, len(rows))
-	for i, r := range rows {
-		out[i] = r.toRestock()
-	}
-	return out, nil
+	q := db.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id")
+	return findAs(q, "list pending restocks", restockRow.toRestock)
 }
 
 // RestockOf returns one restock by id, order.ErrNotFound if none.
