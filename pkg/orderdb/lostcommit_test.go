@@ -176,3 +176,59 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 		t.Fatalf("proxy lost %d answers, want 1", got)
 	}
 }
+
+// The COMMIT of a cancel reaches MySQL and its answer is lost: the call
+// fails, yet the sale is ended and cancelled; the operator's retry a moment
+// later changes nothing more (the end stays at the first call's time, the
+// cancellation at its first mark) and answers the ended sale.
+func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
+	t.Parallel()
+	db, item := setup(t, 10)
+	ctx := context.Background()
+	act, err := db.CreateActivity(ctx, order.Activity{ItemID: item, StartsAt: time.Now().Add(-time.Minute),
+		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, via := proxiedOrderDB(t, db)
+	cancelledAt := func() *time.Time {
+		t.Helper()
+		var at *time.Time
+		if err := db.Gorm().WithContext(ctx).Raw("SELECT cancelled_at FROM activities WHERE id = ?", act.ID).Scan(&at).Error; err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+
+	first := time.Now().UTC().Truncate(time.Millisecond)
+	cutCommit(p)
+	if a, err := via.EndActivity(ctx, act.ID, first, true); err == nil {
+		t.Fatalf("cancel answered through a cut COMMIT: %+v", a)
+	} else {
+		t.Logf("cancel with its COMMIT answer lost: %v", err)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("proxy lost %d answers, want 1 (the COMMIT's)", got)
+	}
+	// Committed: seen directly, not through the proxy.
+	ended, err := db.Activity(ctx, act.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := cancelledAt()
+	if !ended.EndsAt.Equal(first) || marked == nil || !marked.Equal(first) {
+		t.Fatalf("after the lost COMMIT: ends_at %s, cancelled_at %v; want both %s", ended.EndsAt, marked, first)
+	}
+
+	waitCutOver(t, via)
+	retry, err := via.EndActivity(ctx, act.ID, first.Add(2*time.Second), true)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if !retry.EndsAt.Equal(first) {
+		t.Fatalf("the retry moved ends_at to %s, want it left at %s", retry.EndsAt, first)
+	}
+	if again := cancelledAt(); again == nil || !again.Equal(first) {
+		t.Fatalf("the retry moved cancelled_at to %v, want it left at %s", again, first)
+	}
+}
