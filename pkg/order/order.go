@@ -66,6 +66,9 @@ var (
 	ErrActivityNotActive = errors.New("activity is not active")
 	// ErrActivityStarted: the change is allowed only before the sale starts.
 	ErrActivityStarted = errors.New("activity has started")
+	// ErrStockLimit: a valid quantity that would take an item's stock past
+	// the most it may hold, given the stock it holds now.
+	ErrStockLimit = errors.New("item stock limit")
 	ErrInvalidArgument = errors.New("invalid argument")
 	ErrUnavailable     = errors.New("dependency unavailable")
 	ErrNotPayable      = errors.New("order is not payable")

@@ -49,7 +49,7 @@ var errRestockExists = errors.New("restock key exists")
 // and adds nothing; with another quantity it fails with order.ErrKeyReused.
 // A concurrent repeat waits for the first transaction (the unique key)
 // and then finds its record. order.ErrNotFound: no such item;
-// order.ErrInvalidArgument: the stock would pass MaxStock.
+// order.ErrStockLimit: the stock would pass MaxStock.
 func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restock, bool, error) {
 	row := restockRow{ItemID: itemID, IdempotencyKey: key, Quantity: qty}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -64,7 +64,7 @@ func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) 
 			return err
 		}
 		if st.Stock+qty > MaxStock {
-			return order.Errorf(order.ErrInvalidArgument, "the item's stock would pass %d", MaxStock)
+			return order.Errorf(order.ErrStockLimit, "the item holds %d units: %d more would pass the most it may hold, %d", st.Stock, qty, MaxStock)
 		}
 		return tx.Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", gorm.Expr("stock + ?", qty)).Error
 	})

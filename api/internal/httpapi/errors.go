@@ -50,6 +50,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"
 	case errors.Is(err, order.ErrActivityStarted):
 		status, code, msg = http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"
+	case errors.Is(err, order.ErrStockLimit):
+		status, code, msg = http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"
 	case errors.Is(err, order.ErrNotWarmed):
 		status, code, msg = http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"
 	case errors.Is(err, order.ErrNotPayable):
