@@ -12,6 +12,9 @@ SERVICES ?= auto
 GOTESTFLAGS ?=
 BENCHFLAGS ?=
 FUZZTIME ?= 15s
+# make test runs the API fuzzer with this seed, so a run is repeatable; make api-fuzz draws a new
+# one each time (README "The API fuzzer").
+API_FUZZ_CI_SEED ?= 852757313
 PKG ?= ./...
 # staticcheck 2026.2.2; the proxy knows its releases by these module versions.
 STATICCHECK_VERSION ?= v0.8.2
@@ -47,7 +50,7 @@ build: ## build bin/api, bin/consumer, bin/reconciler
 test: up rules ## run every test with -race against the real services, the api fuzzer, then the chaos suite
 	go test -race -count=1 -timeout 30m $(GOTESTFLAGS) $(PKG)
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
-	scripts/api-fuzz
+	API_FUZZ_SEED=$${API_FUZZ_SEED:-$(API_FUZZ_CI_SEED)} scripts/api-fuzz
 	@$(MAKE) --no-print-directory keycloak
 	@$(MAKE) --no-print-directory chaos-run
 	@$(MAKE) --no-print-directory chaos-cluster
