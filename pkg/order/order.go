@@ -68,7 +68,7 @@ var (
 	ErrActivityStarted = errors.New("activity has started")
 	// ErrStockLimit: a valid quantity that would take an item's stock past
 	// the most it may hold, given the stock it holds now.
-	ErrStockLimit = errors.New("item stock limit")
+	ErrStockLimit      = errors.New("item stock limit")
 	ErrInvalidArgument = errors.New("invalid argument")
 	ErrUnavailable     = errors.New("dependency unavailable")
 	ErrNotPayable      = errors.New("order is not payable")
