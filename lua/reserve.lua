@@ -1,46 +1,71 @@
--- reserve: take stock for one order, atomically, in one round trip.
+-- reserve: take stock for one or more orders of one item, atomically, in one
+-- round trip. The orders are taken one after the other, each exactly as if
+-- it ran alone: a batch is only fewer round trips, never other answers.
 --
 -- KEYS[1] stock     units Redis may still sell (string integer); for a
---                   bucketed item (ARGV[10] set) the bucket marker instead
+--                   bucketed item (ARGV[2] set) the bucket marker instead
 -- KEYS[2] inflight  sum of quantities in RESERVED or CLAIMED
 -- KEYS[3] pending   sorted set: order_no by reserved-at (ms)
--- KEYS[4] res       reservation hash of this order
--- KEYS[5] quota     the user's quota in the activity: the order_no holding it
--- KEYS[6] idem      the user's idempotency record: the order_no this key made
--- ARGV[1] order_no, ARGV[2] user_id, ARGV[3] activity_id, ARGV[4] quantity,
--- ARGV[5] now (ms), ARGV[6] idempotency key, ARGV[7] quota/idempotency ttl (ms),
--- ARGV[8] reservation ttl (ms), ARGV[9] item_id
--- ARGV[10] '' for an item with one stock key; for a bucketed item the
---          bucket the caller already took the quantity from (bucket_take):
---          the stock is then neither checked nor taken here, the bucket is
---          recorded in the reservation, and on a refusal the caller gives
---          the units back to it (bucket_give)
+-- then three keys per order i (0-based), at 4+3i:
+--   res    reservation hash of this order
+--   quota  the user's quota in the activity: the order_no holding it
+--   idem   the user's idempotency record: the order_no this key made
+-- ARGV[1] item_id
+-- ARGV[2] '' for an item with one stock key; for a bucketed item (always a
+--         batch of one) the bucket the caller already took the quantity
+--         from (bucket_take): the stock is then neither checked nor taken
+--         here, the bucket is recorded in the reservation, and on a refusal
+--         the caller gives the units back to it (bucket_give)
+-- then eight arguments per order i, at 3+8i: order_no, user_id,
+--   activity_id, quantity, now (ms), idempotency key, quota/idempotency
+--   ttl (ms), reservation ttl (ms)
 --
--- Checks, in this order of precedence (a short stock never burns the quota):
---   {-1}            not warmed (no stock key, or no bucket marker)
---   {-2, order_no}  duplicate idempotency key: the order it produced
---   {-3, order_no}  the user holds a live order in the activity
---   {-4, stock}     not enough stock
---   {1, stock}      reserved; stock is what is left (-1 for a bucketed item)
+-- Returns two values per order. Checks, in this order of precedence (a
+-- short stock never burns the quota):
+--   -1, 0           not warmed (no stock key, or no bucket marker)
+--   -2, order_no    duplicate idempotency key: the order it produced
+--   -3, order_no    the user holds a live order in the activity
+--   -4, stock       not enough stock
+--    1, stock       reserved; stock is what is left (-1 for a bucketed item)
+local bucket = ARGV[2] or ''
+local out = {}
 local stock = redis.call('GET', KEYS[1])
-if not stock then return {-1} end
-local prior = redis.call('GET', KEYS[6])
-if prior then return {-2, prior} end
-local holder = redis.call('GET', KEYS[5])
-if holder then return {-3, holder} end
-local qty = tonumber(ARGV[4])
-local bucket = ARGV[10] or ''
-local left = -1
-if bucket == '' then
-  if tonumber(stock) < qty then return {-4, tonumber(stock)} end
-  left = redis.call('DECRBY', KEYS[1], qty)
+for i = 0, (#KEYS - 3) / 3 - 1 do
+  local res, quota, idem = KEYS[4 + 3 * i], KEYS[5 + 3 * i], KEYS[6 + 3 * i]
+  local a = 3 + 8 * i
+  local no, qty, at = ARGV[a], tonumber(ARGV[a + 3]), ARGV[a + 4]
+  local code, val = 1, -1
+  local prior, holder
+  if not stock then
+    code, val = -1, 0
+  else
+    prior = redis.call('GET', idem)
+    if prior then
+      code, val = -2, prior
+    else
+      holder = redis.call('GET', quota)
+      if holder then
+        code, val = -3, holder
+      elseif bucket == '' and tonumber(stock) < qty then
+        code, val = -4, tonumber(stock)
+      end
+    end
+  end
+  if code == 1 then
+    if bucket == '' then
+      val = redis.call('DECRBY', KEYS[1], qty)
+      stock = val
+    end
+    redis.call('INCRBY', KEYS[2], qty)
+    redis.call('ZADD', KEYS[3], at, no)
+    redis.call('HSET', res, 'state', 'RESERVED', 'user', ARGV[a + 1], 'activity', ARGV[a + 2],
+      'item', ARGV[1], 'qty', qty, 'at', at, 'key', ARGV[a + 5])
+    if bucket ~= '' then redis.call('HSET', res, 'bucket', bucket) end
+    redis.call('PEXPIRE', res, ARGV[a + 7])
+    redis.call('SET', quota, no, 'PX', ARGV[a + 6])
+    redis.call('SET', idem, no, 'PX', ARGV[a + 6])
+  end
+  out[#out + 1] = code
+  out[#out + 1] = val
 end
-redis.call('INCRBY', KEYS[2], qty)
-redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
-redis.call('HSET', KEYS[4], 'state', 'RESERVED', 'user', ARGV[2], 'activity', ARGV[3],
-  'item', ARGV[9], 'qty', qty, 'at', ARGV[5], 'key', ARGV[6])
-if bucket ~= '' then redis.call('HSET', KEYS[4], 'bucket', bucket) end
-redis.call('PEXPIRE', KEYS[4], ARGV[8])
-redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[7])
-redis.call('SET', KEYS[6], ARGV[1], 'PX', ARGV[7])
-return {1, left}
+return out

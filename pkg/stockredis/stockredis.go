@@ -153,9 +153,10 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 
-	reserve, claim, confirm, releaseScript, warmup *redis.Script
+	claim, confirm, releaseScript, warmup *redis.Script
 
-	lookups *batcher
+	lookups  *batcher
+	reserves *reserver
 
 	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
 
@@ -171,9 +172,9 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 	}
 	return &Store{
 		lookups:       &batcher{rdb: rdb},
+		reserves:      &reserver{rdb: rdb, prefix: prefix, script: redis.NewScript(lua.Source("reserve"))},
 		rdb:           rdb,
 		prefix:        prefix,
-		reserve:       redis.NewScript(lua.Source("reserve")),
 		claim:         redis.NewScript(lua.Source("claim")),
 		confirm:       redis.NewScript(lua.Source("confirm")),
 		releaseScript: redis.NewScript(lua.Source("release")),
@@ -235,36 +236,15 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, erro
 }
 
 // runReserve runs the reserve script with first as KEYS[1] and bucket as
-// ARGV[10] (see reserve.lua).
+// ARGV[2] (see reserve.lua), in a batch with concurrent reservations of the
+// same item.
 func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket string) (_ ReserveResult, err error) {
-	ctx, span := s.span(ctx, "reserve", r.ItemID)
+	_, span := s.span(ctx, "reserve", r.ItemID)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), tracing.AttrQuantity.Int(r.Quantity))
 	}
 	defer func() { endSpan(span, err) }()
-	k := s.Keys(r.ItemID)
-	keys := []string{first, k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
-		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
-	res, err := s.reserve.Run(ctx, s.rdb, keys,
-		r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
-		r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds(), r.ItemID, bucket).Slice()
-	if err != nil {
-		return ReserveResult{}, unavailable("reserve", err)
-	}
-	code, _ := res[0].(int64)
-	switch code {
-	case 1:
-		return ReserveResult{OrderNo: r.OrderNo, Left: res[1].(int64)}, nil
-	case -1:
-		return ReserveResult{}, order.ErrNotWarmed
-	case -2:
-		return ReserveResult{OrderNo: res[1].(string), Duplicate: true}, nil
-	case -3:
-		return ReserveResult{OrderNo: res[1].(string)}, order.ErrAlreadyPurchased
-	case -4:
-		return ReserveResult{Left: res[1].(int64)}, order.ErrSoldOut
-	}
-	return ReserveResult{}, fmt.Errorf("reserve: unexpected reply %v", res)
+	return s.reserves.reserve(ctx, r, first, bucket)
 }
 
 // Ref identifies a reservation and every key its release touches.
@@ -553,7 +533,8 @@ func MayHaveRun(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return false
 	}
-	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrPoolExhausted) && !errors.Is(err, redis.ErrClosed)
+	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrPoolExhausted) &&
+		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, errNotSent)
 }
 
 // unavailable wraps a Redis failure so callers see order.ErrUnavailable.
