@@ -117,9 +117,12 @@ func NewRouter(cfg RouterConfig, h Handler, m Metrics, log *slog.Logger) *Router
 	if m == nil {
 		m = noMetrics{}
 	}
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Router{
 		cfg:     cfg,
-		reader:  newReader(cfg),
+		reader:  newReader(cfg, log, m.CommitFailed),
 		dlq:     newDLQWriter(cfg.Brokers, cfg.Topic),
 		handler: h,
 		metrics: m,
@@ -484,31 +487,18 @@ func (r *Router) deadLetter(ctx context.Context, m kafka.Message, cause error) e
 	return nil
 }
 
-// commit commits a final batch's offsets. A commit that keeps failing is
-// not fatal: the next batch's commit of the partition covers these offsets,
-// and if the partition moved to another consumer it redelivers them and
-// the handler is idempotent.
+// commit hands a final batch's offsets to the reader, which sends them
+// within commitEvery (see newReader). It fails only when ctx ends or the
+// reader is closed: the batch is then delivered again, to this consumer or
+// the next, and the handler is idempotent.
 func (r *Router) commit(ctx context.Context, start time.Time, batch []kafka.Message) error {
-	for attempt := 0; ; attempt++ {
-		err := r.reader.CommitMessages(ctx, batch...)
-		if err == nil {
-			r.metrics.Batch(len(batch), time.Since(start))
-			end := batch[len(batch)-1]
-			r.metrics.Lag(end.Partition, end.HighWaterMark-end.Offset-1)
-			return nil
-		}
-		r.metrics.CommitFailed()
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		r.log.Warn("commit failed", "attempt", attempt+1, "partition", batch[0].Partition, "err", err)
-		if attempt >= 5 {
-			return nil
-		}
-		if !sleep(ctx, backoff(attempt)) {
-			return ctx.Err()
-		}
+	if err := r.reader.CommitMessages(ctx, batch...); err != nil {
+		return err
 	}
+	r.metrics.Batch(len(batch), time.Since(start))
+	end := batch[len(batch)-1]
+	r.metrics.Lag(end.Partition, end.HighWaterMark-end.Offset-1)
+	return nil
 }
 
 // backoff is exponential from 50ms, capped at 5s, with full jitter on the
