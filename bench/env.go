@@ -40,6 +40,8 @@ type env struct {
 	secret []byte
 	admin  string // admin bearer token
 
+	idleBase *cpu.Usage // the services alone, before the programs started (idle scenario)
+
 	prefix, topic, group string
 	services             *procs.Services
 	programs             []*procs.Process
@@ -55,7 +57,12 @@ type env struct {
 
 // measureCPU starts measuring CPU use; the returned function ends it.
 func (e *env) measureCPU(extra ...cpu.Proc) func() *cpu.Usage {
-	watched := append(append([]cpu.Proc(nil), e.watched...), extra...)
+	return measure(append(append([]cpu.Proc(nil), e.watched...), extra...))
+}
+
+// measure starts measuring the CPU use of watched; the returned function
+// ends it (nil when /proc could not be read).
+func measure(watched []cpu.Proc) func() *cpu.Usage {
 	a, err := cpu.Take(watched)
 	if err != nil {
 		return func() *cpu.Usage { return nil }
@@ -140,6 +147,14 @@ func setup(ctx context.Context, opts options, m *meter, runID string) (*env, err
 		return e, fmt.Errorf("migrate: %w", err)
 	}
 
+	if opts.has("idle") && opts.startsPrograms() {
+		// The services' own idle CPU, before any program of ours runs:
+		// the idle scenario's share of the pipeline is what it adds.
+		e.idleBase, err = e.idleServices(ctx, opts.shapeOf("idle").duration)
+		if err != nil {
+			return e, err
+		}
+	}
 	if !opts.startsPrograms() {
 		e.apis = opts.apiURLs
 		e.secret = []byte(opts.jwtSecret)

@@ -39,9 +39,13 @@ type Report struct {
 	TraceSink *TraceSink    `json:"trace_sink,omitempty"`
 	// Idle is the CPU the started programs and services used while no
 	// load ran (bench --scenario idle).
-	Idle    *cpu.Usage `json:"idle_cpu,omitempty"`
-	Targets []Target   `json:"targets"`
-	Notes   []string   `json:"notes,omitempty"`
+	Idle *cpu.Usage `json:"idle_cpu,omitempty"`
+	// IdleBase is the services' CPU on their own, measured as long as
+	// Idle just before the programs started: Idle minus IdleBase is what
+	// the idle pipeline costs.
+	IdleBase *cpu.Usage `json:"idle_services_alone_cpu,omitempty"`
+	Targets  []Target   `json:"targets"`
+	Notes    []string   `json:"notes,omitempty"`
 }
 
 // Host describes the machine.
@@ -375,6 +379,9 @@ func cpuTable(p func(string, ...any), r *Report) {
 	var rows []row
 	if ref := r.Reference; ref != nil {
 		rows = append(rows, row{"reference: reserve", ref.ReserveCPU}, row{"reference: MySQL", ref.MySQLCPU})
+	}
+	if r.IdleBase != nil {
+		rows = append(rows, row{"idle: services alone, before the programs start", r.IdleBase})
 	}
 	if r.Idle != nil {
 		rows = append(rows, row{"idle (no load)", r.Idle})
