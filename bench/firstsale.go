@@ -77,6 +77,7 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	span := time.Duration(float64(sh.users) / sh.rate * float64(time.Second))
 	e.meter.say("%s: %d buyers at %.0f/s (vegeta), stock %d", name, sh.users, sh.rate, sh.stock)
 
+	prof := e.startProfiles(ctx, name, span+time.Second)
 	stopCPU := e.measureCPU()
 	start := time.Now()
 	var res load.Result
@@ -113,6 +114,7 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	r := runResult(name, sh, s, res)
 	r.Model = "open (vegeta)"
 	r.CPU = stopCPU()
+	r.Profiles = prof()
 	r.Buyers = sh.users
 	b := &buyers{answers: [][]answer{answers}}
 	if _, err := e.finish(ctx, r, s, b, res, sh.users*int64(s.quantity)); err != nil {
