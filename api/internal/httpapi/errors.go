@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -19,15 +20,66 @@ type apiError struct {
 }
 
 func writeError(c *gin.Context, status int, code, msg string) {
-	var b apiError
-	b.Error.Code, b.Error.Message = code, msg
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		if c.Writer.Header().Get("Retry-After") == "" {
 			c.Header("Retry-After", "1")
 		}
 	}
+	if f, ok := fixedBodies[code]; ok && f.msg == msg {
+		// The same bytes AbortWithStatusJSON would write, encoded once:
+		// a sold-out crowd gets this answer thousands of times a second.
+		c.Data(status, "application/json; charset=utf-8", f.body)
+		c.Abort()
+		return
+	}
+	var b apiError
+	b.Error.Code, b.Error.Message = code, msg
 	c.AbortWithStatusJSON(status, b)
 }
+
+// domainErrors maps each domain error to its HTTP status, code and fixed
+// text, in the order fail tests them.
+var domainErrors = []struct {
+	err    error
+	status int
+	code   string
+	msg    string
+}{
+	{order.ErrInvalidArgument, http.StatusBadRequest, "INVALID_ARGUMENT", "invalid argument"},
+	{order.ErrNotFound, http.StatusNotFound, "NOT_FOUND", "not found"},
+	{order.ErrSoldOut, http.StatusConflict, "SOLD_OUT", "sold out"},
+	{order.ErrAlreadyPurchased, http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"},
+	{order.ErrActivityNotActive, http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"},
+	{order.ErrActivityStarted, http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"},
+	{order.ErrStockLimit, http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"},
+	{order.ErrNotWarmed, http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"},
+	{order.ErrNotPayable, http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"},
+	{order.ErrNotCancellable, http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"},
+	{order.ErrKeyReused, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the Idempotency-Key was used for a different request"},
+	{order.ErrPaymentRefused, http.StatusUnprocessableEntity, "PAYMENT_REFUSED", "the payment does not fit the order"},
+	{order.ErrUnavailable, http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"},
+}
+
+// fixedBody is the encoded body of a domain error's fixed text.
+type fixedBody struct {
+	msg  string
+	body []byte
+}
+
+// fixedBodies holds the fixedBody of each domain error's code.
+var fixedBodies = func() map[string]fixedBody {
+	m := map[string]fixedBody{}
+	for _, d := range domainErrors {
+		var b apiError
+		b.Error.Code, b.Error.Message = d.code, d.msg
+		body, err := json.Marshal(b)
+		if err != nil {
+			panic(err)
+		}
+		m[d.code] = fixedBody{d.msg, body}
+	}
+	return m
+}()
 
 // fail maps a domain error to its HTTP status and code, in this one place.
 // The client reads the code and the message of the *order.Error in err's
@@ -37,33 +89,11 @@ func writeError(c *gin.Context, status int, code, msg string) {
 // code that handled it logged it already (logs.Logged).
 func (s *Server) fail(c *gin.Context, err error) {
 	status, code, msg := http.StatusInternalServerError, "INTERNAL", "internal error"
-	switch {
-	case errors.Is(err, order.ErrInvalidArgument):
-		status, code, msg = http.StatusBadRequest, "INVALID_ARGUMENT", "invalid argument"
-	case errors.Is(err, order.ErrNotFound):
-		status, code, msg = http.StatusNotFound, "NOT_FOUND", "not found"
-	case errors.Is(err, order.ErrSoldOut):
-		status, code, msg = http.StatusConflict, "SOLD_OUT", "sold out"
-	case errors.Is(err, order.ErrAlreadyPurchased):
-		status, code, msg = http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"
-	case errors.Is(err, order.ErrActivityNotActive):
-		status, code, msg = http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"
-	case errors.Is(err, order.ErrActivityStarted):
-		status, code, msg = http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"
-	case errors.Is(err, order.ErrStockLimit):
-		status, code, msg = http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"
-	case errors.Is(err, order.ErrNotWarmed):
-		status, code, msg = http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"
-	case errors.Is(err, order.ErrNotPayable):
-		status, code, msg = http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"
-	case errors.Is(err, order.ErrNotCancellable):
-		status, code, msg = http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"
-	case errors.Is(err, order.ErrKeyReused):
-		status, code, msg = http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the Idempotency-Key was used for a different request"
-	case errors.Is(err, order.ErrPaymentRefused):
-		status, code, msg = http.StatusUnprocessableEntity, "PAYMENT_REFUSED", "the payment does not fit the order"
-	case errors.Is(err, order.ErrUnavailable):
-		status, code, msg = http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"
+	for _, d := range domainErrors {
+		if errors.Is(err, d.err) {
+			status, code, msg = d.status, d.code, d.msg
+			break
+		}
 	}
 	if m := order.ClientMessage(err); m != "" && status < 500 {
 		msg = m

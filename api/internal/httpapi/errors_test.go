@@ -95,3 +95,40 @@ func TestFailShowsOnlyTheClientMessage(t *testing.T) {
 		})
 	}
 }
+
+// A domain error's fixed text goes out as bytes encoded once: the same
+// status, headers and body the encoder writes for any other message.
+func TestFixedErrorBodiesMatchTheEncoder(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	answer := func(status int, code, msg string, viaEncoder bool) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		if viaEncoder {
+			var b apiError
+			b.Error.Code, b.Error.Message = code, msg
+			c.AbortWithStatusJSON(status, b)
+		} else {
+			writeError(c, status, code, msg)
+			if !c.IsAborted() {
+				t.Errorf("%s: the handler chain was not aborted", code)
+			}
+		}
+		return w
+	}
+	for _, d := range domainErrors {
+		fast, slow := answer(d.status, d.code, d.msg, false), answer(d.status, d.code, d.msg, true)
+		if fast.Code != slow.Code || fast.Body.String() != slow.Body.String() ||
+			fast.Header().Get("Content-Type") != slow.Header().Get("Content-Type") {
+			t.Errorf("%s: %d %q %q, want %d %q %q", d.code, fast.Code, fast.Header().Get("Content-Type"), fast.Body,
+				slow.Code, slow.Header().Get("Content-Type"), slow.Body)
+		}
+		if _, ok := fixedBodies[d.code]; !ok {
+			t.Errorf("%s has no fixed body", d.code)
+		}
+	}
+	// Another message for the same code is encoded as it is.
+	w := answer(http.StatusBadRequest, "INVALID_ARGUMENT", "quantity must be from 1 to 3", false)
+	if !strings.Contains(w.Body.String(), "quantity must be from 1 to 3") {
+		t.Errorf("a custom message became %s", w.Body)
+	}
+}
