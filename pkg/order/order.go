@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"time"
 )
@@ -114,10 +113,22 @@ func ClientMessage(err error) string {
 	return ""
 }
 
-var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidIdempotencyKey reports whether k is 1-64 characters of A-Z a-z 0-9 _ -.
-func ValidIdempotencyKey(k string) bool { return idemKeyRE.MatchString(k) }
+// ValidIdempotencyKey reports whether k is 1-64 characters of A-Z a-z 0-9
+// _ - (^[A-Za-z0-9_-]{1,64}$; the fuzz test holds the two to the same
+// answers).
+func ValidIdempotencyKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i := range len(k) {
+		switch c := k[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Activity is a flash sale of one item within a time window.
 type Activity struct {

@@ -2,7 +2,6 @@ package order
 
 import (
 	"crypto/rand"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,10 +34,40 @@ func (g *NumberGenerator) Next(item int64) string {
 	return id.String() + "-" + strconv.FormatInt(item, 10)
 }
 
-var orderNoRE = regexp.MustCompile(`^[0-7][0-9A-HJKMNP-TV-Z]{25}-[1-9][0-9]{0,17}$`)
+// ValidOrderNo reports whether s has the form of an order number: a ULID
+// (26 characters of Crockford's base32, the first 0-7) and the item id
+// (1-18 digits, no leading zero) after a dash; the regular expression
+// ^[0-7][0-9A-HJKMNP-TV-Z]{25}-[1-9][0-9]{0,17}$ (the fuzz test holds the
+// two to the same answers). Checked byte by byte: every event and every
+// order look-up asks, and the expression cost a consumer 6 % of its CPU.
+func ValidOrderNo(s string) bool {
+	if len(s) < 28 || len(s) > 45 || s[0] < '0' || s[0] > '7' || s[26] != '-' || s[27] < '1' || s[27] > '9' {
+		return false
+	}
+	for i := 1; i < 26; i++ {
+		if !crockford(s[i]) {
+			return false
+		}
+	}
+	for i := 28; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidOrderNo reports whether s has the form of an order number.
-func ValidOrderNo(s string) bool { return orderNoRE.MatchString(s) }
+// crockford reports whether c is a digit of Crockford's base32 in upper
+// case (no I, L, O or U).
+func crockford(c byte) bool {
+	switch {
+	case c >= '0' && c <= '9':
+		return true
+	case c < 'A' || c > 'Z':
+		return false
+	}
+	return c != 'I' && c != 'L' && c != 'O' && c != 'U'
+}
 
 // ItemOf returns the item id an order number carries, or 0 if s is not an
 // order number.

@@ -8,7 +8,6 @@ package orderevents
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -338,8 +337,11 @@ func ItemKey(itemID int64) []byte { return strconv.AppendInt(nil, itemID, 10) }
 
 // Decode parses and validates an event.
 func Decode(b []byte) (order.Event, error) {
+	// The event's own decoder, called directly: it decodes (and so checks)
+	// the whole message itself, which json.Unmarshal would scan once more
+	// before handing it over.
 	var e order.Event
-	if err := json.Unmarshal(b, &e); err != nil {
+	if err := e.UnmarshalJSON(b); err != nil {
 		return e, fmt.Errorf("decode event: %w", err)
 	}
 	if err := e.Validate(); err != nil {
