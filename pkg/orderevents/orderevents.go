@@ -381,15 +381,15 @@ func newReader(cfg RouterConfig, log *slog.Logger, failed func()) *kafka.Reader 
 		start = kafka.LastOffset
 	}
 	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers:               cfg.Brokers,
-		Topic:                 cfg.Topic,
-		GroupID:               cfg.GroupID,
-		MinBytes:              1,
-		MaxBytes:              8 << 20,
-		MaxWait:               fetchWait,
-		ReadBackoffMin:        10 * time.Millisecond,
-		ReadBackoffMax:        200 * time.Millisecond,
-		CommitInterval:        commitEvery,
+		Brokers:        cfg.Brokers,
+		Topic:          cfg.Topic,
+		GroupID:        cfg.GroupID,
+		MinBytes:       1,
+		MaxBytes:       8 << 20,
+		MaxWait:        fetchWait,
+		ReadBackoffMin: 10 * time.Millisecond,
+		ReadBackoffMax: 200 * time.Millisecond,
+		CommitInterval: commitEvery,
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 			// Only commit failures: the router reports fetch errors itself.
 			if text := fmt.Sprintf(msg, args...); strings.Contains(text, "commit") {
