@@ -415,7 +415,14 @@ func (s *Server) placeOrder(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/api/v1/orders/"+placed.OrderNo)
-	c.JSON(http.StatusAccepted, gin.H{"order_no": placed.OrderNo, "status": placed.Status})
+	c.JSON(http.StatusAccepted, placedBody{OrderNo: placed.OrderNo, Status: placed.Status})
+}
+
+// placedBody is the answer to an accepted order (a struct, not a map: the
+// encoder needs no reflection over map keys, and writes the same bytes).
+type placedBody struct {
+	OrderNo string       `json:"order_no"`
+	Status  order.Status `json:"status"`
 }
 
 // OrderView is the body of GET /api/v1/orders/{order_no}.
