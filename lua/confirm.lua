@@ -6,15 +6,21 @@
 --
 -- Returns the number of reservations moved to CONFIRMED. Any other state
 -- (already CONFIRMED, RELEASED, missing) is left as it is.
-local moved = 0
+local moved, qty, done = 0, 0, {}
 for i = 3, #KEYS do
-  local state = redis.call('HGET', KEYS[i], 'state')
-  if state == 'RESERVED' or state == 'CLAIMED' then
-    local qty = tonumber(redis.call('HGET', KEYS[i], 'qty'))
+  local r = redis.call('HMGET', KEYS[i], 'state', 'qty')
+  if r[1] == 'RESERVED' or r[1] == 'CLAIMED' then
     redis.call('HSET', KEYS[i], 'state', 'CONFIRMED')
-    redis.call('DECRBY', KEYS[1], qty)
-    redis.call('ZREM', KEYS[2], ARGV[i - 2])
+    qty = qty + tonumber(r[2])
+    done[#done + 1] = ARGV[i - 2]
     moved = moved + 1
+  end
+end
+-- The sums, written once; ZREM in slices that stay within unpack's limit.
+if moved > 0 then
+  redis.call('DECRBY', KEYS[1], qty)
+  for j = 1, #done, 1000 do
+    redis.call('ZREM', KEYS[2], unpack(done, j, math.min(j + 999, #done)))
   end
 end
 return moved

@@ -30,6 +30,7 @@
 local bucket = ARGV[2] or ''
 local out = {}
 local stock = redis.call('GET', KEYS[1])
+local taken, pending = 0, {}
 for i = 0, (#KEYS - 3) / 3 - 1 do
   local res, quota, idem = KEYS[4 + 3 * i], KEYS[5 + 3 * i], KEYS[6 + 3 * i]
   local a = 3 + 8 * i
@@ -53,11 +54,12 @@ for i = 0, (#KEYS - 3) / 3 - 1 do
   end
   if code == 1 then
     if bucket == '' then
-      val = redis.call('DECRBY', KEYS[1], qty)
-      stock = val
+      stock = tonumber(stock) - qty
+      val = stock
     end
-    redis.call('INCRBY', KEYS[2], qty)
-    redis.call('ZADD', KEYS[3], at, no)
+    taken = taken + qty
+    pending[#pending + 1] = at
+    pending[#pending + 1] = no
     redis.call('HSET', res, 'state', 'RESERVED', 'user', ARGV[a + 1], 'activity', ARGV[a + 2],
       'item', ARGV[1], 'qty', qty, 'at', at, 'key', ARGV[a + 5])
     if bucket ~= '' then redis.call('HSET', res, 'bucket', bucket) end
@@ -67,5 +69,12 @@ for i = 0, (#KEYS - 3) / 3 - 1 do
   end
   out[#out + 1] = code
   out[#out + 1] = val
+end
+-- The batch's sums, written once (the script is atomic: nothing sees the
+-- keys in between).
+if taken > 0 then
+  if bucket == '' then redis.call('DECRBY', KEYS[1], taken) end
+  redis.call('INCRBY', KEYS[2], taken)
+  redis.call('ZADD', KEYS[3], unpack(pending))
 end
 return out

@@ -131,3 +131,45 @@ func TestReserveBatchedUnderConcurrency(t *testing.T) {
 	}
 	wantStock(t, s, 0, 120)
 }
+
+// Batches in both directions at sizes past the scripts' slices: 2,500
+// orders reserved (in batches of the reserve script's size), claimed and
+// confirmed in one call each; every unit and every pending entry is
+// accounted for, and a second confirm moves nothing.
+func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
+	const n = 2500
+	s := newStore(t, n+10)
+	rs := make([]stockredis.Reservation, n)
+	nos := make([]string, n)
+	for i := range rs {
+		rs[i] = res(int64(5000+i), "big"+strconv.Itoa(i), 1)
+		nos[i] = rs[i].OrderNo
+	}
+	for i := 0; i < n; i += 64 {
+		_, errs := s.ReserveTogether(rs[i:min(i+64, n)])
+		for j, err := range errs {
+			if err != nil {
+				t.Fatalf("order %d: %v", i+j, err)
+			}
+		}
+	}
+	wantStock(t, s, 10, n)
+	ctx := context.Background()
+	states, err := s.Claim(ctx, item, nos)
+	if err != nil || len(states) != n {
+		t.Fatalf("claim: %d states, %v", len(states), err)
+	}
+	moved, err := s.Confirm(ctx, item, nos)
+	if err != nil || moved != n {
+		t.Fatalf("confirm moved %d, %v; want %d", moved, err, n)
+	}
+	wantStock(t, s, 10, 0)
+	left, err := s.Client().ZCard(ctx, s.Keys(item).Pending()).Result()
+	if err != nil || left != 0 {
+		t.Fatalf("%d orders still pending (%v), want none", left, err)
+	}
+	if moved, err := s.Confirm(ctx, item, nos); err != nil || moved != 0 {
+		t.Fatalf("a second confirm moved %d, %v", moved, err)
+	}
+	wantStock(t, s, 10, 0)
+}
