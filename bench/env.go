@@ -40,7 +40,8 @@ type env struct {
 	secret []byte
 	admin  string // admin bearer token
 
-	idleBase *cpu.Usage // the services alone, before the programs started (idle scenario)
+	idleBase  *cpu.Usage // the services alone, before the programs started (idle scenario)
+	apiAdmins []string   // the started apis' admin listeners (/metrics)
 
 	prefix, topic, group string
 	services             *procs.Services
@@ -228,6 +229,9 @@ func (e *env) startPrograms(ctx context.Context) error {
 		}
 		admin := "127.0.0.1:" + strconv.Itoa(port)
 		extra = append(extra, "SECKILL_ADMIN_ADDR="+admin)
+		if kind == "api" {
+			e.apiAdmins = append(e.apiAdmins, admin)
+		}
 		if e.opts.pprof {
 			e.pprof[name] = admin
 			extra = append(extra, "SECKILL_PPROF=true")

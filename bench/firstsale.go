@@ -11,6 +11,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/seckill/seckill/bench/internal/apiview"
 	"github.com/seckill/seckill/bench/internal/cpu"
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/report"
@@ -77,6 +78,7 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	span := time.Duration(float64(sh.users) / sh.rate * float64(time.Second))
 	e.meter.say("%s: %d buyers at %.0f/s (vegeta), stock %d", name, sh.users, sh.rate, sh.stock)
 
+	before, viewErr := apiview.Take(ctx, e.apiAdmins)
 	prof := e.startProfiles(ctx, name, span+time.Second)
 	stopCPU := e.measureCPU()
 	start := time.Now()
@@ -115,6 +117,11 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	r.Model = "open (vegeta)"
 	r.CPU = stopCPU()
 	r.Profiles = prof()
+	if viewErr == nil && len(e.apiAdmins) > 0 {
+		if after, err := apiview.Take(ctx, e.apiAdmins); err == nil {
+			r.APIView = apiLatencies(after.Since(before))
+		}
+	}
 	r.Buyers = sh.users
 	b := &buyers{answers: [][]answer{answers}}
 	if _, err := e.finish(ctx, r, s, b, res, sh.users*int64(s.quantity)); err != nil {
@@ -122,6 +129,20 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	}
 	r.SoldOutLatency = soldOutLatency(res)
 	return r, nil
+}
+
+// apiLatencies summarizes the api's own histogram of a run's 202 and 409
+// answers.
+func apiLatencies(s apiview.Snapshot) *report.APIView {
+	one := func(code string) report.APILatency {
+		h := s[code]
+		if h == nil {
+			return report.APILatency{}
+		}
+		return report.APILatency{Count: int64(h.Count()), P99Ms: h.Quantile(0.99),
+			Within5: h.Within(5 * time.Millisecond), Within25: h.Within(25 * time.Millisecond)}
+	}
+	return &report.APIView{Accepted: one("202"), SoldOut: one("409")}
 }
 
 // soldOutLatency summarizes the latency of the sold-out answers alone.

@@ -43,9 +43,17 @@ func targets(rep *report.Report) []report.Target {
 	}
 	for _, name := range []string{"first-sale", "second-sale"} {
 		if r := findRun(rep, name); r != nil {
-			add(name+": accepted answers", "P99 ≤ 25 ms", fmt.Sprintf("P99 %.2f ms (%d)", r.AcceptedLatency.P99Ms, r.AcceptedLatency.Count),
+			var acc, sold string
+			if v := r.APIView; v != nil {
+				// What the api measured itself, beside what the load
+				// tool saw: the difference is the tool's and the
+				// kernel's share of the 2 CPUs.
+				acc = fmt.Sprintf("; the api's own: P99 ≈ %.1f ms, %.1f %% within 25 ms", v.Accepted.P99Ms, 100*v.Accepted.Within25)
+				sold = fmt.Sprintf("; the api's own: P99 ≈ %.1f ms, %.1f %% within 5 ms", v.SoldOut.P99Ms, 100*v.SoldOut.Within5)
+			}
+			add(name+": accepted answers", "P99 ≤ 25 ms", fmt.Sprintf("P99 %.2f ms (%d)%s", r.AcceptedLatency.P99Ms, r.AcceptedLatency.Count, acc),
 				r.AcceptedLatency.Count > 0 && r.AcceptedLatency.P99Ms <= 25)
-			add(name+": sold-out answers", "P99 ≤ 5 ms", fmt.Sprintf("P99 %.2f ms (%d)", r.SoldOutLatency.P99Ms, r.SoldOutLatency.Count),
+			add(name+": sold-out answers", "P99 ≤ 5 ms", fmt.Sprintf("P99 %.2f ms (%d)%s", r.SoldOutLatency.P99Ms, r.SoldOutLatency.Count, sold),
 				r.SoldOutLatency.Count > 0 && r.SoldOutLatency.P99Ms <= 5)
 		}
 	}

@@ -144,6 +144,9 @@ type Run struct {
 	Violations     []verify.Violation `json:"violations"`
 	Chart          string             `json:"chart,omitempty"`
 	Profiles       []string           `json:"profiles,omitempty"`
+	// APIView is the api's own view of the run's order requests, from its
+	// request-duration histogram (first-sale runs).
+	APIView *APIView `json:"api_view,omitempty"`
 	// APIRequests is the requests sent to each API (in Setup.APIs order)
 	// when the load was spread over more than one.
 	APIRequests []int64 `json:"requests_per_api,omitempty"`
@@ -592,4 +595,21 @@ func tracingTable(p func(string, ...any), r *Report) {
 		}
 	}
 	p("\n")
+}
+
+// APIView is what the api measured of a run's order requests: its own
+// histogram, scraped before and after, without the load tool's share.
+type APIView struct {
+	Accepted APILatency `json:"accepted"` // 202
+	SoldOut  APILatency `json:"sold_out"` // 409 (every refusal of the run is sold out)
+}
+
+// APILatency summarizes one status code's requests in the api's histogram:
+// a P99 interpolated within its bucket, and the exact shares within the
+// bucket bounds of 5 and 25 ms.
+type APILatency struct {
+	Count    int64   `json:"count"`
+	P99Ms    float64 `json:"p99_ms"`
+	Within5  float64 `json:"within_5ms"`
+	Within25 float64 `json:"within_25ms"`
 }
