@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -166,10 +167,19 @@ const ActivityTTL = time.Second
 // holds; when it fails or times out, the cache keeps serving its last copy.
 const ActivityReloadTimeout = 500 * time.Millisecond
 
-// ActivityCache remembers activities by id for ActivityTTL. Requests for an
-// activity whose copy is missing or expired wait for one load between them,
-// so a process reads an activity at most about once a second whatever its
-// request rate. When a re-read fails (MySQL down or slow past
+// activityRefreshAt is the age at which a request that finds a good copy
+// starts reading the activity again in the background (one read at a
+// time), still answering from the copy: under steady traffic the copy is
+// replaced before it expires, and no request waits for MySQL. Waiting for
+// the re-read of an expired copy put a MySQL round trip (milliseconds on a
+// busy box) in the way of every request of that moment, once a second.
+const activityRefreshAt = ActivityTTL / 2
+
+// ActivityCache remembers activities by id for ActivityTTL. A copy older
+// than activityRefreshAt is re-read in the background while it still
+// answers. Requests for an activity whose copy is missing or expired wait
+// for one load between them, so a process reads an activity at most about
+// twice a second whatever its request rate. When a re-read fails (MySQL down or slow past
 // ActivityReloadTimeout) the last copy is kept for another ActivityTTL, so
 // placing orders does not come to depend on MySQL; a change made meanwhile
 // (MySQL took it, so it was up for the operator) is seen at the next
@@ -180,10 +190,11 @@ type ActivityCache struct {
 }
 
 type activityEntry struct {
-	done   chan struct{} // closed when the load ended
-	a      Activity
-	err    error
-	loaded time.Time
+	done       chan struct{} // closed when the load ended
+	a          Activity
+	err        error
+	loaded     time.Time
+	refreshing atomic.Bool // a background re-read of this copy started
 }
 
 // fresh reports whether e holds a good copy younger than ActivityTTL; it
@@ -200,8 +211,14 @@ func (e *activityEntry) fresh(now time.Time) bool {
 // Get returns activity id, calling load when no fresh copy is held (a
 // failed first load is not remembered).
 func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (Activity, error)) (Activity, error) {
-	if v, ok := c.m.Load(id); ok && v.(*activityEntry).fresh(time.Now()) {
-		return v.(*activityEntry).a, nil
+	if v, ok := c.m.Load(id); ok {
+		e, now := v.(*activityEntry), time.Now()
+		if e.fresh(now) {
+			if now.Sub(e.loaded) >= activityRefreshAt && e.refreshing.CompareAndSwap(false, true) {
+				go c.refresh(id, e, load)
+			}
+			return e.a, nil
+		}
 	}
 	c.mu.Lock()
 	var prev *activityEntry
@@ -244,6 +261,22 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 		return Activity{}, e.err
 	}
 	return e.a, nil
+}
+
+// refresh re-reads activity id in the background and puts the new copy in
+// place of old, unless something replaced old meanwhile. A failed re-read
+// leaves old to expire: the next request then loads as usual, keeping old
+// if that fails too.
+func (c *ActivityCache) refresh(id int64, old *activityEntry, load func(context.Context, int64) (Activity, error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), ActivityReloadTimeout)
+	defer cancel()
+	a, err := load(ctx, id)
+	if err != nil {
+		return
+	}
+	e := &activityEntry{done: make(chan struct{}), a: a, loaded: time.Now()}
+	close(e.done)
+	c.m.CompareAndSwap(id, old, e)
 }
 
 // MaxStockBuckets bounds Activity.StockBuckets.

@@ -210,3 +210,52 @@ func TestErrorf(t *testing.T) {
 		t.Fatalf("ClientMessage of a bare sentinel = %q, want none", got)
 	}
 }
+
+// A copy past half its life is re-read in the background: the requests of
+// that moment are answered from the copy without waiting (the re-read is
+// held here until they are all answered), one re-read serves them all,
+// and its copy then replaces the old one.
+func TestActivityCacheRefreshesAhead(t *testing.T) {
+	var c ActivityCache
+	var calls atomic.Int32
+	release := make(chan struct{})
+	load := func(_ context.Context, id int64) (Activity, error) {
+		if calls.Add(1) > 1 {
+			<-release // the re-read: MySQL slow
+			return Activity{ID: id, ItemID: 2}, nil
+		}
+		return Activity{ID: id, ItemID: 1}, nil
+	}
+	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 1 {
+		t.Fatalf("first load: %+v %v", a, err)
+	}
+	v, _ := c.m.Load(int64(1))
+	v.(*activityEntry).loaded = time.Now().Add(-activityRefreshAt - 10*time.Millisecond)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 1 {
+				t.Errorf("during the re-read: %+v %v, want the copy at once", a, err)
+			}
+		})
+	}
+	wg.Wait() // all answered while the re-read is still held
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a, err := c.Get(context.Background(), 1, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ItemID == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the re-read's copy never replaced the old one")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d loads, want 2 (one re-read for 50 requests)", n)
+	}
+}
