@@ -104,6 +104,9 @@ Scenarios (--scenario, comma-separated, default all):
   salepage    the crowd refreshing a live sale's page, GET /api/v1/activities/{id} with no token
               (500 connections, 15s, stock 1000): pages/s, and the MGETs Redis served meanwhile
               (not in all)
+  floor       the flash load against a Gin server that does what the api does before it touches
+              stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
+              answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
 The reference limits (the reserve script called straight from Go, and one
 MySQL transaction per order) are measured first whenever flash, flash-rate,
 sustained or compare runs, or alone with --scenario reference.
@@ -112,7 +115,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets, salepage")
+	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets, salepage, floor")
 	fs.IntVar(&c.connections, "connections", 0, "concurrent connections (default: the scenario's)")
 	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
@@ -168,7 +171,7 @@ Flags:
 		switch {
 		case s == "all":
 			c.scenarios = append(c.scenarios, scenarioNames...)
-		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets" || s == "salepage":
+		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets" || s == "salepage" || s == "floor":
 			c.scenarios = append(c.scenarios, s)
 		default:
 			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference, buckets or salepage)", s, strings.Join(scenarioNames, ", "))
@@ -310,6 +313,7 @@ var defaults = map[string]shape{
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
 	"idle":       {duration: 10 * time.Second},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
+	"floor":      {connections: 500, duration: 10 * time.Second},
 }
 
 // shapeOf applies the command line to a scenario's defaults.

@@ -254,6 +254,8 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			if len(runs) > 0 {
 				r = runs[len(runs)-1]
 			}
+		case "floor":
+			r, err = e.floor(ctx, sh)
 		case "compare":
 			var rows []*report.Row
 			rows, r, err = e.compare(ctx, sh)

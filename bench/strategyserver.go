@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/procs"
 	"github.com/seckill/seckill/bench/internal/strategies"
 	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -27,7 +28,7 @@ const strategySecretEnv = "SECKILL_BENCH_STRATEGY_SECRET"
 func serveStrategy(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve-strategy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	name := fs.String("name", "", "naive, lock or lua")
+	name := fs.String("name", "", "naive, lock, lua or floor")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
 	redisAddr := fs.String("redis-addr", "127.0.0.1:6379", "Redis address")
 	prefix := fs.String("prefix", "", "key prefix")
@@ -37,6 +38,10 @@ func serveStrategy(ctx context.Context, args []string, lookup func(string) (stri
 	secret, _ := lookup(strategySecretEnv)
 	if len(secret) < auth.MinSecretLen || *prefix == "" {
 		return errors.New("serve-strategy needs --prefix and the JWT secret in " + strategySecretEnv)
+	}
+	if *name == "floor" {
+		// The floor stands for the api's own work: the api's GC target too.
+		config.GC(config.New(lookup))
 	}
 	rdb := stockredis.NewClient(stockredis.Config{Addrs: []string{*redisAddr}})
 	defer rdb.Close()

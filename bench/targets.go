@@ -59,7 +59,12 @@ func targets(rep *report.Report) []report.Target {
 	}
 	if r := findRun(rep, "flash"); r != nil && r.Rate == 0 && r.CPU != nil && r.Requests > 0 {
 		us := report.PerUnit(r.CPU, report.Column(r.CPU, "api"), r.Requests)
-		add("flash: api CPU per answer (nearly all sold out)", "≤ 30 µs", fmt.Sprintf("%.1f µs", us), us <= 30)
+		got := fmt.Sprintf("%.1f µs", us)
+		if f := findRun(rep, "floor"); f != nil && f.CPU != nil && f.Requests > 0 {
+			// The same load against Gin doing only the work before stock.
+			got += fmt.Sprintf(" (the floor: %.1f µs)", report.PerUnit(f.CPU, report.Column(f.CPU, "api"), f.Requests))
+		}
+		add("flash: api CPU per answer (nearly all sold out)", "≤ 30 µs", got, us <= 30)
 	}
 	if r := findRun(rep, "flash"); r != nil && r.Rate == 0 {
 		add("flash throughput", "≥ 17,000 req/s", fmt.Sprintf("%.0f req/s", r.Throughput), r.Throughput >= 17000)

@@ -144,6 +144,9 @@ type Run struct {
 	Violations     []verify.Violation `json:"violations"`
 	Chart          string             `json:"chart,omitempty"`
 	Profiles       []string           `json:"profiles,omitempty"`
+	// Floor marks the floor scenario's run: a stand-in server with no
+	// stock, so it has no invariants to check.
+	Floor bool `json:"floor,omitempty"`
 	// APIView is the api's own view of the run's order requests, from its
 	// request-duration histogram (first-sale runs).
 	APIView *APIView `json:"api_view,omitempty"`
@@ -272,6 +275,9 @@ func Markdown(w io.Writer, r *Report) {
 		for _, run := range r.Runs {
 			errs := run.Outcomes["unavailable"] + run.Outcomes["server_error"] + run.Outcomes["transport_error"] + run.Outcomes["client_error"]
 			inv := "all hold"
+			if run.Floor {
+				inv = "none (no stock)"
+			}
 			if len(run.Violations) > 0 {
 				names := make([]string, len(run.Violations))
 				for i, v := range run.Violations {

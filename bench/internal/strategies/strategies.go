@@ -226,9 +226,25 @@ func ByName(name string, rdb redis.UniversalClient, prefix string) (Strategy, er
 		return NewLock(rdb, prefix), nil
 	case "lua":
 		return NewLua(rdb, prefix), nil
+	case "floor":
+		return Floor{k: newKeys(prefix, "floor")}, nil
 	}
-	return nil, fmt.Errorf("no strategy %q (want naive, lock or lua)", name)
+	return nil, fmt.Errorf("no strategy %q (want naive, lock, lua or floor)", name)
 }
+
+// Floor answers every order sold out without any further work: served by
+// Serve, a request costs only what every strategy and the api pay before
+// they touch stock (HTTP, the bearer token, the Idempotency-Key and the
+// JSON body), the floor under the api's CPU per sold-out answer.
+type Floor struct{ k keys }
+
+// Name implements Strategy.
+func (Floor) Name() string { return "floor: Gin, token, key and body; then 409" }
+
+// Place implements Strategy: always sold out.
+func (Floor) Place(context.Context, int64, int) error { return ErrSoldOut }
+
+func (f Floor) keys() keys { return f.k }
 
 // Names lists the strategies in the order the compare table shows them.
 var Names = []string{"naive", "lock", "lua"}
