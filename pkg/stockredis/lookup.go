@@ -44,20 +44,25 @@ func (b *batcher) start() {
 	}
 }
 
-func (b *batcher) work() {
-	batch := make([]lookup, 0, lookupBatch)
-	for first := range b.queue {
+func (b *batcher) work() { batches(b.queue, lookupBatch, b.answer) }
+
+// batches hands queue's items to handle in batches until queue is closed:
+// the first waiting item and every other one already queued, up to max
+// (no timer, so a lone item is not delayed). The slice is reused.
+func batches[T any](queue <-chan T, max int, handle func([]T)) {
+	batch := make([]T, 0, max)
+	for first := range queue {
 		batch = append(batch[:0], first)
 	fill:
-		for len(batch) < lookupBatch {
+		for len(batch) < max {
 			select {
-			case l := <-b.queue:
-				batch = append(batch, l)
+			case x := <-queue:
+				batch = append(batch, x)
 			default:
 				break fill
 			}
 		}
-		b.answer(batch)
+		handle(batch)
 	}
 }
 

@@ -58,22 +58,7 @@ func (b *reserver) start() {
 	}
 }
 
-func (b *reserver) work() {
-	batch := make([]reserveCall, 0, reserveBatch)
-	for first := range b.queue {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < reserveBatch {
-			select {
-			case c := <-b.queue:
-				batch = append(batch, c)
-			default:
-				break fill
-			}
-		}
-		b.runAll(batch)
-	}
-}
+func (b *reserver) work() { batches(b.queue, reserveBatch, b.runAll) }
 
 // runAll runs the script once for each item (and stock key) of batch.
 func (b *reserver) runAll(batch []reserveCall) {
