@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return err
 	}
-	defer shutdownTracing(tp, log)
+	defer tp.Close(log)
 	tracer := tp.Tracer()
 	log.Info("tracing", "on", tracer.On())
 
@@ -256,13 +256,4 @@ func mintToken(args []string, lookup func(string) (string, bool), stdout io.Writ
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err
-}
-
-// shutdownTracing sends the spans still queued (at most 5 s).
-func shutdownTracing(tp *tracing.Provider, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := tp.Shutdown(ctx); err != nil {
-		log.Warn("tracing: spans not all sent", "err", err)
-	}
 }

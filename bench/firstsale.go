@@ -161,7 +161,7 @@ func soldOutLatency(res load.Result) stats.Summary {
 // Kafka's fetches, the consumer's sweeps and the api's keep-alives.
 func (e *env) idle(ctx context.Context, sh shape) (*cpu.Usage, error) {
 	e.meter.say("idle: %s with no load", sh.duration)
-	u, err := quiet(ctx, sh.duration, e.measureCPU)
+	u, err := quiet(ctx, sh.duration, func() func() *cpu.Usage { return e.measureCPU() })
 	if u != nil {
 		e.meter.say("idle: %s", u.Summary())
 	}
@@ -172,7 +172,7 @@ func (e *env) idle(ctx context.Context, sh shape) (*cpu.Usage, error) {
 // (before the programs start, so nothing of ours talks to them).
 func (e *env) idleServices(ctx context.Context, d time.Duration) (*cpu.Usage, error) {
 	e.meter.say("idle: the services alone for %s, before the programs start", d)
-	u, err := quiet(ctx, d, func(...cpu.Proc) func() *cpu.Usage { return measure(cpu.FindServices()) })
+	u, err := quiet(ctx, d, func() func() *cpu.Usage { return measure(cpu.FindServices()) })
 	if u != nil {
 		e.meter.say("idle, services alone: %s", u.Summary())
 	}
@@ -181,7 +181,7 @@ func (e *env) idleServices(ctx context.Context, d time.Duration) (*cpu.Usage, er
 
 // quiet waits 2 s for whatever just started to settle, then measures with
 // start over d.
-func quiet(ctx context.Context, d time.Duration, start func(...cpu.Proc) func() *cpu.Usage) (*cpu.Usage, error) {
+func quiet(ctx context.Context, d time.Duration, start func() func() *cpu.Usage) (*cpu.Usage, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -103,7 +103,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	if err != nil {
 		return err
 	}
-	defer shutdownTracing(tp, log)
+	defer tp.Close(log)
 	tracer := tp.Tracer()
 	log.Info("tracing", "on", tracer.On())
 
@@ -177,15 +177,6 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}
 	log.Info("consumer stopped")
 	return err
-}
-
-// shutdownTracing sends the spans still queued (at most 5 s).
-func shutdownTracing(tp *tracing.Provider, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := tp.Shutdown(ctx); err != nil {
-		log.Warn("tracing: spans not all sent", "err", err)
-	}
 }
 
 // waitFor retries f until it succeeds or ctx ends, so a consumer started

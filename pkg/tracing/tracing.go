@@ -20,9 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -194,6 +196,16 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	return p.TracerProvider.Shutdown(ctx)
+}
+
+// Close is Shutdown at a program's exit: it gives the queued spans 5 s to
+// go and logs what could not be sent.
+func (p *Provider) Close(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not all sent", "err", err)
+	}
 }
 
 // Tracer returns the Tracer of p, nil (off) for a nil Provider.
