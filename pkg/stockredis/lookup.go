@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/pkg/batch"
 )
 
 // lookupBatch bounds how many reads one MGET answers.
@@ -44,27 +46,7 @@ func (b *batcher) start() {
 	}
 }
 
-func (b *batcher) work() { batches(b.queue, lookupBatch, b.answer) }
-
-// batches hands queue's items to handle in batches until queue is closed:
-// the first waiting item and every other one already queued, up to max
-// (no timer, so a lone item is not delayed). The slice is reused.
-func batches[T any](queue <-chan T, max int, handle func([]T)) {
-	batch := make([]T, 0, max)
-	for first := range queue {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < max {
-			select {
-			case x := <-queue:
-				batch = append(batch, x)
-			default:
-				break fill
-			}
-		}
-		handle(batch)
-	}
-}
+func (b *batcher) work() { batch.Drain(b.queue, lookupBatch, b.answer) }
 
 func (b *batcher) answer(batch []lookup) {
 	byItem := map[int64][]lookup{}

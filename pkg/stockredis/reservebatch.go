@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/pkg/batch"
 	"github.com/seckill/seckill/pkg/order"
 )
 
@@ -58,15 +59,15 @@ func (b *reserver) start() {
 	}
 }
 
-func (b *reserver) work() { batches(b.queue, reserveBatch, b.runAll) }
+func (b *reserver) work() { batch.Drain(b.queue, reserveBatch, b.runAll) }
 
-// runAll runs the script once for each item (and stock key) of batch.
-func (b *reserver) runAll(batch []reserveCall) {
-	for len(batch) > 0 {
-		head := batch[0]
-		group := batch[:0:0]
-		rest := batch[:0]
-		for _, c := range batch {
+// runAll runs the script once for each item (and stock key) of calls.
+func (b *reserver) runAll(calls []reserveCall) {
+	for len(calls) > 0 {
+		head := calls[0]
+		group := calls[:0:0]
+		rest := calls[:0]
+		for _, c := range calls {
 			if c.r.ItemID == head.r.ItemID && c.first == head.first && c.bucket == head.bucket {
 				group = append(group, c)
 			} else {
@@ -74,7 +75,7 @@ func (b *reserver) runAll(batch []reserveCall) {
 			}
 		}
 		b.run(group)
-		batch = rest
+		calls = rest
 	}
 }
 

@@ -1,0 +1,33 @@
+package batch_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/seckill/seckill/pkg/batch"
+)
+
+func TestDrainTakesWhatIsQueuedUpToMax(t *testing.T) {
+	q := make(chan int, 10)
+	for i := range 7 {
+		q <- i
+	}
+	close(q)
+	var got [][]int
+	batch.Drain(q, 3, func(b []int) { got = append(got, slices.Clone(b)) })
+	want := [][]int{{0, 1, 2}, {3, 4, 5}, {6}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+}
+
+func TestDrainDoesNotWaitForCompany(t *testing.T) {
+	q := make(chan int)
+	out := make(chan []int)
+	go batch.Drain(q, 100, func(b []int) { out <- slices.Clone(b) })
+	q <- 1
+	if b := <-out; !slices.Equal(b, []int{1}) {
+		t.Fatalf("a lone item came as %v, want [1]", b)
+	}
+	close(q)
+}
