@@ -1,0 +1,25 @@
+package orderevents
+
+import (
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Writes is how many produce requests the publisher sent since the last call.
+func (p *Publisher) Writes() int64 { return p.w.Stats().Writes }
+
+// WriteDue hands msgs to a lane's sender as if each had waited in the lane
+// until due, and returns each one's answer.
+func (p *Publisher) WriteDue(due time.Time, msgs ...kafka.Message) []error {
+	waiting := make([]publishing, len(msgs))
+	for i, m := range msgs {
+		waiting[i] = publishing{msg: m, deadline: due, done: make(chan error, 1)}
+	}
+	p.write(waiting)
+	errs := make([]error, len(msgs))
+	for i, w := range waiting {
+		errs[i] = <-w.done
+	}
+	return errs
+}
