@@ -131,8 +131,8 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	return r, nil
 }
 
-// apiLatencies summarizes the api's own histogram of a run's 202 and 409
-// answers.
+// apiLatencies summarizes the api's own histograms of a run's 202 and 409
+// answers, and of the reserve and publish round trips.
 func apiLatencies(s apiview.Snapshot) *report.APIView {
 	one := func(code string) report.APILatency {
 		h := s[code]
@@ -142,7 +142,7 @@ func apiLatencies(s apiview.Snapshot) *report.APIView {
 		return report.APILatency{Count: int64(h.Count()), P99Ms: h.Quantile(0.99),
 			Within5: h.Within(5 * time.Millisecond), Within25: h.Within(25 * time.Millisecond)}
 	}
-	return &report.APIView{Accepted: one("202"), SoldOut: one("409")}
+	return &report.APIView{Accepted: one("202"), SoldOut: one("409"), Reserve: one("reserve"), Publish: one("publish")}
 }
 
 // soldOutLatency summarizes the latency of the sold-out answers alone.

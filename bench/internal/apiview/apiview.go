@@ -21,6 +21,13 @@ import (
 // metric is the api's request-duration histogram.
 const metric = "seckill_http_request_duration_seconds"
 
+// Steps are the api's histograms of the two round trips an accepted order
+// waits for, by the Snapshot key they are kept under.
+var Steps = map[string]string{
+	"reserve": "seckill_reserve_duration_seconds",
+	"publish": "seckill_publish_duration_seconds",
+}
+
 // Histogram is cumulative counts by upper bound (seconds), one series.
 type Histogram struct {
 	Bounds []float64 // ascending, +Inf last
@@ -28,7 +35,7 @@ type Histogram struct {
 }
 
 // Snapshot is one scrape: a histogram per status code of POST
-// /api/v1/orders, summed over the apis scraped.
+// /api/v1/orders, and one per key of Steps, summed over the apis scraped.
 type Snapshot map[string]*Histogram
 
 // Take scrapes the admin listeners at addrs (host:port each).
@@ -54,6 +61,13 @@ func Take(ctx context.Context, addrs []string) (Snapshot, error) {
 			for _, m := range f.GetMetric() {
 				if label(m, "route") == "/api/v1/orders" && label(m, "method") == http.MethodPost {
 					out.add(label(m, "code"), m.GetHistogram())
+				}
+			}
+		}
+		for key, name := range Steps {
+			if f := fams[name]; f != nil {
+				for _, m := range f.GetMetric() {
+					out.add(key, m.GetHistogram())
 				}
 			}
 		}

@@ -1,7 +1,12 @@
 package apiview
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,5 +40,42 @@ func TestWithinAndQuantile(t *testing.T) {
 	// P99.9 falls in +Inf: the bound below it.
 	if got := h.Quantile(0.999); got != 25 {
 		t.Errorf("P99.9 %v ms, want 25", got)
+	}
+}
+
+func TestTakeReadsOrdersAndSteps(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `# TYPE seckill_http_request_duration_seconds histogram
+seckill_http_request_duration_seconds_bucket{code="202",method="POST",route="/api/v1/orders",le="0.025"} 3
+seckill_http_request_duration_seconds_bucket{code="202",method="POST",route="/api/v1/orders",le="+Inf"} 4
+seckill_http_request_duration_seconds_sum{code="202",method="POST",route="/api/v1/orders"} 0.1
+seckill_http_request_duration_seconds_count{code="202",method="POST",route="/api/v1/orders"} 4
+seckill_http_request_duration_seconds_bucket{code="200",method="GET",route="/api/v1/orders",le="0.025"} 9
+seckill_http_request_duration_seconds_bucket{code="200",method="GET",route="/api/v1/orders",le="+Inf"} 9
+seckill_http_request_duration_seconds_sum{code="200",method="GET",route="/api/v1/orders"} 0.1
+seckill_http_request_duration_seconds_count{code="200",method="GET",route="/api/v1/orders"} 9
+# TYPE seckill_publish_duration_seconds histogram
+seckill_publish_duration_seconds_bucket{le="0.01"} 5
+seckill_publish_duration_seconds_bucket{le="+Inf"} 6
+seckill_publish_duration_seconds_sum 0.2
+seckill_publish_duration_seconds_count 6
+`)
+	}))
+	defer srv.Close()
+	s, err := Take(context.Background(), []string{strings.TrimPrefix(srv.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s["202"].Count(); n != 4 {
+		t.Errorf("202s %v, want 4", n)
+	}
+	if s["200"] != nil {
+		t.Errorf("GET answers were read as orders: %+v", s["200"])
+	}
+	if got := s["publish"].Within(10 * time.Millisecond); math.Abs(got-5.0/6) > 1e-9 {
+		t.Errorf("publishes within 10 ms %v, want 5/6", got)
+	}
+	if s["reserve"] != nil {
+		t.Errorf("a reserve histogram from nowhere: %+v", s["reserve"])
 	}
 }

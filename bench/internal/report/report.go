@@ -608,6 +608,10 @@ func tracingTable(p func(string, ...any), r *Report) {
 type APIView struct {
 	Accepted APILatency `json:"accepted"` // 202
 	SoldOut  APILatency `json:"sold_out"` // 409 (every refusal of the run is sold out)
+	// Reserve and Publish are the two round trips an accepted order waits
+	// for: the reserve script (every run of it) and Kafka's acknowledgement.
+	Reserve APILatency `json:"reserve"`
+	Publish APILatency `json:"publish"`
 }
 
 // APILatency summarizes one status code's requests in the api's histogram:
