@@ -31,6 +31,11 @@ func TestEnsureTopicsReplication(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := kafkatest.Name("test.replication")
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = orderevents.DeleteTopics(ctx, brokers, topic, orderevents.DLQTopic(topic))
+			})
 			if tc.before != nil {
 				before := *tc.before
 				before.Brokers, before.Topic = brokers, topic
