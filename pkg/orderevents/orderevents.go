@@ -397,6 +397,10 @@ func (p *Publisher) send(ctx context.Context, msg kafka.Message, itemID int64) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("not sent: %w", err)
 	}
+	// A full lane (Kafka slow or down) is waited for no longer than the
+	// publish may take.
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	w := publishing{msg: msg, deadline: deadline, done: make(chan error, 1)}
 	lane := p.lanes[uint64(itemID)%publishLanes]
 	p.mu.RLock()
