@@ -25,3 +25,13 @@ func Drain[T any](queue <-chan T, max int, handle func([]T)) {
 		handle(b)
 	}
 }
+
+// Start returns a queue holding up to depth items, and starts workers
+// goroutines that Drain it into handle in batches of up to max.
+func Start[T any](workers, depth, max int, handle func([]T)) chan T {
+	queue := make(chan T, depth)
+	for range workers {
+		go Drain(queue, max, handle)
+	}
+	return queue
+}

@@ -31,3 +31,23 @@ func TestDrainDoesNotWaitForCompany(t *testing.T) {
 	}
 	close(q)
 }
+
+func TestStartHandsEveryItemToAWorker(t *testing.T) {
+	got := make(chan int, 100)
+	q := batch.Start(3, 10, 4, func(b []int) {
+		for _, x := range b {
+			got <- x
+		}
+	})
+	for i := range 100 {
+		q <- i
+	}
+	seen := map[int]bool{}
+	for range 100 {
+		seen[<-got] = true
+	}
+	close(q)
+	if len(seen) != 100 {
+		t.Fatalf("%d distinct items handled, want 100", len(seen))
+	}
+}

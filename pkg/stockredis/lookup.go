@@ -39,14 +39,7 @@ type batcher struct {
 
 const lookupWorkers = 4
 
-func (b *batcher) start() {
-	b.queue = make(chan lookup, 4*lookupBatch)
-	for range lookupWorkers {
-		go b.work()
-	}
-}
-
-func (b *batcher) work() { batch.Drain(b.queue, lookupBatch, b.answer) }
+func (b *batcher) start() { b.queue = batch.Start(lookupWorkers, 4*lookupBatch, lookupBatch, b.answer) }
 
 func (b *batcher) answer(batch []lookup) {
 	byItem := map[int64][]lookup{}

@@ -53,13 +53,8 @@ type reserver struct {
 }
 
 func (b *reserver) start() {
-	b.queue = make(chan reserveCall, 4*reserveBatch)
-	for range reserveWorkers {
-		go b.work()
-	}
+	b.queue = batch.Start(reserveWorkers, 4*reserveBatch, reserveBatch, b.runAll)
 }
-
-func (b *reserver) work() { batch.Drain(b.queue, reserveBatch, b.runAll) }
 
 // runAll runs the script once for each item (and stock key) of calls.
 func (b *reserver) runAll(calls []reserveCall) {
