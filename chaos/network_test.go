@@ -26,14 +26,6 @@ import (
 // through and loses its answer. The suite's own reads go to the services
 // directly.
 
-// Kafka's PROXIED listener (scripts/services) is bound on 19093 and
-// advertised as 19092, where the proxy listens: clients stay behind the
-// proxy after bootstrap.
-const (
-	kafkaProxied      = "127.0.0.1:19092"
-	kafkaProxiedBound = "127.0.0.1:19093"
-)
-
 // mysqlProxy starts a proxy to the pipeline's MySQL and returns it with the
 // environment entry that sends a program through it.
 func mysqlProxy(t *testing.T, p *pipelinetest.Pipeline) (*proxytest.Proxy, string) {
@@ -51,9 +43,9 @@ func mysqlProxy(t *testing.T, p *pipelinetest.Pipeline) (*proxytest.Proxy, strin
 // kafkaProxy starts the proxy in front of Kafka's PROXIED listener.
 func kafkaProxy(t *testing.T) (*proxytest.Proxy, string) {
 	t.Helper()
-	px := proxytest.StartOn(t, kafkaProxied, kafkaProxiedBound, proxytest.Kafka)
+	px := proxytest.StartKafka(t)
 	countLost(t, px)
-	return px, "SECKILL_KAFKA_BROKERS=" + kafkaProxied
+	return px, "SECKILL_KAFKA_BROKERS=" + proxytest.KafkaProxied
 }
 
 // redisProxies are proxies in front of every Redis node a program uses:

@@ -13,8 +13,8 @@ import (
 // proxy (the broker's PROXIED listener, advertised on 19092), which counts
 // every connection it serves.
 func TestAPIWarmsItsPublisherBeforeReady(t *testing.T) {
-	px := proxytest.StartOn(t, "127.0.0.1:19092", "127.0.0.1:19093", proxytest.Kafka)
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, KafkaBrokers: []string{"127.0.0.1:19092"}})
+	px := proxytest.StartKafka(t)
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, KafkaBrokers: []string{proxytest.KafkaProxied}})
 	api := p.StartAPI()
 	sale := api.CreateSale(10, 1)
 	before := px.Accepted()

@@ -119,6 +119,22 @@ func StartOn(t testing.TB, listen, target string, proto Protocol) *Proxy {
 	return p
 }
 
+// KafkaProxied is where the dev broker's PROXIED listener says it is
+// (scripts/services, docker-compose.yml), so a proxy listening there is
+// what clients reach after bootstrap, for every partition; the listener is
+// bound on KafkaProxiedBound, the proxy's target.
+const (
+	KafkaProxied      = "127.0.0.1:19092"
+	KafkaProxiedBound = "127.0.0.1:19093"
+)
+
+// StartKafka starts a proxy in front of the broker's PROXIED listener;
+// clients given KafkaProxied as their broker stay behind it.
+func StartKafka(t testing.TB) *Proxy {
+	t.Helper()
+	return StartOn(t, KafkaProxied, KafkaProxiedBound, Kafka)
+}
+
 // Addr is the address clients dial: host:port on 127.0.0.1.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 

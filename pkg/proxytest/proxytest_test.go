@@ -304,16 +304,9 @@ func TestMySQLCutAfterCommit(t *testing.T) {
 	}
 }
 
-// Kafka's PROXIED listener (scripts/services) is bound on 19093 and
-// advertised as 19092.
-const (
-	kafkaProxied      = "127.0.0.1:19092"
-	kafkaProxiedBound = "127.0.0.1:19093"
-)
-
 func TestKafkaProduceCutAfterRequestLanded(t *testing.T) {
 	topic := kafkatest.NewTopic(t, 1)
-	p := proxytest.StartOn(t, kafkaProxied, kafkaProxiedBound, proxytest.Kafka)
+	p := proxytest.StartKafka(t)
 	w := &kafka.Writer{
 		Addr: kafka.TCP(p.Addr()), Topic: topic, RequiredAcks: kafka.RequireAll,
 		Balancer: &kafka.Hash{}, MaxAttempts: 1, WriteTimeout: 5 * time.Second,
