@@ -14,6 +14,8 @@ import (
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/proxytest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 func newPublisher(t *testing.T, topic string) *orderevents.Publisher {
@@ -121,6 +123,50 @@ func TestPublishBurstGoesTogether(t *testing.T) {
 		t.Fatalf("%d produce requests for %d events: the lanes did not send them together", writes, hot+cold)
 	}
 	t.Logf("%d events in %d produce requests", hot+cold, writes)
+}
+
+// One lane write of 20 events reaches the broker and its answer is lost
+// (the link cut, and refused past the publisher's timeout): no event of
+// the write is answered nil, and every one is in Kafka (kafka-go may write
+// some twice: the consumer is idempotent). So each caller takes the
+// unknown-outcome path, which settles its own order.
+func TestPublishLostAnswerReachesEveryEventOfTheWrite(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 1)
+	px := proxytest.StartKafka(t)
+	p := orderevents.NewPublisher(orderevents.Config{Brokers: []string{px.Addr()}, Topic: topic, WriteTimeout: time.Second})
+	t.Cleanup(func() { _ = p.Close() })
+	waittest.UntilEvery(t, 30*time.Second, 100*time.Millisecond, "a first publish through the proxy", func() bool {
+		return p.Publish(context.Background(), event(7, 0)) == nil
+	})
+	if px.Connections() == 0 {
+		t.Fatal("the publisher is not connected through the proxy: is the PROXIED listener configured?")
+	}
+	px.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
+	var msgs []kafka.Message
+	sent := map[string]bool{}
+	for i := 1; i <= 20; i++ {
+		e := event(7, i)
+		b, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(7), Value: b})
+		sent[e.OrderNo] = true
+	}
+	for i, err := range p.WriteDue(time.Now().Add(time.Second), msgs...) {
+		if err == nil {
+			t.Fatalf("event %d of the cut write was answered nil", i)
+		}
+	}
+	px.WaitLost(t, 1, 5*time.Second)
+	got := readAll(t, topic)[0]
+	for _, e := range got {
+		delete(sent, e.OrderNo)
+	}
+	if len(sent) != 0 {
+		t.Fatalf("%d events of the cut write are not in Kafka: the cut came before the produce landed", len(sent))
+	}
+	t.Logf("%d events in the topic after the cut write of 20", len(got))
 }
 
 // An event whose deadline passed while it waited in its lane is answered
