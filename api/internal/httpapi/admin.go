@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
 )
 
 type createItemBody struct {
@@ -184,12 +187,29 @@ func (s *Server) createActivity(c *gin.Context) {
 	if window != nil {
 		a.PaymentWindow = time.Duration(*window) * time.Second
 	}
-	a, err = s.db.CreateActivity(ctx, a)
+	// Redis first: the layout its keys have now (a lost answer is a 503,
+	// never "no keys"); MySQL then checks the item's other sales with the
+	// item's row locked.
+	live, err := s.intake.Stock.Layout(ctx, b.ItemID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	a, err = s.db.CreateSale(ctx, a, s.keyGuard(live))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, activityView(a))
+}
+
+// keyGuard is what a change of a sale is checked against: live, the layout
+// Redis holds for its item (read just before), and how long each sale's
+// keys live, by the rule the intake gives them their lifetimes with.
+func (s *Server) keyGuard(live order.Layout) orderdb.KeyGuard {
+	return orderdb.KeyGuard{Live: live, Now: time.Now(), KeysUntil: func(a order.Activity) time.Time {
+		return a.KeysLiveUntil(s.intake.PaymentWindow, intake.KeyMargin)
+	}}
 }
 
 func (s *Server) warmup(c *gin.Context) {
@@ -231,4 +251,18 @@ func (s *Server) itemStock(c *gin.Context) {
 		body["redis_stock"] = snap.Stock
 	}
 	c.JSON(http.StatusOK, body)
+}
+
+// patchGuard is keyGuard for a change of activity id's bucket count: the
+// layout Redis holds for its item now.
+func (s *Server) patchGuard(ctx context.Context, id int64) (orderdb.KeyGuard, error) {
+	a, err := s.db.Activity(ctx, id)
+	if err != nil {
+		return orderdb.KeyGuard{}, err
+	}
+	live, err := s.intake.Stock.Layout(ctx, a.ItemID)
+	if err != nil {
+		return orderdb.KeyGuard{}, err
+	}
+	return s.keyGuard(live), nil
 }
