@@ -435,3 +435,23 @@ func (s *Store) Layout(ctx context.Context, item int64) (order.Layout, error) {
 	}
 	return 0, nil
 }
+
+// checkWarmupLayout refuses (order.ErrSettingLocked) a warm-up that would
+// lay item's stock out in buckets keys while its live keys have another
+// layout: the item would then hold two, and a restock or the reconciler
+// would follow the marker to keys nobody sells from. The API refuses the
+// changes of a sale that lead there (orderdb.CreateSale, PatchActivity);
+// this catches a warm-up from a copy of the sale older than such a change.
+// It is a read before the writes, not one script with them: two warm-ups
+// of different layouts started together can still both pass.
+func (s *Store) checkWarmupLayout(ctx context.Context, item int64, buckets int) error {
+	live, err := s.Layout(ctx, item)
+	if err != nil {
+		return err
+	}
+	if want := order.Layout(max(buckets, 1)); live != 0 && live != want {
+		return order.Errorf(order.ErrSettingLocked, "the item's stock lives in Redis in %s: a warm-up cannot lay it out in %s",
+			live, want)
+	}
+	return nil
+}
