@@ -98,3 +98,27 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) error {
 	}
 	return ch.Guard.checkLayout(others, *ch.StockBuckets)
 }
+
+// MarkWarmedAsOf records that activity a.ID was warmed up now from the copy
+// a, if MySQL still holds a's end and bucket count (in one transaction with
+// the row locked, so a PatchActivity either came before and is seen, or
+// comes after and finds the sale warmed). It reports false, recording
+// nothing, when the sale changed since the copy was read: its keys may be
+// laid out or timed by the old settings, and a warm-up from a fresh copy
+// (the consumer's schedule warms every sale without a record) sets them
+// right.
+func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error) {
+	ok := false
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := lockActivity(tx, a.ID)
+		if err != nil {
+			return err
+		}
+		if !row.EndsAt.Equal(a.EndsAt) || max(row.StockBuckets, 1) != max(a.StockBuckets, 1) {
+			return nil
+		}
+		ok = true
+		return tx.Table("activities").Where("id = ?", a.ID).Update("warmed_at", gorm.Expr("NOW(3)")).Error
+	})
+	return ok, wrap("mark activity warmed", err)
+}

@@ -222,9 +222,18 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.db.MarkActivityWarmed(c.Request.Context(), id); err != nil {
+	// Recorded only if the sale still has the end and bucket count the
+	// warm-up used: a copy older than a change of them laid out or timed
+	// the keys by the old ones.
+	marked, err := s.db.MarkWarmedAsOf(c.Request.Context(), act)
+	switch {
+	case err != nil:
 		// The consumer's schedule then warms it once more (idempotent).
 		s.log.Warn("warm-up not recorded", "request_id", c.GetString(ctxRequestID), "activity_id", id, "err", err)
+	case !marked:
+		s.fail(c, fmt.Errorf("warm-up of activity %d: the sale changed while it warmed up from an older copy; not recorded, retry: %w",
+			id, order.ErrUnavailable))
+		return
 	}
 	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", act.ItemID, "redis_stock", n)
 	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": act.ItemID, "redis_stock": n})

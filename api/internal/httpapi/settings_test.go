@@ -183,3 +183,44 @@ func TestSaleSettingsKeysDependOn(t *testing.T) {
 		t.Fatalf("a change within the guard wrote: %+v %v", a, err)
 	}
 }
+
+// The sale's end moves later right before a warm-up, while this instance
+// still holds its old copy of the sale: the warm-up is not recorded for
+// keys timed by the old end (503, and the consumer's schedule warms it
+// again), or, if the instance had the new copy already, its keys live past
+// the new end. Never a sale on record as warmed whose keys expire before it
+// ends.
+func TestWarmupAfterALaterEnd(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	now := time.Now().UTC()
+	item := ts.newItem(t, 10)
+	sale := activityID(t, ts.createSale(t, ts.url, item, now.Add(time.Hour), now.Add(2*time.Hour), 0))
+	// A buyer early: the instance caches the sale.
+	wantError(t, ts.place(t, ts.url, buyerToken(t, 9), "early", sale), 409, "ACTIVITY_NOT_ACTIVE")
+	later := now.Add(50 * time.Hour)
+	if r := ts.patchSale(t, sale, fmt.Sprintf(`{"ends_at":%q}`, later.Format(time.RFC3339Nano))); r.status != 200 {
+		t.Fatalf("later end before the warm-up: %d %s", r.status, r.body)
+	}
+	r := ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", sale), token: adminToken(t)})
+	warmedAt, err := ts.db.ActivityWarmedAt(context.Background(), sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := ts.rdb.PTTL(context.Background(), ts.store.Keys(item).Stock()).Val()
+	switch {
+	case r.status == 503:
+		if !warmedAt.IsZero() {
+			t.Fatalf("a warm-up from the old copy was recorded at %s", warmedAt)
+		}
+		t.Log("warmed from the old copy: not recorded")
+	case r.status == 200:
+		if warmedAt.IsZero() || ttl < time.Until(later) {
+			t.Fatalf("warm-up recorded at %s with the stock key living %s, less than the %s to the sale's end",
+				warmedAt, ttl, time.Until(later).Round(time.Second))
+		}
+		t.Log("warmed from the new copy")
+	default:
+		t.Fatalf("warm-up: %d %s", r.status, r.body)
+	}
+}
