@@ -39,7 +39,8 @@ func LayoutOf(a Activity) Layout { return Layout(max(a.StockBuckets, 1)) }
 // while other sales' keys, laid out otherwise, may still live (others,
 // each with its end of key life): the bucket count of an item stays the
 // same while its keys live (docs/adr/0002-stock-buckets.md). live is the
-// layout Redis holds now (0: none), read before.
+// layout Redis holds now (0: none), read before; until nil counts every
+// other sale's keys as living.
 func CheckLayout(buckets int, live Layout, others []Activity, until func(Activity) time.Time, now time.Time) error {
 	want := Layout(max(buckets, 1))
 	if live != 0 && live != want {
@@ -49,6 +50,10 @@ func CheckLayout(buckets int, live Layout, others []Activity, until func(Activit
 	for _, o := range others {
 		if LayoutOf(o) == want {
 			continue
+		}
+		if until == nil {
+			return Errorf(ErrSettingLocked, "activity %d of the item uses stock_buckets %d and its keys' life is not known",
+				o.ID, LayoutOf(o))
 		}
 		if end := until(o); end.After(now) {
 			return Errorf(ErrSettingLocked, "activity %d of the item uses stock_buckets %d and its Redis keys may live until %s: a sale of the item with stock_buckets %d must wait until then",

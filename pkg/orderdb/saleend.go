@@ -72,9 +72,6 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 			return order.Errorf(order.ErrActivityStarted, "the sale starts at %s: its settings can no longer change (not later than %s before the start, so that every instance sees the change)",
 				row.StartsAt.UTC().Format(time.RFC3339Nano), order.SettingsGuard)
 		}
-		if err := checkChange(tx, row, ch); err != nil {
-			return err
-		}
 		set := map[string]any{}
 		starts, ends := row.StartsAt, row.EndsAt
 		if ch.StartsAt != nil {
@@ -94,6 +91,9 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if !ends.After(starts) {
 			return order.Errorf(order.ErrInvalidArgument, "ends_at (%s) must be after starts_at (%s)",
 				ends.Format(time.RFC3339), starts.Format(time.RFC3339))
+		}
+		if err := checkChange(tx, row, ch); err != nil {
+			return err
 		}
 		if len(set) == 0 {
 			return nil
