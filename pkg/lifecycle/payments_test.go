@@ -189,7 +189,7 @@ func TestNotificationRacesCloser(t *testing.T) {
 // ones. Several rounds, each a fresh sale.
 func TestPaymentsRaceSaleCancel(t *testing.T) {
 	t.Parallel()
-	const rounds, stock, n = 4, 40, 30
+	const rounds, stock, n = 8, 40, 30
 	lateTotal := 0
 	for round := range rounds {
 		s := newSale(t, stock, n, eur, time.Now().Add(time.Hour))
