@@ -95,6 +95,9 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if err := checkChange(tx, row, ch); err != nil {
 			return err
 		}
+		if keySettingsChange(row, ch) {
+			set["key_settings_changed_at"] = gorm.Expr("NOW(3)")
+		}
 		if len(set) == 0 {
 			return nil
 		}

@@ -122,3 +122,24 @@ func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error
 	})
 	return ok, wrap("mark activity warmed", err)
 }
+
+// keySettingsChange reports whether ch changes a setting the sale's keys
+// are laid out or timed by (its bucket count, its end): PatchActivity then
+// records when (key_settings_changed_at, MySQL's clock), for
+// KeySettingsChangedWithin.
+func keySettingsChange(row activityRow, ch ActivityChange) bool {
+	return (ch.StockBuckets != nil && *ch.StockBuckets != max(row.StockBuckets, 1)) ||
+		(ch.EndsAt != nil && !ch.EndsAt.Equal(row.EndsAt))
+}
+
+// KeySettingsChangedWithin reports whether the bucket count or the end of
+// activity id changed less than d ago, by MySQL's clock: an instance may
+// still hold a copy of the sale from before the change (for up to
+// order.SettingsGuard), and a warm-up from it would lay out or time the
+// keys by the old settings.
+func (db *DB) KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error) {
+	var r struct{ Recent bool }
+	err := db.gdb.WithContext(ctx).Raw(`SELECT COALESCE(key_settings_changed_at > NOW(3) - INTERVAL ? MICROSECOND, FALSE) AS recent
+		FROM activities WHERE id = ?`, d.Microseconds(), id).Take(&r).Error
+	return r.Recent, wrap("read activity", err)
+}

@@ -217,6 +217,17 @@ func (s *Server) warmup(c *gin.Context) {
 	if !ok {
 		return
 	}
+	// This instance's copy of the sale may predate a change of the end or
+	// bucket count for up to order.SettingsGuard: until then a warm-up
+	// would lay out or time the keys by the old settings. Nothing written.
+	if recent, err := s.db.KeySettingsChangedWithin(c.Request.Context(), id, order.SettingsGuard); err != nil || recent {
+		if err == nil {
+			err = fmt.Errorf("warm-up of activity %d: its end or bucket count changed less than %s ago; retry: %w",
+				id, order.SettingsGuard, order.ErrUnavailable)
+		}
+		s.fail(c, err)
+		return
+	}
 	act, n, err := s.intake.Warmup(c.Request.Context(), s.db, id)
 	if err != nil {
 		s.fail(c, err)

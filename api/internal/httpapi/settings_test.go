@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // createSale posts a sale of item with the given bucket count (0: left
@@ -29,9 +30,16 @@ func (ts *testServer) patchSale(t *testing.T, activity int64, body string) respo
 	return ts.do(t, ts.url, request{method: "PATCH", path: fmt.Sprintf("/admin/v1/activities/%d", activity), token: adminToken(t), body: body})
 }
 
+// warmSale warms the sale up, waiting out the 503 of a warm-up right after
+// a change of its end or bucket count.
 func (ts *testServer) warmSale(t *testing.T, activity int64) {
 	t.Helper()
-	if r := ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", activity), token: adminToken(t)}); r.status != 200 {
+	var r response
+	waittest.Until(t, 10*time.Second, "a warm-up past the settings guard", func() bool {
+		r = ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", activity), token: adminToken(t)})
+		return r.status != 503
+	})
+	if r.status != 200 {
 		t.Fatalf("warmup of %d: %d %s", activity, r.status, r.body)
 	}
 }
@@ -222,5 +230,41 @@ func TestWarmupAfterALaterEnd(t *testing.T) {
 		t.Log("warmed from the new copy")
 	default:
 		t.Fatalf("warm-up: %d %s", r.status, r.body)
+	}
+}
+
+// The sale's bucket count changes right before a warm-up, while this
+// instance still holds its old copy of the sale: the warm-up waits (503,
+// nothing written) until every instance's copy is younger than the change
+// (order.SettingsGuard), then lays the item out in the new count. A warm-up
+// from the old copy would have laid it out in the old one, which the next
+// warm-ups could then not lay out again.
+func TestWarmupRightAfterABucketChange(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	now := time.Now().UTC()
+	item := ts.newItem(t, 30)
+	sale := activityID(t, ts.createSale(t, ts.url, item, now.Add(time.Hour), now.Add(2*time.Hour), 0))
+	// A buyer early: the instance caches the sale, with one stock key.
+	wantError(t, ts.place(t, ts.url, buyerToken(t, 9), "early", sale), 409, "ACTIVITY_NOT_ACTIVE")
+	if r := ts.patchSale(t, sale, `{"stock_buckets":3}`); r.status != 200 {
+		t.Fatalf("stock_buckets before the warm-up: %d %s", r.status, r.body)
+	}
+	warm := func() response {
+		return ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", sale), token: adminToken(t)})
+	}
+	ts.noWrites(t, []int64{item}, func() {
+		wantError(t, warm(), 503, "UNAVAILABLE")
+	})
+	var last response
+	waittest.Until(t, 10*time.Second, "the warm-up taken once every copy is younger than the change", func() bool {
+		last = warm()
+		return last.status != 503
+	})
+	if last.status != 200 {
+		t.Fatalf("warm-up after the guard: %d %s", last.status, last.body)
+	}
+	if l, err := ts.store.Layout(context.Background(), item); err != nil || l != 3 {
+		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 }
