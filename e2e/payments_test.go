@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/payment"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 type notified struct {
@@ -161,6 +162,47 @@ func TestPaymentNotifications(t *testing.T) {
 		t.Fatalf("buyer pay with SECKILL_BUYER_PAY=false: %d %+v, order %s", code, b, status(open))
 	}
 
+	p.Check(sale)
+	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
+		t.Fatalf("reconciler: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// A sale is cancelled and, before the cancel's closer reaches its orders
+// (the cancel is marked in MySQL here, as the cancel does first), the buyer
+// pays one order and the provider notifies a payment for another: the
+// buyer's pay is refused with 409 ORDER_NOT_PAYABLE, the notification is
+// answered 200 and recorded as a refund owed with its order closed (units
+// and quota back in both stores), and no order of the cancelled sale is
+// PAID. The reconciler finds no drift.
+func TestPaymentOfACancelledSale(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	p.StartConsumer()
+	sale := api.CreateSaleWith(10, pipelinetest.SaleOptions{Price: 1500, Currency: "EUR"})
+	byBuyer := buy(t, p, api, 1, "a", sale.ActivityID)
+	byProvider := buy(t, p, api, 2, "b", sale.ActivityID)
+	if err := p.DB.Gorm().Exec("UPDATE activities SET ends_at = NOW(3), cancelled_at = NOW(3) WHERE id = ?", sale.ActivityID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if code, b := act(t, api, "1", byBuyer, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
+		t.Fatalf("buyer's pay in a cancelled sale: %d %+v", code, b)
+	}
+	body := notification(t, "pi_cancelled", byProvider, 1500, "EUR")
+	if code, n := notify(t, api, body, payment.Sign([]byte(pipelinetest.PaymentSecret), body, time.Now())); code != 200 || n.Outcome != "REFUND" || n.OrderStatus != "CLOSED" {
+		t.Fatalf("notification in a cancelled sale: %d %+v", code, n)
+	}
+	if got := p.Count("SELECT COUNT(*) FROM payments WHERE order_no = ? AND outcome = 'REFUND' AND refund_reason = 'CLOSED'", byProvider); got != 1 {
+		t.Fatalf("%d refund rows for the notified order, want 1", got)
+	}
+	// The closer closes the buyer's order; none is PAID.
+	waittest.Until(t, 30*time.Second, "the cancelled sale's orders closed", func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'CLOSED' AND released_at IS NOT NULL", sale.ActivityID) == 2
+	})
+	if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'PAID'", sale.ActivityID); n != 0 {
+		t.Fatalf("%d PAID orders in the cancelled sale", n)
+	}
 	p.Check(sale)
 	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
 		t.Fatalf("reconciler: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)

@@ -26,7 +26,9 @@ type Service struct {
 	Log   *slog.Logger
 }
 
-// Pay marks the user's order PAID. Paying a PAID order again succeeds.
+// Pay marks the user's order PAID. Paying a PAID order again succeeds; an
+// order of a cancelled sale is not payable (MySQL decides, see
+// orderdb.DB.Pay), nor one past its payment window.
 func (s *Service) Pay(ctx context.Context, user, orderNo string) (order.Order, error) {
 	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotPayable); err != nil {
 		return order.Order{}, err
@@ -45,6 +47,8 @@ func (s *Service) Pay(ctx context.Context, user, orderNo string) (order.Order, e
 				"item_id", o.ItemID, "status", order.Paid)
 		}
 		return o, nil
+	case o.Status == order.Created && tr.SaleCancelled:
+		return order.Order{}, order.Errorf(order.ErrNotPayable, "the sale was cancelled")
 	case o.Status == order.Created:
 		return order.Order{}, order.Errorf(order.ErrNotPayable, "the payment window has passed")
 	}

@@ -12,7 +12,9 @@ import (
 
 // RecordPayment takes one provider transaction of amount for an order
 // (whoever's), once. A CREATED order becomes PAID; a payment for an order
-// that cannot be paid any more (CLOSED, FAILED, or paid already) is recorded
+// that cannot be paid any more (CLOSED, FAILED, paid already, past its
+// payment window, or of a cancelled sale: the last two are closed here as
+// the closer would close them) is recorded
 // as a refund owed, logged at alert level, and is not an error: the
 // provider is to stop sending it. The same transaction again changes
 // nothing and answers as the first time (Recorded.Duplicate).
@@ -53,9 +55,10 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 	args := []any{"order_no", orderNo, "request_id", logs.RequestID(ctx), "transaction_id", txID,
 		"user_id", rec.Order.UserID, "item_id", rec.Order.ItemID, "amount", amount.Amount, "currency", amount.Currency}
 	if rec.Closed {
-		s.Log.Info("order closed", append(args, "reason", order.ReasonPaymentTimeout, "status", order.Closed)...)
+		reason := rec.Order.FailureReason
+		s.Log.Info("order closed", append(args, "reason", reason, "status", order.Closed)...)
 		// As after any close: release at most once, or the closer finishes.
-		if err := s.release(context.WithoutCancel(ctx), rec.Order, order.ReasonPaymentTimeout); err != nil {
+		if err := s.release(context.WithoutCancel(ctx), rec.Order, reason); err != nil {
 			s.Log.Warn("release after close failed; the closer will finish it", "order_no", orderNo,
 				"request_id", logs.RequestID(ctx), "err", err)
 		}

@@ -179,3 +179,137 @@ func TestNotificationRacesCloser(t *testing.T) {
 	}
 	t.Logf("%d paid, %d closed with a refund owed", nPaid, n-nPaid)
 }
+
+// A sale is cancelled while its buyers pay, through the pay endpoint and
+// through the provider's notifications, in the moment before the cancel's
+// closer reaches their orders. MySQL decides: an order that was not PAID
+// when the cancel committed (read right after it) never becomes PAID, the buyer's pay of it is refused and its notifications are owed
+// back (REFUND, as for a closed order); an order paid before the cancel
+// stays PAID. Stock comes back, in both stores, exactly for the closed
+// ones. Several rounds, each a fresh sale.
+func TestPaymentsRaceSaleCancel(t *testing.T) {
+	t.Parallel()
+	const rounds, stock, n = 8, 40, 30
+	lateTotal := 0
+	for round := range rounds {
+		s := newSale(t, stock, n, eur, time.Now().Add(time.Hour))
+		ctx := context.Background()
+		svc := s.service()
+		buyerPays := func(i int) bool { return i%3 != 1 }
+		notified := func(i int) bool { return i%3 != 0 }
+
+		payErr := make([]error, n)
+		payPaid := make([]bool, n)
+		var atCancel map[string]order.Order
+		var wg sync.WaitGroup
+		start := time.Now()
+		at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
+		for i, e := range s.orders {
+			if buyerPays(i) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					at(time.Duration(i) * 400 * time.Microsecond)
+					o, err := svc.Pay(ctx, e.UserID, e.OrderNo)
+					payErr[i], payPaid[i] = err, err == nil && o.Status == order.Paid
+				}()
+			}
+			if notified(i) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					at(time.Duration(i)*400*time.Microsecond + 200*time.Microsecond)
+					if _, err := svc.RecordPayment(ctx, fmt.Sprintf("tx-%d-%d", round, i), e.OrderNo, eur); err != nil {
+						t.Errorf("notification for %s: %v", e.OrderNo, err)
+					}
+				}()
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			at(time.Duration(n) * 200 * time.Microsecond)
+			// What the admin cancel does: mark the sale, then close its
+			// CREATED orders.
+			if _, err := s.db.EndActivity(ctx, s.activity, time.Now(), true); err != nil {
+				t.Error(err)
+				return
+			}
+			nos := make([]string, n)
+			for i, e := range s.orders {
+				nos[i] = e.OrderNo
+			}
+			var err error
+			if atCancel, err = s.db.Orders(ctx, nos); err != nil {
+				t.Error(err)
+				return
+			}
+			for {
+				closed, err := svc.CloseCancelled(ctx, s.activity, 500)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if closed == 0 {
+					break
+				}
+			}
+		}()
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		// The closer's next pass: orders a late payment left CREATED.
+		if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
+			t.Fatal(err)
+		}
+
+		nPaid, late := 0, 0
+		for i, e := range s.orders {
+			o, err := s.db.Order(ctx, e.OrderNo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, err := s.db.PaymentsOf(ctx, e.OrderNo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if notified(i) && len(ps) != 1 {
+				t.Fatalf("round %d: order %s has payments %+v, want one", round, e.OrderNo, ps)
+			}
+			if atCancel[e.OrderNo].Status != order.Paid {
+				// Not paid when the cancel committed (CREATED, or closed
+				// since by a notification that found the sale cancelled).
+				late++
+				if o.Status != order.Closed {
+					t.Fatalf("round %d: order %s was CREATED when the sale was cancelled and is now %s (payments %+v, buyer pay: paid=%v err=%v)",
+						round, e.OrderNo, o.Status, ps, payPaid[i], payErr[i])
+				}
+				if buyerPays(i) && (payPaid[i] || !errors.Is(payErr[i], order.ErrNotPayable)) {
+					t.Fatalf("round %d: buyer's pay of %s after the cancel answered paid=%v err=%v, want ErrNotPayable",
+						round, e.OrderNo, payPaid[i], payErr[i])
+				}
+				for _, p := range ps {
+					if p.Outcome != orderdb.PaymentRefund || p.RefundReason != string(order.Closed) {
+						t.Fatalf("round %d: order %s closed by the cancel has payment %+v, want a REFUND of a CLOSED order", round, e.OrderNo, p)
+					}
+				}
+				continue
+			}
+			if o.Status != order.Paid {
+				t.Fatalf("round %d: order %s was PAID at the cancel and is %s now", round, e.OrderNo, o.Status)
+			}
+			nPaid++
+		}
+		lateTotal += late
+		dbStock, snap := s.stocks(t)
+		want := int64(stock - nPaid)
+		if dbStock != want || snap.Stock != want || snap.Inflight != 0 {
+			t.Fatalf("round %d: %d paid: MySQL stock %d, Redis %+v; want %d in both", round, nPaid, dbStock, snap, want)
+		}
+		t.Logf("round %d: %d paid before the cancel, %d not", round, nPaid, late)
+	}
+	if lateTotal == 0 {
+		t.Fatal("no payment came after the cancel in any round: the race was not exercised")
+	}
+}

@@ -134,6 +134,12 @@ func (db *DB) SetItemStock(ctx context.Context, itemID, stock int64) error {
 // a price of its own sells at the item's price (none when the item has
 // none); a sale price must be in the item's currency when the item has one.
 func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
+	return db.createActivity(ctx, a, nil)
+}
+
+// createActivity is CreateActivity, checked against g unless it is nil
+// (CreateSale).
+func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard) (order.Activity, error) {
 	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
 		StockBuckets: max(a.StockBuckets, 1)}
 	if a.PaymentWindow > 0 {
@@ -141,9 +147,14 @@ func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activ
 		row.PaymentWindowSeconds = &s
 	}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var it itemRow
-		if err := tx.Where("id = ?", a.ItemID).Take(&it).Error; err != nil {
+		it, others, err := lockItemSales(tx, a.ItemID, 0)
+		if err != nil {
 			return err
+		}
+		if g != nil {
+			if err := g.checkLayout(others, row.StockBuckets); err != nil {
+				return err
+			}
 		}
 		listPrice := money(it.Price, it.Currency)
 		switch {
@@ -202,7 +213,8 @@ func wrap(op string, err error) error {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return fmt.Errorf("%s: %w", op, order.ErrNotFound)
 	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument),
-		errors.Is(err, order.ErrActivityNotActive), errors.Is(err, order.ErrActivityStarted):
+		errors.Is(err, order.ErrActivityNotActive), errors.Is(err, order.ErrActivityStarted),
+		errors.Is(err, order.ErrSettingLocked):
 		return fmt.Errorf("%s: %w", op, err)
 	case isTransient(err):
 		return fmt.Errorf("%s: %w: %w", op, order.ErrUnavailable, err)

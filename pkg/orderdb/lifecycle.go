@@ -2,6 +2,7 @@ package orderdb
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -16,23 +17,65 @@ type Transition struct {
 	// Order is the order after the attempt (the winner's state if another
 	// transition won).
 	Order order.Order
+	// SaleCancelled is true when the order was not paid because its sale
+	// was cancelled (the closer closes it).
+	SaleCancelled bool
 }
 
 // Pay moves the user's order from CREATED to PAID while its payment window
-// is open: UPDATE ... WHERE status = 'CREATED' is the compare-and-set that
-// races a close for the same row; exactly one wins.
+// is open and its sale is not cancelled, in one transaction: the sale's row
+// is read with a shared lock first (saleCancelled), so a cancel either
+// committed before (the order is not paid) or waits until the payment
+// committed (and its closer then finds the order PAID). UPDATE ... WHERE
+// status = 'CREATED' is the compare-and-set that races a close for the
+// same row; exactly one wins.
 func (db *DB) Pay(ctx context.Context, user, orderNo string) (Transition, error) {
-	res := db.gdb.WithContext(ctx).Exec(`UPDATE orders SET status = 'PAID'
-		WHERE order_no = ? AND user_id = ? AND status = 'CREATED'
-		AND (pay_deadline IS NULL OR pay_deadline > ?)`, orderNo, user, time.Now().UTC())
-	if res.Error != nil {
-		return Transition{}, wrap("pay", res.Error)
+	var tr Transition
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		cancelled, err := saleCancelled(tx, orderNo)
+		if err != nil || cancelled {
+			tr.SaleCancelled = cancelled
+			return err
+		}
+		res := tx.Exec(`UPDATE orders SET status = 'PAID'
+			WHERE order_no = ? AND user_id = ? AND status = 'CREATED'
+			AND (pay_deadline IS NULL OR pay_deadline > ?)`, orderNo, user, time.Now().UTC())
+		tr.Won = res.RowsAffected == 1
+		return res.Error
+	})
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		err = nil // no such order: the read below says so
+	}
+	if err != nil {
+		return Transition{}, wrap("pay", err)
 	}
 	o, err := db.Order(ctx, orderNo)
 	if err != nil {
 		return Transition{}, err
 	}
-	return Transition{Won: res.RowsAffected == 1, Order: o}, nil
+	tr.Order = o
+	tr.SaleCancelled = tr.SaleCancelled && o.Status == order.Created
+	return tr, nil
+}
+
+// saleCancelled reports, inside tx, whether the sale of order orderNo was
+// cancelled, reading the sale's row with a shared lock that the
+// transaction holds until it ends: a cancel (EndActivity, which locks the
+// row for update) cannot commit in between, so a payment that finds the
+// sale not cancelled is ordered before the cancel, and its closer finds the
+// order paid. gorm.ErrRecordNotFound when there is no such order.
+func saleCancelled(tx *gorm.DB, orderNo string) (bool, error) {
+	var o struct{ ActivityID int64 }
+	if err := tx.Table("orders").Select("activity_id").Where("order_no = ?", orderNo).Take(&o).Error; err != nil {
+		return false, err
+	}
+	var a struct{ CancelledAt *time.Time }
+	// LOCK IN SHARE MODE is what MariaDB and MySQL both read (GORM's
+	// SHARE strength writes FOR SHARE, which MariaDB does not know).
+	if err := tx.Raw("SELECT cancelled_at FROM activities WHERE id = ? LOCK IN SHARE MODE", o.ActivityID).Scan(&a).Error; err != nil {
+		return false, err
+	}
+	return a.CancelledAt != nil, nil
 }
 
 // CloseOrder moves an order from CREATED to CLOSED and gives its units back to

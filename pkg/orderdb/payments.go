@@ -63,9 +63,9 @@ type Recorded struct {
 	// changed now.
 	Duplicate bool
 	// Closed is true when this call found the order CREATED past its payment
-	// window and closed it (its units went back to item_stock in the same
-	// transaction): the caller releases the Redis reservation next, as after
-	// any close.
+	// window or in a cancelled sale and closed it (its units went back to
+	// item_stock in the same transaction; Order.FailureReason says why): the
+	// caller releases the Redis reservation next, as after any close.
 	Closed bool
 }
 
@@ -75,10 +75,12 @@ type Recorded struct {
 // nothing) and moves the order from CREATED to PAID with the same
 // compare-and-set as Pay. When the order is CLOSED, FAILED or already PAID
 // (by another transaction, or by the buyer) the payment is recorded as a
-// REFUND. An order still CREATED but past its payment window is closed here
-// (as the closer would a moment later) and the payment is a REFUND, so the
-// outcome never waits for the closer. The caller checked the amount against
-// the order's.
+// REFUND. An order still CREATED but past its payment window, or of a sale
+// that was cancelled, is closed here (as the closer would a moment later)
+// and the payment is a REFUND, so the outcome never waits for the closer;
+// the sale's row is read with a shared lock (saleCancelled), so a
+// concurrent cancel is either seen or waits for this transaction. The
+// caller checked the amount against the order's.
 func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 	var out Recorded
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -89,13 +91,24 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 		if err := tx.Create(&row).Error; err != nil {
 			return err
 		}
-		res := tx.Exec(`UPDATE orders SET status = 'PAID'
-			WHERE order_no = ? AND status = 'CREATED' AND (pay_deadline IS NULL OR pay_deadline > ?)`,
-			p.OrderNo, time.Now().UTC())
-		if res.Error != nil {
-			return res.Error
+		// The sale's row with a shared lock, as Pay reads it: a cancel
+		// committed before this is seen, and one after it waits for this
+		// transaction (its closer then finds the order PAID).
+		cancelled, err := saleCancelled(tx, p.OrderNo)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		paid := false
+		if !cancelled {
+			res := tx.Exec(`UPDATE orders SET status = 'PAID'
+				WHERE order_no = ? AND status = 'CREATED' AND (pay_deadline IS NULL OR pay_deadline > ?)`,
+				p.OrderNo, time.Now().UTC())
+			if res.Error != nil {
+				return res.Error
+			}
+			paid = res.RowsAffected == 1
+		}
+		if !paid {
 			// A locking read: the latest committed status, not this
 			// transaction's snapshot.
 			var o orderRow
@@ -104,9 +117,14 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 			}
 			reason := o.Status
 			if o.Status == string(order.Created) {
-				// Past its window: close it now, units back in the same
-				// transaction, exactly as CloseOrder does.
-				won, err := closeCreated(tx, "", p.OrderNo, order.ReasonPaymentTimeout)
+				// Past its window, or its sale cancelled: close it now,
+				// units back in the same transaction, exactly as
+				// CloseOrder (the closer) would a moment later.
+				why := order.ReasonPaymentTimeout
+				if cancelled {
+					why = order.ReasonSaleCancelled
+				}
+				won, err := closeCreated(tx, "", p.OrderNo, why)
 				if err != nil {
 					return err
 				}

@@ -50,20 +50,27 @@ func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, cancel b
 type ActivityChange struct {
 	StartsAt, EndsAt *time.Time
 	PerUserLimit     *int
+	StockBuckets     *int
+	// Guard checks a new StockBuckets against the item's live keys (see
+	// checkChange); required with StockBuckets.
+	Guard *KeyGuard
 }
 
-// PatchActivity changes a sale's times or per-user limit while it has not
-// started at now; once it has, order.ErrActivityStarted. The result must
-// still end after it starts (order.ErrInvalidArgument).
+// PatchActivity changes a sale's times, per-user limit or bucket count
+// while it starts more than order.SettingsGuard after now (every instance
+// then sees the change before it opens); later, order.ErrActivityStarted.
+// The result must still end after it starts (order.ErrInvalidArgument).
+// Once the sale was warmed up, its bucket count and a later end are
+// order.ErrSettingLocked (checkChange).
 func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {
 			return err
 		}
-		if !now.Before(row.StartsAt) {
-			return order.Errorf(order.ErrActivityStarted, "the sale started at %s: its times and limit can no longer change",
-				row.StartsAt.UTC().Format(time.RFC3339))
+		if !now.Before(row.StartsAt.Add(-order.SettingsGuard)) {
+			return order.Errorf(order.ErrActivityStarted, "the sale starts at %s: its settings can no longer change (not later than %s before the start, so that every instance sees the change)",
+				row.StartsAt.UTC().Format(time.RFC3339Nano), order.SettingsGuard)
 		}
 		set := map[string]any{}
 		starts, ends := row.StartsAt, row.EndsAt
@@ -78,9 +85,18 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if ch.PerUserLimit != nil {
 			set["per_user_limit"] = *ch.PerUserLimit
 		}
+		if ch.StockBuckets != nil {
+			set["stock_buckets"] = *ch.StockBuckets
+		}
 		if !ends.After(starts) {
 			return order.Errorf(order.ErrInvalidArgument, "ends_at (%s) must be after starts_at (%s)",
 				ends.Format(time.RFC3339), starts.Format(time.RFC3339))
+		}
+		if err := checkChange(tx, row, ch); err != nil {
+			return err
+		}
+		if keySettingsChange(row, ch) {
+			set["key_settings_changed_at"] = gorm.Expr("NOW(3)")
 		}
 		if len(set) == 0 {
 			return nil

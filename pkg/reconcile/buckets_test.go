@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,67 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 	reserve(99)
 	if s := f.redisStock(); !s.Warmed || s.Stock != 24 {
 		t.Fatalf("Redis %+v after one more sale, want 24", s)
+	}
+}
+
+// The item's last sale was bucketed (3 keys) and its keys are gone; the
+// sale now running has one stock key, which drifts. The repair sets that
+// key, the one the running sale sells from: it never lays out buckets from
+// the older sale (nobody would sell from them, and the reconciler would
+// then check them and call the item OK while the live key drifts).
+func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
+	f.c.Warmer = f.store
+	now := time.Now()
+	if _, err := f.db.CreateActivity(f.ctx, order.Activity{ItemID: f.item, StartsAt: now.Add(-3 * time.Hour),
+		EndsAt: now.Add(-2 * time.Hour), PerUserLimit: 1, StockBuckets: 3}); err != nil {
+		t.Fatal(err)
+	}
+	k := f.store.Keys(f.item)
+	f.rdb.IncrBy(f.ctx, k.Stock(), 5)
+	_, it := f.check(false)
+	wantItem(t, it, Drift, 30, 35, 0, 5)
+
+	rep, it := f.check(true)
+	if it.Verdict != Repaired || rep.ExitCode() != 0 {
+		t.Fatalf("repair: %+v", it)
+	}
+	if n := f.rdb.Exists(f.ctx, k.BucketMarker(), k.Bucket(0), k.Bucket(1), k.Bucket(2)).Val(); n != 0 {
+		t.Fatalf("the repair laid out the old sale's buckets (%d keys): %q", n, it.Repairs)
+	}
+	if v, _ := f.rdb.Get(f.ctx, k.Stock()).Int64(); v != 30 {
+		t.Fatalf("the live stock key holds %d after the repair, want 30 (repairs %q)", v, it.Repairs)
+	}
+	_, it = f.check(false)
+	wantItem(t, it, OK, 30, 30, 0, 0)
+}
+
+// An item whose keys hold two layouts at once (a bucket marker with its
+// buckets, and the one stock key a later sale sells from: a layout changed
+// while the old keys lived) is a problem the check reports, naming both,
+// never OK because the buckets the marker names agree with MySQL.
+func TestReconcileReportsTwoLayoutsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
+	k := f.store.Keys(f.item)
+	// An older sale's layout, as a warm-up before the checks wrote it
+	// (warm-ups refuse to now).
+	f.rdb.Set(f.ctx, k.BucketMarker(), 3, time.Hour)
+	for i := range 3 {
+		f.rdb.Set(f.ctx, k.Bucket(i), 10, time.Hour)
+	}
+	f.rdb.IncrBy(f.ctx, k.Stock(), 5) // the live key drifts
+	rep, it := f.check(false)
+	if it.Verdict != Drift || rep.ExitCode() != 1 {
+		t.Fatalf("two layouts: verdict %q, exit %d, problems %q; want drift, exit 1", it.Verdict, rep.ExitCode(), it.Problems)
+	}
+	if len(it.Problems) == 0 || !strings.Contains(it.Problems[0], "one stock key") || !strings.Contains(it.Problems[0], "3 stock buckets") {
+		t.Fatalf("problems %q do not name both layouts", it.Problems)
+	}
+	// A repair does not pick one for the operator.
+	_, it = f.check(true)
+	if it.Verdict != Drift || f.rdb.Exists(f.ctx, k.Stock()).Val() != 1 || f.rdb.Exists(f.ctx, k.BucketMarker()).Val() != 1 {
+		t.Fatalf("repair of two layouts: %+v", it)
 	}
 }

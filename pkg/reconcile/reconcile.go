@@ -156,8 +156,9 @@ type Checker struct {
 	DB    *orderdb.DB
 	Log   *slog.Logger
 	// Warmer restores the layout of a bucketed item whose bucket marker
-	// Redis lost (the layout comes from the activity in MySQL,
-	// stock_buckets). Nil: such an item is reported and left alone.
+	// Redis lost with its stock (the layout comes from the item's current
+	// sale in MySQL, stock_buckets; see buckets). Nil: such an item is
+	// reported and left alone.
 	Warmer Warmer
 	// Progress may be nil.
 	Progress Progress
@@ -277,14 +278,28 @@ func (c *Checker) quotaChecked(a order.Activity, now time.Time) bool {
 	return a.EndsAt.Add(min(c.window(), KeyMargin)).After(now)
 }
 
-// buckets is the number of stock buckets of t's activities (the largest,
-// when they differ); 1 for an item with one stock key.
-func buckets(t Target) int {
-	n := 1
-	for _, a := range t.Activities {
-		n = max(n, a.StockBuckets)
+// buckets is the number of stock buckets the item's keys are laid out in
+// when Redis lost them all: that of the sale that started last by now (the
+// one selling, or the last that sold), else of the next to start; 1 for
+// one stock key. Never an older sale's: its buckets would be dead keys that
+// nobody sells from (docs/adr/0002-stock-buckets.md).
+func buckets(t Target, now time.Time) int {
+	var cur *order.Activity
+	for i := range t.Activities {
+		a := &t.Activities[i]
+		switch {
+		case cur == nil:
+			cur = a
+		case !a.StartsAt.After(now) && (cur.StartsAt.After(now) || a.StartsAt.After(cur.StartsAt)):
+			cur = a // started, and later than cur (or cur has not started)
+		case a.StartsAt.After(now) && cur.StartsAt.After(now) && a.StartsAt.Before(cur.StartsAt):
+			cur = a // neither started: the next one
+		}
 	}
-	return n
+	if cur == nil {
+		return 1
+	}
+	return max(cur.StockBuckets, 1)
 }
 
 // started reports whether any of t's activities has started: a missing
@@ -397,6 +412,11 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		if err != nil {
 			return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
 		}
+		if r := reads[j]; r[len(r)-1].stock.view.BothLayouts {
+			// Which layout is live is the operator's call (see judge).
+			it.Repairs = append(it.Repairs, "not repaired: the item has two stock layouts in Redis")
+			continue
+		}
 		if it.Verdict == Drift || it.Verdict == NotWarmed {
 			if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
 				return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
@@ -507,6 +527,11 @@ func (c *Checker) judge(t Target, rs []reading, now time.Time) ItemReport {
 	}
 
 	switch {
+	case last.stock.view.BothLayouts:
+		v := last.stock.view
+		it.Verdict = Drift
+		it.Problems = append(it.Problems, fmt.Sprintf("the item has both one stock key (holding %d) and %d stock buckets (holding %d) in Redis: its layout changed while the old keys lived; the check counts the buckets, as the marker says. Delete the keys of the layout its sale does not use, then repair",
+			v.SingleStock, len(v.Buckets), v.Stock))
 	case !last.stock.view.Warmed && !started(t, now):
 		it.Verdict = NotStarted
 	case !last.stockMismatch(t, now):

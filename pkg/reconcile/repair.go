@@ -58,9 +58,10 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 
 	last := rs[len(rs)-1]
 	s := last.stock
-	if n := buckets(t); n > 1 && s.view.Buckets == nil && last.stockMismatch(t, now) {
-		// The bucket marker went with Redis's data: lay the item out
-		// again as its activity says, then set the buckets below.
+	if n := buckets(t, now); n > 1 && s.view.Buckets == nil && !s.view.Warmed && last.stockMismatch(t, now) {
+		// The bucket marker went with Redis's data, the stock with it
+		// (a live stock key says the layout is one key): lay the item
+		// out again as its current sale says, then set the buckets below.
 		again, ok, msg, err := c.restoreBuckets(ctx, t, n, g, l)
 		if err != nil {
 			return err

@@ -359,3 +359,43 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 		t.Fatalf("buckets %v before, %v after a reserve that never ran", before, after)
 	}
 }
+
+// A warm-up never lays an item out in another number of buckets than its
+// live keys have (the item would hold two layouts): refused with
+// order.ErrSettingLocked, nothing written; the same layout warms as ever.
+func TestWarmupKeepsTheLiveLayout(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.New(t)
+	s := stockredis.New(rdb, prefix)
+	ctx := context.Background()
+	db := func(context.Context) (int64, error) { return 30, nil }
+	k := s.Keys(1)
+	if _, err := s.WarmupBuckets(ctx, 1, 1, time.Hour, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WarmupBuckets(ctx, 1, 3, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+		t.Fatalf("warm-up in 3 buckets over one stock key: %v, want ErrSettingLocked", err)
+	}
+	if n := rdb.Exists(ctx, k.BucketMarker(), k.Bucket(0), k.Bucket(1), k.Bucket(2)).Val(); n != 0 {
+		t.Fatalf("the refused warm-up wrote %d bucket keys", n)
+	}
+	if _, err := s.WarmupBuckets(ctx, 1, 1, time.Hour, db); err != nil {
+		t.Fatalf("warm-up in the live layout: %v", err)
+	}
+
+	k2 := s.Keys(2)
+	if _, err := s.WarmupBuckets(ctx, 2, 3, time.Hour, db); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2} {
+		if _, err := s.WarmupBuckets(ctx, 2, n, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+			t.Fatalf("warm-up in %d over 3 buckets: %v, want ErrSettingLocked", n, err)
+		}
+	}
+	if rdb.Exists(ctx, k2.Stock()).Val() != 0 {
+		t.Fatal("the refused warm-up wrote the one stock key beside the buckets")
+	}
+	if m, _ := rdb.Get(ctx, k2.BucketMarker()).Int(); m != 3 {
+		t.Fatalf("bucket marker %d after the refusals, want 3", m)
+	}
+}

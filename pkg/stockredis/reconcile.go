@@ -60,6 +60,12 @@ type StockView struct {
 	// is then their sum and Warmed says none is missing. Nil for an item
 	// with one stock key.
 	Buckets []int64
+	// BothLayouts is true when the item's one stock key exists beside its
+	// bucket marker (the layout changed while the old keys lived): Stock
+	// is then the buckets' sum, as the marker says, and SingleStock the
+	// one key's value. The reconciler reports it and repairs neither.
+	BothLayouts bool
+	SingleStock int64
 	// Restocking is the units of the restocks asked about that Redis stock
 	// does not hold yet (their markers are missing): MySQL has them, and
 	// the restock's Redis step will add them.
@@ -123,6 +129,9 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 			return StockView{}, err
 		}
 		v.Buckets = b
+		if v.Warmed {
+			v.BothLayouts, v.SingleStock = true, v.Stock
+		}
 		v.Warmed, v.Stock = b.warmed(), b.sum()
 		return v, nil
 	}

@@ -379,6 +379,9 @@ func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbSto
 // keys; existing ones are only ever lowered, largest first, so their sum
 // is at most the sellable stock. It returns the sum of the buckets.
 func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+	if err := s.checkWarmupLayout(ctx, item, buckets); err != nil {
+		return 0, err
+	}
 	if buckets > 1 {
 		return s.warmupBucketed(ctx, item, buckets, ttl, dbStock)
 	}

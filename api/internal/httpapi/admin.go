@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
 )
 
 type createItemBody struct {
@@ -184,7 +187,15 @@ func (s *Server) createActivity(c *gin.Context) {
 	if window != nil {
 		a.PaymentWindow = time.Duration(*window) * time.Second
 	}
-	a, err = s.db.CreateActivity(ctx, a)
+	// Redis first: the layout its keys have now (a lost answer is a 503,
+	// never "no keys"); MySQL then checks the item's other sales with the
+	// item's row locked.
+	live, err := s.intake.Stock.Layout(ctx, b.ItemID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	a, err = s.db.CreateSale(ctx, a, s.keyGuard(live))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -192,9 +203,29 @@ func (s *Server) createActivity(c *gin.Context) {
 	c.JSON(http.StatusCreated, activityView(a))
 }
 
+// keyGuard is what a change of a sale is checked against: live, the layout
+// Redis holds for its item (read just before), and how long each sale's
+// keys live, by the rule the intake gives them their lifetimes with.
+func (s *Server) keyGuard(live order.Layout) orderdb.KeyGuard {
+	return orderdb.KeyGuard{Live: live, Now: time.Now(), KeysUntil: func(a order.Activity) time.Time {
+		return a.KeysLiveUntil(s.intake.PaymentWindow, intake.KeyMargin)
+	}}
+}
+
 func (s *Server) warmup(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
+		return
+	}
+	// This instance's copy of the sale may predate a change of the end or
+	// bucket count for up to order.SettingsGuard: until then a warm-up
+	// would lay out or time the keys by the old settings. Nothing written.
+	if recent, err := s.db.KeySettingsChangedWithin(c.Request.Context(), id, order.SettingsGuard); err != nil || recent {
+		if err == nil {
+			err = fmt.Errorf("warm-up of activity %d: its end or bucket count changed less than %s ago; retry: %w",
+				id, order.SettingsGuard, order.ErrUnavailable)
+		}
+		s.fail(c, err)
 		return
 	}
 	act, n, err := s.intake.Warmup(c.Request.Context(), s.db, id)
@@ -202,9 +233,18 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.db.MarkActivityWarmed(c.Request.Context(), id); err != nil {
+	// Recorded only if the sale still has the end and bucket count the
+	// warm-up used: a copy older than a change of them laid out or timed
+	// the keys by the old ones.
+	marked, err := s.db.MarkWarmedAsOf(c.Request.Context(), act)
+	switch {
+	case err != nil:
 		// The consumer's schedule then warms it once more (idempotent).
 		s.log.Warn("warm-up not recorded", "request_id", c.GetString(ctxRequestID), "activity_id", id, "err", err)
+	case !marked:
+		s.fail(c, fmt.Errorf("warm-up of activity %d: the sale changed while it warmed up from an older copy; not recorded, retry: %w",
+			id, order.ErrUnavailable))
+		return
 	}
 	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", act.ItemID, "redis_stock", n)
 	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": act.ItemID, "redis_stock": n})
@@ -231,4 +271,18 @@ func (s *Server) itemStock(c *gin.Context) {
 		body["redis_stock"] = snap.Stock
 	}
 	c.JSON(http.StatusOK, body)
+}
+
+// patchGuard is keyGuard for a change of activity id's bucket count: the
+// layout Redis holds for its item now.
+func (s *Server) patchGuard(ctx context.Context, id int64) (orderdb.KeyGuard, error) {
+	a, err := s.db.Activity(ctx, id)
+	if err != nil {
+		return orderdb.KeyGuard{}, err
+	}
+	live, err := s.intake.Stock.Layout(ctx, a.ItemID)
+	if err != nil {
+		return orderdb.KeyGuard{}, err
+	}
+	return s.keyGuard(live), nil
 }

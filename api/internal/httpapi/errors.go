@@ -51,6 +51,7 @@ var domainErrors = []struct {
 	{order.ErrAlreadyPurchased, http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"},
 	{order.ErrActivityNotActive, http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"},
 	{order.ErrActivityStarted, http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"},
+	{order.ErrSettingLocked, http.StatusConflict, "SETTING_LOCKED", "the sale's keys in Redis depend on this setting; it cannot change now"},
 	{order.ErrStockLimit, http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"},
 	{order.ErrNotWarmed, http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"},
 	{order.ErrNotPayable, http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"},

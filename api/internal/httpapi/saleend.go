@@ -84,9 +84,12 @@ type patchActivityBody struct {
 	StartsAt     optional[time.Time] `json:"starts_at"`
 	EndsAt       optional[time.Time] `json:"ends_at"`
 	PerUserLimit optional[int]       `json:"per_user_limit"`
+	StockBuckets optional[int]       `json:"stock_buckets"`
 }
 
-// patchActivity changes a sale's times or per-user limit before it starts.
+// patchActivity changes a sale's times, per-user limit or bucket count
+// before it starts (up to order.SettingsGuard before), and, once it was
+// warmed up, not its bucket count nor a later end (the keys have them).
 func (s *Server) patchActivity(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
@@ -96,12 +99,17 @@ func (s *Server) patchActivity(c *gin.Context) {
 	if !s.decodeOr400(c, &b) {
 		return
 	}
-	if err := refuseNull(field{"starts_at", b.StartsAt}, field{"ends_at", b.EndsAt}, field{"per_user_limit", b.PerUserLimit}); err != nil {
+	if err := refuseNull(field{"starts_at", b.StartsAt}, field{"ends_at", b.EndsAt}, field{"per_user_limit", b.PerUserLimit},
+		field{"stock_buckets", b.StockBuckets}); err != nil {
 		s.fail(c, err)
 		return
 	}
-	if !b.StartsAt.Set && !b.EndsAt.Set && !b.PerUserLimit.Set {
-		s.fail(c, order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit"))
+	if !b.StartsAt.Set && !b.EndsAt.Set && !b.PerUserLimit.Set && !b.StockBuckets.Set {
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets"))
+		return
+	}
+	if k := b.StockBuckets.ptr(); k != nil && (*k < 1 || *k > order.MaxStockBuckets) {
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "stock_buckets must be from 1 to %d", order.MaxStockBuckets))
 		return
 	}
 	if l := b.PerUserLimit.ptr(); l != nil && (*l < 1 || *l > order.MaxQuantity) {
@@ -111,13 +119,22 @@ func (s *Server) patchActivity(c *gin.Context) {
 	for _, t := range []*optional[time.Time]{&b.StartsAt, &b.EndsAt} {
 		t.Value = t.Value.Truncate(timePrecision)
 	}
-	a, err := s.db.PatchActivity(c.Request.Context(), id, orderdb.ActivityChange{
-		StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr()}, time.Now())
+	ch := orderdb.ActivityChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr(),
+		StockBuckets: b.StockBuckets.ptr()}
+	if b.StockBuckets.Set {
+		g, err := s.patchGuard(c.Request.Context(), id)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		ch.Guard = &g
+	}
+	a, err := s.db.PatchActivity(c.Request.Context(), id, ch, time.Now())
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.log.Info("activity changed", "request_id", c.GetString(ctxRequestID), "activity_id", id,
-		"starts_at", a.StartsAt.UTC(), "ends_at", a.EndsAt.UTC(), "per_user_limit", a.PerUserLimit)
+		"starts_at", a.StartsAt.UTC(), "ends_at", a.EndsAt.UTC(), "per_user_limit", a.PerUserLimit, "stock_buckets", a.StockBuckets)
 	c.JSON(http.StatusOK, activityView(a))
 }

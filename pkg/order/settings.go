@@ -1,0 +1,75 @@
+package order
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// ErrSettingLocked: a sale setting that live Redis keys depend on (the
+// bucket count, the times the keys' lifetimes were computed from) cannot
+// change now, or a change would come too close to the start for every
+// instance to see it (SettingsGuard).
+var ErrSettingLocked = errors.New("setting locked")
+
+// SettingsGuard is how long before a sale starts its settings stop
+// changing: an instance may answer from a copy of the sale as old as
+// ActivityTTL, and a re-read of it may take ActivityReloadTimeout, so a
+// change made later than this before the start could still be unseen by
+// some instance when the sale opens.
+const SettingsGuard = ActivityTTL + ActivityReloadTimeout
+
+// KeysLiveUntil is how long the Redis keys of the sale may live at most:
+// its end, plus its payment window (def when it has none: the API's
+// global window), plus margin (the API's intake.KeyMargin). Every key of
+// an item (stock or buckets, marker, reservations, quotas) is given a
+// lifetime within it.
+func (a Activity) KeysLiveUntil(def, margin time.Duration) time.Time {
+	return a.EndsAt.Add(a.PaymentWindowOr(def) + margin)
+}
+
+// Layout is the shape an item's stock has in Redis: how many stock keys
+// it is split over (1: one stock key; 0: no stock key lives).
+type Layout int
+
+// LayoutOf is the layout a sale lays its item's stock out in.
+func LayoutOf(a Activity) Layout { return Layout(max(a.StockBuckets, 1)) }
+
+// CheckLayout refuses a sale of the item laid out in buckets stock keys
+// while other sales' keys, laid out otherwise, may still live (others,
+// each with its end of key life): the bucket count of an item stays the
+// same while its keys live (docs/adr/0002-stock-buckets.md). live is the
+// layout Redis holds now (0: none), read before; until nil counts every
+// other sale's keys as living.
+func CheckLayout(buckets int, live Layout, others []Activity, until func(Activity) time.Time, now time.Time) error {
+	want := Layout(max(buckets, 1))
+	if live != 0 && live != want {
+		return Errorf(ErrSettingLocked, "the item's stock lives in Redis in %s: a sale with stock_buckets %d needs those keys gone first",
+			live, want)
+	}
+	for _, o := range others {
+		if LayoutOf(o) == want {
+			continue
+		}
+		if until == nil {
+			return Errorf(ErrSettingLocked, "activity %d of the item uses stock_buckets %d and its keys' life is not known",
+				o.ID, LayoutOf(o))
+		}
+		if end := until(o); end.After(now) {
+			return Errorf(ErrSettingLocked, "activity %d of the item uses stock_buckets %d and its Redis keys may live until %s: a sale of the item with stock_buckets %d must wait until then",
+				o.ID, LayoutOf(o), end.UTC().Format(time.RFC3339), want)
+		}
+	}
+	return nil
+}
+
+// String says the layout as an operator reads it.
+func (l Layout) String() string {
+	switch l {
+	case 0:
+		return "no stock key"
+	case 1:
+		return "one stock key"
+	}
+	return strconv.Itoa(int(l)) + " stock buckets"
+}
