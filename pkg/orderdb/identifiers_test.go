@@ -127,7 +127,8 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 		"ALTER TABLE orders MODIFY order_no VARCHAR(48) NOT NULL, MODIFY idempotency_key VARCHAR(64) NOT NULL",
 		"ALTER TABLE payments MODIFY transaction_id VARCHAR(128) NOT NULL, MODIFY order_no VARCHAR(48) NOT NULL",
 		"ALTER TABLE restocks MODIFY idempotency_key VARCHAR(64) NOT NULL",
-		"DELETE FROM schema_migrations WHERE version = '0007_identifiers_bytewise'",
+		"DROP TABLE redis_watches",
+		"DELETE FROM schema_migrations WHERE version = '0007_identifiers_and_heal_watch'",
 	} {
 		if err := g.Exec(q).Error; err != nil {
 			t.Fatal(err)
