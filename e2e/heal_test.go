@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,11 +63,14 @@ func rewindPrefix(t *testing.T, rdb redis.UniversalClient, prefix string, s snap
 
 func prefixKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()
+	var mu sync.Mutex // the nodes are visited concurrently
 	var keys []string
 	err := redistest.ForEachNode(context.Background(), rdb, func(ctx context.Context, node redis.UniversalClient) error {
 		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 		for iter.Next(ctx) {
+			mu.Lock()
 			keys = append(keys, iter.Val())
+			mu.Unlock()
 		}
 		return iter.Err()
 	})
@@ -86,7 +90,18 @@ func prefixKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string
 // restart from an older AOF rewinds it), or deleted.
 func TestConsumerHealsRedisLostWhileNoneRan(t *testing.T) {
 	t.Parallel()
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	healsLostWhileNoneRan(t, false)
+}
+
+// The same on a 3-master Redis Cluster (the watch reads every master's
+// run id; the marker lives on one of them).
+func TestConsumerHealsRedisLostWhileNoneRanCluster(t *testing.T) {
+	t.Parallel()
+	healsLostWhileNoneRan(t, true)
+}
+
+func healsLostWhileNoneRan(t *testing.T, cluster bool) {
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
 	rdb := p.Store.Client()
 	ctx := context.Background()
 	// The watch's generation marker (consumer/internal/heal.MarkerKey).
