@@ -220,10 +220,11 @@ func (w *Watch) advance(ctx context.Context, rec orderdb.RedisWatch, ids map[str
 	next := rec.Generation + 1
 	var err error
 	if isGen {
-		// INCRBY, not SET: a concurrent watch's raise is never undone.
+		// INCRBY, not SET, even when the marker is gone (it counts from 0
+		// then): a concurrent watch's raise is never undone.
 		next, err = w.Redis.IncrBy(ctx, w.Marker, max(1, rec.Generation+1-gen)).Result()
 	} else {
-		// Not a counter (gone: SET makes it; another release's value).
+		// Not a counter (a value of another kind): INCRBY would fail.
 		err = w.Redis.Set(ctx, w.Marker, next, 0).Err()
 	}
 	if err != nil {
@@ -323,13 +324,13 @@ func detect(rec orderdb.RedisWatch, ids map[string]string, gen int64) (reason, w
 	}
 }
 
-// readMarker returns the marker's generation: 0 when it is gone; isGen
-// false when the key holds no counter (gone, or a value of another kind).
+// readMarker returns the marker's generation, 0 when it is gone; isGen is
+// false when the key holds something other than a counter.
 func (w *Watch) readMarker(ctx context.Context) (gen int64, isGen bool, err error) {
 	v, err := w.Redis.Get(ctx, w.Marker).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return 0, false, nil
+		return 0, true, nil
 	case err != nil:
 		return 0, false, fmt.Errorf("read marker: %w", err)
 	}

@@ -466,3 +466,33 @@ func TestWatchLostAnswers(t *testing.T) {
 		t.Fatalf("record %+v, want three losses, all healed", rec)
 	}
 }
+
+// A marker key holding something other than a counter (written by hand,
+// or by another program) is taken for a lost marker and replaced with a
+// counter, so the watch goes on raising it.
+func TestWatchReplacesAMarkerOfAnotherKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := redistest.New(t)
+	f := newFixture(t, rdb, prefix)
+	w, reg := f.watch(nil, nil)
+	if err := w.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, MarkerKey(prefix), "3f9a2c", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.tickUntilHealed(w, "a marker of another kind")
+	if v := value(t, reg, "seckill_heal_detections_total", "reason", metrics.HealMarker); v != 1 {
+		t.Fatalf("marker detections %v, want 1", v)
+	}
+	for range 3 {
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := rdb.Get(ctx, MarkerKey(prefix)).Int64()
+	if rec := f.record(); err != nil || got < rec.Generation || rec.Losses != 1 {
+		t.Fatalf("marker %d (%v), record %+v: want a counter at least the record's, one loss", got, err, rec)
+	}
+}
