@@ -157,7 +157,9 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 		ColumnName string
 		DataType   string
 	}
-	if err := g.Raw(`SELECT table_name, column_name, data_type FROM information_schema.columns
+	// Aliased: MySQL 8 names information_schema's columns in upper case.
+	if err := g.Raw(`SELECT table_name AS table_name, column_name AS column_name, data_type AS data_type
+		FROM information_schema.columns
 		WHERE table_schema = DATABASE() AND column_name IN ('order_no', 'user_id', 'idempotency_key', 'transaction_id')
 		ORDER BY table_name, column_name`).Scan(&cols).Error; err != nil {
 		t.Fatal(err)
