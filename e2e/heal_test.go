@@ -109,27 +109,27 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 	api := p.StartAPI()
 	consumer := p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
 	sale := api.CreateSale(10, 1)
-	// markerSeen polls (bounded) until the watch's marker exists and is
-	// not was, and returns it ("" if it never came).
-	markerSeen := func(was string) string {
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-			if v, err := rdb.Get(ctx, marker).Result(); err == nil && v != was {
-				return v
-			}
-			<-time.After(20 * time.Millisecond)
-		}
-		return ""
+	// markerPast waits until the watch's marker exists and is not was, and
+	// returns it.
+	markerPast := func(was string) string {
+		t.Helper()
+		var v string
+		waittest.Until(t, 10*time.Second, "the watch's generation marker "+marker+" past "+strconv.Quote(was), func() bool {
+			var err error
+			v, err = rdb.Get(ctx, marker).Result()
+			return err == nil && v != was
+		})
+		return v
 	}
-	old := markerSeen("")
+	old := markerPast("")
 	before := snapshotPrefix(t, rdb, p.Prefix)
 
 	placed := map[int64]string{}
 	for round, lose := range []string{"rewound", "emptied"} {
 		user := int64(round + 1)
 		placed[user] = buy(t, p, api, user, "heal-"+lose, sale.ActivityID)
-		if old != "" && markerSeen(old) == "" {
-			t.Fatalf("%s: the watch did not raise its marker past %s", lose, old)
-		}
+		// The watch raised the marker since the copy: the copy's is behind.
+		markerPast(old)
 		if err := consumer.Stop(30 * time.Second); err != nil {
 			t.Fatalf("stop the consumer: %v", err)
 		}
@@ -149,8 +149,8 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 			snap, err := p.Store.Stock(ctx, sale.ItemID)
 			return err == nil && snap.Warmed && snap.Stock == want
 		})
-		if !strings.Contains(consumer.Log(), "Redis lost data; repairing it from MySQL") {
-			t.Fatalf("%s: the consumer logged no detection", lose)
+		if l := consumer.Log(); !strings.Contains(l, "Redis lost data; repairing it from MySQL") || !strings.Contains(l, `"reason":"marker"`) {
+			t.Fatalf("%s: the consumer logged no detection by the marker", lose)
 		}
 		p.Check(sale)
 		// Every buyer's retry of their key gets their order.
@@ -166,6 +166,6 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 		if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = ?", sale.ActivityID, string(order.Created)); n != user {
 			t.Fatalf("%s: %d CREATED orders, want %d", lose, n, user)
 		}
-		old = markerSeen("")
+		old = markerPast("")
 	}
 }
