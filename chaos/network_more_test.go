@@ -203,9 +203,9 @@ func TestChaosNetRedisClusterLockRepliesLost(t *testing.T) {
 	lockRepliesLost(t, true)
 }
 
-// healMarker is the data-loss watch's generation marker
-// (consumer/internal/heal.MarkerKey).
-const healMarker = "seckill:heal:generation"
+// healMarker is the data-loss watch's generation marker of the pipeline
+// (consumer/internal/heal.MarkerKey: under the key prefix).
+func healMarker(p *pipelinetest.Pipeline) string { return p.Prefix + ":heal:generation" }
 
 func lockRepliesLost(t *testing.T, cluster bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisCluster: cluster})
@@ -287,7 +287,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	// The reconcile lock of the watch's repair pass.
 	rs.loseOne(t, "lock_acquire", lockScript(p, "lock_acquire", "reconcile"))
 	rs.loseOne(t, "lock_release", lockScript(p, "lock_release", "reconcile"))
-	if err := p.Store.Client().Del(context.Background(), healMarker).Err(); err != nil {
+	if err := p.Store.Client().Del(context.Background(), healMarker(p)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rs.WaitLost(t, 7, 20*time.Second)

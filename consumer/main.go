@@ -134,13 +134,14 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 		Locker:    locker, Every: closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
-	// lost data (a restart, a failover, its marker gone), under the
-	// reconciler's lock.
+	// lost data (a restart, a failover, its marker gone or behind), under
+	// the reconciler's lock; it judges against what it recorded in MySQL,
+	// so a loss while no consumer ran is repaired at start.
 	var watch *heal.Watch
 	if healEvery > 0 {
 		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
 			Stock: store.Reconciler(), DB: db, Log: log.With("component", "heal"), Warmer: store, PaymentWindow: window}}
-		watch = &heal.Watch{Redis: rdb, Marker: heal.MarkerKey, Repair: repairer.Repair,
+		watch = &heal.Watch{Redis: rdb, Marker: heal.MarkerKey(rcfg.Prefix), Record: db, Repair: repairer.Repair,
 			Every: healEvery, Log: log, Metrics: metrics.NewHeal(reg)}
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.

@@ -4,22 +4,36 @@
 // Redis loses acknowledged writes when it comes back from an older state: a
 // crash with the last second of AOF unwritten, a restore from a backup, a
 // failover to a lagging replica. Stock then sits high or low, quota keys of
-// closed orders are back and block their buyers, live orders lack theirs.
+// closed orders are back and block their buyers, live orders lack theirs,
+// idempotency records are gone (a retried key would buy again).
 // A Watch polls, every Every, two signals that this happened:
 //
 //   - the run_id of every master (INFO server; on a cluster, each master):
 //     a run_id that changed is a restart, after which Redis holds only what
 //     its files held; a master at an address not seen before is a failover
 //     (a replica promoted, with whatever it had replicated);
-//   - a generation marker key the watch writes: when it vanishes or holds
-//     another value, the data it lived with went too (FLUSHALL, a restore
-//     without a restart).
+//   - a generation marker key, a counter the watch raises at every tick:
+//     when it is gone or behind the highest value written, Redis came back
+//     from an older state or lost the key (FLUSHALL, a restore, a resync
+//     from a lagging master, even without a restart).
 //
-// Either one starts an incident: the watch logs it once with its reason
-// and runs Repair (the reconciler's checked repair: drift seen twice,
-// compare-and-set scripts, under the reconcile lock with a fencing token)
-// until one pass runs cleanly and, when that pass repaired something, until
-// a later one finds nothing left to repair (orders that were in Kafka when Redis lost their
+// What the watch saw is compared with, and recorded in, MySQL (the
+// redis_watches row of the marker, through a Record), not the watch's own
+// memory: a loss that happened while no consumer ran (Redis restarted from
+// an older AOF during a rolling deploy) is noticed at the first tick of the
+// next consumer. The record is read before Redis, and the marker raised
+// before the record, so without a loss the marker is never behind what
+// the record was when read, whatever other consumers' watches do at the
+// same time.
+//
+// A detection is recorded (losses) before anything moves on, and cleared
+// (healed) only when a repair finished, so a loss detected by a watch that
+// stopped before repairing it is repaired by whichever watch ticks next.
+// An incident is logged once with its reason and runs Repair (the
+// reconciler's checked repair: drift seen twice, compare-and-set scripts,
+// under the reconcile lock with a fencing token) until one pass runs
+// cleanly and, when that pass repaired something, until a later one finds
+// nothing left to repair (orders that were in Kafka when Redis lost their
 // reservations reach MySQL a moment later and show as drift then). A
 // restart that lost nothing costs one repair pass that finds everything in
 // order.
@@ -27,12 +41,11 @@ package heal
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,16 +54,23 @@ import (
 
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/orderdb"
 )
 
 // DefaultEvery is the default period of the watch.
 const DefaultEvery = time.Second
 
-// MarkerKey is the generation marker's key. It is not under a key prefix:
-// it speaks for the Redis dataset as a whole (every deployment sharing the
-// Redis watches the same marker), so deleting one prefix's keys by hand is
-// not taken for a lost dataset.
-const MarkerKey = "seckill:heal:generation"
+// MarkerKey returns the generation marker's key for the deployment whose
+// keys are under prefix. The marker and its MySQL record belong to one
+// deployment: deployments sharing a Redis each have their own (each raises
+// its counter and records it in its own MySQL), and losing a prefix's keys
+// is losing that deployment's data, marker included.
+func MarkerKey(prefix string) string {
+	if prefix == "" {
+		return "heal:generation"
+	}
+	return prefix + ":heal:generation"
+}
 
 // Repair runs one checked repair pass over every item on sale. It returns
 // whether it repaired anything; an error means the pass did not run
@@ -58,12 +78,24 @@ const MarkerKey = "seckill:heal:generation"
 // and the watch runs another one.
 type Repair func(ctx context.Context) (repaired bool, err error)
 
+// Record keeps what the watches know of one Redis dataset, in MySQL
+// (implemented by *orderdb.DB). Its writes are idempotent or monotonic: one
+// whose answer was lost does no harm sent again or not.
+type Record interface {
+	RedisWatch(ctx context.Context, marker string) (orderdb.RedisWatch, error)
+	RecordRedisLoss(ctx context.Context, marker, what string) error
+	RecordRedisSeen(ctx context.Context, marker, oldRunIDs, runIDs string, generation int64) error
+	RecordRedisHealed(ctx context.Context, marker string, losses int64) error
+}
+
 // Watch detects lost Redis data and repairs it.
 type Watch struct {
 	Redis redis.UniversalClient
-	// Marker is the key of the generation marker (one key: on a cluster it
-	// speaks for the master that holds it; the run_ids speak for all).
+	// Marker is the key of the generation marker (MarkerKey; one key: on a
+	// cluster it speaks for the master that holds it; the run_ids speak
+	// for all), and names the watch's Record.
 	Marker string
+	Record Record
 	Repair Repair
 	// Every is the polling period (default DefaultEvery); a failed repair
 	// pass is retried after it too.
@@ -71,9 +103,6 @@ type Watch struct {
 	Log     *slog.Logger
 	Metrics *metrics.Heal
 
-	// state of the detector
-	runIDs map[string]string // master address -> run_id
-	marker string            // the marker's value last seen or written
 	// the incident being repaired, if any
 	incident *incident
 }
@@ -83,6 +112,9 @@ type incident struct {
 	reason   string
 	passes   int
 	repaired bool // a pass ran cleanly; the next one verifies
+	// covers is the record's loss count this incident repairs: when it
+	// ends, the record is healed up to it.
+	covers int64
 }
 
 func (w *Watch) every() time.Duration {
@@ -99,10 +131,10 @@ func (w *Watch) Run(ctx context.Context) {
 	failures := 0
 	for {
 		if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
-			// Redis is unreachable (restarting): the run_ids seen before
-			// are kept, so its return is judged against them.
+			// Redis or MySQL is unreachable (restarting): nothing was
+			// recorded, so its return is judged against the record.
 			if failures%30 == 0 {
-				w.Log.Warn("data-loss watch cannot read Redis", "err", err)
+				w.Log.Warn("data-loss watch cannot read or record Redis's state", "err", err)
 			}
 			failures++
 		} else {
@@ -116,24 +148,90 @@ func (w *Watch) Run(ctx context.Context) {
 	}
 }
 
-// Tick checks the signals once and, when an incident is open, runs one
-// repair pass. It returns an error only when Redis could not be read.
+// Tick checks the signals once against the record and, when a loss is
+// detected or recorded and not yet healed, runs one repair pass. It
+// returns an error when Redis or MySQL could not be read or written.
 func (w *Watch) Tick(ctx context.Context) error {
-	reason, why, err := w.detect(ctx)
-	if reason != "" {
-		w.Metrics.Detected(reason)
-		w.Log.Log(ctx, logs.Alert, "Redis lost data; repairing it from MySQL", "reason", reason, "detail", why)
-		if w.incident == nil {
-			w.incident = &incident{at: time.Now(), reason: reason}
-		} else {
-			// Lost again while repairing: what was repaired may be gone.
-			w.incident.repaired = false
-		}
-	}
+	err := w.check(ctx)
 	if w.incident != nil {
 		w.repair(ctx)
 	}
 	return err
+}
+
+// check reads the record, then Redis, detects a loss, records it, moves
+// the record on to what Redis holds now, and opens (or reopens) the
+// incident the record calls for.
+func (w *Watch) check(ctx context.Context) error {
+	rec, err := w.Record.RedisWatch(ctx, w.Marker)
+	if err != nil {
+		return err
+	}
+	ids, err := w.readRunIDs(ctx)
+	if err != nil {
+		return fmt.Errorf("read run ids: %w", err)
+	}
+	gen, isGen, err := w.readMarker(ctx)
+	if err != nil {
+		return err
+	}
+	reason, why := detect(rec, ids, gen)
+	if reason != "" {
+		w.Metrics.Detected(reason)
+		w.Log.Log(ctx, logs.Alert, "Redis lost data; repairing it from MySQL", "reason", reason, "detail", why)
+		// Recorded before anything moves on: until it is, the evidence
+		// stays as it was and the next tick (of any watch) sees it again.
+		if err := w.Record.RecordRedisLoss(ctx, w.Marker, reason+": "+why); err != nil {
+			return err
+		}
+		rec.Losses++ // at least this one; another watch may have counted it too
+	}
+	// The loss (if any) is recorded: the incident opens even when the
+	// record cannot be moved on now.
+	err = w.advance(ctx, rec, ids, gen, isGen)
+	w.open(ctx, rec, reason)
+	return err
+}
+
+// open starts an incident when the record owes a repair (a loss detected
+// now, or recorded earlier by a watch that did not finish repairing it),
+// and marks the open one as lost again when the record counts losses it
+// does not cover.
+func (w *Watch) open(ctx context.Context, rec orderdb.RedisWatch, reason string) {
+	switch in := w.incident; {
+	case in == nil && rec.Healed < rec.Losses:
+		if reason == "" {
+			reason = "recorded"
+			w.Log.Log(ctx, logs.Alert, "a recorded loss of Redis data is not repaired yet; repairing it from MySQL",
+				"reason", reason, "detail", rec.LastLoss, "losses", rec.Losses, "healed", rec.Healed)
+		}
+		w.incident = &incident{at: time.Now(), reason: reason, covers: rec.Losses}
+	case in != nil && rec.Losses > in.covers:
+		// Lost again while repairing (seen here or by another watch):
+		// what was repaired may be gone.
+		in.covers, in.repaired = rec.Losses, false
+	}
+}
+
+// advance raises the marker past the record's generation and records it
+// with the run ids seen. The raise comes first: the record never holds a
+// generation Redis has not had.
+func (w *Watch) advance(ctx context.Context, rec orderdb.RedisWatch, ids map[string]string, gen int64, isGen bool) error {
+	next := rec.Generation + 1
+	var err error
+	if isGen {
+		// INCRBY, not SET, even when the marker is gone (it counts from 0
+		// then): a concurrent watch's raise is never undone.
+		next, err = w.Redis.IncrBy(ctx, w.Marker, max(1, rec.Generation+1-gen)).Result()
+	} else {
+		// Not a counter (a value of another kind): INCRBY would fail.
+		err = w.Redis.Set(ctx, w.Marker, next, 0).Err()
+	}
+	if err != nil {
+		// It may have run: the next tick reads what Redis holds.
+		return fmt.Errorf("raise the generation marker: %w", err)
+	}
+	return w.Record.RecordRedisSeen(ctx, w.Marker, rec.RunIDs, encodeRunIDs(ids), next)
 }
 
 // Incident reports whether a detection is still being repaired.
@@ -166,7 +264,7 @@ func (w *Watch) repair(ctx context.Context) {
 			"repaired_anything", repaired, "took", took.Round(time.Millisecond).String(),
 			"pass_took", time.Since(start).Round(time.Millisecond).String())
 		if !repaired {
-			w.incident = nil // nothing was lost that mattered
+			w.close(ctx) // nothing was lost that mattered
 		}
 	case repaired:
 		w.Log.Info("more drift repaired after Redis data loss (orders that were on their way)", "reason", in.reason,
@@ -174,64 +272,94 @@ func (w *Watch) repair(ctx context.Context) {
 	default:
 		w.Log.Info("Redis and MySQL agree after data loss", "reason", in.reason, "passes", in.passes,
 			"took", took.Round(time.Millisecond).String())
-		w.incident = nil
+		w.close(ctx)
 	}
 }
 
-// detect reads the signals and returns the reason (a metrics.Heal* value)
-// and a description when they say Redis lost data since the last call.
-// The first call only records what it sees.
-func (w *Watch) detect(ctx context.Context) (reason, why string, err error) {
-	ids, err := w.readRunIDs(ctx)
-	if err != nil {
-		return "", "", fmt.Errorf("read run ids: %w", err)
+// close ends the incident and records the losses it covered as healed. If
+// that write fails, the record still owes a repair and the next tick opens
+// an incident again: one more pass, nothing worse.
+func (w *Watch) close(ctx context.Context) {
+	in := w.incident
+	w.incident = nil
+	if err := w.Record.RecordRedisHealed(ctx, w.Marker, in.covers); err != nil && ctx.Err() == nil {
+		w.Log.Warn("cannot record the repair after Redis data loss; it runs again", "reason", in.reason, "err", err)
 	}
-	first := w.runIDs == nil
-	if !first {
+}
+
+// detect compares what Redis holds (the masters' run ids, the marker's
+// generation, 0 for none) with the record and returns the reason (a
+// metrics.Heal* value) and a description when they say Redis lost data
+// since the record was written. A record never written judges nothing.
+func detect(rec orderdb.RedisWatch, ids map[string]string, gen int64) (reason, why string) {
+	if rec.RunIDs != "" {
+		old := decodeRunIDs(rec.RunIDs)
 		var restarted, added []string
 		for addr, id := range ids {
-			old, ok := w.runIDs[addr]
+			was, ok := old[addr]
 			switch {
 			case !ok:
 				added = append(added, addr)
-			case old != id:
-				restarted = append(restarted, fmt.Sprintf("%s run_id %s -> %s", addr, short(old), short(id)))
+			case was != id:
+				restarted = append(restarted, fmt.Sprintf("%s run_id %s -> %s", addr, short(was), short(id)))
 			}
 		}
 		switch {
 		case len(restarted) > 0:
 			sort.Strings(restarted)
-			reason, why = metrics.HealRestart, "master restarted: "+strings.Join(restarted, ", ")
+			return metrics.HealRestart, "master restarted: " + strings.Join(restarted, ", ")
 		case len(added) > 0:
 			sort.Strings(added)
-			reason, why = metrics.HealNewMaster, "new master: "+strings.Join(added, ", ")
+			return metrics.HealNewMaster, "new master: " + strings.Join(added, ", ")
 		}
 	}
-	w.runIDs = ids
+	switch {
+	case rec.Generation == 0 || gen >= rec.Generation:
+		return "", ""
+	case gen == 0:
+		return metrics.HealMarker, fmt.Sprintf("generation marker gone (generation %d was written)", rec.Generation)
+	default:
+		return metrics.HealMarker, fmt.Sprintf("generation marker went back from %d to %d: Redis came back from an older state",
+			rec.Generation, gen)
+	}
+}
 
+// readMarker returns the marker's generation, 0 when it is gone; isGen is
+// false when the key holds something other than a counter.
+func (w *Watch) readMarker(ctx context.Context) (gen int64, isGen bool, err error) {
 	v, err := w.Redis.Get(ctx, w.Marker).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		v = ""
+		return 0, true, nil
 	case err != nil:
-		return reason, why, fmt.Errorf("read marker: %w", err)
+		return 0, false, fmt.Errorf("read marker: %w", err)
 	}
-	if v == "" {
-		// Missing: write a new generation (NX: another consumer's watch
-		// may be writing one at the same moment; either is fine).
-		gen := newGeneration()
-		if err := w.Redis.SetNX(ctx, w.Marker, gen, 0).Err(); err != nil {
-			return reason, why, fmt.Errorf("write marker: %w", err)
+	n, perr := strconv.ParseInt(v, 10, 64)
+	if perr != nil || n < 0 {
+		return 0, false, nil
+	}
+	return n, true, nil
+}
+
+// encodeRunIDs writes run ids by address as the record keeps them:
+// "addr=run_id" sorted by address, comma-separated.
+func encodeRunIDs(ids map[string]string) string {
+	parts := make([]string, 0, len(ids))
+	for addr, id := range ids {
+		parts = append(parts, addr+"="+id)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func decodeRunIDs(s string) map[string]string {
+	ids := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		if addr, id, ok := strings.Cut(p, "="); ok {
+			ids[addr] = id
 		}
-		if v, err = w.Redis.Get(ctx, w.Marker).Result(); err != nil {
-			return reason, why, fmt.Errorf("read marker: %w", err)
-		}
 	}
-	if w.marker != "" && v != w.marker && reason == "" {
-		reason, why = metrics.HealMarker, fmt.Sprintf("generation marker %s went (now %s)", short(w.marker), short(v))
-	}
-	w.marker = v
-	return reason, why, nil
+	return ids
 }
 
 // readRunIDs reads the run_id of every master, by address.
@@ -270,12 +398,6 @@ func runID(ctx context.Context, c redis.Cmdable) (string, error) {
 		}
 	}
 	return "", errors.New("INFO server has no run_id")
-}
-
-func newGeneration() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func short(s string) string {

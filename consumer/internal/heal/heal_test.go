@@ -199,7 +199,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	var mu sync.Mutex
 	var passes []bool
 	reg := prometheus.NewRegistry()
-	w := &Watch{Redis: rdb, Marker: prefix + ":heal:generation", Every: 20 * time.Millisecond, Log: log,
+	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db, Every: 20 * time.Millisecond, Log: log,
 		Metrics: metrics.NewHeal(reg),
 		Repair: func(ctx context.Context) (bool, error) {
 			repaired, err := repairer.Repair(ctx)
@@ -331,7 +331,7 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 	repairer := &Repairer{Locker: locker,
 		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: slog.New(slog.DiscardHandler), Warmer: store}}
 	reg := prometheus.NewRegistry()
-	w := &Watch{Redis: rdb, Marker: "hr:heal:generation", Repair: repairer.Repair, Log: slog.New(slog.DiscardHandler),
+	w := &Watch{Redis: rdb, Marker: MarkerKey("hr"), Record: db, Repair: repairer.Repair, Log: slog.New(slog.DiscardHandler),
 		Metrics: metrics.NewHeal(reg)}
 	if err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
@@ -371,10 +371,11 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 func TestWatchReadsEveryClusterMaster(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.NewCluster(t)
+	db := mysqltest.New(t)
 	var mu sync.Mutex
 	passes := 0
 	reg := prometheus.NewRegistry()
-	w := &Watch{Redis: rdb, Marker: prefix + ":heal:generation", Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewHeal(reg),
+	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewHeal(reg),
 		Repair: func(context.Context) (bool, error) { mu.Lock(); defer mu.Unlock(); passes++; return false, nil }}
 	ids, err := w.readRunIDs(ctx)
 	if err != nil {
@@ -398,11 +399,25 @@ func TestWatchReadsEveryClusterMaster(t *testing.T) {
 	if passes != 0 {
 		t.Fatalf("%d repair passes with nothing lost", passes)
 	}
-	// A master the watch has not seen: as after a failover.
-	for addr := range w.runIDs {
-		w.runIDs["127.0.0.1:1"] = w.runIDs[addr]
-		delete(w.runIDs, addr)
+	// A master the record has not seen: as after a failover.
+	rec, err := db.RedisWatch(ctx, w.Marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeRunIDs(rec.RunIDs); len(got) != len(ids) {
+		t.Fatalf("recorded run ids %q, want the %d masters' %v", rec.RunIDs, len(ids), ids)
+	}
+	moved := map[string]string{}
+	for addr, id := range ids {
+		moved[addr] = id
+	}
+	for addr := range moved {
+		moved["127.0.0.1:1"] = moved[addr]
+		delete(moved, addr)
 		break
+	}
+	if err := db.RecordRedisSeen(ctx, w.Marker, rec.RunIDs, encodeRunIDs(moved), 0); err != nil {
+		t.Fatal(err)
 	}
 	if err := w.Tick(ctx); err != nil {
 		t.Fatal(err)

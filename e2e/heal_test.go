@@ -1,0 +1,171 @@
+package e2e_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/waittest"
+)
+
+// snapshot is a copy of every key under a prefix (DUMP), to bring them
+// back later as Redis brought back from an older state would.
+type snapshot map[string]struct {
+	dump string
+	ttl  time.Duration
+}
+
+func snapshotPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s := snapshot{}
+	for _, k := range prefixKeys(t, rdb, prefix) {
+		d, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s[k] = struct {
+			dump string
+			ttl  time.Duration
+		}{d, max(ttl, 0)}
+	}
+	return s
+}
+
+// rewindPrefix deletes every key under prefix and restores s: the prefix's
+// data as it was when s was taken.
+func rewindPrefix(t *testing.T, rdb redis.UniversalClient, prefix string, s snapshot) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range prefixKeys(t, rdb, prefix) {
+		if err := rdb.Del(ctx, k).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range s {
+		if err := rdb.RestoreReplace(ctx, k, v.ttl, v.dump).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func prefixKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	var mu sync.Mutex // the nodes are visited concurrently
+	var keys []string
+	err := redistest.ForEachNode(context.Background(), rdb, func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// Redis loses data while no consumer runs (brought back from an older
+// state, or emptied, during a rolling deploy): the next consumer notices it
+// at start, from what the watch recorded in MySQL, and repairs Redis from
+// MySQL: stock and MySQL agree again, and a buyer who retries an accepted
+// order's key gets that order, not a second one. The loss is made on the
+// test's own keys: they are rewound to a copy taken before the order
+// (the watch's generation marker under the prefix with them, as a
+// restart from an older AOF rewinds it), or deleted.
+func TestConsumerHealsRedisLostWhileNoneRan(t *testing.T) {
+	t.Parallel()
+	healsLostWhileNoneRan(t, false)
+}
+
+// The same on a 3-master Redis Cluster (the watch reads every master's
+// run id; the marker lives on one of them).
+func TestConsumerHealsRedisLostWhileNoneRanCluster(t *testing.T) {
+	t.Parallel()
+	healsLostWhileNoneRan(t, true)
+}
+
+func healsLostWhileNoneRan(t *testing.T, cluster bool) {
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
+	rdb := p.Store.Client()
+	ctx := context.Background()
+	// The watch's generation marker (consumer/internal/heal.MarkerKey).
+	marker := p.Prefix + ":heal:generation"
+	api := p.StartAPI()
+	consumer := p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+	sale := api.CreateSale(10, 1)
+	// markerPast waits until the watch's marker exists and is not was, and
+	// returns it.
+	markerPast := func(was string) string {
+		t.Helper()
+		var v string
+		waittest.Until(t, 10*time.Second, "the watch's generation marker "+marker+" past "+strconv.Quote(was), func() bool {
+			var err error
+			v, err = rdb.Get(ctx, marker).Result()
+			return err == nil && v != was
+		})
+		return v
+	}
+	old := markerPast("")
+	before := snapshotPrefix(t, rdb, p.Prefix)
+
+	placed := map[int64]string{}
+	for round, lose := range []string{"rewound", "emptied"} {
+		user := int64(round + 1)
+		placed[user] = buy(t, p, api, user, "heal-"+lose, sale.ActivityID)
+		// The watch raised the marker since the copy: the copy's is behind.
+		markerPast(old)
+		if err := consumer.Stop(30 * time.Second); err != nil {
+			t.Fatalf("stop the consumer: %v", err)
+		}
+		switch lose {
+		case "rewound":
+			rewindPrefix(t, rdb, p.Prefix, before)
+		case "emptied":
+			rewindPrefix(t, rdb, p.Prefix, nil)
+		}
+		if got := rdb.Exists(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, strconv.FormatInt(user, 10))).Val(); got != 0 {
+			t.Fatalf("%s: the buyer's quota key is still there", lose)
+		}
+
+		consumer = p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+		want := sale.Stock - user
+		waittest.Until(t, 30*time.Second, lose+": Redis stock repaired from MySQL's "+strconv.FormatInt(want, 10), func() bool {
+			snap, err := p.Store.Stock(ctx, sale.ItemID)
+			return err == nil && snap.Warmed && snap.Stock == want
+		})
+		if l := consumer.Log(); !strings.Contains(l, "Redis lost data; repairing it from MySQL") || !strings.Contains(l, `"reason":"marker"`) {
+			t.Fatalf("%s: the consumer logged no detection by the marker", lose)
+		}
+		p.Check(sale)
+		// Every buyer's retry of their key gets their order.
+		for u, no := range placed {
+			pl, err := api.PlaceOrder(u, "heal-"+[]string{"rewound", "emptied"}[u-1], sale.ActivityID, 1)
+			if err != nil || (pl.Code != 200 && pl.Code != 202) || pl.OrderNo != no {
+				t.Fatalf("%s: retry of user %d's key: %+v %v, want their order %s", lose, u, pl, err, no)
+			}
+		}
+		if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ?", sale.ActivityID); n != user {
+			t.Fatalf("%s: %d orders in MySQL, want %d (one a buyer)", lose, n, user)
+		}
+		if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = ?", sale.ActivityID, string(order.Created)); n != user {
+			t.Fatalf("%s: %d CREATED orders, want %d", lose, n, user)
+		}
+		old = markerPast("")
+	}
+}
