@@ -145,9 +145,10 @@ type Progress interface {
 
 // Warmer lays out a bucketed item's stock keys (*stockredis.Store): it
 // writes the bucket marker and creates the missing buckets from MySQL stock
-// minus what is in flight, never raising an existing one.
+// minus what is in flight, never raising an existing one, recording the
+// restocks that stock includes (stockredis.WarmupFrom).
 type Warmer interface {
-	WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error)
+	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Checker checks and repairs items.

@@ -120,15 +120,25 @@ func (s *Store) bucketCount(ctx context.Context, item int64) (int, error) {
 
 // setBucket is bucket_set: bucket n of item from was (-1: missing) to v.
 func (s *Store) setBucket(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration) (bool, error) {
+	r, err := s.setBucketUpto(ctx, item, n, was, v, ttl, "")
+	return r == 1, err
+}
+
+// setBucketUpto is setBucket for a warm-up with a MySQL figure that
+// includes the item's restocks up to upto (”: not known): the bucket
+// records it (lua/bucket_set.lua). It returns 1 written, 0 changed since
+// read, -1 the bucket holds a later restock than upto.
+func (s *Store) setBucketUpto(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
 	w := ""
 	if was >= 0 {
 		w = strconv.FormatInt(was, 10)
 	}
-	ok, err := s.bucketSet.Run(ctx, s.rdb, []string{s.Keys(item).Bucket(n)}, w, v, max(ttl.Milliseconds(), 1)).Int64()
+	k := s.Keys(item)
+	r, err := s.bucketSet.Run(ctx, s.rdb, []string{k.Bucket(n), k.BucketRestockRecord(n)}, w, v, max(ttl.Milliseconds(), 1), upto).Int64()
 	if err != nil {
-		return false, unavailable("set bucket", err)
+		return 0, unavailable("set bucket", err)
 	}
-	return ok == 1, nil
+	return r, nil
 }
 
 // lowerBuckets lowers existing buckets, largest first (down to a common
@@ -341,33 +351,49 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 	return nil
 }
 
-// warmupBucketed is WarmupBuckets for buckets > 1.
-func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+// warmupBucketed is the warm-up of an item over buckets > 1. A bucket is
+// written from the figure only when the buckets must change (one is
+// missing, or their sum is above the sellable stock); then every existing
+// bucket first records the figure's restocks (a compare-and-set that
+// keeps its value), so no restock the figure includes adds to any bucket
+// afterwards, and the missing ones are created with the rest. Buckets that
+// only need their TTL refreshed record nothing: restocks on their way
+// still add their shares. wrote says the buckets were written from the
+// figure.
+func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure) (int64, bool, error) {
 	k := s.Keys(item)
-	before, db, err := s.inflightThenDB(ctx, item, dbStock)
-	if err != nil {
-		return 0, err
-	}
 	var cur bucketValues
 	var want int64
+	var wrote bool
 	for attempt := 1; ; attempt++ {
+		var err error
 		if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		want, err = s.warmupBuckets.Run(ctx, s.rdb, []string{k.BucketMarker(), k.Inflight()},
-			db, before, ttl.Milliseconds(), buckets).Int64()
+			fig.stock, before, ttl.Milliseconds(), buckets).Int64()
 		if err != nil {
-			return 0, unavailable("warmup", err)
+			return 0, false, unavailable("warmup", err)
 		}
-		ok, err := s.lowerBuckets(ctx, item, cur, want)
-		if err != nil {
-			return 0, err
+		wrote = !cur.warmed() || cur.sum() > max(want, 0)
+		ok := true
+		if wrote && fig.known {
+			ok, err = s.recordFigure(ctx, item, cur, ttl, fig.upto())
+			if err != nil {
+				return 0, false, err
+			}
+		}
+		if ok {
+			ok, err = s.lowerBuckets(ctx, item, cur, want)
+			if err != nil {
+				return 0, false, err
+			}
 		}
 		if ok {
 			break
 		}
 		if attempt == 5 {
-			return 0, fmt.Errorf("warmup: buckets of item %d keep changing", item)
+			return 0, false, fmt.Errorf("warmup: buckets of item %d keep changing", item)
 		}
 	}
 	var missing []int
@@ -381,26 +407,47 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 		for j, b := range missing {
 			// Created only while still missing: a concurrent warmup's
 			// bucket is kept.
-			if _, err := s.setBucket(ctx, item, b, -1, shares[j], ttl); err != nil {
-				return 0, err
+			if _, err := s.setBucketUpto(ctx, item, b, -1, shares[j], ttl, fig.upto()); err != nil {
+				return 0, false, err
 			}
 		}
 	}
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range buckets {
 			p.PExpire(ctx, k.Bucket(i), ttl)
+			p.PExpire(ctx, k.BucketRestockRecord(i), ttl) // lives as long as its bucket
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, unavailable("refresh bucket ttl", err)
-	}
-	if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
-		return 0, unavailable("record warmed item", err)
+		return 0, false, unavailable("refresh bucket ttl", err)
 	}
 	after, err := s.readBuckets(ctx, item, buckets)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return after.sum(), nil
+	return after.sum(), wrote, nil
+}
+
+// recordFigure makes every existing bucket record that it holds the
+// restocks up to upto, keeping its value (a compare-and-set on the value
+// read). false: a bucket changed since it was read (read again);
+// errStaleFigure: a bucket holds a later restock than the figure.
+func (s *Store) recordFigure(ctx context.Context, item int64, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
+	for b, v := range cur {
+		if v < 0 {
+			continue
+		}
+		r, err := s.setBucketUpto(ctx, item, b, v, v, ttl, upto)
+		if err != nil {
+			return false, err
+		}
+		switch r {
+		case -1:
+			return false, errStaleFigure
+		case 0:
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -59,24 +59,67 @@ func TestLostReplyRestock(t *testing.T) {
 	}
 }
 
-// A restock of an item Redis does not hold yet adds nothing there (a
-// warm-up loads it from MySQL, which has it) and marks the restock done,
-// so the same restock after the warm-up does not add it a second time.
+// A restock of an item Redis does not hold yet adds nothing there and
+// sets no marker; the warm-up then loads MySQL's figure, which includes it
+// (its last restock is this one), and records so beside the stock key, so
+// the same restock after the warm-up does not add it a second time. A
+// warm-up whose figure does not include it (read before the restock
+// committed) leaves it to the restock's own step, which then adds it once.
 func TestRestockBeforeWarmup(t *testing.T) {
 	t.Parallel()
-	rdb, prefix := redistest.New(t)
-	s := stockredis.New(rdb, prefix)
-	ctx := context.Background()
-	res, err := s.Restock(ctx, item, 5, 4)
-	if err != nil || res.Warmed || res.Added != 0 {
-		t.Fatalf("restock of a cold item: %+v %v, want nothing added", res, err)
+	for _, included := range []bool{true, false} {
+		for _, buckets := range []int{1, 3} {
+			t.Run(fmt.Sprintf("included=%v/buckets=%d", included, buckets), func(t *testing.T) {
+				t.Parallel()
+				rdb, prefix := redistest.New(t)
+				s := stockredis.New(rdb, prefix)
+				ctx := context.Background()
+				if buckets > 1 {
+					// The bucket layout comes first, as the warm-up writes it.
+					warm(t, s, 0, buckets)
+					for b := range buckets {
+						rdb.Del(ctx, s.Keys(item).Bucket(b))
+					}
+				}
+				res, err := s.Restock(ctx, item, 5, 4)
+				if err != nil || res.Warmed || res.Added != 0 {
+					t.Fatalf("restock of a cold item: %+v %v, want nothing added", res, err)
+				}
+				db := &figure{stock: 14, last: 5}
+				if !included {
+					db = &figure{stock: 10, last: 4}
+				}
+				if _, err := s.WarmupFrom(ctx, item, buckets, time.Hour, db); err != nil {
+					t.Fatal(err)
+				}
+				if db.marked != db.last {
+					t.Fatalf("restocks up to %d recorded as warmed, want up to %d", db.marked, db.last)
+				}
+				res, err = s.Restock(ctx, item, 5, 4)
+				wantAdded := int64(4)
+				if included {
+					wantAdded = 0
+				}
+				if err != nil || !res.Warmed || res.Added != wantAdded {
+					t.Fatalf("the same restock after the warm-up: %+v %v, want %d added", res, err, wantAdded)
+				}
+				if res, err := s.Restock(ctx, item, 5, 4); err != nil || res.Added != 0 {
+					t.Fatalf("the restock once more: %+v %v, want nothing added", res, err)
+				}
+				wantStock(t, s, 14, 0)
+			})
+		}
 	}
-	if _, err := s.Warmup(ctx, item, time.Hour, func(context.Context) (int64, error) { return 14, nil }); err != nil {
-		t.Fatal(err)
-	}
-	res, err = s.Restock(ctx, item, 5, 4)
-	if err != nil || !res.Warmed || res.Added != 0 {
-		t.Fatalf("the same restock after the warm-up: %+v %v, want nothing added", res, err)
-	}
-	wantStock(t, s, 14, 0)
+}
+
+// figure is MySQL as a warm-up reads it: a fixed stock and last restock.
+type figure struct {
+	stock, last, marked int64
+}
+
+func (f *figure) WarmupStock(context.Context, int64) (int64, int64, error) { return f.stock, f.last, nil }
+
+func (f *figure) MarkRestocksWarmed(_ context.Context, _ int64, upTo int64) error {
+	f.marked = upTo
+	return nil
 }
