@@ -18,9 +18,10 @@
 -- holds a later restock than ARGV[4] (last or upto larger) is left alone:
 -- the figure is older than the key.
 --
--- Returns {value, wrote}: the stock key's value afterwards and 1 when it
--- was written from the figure; {-1, 0} when the figure is older than the
--- key (read MySQL again).
+-- Returns {value, upto}: the stock key's value afterwards and the last
+-- restock id it is recorded to hold (ARGV[4] when written from the figure,
+-- else the record's, 0 for none); {-1, 0} when the figure is older than
+-- the key (read MySQL again).
 local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
 local before = tonumber(ARGV[2])
 if before > inflight then inflight = before end
@@ -30,7 +31,7 @@ local cur = redis.call('GET', KEYS[1])
 if cur and tonumber(cur) <= want then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
-  return {tonumber(cur), 0}
+  return {tonumber(cur), tonumber(redis.call('HGET', KEYS[3], 'upto') or '0')}
 end
 if ARGV[4] ~= '' then
   local upto = tonumber(ARGV[4])
@@ -41,6 +42,8 @@ if ARGV[4] ~= '' then
   end
   redis.call('HSET', KEYS[3], 'upto', upto)
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  redis.call('SET', KEYS[1], want, 'PX', ARGV[3])
+  return {want, upto}
 end
 redis.call('SET', KEYS[1], want, 'PX', ARGV[3])
-return {want, 1}
+return {want, 0}

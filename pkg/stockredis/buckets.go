@@ -358,9 +358,9 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 // keeps its value), so no restock the figure includes adds to any bucket
 // afterwards, and the missing ones are created with the rest. Buckets that
 // only need their TTL refreshed record nothing: restocks on their way
-// still add their shares. wrote says the buckets were written from the
-// figure.
-func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure) (int64, bool, error) {
+// still add their shares. It returns the sum of the buckets and the last
+// restock id every bucket is recorded to hold.
+func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
 	var cur bucketValues
 	var want int64
@@ -368,32 +368,32 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 	for attempt := 1; ; attempt++ {
 		var err error
 		if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
-			return 0, false, err
+			return 0, 0, err
 		}
 		want, err = s.warmupBuckets.Run(ctx, s.rdb, []string{k.BucketMarker(), k.Inflight()},
 			fig.stock, before, ttl.Milliseconds(), buckets).Int64()
 		if err != nil {
-			return 0, false, unavailable("warmup", err)
+			return 0, 0, unavailable("warmup", err)
 		}
 		wrote = !cur.warmed() || cur.sum() > max(want, 0)
 		ok := true
 		if wrote && fig.known {
 			ok, err = s.recordFigure(ctx, item, cur, ttl, fig.upto())
 			if err != nil {
-				return 0, false, err
+				return 0, 0, err
 			}
 		}
 		if ok {
 			ok, err = s.lowerBuckets(ctx, item, cur, want)
 			if err != nil {
-				return 0, false, err
+				return 0, 0, err
 			}
 		}
 		if ok {
 			break
 		}
 		if attempt == 5 {
-			return 0, false, fmt.Errorf("warmup: buckets of item %d keep changing", item)
+			return 0, 0, fmt.Errorf("warmup: buckets of item %d keep changing", item)
 		}
 	}
 	var missing []int
@@ -406,10 +406,13 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 		shares := split(max(want-cur.sum(), 0), len(missing))
 		for j, b := range missing {
 			// Created only while still missing: a concurrent warmup's
-			// bucket is kept.
-			if _, err := s.setBucketUpto(ctx, item, b, -1, shares[j], ttl, fig.upto()); err != nil {
-				return 0, false, err
+			// bucket is kept (with its own record, read below).
+			r, err := s.setBucketUpto(ctx, item, b, -1, shares[j], ttl, fig.upto())
+			if err != nil {
+				return 0, 0, err
 			}
+			wrote = wrote && r == 1
+
 		}
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -420,13 +423,49 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 		return nil
 	})
 	if err != nil {
-		return 0, false, unavailable("refresh bucket ttl", err)
+		return 0, 0, unavailable("refresh bucket ttl", err)
 	}
 	after, err := s.readBuckets(ctx, item, buckets)
 	if err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
-	return after.sum(), wrote, nil
+	if !fig.known {
+		return after.sum(), 0, nil
+	}
+	if wrote {
+		// Every bucket records this figure now: the existing ones by
+		// recordFigure, the missing ones as they were created.
+		return after.sum(), fig.lastRestock, nil
+	}
+	upto, err := s.bucketsUpto(ctx, item, buckets)
+	return after.sum(), upto, err
+}
+
+// bucketsUpto is the last restock id that every bucket of item is recorded
+// to hold (the smallest upto of their records; 0 for none).
+func (s *Store) bucketsUpto(ctx context.Context, item int64, buckets int) (int64, error) {
+	k := s.Keys(item)
+	cmds := make([]*redis.StringCmd, buckets)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range cmds {
+			cmds[b] = p.HGet(ctx, k.BucketRestockRecord(b), "upto")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, unavailable("read restock records", err)
+	}
+	var upto int64 = -1
+	for _, c := range cmds {
+		v, err := c.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, unavailable("read restock record", err)
+		}
+		if upto < 0 || v < upto {
+			upto = v
+		}
+	}
+	return max(upto, 0), nil
 }
 
 // recordFigure makes every existing bucket record that it holds the

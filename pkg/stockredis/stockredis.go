@@ -454,20 +454,20 @@ var errStaleFigure = errors.New("warmup: the stock holds a restock the figure do
 const staleReads = 5
 
 // warmupFigure runs the warm-up, reading MySQL again while its figure is
-// older than the Redis stock. covered is the last restock id the stock
-// written from the figure includes (0: nothing written from a known
-// figure).
+// older than the Redis stock. covered is the last restock id up to which
+// both the figure and the Redis stock hold every restock (0: none, or the
+// figure's restocks are not known).
 func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl time.Duration, read func(context.Context) (figure, error)) (n, covered int64, err error) {
 	for attempt := 1; ; attempt++ {
 		before, fig, err := s.inflightThenDB(ctx, item, read)
 		if err != nil {
 			return 0, 0, err
 		}
-		var wrote bool
+		var upto int64
 		if buckets > 1 {
-			n, wrote, err = s.warmupBucketed(ctx, item, buckets, ttl, before, fig)
+			n, upto, err = s.warmupBucketed(ctx, item, buckets, ttl, before, fig)
 		} else {
-			n, wrote, err = s.warmupOne(ctx, item, ttl, before, fig)
+			n, upto, err = s.warmupOne(ctx, item, ttl, before, fig)
 		}
 		if errors.Is(err, errStaleFigure) && attempt < staleReads {
 			continue
@@ -478,28 +478,29 @@ func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl t
 		if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
 			return 0, 0, unavailable("record warmed item", err)
 		}
-		if wrote && fig.known {
-			covered = fig.lastRestock
+		if fig.known {
+			covered = min(upto, fig.lastRestock)
 		}
 		return n, covered, nil
 	}
 }
 
-// warmupOne is the warm-up of an item with one stock key.
-func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, before int64, fig figure) (int64, bool, error) {
+// warmupOne is the warm-up of an item with one stock key. It returns the
+// stock and the last restock id the key is recorded to hold.
+func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
 	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.RestockRecord()},
 		fig.stock, before, ttl.Milliseconds(), fig.upto()).Int64Slice()
 	if err != nil {
-		return 0, false, unavailable("warmup", err)
+		return 0, 0, unavailable("warmup", err)
 	}
 	if len(r) != 2 {
-		return 0, false, fmt.Errorf("warmup: unexpected reply %v", r)
+		return 0, 0, fmt.Errorf("warmup: unexpected reply %v", r)
 	}
 	if r[0] < 0 {
-		return 0, false, errStaleFigure
+		return 0, 0, errStaleFigure
 	}
-	return r[0], r[1] == 1, nil
+	return r[0], r[1], nil
 }
 
 // inflightThenDB reads the item's in-flight quantity and then, in that
