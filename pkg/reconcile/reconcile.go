@@ -88,7 +88,8 @@
 // idempotency records back where Redis lost them (see idem.go), first of
 // all, on every item it read, and before reading finishes the restocks
 // whose Redis step was left undone (an API that answered 503 and was not
-// retried; see restock.go).
+// retried; see restock.go), and again once it brought back a missing stock
+// key (a restock's step adds nothing to a missing key).
 package reconcile
 
 import (
@@ -399,8 +400,17 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 			return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
 		}
 		if it.Verdict == Drift || it.Verdict == NotWarmed {
+			cold := it.Verdict == NotWarmed
 			if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
 				return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+			}
+			if cold {
+				// The stock key is back, without the restocks whose step
+				// found it missing (they were restocking): their steps
+				// add them now, once.
+				if err := c.finishRestocks(ctx, it.ItemID, l); err != nil {
+					return rep, fmt.Errorf("finish restocks of item %d: %w", it.ItemID, err)
+				}
 			}
 		}
 		switch {

@@ -131,3 +131,33 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 type noMark struct{ *orderdb.DB }
 
 func (noMark) MarkRestocksWarmed(context.Context, int64, int64) error { return nil }
+
+// Redis lost every key of an item on sale, and a restock's Redis step
+// never ran: the restock's step finds no stock key and adds nothing, the
+// repair brings the stock back without it (it is restocking) and then, in
+// the same pass, finishes it on the key it just wrote: Redis has every
+// unit once after one pass (the consumer's heal runs this repair too).
+func TestRestockFinishedAfterTheRepairRestoresTheKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30, -time.Minute)
+	rs, _, err := f.db.Restock(f.ctx, f.item, "r1", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.buyThenLoseEverything(0, nil)
+	_, it := f.check(true)
+	if it.Verdict != Repaired {
+		t.Fatalf("repair: %+v", it)
+	}
+	if s := f.redisStock(); s.Stock != 37 {
+		t.Fatalf("Redis stock %d after one repair pass, want 37 (the restock included once)", s.Stock)
+	}
+	if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
+		t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
+	}
+	if res, err := f.store.Restock(f.ctx, f.item, rs.ID, rs.Quantity); err != nil || res.Added != 0 {
+		t.Fatalf("the restock's late retry: %+v %v, want nothing added", res, err)
+	}
+	_, it = f.check(false)
+	wantItem(t, it, OK, 37, 37, 0, 0)
+}
