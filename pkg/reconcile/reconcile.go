@@ -31,9 +31,11 @@
 //     payment timeout) whose Redis release has not run yet. MySQL has the
 //     units back already; Redis gets them with the release.
 //   - restocking: restocks MySQL committed (table restocks, applied_at
-//     NULL) whose marker Redis does not hold yet (lua/restock.lua). MySQL
-//     has the units; Redis gets them with the restock's Redis step, which
-//     runs once per restock (the API's, a retry's, or the repair's).
+//     NULL) that Redis stock does not hold yet: no marker, and the stock
+//     key's restock record does not include them (lua/restock.lua: a
+//     warm-up's figure did not). MySQL has the units; Redis gets them with
+//     the restock's Redis step, which runs once per restock (the API's, a
+//     retry's, or the repair's).
 //
 // # Reading without false drift
 //
