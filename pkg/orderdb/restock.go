@@ -117,6 +117,22 @@ func (db *DB) MarkRestocksWarmed(ctx context.Context, itemID, upTo int64) error 
 	return wrap("mark restocks warmed", err)
 }
 
+// RestocksBetween lists the item's restocks with an id above after and at
+// most upTo, by id, at most limit of them (stockredis.StockReader).
+func (db *DB) RestocksBetween(ctx context.Context, itemID, after, upTo int64, limit int) (ids, quantities []int64, err error) {
+	var rows []restockRow
+	err = db.gdb.WithContext(ctx).Select("id, quantity").Where("item_id = ? AND id > ? AND id <= ?", itemID, after, upTo).
+		Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, nil, wrap("list restocks", err)
+	}
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+		quantities = append(quantities, r.Quantity)
+	}
+	return ids, quantities, nil
+}
+
 // MarkRestockApplied records that Redis has the restock's units.
 func (db *DB) MarkRestockApplied(ctx context.Context, id int64) error {
 	err := db.gdb.WithContext(ctx).Model(&restockRow{}).Where("id = ? AND applied_at IS NULL", id).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -356,11 +357,25 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 // missing, or their sum is above the sellable stock); then every existing
 // bucket first records the figure's restocks (a compare-and-set that
 // keeps its value), so no restock the figure includes adds to any bucket
-// afterwards, and the missing ones are created with the rest. Buckets that
+// afterwards, and the buckets are lowered to the figure and the missing
+// ones created with the rest. Buckets that
 // only need their TTL refreshed record nothing: restocks on their way
 // still add their shares. It returns the sum of the buckets and the last
 // restock id every bucket is recorded to hold.
-func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
+//
+// Two warm-ups that create the missing buckets at once may do so from
+// figures on either side of a restock; their splits and the restock's
+// shares do not add up exactly (each rounds its own way). So a warm-up
+// whose bucket was created by another meanwhile answers errBucketsRaced
+// and runs again with force, writing from its figure even when the sum
+// is not above it.
+//
+// Before it records its figure on existing buckets, it runs the Redis
+// step of every restock between the oldest figure those buckets record
+// and its own (each adds its share to the buckets that hold it neither by
+// marker nor by figure, once): recording the figure then leaves no share
+// out, whatever happens next.
+func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure, force bool) (int64, int64, error) {
 	k := s.Keys(item)
 	var cur bucketValues
 	var want int64
@@ -375,8 +390,18 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 		if err != nil {
 			return 0, 0, unavailable("warmup", err)
 		}
-		wrote = !cur.warmed() || cur.sum() > max(want, 0)
+		wrote = force || !cur.warmed() || cur.sum() > max(want, 0)
 		ok := true
+		if wrote && fig.known && slices.ContainsFunc(cur, func(v int64) bool { return v >= 0 }) {
+			// Existing buckets first get every restock the figure
+			// includes, so recording the figure on them leaves none out.
+			if err := s.catchUpRestocks(ctx, item, cur, fig); err != nil {
+				return 0, 0, err
+			}
+			if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
+				return 0, 0, err
+			}
+		}
 		if wrote && fig.known {
 			ok, err = s.recordFigure(ctx, item, cur, ttl, fig.upto())
 			if err != nil {
@@ -411,7 +436,9 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 			if err != nil {
 				return 0, 0, err
 			}
-			wrote = wrote && r == 1
+			if r != 1 && fig.known {
+				return 0, 0, errBucketsRaced
+			}
 
 		}
 	}
@@ -437,18 +464,47 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 		// recordFigure, the missing ones as they were created.
 		return after.sum(), fig.lastRestock, nil
 	}
-	upto, err := s.bucketsUpto(ctx, item, buckets)
+	upto, err := s.bucketsUpto(ctx, item, after)
 	return after.sum(), upto, err
 }
 
-// bucketsUpto is the last restock id that every bucket of item is recorded
-// to hold (the smallest upto of their records; 0 for none).
-func (s *Store) bucketsUpto(ctx context.Context, item int64, buckets int) (int64, error) {
+// catchUpRestocks runs the Redis step of every restock of item between
+// the oldest figure its buckets record and fig's (in chunks), so that
+// every bucket holds its share of each: a bucket whose figure included a
+// restock adds nothing, one that holds it by its marker neither.
+func (s *Store) catchUpRestocks(ctx context.Context, item int64, cur bucketValues, fig figure) error {
+	after, err := s.bucketsUpto(ctx, item, cur)
+	if err != nil {
+		return err
+	}
+	for after < fig.lastRestock {
+		ids, qtys, err := fig.restocks.RestocksBetween(ctx, item, after, fig.lastRestock, 500)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		for i, id := range ids {
+			if _, err := s.Restock(ctx, item, id, qtys[i]); err != nil {
+				return err
+			}
+		}
+		after = ids[len(ids)-1]
+	}
+	return nil
+}
+
+// bucketsUpto is the last restock id that every existing bucket of cur is
+// recorded to hold (the smallest upto of their records; 0 for none).
+func (s *Store) bucketsUpto(ctx context.Context, item int64, cur bucketValues) (int64, error) {
 	k := s.Keys(item)
-	cmds := make([]*redis.StringCmd, buckets)
+	cmds := make([]*redis.StringCmd, 0, len(cur))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b := range cmds {
-			cmds[b] = p.HGet(ctx, k.BucketRestockRecord(b), "upto")
+		for b, v := range cur {
+			if v >= 0 {
+				cmds = append(cmds, p.HGet(ctx, k.BucketRestockRecord(b), "upto"))
+			}
 		}
 		return nil
 	})

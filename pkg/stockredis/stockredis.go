@@ -376,6 +376,10 @@ type StockReader interface {
 	// MarkRestocksWarmed records the item's restocks up to id as applied
 	// in Redis: a warm-up loaded them with the stock.
 	MarkRestocksWarmed(ctx context.Context, item, upTo int64) error
+	// RestocksBetween lists the item's restocks with an id above after
+	// and at most upTo, by id, at most limit of them: their ids and
+	// quantities.
+	RestocksBetween(ctx context.Context, item, after, upTo int64, limit int) (ids, quantities []int64, err error)
 }
 
 // WarmupFrom loads the item's sellable stock from MySQL: its stock (read
@@ -396,7 +400,7 @@ type StockReader interface {
 func (s *Store) WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db StockReader) (int64, error) {
 	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
 		stock, last, err := db.WarmupStock(ctx, item)
-		return figure{stock: stock, lastRestock: last, known: true}, err
+		return figure{stock: stock, lastRestock: last, known: true, restocks: db}, err
 	})
 	if err != nil {
 		return 0, err
@@ -434,6 +438,7 @@ func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl 
 type figure struct {
 	stock, lastRestock int64
 	known              bool
+	restocks           StockReader // lists restocks (known figures only)
 }
 
 // upto is the figure's restock watermark as the scripts take it (”: not
@@ -449,6 +454,11 @@ func (f figure) upto() string {
 // figure does not (it committed after the read): read MySQL again.
 var errStaleFigure = errors.New("warmup: the stock holds a restock the figure does not")
 
+// errBucketsRaced: another warm-up created some of the missing buckets,
+// perhaps from another figure: warm up again, recording this one's figure
+// on every bucket.
+var errBucketsRaced = errors.New("warmup: another warm-up created buckets meanwhile")
+
 // staleReads bounds the MySQL reads of one warm-up while restocks keep
 // landing between its read and its write.
 const staleReads = 5
@@ -458,6 +468,7 @@ const staleReads = 5
 // both the figure and the Redis stock hold every restock (0: none, or the
 // figure's restocks are not known).
 func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl time.Duration, read func(context.Context) (figure, error)) (n, covered int64, err error) {
+	force := false
 	for attempt := 1; ; attempt++ {
 		before, fig, err := s.inflightThenDB(ctx, item, read)
 		if err != nil {
@@ -465,12 +476,20 @@ func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl t
 		}
 		var upto int64
 		if buckets > 1 {
-			n, upto, err = s.warmupBucketed(ctx, item, buckets, ttl, before, fig)
+			n, upto, err = s.warmupBucketed(ctx, item, buckets, ttl, before, fig, force)
 		} else {
 			n, upto, err = s.warmupOne(ctx, item, ttl, before, fig)
 		}
-		if errors.Is(err, errStaleFigure) && attempt < staleReads {
-			continue
+		if errors.Is(err, errBucketsRaced) {
+			force = true
+		}
+		if errors.Is(err, errStaleFigure) || errors.Is(err, errBucketsRaced) {
+			if attempt < staleReads {
+				continue
+			}
+			// Restocks keep landing between the reads: the warm-up wrote
+			// nothing that contradicts them; running it again finishes.
+			return 0, 0, fmt.Errorf("warmup of item %d: %w: %w", item, order.ErrUnavailable, err)
 		}
 		if err != nil {
 			return 0, 0, err
