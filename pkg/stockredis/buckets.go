@@ -126,7 +126,7 @@ func (s *Store) setBucket(ctx context.Context, item int64, n int, was, v int64, 
 }
 
 // setBucketUpto is setBucket for a warm-up with a MySQL figure that
-// includes the item's restocks up to upto (”: not known): the bucket
+// includes the item's restocks up to upto (empty: not known): the bucket
 // records it (lua/bucket_set.lua). It returns 1 written, 0 changed since
 // read, -1 the bucket holds a later restock than upto.
 func (s *Store) setBucketUpto(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
@@ -358,10 +358,10 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 // bucket first records the figure's restocks (a compare-and-set that
 // keeps its value), so no restock the figure includes adds to any bucket
 // afterwards, and the buckets are lowered to the figure and the missing
-// ones created with the rest. Buckets that
-// only need their TTL refreshed record nothing: restocks on their way
-// still add their shares. It returns the sum of the buckets and the last
-// restock id every bucket is recorded to hold.
+// ones created with the rest. Buckets that only need their TTL refreshed
+// record nothing: restocks on their way still add their shares. It
+// returns the sum of the buckets and the last restock id every bucket is
+// recorded to hold.
 //
 // Two warm-ups that create the missing buckets at once may do so from
 // figures on either side of a restock; their splits and the restock's

@@ -52,9 +52,10 @@ type RestockResult struct {
 // restock id however often it runs: spread over the buckets of a bucketed
 // item (each bucket's share once, by a marker in the bucket's slot), and
 // not at all where a warm-up's MySQL figure already included it (the
-// record's upto). The caller records the restock in MySQL first. An error may leave some
-// buckets done: running it again finishes the rest. A lost answer is an
-// UnknownOutcomeError (MayHaveRun); running it again is the resolution.
+// record's upto). The caller records the restock in MySQL first. An error
+// may leave some buckets done: running it again finishes the rest. A lost
+// answer is an UnknownOutcomeError (MayHaveRun); running it again is the
+// resolution.
 func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult, error) {
 	k := s.Keys(item)
 	n, err := s.bucketCount(ctx, item)

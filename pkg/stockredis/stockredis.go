@@ -441,8 +441,8 @@ type figure struct {
 	restocks           StockReader // lists restocks (known figures only)
 }
 
-// upto is the figure's restock watermark as the scripts take it (”: not
-// known, no record is written).
+// upto is the figure's restock watermark as the scripts take it (empty
+// when not known: no record is written).
 func (f figure) upto() string {
 	if !f.known {
 		return ""
