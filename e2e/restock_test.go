@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,9 @@ import (
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/proxytest"
+	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // restocked is the answer to a restock.
@@ -139,4 +143,68 @@ func TestRestockDuringFlashSaleBucketed(t *testing.T) {
 func TestRestockDuringFlashSaleBucketedOnCluster(t *testing.T) {
 	t.Parallel()
 	restockDuringSale(t, 3, true)
+}
+
+// Issue 27, item 1, with the real programs: an api instance that cannot
+// reach Redis restocks an item before its sale is warmed (503: MySQL has
+// the units, its Redis step never ran); the consumer's scheduled warm-up
+// then loads MySQL's stock, the restock included; the operator's retry
+// with the same key, through another instance, adds nothing more; the
+// crowd buys exactly the initial and restocked units, and the reconciler
+// agrees.
+func TestRestockNotRunThenScheduledWarmupThenRetry(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 2})
+	api := p.StartAPI()
+	link := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
+	cut := p.StartAPI("SECKILL_REDIS_ADDR=" + link.Addr())
+	link.Cut(time.Hour) // this instance's Redis is gone from here on
+	p.StartConsumer("SECKILL_WARMUP_LEAD=2s")
+	const stock, added = 20, 5
+	var item struct {
+		ItemID int64 `json:"item_id"`
+	}
+	if code, err := api.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, map[string]any{"name": "drop", "stock": stock}, &item); err != nil || code != 201 {
+		t.Fatalf("create item: %d %v", code, err)
+	}
+	starts := time.Now().UTC().Add(4 * time.Second).Truncate(time.Millisecond)
+	var act struct {
+		ActivityID int64 `json:"activity_id"`
+	}
+	if code, err := api.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, map[string]any{"item_id": item.ItemID,
+		"starts_at": starts, "ends_at": starts.Add(time.Hour)}, &act); err != nil || code != 201 {
+		t.Fatalf("create activity: %d %v", code, err)
+	}
+	if r := restock(t, cut, item.ItemID, "r1", added); r.Code != 503 {
+		t.Fatalf("restock through the instance without Redis: %+v, want 503", r)
+	}
+	waittest.UntilEvery(t, 30*time.Second, 10*time.Millisecond, "the consumer to warm the activity up", func() bool {
+		snap, err := p.Store.Stock(context.Background(), item.ItemID)
+		return err == nil && snap.Warmed
+	})
+	r := restock(t, api, item.ItemID, "r1", added)
+	if r.Code != 200 || !r.Replayed || r.DBStock != stock+added || r.RedisStock == nil || *r.RedisStock != stock+added {
+		t.Fatalf("the retry with the same key: %+v, want 200 replayed, %d in MySQL and Redis", r, stock+added)
+	}
+	waittest.Until(t, 10*time.Second, "the sale to start", func() bool { return time.Now().After(starts.Add(100 * time.Millisecond)) })
+	const total = stock + added
+	accepted, codes := crowd(t, api, act.ActivityID, userRange(1, 60), 30)
+	if len(accepted) != total || codes["SOLD_OUT"] != 60-total {
+		t.Fatalf("accepted %d, refused %v; want %d accepted (initial + restocked, once), the rest SOLD_OUT", len(accepted), codes, total)
+	}
+	final := p.WaitFinal(accepted, 60*time.Second)
+	if got := countStatus(final); got[order.Created] != total {
+		t.Fatalf("statuses %v, want %d CREATED", got, total)
+	}
+	p.WaitDrained(item.ItemID, 10*time.Second)
+	sale := pipelinetest.Sale{ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: total}
+	if inv := p.Check(sale); inv.DBStock != 0 || inv.RedisStock != 0 || inv.LiveUnits != total {
+		t.Fatalf("after the sale: %+v, want every unit sold once", inv)
+	}
+	if n := p.Count("SELECT COUNT(*) FROM restocks WHERE item_id = ? AND applied_at IS NULL", item.ItemID); n != 0 {
+		t.Fatalf("%d restocks pending, want none", n)
+	}
+	if res := p.Reconcile("--item", fmt.Sprint(item.ItemID)); res.Code != 0 {
+		t.Fatalf("reconciler exit %d after the sale:\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
 }

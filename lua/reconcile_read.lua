@@ -3,22 +3,25 @@
 -- in flight must equal MySQL stock.
 --
 -- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending, KEYS[4] bucket marker,
--- KEYS[5..4+m] reservation hashes of the orders MySQL has CLOSED without a
+-- KEYS[5] restock record (lua/restock.lua)
+-- KEYS[6..5+m] reservation hashes of the orders MySQL has CLOSED without a
 --            recorded Redis release (their units are on their way back)
--- KEYS[5+m..n] restock markers of the restocks MySQL has not recorded as
+-- KEYS[6+m..n] restock markers of the restocks MySQL has not recorded as
 --            applied in Redis (lua/restock.lua)
--- ARGV[1]    m, the number of reservation hashes (all of KEYS[5..n] when
+-- ARGV[1]    m, the number of reservation hashes (all of KEYS[6..n] when
 --            left out)
+-- ARGV[2..]  the restock id of each marker, in the same order
 --
 -- Returns {warmed, stock, inflight, pending, states, buckets, restocked}:
 --   warmed    1 when the stock key exists, else 0 (stock is then 0)
 --   stock     the stock key's value
 --   inflight  the inflight counter (0 when missing)
 --   pending   every order number in pending (RESERVED|CLAIMED), oldest first
---   states    the state of each KEYS[5..n] reservation, 'MISSING' for none
+--   states    the state of each KEYS[6..5+m] reservation, 'MISSING' for none
 --   buckets   the bucket marker (0 when missing): K > 1 means the stock
 --             lives in K bucket keys in other slots, which the caller reads
---   restocked 1 for each restock marker that exists, else 0
+--   restocked 1 for each restock the stock holds (its marker exists, or its
+--             id is at most the record's upto: a warm-up loaded it), else 0
 local warmed, stock = 0, 0
 local s = redis.call('GET', KEYS[1])
 if s then
@@ -26,14 +29,18 @@ if s then
 end
 local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
 local pending = redis.call('ZRANGE', KEYS[3], 0, -1)
-local m = tonumber(ARGV[1] or (#KEYS - 4))
+local m = tonumber(ARGV[1] or (#KEYS - 5))
 local states = {}
-for i = 5, 4 + m do
-  states[i - 4] = redis.call('HGET', KEYS[i], 'state') or 'MISSING'
+for i = 6, 5 + m do
+  states[i - 5] = redis.call('HGET', KEYS[i], 'state') or 'MISSING'
 end
+local upto = tonumber(redis.call('HGET', KEYS[5], 'upto') or '0')
 local restocked = {}
-for i = 5 + m, #KEYS do
-  restocked[i - 4 - m] = redis.call('EXISTS', KEYS[i])
+for i = 6 + m, #KEYS do
+  local j = i - 5 - m
+  local done = redis.call('EXISTS', KEYS[i])
+  if done == 0 and ARGV[1 + j] and tonumber(ARGV[1 + j]) <= upto then done = 1 end
+  restocked[j] = done
 end
 local buckets = tonumber(redis.call('GET', KEYS[4]) or '0')
 return {warmed, stock, inflight, pending, states, buckets, restocked}

@@ -32,7 +32,8 @@ type Restock struct {
 	ItemID   int64
 	Key      string
 	Quantity int64
-	// Applied: Redis has the units too (or was not warmed then).
+	// Applied: Redis has the units too (the restock's Redis step added
+	// them, or a warm-up's figure included them).
 	Applied bool
 }
 
@@ -83,6 +84,53 @@ func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) 
 		return Restock{}, false, wrap("restock", err)
 	}
 	return row.toRestock(), true, nil
+}
+
+// WarmupStock reads the item's stock and the id of its last restock (0:
+// none) in one statement, so from one snapshot: the stock includes every
+// restock of the item up to that id and none after it, because an item's
+// restocks commit in id order (each holds the item's stock row locked from
+// before its insert until its commit). A warm-up loads this figure
+// (stockredis.StockReader). order.ErrNotFound: no such item.
+func (db *DB) WarmupStock(ctx context.Context, itemID int64) (stock, lastRestock int64, err error) {
+	var row struct {
+		Stock       int64
+		LastRestock int64
+	}
+	res := db.gdb.WithContext(ctx).Raw(`SELECT s.stock AS stock,
+		COALESCE((SELECT MAX(r.id) FROM restocks r WHERE r.item_id = s.item_id), 0) AS last_restock
+		FROM item_stock s WHERE s.item_id = ?`, itemID).Scan(&row)
+	if err = res.Error; err == nil && res.RowsAffected == 0 {
+		err = gorm.ErrRecordNotFound
+	}
+	if err != nil {
+		return 0, 0, wrap("read item stock", err)
+	}
+	return row.Stock, row.LastRestock, nil
+}
+
+// MarkRestocksWarmed records the item's restocks up to id upTo as applied:
+// a warm-up's figure included them (stockredis.StockReader).
+func (db *DB) MarkRestocksWarmed(ctx context.Context, itemID, upTo int64) error {
+	err := db.gdb.WithContext(ctx).Model(&restockRow{}).Where("item_id = ? AND id <= ? AND applied_at IS NULL", itemID, upTo).
+		Update("applied_at", gorm.Expr("NOW(3)")).Error
+	return wrap("mark restocks warmed", err)
+}
+
+// RestocksBetween lists the item's restocks with an id above after and at
+// most upTo, by id, at most limit of them (stockredis.StockReader).
+func (db *DB) RestocksBetween(ctx context.Context, itemID, after, upTo int64, limit int) (ids, quantities []int64, err error) {
+	var rows []restockRow
+	err = db.gdb.WithContext(ctx).Select("id, quantity").Where("item_id = ? AND id > ? AND id <= ?", itemID, after, upTo).
+		Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, nil, wrap("list restocks", err)
+	}
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+		quantities = append(quantities, r.Quantity)
+	}
+	return ids, quantities, nil
 }
 
 // MarkRestockApplied records that Redis has the restock's units.

@@ -448,9 +448,7 @@ func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
 	if err != nil {
 		t.Fatalf("create activity: %v", err)
 	}
-	if _, err := p.Store.Warmup(ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) {
-		return p.DB.ItemStock(ctx, it.ID)
-	}); err != nil {
+	if _, err := p.Store.WarmupFrom(ctx, it.ID, 1, 2*time.Hour, p.DB); err != nil {
 		t.Fatalf("warmup: %v", err)
 	}
 	return Sale{ItemID: it.ID, ActivityID: act.ID, Stock: stock}

@@ -31,9 +31,11 @@
 //     payment timeout) whose Redis release has not run yet. MySQL has the
 //     units back already; Redis gets them with the release.
 //   - restocking: restocks MySQL committed (table restocks, applied_at
-//     NULL) whose marker Redis does not hold yet (lua/restock.lua). MySQL
-//     has the units; Redis gets them with the restock's Redis step, which
-//     runs once per restock (the API's, a retry's, or the repair's).
+//     NULL) that Redis stock does not hold yet: no marker, and the stock
+//     key's restock record does not include them (lua/restock.lua: a
+//     warm-up's figure did not). MySQL has the units; Redis gets them with
+//     the restock's Redis step, which runs once per restock (the API's, a
+//     retry's, or the repair's).
 //
 // # Reading without false drift
 //
@@ -88,7 +90,8 @@
 // idempotency records back where Redis lost them (see idem.go), first of
 // all, on every item it read, and before reading finishes the restocks
 // whose Redis step was left undone (an API that answered 503 and was not
-// retried; see restock.go).
+// retried; see restock.go), and again once it brought back a missing stock
+// key (a restock's step adds nothing to a missing key).
 package reconcile
 
 import (
@@ -145,9 +148,10 @@ type Progress interface {
 
 // Warmer lays out a bucketed item's stock keys (*stockredis.Store): it
 // writes the bucket marker and creates the missing buckets from MySQL stock
-// minus what is in flight, never raising an existing one.
+// minus what is in flight, never raising an existing one, recording the
+// restocks that stock includes (stockredis.WarmupFrom).
 type Warmer interface {
-	WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error)
+	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Checker checks and repairs items.
@@ -418,8 +422,17 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 			continue
 		}
 		if it.Verdict == Drift || it.Verdict == NotWarmed {
+			cold := it.Verdict == NotWarmed
 			if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
 				return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+			}
+			if cold {
+				// The stock key is back, without the restocks whose step
+				// found it missing (they were restocking): their steps
+				// add them now, once.
+				if err := c.finishRestocks(ctx, it.ItemID, l); err != nil {
+					return rep, fmt.Errorf("finish restocks of item %d: %w", it.ItemID, err)
+				}
 			}
 		}
 		switch {

@@ -148,9 +148,7 @@ func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g stockre
 	if err := c.before(ctx, t.ItemID, l); err != nil {
 		return stockReading{}, false, "", err
 	}
-	sum, err := c.Warmer.WarmupBuckets(ctx, t.ItemID, n, g.ExpireAt.Sub(c.now()), func(ctx context.Context) (int64, error) {
-		return c.DB.ItemStock(ctx, t.ItemID)
-	})
+	sum, err := c.Warmer.WarmupFrom(ctx, t.ItemID, n, g.ExpireAt.Sub(c.now()), c.DB)
 	if err != nil {
 		return stockReading{}, false, "", err
 	}

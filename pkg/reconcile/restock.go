@@ -8,8 +8,11 @@ import (
 // has not recorded as applied, and records it. That step adds a restock's
 // units once per restock id (a marker beside the stock), so it is safe
 // while the API runs it for the same restock; a restock whose step the
-// API already ran adds nothing and is only recorded. It runs before the
-// item is read, so the reading that follows sees the units in Redis.
+// API already ran, or that a warm-up's figure included, adds nothing and
+// is only recorded. A restock of an item whose stock is not in Redis is
+// left pending: the warm-up that loads the stock carries it, or a later
+// pass adds it. It runs before the item is read, so the reading that
+// follows sees the units in Redis.
 func (c *Checker) finishRestocks(ctx context.Context, item int64, l Lock) error {
 	pending, err := c.DB.PendingRestocks(ctx, item)
 	if err != nil {
@@ -23,11 +26,16 @@ func (c *Checker) finishRestocks(ctx context.Context, item int64, l Lock) error 
 		if err != nil {
 			return err
 		}
+		if !res.Warmed {
+			c.Log.Info("restock left for the warm-up: the item's stock is not in Redis", "item_id", item, "restock_id", r.ID,
+				"quantity", r.Quantity, "added_now", res.Added)
+			continue
+		}
 		if err := c.DB.MarkRestockApplied(ctx, r.ID); err != nil {
 			return err
 		}
 		c.Log.Info("restock finished in Redis", "item_id", item, "restock_id", r.ID, "quantity", r.Quantity,
-			"added_now", res.Added, "redis_warmed", res.Warmed)
+			"added_now", res.Added)
 	}
 	return nil
 }

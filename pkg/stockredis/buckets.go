@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -120,15 +121,25 @@ func (s *Store) bucketCount(ctx context.Context, item int64) (int, error) {
 
 // setBucket is bucket_set: bucket n of item from was (-1: missing) to v.
 func (s *Store) setBucket(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration) (bool, error) {
+	r, err := s.setBucketUpto(ctx, item, n, was, v, ttl, "")
+	return r == 1, err
+}
+
+// setBucketUpto is setBucket for a warm-up with a MySQL figure that
+// includes the item's restocks up to upto (empty: not known): the bucket
+// records it (lua/bucket_set.lua). It returns 1 written, 0 changed since
+// read, -1 the bucket holds a later restock than upto.
+func (s *Store) setBucketUpto(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
 	w := ""
 	if was >= 0 {
 		w = strconv.FormatInt(was, 10)
 	}
-	ok, err := s.bucketSet.Run(ctx, s.rdb, []string{s.Keys(item).Bucket(n)}, w, v, max(ttl.Milliseconds(), 1)).Int64()
+	k := s.Keys(item)
+	r, err := s.bucketSet.Run(ctx, s.rdb, []string{k.Bucket(n), k.BucketRestockRecord(n)}, w, v, max(ttl.Milliseconds(), 1), upto).Int64()
 	if err != nil {
-		return false, unavailable("set bucket", err)
+		return 0, unavailable("set bucket", err)
 	}
-	return ok == 1, nil
+	return r, nil
 }
 
 // lowerBuckets lowers existing buckets, largest first (down to a common
@@ -341,33 +352,73 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 	return nil
 }
 
-// warmupBucketed is WarmupBuckets for buckets > 1.
-func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+// warmupBucketed is the warm-up of an item over buckets > 1. A bucket is
+// written from the figure only when the buckets must change (one is
+// missing, or their sum is above the sellable stock); then every existing
+// bucket first records the figure's restocks (a compare-and-set that
+// keeps its value), so no restock the figure includes adds to any bucket
+// afterwards, and the buckets are lowered to the figure and the missing
+// ones created with the rest. Buckets that only need their TTL refreshed
+// record nothing: restocks on their way still add their shares. It
+// returns the sum of the buckets and the last restock id every bucket is
+// recorded to hold.
+//
+// Two warm-ups that create the missing buckets at once may do so from
+// figures on either side of a restock; their splits and the restock's
+// shares do not add up exactly (each rounds its own way). So a warm-up
+// whose bucket was created by another meanwhile answers errBucketsRaced
+// and runs again with force, writing from its figure even when the sum
+// is not above it.
+//
+// Before it records its figure on existing buckets, it runs the Redis
+// step of every restock between the oldest figure those buckets record
+// and its own (each adds its share to the buckets that hold it neither by
+// marker nor by figure, once): recording the figure then leaves no share
+// out, whatever happens next.
+func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure, force bool) (int64, int64, error) {
 	k := s.Keys(item)
-	before, db, err := s.inflightThenDB(ctx, item, dbStock)
-	if err != nil {
-		return 0, err
-	}
 	var cur bucketValues
 	var want int64
+	var wrote bool
 	for attempt := 1; ; attempt++ {
+		var err error
 		if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		want, err = s.warmupBuckets.Run(ctx, s.rdb, []string{k.BucketMarker(), k.Inflight()},
-			db, before, ttl.Milliseconds(), buckets).Int64()
+			fig.stock, before, ttl.Milliseconds(), buckets).Int64()
 		if err != nil {
-			return 0, unavailable("warmup", err)
+			return 0, 0, unavailable("warmup", err)
 		}
-		ok, err := s.lowerBuckets(ctx, item, cur, want)
-		if err != nil {
-			return 0, err
+		wrote = force || !cur.warmed() || cur.sum() > max(want, 0)
+		ok := true
+		if wrote && fig.known && slices.ContainsFunc(cur, func(v int64) bool { return v >= 0 }) {
+			// Existing buckets first get every restock the figure
+			// includes, so recording the figure on them leaves none out.
+			if err := s.catchUpRestocks(ctx, item, cur, fig); err != nil {
+				return 0, 0, err
+			}
+			if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
+				return 0, 0, err
+			}
+		}
+		if wrote && fig.known {
+			ok, err = s.recordFigure(ctx, item, cur, ttl, fig.upto())
+			if err != nil {
+				return 0, 0, err
+			}
+		}
+		if ok {
+			ok, err = s.lowerBuckets(ctx, item, cur, want)
+			if err != nil {
+				return 0, 0, err
+			}
 		}
 		if ok {
 			break
 		}
 		if attempt == 5 {
-			return 0, fmt.Errorf("warmup: buckets of item %d keep changing", item)
+			return 0, 0, fmt.Errorf("warmup: buckets of item %d keep changing", item)
 		}
 	}
 	var missing []int
@@ -380,29 +431,120 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 		shares := split(max(want-cur.sum(), 0), len(missing))
 		for j, b := range missing {
 			// Created only while still missing: a concurrent warmup's
-			// bucket is kept.
-			if _, err := s.setBucket(ctx, item, b, -1, shares[j], ttl); err != nil {
-				return 0, err
+			// bucket is kept (with its own record, read below).
+			r, err := s.setBucketUpto(ctx, item, b, -1, shares[j], ttl, fig.upto())
+			if err != nil {
+				return 0, 0, err
 			}
+			if r != 1 && fig.known {
+				return 0, 0, errBucketsRaced
+			}
+
 		}
 	}
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range buckets {
 			p.PExpire(ctx, k.Bucket(i), ttl)
+			p.PExpire(ctx, k.BucketRestockRecord(i), ttl) // lives as long as its bucket
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, unavailable("refresh bucket ttl", err)
-	}
-	if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
-		return 0, unavailable("record warmed item", err)
+		return 0, 0, unavailable("refresh bucket ttl", err)
 	}
 	after, err := s.readBuckets(ctx, item, buckets)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return after.sum(), nil
+	if !fig.known {
+		return after.sum(), 0, nil
+	}
+	if wrote {
+		// Every bucket records this figure now: the existing ones by
+		// recordFigure, the missing ones as they were created.
+		return after.sum(), fig.lastRestock, nil
+	}
+	upto, err := s.bucketsUpto(ctx, item, after)
+	return after.sum(), upto, err
+}
+
+// catchUpRestocks runs the Redis step of every restock of item between
+// the oldest figure its buckets record and fig's (in chunks), so that
+// every bucket holds its share of each: a bucket whose figure included a
+// restock adds nothing, one that holds it by its marker neither.
+func (s *Store) catchUpRestocks(ctx context.Context, item int64, cur bucketValues, fig figure) error {
+	after, err := s.bucketsUpto(ctx, item, cur)
+	if err != nil {
+		return err
+	}
+	for after < fig.lastRestock {
+		ids, qtys, err := fig.restocks.RestocksBetween(ctx, item, after, fig.lastRestock, 500)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		for i, id := range ids {
+			if _, err := s.Restock(ctx, item, id, qtys[i]); err != nil {
+				return err
+			}
+		}
+		after = ids[len(ids)-1]
+	}
+	return nil
+}
+
+// bucketsUpto is the last restock id that every existing bucket of cur is
+// recorded to hold (the smallest upto of their records; 0 for none).
+func (s *Store) bucketsUpto(ctx context.Context, item int64, cur bucketValues) (int64, error) {
+	k := s.Keys(item)
+	cmds := make([]*redis.StringCmd, 0, len(cur))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b, v := range cur {
+			if v >= 0 {
+				cmds = append(cmds, p.HGet(ctx, k.BucketRestockRecord(b), "upto"))
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, unavailable("read restock records", err)
+	}
+	var upto int64 = -1
+	for _, c := range cmds {
+		v, err := c.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, unavailable("read restock record", err)
+		}
+		if upto < 0 || v < upto {
+			upto = v
+		}
+	}
+	return max(upto, 0), nil
+}
+
+// recordFigure makes every existing bucket record that it holds the
+// restocks up to upto, keeping its value (a compare-and-set on the value
+// read). false: a bucket changed since it was read (read again);
+// errStaleFigure: a bucket holds a later restock than the figure.
+func (s *Store) recordFigure(ctx context.Context, item int64, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
+	for b, v := range cur {
+		if v < 0 {
+			continue
+		}
+		r, err := s.setBucketUpto(ctx, item, b, v, v, ttl, upto)
+		if err != nil {
+			return false, err
+		}
+		switch r {
+		case -1:
+			return false, errStaleFigure
+		case 0:
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Layout reads how item's stock lives in Redis, in one MGET on the item's

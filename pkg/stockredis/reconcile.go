@@ -67,8 +67,9 @@ type StockView struct {
 	BothLayouts bool
 	SingleStock int64
 	// Restocking is the units of the restocks asked about that Redis stock
-	// does not hold yet (their markers are missing): MySQL has them, and
-	// the restock's Redis step will add them.
+	// does not hold yet (their markers are missing and no warm-up's figure
+	// included them): MySQL has them, and the restock's Redis step will
+	// add them.
 	Restocking int64
 }
 
@@ -84,15 +85,18 @@ type PendingRestock struct {
 // two steps then shows as a unit missing from Redis for a moment.
 func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, restocks ...PendingRestock) (StockView, error) {
 	k := r.s.Keys(item)
-	keys := make([]string, 0, 4+len(orderNos)+len(restocks))
-	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker())
+	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
+	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.RestockRecord())
 	for _, no := range orderNos {
 		keys = append(keys, k.Reservation(no))
 	}
+	args := make([]any, 0, 1+len(restocks))
+	args = append(args, len(orderNos))
 	for _, rs := range restocks {
 		keys = append(keys, k.RestockMarker(rs.ID))
+		args = append(args, rs.ID)
 	}
-	res, err := r.read.Run(ctx, r.s.rdb, keys, len(orderNos)).Slice()
+	res, err := r.read.Run(ctx, r.s.rdb, keys, args...).Slice()
 	if err != nil {
 		return StockView{}, unavailable("reconcile read", err)
 	}
@@ -144,8 +148,10 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 	return v, nil
 }
 
-// bucketRestocking sums the shares of restocks whose bucket markers are
-// missing (one pipeline; on a cluster each EXISTS goes to its bucket's node).
+// bucketRestocking sums the shares of restocks that their buckets do not
+// hold: the bucket's marker is missing and the bucket's record does not
+// include the restock (one pipeline; on a cluster each command goes to its
+// bucket's node, and a bucket's record is read with its markers).
 func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, restocks []PendingRestock) (int64, error) {
 	if len(restocks) == 0 {
 		return 0, nil
@@ -153,25 +159,39 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, re
 	k := r.s.Keys(item)
 	type share struct {
 		cmd *redis.IntCmd
+		b   int
+		id  int64
 		qty int64
 	}
 	var shares []share
+	uptos := make([]*redis.StringCmd, n)
 	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range n {
+			uptos[b] = p.HGet(ctx, k.BucketRestockRecord(b), "upto")
+		}
 		for _, rs := range restocks {
 			for b, q := range RestockShares(rs.Quantity, n) {
 				if q > 0 {
-					shares = append(shares, share{p.Exists(ctx, k.BucketRestockMarker(b, rs.ID)), q})
+					shares = append(shares, share{p.Exists(ctx, k.BucketRestockMarker(b, rs.ID)), b, rs.ID, q})
 				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, unavailable("read restock markers", err)
+	}
+	upto := make([]int64, n)
+	for b, c := range uptos {
+		v, err := c.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, unavailable("read restock record", err)
+		}
+		upto[b] = v
 	}
 	var sum int64
 	for _, s := range shares {
-		if s.cmd.Val() == 0 {
+		if s.cmd.Val() == 0 && s.id > upto[s.b] {
 			sum += s.qty
 		}
 	}

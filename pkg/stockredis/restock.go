@@ -19,6 +19,17 @@ func (k Keys) BucketRestockMarker(n int, id int64) string {
 	return fmt.Sprintf("%s:{i%db%d}:rs:%d", k.prefix, k.item, n, id)
 }
 
+// RestockRecord is the item's restock record beside its stock key
+// (lua/restock.lua): upto, every restock up to that id is in the stock (a
+// warm-up's MySQL figure included it), and last, the latest restock the
+// restock script added.
+func (k Keys) RestockRecord() string { return k.base() + "restocked" }
+
+// BucketRestockRecord is RestockRecord for bucket n.
+func (k Keys) BucketRestockRecord(n int) string {
+	return fmt.Sprintf("%s:{i%db%d}:restocked", k.prefix, k.item, n)
+}
+
 // RestockShares is how a restock of qty units spreads over an item's
 // buckets (1 or less: one stock key): the even split warm-up uses.
 func RestockShares(qty int64, buckets int) []int64 {
@@ -28,8 +39,10 @@ func RestockShares(qty int64, buckets int) []int64 {
 // RestockResult says what a restock did in Redis.
 type RestockResult struct {
 	// Warmed is false when the item's stock is not in Redis (no stock key,
-	// or a bucket missing): nothing was added there, and a warm-up loads
-	// the units from MySQL.
+	// or a bucket missing): nothing was added to what is missing and the
+	// restock is not done in Redis. The warm-up that loads the stock
+	// carries it when its MySQL figure includes the restock; else running
+	// this again once the stock is there adds it.
 	Warmed bool
 	// Added is the units this call added (0 when an earlier run did).
 	Added int64
@@ -37,10 +50,12 @@ type RestockResult struct {
 
 // Restock adds restock id's qty units to the item's Redis stock, once per
 // restock id however often it runs: spread over the buckets of a bucketed
-// item (each bucket's share once, by a marker in the bucket's slot). The
-// caller records the restock in MySQL first. An error may leave some
-// buckets done: running it again finishes the rest. A lost answer is an
-// UnknownOutcomeError (MayHaveRun); running it again is the resolution.
+// item (each bucket's share once, by a marker in the bucket's slot), and
+// not at all where a warm-up's MySQL figure already included it (the
+// record's upto). The caller records the restock in MySQL first. An error
+// may leave some buckets done: running it again finishes the rest. A lost
+// answer is an UnknownOutcomeError (MayHaveRun); running it again is the
+// resolution.
 func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult, error) {
 	k := s.Keys(item)
 	n, err := s.bucketCount(ctx, item)
@@ -50,14 +65,14 @@ func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult
 	res := RestockResult{Warmed: true}
 	ttl := RestockMarkerTTL.Milliseconds()
 	if n < 2 {
-		add, warmed, err := s.runRestock(ctx, k.Stock(), k.RestockMarker(id), qty, ttl)
+		add, warmed, err := s.runRestock(ctx, k.Stock(), k.RestockMarker(id), k.RestockRecord(), id, qty, ttl)
 		return RestockResult{Warmed: warmed, Added: add}, err
 	}
 	for b, share := range RestockShares(qty, n) {
 		if share == 0 {
 			continue
 		}
-		add, warmed, err := s.runRestock(ctx, k.Bucket(b), k.BucketRestockMarker(b, id), share, ttl)
+		add, warmed, err := s.runRestock(ctx, k.Bucket(b), k.BucketRestockMarker(b, id), k.BucketRestockRecord(b), id, share, ttl)
 		if err != nil {
 			return res, err
 		}
@@ -67,8 +82,8 @@ func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult
 	return res, nil
 }
 
-func (s *Store) runRestock(ctx context.Context, stock, marker string, qty, ttl int64) (int64, bool, error) {
-	r, err := s.restock.Run(ctx, s.rdb, []string{stock, marker}, qty, ttl).Int64Slice()
+func (s *Store) runRestock(ctx context.Context, stock, marker, record string, id, qty, ttl int64) (int64, bool, error) {
+	r, err := s.restock.Run(ctx, s.rdb, []string{stock, marker, record}, qty, ttl, id).Int64Slice()
 	if err != nil {
 		return 0, false, unavailable("restock", err)
 	}

@@ -367,9 +367,55 @@ func (s *Store) Confirm(ctx context.Context, item int64, orderNos []string) (_ i
 	return n, nil
 }
 
-// Warmup loads sellable stock for item: MySQL stock (read by dbStock after
-// this call has read the in-flight quantity) minus what is in flight. It
-// never raises an existing stock key. It returns the Redis stock afterwards.
+// A StockReader is MySQL as a warm-up reads it (*orderdb.DB).
+type StockReader interface {
+	// WarmupStock reads the item's stock and the id of its last restock
+	// (0: none) at one instant: the stock includes exactly the item's
+	// restocks up to that id (an item's restocks commit in id order).
+	WarmupStock(ctx context.Context, item int64) (stock, lastRestock int64, err error)
+	// MarkRestocksWarmed records the item's restocks up to id as applied
+	// in Redis: a warm-up loaded them with the stock.
+	MarkRestocksWarmed(ctx context.Context, item, upTo int64) error
+	// RestocksBetween lists the item's restocks with an id above after
+	// and at most upTo, by id, at most limit of them: their ids and
+	// quantities.
+	RestocksBetween(ctx context.Context, item, after, upTo int64, limit int) (ids, quantities []int64, err error)
+}
+
+// WarmupFrom loads the item's sellable stock from MySQL: its stock (read
+// after this call has read the in-flight quantity) minus what is in
+// flight, split evenly over the buckets of a bucketed item (buckets > 1).
+// It never raises an existing stock key or bucket; it returns the Redis
+// stock afterwards.
+//
+// Restocks meet the warm-up through one record beside each stock key
+// (lua/restock.lua): a key written from MySQL's figure records, in the
+// same script, the last restock that figure includes (upto), so the Redis
+// step of those restocks adds nothing to it, whenever it runs; a restock
+// whose step finds no stock key adds nothing and sets no marker, so a
+// figure read before it committed leaves it to its own step. A figure
+// older than the key it would lower (the key holds a later restock) is
+// read again. The restocks the loaded stock carries are then recorded as
+// applied in MySQL.
+func (s *Store) WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db StockReader) (int64, error) {
+	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
+		stock, last, err := db.WarmupStock(ctx, item)
+		return figure{stock: stock, lastRestock: last, known: true, restocks: db}, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if covered > 0 {
+		if err := db.MarkRestocksWarmed(ctx, item, covered); err != nil {
+			return 0, fmt.Errorf("warmup: stock loaded; record its restocks as applied: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// Warmup is WarmupFrom for an item with one stock key and a figure that
+// includes no restock (dbStock: tests and tools that never restock). A
+// program warms up with WarmupFrom.
 func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
 	return s.WarmupBuckets(ctx, item, 1, ttl, dbStock)
 }
@@ -377,43 +423,122 @@ func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbSto
 // WarmupBuckets is Warmup for an item whose stock is split over buckets
 // (1 is Warmup): the sellable stock is split evenly over missing bucket
 // keys; existing ones are only ever lowered, largest first, so their sum
-// is at most the sellable stock. It returns the sum of the buckets.
+// is at most the sellable stock. It returns the sum of the buckets. Like
+// Warmup, it knows no restocks: a program warms up with WarmupFrom.
 func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+	n, _, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
+		stock, err := dbStock(ctx)
+		return figure{stock: stock}, err
+	})
+	return n, err
+}
+
+// figure is MySQL's stock as a warm-up read it: with the last restock it
+// includes when known.
+type figure struct {
+	stock, lastRestock int64
+	known              bool
+	restocks           StockReader // lists restocks (known figures only)
+}
+
+// upto is the figure's restock watermark as the scripts take it (empty
+// when not known: no record is written).
+func (f figure) upto() string {
+	if !f.known {
+		return ""
+	}
+	return strconv.FormatInt(f.lastRestock, 10)
+}
+
+// errStaleFigure: the Redis stock holds a restock that the warm-up's MySQL
+// figure does not (it committed after the read): read MySQL again.
+var errStaleFigure = errors.New("warmup: the stock holds a restock the figure does not")
+
+// errBucketsRaced: another warm-up created some of the missing buckets,
+// perhaps from another figure: warm up again, recording this one's figure
+// on every bucket.
+var errBucketsRaced = errors.New("warmup: another warm-up created buckets meanwhile")
+
+// staleReads bounds the MySQL reads of one warm-up while restocks keep
+// landing between its read and its write.
+const staleReads = 5
+
+// warmupFigure runs the warm-up, reading MySQL again while its figure is
+// older than the Redis stock. covered is the last restock id up to which
+// both the figure and the Redis stock hold every restock (0: none, or the
+// figure's restocks are not known).
+func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl time.Duration, read func(context.Context) (figure, error)) (n, covered int64, err error) {
 	if err := s.checkWarmupLayout(ctx, item, buckets); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if buckets > 1 {
-		return s.warmupBucketed(ctx, item, buckets, ttl, dbStock)
+	force := false
+	for attempt := 1; ; attempt++ {
+		before, fig, err := s.inflightThenDB(ctx, item, read)
+		if err != nil {
+			return 0, 0, err
+		}
+		var upto int64
+		if buckets > 1 {
+			n, upto, err = s.warmupBucketed(ctx, item, buckets, ttl, before, fig, force)
+		} else {
+			n, upto, err = s.warmupOne(ctx, item, ttl, before, fig)
+		}
+		if errors.Is(err, errBucketsRaced) {
+			force = true
+		}
+		if errors.Is(err, errStaleFigure) || errors.Is(err, errBucketsRaced) {
+			if attempt < staleReads {
+				continue
+			}
+			// Restocks keep landing between the reads: the warm-up wrote
+			// nothing that contradicts them; running it again finishes.
+			return 0, 0, fmt.Errorf("warmup of item %d: %w: %w", item, order.ErrUnavailable, err)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
+			return 0, 0, unavailable("record warmed item", err)
+		}
+		if fig.known {
+			covered = min(upto, fig.lastRestock)
+		}
+		return n, covered, nil
 	}
+}
+
+// warmupOne is the warm-up of an item with one stock key. It returns the
+// stock and the last restock id the key is recorded to hold.
+func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
-	before, db, err := s.inflightThenDB(ctx, item, dbStock)
+	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.RestockRecord()},
+		fig.stock, before, ttl.Milliseconds(), fig.upto()).Int64Slice()
 	if err != nil {
-		return 0, err
+		return 0, 0, unavailable("warmup", err)
 	}
-	n, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight()}, db, before, ttl.Milliseconds()).Int64()
-	if err != nil {
-		return 0, unavailable("warmup", err)
+	if len(r) != 2 {
+		return 0, 0, fmt.Errorf("warmup: unexpected reply %v", r)
 	}
-	if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
-		return 0, unavailable("record warmed item", err)
+	if r[0] < 0 {
+		return 0, 0, errStaleFigure
 	}
-	return n, nil
+	return r[0], r[1], nil
 }
 
 // inflightThenDB reads the item's in-flight quantity and then, in that
 // order, MySQL's stock: warmup subtracts the larger of the in-flight
 // quantity then and at its own run, so an order that commits in between is
 // never counted as sellable twice.
-func (s *Store) inflightThenDB(ctx context.Context, item int64, dbStock func(context.Context) (int64, error)) (int64, int64, error) {
+func (s *Store) inflightThenDB(ctx context.Context, item int64, read func(context.Context) (figure, error)) (int64, figure, error) {
 	before, err := s.rdb.Get(ctx, s.Keys(item).Inflight()).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, 0, unavailable("read in flight", err)
+		return 0, figure{}, unavailable("read in flight", err)
 	}
-	db, err := dbStock(ctx)
+	fig, err := read(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, figure{}, err
 	}
-	return before, db, nil
+	return before, fig, nil
 }
 
 // Snapshot is an item's stock as Redis sees it.

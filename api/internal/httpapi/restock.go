@@ -68,10 +68,17 @@ func (s *Server) restock(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
-		if err := s.db.MarkRestockApplied(ctx, rs.ID); err != nil {
-			// Redis has the units; the record only tells the reconciler
-			// it need not finish them (it would add nothing anyway).
-			log.Warn("restock applied in Redis but not recorded", "err", err)
+		// Not warmed: the item's stock is not in Redis (or a bucket is
+		// missing), and the warm-up that loads it reads MySQL, which has
+		// the units. The restock stays pending: the warm-up records the
+		// restocks it loads, and a retry with this key or the
+		// reconciler's repair finishes any its figure did not include.
+		if res.Warmed {
+			if err := s.db.MarkRestockApplied(ctx, rs.ID); err != nil {
+				// Redis has the units; the record only tells the reconciler
+				// it need not finish them (it would add nothing anyway).
+				log.Warn("restock applied in Redis but not recorded", "err", err)
+			}
 		}
 		if res.Added > 0 {
 			s.intake.ClearSoldOut(id)

@@ -353,7 +353,7 @@ func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {
 // ClearSoldOut forgets the sold-out flag of item (stock came back here).
 func (s *Service) ClearSoldOut(item int64) { s.soldOut.Delete(item) }
 
-// Warmup loads the activity's item stock into Redis (see stockredis.Warmup),
+// Warmup loads the activity's item stock into Redis (see stockredis.WarmupFrom),
 // keeping it past the activity's end.
 func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) (order.Activity, int64, error) {
 	act, err := s.activity(ctx, activityID)
@@ -366,9 +366,7 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
 			act.EndsAt.UTC().Format(time.RFC3339))
 	}
-	n, err := s.Stock.WarmupBuckets(ctx, act.ItemID, act.StockBuckets, ttl, func(ctx context.Context) (int64, error) {
-		return db.ItemStock(ctx, act.ItemID)
-	})
+	n, err := s.Stock.WarmupFrom(ctx, act.ItemID, act.StockBuckets, ttl, db)
 	if err != nil {
 		return order.Activity{}, 0, err
 	}

@@ -102,9 +102,7 @@ func (s *Scheduler) Once(ctx context.Context) ([]int64, error) {
 			}
 		}
 		ttl := a.EndsAt.Sub(now) + a.PaymentWindowOr(s.PaymentWindow) + reconcile.KeyMargin
-		n, err := s.Stock.WarmupBuckets(ctx, a.ItemID, a.StockBuckets, ttl, func(ctx context.Context) (int64, error) {
-			return s.DB.ItemStock(ctx, a.ItemID)
-		})
+		n, err := s.Stock.WarmupFrom(ctx, a.ItemID, a.StockBuckets, ttl, s.DB)
 		if err != nil {
 			return warmed, err
 		}
