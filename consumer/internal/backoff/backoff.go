@@ -188,3 +188,12 @@ func (r *Records) Report() {
 		r.Metrics.RecordsWaiting(r.Pass, r.Waiting())
 	}
 }
+
+// Idle sets the metric of the records being skipped to 0 while another
+// process holds the pass's lock: this one is not running the pass, and its
+// records are reported by whichever process runs it.
+func (r *Records) Idle() {
+	if r != nil {
+		r.Metrics.RecordsWaiting(r.Pass, 0)
+	}
+}

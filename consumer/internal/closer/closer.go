@@ -58,7 +58,9 @@ func (c *Closer) Run(ctx context.Context) {
 		st, err := c.Once(ctx)
 		c.Metrics.Closed(st.Closed, st.Finished)
 		switch {
-		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
+		case errors.Is(err, lock.ErrNotAcquired):
+			c.backoff().Idle()
+		case ctx.Err() != nil:
 		case err != nil:
 			c.Metrics.Failed()
 			c.Log.Warn("closer pass failed", "err", err)

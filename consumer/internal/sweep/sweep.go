@@ -77,7 +77,9 @@ func (s *Sweeper) Run(ctx context.Context) {
 		st, err := s.SweepOnce(ctx)
 		s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
 		switch {
-		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
+		case errors.Is(err, lock.ErrNotAcquired):
+			s.backoff().Idle()
+		case ctx.Err() != nil:
 		case err != nil:
 			s.Metrics.Failed()
 			s.Log.Warn("sweep failed", "err", err)

@@ -79,7 +79,11 @@ func (s *Scheduler) Run(ctx context.Context) {
 		every = time.Second
 	}
 	tick.Every(ctx, every, func(ctx context.Context) {
-		if _, err := s.Once(ctx); err != nil && !errors.Is(err, lock.ErrNotAcquired) && ctx.Err() == nil {
+		_, err := s.Once(ctx)
+		switch {
+		case errors.Is(err, lock.ErrNotAcquired):
+			s.backoff().Idle()
+		case err != nil && ctx.Err() == nil:
 			s.Log.Warn("scheduled warm-up failed; trying again", "err", err)
 		}
 	})
