@@ -56,7 +56,11 @@ type Service struct {
 	Numbers       *order.NumberGenerator
 	PaymentWindow time.Duration
 	Log           *slog.Logger
-	Now           func() time.Time
+	// Now is the shared clock (clock.Clock.Now), never the process's own:
+	// it decides whether the sale is on, stamps the event's reserved_at
+	// (which the consumer checks against MySQL's ends_at), and the API's
+	// end, cancel and change of a sale use it too.
+	Now func() time.Time
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 

@@ -1,0 +1,109 @@
+package e2e_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
+)
+
+// saleEnding creates, through api, an item with stock units and a sale of
+// it that started a minute ago and ends at ends, and warms it up.
+func saleEnding(t *testing.T, api *pipelinetest.API, stock int64, ends time.Time) pipelinetest.Sale {
+	t.Helper()
+	var item struct {
+		ItemID int64 `json:"item_id"`
+	}
+	if code, err := api.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, map[string]any{"name": "clock", "stock": stock}, &item); err != nil || code != 201 {
+		t.Fatalf("create item: %d %v", code, err)
+	}
+	var act struct {
+		ActivityID int64 `json:"activity_id"`
+	}
+	body := map[string]any{"item_id": item.ItemID, "starts_at": time.Now().UTC().Add(-time.Minute), "ends_at": ends.UTC(), "per_user_limit": 1}
+	if code, err := api.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, body, &act); err != nil || code != 201 {
+		t.Fatalf("create activity: %d %v", code, err)
+	}
+	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", act.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("warmup: %d %v", code, err)
+	}
+	return pipelinetest.Sale{ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: stock}
+}
+
+// An api instance whose own clock is 10 s behind (SECKILL_TEST_CLOCK_OFFSET)
+// still decides a sale's end by the one shared clock: it refuses orders
+// after ends_at and, within order.ActivityTTL, after an end another
+// instance answered; an end it handles itself ends the sale now, not 10 s
+// ago. Every order it answered 202 ends CREATED.
+func TestSkewedInstanceEndsTheSaleOnTime(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	right := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
+	behind := p.StartAPI("SECKILL_RATE_LIMIT_USER=0", "SECKILL_TEST_CLOCK_OFFSET=-10s")
+	p.StartConsumer()
+	accepted := map[string]int64{}
+	user := int64(0)
+	place := func(api *pipelinetest.API, s pipelinetest.Sale) pipelinetest.Placed {
+		t.Helper()
+		user++
+		pl, err := api.PlaceOrder(user, "k", s.ActivityID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Code == 202 {
+			accepted[pl.OrderNo] = user
+		}
+		return pl
+	}
+	refused := func(pl pipelinetest.Placed) bool { return pl.Code == 409 && pl.Error == "ACTIVITY_NOT_ACTIVE" }
+
+	// ends_at passes.
+	ends := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	byTime := saleEnding(t, right, 100, ends)
+	if pl := place(behind, byTime); pl.Code != 202 {
+		t.Fatalf("before ends_at: %d %s, want 202", pl.Code, pl.Error)
+	}
+	waittest.Until(t, 10*time.Second, "ends_at passed", func() bool { return time.Now().After(ends.Add(50 * time.Millisecond)) })
+	if pl := place(behind, byTime); !refused(pl) {
+		t.Errorf("after ends_at, the instance 10 s behind answered %d %s, want 409 ACTIVITY_NOT_ACTIVE", pl.Code, pl.Error)
+	}
+
+	// Another instance ends the sale.
+	byOther := saleEnding(t, right, 100, time.Now().Add(time.Hour))
+	if pl := place(behind, byOther); pl.Code != 202 {
+		t.Fatalf("before the end: %d %s, want 202", pl.Code, pl.Error)
+	}
+	if code, err := right.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", byOther.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("end: %d %v", code, err)
+	}
+	seen := time.Now().Add(order.ActivityTTL + 100*time.Millisecond)
+	waittest.Until(t, 10*time.Second, "the end's copy due everywhere", func() bool { return time.Now().After(seen) })
+	if pl := place(behind, byOther); !refused(pl) {
+		t.Errorf("%v after another instance's end, the instance 10 s behind answered %d %s, want 409 ACTIVITY_NOT_ACTIVE",
+			order.ActivityTTL, pl.Code, pl.Error)
+	}
+
+	// It ends a sale itself.
+	bySelf := saleEnding(t, right, 100, time.Now().Add(time.Hour))
+	var ended struct {
+		EndsAt time.Time `json:"ends_at"`
+	}
+	asked := time.Now()
+	if code, err := behind.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", bySelf.ActivityID), 1, auth.RoleAdmin, nil, nil, &ended); err != nil || code != 200 {
+		t.Fatalf("end: %d %v", code, err)
+	}
+	answered := time.Now()
+	if ended.EndsAt.Before(asked.Add(-50*time.Millisecond)) || ended.EndsAt.After(answered.Add(50*time.Millisecond)) {
+		t.Errorf("the instance 10 s behind ended the sale at %v, want between %v and %v (now)", ended.EndsAt, asked, answered)
+	}
+
+	for no, o := range p.WaitFinal(accepted, 60*time.Second) {
+		if o.Status != order.Created {
+			t.Errorf("accepted order %s ended %s %s, want CREATED", no, o.Status, o.FailureReason)
+		}
+	}
+}
