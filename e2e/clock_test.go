@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
+
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/waittest"
 )
 
@@ -106,4 +109,115 @@ func TestSkewedInstanceEndsTheSaleOnTime(t *testing.T) {
 			t.Errorf("accepted order %s ended %s %s, want CREATED", no, o.Status, o.FailureReason)
 		}
 	}
+}
+
+// An api instance whose MySQL turns slow (every read past
+// order.ActivityReloadTimeout: a stalled server, a pool exhausted by buyers
+// polling) cannot see an end or a cancel that another instance made. It
+// sells on its copy for at most order.ActivityMaxStale and then answers 503;
+// every order it took after the end or the cancel ends FAILED with the
+// reason (the consumer decides by MySQL's row), never CREATED.
+func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	px := proxytest.Start(t, mysqlAddr(t, p.DB.DSN), proxytest.MySQL)
+	right := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
+	slow := p.StartAPI("SECKILL_RATE_LIMIT_USER=0", "SECKILL_MYSQL_DSN="+viaProxy(t, p.DB.DSN, px.Addr()))
+	p.StartConsumer()
+	ended, cancelled := right.CreateSale(100, 1), right.CreateSale(100, 1)
+	user := int64(0)
+	place := func(s pipelinetest.Sale) pipelinetest.Placed {
+		t.Helper()
+		user++
+		pl, err := slow.PlaceOrder(user, "k", s.ActivityID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	// The slow instance reads both sales while MySQL is quick.
+	for _, s := range []pipelinetest.Sale{ended, cancelled} {
+		if pl := place(s); pl.Code != 202 {
+			t.Fatalf("before: %d %s, want 202", pl.Code, pl.Error)
+		}
+	}
+	px.Latency(2*time.Second, 0)
+	slowed := time.Now()
+	for _, op := range []string{"end", "cancel"} {
+		s := ended
+		if op == "cancel" {
+			s = cancelled
+		}
+		if code, err := right.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/%s", s.ActivityID, op), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+			t.Fatalf("%s: %d %v", op, code, err)
+		}
+	}
+	after := map[string]int64{} // accepted after the end and the cancel
+	reason := map[string]string{}
+	bound := slowed.Add(order.ActivityMaxStale)
+	refusedBoth := false
+	for !refusedBoth {
+		started := time.Now()
+		if started.After(bound.Add(3 * time.Second)) {
+			t.Fatalf("the slow instance still sold %v after its MySQL turned slow, want 503 within %v",
+				started.Sub(slowed).Round(time.Millisecond), order.ActivityMaxStale)
+		}
+		refusedBoth = true
+		for _, s := range []pipelinetest.Sale{ended, cancelled} {
+			pl := place(s)
+			switch {
+			case pl.Code == 202 && started.After(bound):
+				t.Fatalf("202 for a request started %v after MySQL turned slow, past order.ActivityMaxStale %v",
+					started.Sub(slowed).Round(time.Millisecond), order.ActivityMaxStale)
+			case pl.Code == 202:
+				after[pl.OrderNo] = user
+				reason[pl.OrderNo] = order.ReasonSaleEnded
+				if s == cancelled {
+					reason[pl.OrderNo] = order.ReasonSaleCancelled
+				}
+				refusedBoth = false
+			case pl.Code == 503 && pl.Error == "UNAVAILABLE":
+			default:
+				t.Fatalf("the slow instance answered %d %s, want 202 or 503 UNAVAILABLE", pl.Code, pl.Error)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the buyers' pace
+	}
+	t.Logf("the slow instance took %d orders after the end and the cancel, then answered 503 from %v after MySQL turned slow",
+		len(after), time.Since(slowed).Round(time.Millisecond))
+	if len(after) == 0 {
+		t.Fatal("no order taken on the old copies: the test proves nothing about the consumer")
+	}
+	for no, o := range p.WaitFinal(after, 60*time.Second) {
+		if o.Status != order.Failed || o.FailureReason != reason[no] {
+			t.Errorf("order %s taken after the %s ended %s %s, want FAILED %s", no, reason[no], o.Status, o.FailureReason, reason[no])
+		}
+	}
+	// MySQL quick again: the instance sees the end.
+	px.Latency(0, 0)
+	waittest.Until(t, 10*time.Second, "the slow instance sees the end", func() bool {
+		pl := place(ended)
+		return pl.Code == 409 && pl.Error == "ACTIVITY_NOT_ACTIVE"
+	})
+}
+
+// mysqlAddr is the host:port of dsn.
+func mysqlAddr(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := mysqldrv.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Addr
+}
+
+// viaProxy is dsn with its server at addr.
+func viaProxy(t *testing.T, dsn, addr string) string {
+	t.Helper()
+	cfg, err := mysqldrv.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = addr
+	return cfg.FormatDSN()
 }
