@@ -124,7 +124,7 @@ func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
 	right := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
 	slow := p.StartAPI("SECKILL_RATE_LIMIT_USER=0", "SECKILL_MYSQL_DSN="+viaProxy(t, p.DB.DSN, px.Addr()))
 	p.StartConsumer()
-	ended, cancelled := right.CreateSale(100, 1), right.CreateSale(100, 1)
+	ended, cancelled := right.CreateSale(100_000, 1), right.CreateSale(100_000, 1)
 	user := int64(0)
 	place := func(s pipelinetest.Sale) pipelinetest.Placed {
 		t.Helper()
@@ -181,7 +181,7 @@ func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
 				t.Fatalf("the slow instance answered %d %s, want 202 or 503 UNAVAILABLE", pl.Code, pl.Error)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // the buyers' pace
+		time.Sleep(50 * time.Millisecond) // the buyers' pace
 	}
 	t.Logf("the slow instance took %d orders after the end and the cancel, then answered 503 from %v after MySQL turned slow",
 		len(after), time.Since(slowed).Round(time.Millisecond))

@@ -292,8 +292,12 @@ func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 			if _, err := c.Get(context.Background(), 1, load); err != nil {
 				t.Fatal(err)
 			}
+			// As if read all but 2 s of the bound ago (the test then waits 2 s,
+			// not the whole bound).
+			v, _ := c.m.Load(int64(1))
+			v.(*activityEntry).loaded = time.Now().Add(-(ActivityMaxStale - 2*time.Second))
 			down.Store(true)
-			lastRead := time.Now() // at or after the read the copy came from
+			lastRead := time.Now().Add(-(ActivityMaxStale - 2*time.Second)) // at or after the copy's read
 			var lastServed time.Time
 			deadline := lastRead.Add(ActivityMaxStale + 3*time.Second)
 			for {
