@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/waittest"
@@ -220,4 +222,70 @@ func viaProxy(t *testing.T, dsn, addr string) string {
 	}
 	cfg.Addr = addr
 	return cfg.FormatDSN()
+}
+
+// A per-user limit lowered just before the start races an instance that
+// still has the old one (its MySQL slow, so its copy is not re-read): it
+// takes an order above the new limit. MySQL's row refuses it in the
+// consumer: FAILED OVER_LIMIT, its reservation released, never a 202 left
+// without a final state (the consumer dead-lettered it before).
+func TestOrderAboveALimitLoweredBeforeTheStartFails(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	px := proxytest.Start(t, mysqlAddr(t, p.DB.DSN), proxytest.MySQL)
+	right := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
+	slow := p.StartAPI("SECKILL_RATE_LIMIT_USER=0", "SECKILL_MYSQL_DSN="+viaProxy(t, p.DB.DSN, px.Addr()))
+	p.StartConsumer()
+	var item struct {
+		ItemID int64 `json:"item_id"`
+	}
+	if code, err := right.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, map[string]any{"name": "limit", "stock": 100}, &item); err != nil || code != 201 {
+		t.Fatalf("create item: %d %v", code, err)
+	}
+	starts := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	var act struct {
+		ActivityID int64 `json:"activity_id"`
+	}
+	body := map[string]any{"item_id": item.ItemID, "starts_at": starts.UTC(), "ends_at": starts.Add(time.Hour).UTC(), "per_user_limit": 3}
+	if code, err := right.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, body, &act); err != nil || code != 201 {
+		t.Fatalf("create activity: %d %v", code, err)
+	}
+	if code, err := right.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", act.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("warmup: %d %v", code, err)
+	}
+	// The slow instance reads the sale (limit 3) before it starts.
+	if pl, err := slow.PlaceOrder(1, "early", act.ActivityID, 3); err != nil || pl.Code != 409 || pl.Error != "ACTIVITY_NOT_ACTIVE" {
+		t.Fatalf("before the start: %+v %v, want 409 ACTIVITY_NOT_ACTIVE", pl, err)
+	}
+	px.Latency(2*time.Second, 0)
+	limit := 1
+	if _, err := p.DB.PatchActivity(context.Background(), act.ActivityID, orderdb.ActivityChange{PerUserLimit: &limit}, time.Now()); err != nil {
+		t.Fatalf("lower the limit: %v", err)
+	}
+	waittest.Until(t, 10*time.Second, "the sale started", func() bool { return time.Now().After(starts.Add(50 * time.Millisecond)) })
+	over, err := slow.PlaceOrder(2, "over", act.ActivityID, 3)
+	if err != nil || over.Code != 202 {
+		t.Fatalf("above the new limit on the old copy: %+v %v, want 202 (the copy still says 3)", over, err)
+	}
+	within, err := slow.PlaceOrder(3, "within", act.ActivityID, 1)
+	if err != nil || within.Code != 202 {
+		t.Fatalf("within the limit: %+v %v, want 202", within, err)
+	}
+	final := p.WaitFinal(map[string]int64{over.OrderNo: 2, within.OrderNo: 3}, 60*time.Second)
+	if o := final[over.OrderNo]; o.Status != order.Failed || o.FailureReason != order.ReasonOverLimit {
+		t.Errorf("the order above the limit ended %s %q, want FAILED %s", o.Status, o.FailureReason, order.ReasonOverLimit)
+	}
+	if o := final[within.OrderNo]; o.Status != order.Created {
+		t.Errorf("the order within the limit ended %s %q, want CREATED", o.Status, o.FailureReason)
+	}
+	// Its buyer reads why when polling.
+	px.Latency(0, 0)
+	waittest.Until(t, 20*time.Second, "the buyer reads FAILED OVER_LIMIT", func() bool {
+		st, reason, err := right.OrderStatus(2, over.OrderNo)
+		return err == nil && st == string(order.Failed) && reason == order.ReasonOverLimit
+	})
+	p.WaitDrained(item.ItemID, 30*time.Second)
+	if inv := p.Check(pipelinetest.Sale{ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: 100}); inv.DBStock != 99 || inv.RedisStock != 99 {
+		t.Errorf("stock MySQL %d, Redis %d; want 99 in both (only the order within the limit)", inv.DBStock, inv.RedisStock)
+	}
 }
