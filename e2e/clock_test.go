@@ -76,6 +76,13 @@ func TestSkewedInstanceEndsTheSaleOnTime(t *testing.T) {
 	if pl := place(behind, byTime); !refused(pl) {
 		t.Errorf("after ends_at, the instance 10 s behind answered %d %s, want 409 ACTIVITY_NOT_ACTIVE", pl.Code, pl.Error)
 	}
+	waittest.Until(t, 3*time.Second, "the sale page of the instance 10 s behind says ENDED", func() bool {
+		var page struct {
+			State string `json:"state"`
+		}
+		code, err := behind.Do("GET", fmt.Sprintf("/api/v1/activities/%d", byTime.ActivityID), 1, "", nil, nil, &page)
+		return err == nil && code == 200 && page.State == "ENDED"
+	})
 
 	// Another instance ends the sale.
 	byOther := saleEnding(t, right, 100, time.Now().Add(time.Hour))

@@ -369,8 +369,12 @@ func WarmupLead(e *Env) time.Duration {
 
 // TestClockOffset reads SECKILL_TEST_CLOCK_OFFSET, a Go duration such as
 // -5s (empty: 0) by which the program shifts its own wall clock (what
-// time.Now would say; see clock.New). Only tests set it: it plays an
-// instance whose clock is off, which libfaketime cannot do to a Go program.
+// time.Now would say: clock.Clock.Wall, where the programs read it for
+// anything a sale's window decides; see clock.New). Only tests set it: it
+// plays an instance whose clock is off, which libfaketime cannot do to a
+// Go program. Paths that only measure durations or check tokens and
+// signatures (rate limits, JWT expiry, payment signatures) read time.Now
+// and are not shifted.
 func TestClockOffset(e *Env) time.Duration {
 	const name = "SECKILL_TEST_CLOCK_OFFSET"
 	v, ok := e.get(name)

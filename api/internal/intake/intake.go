@@ -364,7 +364,7 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 	if err != nil {
 		return order.Activity{}, 0, err
 	}
-	ttl := time.Until(act.EndsAt) + s.paymentWindow(act) + KeyMargin
+	ttl := act.EndsAt.Sub(s.Now()) + s.paymentWindow(act) + KeyMargin
 	if ttl < time.Second {
 		// Its keys would expire at once: nothing is left to sell or settle.
 		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
