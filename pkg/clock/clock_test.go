@@ -25,10 +25,10 @@ func TestNowFollowsMySQLNotTheProcessClock(t *testing.T) {
 		if d := skew - offset; d < -50*time.Millisecond || d > 50*time.Millisecond {
 			t.Errorf("offset %v: skew %v, want about the offset", offset, skew)
 		}
-		if d := c.Now().Sub(time.Now()); d < -50*time.Millisecond || d > 50*time.Millisecond {
+		if d := time.Until(c.Now()); d < -50*time.Millisecond || d > 50*time.Millisecond {
 			t.Errorf("offset %v: Now is %v from MySQL's clock, want within 50ms", offset, d)
 		}
-		if d := c.Wall().Sub(time.Now()) - offset; d < -time.Millisecond || d > time.Millisecond {
+		if d := time.Until(c.Wall()) - offset; d < -time.Millisecond || d > time.Millisecond {
 			t.Errorf("offset %v: Wall is %v off the offset", offset, d)
 		}
 	}
@@ -46,7 +46,7 @@ func TestNowAdvancesAndSurvivesAFailedSample(t *testing.T) {
 		}
 		return anchor, nil
 	}, 0)
-	if got := c.Now(); got.Sub(time.Now()) > time.Second || time.Now().Sub(got) > time.Second {
+	if got := c.Now(); time.Until(got) > time.Second || time.Since(got) > time.Second {
 		t.Fatalf("before any sample Now = %v, want the process's clock", got)
 	}
 	if _, err := c.Sync(context.Background()); err != nil {
