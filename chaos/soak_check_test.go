@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/pkg/auth"
 )
 
 // The checker: after the faults are healed it replays every key a buyer
@@ -96,13 +98,13 @@ type dbOrder struct {
 	orderNo, user, status, reason, key string
 	activity, item                     int64
 	qty                                int
-	updated                            time.Time
+	updated, reserved                  time.Time
 	deadline                           *time.Time
 }
 
 func (s *soak) readOrders() map[string]dbOrder {
 	rows, err := s.p.DB.Gorm().Raw(`SELECT order_no, user_id, activity_id, item_id, quantity, status,
-		COALESCE(failure_reason, ''), idempotency_key, updated_at, pay_deadline FROM orders`).Rows()
+		COALESCE(failure_reason, ''), idempotency_key, updated_at, reserved_at, pay_deadline FROM orders`).Rows()
 	if err != nil {
 		s.t.Fatalf("read orders: %v", err)
 	}
@@ -110,7 +112,7 @@ func (s *soak) readOrders() map[string]dbOrder {
 	out := map[string]dbOrder{}
 	for rows.Next() {
 		var o dbOrder
-		if err := rows.Scan(&o.orderNo, &o.user, &o.activity, &o.item, &o.qty, &o.status, &o.reason, &o.key, &o.updated, &o.deadline); err != nil {
+		if err := rows.Scan(&o.orderNo, &o.user, &o.activity, &o.item, &o.qty, &o.status, &o.reason, &o.key, &o.updated, &o.reserved, &o.deadline); err != nil {
 			s.t.Fatalf("read orders: %v", err)
 		}
 		out[o.orderNo] = o
@@ -145,9 +147,43 @@ func (s *soak) finalReplays() {
 	}
 }
 
+// finalRestocks sends every restock that was never answered 200 again
+// with its key, as an operator told 503 does, until it is (5 tries).
+func (s *soak) finalRestocks() {
+	s.log.mu.Lock()
+	done, todo := map[string]bool{}, map[string]restockAnswer{}
+	for _, ra := range s.log.restocks {
+		k := fmt.Sprint(ra.item, "|", ra.key)
+		if ra.code == 200 {
+			done[k] = true
+		}
+		todo[k] = ra
+	}
+	s.log.mu.Unlock()
+	for k, ra := range todo {
+		if done[k] {
+			continue
+		}
+		for try := 0; try < 5; try++ {
+			var out struct {
+				RestockID int64 `json:"restock_id"`
+			}
+			s.log.op("final-restock")
+			code, err := s.apis[try%2].API().Do("POST", fmt.Sprintf("/admin/v1/items/%d/restock", ra.item), 1, auth.RoleAdmin,
+				map[string]string{"Idempotency-Key": ra.key}, map[string]any{"quantity": ra.qty}, &out)
+			s.log.mu.Lock()
+			s.log.restocks = append(s.log.restocks, restockAnswer{item: ra.item, key: ra.key, qty: ra.qty, code: code, restockID: out.RestockID, neterr: err != nil})
+			s.log.mu.Unlock()
+			if code == 200 {
+				break
+			}
+		}
+	}
+}
+
 // drain waits (up to 3 minutes) until every order a buyer was given is in
-// MySQL, nothing is in flight in Redis, and the closer has closed every
-// order whose payment window ended.
+// MySQL, nothing is in flight in Redis, Redis stock equals MySQL stock,
+// and the closer has closed every order whose payment window ended.
 func (s *soak) drain() (bool, string) {
 	ctx := context.Background()
 	why := ""
@@ -166,7 +202,14 @@ func (s *soak) drain() (bool, string) {
 		for _, sl := range s.sales {
 			snap, err := s.p.Store.Stock(ctx, sl.ItemID)
 			if err != nil || snap.Inflight != 0 {
-				why = fmt.Sprintf("item %d: %d in flight (%v)", sl.ItemID, snap.Inflight, err)
+				why = fmt.Sprintf("sale %s: %d in flight (%v)", sl.name, snap.Inflight, err)
+				return false
+			}
+			// Redis that lost data is repaired by the consumers' watch
+			// once the closer and the buyers leave the stock still.
+			var stock int64
+			if err := s.p.DB.Gorm().Raw("SELECT stock FROM item_stock WHERE item_id = ?", sl.ItemID).Scan(&stock).Error; err != nil || snap.Stock != stock {
+				why = fmt.Sprintf("sale %s: Redis stock %d, MySQL stock %d (%v)", sl.name, snap.Stock, stock, err)
 				return false
 			}
 		}
@@ -185,6 +228,7 @@ func (s *soak) drain() (bool, string) {
 func (s *soak) check() *soakReport {
 	ctx := context.Background()
 	s.finalReplays()
+	s.finalRestocks()
 	drained, why := s.drain()
 	rep := &soakReport{seed: s.seed, duration: s.sched.Duration, faults: s.faultsRun, answers: map[string]int{}}
 	if !drained {
@@ -316,9 +360,19 @@ func (s *soak) check() *soakReport {
 		}
 	}
 	replays := 0
+	begin := s.begin
 	for k, os := range byKey {
 		if len(os) > 1 {
-			br = append(br, fmt.Sprintf("key %s of user %s in activity %d made %d orders that did not fail", k.key, k.user, k.act, len(os)))
+			var ds []string
+			for _, o := range os {
+				ds = append(ds, fmt.Sprintf("%s %s reserved %v", o.orderNo, o.status, o.reserved.Sub(begin).Round(time.Millisecond)))
+			}
+			var as []string
+			for _, a := range answered[k] {
+				as = append(as, fmt.Sprintf("%s on %s at %v: %d %s%s", a.kind, a.api, a.sent.Sub(begin).Round(time.Millisecond), a.code, a.orderNo, a.errc))
+			}
+			br = append(br, fmt.Sprintf("key %s of user %s in activity %d made %d orders that did not fail: %s; its answers: %s",
+				k.key, k.user, k.act, len(os), strings.Join(ds, ", "), strings.Join(as, "; ")))
 		}
 	}
 	for k, nos := range given {
@@ -394,14 +448,33 @@ func (s *soak) check() *soakReport {
 		br = append(br, fmt.Sprintf("%d orders of a cancelled sale became PAID after its cancel", paidAfter))
 	}
 	if !d.cancelledAt.IsZero() {
+		// The first request answered PAID for each order of D (a buyer's
+		// pay, or a notification that was not a duplicate); any request
+		// sent before the cancel, answered or not, may have paid it.
+		firstPaid, tried := map[string]string{}, map[string]time.Time{}
+		paidAt := map[string]time.Time{}
+		mark := func(no, what string, at time.Time, paid bool) {
+			if s.log.accepted[no] == nil || s.log.accepted[no].activity != d.ActivityID {
+				return
+			}
+			if t, ok := tried[no]; !ok || at.Before(t) {
+				tried[no] = at
+			}
+			if t, ok := paidAt[no]; paid && (!ok || at.Before(t)) {
+				paidAt[no], firstPaid[no] = at, what
+			}
+		}
 		for _, a := range s.log.acts {
-			if a.verb == "pay" && a.code == 200 && a.status == "PAID" && s.log.accepted[a.orderNo].activity == d.ActivityID && a.sent.After(d.cancelledAt) {
-				br = append(br, fmt.Sprintf("pay of %s sent %v after the cancel answered PAID", a.orderNo, a.sent.Sub(d.cancelledAt).Round(time.Millisecond)))
+			if a.verb == "pay" {
+				mark(a.orderNo, "pay", a.sent, a.code == 200 && a.status == "PAID")
 			}
 		}
 		for _, n := range s.log.notes {
-			if n.code == 200 && n.outcome == "PAID" && !n.duplicate && s.log.accepted[n.orderNo].activity == d.ActivityID && n.sent.After(d.cancelledAt) {
-				br = append(br, fmt.Sprintf("notification %s for %s sent %v after the cancel paid it", n.tx, n.orderNo, n.sent.Sub(d.cancelledAt).Round(time.Millisecond)))
+			mark(n.orderNo, "notification "+n.tx, n.sent, n.code == 200 && n.outcome == "PAID" && !n.duplicate)
+		}
+		for no, at := range paidAt {
+			if at.After(d.cancelledAt) && tried[no].After(d.cancelledAt) {
+				br = append(br, fmt.Sprintf("%s of %s sent %v after the cancel answered PAID", firstPaid[no], no, at.Sub(d.cancelledAt).Round(time.Millisecond)))
 			}
 		}
 	} else {

@@ -179,7 +179,7 @@ func (l *soakLog) adminf(format string, args ...any) {
 //   - C: ended by the operator at 45 % of the run;
 //   - D: a 20 s window, cancelled at 65 % of the run;
 //   - E: created to start in an hour, changed (start now, 2 units a
-//     buyer, an 8 s window) and warmed up by the operator at 25 %.
+//     buyer) and warmed up by the operator at 25 %.
 func (s *soak) setupSales() {
 	a := s.apis[0].API()
 	mk := func(name string, stock int64, o pipelinetest.SaleOptions) *soakSale {
@@ -227,7 +227,7 @@ func (c *clients) wait() { c.wg.Wait() }
 // startClients starts the buyers and the operator for d.
 func (s *soak) startClients(d time.Duration) *clients {
 	c := &clients{}
-	begin := time.Now()
+	begin := s.begin
 	stop := begin.Add(d)
 	const workers = 4
 	for w := range workers {
@@ -504,15 +504,15 @@ func (s *soak) operator(begin time.Time, d time.Duration) {
 	retry("patch of sale E (ends before it starts, refused)", func() (int, string, error) {
 		return do("PATCH", fmt.Sprintf("/admin/v1/activities/%d", e.ActivityID), map[string]any{"ends_at": now.Add(30 * time.Minute)})
 	}, func(code int, _ string) bool { return code/100 == 4 })
-	retry("patch of sale E (start now, 2 a buyer, 8 s window)", func() (int, string, error) {
+	retry("patch of sale E (start now, 2 a buyer)", func() (int, string, error) {
 		return do("PATCH", fmt.Sprintf("/admin/v1/activities/%d", e.ActivityID),
-			map[string]any{"starts_at": now.Add(-time.Minute), "per_user_limit": 2, "payment_window_seconds": 8})
+			map[string]any{"starts_at": now.Add(-time.Minute), "per_user_limit": 2})
 	}, func(code int, errc string) bool { return code == 200 || errc == "ACTIVITY_STARTED" })
 	retry("warm-up of sale E", func() (int, string, error) {
 		return do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", e.ActivityID), nil)
 	}, func(code int, _ string) bool { return code == 200 })
 	e.mu.Lock()
-	e.PerUser, e.Window, e.open = 2, 8*time.Second, true
+	e.PerUser, e.open = 2, true
 	e.mu.Unlock()
 
 	for _, step := range []struct {

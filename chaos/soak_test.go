@@ -62,6 +62,7 @@ func TestSoak(t *testing.T) {
 	s := newSoak(t, seed, sched, svc)
 	s.start()
 	s.setupSales()
+	s.begin = time.Now()
 	clients := s.startClients(d)
 	s.runSchedule()
 	clients.wait()
@@ -207,6 +208,7 @@ type soak struct {
 	log      *soakLog
 	sales    []*soakSale
 
+	begin     time.Time // the schedule's start
 	faultsRun map[string]int
 	restoreAt map[int]string // fault index -> the AOF copy taken at its start
 }
@@ -374,7 +376,7 @@ func (s *soak) runSchedule() {
 		}
 	}
 	sortActions(acts)
-	begin := time.Now()
+	begin := s.begin
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for _, a := range acts {
