@@ -183,7 +183,7 @@ type program struct {
 	api      *pipelinetest.API
 	procs    []*pipelinetest.Proc // every process it ran, for their logs
 	held     bool                 // the schedule holds it down
-	offset   time.Duration // SECKILL_TEST_CLOCK_OFFSET of its next start (api)
+	offset   time.Duration        // SECKILL_TEST_CLOCK_OFFSET of its next start (api)
 	launched time.Time
 	starts   int
 }
