@@ -188,6 +188,7 @@ func (s *soak) drain() (bool, string) {
 	ctx := context.Background()
 	why := ""
 	ok := pollUntil(time.Now().Add(3*time.Minute), 250*time.Millisecond, func() bool {
+		s.supervise()
 		s.log.mu.Lock()
 		nos := make([]string, 0, len(s.log.accepted))
 		for no := range s.log.accepted {
@@ -432,7 +433,11 @@ func (s *soak) check() *soakReport {
 	}
 	// The consumers' watch may hold the reconciler's lock for a moment.
 	if r := s.p.Reconcile("--item", strings.Join(items, ","), "--wait", "30s"); r.Code != 0 {
-		br = append(br, fmt.Sprintf("reconciler exit %d: %s", r.Code, strings.TrimSpace(tail(r.Stdout, 1200))))
+		out := strings.TrimSpace(r.Stdout)
+		if len(out) > 1500 {
+			out = out[:1500] + " ..."
+		}
+		br = append(br, fmt.Sprintf("reconciler exit %d:\n%s", r.Code, out))
 	}
 	add("redis-equals-mysql-after-drain", "every item: Redis stock = MySQL stock, in flight 0, reconciler exit 0", br)
 
@@ -623,6 +628,11 @@ func (s *soak) check() *soakReport {
 	}
 	add("refused-change-writes-nothing", "sale E's end after a refused PATCH", br)
 
+	for _, pr := range s.programs {
+		pr.mu.Lock()
+		rep.notes = append(rep.notes, pr.unplanned...)
+		pr.mu.Unlock()
+	}
 	for _, a := range s.log.admin {
 		if strings.Contains(a, "sale") && !strings.HasPrefix(a, "warm-up of sale") {
 			rep.notes = append(rep.notes, "operator: "+a)

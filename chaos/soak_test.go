@@ -178,14 +178,16 @@ type program struct {
 	redisPx    *proxytest.Proxy
 	mysqlPx    *proxytest.Proxy
 
-	mu       sync.Mutex
-	proc     *pipelinetest.Proc
-	api      *pipelinetest.API
-	procs    []*pipelinetest.Proc // every process it ran, for their logs
-	held     bool                 // the schedule holds it down
-	offset   time.Duration        // SECKILL_TEST_CLOCK_OFFSET of its next start (api)
-	launched time.Time
-	starts   int
+	mu        sync.Mutex
+	proc      *pipelinetest.Proc
+	api       *pipelinetest.API
+	procs     []*pipelinetest.Proc // every process it ran, for their logs
+	held      bool                 // the schedule holds it down
+	expected  bool                 // the soak killed or stopped it: its exit is no finding
+	unplanned []string             // exits nobody asked for (crashes), with the log's tail
+	offset    time.Duration        // SECKILL_TEST_CLOCK_OFFSET of its next start (api)
+	launched  time.Time
+	starts    int
 }
 
 // API returns the current api process of an api program (its URL never
@@ -208,9 +210,12 @@ type soak struct {
 	log      *soakLog
 	sales    []*soakSale
 
-	begin     time.Time // the schedule's start
-	faultsRun map[string]int
-	restoreAt map[int]string // fault index -> the AOF copy taken at its start
+	begin time.Time // the schedule's start
+	// faultsRunning counts the service faults on (a program may exit
+	// while a service it needs is down: that exit is expected).
+	faultsRunning int
+	faultsRun     map[string]int
+	restoreAt     map[int]string // fault index -> the AOF copy taken at its start
 }
 
 func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices) *soak {
@@ -229,11 +234,16 @@ func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices
 	if err != nil {
 		t.Fatal(err)
 	}
+	// warn keeps a long run's logs (held in memory) small; SOAK_LOG_LEVEL=info to debug.
+	logLevel := "warn"
+	if v := os.Getenv("SOAK_LOG_LEVEL"); v != "" {
+		logLevel = v
+	}
 	common := []string{
 		"SECKILL_KAFKA_BROKERS=" + fmt.Sprintf("127.0.0.1:%d", svc.kafkaProxied),
 		"SECKILL_RATE_LIMIT_USER=0",
 		"SECKILL_ADMIN_ADDR=off",
-		"SECKILL_LOG_LEVEL=warn",
+		"SECKILL_LOG_LEVEL=" + logLevel,
 		"SECKILL_CLOSER_EVERY=500ms",
 		"SECKILL_SWEEP_AFTER=4s",
 		"SECKILL_SWEEP_EVERY=1s",
@@ -317,6 +327,11 @@ func (s *soak) supervise() {
 		default:
 		}
 		if exited && !pr.held && time.Since(pr.launched) > 500*time.Millisecond {
+			if !pr.expected && s.faultsRunning == 0 {
+				// No service was down: the program exited on its own.
+				pr.unplanned = append(pr.unplanned, fmt.Sprintf("%s exited on its own (start %d): %s", pr.name, pr.starts, tail(pr.proc.Log(), 300)))
+			}
+			pr.expected = false
 			s.launch(pr)
 		}
 		pr.mu.Unlock()
@@ -389,6 +404,13 @@ func (s *soak) runSchedule() {
 		}
 		f := s.sched.Faults[a.index]
 		late := time.Since(begin) - a.at
+		if isServiceFault(f.Kind) {
+			if a.end {
+				s.faultsRunning--
+			} else {
+				s.faultsRunning++
+			}
+		}
 		if a.end {
 			s.t.Logf("soak: %v end   %s (late %v)", time.Since(begin).Round(time.Millisecond), f, late.Round(time.Millisecond))
 			s.endFault(a.index, f)
@@ -436,7 +458,7 @@ func (s *soak) startFault(i int, f soakFault) {
 	case faultKillProg:
 		pr := s.programs[f.Target]
 		pr.mu.Lock()
-		pr.held = true
+		pr.held, pr.expected = true, true
 		pr.proc.Kill()
 		pr.mu.Unlock()
 	case faultKillSvc:
@@ -497,6 +519,7 @@ func (s *soak) endFault(i int, f soakFault) {
 func (s *soak) restartClean(pr *program) {
 	pr.mu.Lock()
 	proc := pr.proc
+	pr.expected = true
 	pr.mu.Unlock()
 	_ = proc.Stop(10 * time.Second)
 }
