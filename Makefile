@@ -127,4 +127,4 @@ chaos-cluster-run:
 # a promise breaks. The programs it runs are not race-built, so neither is the soak (less CPU for
 # the faults and the client mix); every other test runs with -race.
 soak: ## a seeded randomized fault schedule against the whole pipeline (SEED=1 DURATION=2m)
-	SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) go test -tags soak -count=1 -timeout 3h -v -run '^TestSoak$$' $(GOTESTFLAGS) ./chaos/
+	SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) go test -tags soak -count=1 -timeout 3h -v -run '^TestSoak' $(GOTESTFLAGS) ./chaos/

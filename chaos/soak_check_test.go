@@ -504,9 +504,10 @@ func (s *soak) check() *soakReport {
 	}
 	prs.Close()
 	paidRows := map[string]int{}
-	byTx := map[string]payRow{}
+	byTx, byFolded := map[string]payRow{}, map[string]payRow{}
 	for _, p := range rows {
 		byTx[p.tx] = p
+		byFolded[strings.ToLower(p.tx)] = p
 		if p.outcome == "PAID" {
 			paidRows[p.orderNo]++
 			if o := dbo[p.orderNo]; o.status != "PAID" {
@@ -537,7 +538,9 @@ func (s *soak) check() *soakReport {
 			if o, ok := dbo[n.orderNo]; ok {
 				if _, other := byTx[n.tx]; !other {
 					what := "a transaction id never recorded"
-					if n.caseVariantOf {
+					if p, ok := byFolded[strings.ToLower(n.tx)]; ok && p.orderNo != n.orderNo {
+						what = fmt.Sprintf("transaction %s of order %s differs from it only in case", p.tx, p.orderNo)
+					} else if n.caseVariantOf {
 						what = "its id differs from an earlier one only in case"
 					}
 					br = append(br, fmt.Sprintf("notification %s for %s order %s refused (%s): neither paid nor owed", n.tx, o.status, n.orderNo, what))

@@ -50,16 +50,15 @@ func (sl *soakSale) perUser() int { sl.mu.Lock(); defer sl.mu.Unlock(); return s
 
 // orderAnswer is one place-order request and its answer.
 type orderAnswer struct {
-	kind, api      string
-	user, key      string
-	activity       int64
-	qty            int
-	sent, got      time.Time
-	code           int
-	orderNo        string
-	status, errc   string
-	neterr         bool
-	afterTheFaults bool // the checker's own replay
+	kind, api    string
+	user, key    string
+	activity     int64
+	qty          int
+	sent, got    time.Time
+	code         int
+	orderNo      string
+	status, errc string
+	neterr       bool
 }
 
 // actAnswer is a buyer's pay or cancel, or a GET of an order.
@@ -387,7 +386,7 @@ func (s *soak) notify(w, i int, r *rand.Rand) {
 		if !ok {
 			return
 		}
-		n = noteAnswer{tx: old.tx, orderNo: old.orderNo, amount: old.amount, resent: true}
+		n = noteAnswer{tx: old.tx, orderNo: old.orderNo, amount: old.amount, resent: true, caseVariantOf: old.caseVariantOf}
 	default:
 		acc := s.log.randomAccepted(r)
 		if acc == nil {
