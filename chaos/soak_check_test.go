@@ -433,7 +433,7 @@ func (s *soak) check() *soakReport {
 	}
 	// The consumers' watch may hold the reconciler's lock for a moment.
 	if r := s.p.Reconcile("--item", strings.Join(items, ","), "--wait", "30s"); r.Code != 0 {
-		out := strings.TrimSpace(r.Stdout)
+		out := strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
 		if len(out) > 1500 {
 			out = out[:1500] + " ..."
 		}
