@@ -15,6 +15,10 @@ FUZZTIME ?= 15s
 # make test runs the API fuzzer with this seed, so a run is repeatable; make api-fuzz draws a new
 # one each time (README "The API fuzzer").
 API_FUZZ_CI_SEED ?= 852757313
+# make soak: the seed of its fault schedule (the same seed replays the same schedule) and how long
+# the schedule runs; make test runs the default, short one.
+SEED ?= 1
+DURATION ?= 2m
 PKG ?= ./...
 # staticcheck 2026.2.2; the proxy knows its releases by these module versions.
 STATICCHECK_VERSION ?= v0.8.2
@@ -23,7 +27,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run api-fuzz keycloak
+.PHONY: help up down status build test rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
@@ -54,6 +58,7 @@ test: up rules ## run every test with -race against the real services, the api f
 	@$(MAKE) --no-print-directory keycloak
 	@$(MAKE) --no-print-directory chaos-run
 	@$(MAKE) --no-print-directory chaos-cluster
+	@$(MAKE) --no-print-directory soak
 
 rules: ## check and unit-test the alerting rules (deploy/prometheus) with promtool
 	@scripts/services tool prometheus
@@ -114,3 +119,12 @@ chaos-cluster: ## start the replicated topology and run its failover scenarios
 
 chaos-cluster-run:
 	SECKILL_SERVICES=$(backend) go test -race -tags chaos -count=1 -p 1 -timeout 30m -v -run '^TestReplicated' $(GOTESTFLAGS) ./chaos/
+
+# The soak (chaos/soak_test.go) starts its own Redis, MariaDB and Kafka with scripts/services on
+# ports from 16000 (SOAK_PORT_BASE) in a folder of its own, sharing .local/cache's Kafka jars, and
+# stops them at the end: it never touches the services `make up` started. It prints its schedule,
+# a report and one "soak: seed N, faults ..., promises n/n held" line, and fails with the seed when
+# a promise breaks. The programs it runs are not race-built, so neither is the soak (less CPU for
+# the faults and the client mix); every other test runs with -race.
+soak: ## a seeded randomized fault schedule against the whole pipeline (SEED=1 DURATION=2m)
+	SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) go test -tags soak -count=1 -timeout 3h -v -run '^TestSoak' $(GOTESTFLAGS) ./chaos/

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/clock"
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),
 	}
 	admin := config.Admin(env, "")
+	clockOffset := config.TestClockOffset(env)
 	if err := env.Err(); err != nil {
 		return err
 	}
@@ -109,6 +111,10 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
+	clk, err := clock.Start(ctx, db.Now, clockOffset, log)
+	if err != nil {
+		return err
+	}
 	rdb := stockredis.NewClient(rcfg)
 	defer rdb.Close()
 	store := stockredis.New(rdb, rcfg.Prefix).Trace(tracer)
@@ -128,7 +134,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 
 	svc := &intake.Service{
 		Stock: store, Publisher: pub, Activities: db, Orders: db,
-		Numbers: order.NewNumberGenerator(), PaymentWindow: window, Log: log, Now: time.Now,
+		Numbers: order.NewNumberGenerator(), PaymentWindow: window, Log: log, Now: clk.Now,
 		Metrics: metrics.NewIntake(reg),
 	}
 	ready := []httpapi.Checker{

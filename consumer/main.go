@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/heal"
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/consumer/internal/warmup"
+	"github.com/seckill/seckill/pkg/clock"
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
@@ -65,6 +66,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	healEvery := config.HealEvery(env)
 	warmupLead := config.WarmupLead(env)
 	admin := config.Admin(env, "127.0.0.1:9100")
+	clockOffset := config.TestClockOffset(env)
 	if err := env.Err(); err != nil {
 		return err
 	}
@@ -116,6 +118,10 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	if err := waitFor(ctx, log, "mysql", db.Migrate); err != nil {
 		return err
 	}
+	clk, err := clock.Start(ctx, db.Now, clockOffset, log)
+	if err != nil {
+		return err
+	}
 	rdb := stockredis.NewClient(rcfg)
 	defer rdb.Close()
 	store := stockredis.New(rdb, rcfg.Prefix).Trace(tracer)
@@ -145,7 +151,8 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	var watch *heal.Watch
 	if healEvery > 0 {
 		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
-			Stock: store.Reconciler(), DB: db, Log: log.With("component", "heal"), Warmer: store, PaymentWindow: window}}
+			Stock: store.Reconciler(), DB: db, Log: log.With("component", "heal"), Warmer: store, PaymentWindow: window,
+			Now: clk.Now}}
 		watch = &heal.Watch{Redis: rdb, Marker: heal.MarkerKey(rcfg.Prefix), Record: db, Repair: repairer.Repair,
 			Every: healEvery, Log: log, Metrics: metrics.NewHeal(reg)}
 	}
@@ -153,7 +160,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	var warm *warmup.Scheduler
 	if warmupLead > 0 {
 		warm = &warmup.Scheduler{DB: db, Stock: store, Locker: locker, Lead: warmupLead, PaymentWindow: window, Log: log,
-			Backoff: backoff.New(metrics.PassWarmup, log, passes)}
+			Now: clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, passes)}
 	}
 	// The sweep, the closer and the warm-up run beside the fulfilment loop;
 	// each acts only while it holds its lock, so one process in the group
@@ -176,7 +183,8 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}()
 
 	cm := metrics.NewConsumer(reg)
-	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: window, Log: log, Metrics: cm, Tracer: tracer}
+	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: window, Log: log, Metrics: cm, Tracer: tracer,
+		Now: clk.Now}
 	err = orderevents.NewRouter(loop, handler, cm, log).Run(ctx)
 	stopSweep()
 	for range cap(done) {

@@ -57,6 +57,7 @@ func TestProgramsRefuseBadConfig(t *testing.T) {
 		{"SECKILL_KAFKA_BROKERS=127.0.0.1:9092,kafka:broker", "SECKILL_KAFKA_BROKERS=", []string{"api", "consumer"}},
 		{"SECKILL_LOG_LEVEL=verbose", "SECKILL_LOG_LEVEL=", all},
 		{"SECKILL_ADMIN_ADDR=127.0.0.1:99999", "SECKILL_ADMIN_ADDR=", all},
+		{"SECKILL_TEST_CLOCK_OFFSET=soon", "SECKILL_TEST_CLOCK_OFFSET=", all},
 	} {
 		for _, prog := range b.programs {
 			cases = append(cases, badConfig{prog + " with " + b.env, prog,

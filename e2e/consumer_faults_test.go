@@ -358,9 +358,11 @@ func TestStockDisagreementIsLoggedAtAlertLevel(t *testing.T) {
 }
 
 // Events that decode but cannot be real orders (no such activity, an
-// activity of another item, more units than the activity allows) are
-// dead-lettered with the reason, their reservations given back, and
-// nothing reaches MySQL; the consumer goes on with the valid event behind.
+// activity of another item) are dead-lettered with the reason, their
+// reservations given back, and nothing reaches MySQL; the consumer goes on
+// with the valid event behind. An event of more units than the activity
+// allows is a possible order (a limit lowered while an instance had the old
+// one): it ends FAILED OVER_LIMIT by MySQL's row, not dead-lettered.
 func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
@@ -375,7 +377,6 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 	}{
 		{"no activity", func(e *order.Event) { e.ActivityID = 1 << 40 }},
 		{"sells item", func(e *order.Event) { e.ActivityID = other.ActivityID }},
-		{"above the activity's limit", func(e *order.Event) { e.Quantity = 3 }},
 	}
 	var msgs []kafka.Message
 	var bad []order.Event
@@ -386,14 +387,21 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
 		bad = append(bad, e)
 	}
+	over := p.ReserveEvent(sale, 8, 3, "over") // 3 units of a sale allowing 2
 	good := p.ReserveEvent(sale, 9, 1, "good")
-	b, _ := json.Marshal(good)
-	msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
+	for _, e := range []order.Event{over, good} {
+		b, _ := json.Marshal(e)
+		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(sale.ItemID), Value: b})
+	}
 	kafkatest.Write(t, p.Topic, msgs...)
 	p.StartConsumer(noSweep)
 
-	if got := p.WaitFinal(map[string]int64{good.OrderNo: 9}, 30*time.Second); got[good.OrderNo].Status != order.Created {
+	got := p.WaitFinal(map[string]int64{good.OrderNo: 9, over.OrderNo: 8}, 30*time.Second)
+	if got[good.OrderNo].Status != order.Created {
 		t.Fatalf("the valid event behind the poison ended %+v", got[good.OrderNo])
+	}
+	if o := got[over.OrderNo]; o.Status != order.Failed || o.FailureReason != order.ReasonOverLimit {
+		t.Fatalf("the order above the limit ended %s %q, want FAILED %s", o.Status, o.FailureReason, order.ReasonOverLimit)
 	}
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: orderevents.DLQTopic(p.Topic), Partition: 0, MaxWait: 100 * time.Millisecond})
 	defer r.Close()
@@ -424,7 +432,7 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 		}
 		return snap.Stock == 9 && snap.Inflight == 0
 	})
-	for _, e := range bad {
+	for _, e := range append(bad, over) {
 		if q, err := p.Store.Client().Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, e.UserID)).Result(); !errors.Is(err, redis.Nil) {
 			t.Fatalf("user %s's quota still held by %q (%v)", e.UserID, q, err)
 		}

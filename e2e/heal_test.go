@@ -121,15 +121,26 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 		})
 		return v
 	}
-	old := markerPast("")
+	markerPast("")
 	before := snapshotPrefix(t, rdb, p.Prefix)
+	// Read after the copy: the copy's marker is at most this.
+	old := markerPast("")
 
 	placed := map[int64]string{}
 	for round, lose := range []string{"rewound", "emptied"} {
 		user := int64(round + 1)
 		placed[user] = buy(t, p, api, user, "heal-"+lose, sale.ActivityID)
-		// The watch raised the marker since the copy: the copy's is behind.
-		markerPast(old)
+		// The watch raised the marker since the copy, and recorded it in
+		// MySQL: the copy's is behind the record. (A raise the watch did
+		// not record before it stopped is no evidence.) In the second
+		// round the marker is deleted: any record is ahead.
+		gen, err := strconv.ParseInt(old, 10, 64)
+		if err != nil {
+			t.Fatalf("marker %q: %v", old, err)
+		}
+		waittest.Until(t, 10*time.Second, "the watch's record in MySQL past generation "+old, func() bool {
+			return p.Count("SELECT COALESCE(MAX(generation), 0) FROM redis_watches WHERE marker = ?", marker) > gen
+		})
 		if err := consumer.Stop(30 * time.Second); err != nil {
 			t.Fatalf("stop the consumer: %v", err)
 		}

@@ -27,6 +27,7 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/robfig/cron/v3"
 
+	"github.com/seckill/seckill/pkg/clock"
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/logs"
@@ -179,6 +180,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		adminDefault = "127.0.0.1:9101" // a long-running reconciler serves /metrics
 	}
 	admin := config.Admin(env, adminDefault)
+	clockOffset := config.TestClockOffset(env)
 	if err := env.Err(); err != nil {
 		return fail(exitFailed, err)
 	}
@@ -218,6 +220,19 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	rdb := stockredis.NewClient(rcfg)
 	defer rdb.Close()
 	store := stockredis.New(rdb, rcfg.Prefix)
+	// The reconciler's times (which sales are still checked, key TTLs)
+	// follow the shared clock; a run that cannot read it yet goes on by its
+	// own clock and tries again on schedule.
+	clk := clock.New(db.Now, clockOffset)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = clk.Sync(cctx)
+	cancel()
+	if err != nil {
+		log.Warn("shared clock not sampled; this process's own clock serves until it is", "err", err)
+	}
+	if sched != nil {
+		go clk.Run(ctx, log)
+	}
 
 	host, _ := os.Hostname()
 	r := &reconciler{
@@ -229,7 +244,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		metrics: rm,
 		checker: &reconcile.Checker{
 			Stock: store.Reconciler(), DB: db, Log: log, Progress: newProgress(stderr, log), Warmer: store,
-			Recheck: opts.recheck, PaymentWindow: window, Window: opts.window,
+			Recheck: opts.recheck, PaymentWindow: window, Window: opts.window, Now: clk.Now,
 		},
 		log:    log,
 		stdout: stdout,

@@ -30,17 +30,18 @@ ALTER TABLE restocks
 -- generation: the highest value a watch wrote to the marker (a marker
 -- behind it, or gone, means Redis came back from an older state); run_ids:
 -- the masters' run ids last seen ("addr=run_id", sorted, comma-separated;
--- '' before the first look), a changed one is a restart; losses counts
--- the losses detected and healed the ones a finished repair covers, so a
--- loss detected by a watch that died before repairing it is repaired by
--- the next one (healed < losses: a repair is owed).
+-- '' before the first look; 16 KiB hold some 250 masters), a changed one
+-- is a restart; losses counts the losses detected and healed the ones a
+-- finished repair covers, so a loss detected by a watch that died before
+-- repairing it is repaired by the next one (healed < losses: a repair is
+-- owed).
 CREATE TABLE redis_watches (
-  marker      VARBINARY(255)  NOT NULL PRIMARY KEY,
-  generation  BIGINT          NOT NULL DEFAULT 0,
-  run_ids     VARBINARY(8192) NOT NULL DEFAULT '',
-  losses      BIGINT          NOT NULL DEFAULT 0,
-  healed      BIGINT          NOT NULL DEFAULT 0,
-  last_loss   VARCHAR(512)    NULL,
-  lost_at     DATETIME(3)     NULL,
-  updated_at  DATETIME(3)     NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)
+  marker      VARBINARY(255)   NOT NULL PRIMARY KEY,
+  generation  BIGINT           NOT NULL DEFAULT 0,
+  run_ids     VARBINARY(16384) NOT NULL DEFAULT '',
+  losses      BIGINT           NOT NULL DEFAULT 0,
+  healed      BIGINT           NOT NULL DEFAULT 0,
+  last_loss   VARCHAR(512)     NULL,
+  lost_at     DATETIME(3)      NULL,
+  updated_at  DATETIME(3)      NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

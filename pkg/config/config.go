@@ -367,6 +367,28 @@ func WarmupLead(e *Env) time.Duration {
 	return e.Duration("SECKILL_WARMUP_LEAD", 5*time.Minute)
 }
 
+// TestClockOffset reads SECKILL_TEST_CLOCK_OFFSET, a Go duration such as
+// -5s (empty: 0) by which the program shifts its own wall clock (what
+// time.Now would say: clock.Clock.Wall, where the programs read it for
+// anything a sale's window decides; see clock.New). Only tests set it: it
+// plays an instance whose clock is off, which libfaketime cannot do to a
+// Go program. Paths that only measure durations or check tokens and
+// signatures (rate limits, JWT expiry, payment signatures) read time.Now
+// and are not shifted.
+func TestClockOffset(e *Env) time.Duration {
+	const name = "SECKILL_TEST_CLOCK_OFFSET"
+	v, ok := e.get(name)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.fail(name, v, "want a Go duration such as -5s or 250ms (only tests set it)")
+		return 0
+	}
+	return d
+}
+
 // DefaultGCPercent is the garbage collector's target the programs set for
 // themselves when GOGC is not in their environment. Their live heaps are a
 // few MB, so at Go's default of 100 the collector ran many times a second

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/pkg/config"
 	"github.com/seckill/seckill/pkg/orderdb"
@@ -16,6 +17,7 @@ func TestRead(t *testing.T) {
 	mysql := func(e *config.Env) any { return config.MySQL(e) }
 	kafka := func(e *config.Env) any { return config.Kafka(e).Brokers }
 	level := func(e *config.Env) any { return config.LogLevel(e) }
+	offset := func(e *config.Env) any { return config.TestClockOffset(e) }
 	replicas := func(e *config.Env) any {
 		c := config.Kafka(e)
 		return [2]int{c.ReplicationFactor, c.MinInsyncReplicas}
@@ -90,6 +92,11 @@ func TestRead(t *testing.T) {
 		{name: "log level unknown", env: map[string]string{"SECKILL_LOG_LEVEL": "verbose"}, read: level,
 			wantErr: `SECKILL_LOG_LEVEL="verbose": want debug, info, warn or error`},
 		{name: "log level warning", env: map[string]string{"SECKILL_LOG_LEVEL": "warning"}, read: level, wantErr: "SECKILL_LOG_LEVEL"},
+
+		{name: "test clock offset unset", read: offset, want: time.Duration(0)},
+		{name: "test clock offset negative", env: map[string]string{"SECKILL_TEST_CLOCK_OFFSET": "-5s"}, read: offset, want: -5 * time.Second},
+		{name: "test clock offset positive", env: map[string]string{"SECKILL_TEST_CLOCK_OFFSET": "1m30s"}, read: offset, want: 90 * time.Second},
+		{name: "test clock offset garbage", env: map[string]string{"SECKILL_TEST_CLOCK_OFFSET": "soon"}, read: offset, wantErr: `SECKILL_TEST_CLOCK_OFFSET="soon"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

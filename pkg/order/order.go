@@ -43,6 +43,12 @@ const (
 	ReasonCancelled        = "CANCELLED"
 	ReasonPaymentTimeout   = "PAYMENT_TIMEOUT"
 	ReasonSaleCancelled    = "SALE_CANCELLED"
+	// ReasonSaleEnded, ReasonSaleNotStarted, ReasonOverLimit: MySQL's copy
+	// of the sale refused an order an instance reserved on an older copy
+	// (see Activity.Refusal).
+	ReasonSaleEnded      = "SALE_ENDED"
+	ReasonSaleNotStarted = "SALE_NOT_STARTED"
+	ReasonOverLimit      = "OVER_LIMIT"
 	// ReasonReserveFailed: Redis may have run the reserve script but its
 	// answer was lost, so the API answered 503 and gave the reservation up.
 	ReasonReserveFailed = "RESERVE_FAILED"
@@ -147,6 +153,30 @@ type Activity struct {
 	// SalePrice is the unit price of the sale (the item's price unless the
 	// operator set another); zero when neither has one.
 	SalePrice Money
+	// CancelledAt is when an operator cancelled the sale (its EndsAt moved
+	// there too); zero when not cancelled.
+	CancelledAt time.Time
+}
+
+// Refusal returns why the sale refuses an order of quantity units reserved
+// at reservedAt, or "" when it may become an order. The consumer asks it of
+// MySQL's row, read in the transaction that writes the orders, so whatever
+// an instance's copy said, an order reserved outside [StartsAt, EndsAt)
+// (EndsAt moved by an end or cancel included) or above the per-user limit
+// never becomes a live order. reservedAt is the event's, from the instance's
+// shared clock (package clock), the clock an end writes EndsAt with.
+func (a Activity) Refusal(reservedAt time.Time, quantity int) string {
+	switch {
+	case reservedAt.Before(a.StartsAt):
+		return ReasonSaleNotStarted
+	case !reservedAt.Before(a.EndsAt) && !a.CancelledAt.IsZero():
+		return ReasonSaleCancelled
+	case !reservedAt.Before(a.EndsAt):
+		return ReasonSaleEnded
+	case quantity > a.PerUserLimit:
+		return ReasonOverLimit
+	}
+	return ""
 }
 
 // PaymentWindowOr is how long an order of this activity may stay unpaid:
@@ -160,12 +190,28 @@ func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
 
 // ActivityTTL is how long an ActivityCache trusts a copy: an operator may
 // end a sale early or move its times before it starts, and every process
-// sees the change within this time.
+// sees the change within this time while MySQL answers.
 const ActivityTTL = time.Second
 
 // ActivityReloadTimeout bounds the re-read of an activity a cache already
-// holds; when it fails or times out, the cache keeps serving its last copy.
+// holds; when it fails or times out, the cache keeps serving its last copy,
+// for at most ActivityMaxStale after that copy was read.
 const ActivityReloadTimeout = 500 * time.Millisecond
+
+// ActivityMaxStale bounds how old a copy of an activity a process still
+// sells on. A copy is as old as the time since the read that gave it
+// started; once its re-reads have failed or been slower than
+// ActivityReloadTimeout for this long, ActivityCache.Get answers
+// ErrUnavailable (503) until MySQL answers again. An instance whose MySQL
+// is slow therefore stops selling within ActivityMaxStale of the last read
+// that reached it; an order it took in that time after an end or cancel it
+// did not see is refused by the consumer (ReasonSaleEnded,
+// ReasonSaleCancelled), which decides against MySQL's row, so the bound
+// limits how long buyers get a 202 that ends FAILED, not what is sold. It
+// is long enough to sell through a MySQL restart or failover (4-7 s
+// measured here; the chaos suite stops MariaDB for 10 s under load), short
+// enough that a MySQL that stays slow stops the sale within seconds.
+const ActivityMaxStale = 15 * time.Second
 
 // activityRefreshAt is the age at which a request that finds a good copy
 // starts reading the activity again in the background (one read at a
@@ -179,37 +225,52 @@ const activityRefreshAt = ActivityTTL / 2
 // than activityRefreshAt is re-read in the background while it still
 // answers. Requests for an activity whose copy is missing or expired wait
 // for one load between them, so a process reads an activity at most about
-// twice a second whatever its request rate. When a re-read fails (MySQL down or slow past
-// ActivityReloadTimeout) the last copy is kept for another ActivityTTL, so
-// placing orders does not come to depend on MySQL; a change made meanwhile
-// (MySQL took it, so it was up for the operator) is seen at the next
-// successful read. The zero value is ready.
+// twice a second whatever its request rate. When a re-read fails (MySQL down
+// or slow past ActivityReloadTimeout) the last copy is kept for another
+// ActivityTTL, so a blip of MySQL does not stop the sale, but never past
+// ActivityMaxStale from the read that gave it: then Get fails with
+// ErrUnavailable, so a sale ended meanwhile is not sold on. The zero value
+// is ready.
 type ActivityCache struct {
 	m  sync.Map // id -> *activityEntry
 	mu sync.Mutex
 }
 
 type activityEntry struct {
-	done       chan struct{} // closed when the load ended
-	a          Activity
-	err        error
-	loaded     time.Time
-	refreshing atomic.Bool // a background re-read of this copy started
+	done chan struct{} // closed when the load ended
+	a    Activity
+	err  error
+	// loaded is when the read that gave a started: the copy is at least
+	// that fresh. expires is when a request must read it again.
+	loaded, expires time.Time
+	refreshing      atomic.Bool // a background re-read of this copy started
 }
 
-// fresh reports whether e holds a good copy younger than ActivityTTL; it
-// waits for nothing.
+// fresh reports whether e holds a good copy that has not expired; it waits
+// for nothing.
 func (e *activityEntry) fresh(now time.Time) bool {
 	select {
 	case <-e.done:
-		return e.err == nil && now.Sub(e.loaded) < ActivityTTL
+		return e.err == nil && now.Before(e.expires)
 	default:
 		return false
 	}
 }
 
+// expiry is when a copy read at loaded, and last checked at checked, must
+// be read again: ActivityTTL after the check, ActivityMaxStale after the
+// read at the latest.
+func expiry(loaded, checked time.Time) time.Time {
+	e := checked.Add(ActivityTTL)
+	if m := loaded.Add(ActivityMaxStale); m.Before(e) {
+		return m
+	}
+	return e
+}
+
 // Get returns activity id, calling load when no fresh copy is held (a
-// failed first load is not remembered).
+// failed first load is not remembered; once a copy was held, every read is
+// bounded by ActivityReloadTimeout).
 func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (Activity, error)) (Activity, error) {
 	if v, ok := c.m.Load(id); ok {
 		e, now := v.(*activityEntry), time.Now()
@@ -249,18 +310,43 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 		// Others wait on this load: the caller going away must not fail it.
 		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ActivityReloadTimeout)
 	}
+	started := time.Now()
 	e.a, e.err = load(lctx, id)
+	if e.err != nil && lctx.Err() != nil && ctx.Err() == nil {
+		// The re-read ran out of its own time: MySQL is slow.
+		e.err = fmt.Errorf("read activity %d: %w: %w", id, ErrUnavailable, e.err)
+	}
 	cancel()
-	e.loaded = time.Now()
+	e.loaded, e.expires = started, expiry(started, time.Now())
 	if e.err != nil && prev != nil && prev.err == nil {
-		e.a, e.err = prev.a, nil
+		// Keep the last copy, as old as it was: it expires for good
+		// ActivityMaxStale after its own read.
+		now := time.Now()
+		if now.Sub(prev.loaded) < ActivityMaxStale {
+			e.a, e.err, e.loaded, e.expires = prev.a, nil, prev.loaded, expiry(prev.loaded, now)
+		} else {
+			// Too old to sell on. The entry stays (failed), so the next
+			// request's read is bounded by ActivityReloadTimeout too.
+			e.a, e.err = Activity{}, tooOld(id, prev.loaded, e.err)
+		}
+		close(e.done)
+		return e.a, e.err
 	}
 	close(e.done)
 	if e.err != nil {
-		c.m.CompareAndDelete(id, e)
+		if prev == nil {
+			c.m.CompareAndDelete(id, e)
+		} // else the failed entry stays, so the next read is bounded too
 		return Activity{}, e.err
 	}
 	return e.a, nil
+}
+
+// tooOld is the error of a copy read at loaded, past ActivityMaxStale,
+// whose re-read failed with cause.
+func tooOld(id int64, loaded time.Time, cause error) error {
+	return fmt.Errorf("activity %d: its last read is %v old, past %v (re-read: %v): %w",
+		id, time.Since(loaded).Round(time.Millisecond), ActivityMaxStale, cause, ErrUnavailable)
 }
 
 // refresh re-reads activity id in the background and puts the new copy in
@@ -270,11 +356,12 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 func (c *ActivityCache) refresh(id int64, old *activityEntry, load func(context.Context, int64) (Activity, error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), ActivityReloadTimeout)
 	defer cancel()
+	started := time.Now()
 	a, err := load(ctx, id)
 	if err != nil {
 		return
 	}
-	e := &activityEntry{done: make(chan struct{}), a: a, loaded: time.Now()}
+	e := &activityEntry{done: make(chan struct{}), a: a, loaded: started, expires: expiry(started, time.Now())}
 	close(e.done)
 	c.m.CompareAndSwap(id, old, e)
 }

@@ -170,8 +170,15 @@ func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 	t.Fatal("the changed activity was never read again")
 }
 
-// A re-read that fails keeps the last copy: placing orders does not come to
-// depend on MySQL.
+// backdate makes the cache's copy of id as if read age ago and expired.
+func backdate(c *ActivityCache, id int64, age time.Duration) {
+	v, _ := c.m.Load(id)
+	e := v.(*activityEntry)
+	e.loaded, e.expires = time.Now().Add(-age), time.Now().Add(-time.Millisecond)
+}
+
+// A re-read that fails keeps the last copy for a while: a blip of MySQL
+// does not stop the sale.
 func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
 	var c ActivityCache
 	var down atomic.Bool
@@ -187,8 +194,7 @@ func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
 	down.Store(true)
 	for range 3 {
 		// Expire the copy by hand rather than wait ActivityTTL.
-		v, _ := c.m.Load(int64(1))
-		v.(*activityEntry).loaded = time.Now().Add(-2 * ActivityTTL)
+		backdate(&c, 1, 2*ActivityTTL)
 		if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
 			t.Fatalf("reload while MySQL is down: %+v %v, want the last copy", a, err)
 		}
@@ -231,6 +237,7 @@ func TestActivityCacheRefreshesAhead(t *testing.T) {
 	}
 	v, _ := c.m.Load(int64(1))
 	v.(*activityEntry).loaded = time.Now().Add(-activityRefreshAt - 10*time.Millisecond)
+	v.(*activityEntry).expires = time.Now().Add(time.Minute)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
@@ -257,5 +264,118 @@ func TestActivityCacheRefreshesAhead(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d loads, want 2 (one re-read for 50 requests)", n)
+	}
+}
+
+// An instance whose MySQL re-reads fail or hang (a stalled MySQL, a pool
+// exhausted by buyers polling) stops selling on its old copy within
+// ActivityMaxStale of the last read that reached MySQL: Get answers
+// ErrUnavailable from then on, and soon again once MySQL answers.
+func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		load func(ctx context.Context) error
+	}{
+		{"re-reads fail", func(context.Context) error { return ErrUnavailable }},
+		{"re-reads hang", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var c ActivityCache
+			var down atomic.Bool
+			load := func(ctx context.Context, id int64) (Activity, error) {
+				if down.Load() {
+					return Activity{}, tc.load(ctx)
+				}
+				return Activity{ID: id, ItemID: 9}, nil
+			}
+			if _, err := c.Get(context.Background(), 1, load); err != nil {
+				t.Fatal(err)
+			}
+			// As if read all but 2 s of the bound ago (the test then waits 2 s,
+			// not the whole bound).
+			v, _ := c.m.Load(int64(1))
+			v.(*activityEntry).loaded = time.Now().Add(-(ActivityMaxStale - 2*time.Second))
+			down.Store(true)
+			lastRead := time.Now().Add(-(ActivityMaxStale - 2*time.Second)) // at or after the copy's read
+			var lastServed time.Time
+			deadline := lastRead.Add(ActivityMaxStale + 3*time.Second)
+			for {
+				before := time.Now()
+				if before.After(deadline) {
+					t.Fatalf("the copy was still served %v after its read (last at %v), want at most %v",
+						before.Sub(lastRead), lastServed.Sub(lastRead), ActivityMaxStale)
+				}
+				_, err := c.Get(context.Background(), 1, load)
+				if err == nil {
+					lastServed = before
+					if d := before.Sub(lastRead); d > ActivityMaxStale {
+						t.Fatalf("the copy was served %v after its read, past ActivityMaxStale %v", d, ActivityMaxStale)
+					}
+					time.Sleep(10 * time.Millisecond) // the request rate
+					continue
+				}
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("past the bound: %v, want ErrUnavailable", err)
+				}
+				break
+			}
+			if lastServed.IsZero() {
+				t.Fatal("the copy was never served while MySQL was down: a blip must not stop the sale")
+			}
+			// Every request from now on is refused until a read succeeds.
+			for range 3 {
+				if _, err := c.Get(context.Background(), 1, load); !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("past the bound: %v, want ErrUnavailable", err)
+				}
+			}
+			down.Store(false)
+			waitFor(t, 3*time.Second, func() bool {
+				a, err := c.Get(context.Background(), 1, load)
+				return err == nil && a.ItemID == 9
+			})
+		})
+	}
+}
+
+// waitFor polls ok until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not so within %v", d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	sale := Activity{StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 2}
+	cancelled := sale
+	cancelled.EndsAt, cancelled.CancelledAt = start.Add(time.Minute), start.Add(time.Minute)
+	cases := []struct {
+		name string
+		a    Activity
+		at   time.Time
+		qty  int
+		want string
+	}{
+		{"within the sale", sale, start.Add(time.Minute), 2, ""},
+		{"at the start", sale, start, 1, ""},
+		{"before the start", sale, start.Add(-time.Millisecond), 1, ReasonSaleNotStarted},
+		{"at the end", sale, start.Add(time.Hour), 1, ReasonSaleEnded},
+		{"after the end", sale, start.Add(2 * time.Hour), 1, ReasonSaleEnded},
+		{"above the limit", sale, start.Add(time.Minute), 3, ReasonOverLimit},
+		{"ended beats the limit", sale, start.Add(time.Hour), 3, ReasonSaleEnded},
+		{"after a cancel", cancelled, start.Add(time.Minute), 1, ReasonSaleCancelled},
+		{"before a cancel", cancelled, start.Add(time.Second), 1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.Refusal(tc.at, tc.qty); got != tc.want {
+				t.Fatalf("Refusal = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

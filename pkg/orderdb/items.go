@@ -39,6 +39,7 @@ type activityRow struct {
 	StockBuckets         int
 	SalePrice            *int64
 	Currency             *string
+	CancelledAt          *time.Time
 	CreatedAt            time.Time
 }
 
@@ -187,6 +188,9 @@ func (row activityRow) activity() order.Activity {
 		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency)}
 	if row.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
+	}
+	if row.CancelledAt != nil {
+		a.CancelledAt = *row.CancelledAt
 	}
 	return a
 }

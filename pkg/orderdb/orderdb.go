@@ -99,6 +99,16 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Now reads MySQL's clock (the session's zone is UTC): the one clock of a
+// sale's window, which package clock anchors every process to.
+func (db *DB) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := db.gdb.WithContext(ctx).Raw("SELECT NOW(6)").Scan(&now).Error; err != nil {
+		return time.Time{}, wrap("read mysql clock", err)
+	}
+	return now.UTC(), nil
+}
+
 // Migrate applies the schema files of package sql that are not applied yet,
 // in name order, under a server-wide named lock so programs starting
 // together do not race.

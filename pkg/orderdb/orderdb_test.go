@@ -30,7 +30,7 @@ func setup(t *testing.T, stock int64) (*mysqltest.DB, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1}); err != nil {
+	if _, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	return db, it.ID

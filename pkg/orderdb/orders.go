@@ -94,6 +94,14 @@ type Request struct {
 // a unique key fires) it rolls back and goes order by order, so the exact
 // tail of the stock still sells and only the orders MySQL refuses fail.
 // Orders already in MySQL are reported as Existing and not touched.
+//
+// Each transaction first reads the orders' activities under a shared lock
+// (an end, cancel or change of the sale waits for it, and it for them) and
+// records as FAILED, taking no stock, every order the sale refuses
+// (order.Activity.Refusal: reserved outside the sale's window as MySQL
+// has it now, or above its per-user limit), whatever the instance that
+// reserved it believed. An activity MySQL does not have refuses nothing
+// here (the consumer dead-letters such events before).
 // It returns one outcome per order number, or an error wrapping
 // order.ErrUnavailable when nothing may be assumed and the batch must be
 // retried.
@@ -125,12 +133,16 @@ func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[str
 		return out, nil
 	}
 
-	ok, err := db.fulfilBatch(ctx, itemID, todo)
+	refused, ok, err := db.fulfilBatch(ctx, itemID, todo)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
 		for _, r := range todo {
+			if reason := refused[r.Event.OrderNo]; reason != "" {
+				out[r.Event.OrderNo] = Outcome{Status: order.Failed, Reason: reason}
+				continue
+			}
 			out[r.Event.OrderNo] = Outcome{Status: order.Created}
 		}
 		return out, nil
@@ -148,20 +160,34 @@ func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[str
 // errFallback rolls a batch back so it can be retried order by order.
 var errFallback = errors.New("batch needs order-by-order fulfilment")
 
-func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (bool, error) {
-	sum := 0
-	rows := make([]orderRow, len(reqs))
-	for i, r := range reqs {
-		sum += r.Event.Quantity
-		rows[i] = newRow(r, order.Created, "")
-	}
+// fulfilBatch writes reqs in one transaction and reports the orders the
+// sale refused (by number, with the reason) and whether it committed.
+func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (map[string]string, bool, error) {
+	refused := map[string]string{}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, itemID, sum)
-		if res.Error != nil {
-			return res.Error
+		acts, err := shareActivities(tx, reqs)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
-			return errFallback
+		sum := 0
+		rows := make([]orderRow, len(reqs))
+		for i, r := range reqs {
+			if reason := refusal(acts, r.Event); reason != "" {
+				refused[r.Event.OrderNo] = reason
+				rows[i] = newRow(r, order.Failed, reason)
+				continue
+			}
+			sum += r.Event.Quantity
+			rows[i] = newRow(r, order.Created, "")
+		}
+		if sum > 0 {
+			res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, itemID, sum)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return errFallback
+			}
 		}
 		if err := tx.Create(&rows).Error; err != nil {
 			if duplicateKey(err) != "" {
@@ -172,18 +198,58 @@ func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (bo
 		return nil
 	})
 	if errors.Is(err, errFallback) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, wrap("fulfil batch", err)
+		return nil, false, wrap("fulfil batch", err)
 	}
-	return true, nil
+	return refused, true, nil
+}
+
+// shareActivities reads the activities of reqs inside tx under a shared
+// lock: the rows as MySQL has them now, which an end or cancel cannot
+// change until tx ends.
+func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, error) {
+	ids := make([]int64, 0, 1)
+	seen := map[int64]bool{}
+	for _, r := range reqs {
+		if id := r.Event.ActivityID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	var rows []activityRow
+	if err := tx.Raw("SELECT * FROM activities WHERE id IN ? LOCK IN SHARE MODE", ids).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	acts := make(map[int64]order.Activity, len(rows))
+	for _, row := range rows {
+		acts[row.ID] = row.activity()
+	}
+	return acts, nil
+}
+
+// refusal is why MySQL's copy of e's sale refuses it, or "".
+func refusal(acts map[int64]order.Activity, e order.Event) string {
+	a, ok := acts[e.ActivityID]
+	if !ok {
+		return ""
+	}
+	return a.Refusal(e.ReservedAt, e.Quantity)
 }
 
 // fulfilOne writes one order in its own transaction.
 func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, error) {
 	var out Outcome
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		acts, err := shareActivities(tx, []Request{r})
+		if err != nil {
+			return err
+		}
+		if reason := refusal(acts, r.Event); reason != "" {
+			out = Outcome{Status: order.Failed, Reason: reason}
+			return tx.Create(ptr(newRow(r, order.Failed, reason))).Error
+		}
 		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, itemID, r.Event.Quantity)
 		if res.Error != nil {
 			return res.Error

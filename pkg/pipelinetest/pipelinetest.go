@@ -279,26 +279,38 @@ type API struct {
 // /readyz answers 200.
 func (p *Pipeline) StartAPI(env ...string) *API {
 	p.t.Helper()
-	addr := FreeAddr(p.t)
+	a := p.LaunchAPI(FreeAddr(p.t), env...)
+	waittest.Until(p.t, 60*time.Second, "the api ready at "+a.URL+"/readyz", func() bool {
+		select {
+		case <-a.done:
+			p.t.Fatalf("pipelinetest: api exited: %s", tail(a.Log(), 2048))
+		default:
+		}
+		return a.Ready()
+	})
+	return a
+}
+
+// LaunchAPI starts an api process listening on addr and returns at once,
+// without waiting for it to be ready: a soak restarts an instance on the
+// address its clients know, maybe while a service the api needs is down.
+func (p *Pipeline) LaunchAPI(addr string, env ...string) *API {
+	p.t.Helper()
 	pr := p.Start("api", append(env, "SECKILL_HTTP_ADDR="+addr)...)
-	a := &API{Proc: pr, URL: "http://" + addr, pipeline: p, client: &http.Client{
+	return &API{Proc: pr, URL: "http://" + addr, pipeline: p, client: &http.Client{
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256},
 	}}
-	waittest.Until(p.t, 60*time.Second, "the api ready at "+a.URL+"/readyz", func() bool {
-		select {
-		case <-pr.done:
-			p.t.Fatalf("pipelinetest: api exited: %s", tail(pr.Log(), 2048))
-		default:
-		}
-		resp, err := a.client.Get(a.URL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return a
+}
+
+// Ready says whether the api answers 200 on /readyz now.
+func (a *API) Ready() bool {
+	resp, err := a.client.Get(a.URL + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // Token mints a token for user (role "admin" for operators).

@@ -25,8 +25,10 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve := func(user int64, qty int) stockredis.Reservation {
+		// Reserved at the sale's start: MySQL refuses an order of a sale
+		// that has not started (SALE_NOT_STARTED).
 		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
-			Quantity: qty, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
+			Quantity: qty, IdempotencyKey: "k", At: f.act.StartsAt, QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 		if _, err := f.store.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
 		}

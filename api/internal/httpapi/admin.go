@@ -213,7 +213,7 @@ func (s *Server) createActivity(c *gin.Context) {
 // Redis holds for its item (read just before), and how long each sale's
 // keys live, by the rule the intake gives them their lifetimes with.
 func (s *Server) keyGuard(live order.Layout) orderdb.KeyGuard {
-	return orderdb.KeyGuard{Live: live, Now: time.Now(), KeysUntil: func(a order.Activity) time.Time {
+	return orderdb.KeyGuard{Live: live, Now: s.intake.Now(), KeysUntil: func(a order.Activity) time.Time {
 		return a.KeysLiveUntil(s.intake.PaymentWindow, intake.KeyMargin)
 	}}
 }

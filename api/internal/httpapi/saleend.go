@@ -27,14 +27,18 @@ type CancelledView struct {
 	OrdersClosed int `json:"orders_closed"`
 }
 
-// endActivity ends a running sale now: every API instance refuses new
-// orders within order.ActivityTTL; orders already accepted finish.
+// endActivity ends a running sale now, by the shared clock (intake's Now:
+// the same instant on every instance whatever its own clock says): every
+// API instance refuses new orders within order.ActivityTTL (one that cannot
+// re-read the sale within order.ActivityMaxStale), orders already accepted
+// finish, and the consumer fails any order reserved after the end
+// (SALE_ENDED).
 func (s *Server) endActivity(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
-	a, err := s.db.EndActivity(c.Request.Context(), id, time.Now(), false)
+	a, err := s.db.EndActivity(c.Request.Context(), id, s.intake.Now(), false)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -57,7 +61,7 @@ func (s *Server) cancelActivity(c *gin.Context) {
 		return
 	}
 	ctx := s.logContext(c)
-	a, err := s.db.EndActivity(ctx, id, time.Now(), true)
+	a, err := s.db.EndActivity(ctx, id, s.intake.Now(), true)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -129,7 +133,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		}
 		ch.Guard = &g
 	}
-	a, err := s.db.PatchActivity(c.Request.Context(), id, ch, time.Now())
+	a, err := s.db.PatchActivity(c.Request.Context(), id, ch, s.intake.Now())
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -90,7 +90,11 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
 		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Log: log}}
-	s.salePages = &salePages{ttl: SalePageTTL, now: time.Now, load: s.loadSalePage, m: map[int64]*salePage{}}
+	now := time.Now
+	if svc.Now != nil {
+		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
+	}
+	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {
 		o(s)
 	}

@@ -56,7 +56,11 @@ type Service struct {
 	Numbers       *order.NumberGenerator
 	PaymentWindow time.Duration
 	Log           *slog.Logger
-	Now           func() time.Time
+	// Now is the shared clock (clock.Clock.Now), never the process's own:
+	// it decides whether the sale is on, stamps the event's reserved_at
+	// (which the consumer checks against MySQL's ends_at), and the API's
+	// end, cancel and change of a sale use it too.
+	Now func() time.Time
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
@@ -360,7 +364,7 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 	if err != nil {
 		return order.Activity{}, 0, err
 	}
-	ttl := time.Until(act.EndsAt) + s.paymentWindow(act) + KeyMargin
+	ttl := act.EndsAt.Sub(s.Now()) + s.paymentWindow(act) + KeyMargin
 	if ttl < time.Second {
 		// Its keys would expire at once: nothing is left to sell or settle.
 		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",

@@ -37,6 +37,9 @@ type Handler struct {
 	// Tracer traces each item's batch and, in each sampled order's own
 	// trace, the order's part of it (see batchTrace); nil traces nothing.
 	Tracer *tracing.Tracer
+	// Now is the shared clock (clock.Clock.Now) the payment deadlines
+	// start from; nil is time.Now.
+	Now func() time.Time
 
 	activities order.ActivityCache
 }
@@ -131,7 +134,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		}
 		// The order costs the sale's price (activities never change price,
 		// so it is the price the buyer saw when the API reserved).
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(act.PaymentWindowOr(p.PaymentWindow)),
+		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: p.now().Add(act.PaymentWindowOr(p.PaymentWindow)),
 			UnitPrice: act.SalePrice})
 		reqIdx = append(reqIdx, i)
 	}
@@ -288,9 +291,14 @@ func (p *Handler) DeadLettered(ctx context.Context, e order.Event) error {
 // errImpossible marks an event that decodes but cannot be a real order.
 var errImpossible = errors.New("impossible event")
 
-// possible checks an event against its activity: the activity exists, it
-// sells the event's item, and the quantity is within its per-user limit.
-// An error wrapping errImpossible means poison; any other is transient.
+// possible checks an event against its activity: the activity exists and
+// sells the event's item. An error wrapping errImpossible means poison; any
+// other is transient. The sale's window and per-user limit are not checked
+// here but by MySQL's row in the transaction that writes the orders
+// (orderdb.DB.Fulfil): an order the sale refuses ends FAILED with the
+// reason (a limit lowered before the start while an instance still had the
+// old one, an end it had not seen), never dead-lettered with no final
+// state.
 func (p *Handler) possible(ctx context.Context, e order.Event) error {
 	act, err := p.activity(ctx, e.ActivityID)
 	switch {
@@ -300,10 +308,15 @@ func (p *Handler) possible(ctx context.Context, e order.Event) error {
 		return err
 	case act.ItemID != e.ItemID:
 		return fmt.Errorf("%w: activity %d sells item %d, not %d", errImpossible, e.ActivityID, act.ItemID, e.ItemID)
-	case e.Quantity > act.PerUserLimit:
-		return fmt.Errorf("%w: quantity %d above the activity's limit %d", errImpossible, e.Quantity, act.PerUserLimit)
 	}
 	return nil
+}
+
+func (p *Handler) now() time.Time {
+	if p.Now == nil {
+		return time.Now()
+	}
+	return p.Now()
 }
 
 func (p *Handler) activity(ctx context.Context, id int64) (order.Activity, error) {

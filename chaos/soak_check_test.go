@@ -1,0 +1,645 @@
+//go:build soak
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/pkg/auth"
+)
+
+// The checker: after the faults are healed it replays every key a buyer
+// was given an order for, waits for the pipeline to drain, then asserts
+// every promise from its own reads of MySQL and Redis and from the answers
+// the clients got.
+
+// promise is one promise's verdict.
+type promise struct {
+	name     string
+	held     bool
+	detail   string   // what was checked
+	breaches []string // what broke it (the first few)
+}
+
+// soakReport is what the run prints.
+type soakReport struct {
+	seed     uint64
+	duration time.Duration
+	faults   map[string]int
+	ops      map[string]int
+	answers  map[string]int
+	promises []*promise
+	notes    []string
+}
+
+func (r *soakReport) ok() bool {
+	for _, p := range r.promises {
+		if !p.held {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *soakReport) broken() []string {
+	var out []string
+	for _, p := range r.promises {
+		if !p.held {
+			out = append(out, p.name+": "+strings.Join(p.breaches, ", "))
+		}
+	}
+	return out
+}
+
+func (r *soakReport) String() string {
+	var b strings.Builder
+	nf, no := 0, 0
+	for _, n := range r.faults {
+		nf += n
+	}
+	for _, n := range r.ops {
+		no += n
+	}
+	held := 0
+	for _, p := range r.promises {
+		if p.held {
+			held++
+		}
+	}
+	fmt.Fprintf(&b, "soak: report of seed %d, %v\n", r.seed, r.duration)
+	fmt.Fprintf(&b, "soak: faults by kind: %s\n", countsLine(r.faults))
+	fmt.Fprintf(&b, "soak: operations by kind: %s\n", countsLine(r.ops))
+	fmt.Fprintf(&b, "soak: order answers: %s\n", countsLine(r.answers))
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "soak: note: %s\n", n)
+	}
+	for _, p := range r.promises {
+		verdict := "held"
+		if !p.held {
+			verdict = "BROKEN"
+		}
+		fmt.Fprintf(&b, "soak: promise %-34s %-6s %s\n", p.name, verdict, p.detail)
+		for _, br := range p.breaches {
+			fmt.Fprintf(&b, "soak:     %s\n", br)
+		}
+	}
+	fmt.Fprintf(&b, "soak: seed %d, faults %d (%s), ops %d (%s), promises %d/%d held\n",
+		r.seed, nf, countsLine(r.faults), no, countsLine(r.ops), held, len(r.promises))
+	return b.String()
+}
+
+// dbOrder is one row of orders as the checker reads it.
+type dbOrder struct {
+	orderNo, user, status, reason, key string
+	activity, item                     int64
+	qty                                int
+	updated, reserved                  time.Time
+	deadline                           *time.Time
+}
+
+func (s *soak) readOrders() map[string]dbOrder {
+	rows, err := s.p.DB.Gorm().Raw(`SELECT order_no, user_id, activity_id, item_id, quantity, status,
+		COALESCE(failure_reason, ''), idempotency_key, updated_at, reserved_at, pay_deadline FROM orders`).Rows()
+	if err != nil {
+		s.t.Fatalf("read orders: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]dbOrder{}
+	for rows.Next() {
+		var o dbOrder
+		if err := rows.Scan(&o.orderNo, &o.user, &o.activity, &o.item, &o.qty, &o.status, &o.reason, &o.key, &o.updated, &o.reserved, &o.deadline); err != nil {
+			s.t.Fatalf("read orders: %v", err)
+		}
+		out[o.orderNo] = o
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatalf("read orders: %v", err)
+	}
+	return out
+}
+
+// finalReplays sends every key that was given an order once more, after
+// the faults: it must name the same order (or be refused), never a second.
+func (s *soak) finalReplays() {
+	s.log.mu.Lock()
+	seen := map[string]orderAnswer{}
+	for _, o := range s.log.orders {
+		if o.code/100 == 2 && o.orderNo != "" {
+			seen[fmt.Sprint(o.activity, "|", o.user, "|", o.key)] = o
+		}
+	}
+	s.log.mu.Unlock()
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	r := rand.New(rand.NewPCG(s.seed, 99))
+	for _, k := range keys {
+		o := seen[k]
+		s.log.op("final-replay")
+		s.place("final-replay", r, o.user, o.key, o.activity, o.qty)
+	}
+}
+
+// finalRestocks sends every restock that was never answered 200 again
+// with its key, as an operator told 503 does, until it is (5 tries).
+func (s *soak) finalRestocks() {
+	s.log.mu.Lock()
+	done, todo := map[string]bool{}, map[string]restockAnswer{}
+	for _, ra := range s.log.restocks {
+		k := fmt.Sprint(ra.item, "|", ra.key)
+		if ra.code == 200 {
+			done[k] = true
+		}
+		todo[k] = ra
+	}
+	s.log.mu.Unlock()
+	for k, ra := range todo {
+		if done[k] {
+			continue
+		}
+		for try := 0; try < 5; try++ {
+			var out struct {
+				RestockID int64 `json:"restock_id"`
+			}
+			s.log.op("final-restock")
+			code, err := s.apis[try%2].API().Do("POST", fmt.Sprintf("/admin/v1/items/%d/restock", ra.item), 1, auth.RoleAdmin,
+				map[string]string{"Idempotency-Key": ra.key}, map[string]any{"quantity": ra.qty}, &out)
+			s.log.mu.Lock()
+			s.log.restocks = append(s.log.restocks, restockAnswer{item: ra.item, key: ra.key, qty: ra.qty, code: code, restockID: out.RestockID, neterr: err != nil})
+			s.log.mu.Unlock()
+			if code == 200 {
+				break
+			}
+		}
+	}
+}
+
+// drain waits (up to 3 minutes) until every order a buyer was given is in
+// MySQL, nothing is in flight in Redis, Redis stock equals MySQL stock,
+// and the closer has closed every order whose payment window ended.
+func (s *soak) drain() (bool, string) {
+	ctx := context.Background()
+	why := ""
+	ok := pollUntil(time.Now().Add(3*time.Minute), 250*time.Millisecond, func() bool {
+		s.supervise()
+		s.log.mu.Lock()
+		nos := make([]string, 0, len(s.log.accepted))
+		for no := range s.log.accepted {
+			nos = append(nos, no)
+		}
+		s.log.mu.Unlock()
+		got, err := s.p.DB.Orders(ctx, nos)
+		if err != nil || len(got) < len(nos) {
+			why = fmt.Sprintf("%d of %d orders given to buyers in MySQL (%v)", len(got), len(nos), err)
+			return false
+		}
+		for _, sl := range s.sales {
+			snap, err := s.p.Store.Stock(ctx, sl.ItemID)
+			if err != nil || snap.Inflight != 0 {
+				why = fmt.Sprintf("sale %s: %d in flight (%v)", sl.name, snap.Inflight, err)
+				return false
+			}
+			// Redis that lost data is repaired by the consumers' watch
+			// once the closer and the buyers leave the stock still.
+			var stock int64
+			if err := s.p.DB.Gorm().Raw("SELECT stock FROM item_stock WHERE item_id = ?", sl.ItemID).Scan(&stock).Error; err != nil || snap.Stock != stock {
+				why = fmt.Sprintf("sale %s: Redis stock %d, MySQL stock %d (%v)", sl.name, snap.Stock, stock, err)
+				return false
+			}
+		}
+		var overdue int64
+		if err := s.p.DB.Gorm().Raw("SELECT COUNT(*) FROM orders WHERE status = 'CREATED' AND pay_deadline < NOW(3) - INTERVAL 3 SECOND").
+			Scan(&overdue).Error; err != nil || overdue > 0 {
+			why = fmt.Sprintf("%d CREATED orders past their payment window (%v)", overdue, err)
+			return false
+		}
+		return true
+	})
+	return ok, why
+}
+
+// check replays, drains and asserts every promise.
+func (s *soak) check() *soakReport {
+	ctx := context.Background()
+	s.finalReplays()
+	s.finalRestocks()
+	drained, why := s.drain()
+	rep := &soakReport{seed: s.seed, duration: s.sched.Duration, faults: s.faultsRun, answers: map[string]int{}}
+	if !drained {
+		rep.notes = append(rep.notes, "the pipeline did not drain within 3 minutes: "+why)
+	}
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	rep.ops = s.log.ops
+	for _, o := range s.log.orders {
+		k := fmt.Sprint(o.code)
+		if o.neterr {
+			k = "no answer"
+		} else if o.errc != "" {
+			k += " " + o.errc
+		}
+		rep.answers[k]++
+	}
+	dbo := s.readOrders()
+	add := func(name, detail string, breaches []string) {
+		if len(breaches) > 8 {
+			breaches = append(breaches[:8], fmt.Sprintf("... and %d more", len(breaches)-8))
+		}
+		rep.promises = append(rep.promises, &promise{name: name, held: len(breaches) == 0, detail: detail, breaches: breaches})
+	}
+	g := s.p.DB.Gorm().WithContext(ctx)
+
+	// 1. No oversell in MySQL.
+	var br []string
+	restocked := map[int64]int64{}
+	for _, sl := range s.sales {
+		var stock, units, re int64
+		if err := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", sl.ItemID).Scan(&stock).Error; err != nil {
+			s.t.Fatal(err)
+		}
+		if err := g.Raw("SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE item_id = ? AND status IN ('CREATED','PAID')", sl.ItemID).Scan(&units).Error; err != nil {
+			s.t.Fatal(err)
+		}
+		if err := g.Raw("SELECT COALESCE(SUM(quantity), 0) FROM restocks WHERE item_id = ?", sl.ItemID).Scan(&re).Error; err != nil {
+			s.t.Fatal(err)
+		}
+		restocked[sl.ItemID] = re
+		if stock < 0 || units+stock != sl.Stock+re {
+			br = append(br, fmt.Sprintf("sale %s: live units %d + MySQL stock %d != stock %d + restocked %d", sl.name, units, stock, sl.Stock, re))
+		}
+	}
+	add("no-oversell-mysql", "live units + MySQL stock = initial + restocked, stock >= 0, every item", br)
+
+	// 2. No oversell in Redis: never below zero, and a 202 ends FAILED
+	// OUT_OF_STOCK only after Redis lost acknowledged writes (README).
+	br = nil
+	outOfStock := 0
+	for no := range s.log.accepted {
+		if o, ok := dbo[no]; ok && o.status == "FAILED" && o.reason == "OUT_OF_STOCK" {
+			outOfStock++
+		}
+	}
+	for _, sl := range s.sales {
+		snap, err := s.p.Store.Stock(ctx, sl.ItemID)
+		if err != nil {
+			br = append(br, fmt.Sprintf("sale %s: read Redis: %v", sl.name, err))
+		} else if snap.Stock < 0 {
+			br = append(br, fmt.Sprintf("sale %s: Redis stock %d", sl.name, snap.Stock))
+		}
+	}
+	if outOfStock > 0 && s.faultsRun[faultRestore] == 0 {
+		br = append(br, fmt.Sprintf("%d orders answered 202 ended FAILED OUT_OF_STOCK with no Redis data loss", outOfStock))
+	}
+	add("no-oversell-redis", fmt.Sprintf("Redis stock >= 0; 202s failed OUT_OF_STOCK: %d (allowed only after a redis-restore, %d ran)",
+		outOfStock, s.faultsRun[faultRestore]), br)
+
+	// 3. At most one live order per user per activity, within its limit.
+	br = nil
+	type ua struct {
+		act  int64
+		user string
+	}
+	live := map[ua][]dbOrder{}
+	for _, o := range dbo {
+		if o.status == "CREATED" || o.status == "PAID" {
+			live[ua{o.activity, o.user}] = append(live[ua{o.activity, o.user}], o)
+		}
+	}
+	for k, os := range live {
+		if len(os) > 1 {
+			br = append(br, fmt.Sprintf("user %s holds %d live orders in activity %d", k.user, len(os), k.act))
+		}
+	}
+	add("one-live-order-per-user", fmt.Sprintf("%d users with a live order", len(live)), br)
+
+	// 4. Every 202 reaches a final state.
+	br = nil
+	final := 0
+	for no, acc := range s.log.accepted {
+		o, ok := dbo[no]
+		switch {
+		case !ok:
+			br = append(br, fmt.Sprintf("order %s (user %s, activity %d) given to a buyer is not in MySQL", no, acc.user, acc.activity))
+		case o.status == "FAILED" && o.reason == "":
+			br = append(br, fmt.Sprintf("order %s FAILED with no reason", no))
+		default:
+			final++
+		}
+	}
+	add("every-202-final", fmt.Sprintf("%d/%d orders given to buyers are CREATED, PAID, CLOSED or FAILED with a reason", final, len(s.log.accepted)), br)
+
+	// 5. A replayed key never gives a second order.
+	br = nil
+	type keyID struct {
+		act       int64
+		user, key string
+	}
+	given := map[keyID]map[string]bool{}
+	answered := map[keyID][]orderAnswer{}
+	for _, o := range s.log.orders {
+		k := keyID{o.activity, o.user, o.key}
+		answered[k] = append(answered[k], o)
+		if o.code/100 == 2 && o.orderNo != "" {
+			if given[k] == nil {
+				given[k] = map[string]bool{}
+			}
+			given[k][o.orderNo] = true
+		}
+	}
+	byKey := map[keyID][]dbOrder{}
+	for _, o := range dbo {
+		if o.status != "FAILED" {
+			k := keyID{o.activity, o.user, o.key}
+			byKey[k] = append(byKey[k], o)
+		}
+	}
+	replays := 0
+	begin := s.begin
+	for k, os := range byKey {
+		if len(os) > 1 {
+			var ds []string
+			for _, o := range os {
+				ds = append(ds, fmt.Sprintf("%s %s reserved %v", o.orderNo, o.status, o.reserved.Sub(begin).Round(time.Millisecond)))
+			}
+			var as []string
+			for _, a := range answered[k] {
+				as = append(as, fmt.Sprintf("%s on %s at %v: %d %s%s", a.kind, a.api, a.sent.Sub(begin).Round(time.Millisecond), a.code, a.orderNo, a.errc))
+			}
+			br = append(br, fmt.Sprintf("key %s of user %s in activity %d made %d orders that did not fail: %s; its answers: %s",
+				k.key, k.user, k.act, len(os), strings.Join(ds, ", "), strings.Join(as, "; ")))
+		}
+	}
+	for k, nos := range given {
+		replays += len(answered[k]) - 1
+		if len(nos) > 1 {
+			var names []string
+			for no := range nos {
+				names = append(names, no+" "+dbo[no].status)
+			}
+			sort.Strings(names)
+			s.t.Logf("key %s of user %s was given %d order numbers: %s", k.key, k.user, len(nos), strings.Join(names, ", "))
+		}
+	}
+	add("replay-gives-no-second-order", fmt.Sprintf("%d keys given an order, %d further answers to them (double clicks, replays)", len(given), replays), br)
+
+	// 6. A 503 means no order: a key only ever answered 503 holds nothing.
+	br = nil
+	only503 := 0
+	for k, as := range answered {
+		all := len(as) > 0
+		for _, a := range as {
+			if a.neterr || a.code != 503 {
+				all = false
+			}
+		}
+		if !all {
+			continue
+		}
+		only503++
+		for _, o := range byKey[k] {
+			br = append(br, fmt.Sprintf("key %s of user %s, only ever answered 503, holds order %s %s", k.key, k.user, o.orderNo, o.status))
+		}
+	}
+	add("503-holds-nothing", fmt.Sprintf("%d keys only ever answered 503", only503), br)
+
+	// 7. After the drain Redis stock equals MySQL stock, nothing in
+	// flight, and the reconciler finds no drift.
+	br = nil
+	for _, sl := range s.sales {
+		snap, err := s.p.Store.Stock(ctx, sl.ItemID)
+		var stock int64
+		if err2 := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", sl.ItemID).Scan(&stock).Error; err2 != nil {
+			s.t.Fatal(err2)
+		}
+		switch {
+		case err != nil:
+			br = append(br, fmt.Sprintf("sale %s: %v", sl.name, err))
+		case !snap.Warmed:
+			br = append(br, fmt.Sprintf("sale %s: Redis holds no stock for item %d", sl.name, sl.ItemID))
+		case snap.Stock != stock || snap.Inflight != 0:
+			br = append(br, fmt.Sprintf("sale %s: Redis stock %d (in flight %d) != MySQL stock %d", sl.name, snap.Stock, snap.Inflight, stock))
+		}
+	}
+	items := make([]string, len(s.sales))
+	for i, sl := range s.sales {
+		items[i] = fmt.Sprint(sl.ItemID)
+	}
+	// The consumers' watch may hold the reconciler's lock for a moment.
+	if r := s.p.Reconcile("--item", strings.Join(items, ","), "--wait", "30s"); r.Code != 0 {
+		out := strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
+		if len(out) > 1500 {
+			out = out[:1500] + " ..."
+		}
+		br = append(br, fmt.Sprintf("reconciler exit %d:\n%s", r.Code, out))
+	}
+	add("redis-equals-mysql-after-drain", "every item: Redis stock = MySQL stock, in flight 0, reconciler exit 0", br)
+
+	// 8. No PAID order in a cancelled sale (paid after the cancel).
+	br = nil
+	d := s.sales[3]
+	var paidAfter int64
+	if err := g.Raw(`SELECT COUNT(*) FROM orders o JOIN activities a ON a.id = o.activity_id
+		WHERE a.cancelled_at IS NOT NULL AND o.status = 'PAID' AND o.updated_at >= a.cancelled_at`).Scan(&paidAfter).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	if paidAfter > 0 {
+		br = append(br, fmt.Sprintf("%d orders of a cancelled sale became PAID after its cancel", paidAfter))
+	}
+	if !d.cancelledAt.IsZero() {
+		// The first request answered PAID for each order of D (a buyer's
+		// pay, or a notification that was not a duplicate); any request
+		// sent before the cancel, answered or not, may have paid it.
+		firstPaid, tried := map[string]string{}, map[string]time.Time{}
+		paidAt := map[string]time.Time{}
+		mark := func(no, what string, at time.Time, paid bool) {
+			if s.log.accepted[no] == nil || s.log.accepted[no].activity != d.ActivityID {
+				return
+			}
+			if t, ok := tried[no]; !ok || at.Before(t) {
+				tried[no] = at
+			}
+			if t, ok := paidAt[no]; paid && (!ok || at.Before(t)) {
+				paidAt[no], firstPaid[no] = at, what
+			}
+		}
+		for _, a := range s.log.acts {
+			if a.verb == "pay" {
+				mark(a.orderNo, "pay", a.sent, a.code == 200 && a.status == "PAID")
+			}
+		}
+		for _, n := range s.log.notes {
+			mark(n.orderNo, "notification "+n.tx, n.sent, n.code == 200 && n.outcome == "PAID" && !n.duplicate)
+		}
+		for no, at := range paidAt {
+			if at.After(d.cancelledAt) && tried[no].After(d.cancelledAt) {
+				br = append(br, fmt.Sprintf("%s of %s sent %v after the cancel answered PAID", firstPaid[no], no, at.Sub(d.cancelledAt).Round(time.Millisecond)))
+			}
+		}
+	} else {
+		rep.notes = append(rep.notes, "sale D was never cancelled (the operator's cancel was not answered 200)")
+	}
+	add("no-paid-order-in-cancelled-sale", "no order of sale D paid after its cancel (MySQL, and the answers)", br)
+
+	// 9. Each payment applied once: never both, never neither.
+	br = nil
+	type payRow struct{ tx, orderNo, outcome string }
+	var rows []payRow
+	prs, err := g.Raw("SELECT transaction_id, order_no, outcome FROM payments").Rows()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for prs.Next() {
+		var p payRow
+		if err := prs.Scan(&p.tx, &p.orderNo, &p.outcome); err != nil {
+			s.t.Fatal(err)
+		}
+		rows = append(rows, p)
+	}
+	prs.Close()
+	paidRows := map[string]int{}
+	byTx, byFolded := map[string]payRow{}, map[string]payRow{}
+	for _, p := range rows {
+		byTx[p.tx] = p
+		byFolded[strings.ToLower(p.tx)] = p
+		if p.outcome == "PAID" {
+			paidRows[p.orderNo]++
+			if o := dbo[p.orderNo]; o.status != "PAID" {
+				br = append(br, fmt.Sprintf("payment %s paid order %s, which is %s", p.tx, p.orderNo, o.status))
+			}
+		}
+	}
+	for no, n := range paidRows {
+		if n > 1 {
+			br = append(br, fmt.Sprintf("order %s paid by %d transactions", no, n))
+		}
+	}
+	took := 0
+	for _, n := range s.log.notes {
+		switch {
+		case n.neterr || n.code >= 500:
+		case n.code == 200:
+			took++
+			p, ok := byTx[n.tx]
+			if !ok {
+				br = append(br, fmt.Sprintf("notification %s answered 200 %s has no payments row", n.tx, n.outcome))
+			} else if p.orderNo != n.orderNo {
+				br = append(br, fmt.Sprintf("notification %s for %s answered 200 is recorded for %s", n.tx, n.orderNo, p.orderNo))
+			}
+		case n.errc == "PAYMENT_REFUSED":
+			// A signed notification with the order's amount and currency
+			// for an order in MySQL is neither applied nor owed.
+			if o, ok := dbo[n.orderNo]; ok {
+				if _, other := byTx[n.tx]; !other {
+					what := "a transaction id never recorded"
+					if p, ok := byFolded[strings.ToLower(n.tx)]; ok && p.orderNo != n.orderNo {
+						what = fmt.Sprintf("transaction %s of order %s differs from it only in case", p.tx, p.orderNo)
+					} else if n.caseVariantOf {
+						what = "its id differs from an earlier one only in case"
+					}
+					br = append(br, fmt.Sprintf("notification %s for %s order %s refused (%s): neither paid nor owed", n.tx, o.status, n.orderNo, what))
+				}
+			}
+		}
+	}
+	add("payment-applied-once", fmt.Sprintf("%d notifications sent, %d answered 200, %d payments rows", len(s.log.notes), took, len(rows)), br)
+
+	// 10. An ended or cancelled sale takes no new order a second after the
+	// end was answered: a later order is refused or ends FAILED.
+	br = nil
+	for _, sl := range []*soakSale{s.sales[2], s.sales[3]} {
+		end := sl.endedAt
+		if end.IsZero() {
+			end = sl.cancelledAt
+		}
+		if end.IsZero() {
+			continue
+		}
+		late := 0
+		for no, acc := range s.log.accepted {
+			if acc.activity != sl.ActivityID || !acc.first.After(end.Add(time.Second)) {
+				continue
+			}
+			late++
+			if o := dbo[no]; o.status != "FAILED" {
+				br = append(br, fmt.Sprintf("sale %s: order %s sent %v after the end became %s", sl.name, no, acc.first.Sub(end).Round(time.Millisecond), o.status))
+			}
+		}
+		if late > 0 {
+			s.t.Logf("sale %s: %d orders given after the end + 1 s", sl.name, late)
+		}
+	}
+	add("no-order-after-the-end", "orders of sales C (ended) and D (cancelled) sent 1 s after the end: refused or FAILED", br)
+
+	// 11. Every restock answered 200 is in MySQL once, with its quantity.
+	br = nil
+	okKeys := map[string]restockAnswer{}
+	for _, ra := range s.log.restocks {
+		if ra.code == 200 {
+			okKeys[fmt.Sprint(ra.item, "|", ra.key)] = ra
+		}
+	}
+	for _, ra := range okKeys {
+		var n, q int64
+		if err := g.Raw("SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM restocks WHERE item_id = ? AND idempotency_key = ?", ra.item, ra.key).
+			Row().Scan(&n, &q); err != nil {
+			s.t.Fatal(err)
+		}
+		if n != 1 || q != ra.qty {
+			br = append(br, fmt.Sprintf("restock %s of item %d answered 200: %d rows, %d units (want 1, %d)", ra.key, ra.item, n, q, ra.qty))
+		}
+	}
+	var total int64
+	for _, v := range restocked {
+		total += v
+	}
+	add("restock-applied-once", fmt.Sprintf("%d restock keys answered 200, %d units restocked in all (their Redis side: redis-equals-mysql)", len(okKeys), total), br)
+
+	// 12. Unpaid orders are closed when their window ends (the closer).
+	br = nil
+	var overdue int64
+	if err := g.Raw("SELECT COUNT(*) FROM orders WHERE status = 'CREATED' AND pay_deadline < NOW(3) - INTERVAL 3 SECOND").Scan(&overdue).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	if overdue > 0 {
+		br = append(br, fmt.Sprintf("%d CREATED orders past their payment window", overdue))
+	}
+	closed := 0
+	for _, o := range dbo {
+		if o.status == "CLOSED" {
+			closed++
+		}
+	}
+	add("unpaid-orders-closed", fmt.Sprintf("%d orders CLOSED (closer, cancels)", closed), br)
+
+	// 13. A refused change wrote nothing: sale E still ends when it was
+	// created to.
+	br = nil
+	e := s.sales[4]
+	var ends time.Time
+	if err := g.Raw("SELECT ends_at FROM activities WHERE id = ?", e.ActivityID).Scan(&ends).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	if !ends.Equal(e.endsAt) {
+		br = append(br, fmt.Sprintf("sale E ends at %v, created to end at %v", ends, e.endsAt))
+	}
+	add("refused-change-writes-nothing", "sale E's end after a refused PATCH", br)
+
+	for _, pr := range s.programs {
+		pr.mu.Lock()
+		rep.notes = append(rep.notes, pr.unplanned...)
+		pr.mu.Unlock()
+	}
+	for _, a := range s.log.admin {
+		if strings.Contains(a, "sale") && !strings.HasPrefix(a, "warm-up of sale") {
+			rep.notes = append(rep.notes, "operator: "+a)
+		}
+	}
+	return rep
+}

@@ -1,0 +1,541 @@
+//go:build soak
+
+package chaos
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/payment"
+	"github.com/seckill/seckill/pkg/pipelinetest"
+)
+
+// The client mix: buyers, the payment provider and an operator, against
+// both api instances, each request bounded (the api client's 10 s timeout)
+// and the whole mix bounded in time and count. Every answer is written
+// down for the checker.
+
+const (
+	soakPrice    = 1500
+	soakCurrency = "EUR"
+	soakUsers    = 1500 // buyers, shared by every sale
+)
+
+// soakSale is one sale of the run and what the operator did to it.
+type soakSale struct {
+	name                 string
+	ItemID, ActivityID   int64
+	Stock                int64
+	PerUser              int
+	Buckets              int
+	Window               time.Duration
+	mu                   sync.Mutex
+	open                 bool      // buyers are sent to it
+	endedAt, cancelledAt time.Time // when the operator's end or cancel was first answered 200
+	endsAt               time.Time // E: the end it was created with
+}
+
+func (sl *soakSale) isOpen() bool { sl.mu.Lock(); defer sl.mu.Unlock(); return sl.open }
+
+func (sl *soakSale) perUser() int { sl.mu.Lock(); defer sl.mu.Unlock(); return sl.PerUser }
+
+// orderAnswer is one place-order request and its answer.
+type orderAnswer struct {
+	kind, api    string
+	user, key    string
+	activity     int64
+	qty          int
+	sent, got    time.Time
+	code         int
+	orderNo      string
+	status, errc string
+	neterr       bool
+}
+
+// actAnswer is a buyer's pay or cancel, or a GET of an order.
+type actAnswer struct {
+	verb, orderNo, user string
+	sent                time.Time
+	code                int
+	status, errc        string
+	neterr              bool
+}
+
+// noteAnswer is one provider notification.
+type noteAnswer struct {
+	tx, orderNo           string
+	amount                int64
+	sent                  time.Time
+	code                  int
+	outcome, orderStatus  string
+	duplicate, neterr     bool
+	errc                  string
+	resent, caseVariantOf bool
+}
+
+// restockAnswer is one restock request.
+type restockAnswer struct {
+	item      int64
+	key       string
+	qty       int64
+	code      int
+	restockID int64
+	neterr    bool
+}
+
+// accepted is an order a buyer was given (a 2xx with an order number).
+type accepted struct {
+	orderNo, user string
+	activity      int64
+	qty           int
+	first         time.Time // when the request that first gave it was sent
+}
+
+// soakLog is every answer the clients got.
+type soakLog struct {
+	mu       sync.Mutex
+	orders   []orderAnswer
+	acts     []actAnswer
+	notes    []noteAnswer
+	restocks []restockAnswer
+	admin    []string // the operator's steps and answers, for the report
+	ops      map[string]int
+	accepted map[string]*accepted
+	accList  []*accepted
+	txs      []noteAnswer
+}
+
+func newSoakLog() *soakLog {
+	return &soakLog{ops: map[string]int{}, accepted: map[string]*accepted{}}
+}
+
+func (l *soakLog) op(kind string) { l.mu.Lock(); l.ops[kind]++; l.mu.Unlock() }
+
+func (l *soakLog) addOrder(a orderAnswer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.orders = append(l.orders, a)
+	if a.code/100 == 2 && a.orderNo != "" {
+		if _, ok := l.accepted[a.orderNo]; !ok {
+			acc := &accepted{orderNo: a.orderNo, user: a.user, activity: a.activity, qty: a.qty, first: a.sent}
+			l.accepted[a.orderNo] = acc
+			l.accList = append(l.accList, acc)
+		}
+	}
+}
+
+// randomAccepted picks an order some buyer was given, or nil.
+func (l *soakLog) randomAccepted(r *rand.Rand) *accepted {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.accList) == 0 {
+		return nil
+	}
+	// Mostly recent ones: they are still CREATED.
+	n := len(l.accList)
+	if r.IntN(3) > 0 {
+		return l.accList[n-1-r.IntN(min(n, 40))]
+	}
+	return l.accList[r.IntN(n)]
+}
+
+func (l *soakLog) randomOrder(r *rand.Rand) (orderAnswer, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.orders) == 0 {
+		return orderAnswer{}, false
+	}
+	return l.orders[r.IntN(len(l.orders))], true
+}
+
+func (l *soakLog) randomTx(r *rand.Rand) (noteAnswer, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.txs) == 0 {
+		return noteAnswer{}, false
+	}
+	return l.txs[r.IntN(len(l.txs))], true
+}
+
+func (l *soakLog) adminf(format string, args ...any) {
+	l.mu.Lock()
+	l.admin = append(l.admin, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+// setupSales makes the run's sales before any fault, through api1:
+//   - A: one stock key, a 6 s payment window (the closer is busy);
+//   - B: three buckets, 2 units a buyer, a 10 s window;
+//   - C: ended by the operator at 45 % of the run;
+//   - D: a 20 s window, cancelled at 65 % of the run;
+//   - E: created to start in an hour, changed (start now, 2 units a
+//     buyer) and warmed up by the operator at 25 %.
+func (s *soak) setupSales() {
+	a := s.apis[0].API()
+	mk := func(name string, stock int64, o pipelinetest.SaleOptions) *soakSale {
+		o.Price, o.Currency = soakPrice, soakCurrency
+		sale := a.CreateSaleWith(stock, o)
+		return &soakSale{name: name, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Stock: stock,
+			PerUser: max(o.PerUserLimit, 1), Buckets: max(o.Buckets, 1), Window: o.PaymentWindow, open: true}
+	}
+	s.sales = []*soakSale{
+		mk("A", 150, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 6 * time.Second}),
+		mk("B", 150, pipelinetest.SaleOptions{PerUserLimit: 2, Buckets: 3, PaymentWindow: 10 * time.Second}),
+		mk("C", 100, pipelinetest.SaleOptions{PerUserLimit: 1}),
+		mk("D", 100, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 20 * time.Second}),
+	}
+	var item, act struct {
+		ItemID     int64 `json:"item_id"`
+		ActivityID int64 `json:"activity_id"`
+	}
+	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil,
+		map[string]any{"name": "soak E", "stock": 120, "price": soakPrice, "currency": soakCurrency}, &item); err != nil || code != 201 {
+		s.t.Fatalf("create item E: %d %v", code, err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	if code, err := a.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil, map[string]any{"item_id": item.ItemID,
+		"starts_at": now.Add(time.Hour), "ends_at": now.Add(2 * time.Hour), "per_user_limit": 1}, &act); err != nil || code != 201 {
+		s.t.Fatalf("create activity E: %d %v", code, err)
+	}
+	s.sales = append(s.sales, &soakSale{name: "E", ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: 120, PerUser: 1, Buckets: 1,
+		endsAt: now.Add(2 * time.Hour)})
+	for _, sl := range s.sales {
+		s.t.Logf("sale %s: item %d activity %d stock %d per user %d buckets %d window %v",
+			sl.name, sl.ItemID, sl.ActivityID, sl.Stock, sl.PerUser, sl.Buckets, sl.Window)
+	}
+}
+
+// soakHTTP is the client for what pipelinetest.API does not send (the
+// provider's signed notifications).
+var soakHTTP = &http.Client{Timeout: 10 * time.Second}
+
+// clients is the running client mix.
+type clients struct{ wg sync.WaitGroup }
+
+func (c *clients) wait() { c.wg.Wait() }
+
+// startClients starts the buyers and the operator for d.
+func (s *soak) startClients(d time.Duration) *clients {
+	c := &clients{}
+	begin := s.begin
+	stop := begin.Add(d)
+	const workers = 4
+	for w := range workers {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			s.buyer(w, rand.New(rand.NewPCG(s.seed, uint64(w)+1)), stop)
+		}()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		s.operator(begin, d)
+	}()
+	return c
+}
+
+// api picks one of the two instances.
+func (s *soak) api(r *rand.Rand) (string, *pipelinetest.API) {
+	pr := s.apis[r.IntN(len(s.apis))]
+	return pr.name, pr.API()
+}
+
+// buyer runs one client of the mix until stop (at most 100,000 steps).
+func (s *soak) buyer(w int, r *rand.Rand, stop time.Time) {
+	type weighted struct {
+		op string
+		n  int
+	}
+	mix := []weighted{{"order", 40}, {"double-click", 8}, {"replay", 10}, {"pay", 7}, {"cancel", 6},
+		{"notify", 10}, {"poll", 8}, {"restock", 2}, {"warmup", 1}}
+	total := 0
+	for _, m := range mix {
+		total += m.n
+	}
+	for i := 0; i < 100_000 && time.Now().Before(stop); i++ {
+		n := r.IntN(total)
+		op := ""
+		for _, m := range mix {
+			if n < m.n {
+				op = m.op
+				break
+			}
+			n -= m.n
+		}
+		s.step(w, i, op, r)
+		time.Sleep(time.Duration(15+r.IntN(30)) * time.Millisecond) // pacing, not a wait for a condition
+	}
+}
+
+// openSale picks a sale buyers are sent to; one time in ten any sale
+// (an ended or cancelled one refuses).
+func (s *soak) openSale(r *rand.Rand) *soakSale {
+	if r.IntN(10) == 0 {
+		return s.sales[r.IntN(len(s.sales))]
+	}
+	var open []*soakSale
+	for _, sl := range s.sales {
+		if sl.isOpen() {
+			open = append(open, sl)
+		}
+	}
+	if len(open) == 0 {
+		return s.sales[r.IntN(len(s.sales))]
+	}
+	return open[r.IntN(len(open))]
+}
+
+func (s *soak) step(w, i int, op string, r *rand.Rand) {
+	s.log.op(op)
+	switch op {
+	case "order":
+		sl := s.openSale(r)
+		user := strconv.Itoa(1000 + r.IntN(soakUsers))
+		s.place("order", r, user, fmt.Sprintf("k%d-%d-%d", s.seed, w, i), sl.ActivityID, 1+r.IntN(sl.perUser()))
+	case "double-click":
+		// The same key twice at once, on both instances or one.
+		sl := s.openSale(r)
+		user := strconv.Itoa(1000 + r.IntN(soakUsers))
+		key := fmt.Sprintf("d%d-%d-%d", s.seed, w, i)
+		qty := 1 + r.IntN(sl.PerUser)
+		var wg sync.WaitGroup
+		for range 2 {
+			seed := r.Uint64()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.place("double-click", rand.New(rand.NewPCG(seed, 1)), user, key, sl.ActivityID, qty)
+			}()
+		}
+		wg.Wait()
+	case "replay":
+		if o, ok := s.log.randomOrder(r); ok {
+			s.place("replay", r, o.user, o.key, o.activity, o.qty)
+		}
+	case "pay", "cancel", "poll":
+		acc := s.log.randomAccepted(r)
+		if acc == nil {
+			return
+		}
+		_, a := s.api(r)
+		var b struct {
+			Status string `json:"status"`
+			Error  struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		sent := time.Now()
+		var code int
+		var err error
+		if op == "poll" {
+			code, err = a.DoAs("GET", "/api/v1/orders/"+acc.orderNo, acc.user, "", nil, nil, &b)
+		} else {
+			code, err = a.DoAs("POST", "/api/v1/orders/"+acc.orderNo+"/"+op, acc.user, "", nil, nil, &b)
+		}
+		s.log.mu.Lock()
+		s.log.acts = append(s.log.acts, actAnswer{verb: op, orderNo: acc.orderNo, user: acc.user, sent: sent, code: code,
+			status: b.Status, errc: b.Error.Code, neterr: err != nil})
+		s.log.mu.Unlock()
+	case "notify":
+		s.notify(w, i, r)
+	case "restock":
+		s.restock(w, i, r)
+	case "warmup":
+		sl := s.openSale(r)
+		_, a := s.api(r)
+		code, err := a.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", sl.ActivityID), 1, auth.RoleAdmin, nil, nil, nil)
+		s.log.adminf("warm-up of sale %s: %d %v", sl.name, code, errText(err))
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "(" + err.Error() + ")"
+}
+
+// place sends one order and writes its answer down.
+func (s *soak) place(kind string, r *rand.Rand, user, key string, activity int64, qty int) {
+	name, a := s.api(r)
+	sent := time.Now()
+	p, err := a.PlaceOrderAs(user, key, activity, qty)
+	s.log.addOrder(orderAnswer{kind: kind, api: name, user: user, key: key, activity: activity, qty: qty, sent: sent, got: time.Now(),
+		code: p.Code, orderNo: p.OrderNo, status: p.Status, errc: p.Error, neterr: err != nil})
+}
+
+// notify sends the provider's notification for an order some buyer was
+// given: a new transaction, the same one again (a duplicate; maybe late),
+// or one whose id differs from an earlier one only in case (another
+// transaction, byte for byte).
+func (s *soak) notify(w, i int, r *rand.Rand) {
+	var n noteAnswer
+	switch k := r.IntN(10); {
+	case k < 3:
+		old, ok := s.log.randomTx(r)
+		if !ok {
+			return
+		}
+		n = noteAnswer{tx: old.tx, orderNo: old.orderNo, amount: old.amount, resent: true, caseVariantOf: old.caseVariantOf}
+	default:
+		acc := s.log.randomAccepted(r)
+		if acc == nil {
+			return
+		}
+		n = noteAnswer{tx: fmt.Sprintf("tx%d-%d-%d", s.seed, w, i), orderNo: acc.orderNo, amount: int64(acc.qty) * soakPrice}
+		if k == 9 {
+			if old, ok := s.log.randomTx(r); ok && old.orderNo != acc.orderNo && strings.ToUpper(old.tx) != old.tx {
+				n.tx, n.caseVariantOf = strings.ToUpper(old.tx), true
+			}
+		}
+	}
+	amount := n.amount
+	body, err := json.Marshal(payment.Notification{TransactionID: n.tx, OrderNo: n.orderNo, Amount: &amount, Currency: soakCurrency})
+	if err != nil {
+		panic(err)
+	}
+	_, a := s.api(r)
+	req, err := http.NewRequest("POST", a.URL+"/payments/v1/notifications", bytes.NewReader(body))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set(payment.Header, payment.Sign([]byte(pipelinetest.PaymentSecret), body, time.Now()))
+	n.sent = time.Now()
+	resp, err := soakHTTP.Do(req)
+	if err != nil {
+		n.neterr = true
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		n.code = resp.StatusCode
+		var out struct {
+			Outcome     string `json:"outcome"`
+			OrderStatus string `json:"order_status"`
+			Duplicate   bool   `json:"duplicate"`
+			Error       struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(b, &out)
+		n.outcome, n.orderStatus, n.duplicate, n.errc = out.Outcome, out.OrderStatus, out.Duplicate, out.Error.Code
+	}
+	s.log.mu.Lock()
+	s.log.notes = append(s.log.notes, n)
+	if !n.resent {
+		s.log.txs = append(s.log.txs, n)
+	}
+	s.log.mu.Unlock()
+}
+
+// restock adds units to a sale's item with a new key, or sends an earlier
+// restock again with its key (an operator's retry).
+func (s *soak) restock(w, i int, r *rand.Rand) {
+	var ra restockAnswer
+	s.log.mu.Lock()
+	if len(s.log.restocks) > 0 && r.IntN(3) == 0 {
+		old := s.log.restocks[r.IntN(len(s.log.restocks))]
+		ra = restockAnswer{item: old.item, key: old.key, qty: old.qty}
+	}
+	s.log.mu.Unlock()
+	if ra.key == "" {
+		sl := s.openSale(r)
+		ra = restockAnswer{item: sl.ItemID, key: fmt.Sprintf("r%d-%d-%d", s.seed, w, i), qty: int64(5 + r.IntN(16))}
+	}
+	_, a := s.api(r)
+	var out struct {
+		RestockID int64 `json:"restock_id"`
+	}
+	code, err := a.Do("POST", fmt.Sprintf("/admin/v1/items/%d/restock", ra.item), 1, auth.RoleAdmin,
+		map[string]string{"Idempotency-Key": ra.key}, map[string]any{"quantity": ra.qty}, &out)
+	ra.code, ra.restockID, ra.neterr = code, out.RestockID, err != nil
+	s.log.mu.Lock()
+	s.log.restocks = append(s.log.restocks, ra)
+	s.log.mu.Unlock()
+}
+
+// operator changes and opens sale E at 25 % of the run, ends C at 45 %
+// and cancels D at 65 %, each retried (a fault may be on) for up to 20 s.
+func (s *soak) operator(begin time.Time, d time.Duration) {
+	at := func(frac float64) { time.Sleep(time.Until(begin.Add(time.Duration(frac * float64(d))))) } // the plan's times
+	retry := func(what string, try func() (int, string, error), done func(int, string) bool) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, errc, err := try()
+			s.log.adminf("%s: %d %s %s", what, code, errc, errText(err))
+			if err == nil && done(code, errc) {
+				return
+			}
+			if time.Now().After(deadline) {
+				s.log.adminf("%s: gave up after 20 s", what)
+				return
+			}
+			time.Sleep(500 * time.Millisecond) // an operator's retry, paced
+		}
+	}
+	var errBody struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	do := func(method, path string, body any) (int, string, error) {
+		errBody.Error.Code = ""
+		code, err := s.apis[0].API().Do(method, path, 1, auth.RoleAdmin, nil, body, &errBody)
+		if err != nil {
+			code, err = s.apis[1].API().Do(method, path, 1, auth.RoleAdmin, nil, body, &errBody)
+		}
+		return code, errBody.Error.Code, err
+	}
+
+	at(0.25)
+	e := s.sales[4]
+	now := time.Now().UTC().Truncate(time.Second)
+	// A refused change writes nothing: an end before the start.
+	retry("patch of sale E (ends before it starts, refused)", func() (int, string, error) {
+		return do("PATCH", fmt.Sprintf("/admin/v1/activities/%d", e.ActivityID), map[string]any{"ends_at": now.Add(30 * time.Minute)})
+	}, func(code int, _ string) bool { return code/100 == 4 })
+	retry("patch of sale E (start now, 2 a buyer)", func() (int, string, error) {
+		return do("PATCH", fmt.Sprintf("/admin/v1/activities/%d", e.ActivityID),
+			map[string]any{"starts_at": now.Add(-time.Minute), "per_user_limit": 2})
+	}, func(code int, errc string) bool { return code == 200 || errc == "ACTIVITY_STARTED" })
+	retry("warm-up of sale E", func() (int, string, error) {
+		return do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", e.ActivityID), nil)
+	}, func(code int, _ string) bool { return code == 200 })
+	e.mu.Lock()
+	e.PerUser, e.open = 2, true
+	e.mu.Unlock()
+
+	for _, step := range []struct {
+		frac float64
+		sale *soakSale
+		verb string
+	}{{0.45, s.sales[2], "end"}, {0.65, s.sales[3], "cancel"}} {
+		at(step.frac)
+		sl := step.sale
+		retry(step.verb+" of sale "+sl.name, func() (int, string, error) {
+			return do("POST", fmt.Sprintf("/admin/v1/activities/%d/%s", sl.ActivityID, step.verb), nil)
+		}, func(code int, errc string) bool {
+			if code != 200 {
+				return errc == "ACTIVITY_NOT_ACTIVE"
+			}
+			sl.mu.Lock()
+			defer sl.mu.Unlock()
+			if step.verb == "end" {
+				sl.endedAt = time.Now()
+			} else {
+				sl.cancelledAt = time.Now()
+			}
+			sl.open = false
+			return true
+		})
+	}
+}

@@ -1,0 +1,281 @@
+//go:build soak
+
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The soak's fault schedule is a pure function of the seed and the
+// duration: the kinds, times, targets and parameters of every fault come
+// from one PCG stream seeded with the seed, so a run that broke a promise
+// is replayed by its seed (the client mix and the programs' timing are not
+// replayed, the faults are).
+
+// The kinds of fault the nemesis injects.
+const (
+	faultLoseRedis = "lost-reply-redis" // a script's answer lost at the wire (pkg/proxytest)
+	faultLoseMySQL = "lost-reply-mysql" // a COMMIT's or UPDATE's answer lost
+	faultLoseKafka = "lost-reply-kafka" // a produce's or offset commit's answer lost
+	faultLatency   = "latency"          // base ± jitter on one program's link
+	faultCut       = "cut-link"         // one program's link cut, new connections refused
+	faultKillProg  = "kill-program"     // kill -9 of an api or consumer, restarted later
+	faultKillSvc   = "kill-service"     // kill -9 of redis-server, mariadbd or the broker
+	faultRestore   = "redis-restore"    // Redis brought back from an older copy of its AOF
+	faultStall     = "mysql-stall"      // SIGSTOP of mariadbd, SIGCONT later
+	faultSkew      = "clock-skew"       // an api restarted with SECKILL_TEST_CLOCK_OFFSET
+)
+
+// soakPrograms are the programs the soak runs, by name.
+var (
+	soakAPIs      = []string{"api1", "api2"}
+	soakConsumers = []string{"consumer1", "consumer2"}
+	soakServices  = []string{"redis", "mysql", "kafka"}
+)
+
+// soakFault is one fault of the schedule: from At for For (0: instant).
+type soakFault struct {
+	At     time.Duration
+	Kind   string
+	Target string // a program, a service, or a link "program/service" ("kafka-link": the broker link all share)
+	For    time.Duration
+	N      int    // lost replies
+	Match  string // which request loses its answer
+	Base   time.Duration
+	Jitter time.Duration
+	Offset time.Duration // clock skew
+}
+
+func (f soakFault) String() string {
+	s := fmt.Sprintf("%8s %-16s %-16s", f.At.Round(10*time.Millisecond), f.Kind, f.Target)
+	if f.For > 0 {
+		s += fmt.Sprintf(" for %v", f.For.Round(10*time.Millisecond))
+	}
+	switch f.Kind {
+	case faultLoseRedis, faultLoseMySQL, faultLoseKafka:
+		s += fmt.Sprintf(" %d× %s", f.N, f.Match)
+	case faultLatency:
+		s += fmt.Sprintf(" %v±%v", f.Base, f.Jitter)
+	case faultSkew:
+		s += fmt.Sprintf(" offset %v", f.Offset)
+	}
+	return s
+}
+
+// soakSchedule is the faults of one run, in the order they start.
+type soakSchedule struct {
+	Seed     uint64
+	Duration time.Duration
+	Faults   []soakFault
+}
+
+func (s soakSchedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak: schedule of seed %d over %v: %d faults\n", s.Seed, s.Duration, len(s.Faults))
+	for _, f := range s.Faults {
+		fmt.Fprintf(&b, "soak:   %s\n", f)
+	}
+	return b.String()
+}
+
+// byKind counts the schedule's faults by kind, as "kind n, ...".
+func (s soakSchedule) byKind() string {
+	n := map[string]int{}
+	for _, f := range s.Faults {
+		n[f.Kind]++
+	}
+	return countsLine(n)
+}
+
+// countsLine prints counts sorted by name: "a 3, b 1".
+func countsLine(n map[string]int) string {
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, n[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// makeSchedule draws the faults of a run of duration d from seed. Faults
+// arrive at random (exponential gaps, a few seconds apart) and last
+// seconds, so several are on at once; two never hold the same target at
+// once (a service is not killed while it is stalled), and at most two
+// services are down or stalled at a time, so the sale keeps moving. Every
+// fault ends by d; the first second and the last are quiet.
+func makeSchedule(seed uint64, d time.Duration) soakSchedule {
+	r := rand.New(rand.NewPCG(seed, 0x5eed50a4))
+	s := soakSchedule{Seed: seed, Duration: d}
+	type weighted struct {
+		kind string
+		w    int
+	}
+	kinds := []weighted{
+		{faultLoseRedis, 3}, {faultLoseMySQL, 2}, {faultLoseKafka, 2}, {faultLatency, 3}, {faultCut, 2},
+		{faultKillProg, 3}, {faultKillSvc, 2}, {faultRestore, 1}, {faultStall, 2}, {faultSkew, 1},
+	}
+	total := 0
+	for _, k := range kinds {
+		total += k.w
+	}
+	pick := func() string {
+		n := r.IntN(total)
+		for _, k := range kinds {
+			if n < k.w {
+				return k.kind
+			}
+			n -= k.w
+		}
+		panic("unreachable")
+	}
+	between := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(r.Int64N(int64(hi-lo)+1))).Round(10 * time.Millisecond)
+	}
+	oneOf := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	programs := append(append([]string{}, soakAPIs...), soakConsumers...)
+	link := func(svc string) string { return oneOf(programs...) + "/" + svc }
+
+	busy := map[string]time.Duration{} // target -> busy until
+	var services []time.Duration       // ends of the service faults on
+	const meanGap = 4 * time.Second
+	end := d - time.Second
+	for at := time.Second; ; {
+		at += time.Duration(r.ExpFloat64() * float64(meanGap)).Round(10 * time.Millisecond)
+		if at >= end {
+			break
+		}
+		room := end - at
+		var f soakFault
+		for try := 0; try < 5; try++ {
+			f = soakFault{At: at, Kind: pick()}
+			switch f.Kind {
+			case faultLoseRedis:
+				f.Target, f.N, f.Match = link("redis"), 1+r.IntN(3), "script"
+			case faultLoseMySQL:
+				f.Target, f.N, f.Match = link("mysql"), 1+r.IntN(2), oneOf("COMMIT", "UPDATE")
+			case faultLoseKafka:
+				f.Target, f.N, f.Match = "kafka-link", 1+r.IntN(2), oneOf("produce", "offset-commit")
+			case faultLatency:
+				f.Target = oneOf(link("redis"), link("mysql"), "kafka-link")
+				f.For, f.Base = between(2*time.Second, 10*time.Second), between(20*time.Millisecond, 300*time.Millisecond)
+				f.Jitter = f.Base / 2
+			case faultCut:
+				f.Target, f.For = oneOf(link("redis"), link("mysql"), "kafka-link"), between(500*time.Millisecond, 4*time.Second)
+			case faultKillProg:
+				f.Target, f.For = oneOf(programs...), between(500*time.Millisecond, 5*time.Second)
+			case faultKillSvc:
+				f.Target, f.For = oneOf(soakServices...), between(500*time.Millisecond, 4*time.Second)
+			case faultRestore:
+				// The copy is taken at At; the sale goes on for For; then
+				// Redis is killed and brought back from the copy.
+				f.Target, f.For = "redis", between(2*time.Second, 8*time.Second)
+			case faultStall:
+				f.Target, f.For = "mysql", between(500*time.Millisecond, 6*time.Second)
+			case faultSkew:
+				f.Target, f.For = oneOf(soakAPIs...), between(8*time.Second, 25*time.Second)
+				f.Offset = between(time.Second, 5*time.Second)
+				if r.IntN(3) > 0 {
+					f.Offset = -f.Offset // mostly behind: it would sell past the end
+				}
+			}
+			f.For = min(f.For, room)
+			if free(f, at, busy, services) {
+				break
+			}
+			f.Kind = ""
+		}
+		if f.Kind == "" {
+			continue
+		}
+		key := f.Target
+		if f.Kind == faultLoseRedis || f.Kind == faultLoseMySQL || f.Kind == faultLoseKafka {
+			key = "" // armed at once, holds nothing
+		}
+		if key != "" {
+			busy[key] = at + f.For
+		}
+		if isServiceFault(f.Kind) {
+			services = append(services, at+f.For)
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	return s
+}
+
+func isServiceFault(kind string) bool {
+	return kind == faultKillSvc || kind == faultRestore || kind == faultStall
+}
+
+// free says whether f may start at at: its target is not held by another
+// fault, and fewer than two services are down or stalled.
+func free(f soakFault, at time.Duration, busy map[string]time.Duration, services []time.Duration) bool {
+	if f.Kind == faultLoseRedis || f.Kind == faultLoseMySQL || f.Kind == faultLoseKafka {
+		return true
+	}
+	if until, ok := busy[f.Target]; ok && until > at {
+		return false
+	}
+	if isServiceFault(f.Kind) {
+		on := 0
+		for _, e := range services {
+			if e > at {
+				on++
+			}
+		}
+		if on >= 2 {
+			return false
+		}
+	}
+	return f.For > 0
+}
+
+// The schedule is a pure function of the seed: the same seed gives the
+// same faults, another seed others; no target is held by two faults at
+// once, at most two services are down or stalled at a time, and every
+// fault ends within the run.
+func TestSoakScheduleIsAPureFunctionOfTheSeed(t *testing.T) {
+	a, b := makeSchedule(7, 5*time.Minute), makeSchedule(7, 5*time.Minute)
+	if a.String() != b.String() || len(a.Faults) == 0 {
+		t.Fatalf("seed 7 gave two schedules:\n%s\n%s", a, b)
+	}
+	if c := makeSchedule(8, 5*time.Minute); c.String()[30:] == a.String()[30:] {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+	for seed := uint64(1); seed <= 50; seed++ {
+		s := makeSchedule(seed, 3*time.Minute)
+		kinds := map[string]bool{}
+		for i, f := range s.Faults {
+			kinds[f.Kind] = true
+			if f.At+f.For > s.Duration {
+				t.Fatalf("seed %d: %s ends after the run", seed, f)
+			}
+			services := 0
+			for _, g := range s.Faults[:i] {
+				if g.At+g.For <= f.At || g.For == 0 || f.For == 0 {
+					continue
+				}
+				if g.Target == f.Target {
+					t.Fatalf("seed %d: %s and %s hold %s at once", seed, g, f, f.Target)
+				}
+				if isServiceFault(g.Kind) && isServiceFault(f.Kind) {
+					services++
+				}
+			}
+			if services >= 2 {
+				t.Fatalf("seed %d: %s starts while two services are down", seed, f)
+			}
+		}
+		if len(kinds) < 6 {
+			t.Fatalf("seed %d: only %d kinds of fault in 3 minutes: %s", seed, len(kinds), s.byKind())
+		}
+	}
+}
