@@ -160,7 +160,7 @@ func (s *Server) createActivity(c *gin.Context) {
 	}
 	// Within the range every key lifetime computed from them stays exact
 	// (order.MaxSaleLead, order.MaxSaleLength).
-	if err := order.CheckSaleTimes(b.StartsAt, b.EndsAt, time.Now()); err != nil {
+	if err := order.CheckSaleTimes(b.StartsAt, b.EndsAt, s.intake.Now()); err != nil {
 		s.fail(c, err)
 		return
 	}
