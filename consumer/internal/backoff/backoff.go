@@ -6,6 +6,13 @@
 // seckill_pass_record_failures_total), skips it until its backoff ends
 // (doubling from Min to Max at each failure in a row), and goes on with the
 // others. Memory is bounded: at most Limit records are remembered.
+//
+// A record's failure is not the pass's: a pass stops only when it cannot
+// list its records, or its context ends (the lock was lost, the consumer
+// stops). Known limit: a pass lists a bounded batch (the closer 500 orders
+// per query, the sweep 500 reservations per item), and records in backoff
+// keep their place in it, so a batch made only of failing records holds
+// back the records after it until their backoffs end.
 package backoff
 
 import (
