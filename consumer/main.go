@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/closer"
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/consumer/internal/heal"
@@ -133,11 +134,15 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	lockMetrics := metrics.NewLock(reg)
 	locker := lock.New(rdb, lock.Options{Prefix: rcfg.Prefix, InstanceID: instance, Logger: log,
 		OnAcquire: lockMetrics.Acquired, OnLost: lockMetrics.Lost})
+	// A record a periodic pass fails on is reported and skipped for a while;
+	// the pass goes on with the others.
+	passes := metrics.NewPasses(reg)
 	sw := &sweep.Sweeper{Stock: store, DB: db, Publisher: pub, After: sweepAfter, Every: sweepEvery, Log: log, Locker: locker,
-		Metrics: metrics.NewSweep(reg)}
+		Metrics: metrics.NewSweep(reg), Backoff: backoff.New(metrics.PassSweep, log, passes)}
 	cl := &closer.Closer{
 		Lifecycle: &lifecycle.Service{DB: db, Stock: store, Log: log},
 		Locker:    locker, Every: closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
+		Backoff: backoff.New(metrics.PassCloser, log, passes),
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under
@@ -155,7 +160,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	var warm *warmup.Scheduler
 	if warmupLead > 0 {
 		warm = &warmup.Scheduler{DB: db, Stock: store, Locker: locker, Lead: warmupLead, PaymentWindow: window, Log: log,
-			Now: clk.Now}
+			Now: clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, passes)}
 	}
 	// The sweep, the closer and the warm-up run beside the fulfilment loop;
 	// each acts only while it holds its lock, so one process in the group

@@ -1,7 +1,8 @@
 """Schemathesis hooks of scripts/api-fuzz.
 
 docs/openapi.yaml states a few rules in words because a JSON Schema cannot say them: one field
-against another (a sale's ends_at after its starts_at), or against what the server holds (an
+against another (a sale's ends_at after its starts_at, and within the range a sale's times may
+have), or against what the server holds (an
 order's quantity at most the sale's per_user_limit, a list cursor is one the api gave, a restock's
 Idempotency-Key names one quantity). A request the fuzzer generates as valid (positive mode) that
 breaks one of them is made to keep it here, just before it is sent, so the check
@@ -71,13 +72,29 @@ def sale_page(activity_id):
         return None
 
 
-def ends_after_starts(body, starts, ends):
-    """Moves ends_at a day after starts_at when it is not after it."""
+# The range a sale's times must be within (pkg/order MaxSaleLead, MaxSaleLength).
+MAX_LEAD = datetime.timedelta(days=1825)
+MAX_LENGTH = datetime.timedelta(days=90)
+
+
+def keep_sale_times(body, starts, ends):
+    """Keeps a sale's times as the api takes them (pkg/order CheckSaleTimes): a starts_at in the
+    body at most MAX_LEAD from now (else a day from now), and ends_at after starts_at by at most
+    MAX_LENGTH (else ends_at a day after starts_at, or, when the body has no ends_at, starts_at
+    an hour before it)."""
     s, e = when(starts), when(ends)
-    if s is None or e is None or e > s:
+    if s is None or e is None:
+        return
+    if "starts_at" in body and s > datetime.datetime.now(datetime.timezone.utc) + MAX_LEAD - datetime.timedelta(days=1):
+        s = when(rfc3339(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)))
+        body["starts_at"] = rfc3339(s)
+    if s < e <= s + MAX_LENGTH:
         return
     try:
-        body["ends_at"] = rfc3339(s + datetime.timedelta(days=1))
+        if "ends_at" in body:
+            body["ends_at"] = rfc3339(s + datetime.timedelta(days=1))
+        else:
+            body["starts_at"] = rfc3339(e - datetime.timedelta(hours=1))
     except OverflowError:
         body["starts_at"] = rfc3339(e - datetime.timedelta(days=1))
 
@@ -90,7 +107,7 @@ def before_call(context, case, kwargs):
     body = case.body if isinstance(case.body, dict) else None
     if op == "createActivity" and body is not None:
         if "starts_at" in body and "ends_at" in body:
-            ends_after_starts(body, body["starts_at"], body["ends_at"])
+            keep_sale_times(body, body["starts_at"], body["ends_at"])
         # A sale price is in the item's currency, and needs one when the item has no price.
         item = currencies.get(str(body.get("item_id")))
         if item and "currency" in body:
@@ -101,10 +118,7 @@ def before_call(context, case, kwargs):
         page = sale_page(case.path_parameters.get("id"))
         starts = body.get("starts_at", page and page["starts_at"])
         ends = body.get("ends_at", page and page["ends_at"])
-        if "ends_at" in body:
-            ends_after_starts(body, starts, ends)
-        elif when(starts) is not None and when(ends) is not None and when(ends) <= when(starts):
-            body["starts_at"] = rfc3339(when(ends) - datetime.timedelta(hours=1))
+        keep_sale_times(body, starts, ends)
     elif op == "placeOrder" and body is not None and isinstance(body.get("quantity"), int):
         page = sale_page(body.get("activity_id", 0))
         if page and body["quantity"] > page["per_user_limit"]:

@@ -177,63 +177,112 @@ type Stats struct {
 	Closed, Finished int
 }
 
+// Backoff keeps the records a pass failed on out of it for a while
+// (consumer/internal/backoff.Records): a pass skips an order that is not
+// Due, reports each failure, and goes on with the others.
+type Backoff interface {
+	Due(key string) bool
+	Failed(key string, err error, attrs ...any)
+	Succeeded(key string, attrs ...any)
+}
+
 // CloseCancelled closes up to limit CREATED orders of the cancelled sale
 // activity (0: of every cancelled sale), each as a buyer's cancel would,
-// and returns how many this call closed.
+// and returns how many this call closed. An order that fails does not stop
+// the others: the failures are returned together.
 func (s *Service) CloseCancelled(ctx context.Context, activity int64, limit int) (int, error) {
+	return s.closeCancelled(ctx, activity, limit, nil)
+}
+
+func (s *Service) closeCancelled(ctx context.Context, activity int64, limit int, b Backoff) (int, error) {
 	nos, err := s.DB.CancelledUnpaid(ctx, activity, limit)
 	if err != nil {
 		return 0, err
 	}
-	return s.closeAll(ctx, nos, order.ReasonSaleCancelled)
+	return s.closeAll(ctx, nos, order.ReasonSaleCancelled, b)
+}
+
+// eachOrder runs f on each order of nos that b has due, in order. A
+// failure is given to b (with b nil, it is returned with the others) and
+// the rest go on; the context ending stops it.
+func eachOrder(ctx context.Context, nos []string, b Backoff, f func(no string) error) error {
+	var errs []error
+	for _, no := range nos {
+		if b != nil && !b.Due(no) {
+			continue
+		}
+		err := f(no)
+		if ctx.Err() != nil {
+			return errors.Join(append(errs, ctx.Err())...)
+		}
+		switch {
+		case err == nil && b != nil:
+			b.Succeeded(no, "order_no", no)
+		case err != nil && b != nil:
+			b.Failed(no, err, "order_no", no)
+		case err != nil:
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // closeAll closes the orders nos and counts the closes this call made.
-func (s *Service) closeAll(ctx context.Context, nos []string, reason string) (int, error) {
+func (s *Service) closeAll(ctx context.Context, nos []string, reason string, b Backoff) (int, error) {
 	n := 0
-	for _, no := range nos {
+	err := eachOrder(ctx, nos, b, func(no string) error {
 		_, won, err := s.close(ctx, "", no, reason)
-		if err != nil {
-			return n, err
-		}
 		if won { // not a close that a cancel or another closer made
 			n++
 		}
-	}
-	return n, nil
+		return err
+	})
+	return n, err
 }
 
 // CloseExpired closes up to limit unpaid orders past their deadline and up
 // to limit CREATED orders of cancelled sales (orders that reached MySQL
 // after the cancel closed the others), then finishes the Redis release of
 // closed orders whose release was not recorded (the process died between
-// the two steps).
-func (s *Service) CloseExpired(ctx context.Context, now time.Time, limit int) (Stats, error) {
+// the two steps). An order that fails is given to b and skipped while b
+// says it is not due, and the pass goes on with the others (b nil: the
+// failures are returned together, after the rest); only a failed list, or
+// ctx ending, stops it.
+func (s *Service) CloseExpired(ctx context.Context, now time.Time, limit int, b Backoff) (Stats, error) {
 	var st Stats
 	nos, err := s.DB.ExpiredUnpaid(ctx, now, limit)
 	if err != nil {
 		return st, err
 	}
-	n, err := s.closeAll(ctx, nos, order.ReasonPaymentTimeout)
+	n, errExpired := s.closeAll(ctx, nos, order.ReasonPaymentTimeout, b)
 	st.Closed += n
-	if err != nil {
-		return st, err
+	if ctx.Err() != nil {
+		return st, errExpired
 	}
-	n, err = s.CloseCancelled(ctx, 0, limit)
+	n, err = s.closeCancelled(ctx, 0, limit, b)
 	st.Closed += n
-	if err != nil {
-		return st, err
+	if ctx.Err() != nil {
+		return st, errors.Join(errExpired, err)
 	}
+	errExpired = errors.Join(errExpired, err)
 	due, err := s.DB.ReleasesDue(ctx, now.Add(-2*time.Second), limit)
 	if err != nil {
-		return st, err
+		return st, errors.Join(errExpired, err)
 	}
+	byNo := make(map[string]order.Order, len(due))
+	nos = make([]string, 0, len(due))
 	for _, o := range due {
+		byNo[o.OrderNo] = o
+		nos = append(nos, o.OrderNo)
+	}
+	err = eachOrder(ctx, nos, b, func(no string) error {
+		o := byNo[no]
 		if err := s.release(ctx, o, o.FailureReason); err != nil {
-			return st, err
+			return err
 		}
 		st.Finished++
 		s.Log.Info("release after close finished", "order_no", o.OrderNo, "item_id", o.ItemID)
-	}
-	return st, nil
+		return nil
+	})
+	return st, errors.Join(errExpired, err)
 }

@@ -132,7 +132,7 @@ func (s *sale) raceCloser(t *testing.T, svc *lifecycle.Service, pay func(i int, 
 	go func() {
 		defer wg.Done()
 		for time.Since(start) < 60*time.Millisecond {
-			if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
+			if _, err := svc.CloseExpired(ctx, time.Now(), 500, nil); err != nil {
 				t.Error(err)
 			}
 			time.Sleep(2 * time.Millisecond)
@@ -159,7 +159,7 @@ func TestOverlappingClosersCloseEachOrderOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := s.service().CloseExpired(ctx, time.Now(), 500)
+			st, err := s.service().CloseExpired(ctx, time.Now(), 500, nil)
 			if err != nil {
 				t.Error(err)
 				return
@@ -210,7 +210,7 @@ func TestPayRacesTimeoutClose(t *testing.T) {
 		paid[i] = err == nil && o.Status == order.Paid
 	})
 	// Whatever pay lost, the closer closes (the deadline has passed now).
-	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Second), 500); err != nil {
+	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Second), 500, nil); err != nil {
 		t.Fatal(err)
 	}
 	nPaid := 0
@@ -256,7 +256,7 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	}
 	rdb.Del(ctx, k.Reservation(s.orders[2].OrderNo))
 
-	st, err := s.service().CloseExpired(ctx, time.Now(), 100)
+	st, err := s.service().CloseExpired(ctx, time.Now(), 100, nil)
 	if err != nil || st.Closed != 3 {
 		t.Fatalf("closer: %+v, %v; want 3 closed", st, err)
 	}

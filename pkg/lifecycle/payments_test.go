@@ -151,7 +151,7 @@ func TestNotificationRacesCloser(t *testing.T) {
 		}
 	})
 	// Finish any release whose Redis step is still due.
-	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Minute), 500); err != nil {
+	if _, err := svc.CloseExpired(ctx, time.Now().Add(time.Minute), 500, nil); err != nil {
 		t.Fatal(err)
 	}
 	nPaid := 0
@@ -260,7 +260,7 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 			return
 		}
 		// The closer's next pass: orders a late payment left CREATED.
-		if _, err := svc.CloseExpired(ctx, time.Now(), 500); err != nil {
+		if _, err := svc.CloseExpired(ctx, time.Now(), 500, nil); err != nil {
 			t.Fatal(err)
 		}
 

@@ -57,6 +57,9 @@ func everything(t *testing.T) *prometheus.Registry {
 	hl.Detected(metrics.HealRestart)
 	hl.Pass(metrics.HealPassRepaired)
 	hl.Repaired(time.Second)
+	ps := metrics.NewPasses(reg)
+	ps.RecordFailed(metrics.PassWarmup)
+	ps.RecordsWaiting(metrics.PassWarmup, 1)
 	return reg
 }
 
@@ -89,7 +92,8 @@ func TestNamesFollowConventions(t *testing.T) {
 	}
 	allowedLabels := map[string]bool{"route": true, "method": true, "code": true, "outcome": true, "result": true,
 		"partition": true, "action": true, "lock": true, "verdict": true, "item": true,
-		"reason": true} // reason: the heal watch's three (restart, new_master, marker)
+		"reason": true, // reason: the heal watch's three (restart, new_master, marker)
+		"pass":   true} // pass: the consumer's periodic passes (warmup, closer, sweep)
 	valid := regexp.MustCompile(`^seckill_[a-z]+(_[a-z0-9]+)+$`)
 	n := 0
 	for _, f := range fams {
@@ -142,6 +146,7 @@ func TestNilIsNoMetrics(t *testing.T) {
 		cl *metrics.Closer
 		l  *metrics.Lock
 		r  *metrics.Reconciler
+		ps *metrics.Passes
 	)
 	h.Start()
 	h.Route("GET", "/x").Observe(200, time.Millisecond)
@@ -166,6 +171,8 @@ func TestNilIsNoMetrics(t *testing.T) {
 	r.Run(metrics.RunBusy, 0, time.Now())
 	r.Items(map[string]int{"ok": 1})
 	r.Drift(map[int64]int64{1: 1})
+	ps.RecordFailed(metrics.PassSweep)
+	ps.RecordsWaiting(metrics.PassSweep, 1)
 }
 
 func TestRouteCountsByCode(t *testing.T) {

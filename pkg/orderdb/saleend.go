@@ -59,7 +59,8 @@ type ActivityChange struct {
 // PatchActivity changes a sale's times, per-user limit or bucket count
 // while it starts more than order.SettingsGuard after now (every instance
 // then sees the change before it opens); later, order.ErrActivityStarted.
-// The result must still end after it starts (order.ErrInvalidArgument).
+// The result must still be within the range of order.CheckSaleTimes
+// (order.ErrInvalidArgument).
 // Once the sale was warmed up, its bucket count and a later end are
 // order.ErrSettingLocked (checkChange).
 func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
@@ -88,9 +89,8 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if ch.StockBuckets != nil {
 			set["stock_buckets"] = *ch.StockBuckets
 		}
-		if !ends.After(starts) {
-			return order.Errorf(order.ErrInvalidArgument, "ends_at (%s) must be after starts_at (%s)",
-				ends.Format(time.RFC3339), starts.Format(time.RFC3339))
+		if err := order.CheckSaleTimes(starts, ends, now); err != nil {
+			return err
 		}
 		if err := checkChange(tx, row, ch); err != nil {
 			return err

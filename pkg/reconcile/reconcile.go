@@ -116,7 +116,7 @@ const LockName = "reconcile"
 
 // KeyMargin is how long quota keys live past the activity's end, and the
 // item's keys past its payment window: the API's intake.KeyMargin.
-const KeyMargin = 24 * time.Hour
+const KeyMargin = order.KeyMargin
 
 // Defaults for the zero values of Checker.
 const (

@@ -149,13 +149,19 @@ func (s *Server) createActivity(c *gin.Context) {
 		problem = "ends_at must be after starts_at"
 	case limit < 1 || limit > order.MaxQuantity:
 		problem = fmt.Sprintf("per_user_limit must be from 1 to %d", order.MaxQuantity)
-	case window != nil && (*window < 1 || *window > 7*24*3600):
-		problem = "payment_window_seconds must be from 1 to 604800"
+	case window != nil && (*window < 1 || *window > int(order.MaxPaymentWindow/time.Second)):
+		problem = fmt.Sprintf("payment_window_seconds must be from 1 to %d", int(order.MaxPaymentWindow/time.Second))
 	case buckets < 1 || buckets > order.MaxStockBuckets:
 		problem = fmt.Sprintf("stock_buckets must be from 1 to %d", order.MaxStockBuckets)
 	}
 	if problem != "" {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "%s", problem))
+		return
+	}
+	// Within the range every key lifetime computed from them stays exact
+	// (order.MaxSaleLead, order.MaxSaleLength).
+	if err := order.CheckSaleTimes(b.StartsAt, b.EndsAt, s.intake.Now()); err != nil {
+		s.fail(c, err)
 		return
 	}
 	if err := refuseNull(field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {

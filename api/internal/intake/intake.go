@@ -45,7 +45,7 @@ type Orders interface {
 
 // KeyMargin keeps quota and idempotency records this long past the
 // activity's end.
-const KeyMargin = 24 * time.Hour
+const KeyMargin = order.KeyMargin
 
 // Service places orders.
 type Service struct {

@@ -2,15 +2,19 @@
 // their stock and quota back, and finishes releases a crash interrupted.
 // Exactly one closer acts at a time across consumer processes (the "closer"
 // lock); two overlapping would still be safe, since every close is a
-// compare-and-set in MySQL and every release is at most once.
+// compare-and-set in MySQL and every release is at most once. An order a
+// pass fails on is reported and skipped for a while (package backoff); the
+// pass goes on with the others.
 package closer
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/pkg/lifecycle"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/metrics"
@@ -28,6 +32,20 @@ type Closer struct {
 	Log   *slog.Logger
 	// Metrics counts closed orders; nil counts nothing.
 	Metrics *metrics.Closer
+	// Backoff holds the orders a pass failed on (default: backoff.New
+	// without metrics).
+	Backoff *backoff.Records
+
+	once sync.Once
+}
+
+func (c *Closer) backoff() *backoff.Records {
+	c.once.Do(func() {
+		if c.Backoff == nil {
+			c.Backoff = backoff.New(metrics.PassCloser, c.Log, nil)
+		}
+	})
+	return c.Backoff
 }
 
 // Run closes expired orders every Every until ctx ends.
@@ -40,7 +58,9 @@ func (c *Closer) Run(ctx context.Context) {
 		st, err := c.Once(ctx)
 		c.Metrics.Closed(st.Closed, st.Finished)
 		switch {
-		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
+		case errors.Is(err, lock.ErrNotAcquired):
+			c.backoff().Idle()
+		case ctx.Err() != nil:
 		case err != nil:
 			c.Metrics.Failed()
 			c.Log.Warn("closer pass failed", "err", err)
@@ -64,5 +84,7 @@ func (c *Closer) Once(ctx context.Context) (lifecycle.Stats, error) {
 	if batch <= 0 {
 		batch = 500
 	}
-	return c.Lifecycle.CloseExpired(lctx, time.Now(), batch)
+	b := c.backoff()
+	defer b.Report()
+	return c.Lifecycle.CloseExpired(lctx, time.Now(), batch, b)
 }

@@ -4,15 +4,21 @@
 // Redis could not be told), and finishes them: it confirms or releases
 // those MySQL already decided, and re-publishes the rest (the consumer is
 // idempotent). It never releases a reservation MySQL has not decided: a
-// consumer may be inside its transaction.
+// consumer may be inside its transaction. A reservation (or an item) a
+// sweep fails on is reported and skipped for a while (package backoff);
+// the sweep goes on with the others.
 package sweep
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
@@ -40,6 +46,20 @@ type Sweeper struct {
 	Log   *slog.Logger
 	// Metrics counts what the sweep did; nil counts nothing.
 	Metrics *metrics.Sweep
+	// Backoff holds the reservations and items a sweep failed on
+	// (default: backoff.New without metrics).
+	Backoff *backoff.Records
+
+	once sync.Once
+}
+
+func (s *Sweeper) backoff() *backoff.Records {
+	s.once.Do(func() {
+		if s.Backoff == nil {
+			s.Backoff = backoff.New(metrics.PassSweep, s.Log, nil)
+		}
+	})
+	return s.Backoff
 }
 
 // Stats counts what one sweep did.
@@ -57,7 +77,9 @@ func (s *Sweeper) Run(ctx context.Context) {
 		st, err := s.SweepOnce(ctx)
 		s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
 		switch {
-		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
+		case errors.Is(err, lock.ErrNotAcquired):
+			s.backoff().Idle()
+		case ctx.Err() != nil:
 		case err != nil:
 			s.Metrics.Failed()
 			s.Log.Warn("sweep failed", "err", err)
@@ -84,9 +106,21 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
+	b := s.backoff()
+	defer b.Report()
 	for _, item := range items {
-		if err := s.sweepItem(lctx, item, time.Now().Add(-after), &st); err != nil {
-			return st, err
+		key := "item:" + strconv.FormatInt(item, 10)
+		if !b.Due(key) {
+			continue
+		}
+		err := s.sweepItem(lctx, item, time.Now().Add(-after), &st, b)
+		switch {
+		case lctx.Err() != nil:
+			return st, lctx.Err()
+		case err != nil:
+			b.Failed(key, err, "item_id", item)
+		default:
+			b.Succeeded(key, "item_id", item)
 		}
 	}
 	return st, nil
@@ -99,73 +133,125 @@ func (s *Sweeper) after() time.Duration {
 	return s.After
 }
 
-func (s *Sweeper) sweepItem(ctx context.Context, item int64, cutoff time.Time, st *Stats) error {
+// sweepItem sweeps one item's stranded reservations. A reservation that
+// fails is given to b and the others go on; an error is what fails the
+// whole item (its pending list, its orders in MySQL).
+func (s *Sweeper) sweepItem(ctx context.Context, item int64, cutoff time.Time, st *Stats, b *backoff.Records) error {
 	nos, err := s.Stock.PendingOlderThan(ctx, item, cutoff, 500)
 	if err != nil || len(nos) == 0 {
 		return err
 	}
-	inDB, err := s.DB.Orders(ctx, nos)
+	due := nos[:0]
+	for _, no := range nos {
+		if b.Due(no) {
+			due = append(due, no)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	inDB, err := s.DB.Orders(ctx, due)
 	if err != nil {
 		return err
 	}
 	var confirm []string
-	for _, no := range nos {
-		info, err := s.Stock.Reservation(ctx, item, no)
-		if errors.Is(err, order.ErrNotFound) {
-			continue
+	for _, no := range due {
+		c, err := s.sweepOne(ctx, item, no, inDB, cutoff, st)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if err != nil {
-			return err
+			b.Failed(no, err, "order_no", no, "item_id", item)
+			continue
 		}
-		log := s.Log.With("order_no", no, "user_id", info.UserID, "item_id", item)
-		if o, ok := inDB[no]; ok {
-			if o.Status == order.Failed {
-				// MySQL's FAILED row is final, so even a CLAIMED reservation
-				// may go: no consumer can create this order any more. An
-				// order the API gave up (it answered 503) frees its key.
-				ok, _, err := s.Stock.Release(ctx, info.Ref, o.FailureReason, order.AnsweredUnavailable(o.FailureReason),
-					stockredis.StateReserved, stockredis.StateClaimed)
-				if err != nil {
-					return err
-				}
-				if ok {
-					st.Released++
-					log.Info("stranded reservation released", "reason", o.FailureReason)
-				}
-				continue
-			}
+		if c {
 			confirm = append(confirm, no)
-			continue
+		} else {
+			b.Succeeded(no, "order_no", no, "item_id", item)
 		}
-		switch info.State {
-		case stockredis.StateReserved:
-		case stockredis.StateClaimed:
-			// A consumer took the event; if it died, Kafka redelivers the
-			// uncommitted message. Re-publish only when that has not
-			// happened for much longer (the message itself was lost).
-			if info.ReservedAt.After(cutoff.Add(-5 * s.after())) {
-				continue
-			}
-		default:
-			continue
-		}
-		ev := order.Event{
-			Version: order.EventVersion, OrderNo: no, IdempotencyKey: info.IdempotencyKey,
-			UserID: info.UserID, ItemID: item, ActivityID: info.ActivityID, Quantity: info.Quantity,
-			ReservedAt: info.ReservedAt,
-		}
-		if err := s.Publisher.Publish(ctx, ev); err != nil {
-			return err
-		}
-		// Push its sweep time forward so it is not re-published every round
-		// while the consumer works through a backlog.
-		if err := s.Stock.Touch(ctx, item, no, time.Now()); err != nil {
-			return err
-		}
-		st.Republished++
-		log.Info("stranded reservation re-published", "state", info.State)
 	}
 	n, err := s.Stock.Confirm(ctx, item, confirm)
-	st.Confirmed += int(n)
-	return err
+	if err == nil {
+		st.Confirmed += int(n)
+		for _, no := range confirm {
+			b.Succeeded(no, "order_no", no, "item_id", item)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// One script confirms them all: find the one that fails it.
+	for _, no := range confirm {
+		n, err := s.Stock.Confirm(ctx, item, []string{no})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			b.Failed(no, fmt.Errorf("confirm: %w", err), "order_no", no, "item_id", item)
+			continue
+		}
+		st.Confirmed += int(n)
+		b.Succeeded(no, "order_no", no, "item_id", item)
+	}
+	return nil
+}
+
+// sweepOne finishes one stranded reservation, or reports that MySQL has
+// its order created and it is to be confirmed (with the item's others).
+func (s *Sweeper) sweepOne(ctx context.Context, item int64, no string, inDB map[string]order.Order, cutoff time.Time, st *Stats) (confirm bool, err error) {
+	info, err := s.Stock.Reservation(ctx, item, no)
+	if errors.Is(err, order.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	log := s.Log.With("order_no", no, "user_id", info.UserID, "item_id", item)
+	if o, ok := inDB[no]; ok {
+		if o.Status == order.Failed {
+			// MySQL's FAILED row is final, so even a CLAIMED reservation
+			// may go: no consumer can create this order any more. An
+			// order the API gave up (it answered 503) frees its key.
+			ok, _, err := s.Stock.Release(ctx, info.Ref, o.FailureReason, order.AnsweredUnavailable(o.FailureReason),
+				stockredis.StateReserved, stockredis.StateClaimed)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				st.Released++
+				log.Info("stranded reservation released", "reason", o.FailureReason)
+			}
+			return false, nil
+		}
+		return true, nil
+	}
+	switch info.State {
+	case stockredis.StateReserved:
+	case stockredis.StateClaimed:
+		// A consumer took the event; if it died, Kafka redelivers the
+		// uncommitted message. Re-publish only when that has not
+		// happened for much longer (the message itself was lost).
+		if info.ReservedAt.After(cutoff.Add(-5 * s.after())) {
+			return false, nil
+		}
+	default:
+		return false, nil
+	}
+	ev := order.Event{
+		Version: order.EventVersion, OrderNo: no, IdempotencyKey: info.IdempotencyKey,
+		UserID: info.UserID, ItemID: item, ActivityID: info.ActivityID, Quantity: info.Quantity,
+		ReservedAt: info.ReservedAt,
+	}
+	if err := s.Publisher.Publish(ctx, ev); err != nil {
+		return false, err
+	}
+	// Push its sweep time forward so it is not re-published every round
+	// while the consumer works through a backlog.
+	if err := s.Stock.Touch(ctx, item, no, time.Now()); err != nil {
+		return false, err
+	}
+	st.Republished++
+	log.Info("stranded reservation re-published", "state", info.State)
+	return false, nil
 }

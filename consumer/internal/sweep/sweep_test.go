@@ -3,8 +3,10 @@ package sweep_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/logstest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
@@ -109,5 +112,79 @@ func abandon(reason string) func(t *testing.T, p *pipelinetest.Pipeline, ev orde
 		if o, err := p.DB.Abandon(context.Background(), ev, reason); err != nil || o.Status != order.Failed {
 			t.Fatalf("abandon: %+v %v", o, err)
 		}
+	}
+}
+
+// A stranded reservation the sweep cannot read (its key holds a string:
+// WRONGTYPE) and an item whose pending list it cannot read do not stop the
+// sweep: the reservations after the bad one, and the other items, are
+// finished in the same sweep. Each failure is logged once with the order
+// number or the item, and skipped until its backoff ends: a sweep right
+// after does not try them again.
+func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
+	t.Parallel()
+	const after = 2 * time.Second
+	ctx := context.Background()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	s, badItem, other := p.NewSale(10, 3), p.NewSale(10, 1), p.NewSale(10, 1)
+	ago := time.Now().Add(-time.Minute)
+	unreadable := p.ReserveEventAt(s, 1, 1, "k1", ago)
+	republish := p.ReserveEventAt(s, 2, 1, "k2", ago.Add(time.Second))
+	created := p.ReserveEventAt(s, 3, 1, "k3", ago.Add(2*time.Second))
+	claim(t, p, created)
+	if _, err := p.DB.Fulfil(ctx, s.ItemID, []orderdb.Request{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)
+	p.ReserveEventAt(badItem, 5, 1, "k5", ago)
+	rdb := p.Store.Client()
+	for _, key := range []string{p.Store.Keys(s.ItemID).Reservation(unreadable.OrderNo), p.Store.Keys(badItem.ItemID).Pending()} {
+		if err := rdb.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, key, "not what the sweep reads", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
+	defer pub.Close()
+	logBuf := &logstest.Buffer{}
+	sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.DB, Publisher: pub, After: after, Log: slog.New(slog.NewJSONHandler(logBuf, nil)),
+		Locker: lock.New(rdb, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
+
+	st, err := sw.SweepOnce(ctx)
+	if want := (sweep.Stats{Confirmed: 1, Republished: 2}); err != nil || st != want {
+		t.Fatalf("sweep: %+v %v, want %+v (the good reservations of both good items)", st, err, want)
+	}
+	for _, c := range []struct {
+		e     order.Event
+		state string
+	}{{republish, stockredis.StateReserved}, {created, stockredis.StateConfirmed}, {otherItems, stockredis.StateReserved}} {
+		if info, err := p.Store.Reservation(ctx, c.e.ItemID, c.e.OrderNo); err != nil || info.State != c.state {
+			t.Errorf("reservation %s: %+v %v, want %s", c.e.OrderNo, info, err, c.state)
+		}
+	}
+	if end, _, err := kafkatest.Offsets(ctx, p.Topic, ""); err != nil || end[0] != 2 {
+		t.Errorf("topic holds %v %v, want the 2 re-published events", end, err)
+	}
+	failures := func(attr string) int {
+		n := 0
+		for _, l := range strings.Split(logBuf.String(), "\n") {
+			if strings.Contains(l, "a record failed in a periodic pass") && strings.Contains(l, attr) {
+				n++
+			}
+		}
+		return n
+	}
+	badOrder, badList := `"order_no":"`+unreadable.OrderNo+`"`, fmt.Sprintf(`"item_id":%d,"err"`, badItem.ItemID)
+	if failures(badOrder) != 1 || failures(badList) != 1 {
+		t.Fatalf("failure lines: %d for the unreadable reservation, %d for the unreadable item; want 1 each:\n%s",
+			failures(badOrder), failures(badList), logBuf.String())
+	}
+	if st, err := sw.SweepOnce(ctx); err != nil || st != (sweep.Stats{}) {
+		t.Fatalf("second sweep: %+v %v, want nothing done", st, err)
+	}
+	if failures(badOrder) != 1 || failures(badList) != 1 {
+		t.Fatalf("the second sweep tried them again:\n%s", logBuf.String())
 	}
 }

@@ -6,18 +6,27 @@
 // the schedule skips it afterwards. The warm-up is the idempotent one of
 // package stockredis (MySQL stock minus what is in flight, never raising
 // an existing stock key), so a pass cut short by a crash and run again
-// changes nothing it already did.
+// changes nothing it already did. A sale the pass fails on (Redis refuses
+// its keys, its bucket count contradicts live keys, its times are out of
+// range) is reported and skipped for a while (package backoff), and the
+// pass goes on with the others: one bad sale never keeps the next from
+// opening on time.
 package warmup
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/reconcile"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tick"
 )
@@ -40,6 +49,20 @@ type Scheduler struct {
 	Log           *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Backoff holds the sales a pass failed on (default: backoff.New
+	// without metrics).
+	Backoff *backoff.Records
+
+	once sync.Once
+}
+
+func (s *Scheduler) backoff() *backoff.Records {
+	s.once.Do(func() {
+		if s.Backoff == nil {
+			s.Backoff = backoff.New(metrics.PassWarmup, s.Log, nil)
+		}
+	})
+	return s.Backoff
 }
 
 func (s *Scheduler) now() time.Time {
@@ -56,7 +79,11 @@ func (s *Scheduler) Run(ctx context.Context) {
 		every = time.Second
 	}
 	tick.Every(ctx, every, func(ctx context.Context) {
-		if _, err := s.Once(ctx); err != nil && !errors.Is(err, lock.ErrNotAcquired) && ctx.Err() == nil {
+		_, err := s.Once(ctx)
+		switch {
+		case errors.Is(err, lock.ErrNotAcquired):
+			s.backoff().Idle()
+		case err != nil && ctx.Err() == nil:
 			s.Log.Warn("scheduled warm-up failed; trying again", "err", err)
 		}
 	})
@@ -81,36 +108,63 @@ func (s *Scheduler) Once(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	b := s.backoff()
+	defer b.Report()
 	var warmed []int64
 	for _, a := range due {
+		key := strconv.FormatInt(a.ID, 10)
+		if !b.Due(key) {
+			continue
+		}
 		log := s.Log.With("activity_id", a.ID, "item_id", a.ItemID, "starts_at", a.StartsAt)
-		if !now.Before(a.StartsAt) {
-			// Started without a warm-up on record (the consumers were down,
-			// or the activity came from before this schedule). If Redis
-			// holds the item's stock, buyers are using it: a warm-up now
-			// could only lower it, so it is left to the reconciler.
-			snap, err := s.Stock.Stock(ctx, a.ItemID)
-			if err != nil {
-				return warmed, err
-			}
-			if snap.Warmed {
-				if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
-					return warmed, err
-				}
-				log.Info("activity started with its stock in Redis already; not warmed again")
-				continue
-			}
+		ok, err := s.warm(ctx, a, now, lead, log)
+		if ctx.Err() != nil {
+			// The lock was lost or the consumer is stopping: not the sale's fault.
+			return warmed, ctx.Err()
 		}
-		ttl := a.EndsAt.Sub(now) + a.PaymentWindowOr(s.PaymentWindow) + reconcile.KeyMargin
-		n, err := s.Stock.WarmupFrom(ctx, a.ItemID, a.StockBuckets, ttl, s.DB)
 		if err != nil {
-			return warmed, err
+			b.Failed(key, err, "activity_id", a.ID, "item_id", a.ItemID, "starts_at", a.StartsAt)
+			continue
 		}
-		if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
-			return warmed, err
+		b.Succeeded(key, "activity_id", a.ID, "item_id", a.ItemID)
+		if ok {
+			warmed = append(warmed, a.ID)
 		}
-		warmed = append(warmed, a.ID)
-		log.Info("activity warmed up on schedule", "redis_stock", n, "lead", lead.String())
 	}
 	return warmed, nil
+}
+
+// warm warms one due activity up and records it; it reports whether it
+// loaded the stock (false: the sale had started with its stock in Redis).
+func (s *Scheduler) warm(ctx context.Context, a order.Activity, now time.Time, lead time.Duration, log *slog.Logger) (bool, error) {
+	if !now.Before(a.StartsAt) {
+		// Started without a warm-up on record (the consumers were down,
+		// or the activity came from before this schedule). If Redis
+		// holds the item's stock, buyers are using it: a warm-up now
+		// could only lower it, so it is left to the reconciler.
+		snap, err := s.Stock.Stock(ctx, a.ItemID)
+		if err != nil {
+			return false, err
+		}
+		if snap.Warmed {
+			if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
+				return false, err
+			}
+			log.Info("activity started with its stock in Redis already; not warmed again")
+			return false, nil
+		}
+	}
+	ttl, err := order.KeyLifetime(a.EndsAt, now, a.PaymentWindowOr(s.PaymentWindow)+order.KeyMargin)
+	if err != nil {
+		return false, fmt.Errorf("warm-up of activity %d: %w", a.ID, err)
+	}
+	n, err := s.Stock.WarmupFrom(ctx, a.ItemID, a.StockBuckets, ttl, s.DB)
+	if err != nil {
+		return false, fmt.Errorf("warm-up of activity %d: %w", a.ID, err)
+	}
+	if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
+		return false, fmt.Errorf("warm-up of activity %d: stock loaded (%d); record it: %w", a.ID, n, err)
+	}
+	log.Info("activity warmed up on schedule", "redis_stock", n, "lead", lead.String())
+	return true, nil
 }
