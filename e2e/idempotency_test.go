@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/waittest"
 )
 
 // The same user sending the same Idempotency-Key again, after the order
@@ -102,4 +103,57 @@ func topicEnd(t *testing.T, topic string) int64 {
 		t.Fatalf("end offset of %s: %v", topic, err)
 	}
 	return end
+}
+
+// Redis loses a key's idempotency record after the key's order was
+// cancelled (Redis brought back from an older state does that): the
+// replay reserves a new order number, and MySQL, the final truth, refuses
+// it: the new order ends FAILED DUPLICATE_REQUEST, takes no unit, and the
+// buyer holds the one order the key made.
+func TestIdempotencyKeyReplayAfterRedisLostItsRecord(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	p.StartConsumer()
+	sale := api.CreateSale(3, 1)
+	const alice = 1
+	ctx := context.Background()
+
+	first, err := api.PlaceOrder(alice, "alice-1", sale.ActivityID, 1)
+	if err != nil || first.Code != 202 {
+		t.Fatalf("alice: %+v %v", first, err)
+	}
+	if got := p.WaitFinal(map[string]int64{first.OrderNo: alice}, 30*time.Second); got[first.OrderNo].Status != order.Created {
+		t.Fatalf("alice's order ended %+v, want CREATED", got[first.OrderNo])
+	}
+	if code, b := act(t, api, "1", first.OrderNo, "cancel"); code != 200 || b.Status != string(order.Closed) {
+		t.Fatalf("cancel: %d %+v", code, b)
+	}
+	// This test's own prefix only: the key's record, as a Redis brought
+	// back from before the order would lack it.
+	idem := p.Store.Keys(sale.ItemID).Idem("1", "alice-1")
+	if n, err := p.Store.Client().Del(ctx, idem).Result(); err != nil || n != 1 {
+		t.Fatalf("delete %s: %d %v, want the record there", idem, n, err)
+	}
+
+	replay, err := api.PlaceOrder(alice, "alice-1", sale.ActivityID, 1)
+	if err != nil || replay.Code != 202 || replay.OrderNo == first.OrderNo {
+		t.Fatalf("replay after the record was lost: %+v %v, want 202 with a new order number", replay, err)
+	}
+	got := p.WaitFinal(map[string]int64{replay.OrderNo: alice}, 30*time.Second)
+	if o := got[replay.OrderNo]; o.Status != order.Failed || o.FailureReason != order.ReasonDuplicateRequest {
+		t.Fatalf("the replay's order ended %s %q, want FAILED %s", o.Status, o.FailureReason, order.ReasonDuplicateRequest)
+	}
+	waittest.Until(t, 20*time.Second, "the buyer reads FAILED DUPLICATE_REQUEST", func() bool {
+		st, reason, err := api.OrderStatus(alice, replay.OrderNo)
+		return err == nil && st == string(order.Failed) && reason == order.ReasonDuplicateRequest
+	})
+	if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND user_id = ? AND status <> 'FAILED'",
+		sale.ActivityID, "1"); n != 1 {
+		t.Fatalf("alice holds %d orders, want 1 (the cancelled one)", n)
+	}
+	p.WaitDrained(sale.ItemID, 30*time.Second)
+	if inv := p.Check(sale); inv.DBStock != 3 || inv.RedisStock != 3 || inv.LiveOrders != 0 {
+		t.Fatalf("final %+v, want all 3 units in both stores and no live order", inv)
+	}
 }

@@ -52,6 +52,10 @@ const (
 	// ReasonReserveFailed: Redis may have run the reserve script but its
 	// answer was lost, so the API answered 503 and gave the reservation up.
 	ReasonReserveFailed = "RESERVE_FAILED"
+	// ReasonDuplicateRequest: the key already made an order in this sale
+	// (CREATED, PAID or CLOSED); a retry whose idempotency record Redis
+	// lost reserved a new order number, and MySQL refuses it.
+	ReasonDuplicateRequest = "DUPLICATE_REQUEST"
 )
 
 // AnsweredUnavailable reports whether an order that failed for reason was

@@ -206,7 +206,7 @@ func isTransient(err error) bool {
 func duplicateKey(err error) string {
 	var me *mysqldrv.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
-		for _, k := range []string{"uk_orders_order_no", "uk_orders_live", "uk_payments_transaction"} {
+		for _, k := range []string{"uk_orders_order_no", "uk_orders_live", "uk_orders_key", "uk_payments_transaction"} {
 			if strings.Contains(me.Message, k) {
 				return k
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +16,17 @@ import (
 
 var gen = order.NewNumberGenerator()
 
+// req is an order with an Idempotency-Key of its own.
 func req(item, user int64, qty int) orderdb.Request {
+	return reqKey(item, user, qty, "k"+strconv.FormatUint(keySeq.Add(1), 10))
+}
+
+var keySeq atomic.Uint64
+
+// reqKey is an order (a new order number) sent with key.
+func reqKey(item, user int64, qty int, key string) orderdb.Request {
 	return orderdb.Request{Event: order.Event{
-		Version: order.EventVersion, OrderNo: gen.Next(item), IdempotencyKey: "k", UserID: strconv.FormatInt(user, 10),
+		Version: order.EventVersion, OrderNo: gen.Next(item), IdempotencyKey: key, UserID: strconv.FormatInt(user, 10),
 		ItemID: item, ActivityID: 1, Quantity: qty, ReservedAt: time.Now(),
 	}, PayDeadline: time.Now().Add(30 * time.Minute)}
 }

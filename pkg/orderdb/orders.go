@@ -261,13 +261,25 @@ func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, 
 		out = Outcome{Status: order.Created}
 		return tx.Create(ptr(newRow(r, order.Created, ""))).Error
 	})
-	switch duplicateKey(err) {
+	switch k := duplicateKey(err); k {
 	case "":
-	case "uk_orders_live":
-		// The user already holds a live order in this activity: record the
-		// refusal without touching stock.
-		err = db.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, order.ReasonAlreadyPurchased))).Error
-		out = Outcome{Status: order.Failed, Reason: order.ReasonAlreadyPurchased}
+	case "uk_orders_live", "uk_orders_key":
+		// The user already holds a live order in this activity, or this
+		// key already made an order in it: record the refusal without
+		// touching stock. A retry of the key whose first order is still
+		// live trips uk_orders_live first; it is a duplicate request too.
+		reason := order.ReasonDuplicateRequest
+		if k == "uk_orders_live" {
+			used, kerr := db.keyUsed(ctx, r.Event)
+			if kerr != nil {
+				return Outcome{}, kerr
+			}
+			if !used {
+				reason = order.ReasonAlreadyPurchased
+			}
+		}
+		err = db.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
+		out = Outcome{Status: order.Failed, Reason: reason}
 		if duplicateKey(err) != "uk_orders_order_no" {
 			break
 		}
@@ -283,6 +295,18 @@ func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, 
 		return Outcome{}, wrap("fulfil order", err)
 	}
 	return out, nil
+}
+
+// keyUsed reports whether e's idempotency key already made an order
+// (one that is not FAILED) in e's activity: what uk_orders_key holds.
+func (db *DB) keyUsed(ctx context.Context, e order.Event) (bool, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+		Where("activity_id = ? AND user_id = ? AND key_once = ?", e.ActivityID, e.UserID, e.IdempotencyKey).Count(&n).Error
+	if err != nil {
+		return false, wrap("read order of idempotency key", err)
+	}
+	return n > 0, nil
 }
 
 // Abandon records that an order the API could not confirm failed for

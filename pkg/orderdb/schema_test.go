@@ -22,11 +22,12 @@ type row struct {
 }
 
 // insertRow writes r into activity straight through SQL, bypassing every
-// check of the Go code: only the schema decides.
+// check of the Go code: only the schema decides. Each order number has its
+// own idempotency key.
 func insertRow(ctx context.Context, db *mysqltest.DB, activity int64, r row) error {
 	return db.Gorm().WithContext(ctx).Exec(`INSERT INTO orders
 		(order_no, user_id, item_id, activity_id, quantity, status, idempotency_key, reserved_at)
-		VALUES (?, ?, 1, ?, 1, ?, 'k', ?)`, r.no, r.user, activity, string(r.status), time.Now().UTC()).Error
+		VALUES (?, ?, 1, ?, 1, ?, ?, ?)`, r.no, r.user, activity, string(r.status), "k-"+r.no, time.Now().UTC()).Error
 }
 
 // refusedBy returns the unique key a MySQL duplicate-key error names, ""
