@@ -26,7 +26,7 @@ import (
 // idemRecords lists the records the item's orders should have: one query
 // per checked activity. Where one key of a user produced several orders
 // (a retry after the record was lost before this repair existed), the
-// live one wins, else the latest.
+// live one wins, else the latest that is not a DUPLICATE_REQUEST refusal.
 func (c *Checker) idemRecords(ctx context.Context, t Target) ([]stockredis.IdemRecord, error) {
 	now := c.now()
 	type pick struct {
@@ -55,8 +55,11 @@ func (c *Checker) idemRecords(ctx context.Context, t Target) ([]stockredis.IdemR
 			}
 			k := userKey{o.UserID, o.IdempotencyKey}
 			p, seen := picked[k]
-			if seen && p.live && !o.Status.Live() {
-				continue // ids ascend: a later refused order does not replace the live one
+			if seen && (p.live && !o.Status.Live() || o.FailureReason == order.ReasonDuplicateRequest) {
+				// ids ascend: a later refused order does not replace the
+				// live one, and a retry MySQL refused because the key had
+				// made an order (uk_orders_key) never replaces that order.
+				continue
 			}
 			if !seen {
 				seq = append(seq, k)

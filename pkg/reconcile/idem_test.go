@@ -120,3 +120,35 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 		t.Fatalf("second repair: %+v", it)
 	}
 }
+
+// A buyer's order was closed, Redis then lost the key's record, and a
+// retry with the same key reserved a new order that MySQL refused
+// (DUPLICATE_REQUEST, uk_orders_key). Redis loses the record again: the
+// repair gives the key back its one order, the closed one, never the
+// refused retry.
+func TestReconcileRestoresTheKeysOrderNotItsRefusedRetry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 10, -time.Minute)
+	k := f.store.Keys(f.item)
+
+	closed := f.bought(1)
+	if tr, err := f.db.CloseOrder(f.ctx, "1", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		t.Fatalf("close: %+v %v", tr, err)
+	}
+	f.release(closed, stockredis.StateConfirmed)
+	if err := f.db.MarkReleased(f.ctx, closed.OrderNo); err != nil {
+		t.Fatal(err)
+	}
+	idem := k.Idem(closed.UserID, closed.IdempotencyKey)
+	f.rdb.Del(f.ctx, idem) // lost with a restore
+	retry := f.reserve(1, 1)
+	f.failedInMySQL(retry, order.ReasonDuplicateRequest)
+	f.rdb.Del(f.ctx, idem) // and lost again
+
+	if _, it := f.check(true); it.IdemRestored != 1 {
+		t.Fatalf("repair: %+v, want one idempotency record restored", it)
+	}
+	if got := f.rdb.Get(f.ctx, idem).Val(); got != closed.OrderNo {
+		t.Fatalf("the key's record names %q, want its closed order %s (not the refused retry %s)", got, closed.OrderNo, retry.OrderNo)
+	}
+}
