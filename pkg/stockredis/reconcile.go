@@ -549,9 +549,10 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item int64, bucket
 
 // UnrestoreReservations deletes the reservation hashes among orderNos that
 // the reconciler restored and that are still CONFIRMED (orders MySQL has
-// closed since), with their take markers, in script calls of up to 500,
-// each guarded by g (lua/reconcile_unrestore_reservation.lua says why). It
-// returns how many it deleted; on StaleFence it stops.
+// closed since), and the take markers of every restored one that is
+// deleted or RELEASED, in script calls of up to 500, each guarded by g
+// (lua/reconcile_unrestore_reservation.lua says why). It returns how many
+// hashes it deleted; on StaleFence it stops.
 func (r *Reconciler) UnrestoreReservations(ctx context.Context, item int64, orderNos []string, g Guard) (int, CAS, error) {
 	k := r.s.Keys(item)
 	deleted := 0
@@ -570,16 +571,14 @@ func (r *Reconciler) UnrestoreReservations(ctx context.Context, item int64, orde
 		if err != nil || c != Written {
 			return deleted, c, err
 		}
-		if len(res) != n+1 {
+		if len(res) != n+2 {
 			return deleted, 0, fmt.Errorf("reconcile unrestore reservations: unexpected reply %v", res)
 		}
+		d, _ := res[1].(int64)
+		deleted += int(d)
 		var markers []string
 		for i, no := range orderNos[:n] {
-			b, _ := res[i+1].(string)
-			if b == "-" {
-				continue
-			}
-			deleted++
+			b, _ := res[i+2].(string)
 			if b == "" {
 				continue
 			}
