@@ -424,10 +424,10 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	for i := range rep.Items {
 		it := &rep.Items[i]
 		j := index[it.ItemID]
+		rr := resv[it.ItemID] // done before the reads
+		c.noteReservations(it, rr.restored, rr.takenBack, rr.ok)
 		// Idempotency records first (see idem.go), before stock comes
 		// back: a retry then finds its order, not stock to reserve anew.
-		rr := resv[it.ItemID]
-		c.noteReservations(it, rr.restored, rr.takenBack, rr.ok)
 		idemOK, err := c.restoreIdem(ctx, targets[j], it, l)
 		if err != nil {
 			return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
