@@ -180,3 +180,78 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 		old = markerPast("")
 	}
 }
+
+// Redis is brought back from a copy older than three CREATED orders, while
+// no consumer runs; the next consumer heals it from MySQL. Then one buyer
+// cancels and another lets the payment window pass (the consumer's
+// closer): each close gives its unit back to MySQL and, through the
+// reservation the heal gave back, to Redis, so Redis and MySQL agree and
+// the reconciler finds no drift. Before the heal restored reservations,
+// both releases found none and Redis stayed two units below MySQL.
+func TestClosesAfterTheHealCreditRedis(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	rdb := p.Store.Client()
+	ctx := context.Background()
+	marker := p.Prefix + ":heal:generation"
+	api := p.StartAPI()
+	consumer := p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+	sale := api.CreateSale(10, 1)
+	markerPast := func(was string) string {
+		t.Helper()
+		var v string
+		waittest.Until(t, 10*time.Second, "the watch's generation marker past "+strconv.Quote(was), func() bool {
+			var err error
+			v, err = rdb.Get(ctx, marker).Result()
+			return err == nil && v != was
+		})
+		return v
+	}
+	markerPast("")
+	before := snapshotPrefix(t, rdb, p.Prefix)
+	old := markerPast("")
+	var nos []string
+	for u := int64(1); u <= 3; u++ {
+		nos = append(nos, buy(t, p, api, u, "close-after-heal", sale.ActivityID))
+	}
+	gen, err := strconv.ParseInt(old, 10, 64)
+	if err != nil {
+		t.Fatalf("marker %q: %v", old, err)
+	}
+	waittest.Until(t, 10*time.Second, "the watch's record in MySQL past generation "+old, func() bool {
+		return p.Count("SELECT COALESCE(MAX(generation), 0) FROM redis_watches WHERE marker = ?", marker) > gen
+	})
+	if err := consumer.Stop(30 * time.Second); err != nil {
+		t.Fatalf("stop the consumer: %v", err)
+	}
+	rewindPrefix(t, rdb, p.Prefix, before)
+	if n := rdb.Exists(ctx, p.Store.Keys(sale.ItemID).Reservation(nos[0])).Val(); n != 0 {
+		t.Fatal("the rewound copy holds the reservation made after it")
+	}
+	p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+	stockIs := func(what string, want int64) {
+		t.Helper()
+		waittest.Until(t, 30*time.Second, what+": Redis stock "+strconv.FormatInt(want, 10), func() bool {
+			snap, err := p.Store.Stock(ctx, sale.ItemID)
+			return err == nil && snap.Warmed && snap.Stock == want && snap.Inflight == 0
+		})
+	}
+	stockIs("healed", 7)
+
+	if code, b := act(t, api, "1", nos[0], "cancel"); code != 200 || b.Status != "CLOSED" {
+		t.Fatalf("cancel: %d %+v", code, b)
+	}
+	if err := p.DB.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE order_no = ?",
+		time.Now().Add(-time.Second).UTC(), nos[1]).Error; err != nil {
+		t.Fatal(err)
+	}
+	waittest.Until(t, 30*time.Second, "the closer closes the unpaid order", func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NOT NULL", nos[1]) == 1
+	})
+	stockIs("after the cancel and the timeout", 9)
+	p.Check(sale)
+	rep := reconcile(t, p, 0)
+	if it := rep.Items[0]; it.Verdict != "ok" || it.Drift != 0 {
+		t.Fatalf("reconciler after the closes: %+v", it)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -18,7 +19,8 @@ import (
 // outcome, and the next pass reads the state the script left and finds
 // nothing more to do; nothing is applied twice.
 func TestLostReplyRepairScripts(t *testing.T) {
-	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_idem"} {
+	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_idem",
+		"reconcile_restore_reservation"} {
 		t.Run(script, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 20, -time.Minute)
@@ -43,6 +45,8 @@ func TestLostReplyRepairScripts(t *testing.T) {
 				f.rdb.Set(f.ctx, k.Quota(f.act.ID, "3"), f.gen.Next(f.item), time.Hour)
 			case "reconcile_restore_idem":
 				f.rdb.Del(f.ctx, k.Idem("1", live.IdempotencyKey))
+			case "reconcile_restore_reservation":
+				f.rdb.Del(f.ctx, k.Reservation(live.OrderNo))
 			}
 
 			p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
@@ -75,6 +79,72 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			if got := f.rdb.Get(f.ctx, k.Idem("1", live.IdempotencyKey)).Val(); got != live.OrderNo {
 				t.Fatalf("idempotency record of the live order = %q, want %q", got, live.OrderNo)
 			}
+			if st := f.rdb.HGet(f.ctx, k.Reservation(live.OrderNo), "state").Val(); st != stockredis.StateConfirmed {
+				t.Fatalf("reservation of the live order is %q, want CONFIRMED", st)
+			}
+			// The next pass finds nothing more to restore, and the live
+			// order's close credits its unit once.
+			if _, it := f.check(true); it.Verdict != OK || len(it.Repairs) != 0 {
+				t.Fatalf("the pass after the lost answer: %+v", it)
+			}
+			f.cancel(live)
+			f.wantAgree(20)
 		})
 	}
+}
+
+// The answer of the take-back of a restored reservation (its order closed
+// after the restore, its release not run) is lost after the script ran:
+// the pass stops with an unknown outcome; the hash is gone, so the
+// closer's release finds none and credits nothing, and the next pass puts
+// the unit into Redis from MySQL's figure: once.
+func TestLostReplyUnrestoreReservation(t *testing.T) {
+	t.Parallel()
+	const script = "reconcile_unrestore_reservation"
+	f := newFixture(t, 20, -time.Minute)
+	k := f.store.Keys(f.item)
+	if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
+	via := stockredis.NewClient(stockredis.Config{Addrs: []string{p.Addr()}})
+	t.Cleanup(func() { via.Close() })
+	f.c.Stock = stockredis.New(via, f.prefix).Reconciler()
+
+	kept, closed := f.bought(1), f.bought(2)
+	f.rdb.Del(f.ctx, k.Reservation(kept.OrderNo), k.Reservation(closed.OrderNo)) // lost with the restore
+	if _, it := f.check(true); it.ReservationsRestored != 2 {
+		t.Fatalf("repair: %+v, want 2 reservations restored", it)
+	}
+	if tr, err := f.db.CloseOrder(f.ctx, closed.UserID, closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		t.Fatalf("close: %+v %v", tr, err)
+	}
+
+	p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
+	l := f.lock()
+	_, err := f.c.Run(f.ctx, f.targets(), true, l)
+	if err == nil || !stockredis.MayHaveRun(err) {
+		t.Fatalf("repair pass whose %s answer was lost: %v; want an unknown outcome", script, err)
+	}
+	if p.Lost() != 1 {
+		t.Fatalf("the proxy dropped %d answers, want 1", p.Lost())
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.rdb.Exists(f.ctx, k.Reservation(closed.OrderNo)).Val() != 0 {
+		t.Fatal("the restored reservation of the closed order is still there: the script did not run")
+	}
+
+	// The closer finishes the close's release: no hash, no credit.
+	st, err := f.lifecycle().CloseExpired(f.ctx, time.Now().Add(5*time.Second), 100)
+	if err != nil || st.Finished != 1 {
+		t.Fatalf("closer: %+v %v, want 1 release finished", st, err)
+	}
+	if _, it := f.check(true); it.Verdict != Repaired {
+		t.Fatalf("repair after the lost answer: %+v", it)
+	}
+	f.wantAgree(19)
+	f.cancel(kept)
+	f.wantAgree(20)
 }

@@ -88,10 +88,12 @@
 // stock, so a restored item never sells to a buyer whose quota is still
 // missing. Every repair pass also gives the orders MySQL holds their
 // idempotency records back where Redis lost them (see idem.go), first of
-// all, on every item it read, and before reading finishes the restocks
-// whose Redis step was left undone (an API that answered 503 and was not
-// retried; see restock.go), and again once it brought back a missing stock
-// key (a restock's step adds nothing to a missing key).
+// all, on every item it read. Before reading, it gives CREATED orders their
+// reservation hashes back where Redis lost them (see reservations.go) and
+// finishes the restocks whose Redis step was left undone (an API that
+// answered 503 and was not retried; see restock.go), and it finishes those
+// again once it brought back a missing stock key (a restock's step adds
+// nothing to a missing key).
 package reconcile
 
 import (
@@ -345,11 +347,23 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	}
 	defer func() { rep.FinishedAt = c.now().UTC() }()
 
+	type restoredRes struct {
+		restored, takenBack int
+		ok                  bool
+	}
+	resv := map[int64]restoredRes{}
 	if repair {
 		for _, t := range targets {
 			if err := c.finishRestocks(ctx, t.ItemID, l); err != nil {
 				return rep, fmt.Errorf("finish restocks of item %d: %w", t.ItemID, err)
 			}
+			// Before the reads, so they see each close's release as it
+			// will credit (see reservations.go).
+			n, back, ok, err := c.restoreReservations(ctx, t, l)
+			if err != nil {
+				return rep, fmt.Errorf("restore reservations of item %d: %w", t.ItemID, err)
+			}
+			resv[t.ItemID] = restoredRes{n, back, ok}
 		}
 	}
 	reads := make([][]reading, len(targets))
@@ -410,6 +424,8 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	for i := range rep.Items {
 		it := &rep.Items[i]
 		j := index[it.ItemID]
+		rr := resv[it.ItemID] // done before the reads
+		c.noteReservations(it, rr.restored, rr.takenBack, rr.ok)
 		// Idempotency records first (see idem.go), before stock comes
 		// back: a retry then finds its order, not stock to reserve anew.
 		idemOK, err := c.restoreIdem(ctx, targets[j], it, l)
@@ -436,9 +452,9 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 			}
 		}
 		switch {
-		case !idemOK && !it.Verdict.Problem():
+		case (!idemOK || !rr.ok) && !it.Verdict.Problem():
 			it.Verdict = Retry
-		case it.IdemRestored > 0 && (it.Verdict == OK || it.Verdict == NotStarted):
+		case (it.IdemRestored > 0 || rr.restored+rr.takenBack > 0) && (it.Verdict == OK || it.Verdict == NotStarted):
 			it.Verdict = Repaired
 		}
 	}

@@ -76,6 +76,9 @@ type ItemReport struct {
 	// IdemRestored is how many idempotency records of orders MySQL holds
 	// the repair wrote back (Redis had lost them).
 	IdemRestored int `json:"idempotency_restored,omitempty"`
+	// ReservationsRestored is how many reservation hashes of CREATED
+	// orders MySQL holds the repair wrote back (Redis had lost them).
+	ReservationsRestored int `json:"reservations_restored,omitempty"`
 }
 
 // InFlightDetail is how InFlight was computed:

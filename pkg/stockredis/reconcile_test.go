@@ -333,3 +333,113 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+// On the 3-master cluster, for a bucketed item whose buckets live on other
+// masters than its own keys: a lost reservation (hash and take marker) is
+// restored only where missing, and a release from it gives the unit back to
+// its bucket once; a restored reservation taken back (its order closed
+// meanwhile) leaves neither hash nor marker, so a release credits nothing;
+// an older fence is refused.
+func TestRestoreReservationsOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := redistest.NewCluster(t)
+	s := stockredis.New(rdb, prefix)
+	rc := s.Reconciler()
+	const item, buckets = 4, 3
+	if _, err := s.WarmupBuckets(ctx, item, buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
+		t.Fatal(err)
+	}
+	k := s.Keys(item)
+	bought := func(user string) stockredis.Reservation {
+		r := stockredis.Reservation{OrderNo: gen.Next(item), UserID: user, ItemID: item, ActivityID: 7, Quantity: 2,
+			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour, Buckets: buckets}
+		if _, err := s.Reserve(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, item, []string{r.OrderNo}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Confirm(ctx, item, []string{r.OrderNo}); err != nil {
+			t.Fatal(err)
+		}
+		// Lost with the data: the hash and every take marker.
+		rdb.Del(ctx, k.Reservation(r.OrderNo))
+		for b := range buckets {
+			rdb.Del(ctx, k.Taken(b, r.OrderNo))
+		}
+		return r
+	}
+	lost := func(r stockredis.Reservation) stockredis.LostReservation {
+		return stockredis.LostReservation{OrderNo: r.OrderNo, UserID: r.UserID, ActivityID: r.ActivityID, Quantity: r.Quantity,
+			IdempotencyKey: r.IdempotencyKey, ReservedAt: r.At, TTL: time.Hour}
+	}
+	ref := func(r stockredis.Reservation) stockredis.Ref {
+		return stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+	}
+	stock := func() int64 {
+		snap, err := s.Stock(ctx, item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Stock
+	}
+
+	a, b := bought("1"), bought("2")
+	if got := stock(); got != 26 {
+		t.Fatalf("stock %d after two orders of 2, want 26", got)
+	}
+	written, res, err := rc.RestoreReservations(ctx, item, buckets, []stockredis.LostReservation{lost(a), lost(b)}, guard(5))
+	if err != nil || res != stockredis.Written || len(written) != 2 {
+		t.Fatalf("restore: %v %v %v", written, res, err)
+	}
+	if again, res, err := rc.RestoreReservations(ctx, item, buckets, []stockredis.LostReservation{lost(a)}, guard(5)); err != nil ||
+		res != stockredis.Written || len(again) != 0 {
+		t.Fatalf("restore again: %v %v %v; want nothing written", again, res, err)
+	}
+	if _, res, err := rc.RestoreReservations(ctx, item, buckets, []stockredis.LostReservation{lost(a)}, guard(4)); err != nil || res != stockredis.StaleFence {
+		t.Fatalf("restore with an older fence: %v %v", res, err)
+	}
+
+	// a's order is closed: its release gives 2 units back, once.
+	for range 2 {
+		if _, _, err := s.Release(ctx, ref(a), "CANCELLED", false, stockredis.StateConfirmed); err != nil {
+			t.Fatal(err)
+		}
+		if got := stock(); got != 28 {
+			t.Fatalf("stock %d after the release of a restored reservation, want 28", got)
+		}
+	}
+	// b's order was closed meanwhile: taken back, its release credits nothing.
+	if n, res, err := rc.UnrestoreReservations(ctx, item, []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 1 {
+		t.Fatalf("take back: %d %v %v; want 1 (a's is RELEASED)", n, res, err)
+	}
+	for bk := range buckets {
+		if rdb.Exists(ctx, k.Taken(bk, b.OrderNo)).Val() != 0 {
+			t.Fatalf("take marker of the taken-back reservation left in bucket %d", bk)
+		}
+	}
+	if ok, st, err := s.Release(ctx, ref(b), "CANCELLED", false, stockredis.StateConfirmed); err != nil || ok || st != stockredis.StateMissing {
+		t.Fatalf("release after the take-back: %v %s %v, want MISSING", ok, st, err)
+	}
+	if got := stock(); got != 28 {
+		t.Fatalf("stock %d, want 28", got)
+	}
+	// a's release ran between its restored hash and its marker: the marker
+	// came after the release. The take-back drops it, so the closer's
+	// repeated release gives nothing more.
+	home, _ := strconv.Atoi(rdb.HGet(ctx, k.Reservation(a.OrderNo), "bucket").Val())
+	rdb.Set(ctx, k.Taken(home, a.OrderNo), 2, time.Hour)
+	if n, res, err := rc.UnrestoreReservations(ctx, item, []string{a.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 0 {
+		t.Fatalf("take back a RELEASED one: %d %v %v; want 0 deleted", n, res, err)
+	}
+	if rdb.Exists(ctx, k.Taken(home, a.OrderNo)).Val() != 0 {
+		t.Fatal("the marker restored after the release is still there")
+	}
+	if _, _, err := s.Release(ctx, ref(a), "CANCELLED", false, stockredis.StateConfirmed); err != nil {
+		t.Fatal(err)
+	}
+	if got := stock(); got != 28 {
+		t.Fatalf("stock %d after a repeated release, want 28", got)
+	}
+}
