@@ -137,7 +137,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 	}
 
 	// The closer finishes the close's release: no hash, no credit.
-	st, err := f.lifecycle().CloseExpired(f.ctx, time.Now().Add(5*time.Second), 100)
+	st, err := f.lifecycle().CloseExpired(f.ctx, time.Now().Add(5*time.Second), 100, nil)
 	if err != nil || st.Finished != 1 {
 		t.Fatalf("closer: %+v %v, want 1 release finished", st, err)
 	}

@@ -32,7 +32,7 @@ func (f *fixture) timeOut(r stockredis.Reservation) {
 		time.Now().Add(-time.Second).UTC(), r.OrderNo).Error; err != nil {
 		f.t.Fatal(err)
 	}
-	st, err := f.lifecycle().CloseExpired(f.ctx, time.Now(), 100)
+	st, err := f.lifecycle().CloseExpired(f.ctx, time.Now(), 100, nil)
 	if err != nil || st.Closed != 1 {
 		f.t.Fatalf("closer: %+v %v, want 1 closed", st, err)
 	}
