@@ -83,8 +83,12 @@ func (g *NumberGenerator) NextFor(item int64, user string) string {
 	if g.key == nil {
 		return g.Next(item)
 	}
+	return g.nextAt(item, user, time.Now())
+}
+
+func (g *NumberGenerator) nextAt(item int64, user string, now time.Time) string {
 	var id ulid.ULID
-	ms, seq := g.advance(ulid.Timestamp(time.Now()))
+	ms, seq := g.advance(ulid.Timestamp(now))
 	if err := id.SetTime(ms); err != nil {
 		panic(err) // a clock past the year 10889
 	}
@@ -155,6 +159,18 @@ func NumberTime(orderNo string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return ulid.Time(id.Time()), true
+}
+
+// Recent reports whether orderNo was made within KeyMargin of now, either
+// way: an order of a number that old may still be on its way (every record
+// the programs keep of a sale outlives it by KeyMargin).
+func Recent(orderNo string, now time.Time) bool {
+	at, ok := NumberTime(orderNo)
+	if !ok {
+		return false
+	}
+	age := now.Sub(at)
+	return age <= KeyMargin && age >= -KeyMargin
 }
 
 func putUint48(b []byte, v uint64) {

@@ -152,3 +152,40 @@ func BenchmarkIssued(b *testing.B) {
 		}
 	}
 }
+
+// A number is recent for KeyMargin after it was made (and before, for a
+// clock behind the maker's).
+func TestRecent(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name string
+		made time.Time
+		want bool
+	}{
+		{"just made", now, true},
+		{"made an hour short of the margin ago", now.Add(-KeyMargin + time.Hour), true},
+		{"made past the margin", now.Add(-KeyMargin - time.Minute), false},
+		{"made within the margin ahead", now.Add(time.Hour), true},
+		{"made past the margin ahead", now.Add(KeyMargin + time.Minute), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A generator of its own: one keeps its last time when the clock
+			// steps back.
+			g := mustSigned(t, bytes.Repeat([]byte{1}, NumberKeySize))
+			no := g.nextAt(42, "u", tt.made)
+			if at, _ := NumberTime(no); at.UnixMilli() != tt.made.UnixMilli() {
+				t.Fatalf("made at %v, want %v", at, tt.made)
+			}
+			if !g.Issued(no, "u") {
+				t.Fatalf("%q not issued", no)
+			}
+			if got := Recent(no, now); got != tt.want {
+				t.Fatalf("Recent(made %v) = %v, want %v", tt.made, got, tt.want)
+			}
+		})
+	}
+	if Recent("nonsense", now) {
+		t.Fatal("Recent(nonsense)")
+	}
+}
