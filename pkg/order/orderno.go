@@ -36,7 +36,7 @@ type NumberGenerator struct {
 	entropy *ulid.MonotonicEntropy // unsigned only
 
 	key    []byte
-	macs   sync.Pool // of hash.Hash: HMAC-SHA256 with key
+	macs   sync.Pool // of *signer: HMAC-SHA256 with key
 	rnd    *mrand.ChaCha8
 	lastMs uint64
 	seq    uint64 // the 48 bits of lastMs's last number
@@ -62,7 +62,9 @@ func NewSignedNumberGenerator(key []byte) (*NumberGenerator, error) {
 		return nil, fmt.Errorf("order number generator seed: %w", err)
 	}
 	g := &NumberGenerator{key: bytes.Clone(key), rnd: mrand.NewChaCha8(seed)}
-	g.macs.New = func() any { return hmac.New(sha256.New, g.key) }
+	g.macs.New = func() any {
+		return &signer{mac: hmac.New(sha256.New, g.key), buf: make([]byte, 0, 96), sum: make([]byte, 0, sha256.Size)}
+	}
 	return g, nil
 }
 
@@ -118,18 +120,24 @@ func (g *NumberGenerator) advance(now uint64) (ms, seq uint64) {
 	return g.lastMs, g.seq
 }
 
+// signer is one HMAC with its buffers, pooled so a tag allocates nothing.
+type signer struct {
+	mac hash.Hash
+	buf []byte
+	sum []byte
+}
+
 // tag writes the first 4 bytes of HMAC-SHA256(key, head, item, user) to dst.
 func (g *NumberGenerator) tag(dst, head []byte, item int64, user string) {
-	mac := g.macs.Get().(hash.Hash)
-	mac.Reset()
-	var buf [12 + 8 + 64]byte
-	b := append(buf[:0], head...)
-	b = binary.BigEndian.AppendUint64(b, uint64(item))
-	b = append(b, user...)
-	mac.Write(b)
-	var sum [sha256.Size]byte
-	copy(dst, mac.Sum(sum[:0]))
-	g.macs.Put(mac)
+	s := g.macs.Get().(*signer)
+	s.mac.Reset()
+	s.buf = append(append(s.buf[:0], head...), 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint64(s.buf[len(head):], uint64(item))
+	s.buf = append(s.buf, user...)
+	s.mac.Write(s.buf)
+	s.sum = s.mac.Sum(s.sum[:0])
+	copy(dst, s.sum)
+	g.macs.Put(s)
 }
 
 // Issued reports whether orderNo is a number g made for user (its tag
