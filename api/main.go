@@ -112,8 +112,17 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	// Every instance signs the numbers it issues with one key, so any of
-	// them tells an order it accepted from a number never issued.
+	// them tells an order it accepted from a number never issued. Asking
+	// again after a lost answer is safe: it reads the key that won.
 	numberKey, err := db.OrderNumberKey(ctx)
+	for attempt := 1; err != nil && attempt < 3 && ctx.Err() == nil; attempt++ {
+		log.Warn("order number key not read; retrying", "err", err)
+		select {
+		case <-time.After(time.Duration(attempt) * time.Second):
+		case <-ctx.Done():
+		}
+		numberKey, err = db.OrderNumberKey(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("order number key: %w", err)
 	}

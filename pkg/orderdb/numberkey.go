@@ -19,7 +19,9 @@ func (db *DB) OrderNumberKey(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("order number key: %w", err)
 	}
 	g := db.gdb.WithContext(ctx)
-	if err := g.Exec("INSERT IGNORE INTO shared_keys (name, value) VALUES ('order_number', ?)", offer).Error; err != nil {
+	// A hex literal, not a placeholder: one plain statement (no prepare).
+	insert := fmt.Sprintf("INSERT IGNORE INTO shared_keys (name, value) VALUES ('order_number', X'%x')", offer)
+	if err := g.Exec(insert).Error; err != nil {
 		return nil, wrap("offer order number key", err)
 	}
 	var key []byte
