@@ -68,7 +68,8 @@ func NewSignedNumberGenerator(key []byte) (*NumberGenerator, error) {
 	return g, nil
 }
 
-// Next returns a new order number for an order of item, unsigned.
+// Next returns a new order number for an order of item: unsigned, or, from
+// a signed generator, signed for no user (use NextFor).
 func (g *NumberGenerator) Next(item int64) string {
 	if g.key != nil {
 		return g.NextFor(item, "")
