@@ -26,7 +26,8 @@ import (
 // strictly increasing in their ULID part. Safe for concurrent use.
 //
 // A signed generator (NewSignedNumberGenerator) splits the 80 bits into 48
-// bits drawn at random for each new millisecond and incremented within it,
+// bits drawn at random (in the lower half of their range, leaving room to
+// count) for each new millisecond and incremented within it,
 // and a 32-bit tag: the first 4 bytes of HMAC-SHA256(key, time, the 48
 // bits, item id, user id). Issued tells a number it made for a user from
 // one it never made, without storing anything: an accepted order whose
