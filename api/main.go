@@ -111,6 +111,25 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
+	// Every instance signs the numbers it issues with one key, so any of
+	// them tells an order it accepted from a number never issued. Asking
+	// again after a lost answer is safe: it reads the key that won.
+	numberKey, err := db.OrderNumberKey(ctx)
+	for attempt := 1; err != nil && attempt < 3 && ctx.Err() == nil; attempt++ {
+		log.Warn("order number key not read; retrying", "err", err)
+		select {
+		case <-time.After(time.Duration(attempt) * time.Second):
+		case <-ctx.Done():
+		}
+		numberKey, err = db.OrderNumberKey(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("order number key: %w", err)
+	}
+	numbers, err := order.NewSignedNumberGenerator(numberKey)
+	if err != nil {
+		return err
+	}
 	clk, err := clock.Start(ctx, db.Now, clockOffset, log)
 	if err != nil {
 		return err
@@ -134,7 +153,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 
 	svc := &intake.Service{
 		Stock: store, Publisher: pub, Activities: db, Orders: db,
-		Numbers: order.NewNumberGenerator(), PaymentWindow: window, Log: log, Now: clk.Now,
+		Numbers: numbers, PaymentWindow: window, Log: log, Now: clk.Now,
 		Metrics: metrics.NewIntake(reg),
 	}
 	ready := []httpapi.Checker{

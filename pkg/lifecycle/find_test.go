@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -14,8 +15,9 @@ import (
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
-// Find reads MySQL's row first, else the reservation in Redis, and only
-// for the user who owns the order.
+// Find reads MySQL's row first, else the reservation in Redis, else tells
+// a number the api issued to the user (PENDING) from one never issued, and
+// only for the user who owns the order.
 func TestFind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -28,6 +30,13 @@ func TestFind(t *testing.T) {
 	if ok, _, err := p.Store.Release(ctx, stockredis.EventRef(released), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
 		t.Fatalf("release: %v %v", ok, err)
 	}
+	// A number the api signed whose reservation Redis lost before the
+	// consumer wrote it.
+	numbers, err := order.NewSignedNumberGenerator(bytes.Repeat([]byte{3}, order.NumberKeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := numbers.NextFor(s.ItemID, "1")
 	tests := []struct {
 		name    string
 		user    int64
@@ -42,10 +51,12 @@ func TestFind(t *testing.T) {
 		{"a reservation released before MySQL", 3, released.OrderNo, order.Failed, false},
 		{"no such order", 1, order.NewNumberGenerator().Next(s.ItemID), "", false},
 		{"not an order number", 1, "nonsense", "", false},
+		{"a number issued for the user, in neither store", 1, lost, order.Pending, false},
+		{"a number issued for another user, in neither store", 2, lost, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, inMySQL, err := lifecycle.Find(ctx, p.DB, p.Store, strconv.FormatInt(tt.user, 10), tt.no)
+			o, inMySQL, err := lifecycle.Find(ctx, p.DB, p.Store, numbers, strconv.FormatInt(tt.user, 10), tt.no)
 			if tt.status == "" {
 				if !errors.Is(err, order.ErrNotFound) {
 					t.Fatalf("Find: %+v %v, want ErrNotFound", o, err)

@@ -23,7 +23,10 @@ import (
 type Service struct {
 	DB    *orderdb.DB
 	Stock *stockredis.Store
-	Log   *slog.Logger
+	// Numbers vouches for the order numbers the api issued (see Find);
+	// nil vouches for none.
+	Numbers Numbers
+	Log     *slog.Logger
 }
 
 // Pay marks the user's order PAID. Paying a PAID order again succeeds; an
@@ -78,7 +81,7 @@ func (s *Service) Cancel(ctx context.Context, user, orderNo string) (order.Order
 // or that does not exist, notYet when it is still on its way (PENDING) or
 // failed before reaching MySQL, and nil when MySQL has it.
 func (s *Service) pendingOrMissing(ctx context.Context, user, orderNo string, notYet error) error {
-	o, inMySQL, err := Find(ctx, s.DB, s.Stock, user, orderNo)
+	o, inMySQL, err := Find(ctx, s.DB, s.Stock, s.Numbers, user, orderNo)
 	switch {
 	case err != nil:
 		return err
@@ -95,11 +98,21 @@ type OrderReader interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
+// Numbers tells an order number the api issued for a user from one it
+// never issued (order.NumberGenerator).
+type Numbers interface {
+	Issued(orderNo, user string) bool
+}
+
 // Find returns the user's order: MySQL's row once the consumer wrote it
 // (inMySQL), otherwise the reservation in Redis as a PENDING order, or a
-// FAILED one when it was released before reaching MySQL. An order that does
-// not exist, or that another user owns, is order.ErrNotFound.
-func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user, orderNo string) (o order.Order, inMySQL bool, err error) {
+// FAILED one when it was released before reaching MySQL. When neither has
+// it, a number that numbers issued for this user within order.KeyMargin of
+// now is still PENDING (Redis lost the reservation, and the consumer has
+// yet to write the order): its item and time come from the number, its
+// activity and quantity are unknown (zero). Any other order that does not
+// exist, or that another user owns, is order.ErrNotFound.
+func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, numbers Numbers, user, orderNo string) (o order.Order, inMySQL bool, err error) {
 	item := order.ItemOf(orderNo)
 	if item == 0 {
 		return order.Order{}, false, order.ErrNotFound
@@ -115,6 +128,9 @@ func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user
 		return order.Order{}, false, err
 	}
 	info, err := stock.Reservation(ctx, item, orderNo)
+	if errors.Is(err, order.ErrNotFound) {
+		return issued(numbers, user, orderNo, item)
+	}
 	if err != nil {
 		return order.Order{}, false, err
 	}
@@ -130,6 +146,16 @@ func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, user
 		o.Status, o.FailureReason = order.Failed, info.Reason
 	}
 	return o, false, nil
+}
+
+// issued answers for an order neither store has: PENDING when numbers
+// issued orderNo for user lately, else order.ErrNotFound.
+func issued(numbers Numbers, user, orderNo string, item int64) (order.Order, bool, error) {
+	at, _ := order.NumberTime(orderNo)
+	if numbers == nil || !order.Recent(orderNo, time.Now()) || !numbers.Issued(orderNo, user) {
+		return order.Order{}, false, order.ErrNotFound
+	}
+	return order.Order{OrderNo: orderNo, UserID: user, ItemID: item, Status: order.Pending, CreatedAt: at, UpdatedAt: at}, false, nil
 }
 
 // close runs the MySQL compare-and-set and, when it won, the Redis release.

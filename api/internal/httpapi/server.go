@@ -89,7 +89,7 @@ func WithMetrics(m *metrics.HTTP, h http.Handler) Option {
 func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
-		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Log: log}}
+		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Numbers: svc.Numbers, Log: log}}
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
@@ -431,12 +431,15 @@ type placedBody struct {
 
 // OrderView is the body of GET /api/v1/orders/{order_no}.
 type OrderView struct {
-	OrderNo       string       `json:"order_no"`
-	Status        order.Status `json:"status"`
-	ActivityID    int64        `json:"activity_id"`
-	ItemID        int64        `json:"item_id"`
-	Quantity      int          `json:"quantity"`
-	FailureReason string       `json:"failure_reason,omitempty"`
+	OrderNo string       `json:"order_no"`
+	Status  order.Status `json:"status"`
+	// ActivityID and Quantity are left out (zero) only for a PENDING
+	// order whose reservation Redis lost before the consumer wrote it:
+	// the api then knows the order by its signed number alone.
+	ActivityID    int64  `json:"activity_id,omitempty"`
+	ItemID        int64  `json:"item_id"`
+	Quantity      int    `json:"quantity,omitempty"`
+	FailureReason string `json:"failure_reason,omitempty"`
 	// UnitPrice, Amount and Currency are what the order cost when it was
 	// written; left out for a PENDING order and for orders without a price.
 	UnitPrice *int64    `json:"unit_price,omitempty"`

@@ -131,7 +131,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		return Placed{}, order.ErrSoldOut
 	}
 
-	no := s.Numbers.Next(act.ItemID)
+	no := s.Numbers.NextFor(act.ItemID, r.UserID)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(act.ItemID),
 			tracing.AttrActivityID.Int64(act.ID), tracing.AttrQuantity.Int(r.Quantity))
@@ -328,9 +328,11 @@ func (s *Service) replay(ctx context.Context, user, orderNo string) (Placed, err
 
 // Status returns the user's order: MySQL's row once the consumer wrote it,
 // otherwise the reservation in Redis (PENDING, or FAILED when it was
-// released before reaching MySQL). Another user's order is not found.
+// released before reaching MySQL), or PENDING when neither has it but the
+// number is one this api issued to user lately (lifecycle.Find). Another
+// user's order, and a number never issued, are not found.
 func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order, error) {
-	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, user, orderNo)
+	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, s.Numbers, user, orderNo)
 	return o, err
 }
 
