@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -65,7 +66,8 @@ type Service struct {
 	Metrics *metrics.Intake
 
 	activities order.ActivityCache
-	soldOut    sync.Map // item id -> time the item was seen sold out
+	soldOut    sync.Map // item id -> soldOutMark
+	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }
 
 // SoldOutTTL is how long the in-process sold-out flag is trusted before the
@@ -149,6 +151,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
 		Buckets:        act.StockBuckets,
 	}
+	// The stock generation before the script: a refusal that raced a
+	// restock or a release here (ClearSoldOut) must not flag the units it
+	// brought back as sold out.
+	gen := s.stockGeneration(act.ItemID)
 	res, err := s.Stock.Reserve(ctx, reservation)
 	if err == nil && res.Duplicate && res.OrderNo != no && s.freeStaleKey(ctx, r.UserID, res.OrderNo) {
 		// The key named an order this API refused with 503 (Redis came
@@ -167,7 +173,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// (A bucketed item does not report what is left: only a one-unit
 		// refusal shows every bucket empty.)
 		if res.Left <= 0 && (r.Quantity == 1 || act.StockBuckets <= 1) {
-			s.soldOut.Store(act.ItemID, now)
+			s.soldOut.Store(act.ItemID, soldOutMark{at: now, gen: gen})
 		}
 		return Placed{}, err
 	case stockredis.MayHaveRun(err):
@@ -349,15 +355,36 @@ func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if now.Sub(v.(time.Time)) < SoldOutTTL {
+	m := v.(soldOutMark)
+	if now.Sub(m.at) < SoldOutTTL && m.gen == s.stockGeneration(item) {
 		return true
 	}
-	s.soldOut.Delete(item)
+	s.soldOut.CompareAndDelete(item, v)
 	return false
 }
 
-// ClearSoldOut forgets the sold-out flag of item (stock came back here).
-func (s *Service) ClearSoldOut(item int64) { s.soldOut.Delete(item) }
+// soldOutMark is when a reserve found the item sold out, and the item's
+// stock generation before that reserve ran.
+type soldOutMark struct {
+	at  time.Time
+	gen uint64
+}
+
+func (s *Service) stockGeneration(item int64) uint64 {
+	if v, ok := s.stockGen.Load(item); ok {
+		return v.(*atomic.Uint64).Load()
+	}
+	return 0
+}
+
+// ClearSoldOut forgets the sold-out flag of item (stock came back here),
+// and the refusals of reserves that started before: they saw the stock
+// without what came back.
+func (s *Service) ClearSoldOut(item int64) {
+	v, _ := s.stockGen.LoadOrStore(item, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+	s.soldOut.Delete(item)
+}
 
 // Warmup loads the activity's item stock into Redis (see stockredis.WarmupFrom),
 // keeping it past the activity's end.
