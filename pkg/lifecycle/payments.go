@@ -32,11 +32,15 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 	if err != nil {
 		return orderdb.Recorded{}, err
 	}
-	if !o.Amount.Priced() {
+	switch {
+	case !o.Amount.Priced() && o.Status == order.Failed:
+		// An order the API gave up before it reached the consumer (its row
+		// records no price): it never could be paid, so whatever arrived is
+		// owed back, recorded as a refund like a payment of a closed order.
+	case !o.Amount.Priced():
 		return orderdb.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 			"order %s has no price (its sale had none), so no payment can be checked against it", orderNo)
-	}
-	if amount != o.Amount {
+	case amount != o.Amount:
 		return orderdb.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 			"the payment of %s does not match the order's amount of %s", amount, o.Amount)
 	}

@@ -313,3 +313,30 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 		t.Fatal("no payment came after the cancel in any round: the race was not exercised")
 	}
 }
+
+// A notification for an order the API gave up (recorded FAILED by Abandon
+// before its 503: the row has no price) is money for an order that never
+// could be paid: it is recorded once as a refund owed and the order stays
+// FAILED, never refused with nothing recorded. (The soak found buyers given
+// such a number by a double click's 202, and their provider's notification
+// answered 422 with nothing written.)
+func TestNotificationOfAnAbandonedOrderIsARefund(t *testing.T) {
+	t.Parallel()
+	s := newSale(t, 10, 0, eur, time.Now().Add(time.Hour))
+	ctx := context.Background()
+	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.item), IdempotencyKey: "k",
+		UserID: "7", ItemID: s.item, ActivityID: s.activity, Quantity: 1, ReservedAt: time.Now()}
+	if o, err := s.db.Abandon(ctx, e, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
+		t.Fatalf("abandon: %+v %v", o, err)
+	}
+	for range 2 { // the provider's retry is a duplicate
+		rec, err := s.service().RecordPayment(ctx, "tx-abandoned", e.OrderNo, eur)
+		if err != nil || rec.Payment.Outcome != orderdb.PaymentRefund || rec.Order.Status != order.Failed {
+			t.Fatalf("notification: %+v %v, want a REFUND recorded and the order FAILED", rec, err)
+		}
+	}
+	ps, err := s.db.PaymentsOf(ctx, e.OrderNo)
+	if err != nil || len(ps) != 1 || ps[0].Outcome != orderdb.PaymentRefund {
+		t.Fatalf("payments of the abandoned order: %+v %v, want one REFUND", ps, err)
+	}
+}
