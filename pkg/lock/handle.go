@@ -137,8 +137,21 @@ func (l *Lock) Release(ctx context.Context) error {
 		// in Redis says whether it did.
 		var ran bool
 		if n, ran = l.releasedAnyway(ctx); !ran {
+			if l.holds > 1 {
+				// An outer hold goes on: it still needs the watchdog.
+				l.mu.Unlock()
+				return fmt.Errorf("release lock %q: %w", l.name, err)
+			}
+			// The last hold: the holder is done with the lock whatever
+			// Redis says, and nobody will release it again. Stop renewing,
+			// so the key expires within a lease; renewing a lock nobody
+			// uses would keep it from everyone for as long as this
+			// process lives.
+			l.goneLocked(fmt.Errorf("%w: release not confirmed (%w); left to expire", ErrLost, err))
 			l.mu.Unlock()
-			return fmt.Errorf("release lock %q: %w", l.name, err)
+			l.stopWatch(errStopped)
+			<-l.lost
+			return fmt.Errorf("release lock %q (left to expire within %v): %w", l.name, l.ttl, err)
 		}
 	}
 	if n > 0 {

@@ -113,3 +113,35 @@ func TestLostReplyLock(t *testing.T) {
 		})
 	}
 }
+
+// A release that cannot reach Redis at all (the link cut for a moment, and
+// the read of the hold count too) gives the lock up all the same: the
+// holder is done with it, so its watchdog stops and the key expires within
+// a lease. Before, the watchdog went on renewing once the link was back,
+// and a lock nobody would release again stayed held for as long as the
+// process lived (the soak saw the reconcile lock held for minutes after a
+// kill -9 of Redis).
+func TestUnreachableReleaseStopsTheWatchdog(t *testing.T) {
+	t.Parallel()
+	l := newLossyLocker(t, false)
+	ctx := context.Background()
+	held, err := l.lk.TryLock(ctx, "closer", lock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range l.Proxies {
+		x.Cut(time.Second)
+	}
+	if err := held.Release(ctx); err == nil {
+		t.Fatal("release through a cut link answered nil")
+	}
+	other := lock.New(l.Direct, lock.Options{Prefix: l.Prefix, InstanceID: "other"})
+	waittest.UntilEvery(t, 10*time.Second, 100*time.Millisecond, "the lock free again within a lease of the link coming back", func() bool {
+		o, err := other.TryLock(ctx, "closer", lock.WithTTL(time.Second))
+		if err != nil {
+			return false
+		}
+		_ = o.Release(ctx)
+		return true
+	})
+}
