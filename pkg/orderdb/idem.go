@@ -2,6 +2,7 @@ package orderdb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/seckill/seckill/pkg/order"
 )
@@ -18,9 +19,22 @@ type IdemOrder struct {
 	FailureReason string
 }
 
-// IdemOrders lists every order of the activity (CREATED, PAID, CLOSED and
-// FAILED alike) with its idempotency key, in one query, by id.
-func (db *DB) IdemOrders(ctx context.Context, activityID int64) ([]IdemOrder, error) {
+// IdemOrderPage lists every order (CREATED, PAID, CLOSED and FAILED alike)
+// with its idempotency key of the next users of the activity: those whose
+// user id sorts after after (by bytes; "" for the first page), up to users
+// of them, each with all its orders, by id. last is the last of those
+// users ("" when there are none left): the after of the next page. Both
+// statements are range reads of uk_orders_live.
+func (db *DB) IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []IdemOrder, last string, err error) {
+	var bound sql.NullString
+	err = db.gdb.WithContext(ctx).Raw(`SELECT MAX(user_id) FROM (SELECT DISTINCT user_id FROM orders
+		WHERE activity_id = ? AND user_id > ? ORDER BY user_id LIMIT ?) page`, activityID, after, users).Row().Scan(&bound)
+	if err != nil {
+		return nil, "", wrap("page users with orders", err)
+	}
+	if !bound.Valid {
+		return nil, "", nil
+	}
 	var rows []struct {
 		ID             int64
 		OrderNo        string
@@ -30,11 +44,11 @@ func (db *DB) IdemOrders(ctx context.Context, activityID int64) ([]IdemOrder, er
 		Status         string
 		FailureReason  *string
 	}
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+	err = db.gdb.WithContext(ctx).Model(&orderRow{}).
 		Select("id, order_no, user_id, item_id, idempotency_key, status, failure_reason").
-		Where("activity_id = ?", activityID).Order("id").Scan(&rows).Error
+		Where("activity_id = ? AND user_id > ? AND user_id <= ?", activityID, after, bound.String).Order("id").Scan(&rows).Error
 	if err != nil {
-		return nil, wrap("list orders with idempotency keys", err)
+		return nil, "", wrap("list orders with idempotency keys", err)
 	}
 	out := make([]IdemOrder, len(rows))
 	for i, r := range rows {
@@ -44,5 +58,5 @@ func (db *DB) IdemOrders(ctx context.Context, activityID int64) ([]IdemOrder, er
 			out[i].FailureReason = *r.FailureReason
 		}
 	}
-	return out, nil
+	return out, bound.String, nil
 }

@@ -3,6 +3,7 @@ package orderdb
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -54,18 +55,18 @@ func (db *DB) Order(ctx context.Context, orderNo string) (order.Order, error) {
 	return row.toOrder(), nil
 }
 
-// Orders returns the orders MySQL has among orderNos, by number.
+// Orders returns the orders MySQL has among orderNos, by number, asking
+// for ListBatch numbers per query.
 func (db *DB) Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error) {
 	out := make(map[string]order.Order, len(orderNos))
-	if len(orderNos) == 0 {
-		return out, nil
-	}
-	var rows []orderRow
-	if err := db.gdb.WithContext(ctx).Where("order_no IN ?", orderNos).Find(&rows).Error; err != nil {
-		return nil, wrap("read orders", err)
-	}
-	for _, r := range rows {
-		out[r.OrderNo] = r.toOrder()
+	for chunk := range slices.Chunk(orderNos, ListBatch) {
+		var rows []orderRow
+		if err := db.gdb.WithContext(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
+			return nil, wrap("read orders", err)
+		}
+		for _, r := range rows {
+			out[r.OrderNo] = r.toOrder()
+		}
 	}
 	return out, nil
 }

@@ -3,13 +3,43 @@ package orderdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/pkg/order"
 )
+
+// Bounds of the reconciler's reads: every statement stays within MySQL's
+// limits (65,535 placeholders) and every read holds a bounded number of
+// rows, whatever the size of the sale.
+const (
+	// ListBatch is the most values one IN list carries.
+	ListBatch = 1000
+	// MaxClosing is the most closed orders awaiting their Redis release
+	// an item's read takes in (they are in flight, not history: the
+	// closer releases them within seconds).
+	MaxClosing = 100_000
+	// MaxMoved is the most orders a read takes in as made or closed while
+	// it read.
+	MaxMoved = 100_000
+)
+
+// ErrTooBusy means an item has more orders in flight than a read takes in;
+// it is checked again later.
+var ErrTooBusy = errors.New("too many orders in flight to check now")
+
+func errTooManyClosing(itemID int64) error {
+	return fmt.Errorf("item %d has more than %d closed orders whose Redis release is not recorded yet (the closer releases them): %w",
+		itemID, MaxClosing, ErrTooBusy)
+}
+
+func errTooManyMoved(itemID int64) error {
+	return fmt.Errorf("item %d: more than %d orders moved while it was read: %w", itemID, MaxMoved, ErrTooBusy)
+}
 
 // ActivityFilter picks activities for the reconciler. Set fields combine
 // with AND; the zero filter picks every activity.
@@ -129,26 +159,29 @@ func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string
 			return err
 		}
 		snap.Stock = row.Stock
-		for rest := orderNos; len(rest) > 0; {
-			n := min(len(rest), 1000)
+		for chunk := range slices.Chunk(orderNos, ListBatch) {
 			var rows []struct {
 				OrderNo  string
 				Status   string
 				Quantity int64
 			}
 			if err := tx.Model(&orderRow{}).Select("order_no, status, quantity").
-				Where("order_no IN ?", rest[:n]).Scan(&rows).Error; err != nil {
+				Where("order_no IN ?", chunk).Scan(&rows).Error; err != nil {
 				return err
 			}
 			for _, r := range rows {
 				snap.Orders[r.OrderNo] = OrderState{Status: order.Status(r.Status), Quantity: r.Quantity}
 			}
-			rest = rest[n:]
 		}
 		var created []string
+		// Both lists are what moved while the item was read: the orders
+		// made and closed in a moment, never its history.
 		if err := tx.Model(&orderRow{}).Where("id > ? AND item_id = ? AND live = 1", mark.MaxID, itemID).
-			Pluck("order_no", &created).Error; err != nil {
+			Limit(MaxMoved+1).Pluck("order_no", &created).Error; err != nil {
 			return err
+		}
+		if len(created) > MaxMoved {
+			return errTooManyMoved(itemID)
 		}
 		for _, no := range created {
 			if !asked[no] {
@@ -157,8 +190,11 @@ func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string
 		}
 		var closed []string
 		if err := tx.Model(&orderRow{}).Where("item_id = ? AND status = ? AND (released_at IS NULL OR updated_at >= ?)",
-			itemID, string(order.Closed), mark.At).Pluck("order_no", &closed).Error; err != nil {
+			itemID, string(order.Closed), mark.At).Limit(MaxClosing+MaxMoved+1).Pluck("order_no", &closed).Error; err != nil {
 			return err
+		}
+		if len(closed) > MaxClosing+MaxMoved {
+			return errTooManyMoved(itemID)
 		}
 		for _, no := range closed {
 			if _, ok := mark.Closing[no]; !ok && !asked[no] {
@@ -183,16 +219,21 @@ func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string
 
 // ClosingOrders lists the item's CLOSED orders whose Redis release is not
 // recorded yet (released_at IS NULL): MySQL already has their units back,
-// Redis may not.
+// Redis may not. More than MaxClosing is an error: the closer is behind,
+// and the item is checked once it caught up.
 func (db *DB) ClosingOrders(ctx context.Context, itemID int64) (map[string]OrderState, error) {
 	var rows []struct {
 		OrderNo  string
 		Quantity int64
 	}
 	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("order_no, quantity").
-		Where("item_id = ? AND status = ? AND released_at IS NULL", itemID, string(order.Closed)).Scan(&rows).Error
+		Where("item_id = ? AND status = ? AND released_at IS NULL", itemID, string(order.Closed)).
+		Limit(MaxClosing + 1).Scan(&rows).Error
 	if err != nil {
 		return nil, wrap("list closing orders", err)
+	}
+	if len(rows) > MaxClosing {
+		return nil, errTooManyClosing(itemID)
 	}
 	out := make(map[string]OrderState, len(rows))
 	for _, r := range rows {
@@ -201,21 +242,55 @@ func (db *DB) ClosingOrders(ctx context.Context, itemID int64) (map[string]Order
 	return out, nil
 }
 
-// LiveOrders returns the live (CREATED or PAID) order of every user who
-// has one in the activity: user -> order number.
-func (db *DB) LiveOrders(ctx context.Context, activityID int64) (map[string]string, error) {
-	var rows []struct {
-		UserID  string
-		OrderNo string
-	}
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
-		Where("activity_id = ? AND live = 1", activityID).Scan(&rows).Error
+// LiveOrder is a live (CREATED or PAID) order as the reconciler reads it.
+type LiveOrder struct {
+	OrderNo        string
+	UserID         string
+	ItemID         int64
+	Status         order.Status
+	Quantity       int
+	IdempotencyKey string
+	CreatedAt      time.Time
+}
+
+// LiveOrderPage returns up to limit live orders of the activity whose user
+// id sorts after after (by bytes; "" for the first page), by user id: a
+// keyset scan of uk_orders_live, so a page costs the same however far into
+// the activity it is.
+func (db *DB) LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]LiveOrder, error) {
+	var rows []orderRow
+	err := db.gdb.WithContext(ctx).
+		Select("order_no, user_id, item_id, status, quantity, idempotency_key, created_at").
+		Where("activity_id = ? AND user_id > ? AND live = 1", activityID, after).
+		Order("user_id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, wrap("list live orders", err)
 	}
-	out := make(map[string]string, len(rows))
-	for _, r := range rows {
-		out[r.UserID] = r.OrderNo
+	out := make([]LiveOrder, len(rows))
+	for i, r := range rows {
+		out[i] = LiveOrder{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, Status: order.Status(r.Status),
+			Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// LiveOrdersOf returns, for the users among users who have a live order in
+// the activity, user -> that order's number (ListBatch users per query).
+func (db *DB) LiveOrdersOf(ctx context.Context, activityID int64, users []string) (map[string]string, error) {
+	out := make(map[string]string, len(users))
+	for chunk := range slices.Chunk(users, ListBatch) {
+		var rows []struct {
+			UserID  string
+			OrderNo string
+		}
+		err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
+			Where("activity_id = ? AND user_id IN ? AND live = 1", activityID, chunk).Scan(&rows).Error
+		if err != nil {
+			return nil, wrap("read live orders", err)
+		}
+		for _, r := range rows {
+			out[r.UserID] = r.OrderNo
+		}
 	}
 	return out, nil
 }

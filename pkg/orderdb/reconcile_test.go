@@ -103,7 +103,17 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 		t.Fatalf("closing after the release was recorded: %+v", closing)
 	}
 
-	live, err := db.LiveOrders(ctx, 1)
+	page, err := db.LiveOrderPage(ctx, 1, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 1 || page[0].UserID != "1" || page[0].OrderNo != a.Event.OrderNo || page[0].Status != order.Created {
+		t.Fatalf("live %+v, want user 1 -> %s", page, a.Event.OrderNo)
+	}
+	if page, err := db.LiveOrderPage(ctx, 1, "1", 10); err != nil || len(page) != 0 {
+		t.Fatalf("the page after user 1: %+v, %v", page, err)
+	}
+	live, err := db.LiveOrdersOf(ctx, 1, []string{"1", "2", "9"})
 	if err != nil {
 		t.Fatal(err)
 	}

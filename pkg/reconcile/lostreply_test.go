@@ -19,7 +19,7 @@ import (
 // outcome, and the next pass reads the state the script left and finds
 // nothing more to do; nothing is applied twice.
 func TestLostReplyRepairScripts(t *testing.T) {
-	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_idem",
+	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_missing",
 		"reconcile_restore_reservation"} {
 		t.Run(script, func(t *testing.T) {
 			t.Parallel()
@@ -39,11 +39,11 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			switch script {
 			case "reconcile_set_stock":
 				f.rdb.Set(f.ctx, k.Stock(), 25, redis.KeepTTL) // 6 too many
-			case "reconcile_restore_quota":
-				f.rdb.Del(f.ctx, k.Quota(f.act.ID, "1"))
+			case "reconcile_restore_quota": // a key holding an order that never was
+				f.rdb.Set(f.ctx, k.Quota(f.act.ID, "1"), f.gen.Next(f.item), time.Hour)
 			case "reconcile_remove_quota":
 				f.rdb.Set(f.ctx, k.Quota(f.act.ID, "3"), f.gen.Next(f.item), time.Hour)
-			case "reconcile_restore_idem":
+			case "reconcile_restore_missing":
 				f.rdb.Del(f.ctx, k.Idem("1", live.IdempotencyKey))
 			case "reconcile_restore_reservation":
 				f.rdb.Del(f.ctx, k.Reservation(live.OrderNo))

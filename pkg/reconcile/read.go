@@ -70,11 +70,6 @@ func (r reading) mismatch(t Target, now time.Time) bool {
 	return false
 }
 
-type quotaReading struct {
-	live           int
-	missing, stale []QuotaIssue
-}
-
 // read reads one item: stock first, then the quota of each activity.
 func (c *Checker) read(ctx context.Context, t Target) (reading, error) {
 	var r reading
@@ -154,104 +149,200 @@ func (c *Checker) readStockOnce(ctx context.Context, item int64) (stockReading, 
 	return s, snap.Moved, nil
 }
 
-// readQuota compares the activity's live orders with its quota keys.
+type quotaReading struct {
+	live int
+	// missing and stale list the first MaxListed issues of each kind;
+	// missingN and staleN count them all, absentN those of missingN whose
+	// key is missing (the rest hold another order number).
+	missing, stale            []QuotaIssue
+	missingN, staleN, absentN int
+}
+
+// MaxListed is the most quota issues of each kind a read lists (and a
+// report shows); beyond it they are counted. A repair restores every
+// missing key whatever the count, by a scan of its own (restoreQuotas).
+const MaxListed = 1000
+
+// quotaPage is how many live orders, or quota keys, one step of the quota
+// check reads.
+const quotaPage = stockredis.QuotaBatch
+
+func (q *quotaReading) addMissing(m QuotaIssue) {
+	q.missingN++
+	if m.Holder == "" {
+		q.absentN++
+	}
+	if len(q.missing) < MaxListed {
+		q.missing = append(q.missing, m)
+	}
+}
+
+func (q *quotaReading) addStale(s QuotaIssue) {
+	q.staleN++
+	if len(q.stale) < MaxListed {
+		q.stale = append(q.stale, s)
+	}
+}
+
+// readQuota compares the activity's live orders with its quota keys, a
+// page at a time, so it holds a few pages whatever the size of the sale:
+// first the live orders in user order, each page of them before the keys
+// of its users (a key seen after its order was live exists for every
+// order that was live then: a key goes only with its order's release);
+// then the quota keys by SCAN, each page of them before the live orders of
+// its users, for the keys whose user holds no live order.
 func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaReading, error) {
-	// Live orders first: a key seen after them exists for every order
-	// that was live then (a key goes only with its order's release).
-	live, err := c.DB.LiveOrders(ctx, activity)
+	q := quotaReading{missing: []QuotaIssue{}, stale: []QuotaIssue{}}
+	var closing map[string]orderdb.OrderState // read once, when needed
+	closingOf := func() (map[string]orderdb.OrderState, error) {
+		if closing != nil {
+			return closing, nil
+		}
+		var err error
+		closing, err = c.DB.ClosingOrders(ctx, item)
+		return closing, err
+	}
+	for after := ""; ; {
+		page, err := c.DB.LiveOrderPage(ctx, activity, after, quotaPage)
+		if err != nil {
+			return q, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].UserID
+		if err := c.checkLivePage(ctx, item, activity, page, &q, closingOf); err != nil {
+			return q, err
+		}
+		if len(page) < quotaPage {
+			break
+		}
+	}
+	err := c.Stock.ScanQuota(ctx, item, activity, func(holders map[string]string) error {
+		users := slices.Collect(maps.Keys(holders))
+		live, err := c.DB.LiveOrdersOf(ctx, activity, users)
+		if err != nil {
+			return err
+		}
+		suspects := map[string]string{}
+		for user, h := range holders {
+			if _, ok := live[user]; !ok {
+				suspects[user] = h // a live one is the first scan's
+			}
+		}
+		return c.judgeSuspects(ctx, item, activity, suspects, nil, &q, closingOf)
+	})
 	if err != nil {
-		return quotaReading{}, err
-	}
-	holders, err := c.Stock.QuotaHolders(ctx, item, activity)
-	if err != nil {
-		return quotaReading{}, err
-	}
-	q := quotaReading{live: len(live), missing: []QuotaIssue{}, stale: []QuotaIssue{}}
-	suspects := map[string]string{}
-	for user, no := range live {
-		switch h, ok := holders[user]; {
-		case !ok:
-			q.missing = append(q.missing, QuotaIssue{UserID: user, OrderNo: no})
-		case h != no:
-			suspects[user] = h
-		}
-	}
-	for user, h := range holders {
-		if _, ok := live[user]; !ok {
-			suspects[user] = h
-		}
-	}
-	if len(suspects) > 0 {
-		// Each key with its reservation at one instant, then MySQL: an
-		// order RESERVED or CLAIMED then is on its way, and one that was
-		// further along is in MySQL by now.
-		states, err := c.Stock.QuotaStates(ctx, item, activity, suspects)
-		if err != nil {
-			return quotaReading{}, err
-		}
-		var ask []string
-		for user, h := range suspects {
-			st := states[user]
-			if st.Holder != h || st.State == stockredis.StateReserved || st.State == stockredis.StateClaimed {
-				delete(suspects, user) // changed since the scan, or on its way
-				continue
-			}
-			ask = append(ask, h)
-		}
-		orders, err := c.DB.Orders(ctx, ask)
-		if err != nil {
-			return quotaReading{}, err
-		}
-		var closing map[string]orderdb.OrderState
-		for _, o := range orders {
-			if o.Status == order.Closed {
-				// Closed orders whose release has not run: the release
-				// deletes the key (the closer finishes it after a crash).
-				if closing, err = c.DB.ClosingOrders(ctx, item); err != nil {
-					return quotaReading{}, err
-				}
-				break
-			}
-		}
-		for user, h := range suspects {
-			o, ok := orders[h]
-			if ok && o.Status.Live() && o.UserID == user && o.ActivityID == activity {
-				continue // live: committed after the live orders were read
-			}
-			if _, ok := closing[h]; ok {
-				continue
-			}
-			if no, ok := live[user]; ok {
-				q.missing = append(q.missing, QuotaIssue{UserID: user, OrderNo: no, Holder: h})
-			} else {
-				q.stale = append(q.stale, QuotaIssue{UserID: user, Holder: h})
-			}
-		}
-	}
-	if len(q.missing) > 0 {
-		// A key goes only after its order left MySQL's live set (close
-		// first, release second): an order still live now, after the keys
-		// were read, really is without its key.
-		nos := make([]string, len(q.missing))
-		for i, m := range q.missing {
-			nos[i] = m.OrderNo
-		}
-		now, err := c.DB.Orders(ctx, nos)
-		if err != nil {
-			return quotaReading{}, err
-		}
-		q.missing = slices.DeleteFunc(q.missing, func(m QuotaIssue) bool {
-			o, ok := now[m.OrderNo]
-			if !ok || !o.Status.Live() {
-				q.live--
-				return true
-			}
-			return false
-		})
+		return q, err
 	}
 	sortIssues(q.missing)
 	sortIssues(q.stale)
 	return q, nil
+}
+
+// checkLivePage checks the quota keys of one page of live orders.
+func (c *Checker) checkLivePage(ctx context.Context, item, activity int64, page []orderdb.LiveOrder, q *quotaReading,
+	closingOf func() (map[string]orderdb.OrderState, error)) error {
+	q.live += len(page)
+	users := make([]string, len(page))
+	live := make(map[string]string, len(page))
+	for i, o := range page {
+		users[i] = o.UserID
+		live[o.UserID] = o.OrderNo
+	}
+	holders, err := c.Stock.QuotaHoldersOf(ctx, item, activity, users)
+	if err != nil {
+		return err
+	}
+	var absent []QuotaIssue
+	suspects := map[string]string{}
+	for _, o := range page {
+		switch h, ok := holders[o.UserID]; {
+		case !ok:
+			absent = append(absent, QuotaIssue{UserID: o.UserID, OrderNo: o.OrderNo})
+		case h != o.OrderNo:
+			suspects[o.UserID] = h
+		}
+	}
+	if err := c.judgeSuspects(ctx, item, activity, suspects, live, q, closingOf); err != nil {
+		return err
+	}
+	if len(absent) == 0 {
+		return nil
+	}
+	// A key goes only after its order left MySQL's live set (close first,
+	// release second): an order still live now, after the keys were read,
+	// really is without its key.
+	nos := make([]string, len(absent))
+	for i, m := range absent {
+		nos[i] = m.OrderNo
+	}
+	now, err := c.DB.Orders(ctx, nos)
+	if err != nil {
+		return err
+	}
+	for _, m := range absent {
+		if o, ok := now[m.OrderNo]; ok && o.Status.Live() {
+			q.addMissing(m)
+		} else {
+			q.live--
+		}
+	}
+	return nil
+}
+
+// judgeSuspects sorts out quota keys that hold an order number other than
+// their user's live order (live: user -> live order, nil for none): each
+// key with its reservation at one instant, then MySQL. An order RESERVED
+// or CLAIMED then is on its way, and one that was further along is in
+// MySQL by now; one MySQL closed whose release has not run yet keeps its
+// key until the release deletes it.
+func (c *Checker) judgeSuspects(ctx context.Context, item, activity int64, suspects, live map[string]string, q *quotaReading,
+	closingOf func() (map[string]orderdb.OrderState, error)) error {
+	if len(suspects) == 0 {
+		return nil
+	}
+	states, err := c.Stock.QuotaStates(ctx, item, activity, suspects)
+	if err != nil {
+		return err
+	}
+	var ask []string
+	for user, h := range suspects {
+		st := states[user]
+		if st.Holder != h || st.State == stockredis.StateReserved || st.State == stockredis.StateClaimed {
+			delete(suspects, user) // changed since the read, or on its way
+			continue
+		}
+		ask = append(ask, h)
+	}
+	orders, err := c.DB.Orders(ctx, ask)
+	if err != nil {
+		return err
+	}
+	var closing map[string]orderdb.OrderState
+	for _, o := range orders {
+		if o.Status == order.Closed {
+			if closing, err = closingOf(); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	for user, h := range suspects {
+		o, ok := orders[h]
+		if ok && o.Status.Live() && o.UserID == user && o.ActivityID == activity {
+			continue // live: committed after the live orders were read
+		}
+		if _, ok := closing[h]; ok {
+			continue
+		}
+		if no, ok := live[user]; ok {
+			q.addMissing(QuotaIssue{UserID: user, OrderNo: no, Holder: h})
+		} else {
+			q.addStale(QuotaIssue{UserID: user, Holder: h})
+		}
+	}
+	return nil
 }
 
 func sortIssues(s []QuotaIssue) {
@@ -303,6 +394,7 @@ func (r reading) report(t Target) ItemReport {
 			ar.QuotaChecked = true
 			ar.LiveOrders = q.live
 			ar.QuotaMissing, ar.QuotaStale = q.missing, q.stale
+			ar.QuotaMissingCount, ar.QuotaStaleCount = q.missingN, q.staleN
 		}
 		it.Activities = append(it.Activities, ar)
 	}
@@ -317,8 +409,8 @@ func (r reading) logAttrs(item int64, read int) []any {
 		"closing", s.closing, "restocking", s.view.Restocking, "pending_orders", len(s.view.Pending), "mysql_stock", s.mysql, "drift", s.drift()}
 	missing, stale := 0, 0
 	for _, q := range r.quotas {
-		missing += len(q.missing)
-		stale += len(q.stale)
+		missing += q.missingN
+		stale += q.staleN
 	}
 	return append(attrs, "quota_missing", missing, "quota_stale", stale)
 }

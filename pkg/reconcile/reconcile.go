@@ -542,13 +542,15 @@ func (c *Checker) judge(t Target, rs []reading, now time.Time) ItemReport {
 			pq := prev.quotas[ar.ActivityID]
 			ar.QuotaMissing = intersect(q.missing, pq.missing)
 			ar.QuotaStale = intersect(q.stale, pq.stale)
+			ar.QuotaMissingCount = seenTwice(len(ar.QuotaMissing), q.missingN, len(q.missing), pq.missingN, len(pq.missing))
+			ar.QuotaStaleCount = seenTwice(len(ar.QuotaStale), q.staleN, len(q.stale), pq.staleN, len(pq.stale))
 		}
-		if n := len(ar.QuotaMissing); n > 0 {
+		if n := ar.QuotaMissingCount; n > 0 {
 			quotaDrift = true
 			it.Problems = append(it.Problems, fmt.Sprintf("activity %d: %s with a live order but no quota key holding it",
 				ar.ActivityID, plural(n, "user", "users")))
 		}
-		if n := len(ar.QuotaStale); n > 0 {
+		if n := ar.QuotaStaleCount; n > 0 {
 			quotaDrift = true
 			it.Problems = append(it.Problems, fmt.Sprintf("activity %d: %s holding an order that is neither live nor on its way",
 				ar.ActivityID, plural(n, "stale quota key", "stale quota keys")))
@@ -580,6 +582,16 @@ func (c *Checker) judge(t Target, rs []reading, now time.Time) ItemReport {
 		it.Verdict = Drift
 	}
 	return it
+}
+
+// seenTwice counts the issues of one kind that two reads showed: both
+// listed, the listed ones they share (both exact); else at least those,
+// and at most the smaller count.
+func seenTwice(shared, n, listed, prevN, prevListed int) int {
+	if n > listed && prevN > prevListed {
+		return max(shared, min(n, prevN))
+	}
+	return shared
 }
 
 // intersect keeps the issues of a that b has too.

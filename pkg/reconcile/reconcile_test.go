@@ -590,13 +590,13 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	}
 
 	_, it = f.check(true)
-	if it.Verdict != Repaired || len(it.Repairs) != 7 || it.IdemRestored != 4 || it.ReservationsRestored != 4 {
+	if it.Verdict != Repaired || len(it.Repairs) != 4 || it.IdemRestored != 4 || it.ReservationsRestored != 4 {
 		t.Fatalf("repair: %+v", it)
 	}
 	// Reservations (before the reads), idempotency records and quotas were
 	// restored before the stock.
 	if !strings.HasPrefix(it.Repairs[0], "4 reservations") || !strings.HasPrefix(it.Repairs[1], "4 idempotency records") ||
-		!strings.HasPrefix(it.Repairs[2], "quota") || !strings.HasPrefix(it.Repairs[6], "stock set from missing to 6") {
+		!strings.HasPrefix(it.Repairs[2], "4 quota keys") || !strings.HasPrefix(it.Repairs[3], "stock set from missing to 6") {
 		t.Fatalf("repairs in this order: %q", it.Repairs)
 	}
 	snap := f.redisStock()

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/stockredis"
@@ -28,13 +29,32 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 		}
 	}
 
+	last := rs[len(rs)-1]
 	for _, ar := range it.Activities {
 		a, ok := activityOf(t, ar.ActivityID)
 		if !ok {
 			continue
 		}
 		ttl := a.EndsAt.Add(KeyMargin).Sub(now)
+		if ar.QuotaMissingCount > 0 {
+			n, back, res, err := c.restoreQuotas(ctx, t, a, ttl, g, l)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				note(true, "%s in activity %d restored (Redis had lost them)", plural(n, "quota key of a live order", "quota keys of live orders"), a.ID)
+			}
+			if back > 0 {
+				note(true, "%s restored for orders closed meanwhile removed again", plural(back, "quota key", "quota keys"))
+			}
+			if res != stockredis.Written {
+				note(false, "quota keys in activity %d not restored: %s", a.ID, outcome(res))
+			}
+		}
 		for _, m := range ar.QuotaMissing {
+			if m.Holder == "" {
+				continue // restoreQuotas gave it back
+			}
 			if err := c.before(ctx, t.ItemID, l); err != nil {
 				return err
 			}
@@ -54,9 +74,11 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 			}
 			note(res == stockredis.Written, "stale quota of user %q in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
 		}
+		if q := last.quotas[a.ID]; q.missingN-q.absentN > holders(q.missing) || q.staleN > len(q.stale) {
+			note(false, "activity %d has more quota keys holding another order than the %d listed; the next run repairs them", a.ID, MaxListed)
+		}
 	}
 
-	last := rs[len(rs)-1]
 	s := last.stock
 	if n := buckets(t, now); n > 1 && s.view.Buckets == nil && !s.view.Warmed && last.stockMismatch(t, now) {
 		// The bucket marker went with Redis's data, the stock with it
@@ -193,4 +215,82 @@ func activityOf(t Target, id int64) (order.Activity, bool) {
 		}
 	}
 	return order.Activity{}, false
+}
+
+// holders counts the issues whose key holds another order number.
+func holders(issues []QuotaIssue) int {
+	n := 0
+	for _, m := range issues {
+		if m.Holder != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// restoreQuotas gives every live order of the activity whose quota key is
+// missing its key back, a page of live orders at a time (written only
+// where the key is still missing), then takes back the keys it wrote for
+// orders MySQL closed meanwhile: a close's release may have run between
+// the page's read and the write, and the key would keep the buyer from
+// buying again. It returns how many keys it wrote and took back.
+func (c *Checker) restoreQuotas(ctx context.Context, t Target, a order.Activity, ttl time.Duration, g stockredis.Guard, l Lock) (
+	restored, takenBack int, res stockredis.CAS, err error) {
+	for after := ""; ; {
+		page, err := c.DB.LiveOrderPage(ctx, a.ID, after, quotaPage)
+		if err != nil || len(page) == 0 {
+			return restored, takenBack, stockredis.Written, err
+		}
+		after = page[len(page)-1].UserID
+		users := make([]string, len(page))
+		for i, o := range page {
+			users[i] = o.UserID
+		}
+		held, err := c.Stock.QuotaHoldersOf(ctx, t.ItemID, a.ID, users)
+		if err != nil {
+			return restored, takenBack, 0, err
+		}
+		var recs []stockredis.QuotaRecord
+		orderOf := map[string]string{}
+		for _, o := range page {
+			if _, ok := held[o.UserID]; !ok {
+				recs = append(recs, stockredis.QuotaRecord{UserID: o.UserID, OrderNo: o.OrderNo, TTL: ttl})
+				orderOf[o.UserID] = o.OrderNo
+			}
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		if err := c.before(ctx, t.ItemID, l); err != nil {
+			return restored, takenBack, 0, err
+		}
+		written, res, err := c.Stock.RestoreQuotas(ctx, t.ItemID, a.ID, recs, g)
+		restored += len(written)
+		if err != nil || res != stockredis.Written {
+			return restored, takenBack, res, err
+		}
+		nos := make([]string, len(written))
+		for i, u := range written {
+			nos[i] = orderOf[u]
+		}
+		now, err := c.DB.Orders(ctx, nos)
+		if err != nil {
+			return restored, takenBack, 0, err
+		}
+		for _, u := range written {
+			if o, ok := now[orderOf[u]]; ok && o.Status.Live() {
+				continue
+			}
+			if err := c.before(ctx, t.ItemID, l); err != nil {
+				return restored, takenBack, 0, err
+			}
+			res, err := c.Stock.RemoveQuota(ctx, t.ItemID, a.ID, u, orderOf[u], g)
+			if err != nil {
+				return restored, takenBack, 0, err
+			}
+			if res == stockredis.Written {
+				takenBack++
+			}
+		}
+	}
 }

@@ -118,6 +118,10 @@ type ActivityReport struct {
 	// QuotaStale: quota keys whose order (Holder) is neither live in MySQL
 	// nor RESERVED/CLAIMED in Redis.
 	QuotaStale []QuotaIssue `json:"quota_stale"`
+	// QuotaMissingCount and QuotaStaleCount count the issues of each kind;
+	// the lists above show the first MaxListed of them.
+	QuotaMissingCount int `json:"quota_missing_count"`
+	QuotaStaleCount   int `json:"quota_stale_count"`
 }
 
 // QuotaIssue is one user's quota problem.
@@ -194,7 +198,7 @@ func (r Report) WriteTable(w io.Writer) error {
 				act = strconv.FormatInt(a.ActivityID, 10)
 			}
 			if a.QuotaChecked {
-				missing, stale = strconv.Itoa(len(a.QuotaMissing)), strconv.Itoa(len(a.QuotaStale))
+				missing, stale = strconv.Itoa(a.QuotaMissingCount), strconv.Itoa(a.QuotaStaleCount)
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", it.ItemID, act, it.MySQLStock, redis,
 				it.InFlight, signed(it.Drift), missing, stale, it.Verdict)
@@ -233,8 +237,8 @@ func (it *ItemReport) logAttrs() []any {
 	var acts []int64
 	for _, a := range it.Activities {
 		acts = append(acts, a.ActivityID)
-		missing += len(a.QuotaMissing)
-		stale += len(a.QuotaStale)
+		missing += a.QuotaMissingCount
+		stale += a.QuotaStaleCount
 	}
 	attrs = append(attrs, "activity_ids", acts, "quota_missing", missing, "quota_stale", stale)
 	if len(it.Problems) > 0 {

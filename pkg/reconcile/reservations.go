@@ -27,7 +27,8 @@ import (
 // walks through why a close before, during or after the pass then credits
 // Redis exactly once, or never and the read counts the units in MySQL.
 
-// reservationBatch bounds the orders read from MySQL per query.
+// reservationBatch bounds the orders read from MySQL per query and the
+// reservations one script call writes.
 const reservationBatch = 500
 
 // restoreReservations runs the restore and the take-back for one item. It
@@ -45,27 +46,21 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 		if !c.quotaChecked(a, now) || ttl <= 0 {
 			continue
 		}
-		live, err := c.DB.LiveOrders(ctx, a.ID)
-		if err != nil {
-			return restored, takenBack, false, err
-		}
-		nos := make([]string, 0, len(live))
-		for _, no := range live {
-			nos = append(nos, no)
-		}
-		slices.Sort(nos)
-		for chunk := range slices.Chunk(nos, reservationBatch) {
-			orders, err := c.DB.Orders(ctx, chunk)
+		for after := ""; ; {
+			page, err := c.DB.LiveOrderPage(ctx, a.ID, after, reservationBatch)
 			if err != nil {
 				return restored, takenBack, false, err
 			}
+			if len(page) == 0 {
+				break
+			}
+			after = page[len(page)-1].UserID
 			var recs []stockredis.LostReservation
-			for _, no := range chunk {
-				o, ok := orders[no]
-				if !ok || o.Status != order.Created || o.ItemID != t.ItemID {
+			for _, o := range page {
+				if o.Status != order.Created || o.ItemID != t.ItemID {
 					continue // a PAID order never gives units back
 				}
-				recs = append(recs, stockredis.LostReservation{OrderNo: o.OrderNo, UserID: o.UserID, ActivityID: o.ActivityID,
+				recs = append(recs, stockredis.LostReservation{OrderNo: o.OrderNo, UserID: o.UserID, ActivityID: a.ID,
 					Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, ReservedAt: o.CreatedAt, TTL: ttl})
 			}
 			if len(recs) == 0 {
@@ -92,11 +87,17 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 		nos = append(nos, no)
 	}
 	slices.Sort(nos)
-	if err := c.before(ctx, t.ItemID, l); err != nil {
-		return restored, takenBack, false, err
+	for chunk := range slices.Chunk(nos, reservationBatch) {
+		if err := c.before(ctx, t.ItemID, l); err != nil {
+			return restored, takenBack, false, err
+		}
+		n, res, err := c.Stock.UnrestoreReservations(ctx, t.ItemID, chunk, g)
+		takenBack += n
+		if err != nil || res != stockredis.Written {
+			return restored, takenBack, false, err
+		}
 	}
-	n, res, err := c.Stock.UnrestoreReservations(ctx, t.ItemID, nos, g)
-	return restored, n, err == nil && res == stockredis.Written, err
+	return restored, takenBack, true, nil
 }
 
 // layout is the number of stock keys the item's restored reservations

@@ -3,6 +3,7 @@ package stockredis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -10,7 +11,7 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-var restoreIdemScript = redis.NewScript(lua.Source("reconcile_restore_idem"))
+var restoreMissingScript = redis.NewScript(lua.Source("reconcile_restore_missing"))
 
 // idemBatch bounds the records one script call writes (the script blocks
 // Redis while it runs).
@@ -34,33 +35,54 @@ type IdemRecord struct {
 func (r *Reconciler) RestoreIdem(ctx context.Context, item int64, recs []IdemRecord, g Guard) (int, CAS, error) {
 	k := r.s.Keys(item)
 	written := 0
-	for len(recs) > 0 {
-		n := min(len(recs), idemBatch)
-		keys := make([]string, 0, n+1)
-		args := make([]any, 0, 2*n+2)
-		keys = append(keys, k.Fence())
-		args = append(args, g.Fence, g.ExpireAt.UnixMilli())
-		for _, rec := range recs[:n] {
-			keys = append(keys, k.Idem(rec.UserID, rec.Key))
-			args = append(args, rec.OrderNo, max(rec.TTL.Milliseconds(), 1))
+	for chunk := range slices.Chunk(recs, idemBatch) {
+		keys := make([]string, len(chunk))
+		vals := make([]missingValue, len(chunk))
+		for i, rec := range chunk {
+			keys[i] = k.Idem(rec.UserID, rec.Key)
+			vals[i] = missingValue{rec.OrderNo, rec.TTL}
 		}
-		res, err := restoreIdemScript.Run(ctx, r.s.rdb, keys, args...).Slice()
-		if err != nil {
-			return written, 0, unavailable("reconcile restore idempotency records", err)
+		set, c, err := r.restoreMissing(ctx, "reconcile restore idempotency records", k.Fence(), keys, vals, g)
+		written += len(set)
+		if err != nil || c != Written {
+			return written, c, err
 		}
-		c, err := casResult("reconcile restore idempotency records", res)
-		if err != nil {
-			return written, 0, err
-		}
-		if c != Written {
-			return written, c, nil
-		}
-		if len(res) < 2 {
-			return written, 0, fmt.Errorf("reconcile restore idempotency records: unexpected reply %v", res)
-		}
-		w, _ := res[1].(int64)
-		written += int(w)
-		recs = recs[n:]
 	}
 	return written, Written, nil
+}
+
+// missingValue is what restoreMissing writes to one key.
+type missingValue struct {
+	value string
+	ttl   time.Duration
+}
+
+// restoreMissing writes each of keys that is missing with its value and
+// ttl, in one script call guarded by g, and returns the positions in keys
+// of those it wrote.
+func (r *Reconciler) restoreMissing(ctx context.Context, op, fence string, keys []string, vals []missingValue, g Guard) ([]int, CAS, error) {
+	args := make([]any, 0, 2*len(keys)+2)
+	args = append(args, g.Fence, g.ExpireAt.UnixMilli())
+	for _, v := range vals {
+		args = append(args, v.value, max(v.ttl.Milliseconds(), 1))
+	}
+	res, err := restoreMissingScript.Run(ctx, r.s.rdb, append([]string{fence}, keys...), args...).Slice()
+	if err != nil {
+		return nil, 0, unavailable(op, err)
+	}
+	c, err := casResult(op, res)
+	if err != nil || c != Written {
+		return nil, c, err
+	}
+	if len(res) < 3 {
+		return nil, 0, fmt.Errorf("%s: unexpected reply %v", op, res)
+	}
+	list, _ := res[2].([]any)
+	set := make([]int, 0, len(list))
+	for _, x := range list {
+		if n, ok := x.(int64); ok && n >= 1 && int(n) <= len(keys) {
+			set = append(set, int(n)-1)
+		}
+	}
+	return set, Written, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -314,44 +316,123 @@ func (r *Reconciler) MarkWarmed(ctx context.Context, item int64) error {
 	return nil
 }
 
-// QuotaHolders lists the quota keys of the activity on item: user -> the
-// order number the key holds. It SCANs for the item's quota pattern; on a
-// cluster it scans the one node that owns the item's hash tag, where all of
-// the item's keys live.
-func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
+// QuotaBatch bounds the keys one quota read asks for (MGET, SCAN's
+// COUNT) and the records one quota repair writes.
+const QuotaBatch = 500
+
+// ScanQuota calls fn with the quota keys of the activity on item, a page
+// at a time: user -> the order number the key holds, at most QuotaBatch
+// users per call. It SCANs for the item's quota pattern; on a cluster it
+// scans the one node that owns the item's hash tag, where all of the
+// item's keys live. SCAN may return a key twice (fn then sees it twice)
+// and misses no key that lived throughout the scan. An error from fn ends
+// the scan.
+func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn func(map[string]string) error) error {
 	k := r.s.Keys(item)
 	node, err := r.nodeFor(ctx, k.Stock())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	prefix := k.quotaPrefix(activity)
-	var keys []string
-	iter := node.Scan(ctx, 0, k.QuotaPattern(activity), 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	prefix, pattern := k.quotaPrefix(activity), k.QuotaPattern(activity)
+	for cursor := uint64(0); ; {
+		keys, next, err := node.Scan(ctx, cursor, pattern, QuotaBatch).Result()
+		if err != nil {
+			return unavailable("scan quota keys", err)
+		}
+		for chunk := range slices.Chunk(keys, QuotaBatch) {
+			vals, err := r.s.rdb.MGet(ctx, chunk...).Result()
+			if err != nil {
+				return unavailable("read quota keys", err)
+			}
+			page := make(map[string]string, len(chunk))
+			for i, key := range chunk {
+				user, ok := ParseUserSegment(strings.TrimPrefix(key, prefix))
+				if !ok {
+					continue // not a quota key of this activity
+				}
+				if v, ok := vals[i].(string); ok {
+					page[user] = v
+				}
+			}
+			if err := fn(page); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
 	}
-	if err := iter.Err(); err != nil {
-		return nil, unavailable("scan quota keys", err)
-	}
-	out := make(map[string]string, len(keys))
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		vals, err := r.s.rdb.MGet(ctx, keys[:n]...).Result()
+}
+
+// QuotaHolders lists every quota key of the activity on item: user -> the
+// order number the key holds (ScanQuota, into one map: for small
+// activities).
+func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
+	out := map[string]string{}
+	err := r.ScanQuota(ctx, item, activity, func(page map[string]string) error {
+		maps.Copy(out, page)
+		return nil
+	})
+	return out, err
+}
+
+// QuotaHoldersOf reads the quota keys of users in the activity on item:
+// user -> the order number the key holds, for the users who have one
+// (MGET of QuotaBatch keys at a time).
+func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item, activity int64, users []string) (map[string]string, error) {
+	k := r.s.Keys(item)
+	out := make(map[string]string, len(users))
+	for chunk := range slices.Chunk(users, QuotaBatch) {
+		keys := make([]string, len(chunk))
+		for i, u := range chunk {
+			keys[i] = k.Quota(activity, u)
+		}
+		vals, err := r.s.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
 			return nil, unavailable("read quota keys", err)
 		}
-		for i, key := range keys[:n] {
-			user, ok := ParseUserSegment(strings.TrimPrefix(key, prefix))
-			if !ok {
-				continue // not a quota key of this activity
-			}
+		for i, u := range chunk {
 			if v, ok := vals[i].(string); ok {
-				out[user] = v
+				out[u] = v
 			}
 		}
-		keys = keys[n:]
 	}
 	return out, nil
+}
+
+// QuotaRecord is a quota key the reconciler gives back: the user's live
+// order, and how long the key lives.
+type QuotaRecord struct {
+	UserID  string
+	OrderNo string
+	TTL     time.Duration
+}
+
+// RestoreQuotas writes the quota key of each record whose key is missing
+// (a key that exists is left alone, whatever order it names), QuotaBatch
+// records per script call, each guarded by g. It returns the users whose
+// key it wrote; on StaleFence it stops, and the list is what earlier calls
+// wrote.
+func (r *Reconciler) RestoreQuotas(ctx context.Context, item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
+	k := r.s.Keys(item)
+	var written []string
+	for chunk := range slices.Chunk(recs, QuotaBatch) {
+		keys := make([]string, len(chunk))
+		vals := make([]missingValue, len(chunk))
+		for i, rec := range chunk {
+			keys[i] = k.Quota(activity, rec.UserID)
+			vals[i] = missingValue{rec.OrderNo, rec.TTL}
+		}
+		set, c, err := r.restoreMissing(ctx, "reconcile restore quota keys", k.Fence(), keys, vals, g)
+		for _, i := range set {
+			written = append(written, chunk[i].UserID)
+		}
+		if err != nil || c != Written {
+			return written, c, err
+		}
+	}
+	return written, Written, nil
 }
 
 // nodeFor returns the client that serves key: the client itself on a single
