@@ -90,6 +90,9 @@ var (
 	// ErrKeyReused: an Idempotency-Key came back with a different request
 	// (a restock of another quantity).
 	ErrKeyReused = errors.New("idempotency key reused for a different request")
+	// ErrTooBusy: an item has more orders in flight than one check of it
+	// reads at once; it is checked again later.
+	ErrTooBusy = errors.New("too many orders in flight to check now")
 )
 
 // Error is a domain error with a message chosen for the client: what a

@@ -3,7 +3,6 @@ package orderdb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -22,23 +21,19 @@ const (
 	// MaxClosing is the most closed orders awaiting their Redis release
 	// an item's read takes in (they are in flight, not history: the
 	// closer releases them within seconds).
-	MaxClosing = 100_000
+	MaxClosing = 10_000
 	// MaxMoved is the most orders a read takes in as made or closed while
 	// it read.
 	MaxMoved = 100_000
 )
 
-// ErrTooBusy means an item has more orders in flight than a read takes in;
-// it is checked again later.
-var ErrTooBusy = errors.New("too many orders in flight to check now")
-
 func errTooManyClosing(itemID int64) error {
 	return fmt.Errorf("item %d has more than %d closed orders whose Redis release is not recorded yet (the closer releases them): %w",
-		itemID, MaxClosing, ErrTooBusy)
+		itemID, MaxClosing, order.ErrTooBusy)
 }
 
 func errTooManyMoved(itemID int64) error {
-	return fmt.Errorf("item %d: more than %d orders moved while it was read: %w", itemID, MaxMoved, ErrTooBusy)
+	return fmt.Errorf("item %d: more than %d orders moved while it was read: %w", itemID, MaxMoved, order.ErrTooBusy)
 }
 
 // ActivityFilter picks activities for the reconciler. Set fields combine

@@ -81,6 +81,10 @@ type StockView struct {
 	Restocking int64
 }
 
+// MaxPending is the most pending (RESERVED or CLAIMED) orders View reads
+// at once.
+const MaxPending = 100_000
+
 // PendingRestock is a restock MySQL has not recorded as applied in Redis.
 type PendingRestock struct {
 	ID, Quantity int64
@@ -93,6 +97,13 @@ type PendingRestock struct {
 // two steps then shows as a unit missing from Redis for a moment.
 func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, restocks ...PendingRestock) (StockView, error) {
 	k := r.s.Keys(item)
+	// The pending set is what is in flight, not history; past MaxPending
+	// the read waits for the pipeline to drain rather than take it all in.
+	if n, err := r.s.rdb.ZCard(ctx, k.Pending()).Result(); err != nil {
+		return StockView{}, unavailable("count pending orders", err)
+	} else if n > MaxPending {
+		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item, n, MaxPending, order.ErrTooBusy)
+	}
 	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
 	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.RestockRecord())
 	for _, no := range orderNos {
