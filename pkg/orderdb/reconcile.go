@@ -25,6 +25,9 @@ const (
 	// MaxMoved is the most orders a read takes in as made or closed while
 	// it read.
 	MaxMoved = 100_000
+	// MaxPendingRestocks is the most restocks awaiting their Redis step a
+	// read takes in.
+	MaxPendingRestocks = 1000
 )
 
 func errTooManyClosing(itemID int64) error {

@@ -3,6 +3,7 @@ package orderdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -141,10 +142,15 @@ func (db *DB) MarkRestockApplied(ctx context.Context, id int64) error {
 }
 
 // PendingRestocks lists the item's restocks whose Redis step is not
-// recorded, oldest first.
+// recorded, oldest first: in flight (a warm-up or the step records them),
+// so more than MaxPendingRestocks is order.ErrTooBusy.
 func (db *DB) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, error) {
-	q := db.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id")
-	return findAs(q, "list pending restocks", restockRow.toRestock)
+	q := db.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Limit(MaxPendingRestocks + 1)
+	rs, err := findAs(q, "list pending restocks", restockRow.toRestock)
+	if err == nil && len(rs) > MaxPendingRestocks {
+		return nil, fmt.Errorf("item %d has more than %d restocks whose Redis step is not recorded: %w", itemID, MaxPendingRestocks, order.ErrTooBusy)
+	}
+	return rs, err
 }
 
 // RestockOf returns one restock by id, order.ErrNotFound if none.
