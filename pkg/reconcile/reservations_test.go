@@ -203,3 +203,54 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 	f.cancel(bought[1])
 	f.wantAgree(9)
 }
+
+// A quota key the repair gives back to an order that is closed, and
+// released, between the repair's read of the live orders and its write is
+// taken back: the buyer may buy again.
+func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 10, -time.Minute)
+	k := f.store.Keys(f.item)
+	var bought []stockredis.Reservation
+	for u := int64(1); u <= 3; u++ {
+		r := f.reserve(u, 1)
+		f.commit(r)
+		f.confirm(r)
+		bought = append(bought, r)
+		// Redis loses the buyer's quota key and idempotency record.
+		f.rdb.Del(f.ctx, k.Quota(f.act.ID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey))
+	}
+	racer := bought[0]
+	closed := false
+	f.c.beforeWrite = func(int64) {
+		if closed || f.rdb.Exists(f.ctx, k.Idem(racer.UserID, racer.IdempotencyKey)).Val() == 0 {
+			return
+		}
+		closed = true // the idempotency records are back; the quota keys are next
+		if tr, err := f.db.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+			t.Errorf("close: %+v %v", tr, err)
+		}
+		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
+			IdempotencyKey: racer.IdempotencyKey}
+		if ok, _, err := f.store.Release(f.ctx, ref, order.ReasonCancelled, false, stockredis.StateConfirmed); err != nil || !ok {
+			t.Errorf("release: %v %v", ok, err)
+		}
+	}
+	rep, it := f.check(true)
+	f.c.beforeWrite = nil
+	if !closed || it.Verdict != Repaired || rep.ExitCode() != 0 {
+		t.Fatalf("repair (closed meanwhile: %v): %+v", closed, it)
+	}
+	if err := f.db.MarkReleased(f.ctx, racer.OrderNo); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, racer.UserID)).Val(); got != "" {
+		t.Fatalf("the quota key of the order closed meanwhile holds %q (repairs %q)", got, it.Repairs)
+	}
+	f.wantAgree(8)
+	again := racer
+	again.OrderNo, again.IdempotencyKey = f.gen.Next(f.item), "again"
+	if _, err := f.store.Reserve(f.ctx, again); err != nil {
+		t.Fatalf("the buyer of the closed order buying again: %v", err)
+	}
+}
