@@ -80,7 +80,7 @@ type ItemReport struct {
 	// Error is why the item is Unchecked: the step that failed and the
 	// store's error.
 	Error string `json:"error,omitempty"`
-	err   error // Error's error
+	err   error  // Error's error
 	// IdemRestored is how many idempotency records of orders MySQL holds
 	// the repair wrote back (Redis had lost them).
 	IdemRestored int `json:"idempotency_restored,omitempty"`
