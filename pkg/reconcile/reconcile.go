@@ -264,6 +264,13 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 			acts = append(acts, a...)
 		}
 		if len(sel.Items) > 0 {
+			// An item asked for that does not exist is the caller's
+			// mistake, not an item whose check failed.
+			for _, id := range sel.Items {
+				if _, err := c.DB.Item(ctx, id); err != nil {
+					return nil, fmt.Errorf("item %d: %w", id, err)
+				}
+			}
 			a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{Items: sel.Items})
 			if err != nil {
 				return nil, err
