@@ -200,9 +200,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ITEM\tACTIVITY\tMYSQL\tREDIS\tIN FLIGHT\tDRIFT\tQUOTA MISSING\tQUOTA STALE\tVERDICT")
 	for _, it := range r.Items {
-		redis := "-"
+		redis, mysql := "-", strconv.FormatInt(it.MySQLStock, 10)
 		if it.RedisStock != nil {
 			redis = strconv.FormatInt(*it.RedisStock, 10)
+		}
+		if it.Reads == 0 {
+			mysql = "-" // unchecked before its first read
 		}
 		acts := it.Activities
 		if len(acts) == 0 {
@@ -216,7 +219,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			if a.QuotaChecked {
 				missing, stale = strconv.Itoa(len(a.QuotaMissing)), strconv.Itoa(len(a.QuotaStale))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", it.ItemID, act, it.MySQLStock, redis,
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", it.ItemID, act, mysql, redis,
 				it.InFlight, signed(it.Drift), missing, stale, it.Verdict)
 		}
 	}
