@@ -61,7 +61,7 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 	if msg := r.err.Error(); !strings.Contains(msg, "1 unchecked") || !strings.Contains(msg, "item "+itoa(bad.ID)+" unchecked: check: ") {
 		t.Fatalf("error %q does not name the unchecked item", msg)
 	}
-	if !strings.Contains(r.stderr, `"item_id":`+itoa(bad.ID)+`,"stage":"check"`) {
+	if !strings.Contains(r.stderr, `"level":"ERROR+4","msg":"item could not be checked or repaired; the run went on with the other items","item_id":`+itoa(bad.ID)+`,"err":"check: `) {
 		t.Fatalf("no log line naming the failing item:\n%s", r.stderr)
 	}
 	if s, err := e.store.Stock(ctx, e.item); err != nil || s.Stock != 10 {

@@ -332,6 +332,10 @@ func (r *reconciler) check(ctx context.Context) error {
 	r.metrics.Items(counts)
 	unchecked := rep.UncheckedItems()
 	r.metrics.Unchecked(len(unchecked))
+	for _, it := range unchecked {
+		r.log.Log(ctx, logs.Alert, "item could not be checked or repaired; the run went on with the other items",
+			"item_id", it.ItemID, "err", it.Error)
+	}
 	drift := map[int64]int64{}
 	for _, it := range rep.Items {
 		d := it.Drift

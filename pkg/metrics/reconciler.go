@@ -11,7 +11,7 @@ import (
 // Run verdicts of the reconciler, one per run (they follow its exit codes).
 const (
 	RunAgree  = "agree"  // every item agrees, or was repaired
-	RunDrift  = "drift"  // drift found and not all of it repaired
+	RunDrift  = "drift"  // drift found and not all of it repaired, or items unchecked
 	RunFailed = "failed" // the run could not finish (a store down, the lock lost)
 	RunBusy   = "busy"   // another reconciler held the lock; nothing checked
 )

@@ -117,7 +117,7 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 	if !strings.Contains(table.String(), "item "+strconv.FormatInt(bad, 10)+": unchecked: check: ") {
 		t.Fatalf("table does not name the failing item and its error:\n%s", table.String())
 	}
-	if !strings.Contains(f.logBuf.String(), `"item_id":`+strconv.FormatInt(bad, 10)+`,"stage":"check"`) {
+	if !strings.Contains(f.logBuf.String(), `"level":"DEBUG","msg":"item could not be checked or repaired; the run goes on with the other items","item_id":`+strconv.FormatInt(bad, 10)+`,"stage":"check"`) {
 		t.Fatalf("no log line naming the failing item")
 	}
 

@@ -383,7 +383,9 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		if stop := c.stops(ctx, l, err); stop != nil {
 			return fmt.Errorf("%s: %w", fmt.Sprintf(stageError[stage], id), stop)
 		}
-		c.Log.Log(ctx, logs.Alert, "item could not be checked or repaired; the run goes on with the other items",
+		// Debug: the caller reports it from the item's line, once (the
+		// reconciler per run, the heal watch when it starts failing).
+		c.Log.Debug("item could not be checked or repaired; the run goes on with the other items",
 			"item_id", id, "stage", stage, "err", err)
 		return nil
 	}
