@@ -152,7 +152,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	if healEvery > 0 {
 		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
 			Stock: store.Reconciler(), DB: db, Log: log.With("component", "heal"), Warmer: store, PaymentWindow: window,
-			Now: clk.Now}}
+			Stores: []reconcile.Pinger{store, db}, Now: clk.Now}}
 		watch = &heal.Watch{Redis: rdb, Marker: heal.MarkerKey(rcfg.Prefix), Record: db, Repair: repairer.Repair,
 			Every: healEvery, Log: log, Metrics: metrics.NewHeal(reg)}
 	}

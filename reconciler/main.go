@@ -6,8 +6,11 @@
 //
 // It runs once by default (for system cron or a Kubernetes CronJob), or on
 // a cron schedule of its own with --schedule. Exit codes: 0 the stores
-// agree, 1 drift found (and not all of it repaired), 2 it could not run,
-// 3 another reconciler holds the lock. See docs/reconciler.md.
+// agree, 1 drift found (and not all of it repaired) or an item could not
+// be checked or repaired (the report names it with its error; the run went
+// on with the other items), 2 it could not run (or a store went down
+// during the run), 3 another reconciler holds the lock. See
+// docs/reconciler.md.
 package main
 
 import (
@@ -50,7 +53,7 @@ func main() {
 // Exit codes.
 const (
 	exitAgree  = 0 // every item agrees (or was repaired)
-	exitDrift  = 1 // drift found and not (all) repaired
+	exitDrift  = 1 // drift found and not (all) repaired, or items unchecked (their check or repair failed)
 	exitFailed = 2 // could not run: bad flags or configuration, a store down, the lock lost
 	exitBusy   = 3 // another reconciler holds the lock
 )
@@ -120,7 +123,8 @@ SECKILL_MYSQL_MAX_CONNS, SECKILL_PAYMENT_WINDOW, SECKILL_ADMIN_ADDR (/metrics;
 127.0.0.1:9101 by default with --schedule, else off), SECKILL_PPROF and
 SECKILL_LOG_LEVEL.
 
-Exit codes: 0 agree, 1 drift, 2 could not run, 3 another reconciler is running.
+Exit codes: 0 agree, 1 drift or items unchecked (named in the report with
+their error), 2 could not run, 3 another reconciler is running.
 
 flags:
 `)
@@ -244,6 +248,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		metrics: rm,
 		checker: &reconcile.Checker{
 			Stock: store.Reconciler(), DB: db, Log: log, Progress: newProgress(stderr, log), Warmer: store,
+			Stores:  []reconcile.Pinger{store, db},
 			Recheck: opts.recheck, PaymentWindow: window, Window: opts.window, Now: clk.Now,
 		},
 		log:    log,
@@ -325,11 +330,20 @@ func (r *reconciler) check(ctx context.Context) error {
 		counts[string(v)] = n
 	}
 	r.metrics.Items(counts)
+	unchecked := rep.UncheckedItems()
+	r.metrics.Unchecked(len(unchecked))
+	for _, it := range unchecked {
+		r.log.Log(ctx, logs.Alert, "item could not be checked or repaired; the run went on with the other items",
+			"item_id", it.ItemID, "err", it.Error)
+	}
 	drift := map[int64]int64{}
 	for _, it := range rep.Items {
 		d := it.Drift
-		if it.Verdict == reconcile.Repaired {
+		switch it.Verdict {
+		case reconcile.Repaired:
 			d = 0 // fixed: the gauge shows what is left
+		case reconcile.Unchecked:
+			continue // not known: the unchecked gauge counts it
 		}
 		drift[it.ItemID] = d
 	}
@@ -346,7 +360,11 @@ func (r *reconciler) check(ctx context.Context) error {
 	r.log.Info("reconcile finished", "summary", rep.Summary(), "exit_code", code, "fence", l.Fence(),
 		"took", rep.FinishedAt.Sub(rep.StartedAt).Round(time.Millisecond).String())
 	if code != exitAgree {
-		return fail(code, errors.New(rep.Summary()))
+		msg := rep.Summary()
+		for _, it := range unchecked {
+			msg += fmt.Sprintf("; item %d unchecked: %s", it.ItemID, it.Error)
+		}
+		return fail(code, errors.New(msg))
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 // Run verdicts of the reconciler, one per run (they follow its exit codes).
 const (
 	RunAgree  = "agree"  // every item agrees, or was repaired
-	RunDrift  = "drift"  // drift found and not all of it repaired
+	RunDrift  = "drift"  // drift found and not all of it repaired, or items unchecked
 	RunFailed = "failed" // the run could not finish (a store down, the lock lost)
 	RunBusy   = "busy"   // another reconciler held the lock; nothing checked
 )
@@ -24,16 +24,18 @@ const (
 //	seckill_reconciler_last_run_timestamp_seconds
 //	seckill_reconciler_items_total{verdict}
 //	seckill_reconciler_drift_units{item}
+//	seckill_reconciler_unchecked_items
 //
 // The drift gauge has one series per item of the last report: items are
 // bounded by the sales being checked, and each report replaces the previous
 // one's series, so items whose sale is over disappear.
 type Reconciler struct {
-	runs     *prometheus.CounterVec
-	duration prometheus.Histogram
-	lastRun  prometheus.Gauge
-	items    *prometheus.CounterVec
-	drift    *prometheus.GaugeVec
+	runs      *prometheus.CounterVec
+	duration  prometheus.Histogram
+	lastRun   prometheus.Gauge
+	items     *prometheus.CounterVec
+	drift     *prometheus.GaugeVec
+	unchecked prometheus.Gauge
 }
 
 // NewReconciler registers the reconciler metrics on reg.
@@ -47,10 +49,12 @@ func NewReconciler(reg prometheus.Registerer) *Reconciler {
 		lastRun: gauge(reg, "reconciler", "last_run_timestamp_seconds",
 			"Unix time at which the last reconciler run ended, whatever its verdict."),
 		items: counterVec(reg, "reconciler", "items_total",
-			"Items checked, by the item's verdict (ok, not_started, drift, not_warmed, unsettled, repaired, retry).", "verdict"),
+			"Items checked, by the item's verdict (ok, not_started, drift, not_warmed, unsettled, repaired, retry, unchecked).", "verdict"),
 		drift: gaugeVec(reg, "reconciler", "drift_units",
 			"Per item of the last report: Redis stock + in flight - MySQL stock (0 when the stores agree; positive means Redis could oversell).",
 			"item"),
+		unchecked: gauge(reg, "reconciler", "unchecked_items",
+			"Items the last reconciler run could not check or repair (the report and the log name each with its error); the run went on with the others."),
 	}
 	for _, v := range []string{RunAgree, RunDrift, RunFailed, RunBusy} {
 		m.runs.WithLabelValues(v)
@@ -88,5 +92,12 @@ func (m *Reconciler) Drift(byItem map[int64]int64) {
 	m.drift.Reset()
 	for item, d := range byItem {
 		m.drift.WithLabelValues(strconv.FormatInt(item, 10)).Set(float64(d))
+	}
+}
+
+// Unchecked sets how many items the last run could not check or repair.
+func (m *Reconciler) Unchecked(n int) {
+	if m != nil {
+		m.unchecked.Set(float64(n))
 	}
 }

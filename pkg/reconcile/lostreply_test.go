@@ -15,9 +15,10 @@ import (
 )
 
 // Each repair script's answer is lost once after it ran (a real proxy
-// between the checker and Redis): that repair pass stops with an unknown
-// outcome, and the next pass reads the state the script left and finds
-// nothing more to do; nothing is applied twice.
+// between the checker and Redis): that item's repair stops with an unknown
+// outcome (the item is unchecked; the run goes on with the others), and the
+// next pass reads the state the script left and finds nothing more to do;
+// nothing is applied twice.
 func TestLostReplyRepairScripts(t *testing.T) {
 	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_missing",
 		"reconcile_restore_reservation"} {
@@ -51,7 +52,8 @@ func TestLostReplyRepairScripts(t *testing.T) {
 
 			p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
 			l := f.lock()
-			_, err := f.c.Run(f.ctx, f.targets(), true, l)
+			rep, err := f.c.Run(f.ctx, f.targets(), true, l)
+			err = uncheckedErr(t, rep, err)
 			if err == nil || !stockredis.MayHaveRun(err) {
 				t.Fatalf("repair pass whose %s answer was lost: %v; want an unknown outcome", script, err)
 			}
@@ -95,7 +97,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 
 // The answer of the take-back of a restored reservation (its order closed
 // after the restore, its release not run) is lost after the script ran:
-// the pass stops with an unknown outcome; the hash is gone, so the
+// the item's repair stops with an unknown outcome; the hash is gone, so the
 // closer's release finds none and credits nothing, and the next pass puts
 // the unit into Redis from MySQL's figure: once.
 func TestLostReplyUnrestoreReservation(t *testing.T) {
@@ -122,7 +124,8 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 
 	p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
 	l := f.lock()
-	_, err := f.c.Run(f.ctx, f.targets(), true, l)
+	rep, err := f.c.Run(f.ctx, f.targets(), true, l)
+	err = uncheckedErr(t, rep, err)
 	if err == nil || !stockredis.MayHaveRun(err) {
 		t.Fatalf("repair pass whose %s answer was lost: %v; want an unknown outcome", script, err)
 	}

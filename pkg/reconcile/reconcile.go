@@ -94,6 +94,14 @@
 // answered 503 and was not retried; see restock.go), and it finishes those
 // again once it brought back a missing stock key (a restock's step adds
 // nothing to a missing key).
+//
+// # One item at a time
+//
+// An item whose check or repair fails (a key of the wrong type, a statement
+// MySQL refuses) is reported Unchecked with its error, and the run goes on
+// with the other items: one bad item never keeps the others unchecked or
+// unrepaired. A run stops only when its context ends, its lock is lost, or
+// a store is down (it no longer answers a ping after an item failed).
 package reconcile
 
 import (
@@ -168,6 +176,10 @@ type Checker struct {
 	Warmer Warmer
 	// Progress may be nil.
 	Progress Progress
+	// Stores are pinged after an item failed: one that does not answer
+	// stops the run (a store down for one item is down for all). Nil: the
+	// DB only.
+	Stores []Pinger
 	// Recheck is the pause before a mismatch is read again (default
 	// DefaultRecheck).
 	Recheck time.Duration
@@ -252,6 +264,13 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 			acts = append(acts, a...)
 		}
 		if len(sel.Items) > 0 {
+			// An item asked for that does not exist is the caller's
+			// mistake, not an item whose check failed.
+			for _, id := range sel.Items {
+				if _, err := c.DB.Item(ctx, id); err != nil {
+					return nil, fmt.Errorf("item %d: %w", id, err)
+				}
+			}
 			a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{Items: sel.Items})
 			if err != nil {
 				return nil, err
@@ -334,9 +353,16 @@ func (c *Checker) horizon(t Target, now time.Time) time.Time {
 
 // Run checks every target, reads each mismatch again after Recheck (up to
 // MaxReads reads), and, when repair is set, repairs what two reads in a row
-// agreed on, under l. It returns the report; an error means it could not
-// finish (a store is down, ctx ended, or the lock was lost) and the report
-// then covers what was done.
+// agreed on, under l.
+//
+// A check or repair that fails for one item (a store's error for that item:
+// a key of the wrong type, a statement MySQL refuses) is that item's own:
+// its line gets the verdict Unchecked with the error, it is left alone for
+// the rest of the run, and the run goes on with the other items; the next
+// run tries it again. The run stops, with an error and a report of what was
+// done, only when ctx ends, the lock is lost, or a store is down: after an
+// item failed, a store that does not answer a ping (Checker.Stores) means
+// every other item would fail the same way, after its own timeouts.
 func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock) (rep Report, err error) {
 	if repair && l == nil {
 		return rep, errors.New("reconcile: repairs need a lock")
@@ -347,35 +373,59 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	}
 	defer func() { rep.FinishedAt = c.now().UTC() }()
 
+	reads := make([][]reading, len(targets))
+	failed := make([]error, len(targets))
+	// fail records err as target i's (what was being done: stage) and
+	// returns nil, or the error that stops the run.
+	fail := func(i int, stage string, err error) error {
+		id := targets[i].ItemID
+		failed[i] = fmt.Errorf("%s: %w", stage, err)
+		if stop := c.stops(ctx, l, err); stop != nil {
+			return fmt.Errorf("%s: %w", fmt.Sprintf(stageError[stage], id), stop)
+		}
+		// Debug: the caller reports it from the item's line, once (the
+		// reconciler per run, the heal watch when it starts failing).
+		c.Log.Debug("item could not be checked or repaired; the run goes on with the other items",
+			"item_id", id, "stage", stage, "err", err)
+		return nil
+	}
+
 	type restoredRes struct {
 		restored, takenBack int
 		ok                  bool
 	}
 	resv := map[int64]restoredRes{}
 	if repair {
-		for _, t := range targets {
+		for i, t := range targets {
 			if err := c.finishRestocks(ctx, t.ItemID, l); err != nil {
-				return rep, fmt.Errorf("finish restocks of item %d: %w", t.ItemID, err)
+				if stop := fail(i, stageRestocks, err); stop != nil {
+					return c.finish(rep, targets, reads, failed), stop
+				}
+				continue
 			}
 			// Before the reads, so they see each close's release as it
 			// will credit (see reservations.go).
 			n, back, ok, err := c.restoreReservations(ctx, t, l)
 			if err != nil {
-				return rep, fmt.Errorf("restore reservations of item %d: %w", t.ItemID, err)
+				if stop := fail(i, stageReservations, err); stop != nil {
+					return c.finish(rep, targets, reads, failed), stop
+				}
+				continue
 			}
 			resv[t.ItemID] = restoredRes{n, back, ok}
 		}
 	}
-	reads := make([][]reading, len(targets))
-	todo := make([]int, len(targets))
+	todo := make([]int, 0, len(targets))
 	for i := range targets {
-		todo[i] = i
+		if failed[i] == nil {
+			todo = append(todo, i)
+		}
 	}
 	for pass := 1; pass <= MaxReads && len(todo) > 0; pass++ {
 		if pass > 1 {
 			c.Log.Info("mismatch found; reading again after a pause", "items", len(todo), "pause", c.recheck().String(), "read", pass)
 			if err := sleep(ctx, c.recheck()); err != nil {
-				return c.finish(rep, targets, reads), err
+				return c.finish(rep, targets, reads, failed), err
 			}
 		}
 		stage := "checking"
@@ -387,8 +437,12 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		for _, i := range todo {
 			r, err := c.read(ctx, targets[i])
 			if err != nil {
-				c.done()
-				return c.finish(rep, targets, reads), fmt.Errorf("check item %d: %w", targets[i].ItemID, err)
+				if stop := fail(i, stageCheck, err); stop != nil {
+					c.done()
+					return c.finish(rep, targets, reads, failed), stop
+				}
+				c.step()
+				continue
 			}
 			reads[i] = append(reads[i], r)
 			if !settled(targets[i], reads[i], c.now()) {
@@ -403,10 +457,10 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		todo = next
 	}
 
-	rep = c.finish(rep, targets, reads)
+	rep = c.finish(rep, targets, reads, failed)
 	for i := range rep.Items {
 		it := &rep.Items[i]
-		if it.Verdict.Problem() {
+		if it.Verdict.Problem() && it.Verdict != Unchecked {
 			c.Log.Log(ctx, logs.Alert, "Redis and MySQL disagree", it.logAttrs()...)
 		}
 		if it.Detail.Restocking > 0 && !repair {
@@ -421,8 +475,19 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	for i, t := range targets {
 		index[t.ItemID] = i
 	}
+	// failRepair records a repair's failure on the item's line, or returns
+	// the error that stops the run.
+	failRepair := func(it *ItemReport, stage string, err error) error {
+		j := index[it.ItemID]
+		stop := fail(j, stage, err)
+		it.Verdict, it.Error, it.err = Unchecked, failed[j].Error(), failed[j]
+		return stop
+	}
 	for i := range rep.Items {
 		it := &rep.Items[i]
+		if it.Verdict == Unchecked {
+			continue // its check failed: nothing to repair from
+		}
 		j := index[it.ItemID]
 		rr := resv[it.ItemID] // done before the reads
 		c.noteReservations(it, rr.restored, rr.takenBack, rr.ok)
@@ -430,7 +495,10 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		// back: a retry then finds its order, not stock to reserve anew.
 		idemOK, err := c.restoreIdem(ctx, targets[j], it, l)
 		if err != nil {
-			return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+			if stop := failRepair(it, stageRepair, err); stop != nil {
+				return rep, stop
+			}
+			continue
 		}
 		if r := reads[j]; r[len(r)-1].stock.view.BothLayouts {
 			// Which layout is live is the operator's call (see judge).
@@ -440,14 +508,20 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		if it.Verdict == Drift || it.Verdict == NotWarmed {
 			cold := it.Verdict == NotWarmed
 			if err := c.repair(ctx, targets[j], it, reads[j], l); err != nil {
-				return rep, fmt.Errorf("repair item %d: %w", it.ItemID, err)
+				if stop := failRepair(it, stageRepair, err); stop != nil {
+					return rep, stop
+				}
+				continue
 			}
 			if cold {
 				// The stock key is back, without the restocks whose step
 				// found it missing (they were restocking): their steps
 				// add them now, once.
 				if err := c.finishRestocks(ctx, it.ItemID, l); err != nil {
-					return rep, fmt.Errorf("finish restocks of item %d: %w", it.ItemID, err)
+					if stop := failRepair(it, stageRestocks, err); stop != nil {
+						return rep, stop
+					}
+					continue
 				}
 			}
 		}
@@ -459,6 +533,62 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 		}
 	}
 	return rep, nil
+}
+
+// What Run was doing for an item when it failed: the item's error says it,
+// and the run's error (when it stops) says it the way stageError does.
+const (
+	stageRestocks     = "finish restocks"
+	stageReservations = "restore reservations"
+	stageCheck        = "check"
+	stageRepair       = "repair"
+)
+
+var stageError = map[string]string{
+	stageRestocks:     "finish restocks of item %d",
+	stageReservations: "restore reservations of item %d",
+	stageCheck:        "check item %d",
+	stageRepair:       "repair item %d",
+}
+
+// PingTimeout bounds the ping of each store after an item failed.
+const PingTimeout = 5 * time.Second
+
+// Pinger is a store Run pings after an item failed (*stockredis.Store,
+// *orderdb.DB).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+func (c *Checker) stores() []Pinger {
+	if c.Stores != nil {
+		return c.Stores
+	}
+	return []Pinger{c.DB}
+}
+
+// stops returns the error that stops the run after an item failed with
+// err, nil when the failure is the item's own and the run goes on: ctx
+// ended, the lock was lost, or a store does not answer a ping.
+func (c *Checker) stops(ctx context.Context, l Lock, err error) error {
+	if errors.Is(err, ErrLockLost) || ctx.Err() != nil {
+		return err
+	}
+	if l != nil {
+		select {
+		case <-l.Lost():
+			return fmt.Errorf("%w: %w", ErrLockLost, err)
+		default:
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, PingTimeout)
+	defer cancel()
+	for _, s := range c.stores() {
+		if perr := s.Ping(pctx); perr != nil {
+			return fmt.Errorf("%w (and a store is down: %w)", err, perr)
+		}
+	}
+	return nil
 }
 
 func (c *Checker) start(stage string, n int) {
@@ -505,15 +635,29 @@ func settled(t Target, rs []reading, now time.Time) bool {
 	return !last.stockMismatch(t, now) || last.stockKey() == prev.stockKey()
 }
 
-// finish builds the report's items from the reads.
-func (c *Checker) finish(rep Report, targets []Target, reads [][]reading) Report {
+// finish builds the report's items from the reads, and from the errors of
+// the items that failed (Unchecked, with what their last read showed, if
+// any).
+func (c *Checker) finish(rep Report, targets []Target, reads [][]reading, failed []error) Report {
 	now := c.now()
 	rep.Items = rep.Items[:0]
 	for i, t := range targets {
-		if len(reads[i]) == 0 {
+		var it ItemReport
+		switch {
+		case len(reads[i]) > 0:
+			it = c.judge(t, reads[i], now)
+		case failed[i] != nil:
+			it = ItemReport{ItemID: t.ItemID, Activities: make([]ActivityReport, 0, len(t.Activities))}
+			for _, a := range t.Activities {
+				it.Activities = append(it.Activities, ActivityReport{ActivityID: a.ID})
+			}
+		default:
 			continue
 		}
-		rep.Items = append(rep.Items, c.judge(t, reads[i], now))
+		if failed[i] != nil {
+			it.Verdict, it.Error, it.err = Unchecked, failed[i].Error(), failed[i]
+		}
+		rep.Items = append(rep.Items, it)
 	}
 	return rep
 }

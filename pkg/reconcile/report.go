@@ -33,12 +33,16 @@ const (
 	// Retry: a repair did not apply (the keys changed concurrently, or a
 	// later reconciler's fence refused it); run again.
 	Retry Verdict = "retry"
+	// Unchecked: the item's check or repair failed (ItemReport.Error says
+	// where and why); the run went on with the other items, and the next
+	// run tries it again. Its figures are those of its last read, if any.
+	Unchecked Verdict = "unchecked"
 )
 
 // Problem reports whether the verdict leaves the stores disagreeing.
 func (v Verdict) Problem() bool {
 	switch v {
-	case Drift, NotWarmed, Unsettled, Retry:
+	case Drift, NotWarmed, Unsettled, Retry, Unchecked:
 		return true
 	}
 	return false
@@ -73,6 +77,10 @@ type ItemReport struct {
 	Verdict  Verdict  `json:"verdict"`
 	Problems []string `json:"problems,omitempty"`
 	Repairs  []string `json:"repairs,omitempty"`
+	// Error is why the item is Unchecked: the step that failed and the
+	// store's error.
+	Error string `json:"error,omitempty"`
+	err   error  // Error's error
 	// IdemRestored is how many idempotency records of orders MySQL holds
 	// the repair wrote back (Redis had lost them).
 	IdemRestored int `json:"idempotency_restored,omitempty"`
@@ -143,6 +151,18 @@ func (r Report) ExitCode() int {
 	return 0
 }
 
+// UncheckedItems returns the lines of the items whose check or repair
+// failed.
+func (r Report) UncheckedItems() []ItemReport {
+	var out []ItemReport
+	for _, it := range r.Items {
+		if it.Verdict == Unchecked {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 // Count returns how many items have each verdict.
 func (r Report) Count() map[Verdict]int {
 	out := map[Verdict]int{}
@@ -156,7 +176,7 @@ func (r Report) Count() map[Verdict]int {
 func (r Report) Summary() string {
 	counts := r.Count()
 	parts := []string{}
-	for _, v := range []Verdict{OK, NotStarted, Repaired, Drift, NotWarmed, Unsettled, Retry} {
+	for _, v := range []Verdict{OK, NotStarted, Repaired, Drift, NotWarmed, Unsettled, Retry, Unchecked} {
 		if n := counts[v]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}
@@ -184,9 +204,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ITEM\tACTIVITY\tMYSQL\tREDIS\tIN FLIGHT\tDRIFT\tQUOTA MISSING\tQUOTA STALE\tVERDICT")
 	for _, it := range r.Items {
-		redis := "-"
+		redis, mysql := "-", strconv.FormatInt(it.MySQLStock, 10)
 		if it.RedisStock != nil {
 			redis = strconv.FormatInt(*it.RedisStock, 10)
+		}
+		if it.Reads == 0 {
+			mysql = "-" // unchecked before its first read
 		}
 		acts := it.Activities
 		if len(acts) == 0 {
@@ -200,7 +223,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			if a.QuotaChecked {
 				missing, stale = strconv.Itoa(a.QuotaMissingCount), strconv.Itoa(a.QuotaStaleCount)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", it.ItemID, act, it.MySQLStock, redis,
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", it.ItemID, act, mysql, redis,
 				it.InFlight, signed(it.Drift), missing, stale, it.Verdict)
 		}
 	}
@@ -213,6 +236,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		for _, p := range it.Repairs {
 			fmt.Fprintf(w, "item %d: %s\n", it.ItemID, p)
+		}
+		if it.Error != "" {
+			fmt.Fprintf(w, "item %d: unchecked: %s\n", it.ItemID, it.Error)
 		}
 	}
 	_, err := fmt.Fprintln(w, r.Summary())
@@ -243,6 +269,9 @@ func (it *ItemReport) logAttrs() []any {
 	attrs = append(attrs, "activity_ids", acts, "quota_missing", missing, "quota_stale", stale)
 	if len(it.Problems) > 0 {
 		attrs = append(attrs, "problems", it.Problems)
+	}
+	if it.Error != "" {
+		attrs = append(attrs, "error", it.Error)
 	}
 	return attrs
 }

@@ -74,8 +74,11 @@ func MarkerKey(prefix string) string {
 
 // Repair runs one checked repair pass over every item on sale. It returns
 // whether it repaired anything; an error means the pass did not run
-// cleanly (a store down, the lock busy or lost, drift it could not repair)
-// and the watch runs another one.
+// cleanly (a store down, the lock busy or lost, drift it could not repair,
+// items it could not check or repair) and the watch runs another one. An
+// item that fails does not keep the others unrepaired: the pass repairs
+// them, returns true with a *PassError naming the ones that failed, and
+// the watch tries those again at its next pass.
 type Repair func(ctx context.Context) (repaired bool, err error)
 
 // Record keeps what the watches know of one Redis dataset, in MySQL
@@ -115,6 +118,9 @@ type incident struct {
 	// covers is the record's loss count this incident repairs: when it
 	// ends, the record is healed up to it.
 	covers int64
+	// failing is the error of each item the last pass could not check or
+	// repair, by item id (logged when it starts or changes).
+	failing map[int64]string
 }
 
 func (w *Watch) every() time.Duration {
@@ -243,13 +249,24 @@ func (w *Watch) repair(ctx context.Context) {
 	start := time.Now()
 	repaired, err := w.Repair(ctx)
 	if err != nil {
-		w.Metrics.Pass(metrics.HealPassFailed)
+		var pe *PassError
+		if errors.As(err, &pe) {
+			w.items(ctx, in, pe)
+		}
+		if repaired {
+			// Some items were repaired, others failed: the incident stays
+			// open (and recorded) until a pass runs cleanly.
+			w.Metrics.Pass(metrics.HealPassPartial)
+		} else {
+			w.Metrics.Pass(metrics.HealPassFailed)
+		}
 		if ctx.Err() == nil {
 			w.Log.Warn("repair after Redis data loss did not run cleanly; retrying", "reason", in.reason,
-				"pass", in.passes, "err", err, "retry_in", w.every().String())
+				"pass", in.passes, "repaired_anything", repaired, "err", err, "retry_in", w.every().String())
 		}
 		return
 	}
+	w.items(ctx, in, nil)
 	if repaired {
 		w.Metrics.Pass(metrics.HealPassRepaired)
 	} else {
@@ -274,6 +291,34 @@ func (w *Watch) repair(ctx context.Context) {
 			"took", took.Round(time.Millisecond).String())
 		w.close(ctx)
 	}
+}
+
+// items notes the items a pass could not check or repair (pe nil: none):
+// each is logged with its item id when it starts failing or its error
+// changes, and the gauge counts them.
+func (w *Watch) items(ctx context.Context, in *incident, pe *PassError) {
+	var now map[int64]string
+	if pe != nil {
+		now = pe.Unchecked
+		if len(pe.Repaired) > 0 {
+			w.Log.Info("items repaired after Redis data loss while others fail", "reason", in.reason, "pass", in.passes,
+				"repaired_items", pe.Repaired, "failing_items", len(now))
+		}
+	}
+	for id, e := range now {
+		if in.failing[id] != e {
+			w.Log.Log(ctx, logs.Alert, "item not repaired after Redis data loss; it is tried again at every pass",
+				"reason", in.reason, "item_id", id, "err", e, "pass", in.passes)
+		}
+	}
+	for id := range in.failing {
+		if _, ok := now[id]; !ok {
+			w.Log.Info("item that failed the repair after Redis data loss went through", "reason", in.reason,
+				"item_id", id, "pass", in.passes)
+		}
+	}
+	in.failing = now
+	w.Metrics.ItemsFailing(len(now))
 }
 
 // close ends the incident and records the losses it covered as healed. If

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/seckill/seckill/pkg/lock"
@@ -24,8 +25,38 @@ type Repairer struct {
 	Locker  *lock.Locker
 }
 
+// PassError is the error of a pass that went over every item but left some
+// of them disagreeing: items it could not check or repair (a store's error
+// for that item), or drift it could not repair. The other items were
+// checked and repaired all the same.
+type PassError struct {
+	// Summary is the report's summary line.
+	Summary string
+	// Unchecked is the error of each item whose check or repair failed,
+	// by item id.
+	Unchecked map[int64]string
+	// Repaired lists the items the pass repaired.
+	Repaired []int64
+}
+
+func (e *PassError) Error() string {
+	s := e.Summary
+	ids := make([]int64, 0, len(e.Unchecked))
+	for id := range e.Unchecked {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s += fmt.Sprintf("; item %d unchecked: %s", id, e.Unchecked[id])
+	}
+	return s
+}
+
 // Repair is a heal.Repair: one pass under the reconcile lock. A pass that
-// finds the lock held (a reconciler is running) fails and is retried.
+// finds the lock held (a reconciler is running) fails and is retried. An
+// item that fails does not stop the pass (see reconcile.Checker.Run): the
+// pass repairs the others, and returns whether it repaired any with a
+// *PassError naming the ones that failed.
 func (r *Repairer) Repair(ctx context.Context) (bool, error) {
 	l, err := r.Locker.TryLock(ctx, reconcile.LockName, lock.WithTTL(LockTTL))
 	if errors.Is(err, lock.ErrNotAcquired) {
@@ -42,18 +73,24 @@ func (r *Repairer) Repair(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	rep, err := r.Checker.Run(lctx, targets, true, l)
+	var repaired []int64
+	for _, it := range rep.Items {
+		if it.Verdict == reconcile.Repaired {
+			repaired = append(repaired, it.ItemID)
+		}
+	}
 	if err != nil {
 		if lerr := l.Err(); lerr != nil {
-			return false, fmt.Errorf("%w (%w): %w", reconcile.ErrLockLost, lerr, err)
+			return len(repaired) > 0, fmt.Errorf("%w (%w): %w", reconcile.ErrLockLost, lerr, err)
 		}
-		return false, err
+		return len(repaired) > 0, err
 	}
 	if rep.ExitCode() != 0 {
-		return false, errors.New(rep.Summary())
+		pe := &PassError{Summary: rep.Summary(), Unchecked: map[int64]string{}, Repaired: repaired}
+		for _, it := range rep.UncheckedItems() {
+			pe.Unchecked[it.ItemID] = it.Error
+		}
+		return len(repaired) > 0, pe
 	}
-	repaired := false
-	for _, it := range rep.Items {
-		repaired = repaired || it.Verdict == reconcile.Repaired
-	}
-	return repaired, nil
+	return len(repaired) > 0, nil
 }
