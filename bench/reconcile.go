@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,12 +57,15 @@ const (
 
 // recSale is the sale being built and the private stores it lives in.
 type recSale struct {
-	db             *orderdb.DB
-	dbName, dsn    string
-	dropDB         func() error
-	redis          *privateRedis
-	rdb            redis.UniversalClient
-	store          *stockredis.Store
+	db          *orderdb.DB
+	dbName, dsn string
+	dropDB      func() error
+	redis       *privateRedis
+	rdb         redis.UniversalClient
+	store       *stockredis.Store
+	// admin sends the commands that take long on millions of keys
+	// (FLUSHALL, BGSAVE, SHUTDOWN), with no read timeout.
+	admin          *redis.Client
 	item, activity int64
 	endsAt         time.Time
 	gen            *order.NumberGenerator
@@ -116,6 +120,12 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	rc.RedisKeys, rc.RedisMemoryMiB = s.redisSize(ctx)
 	e.meter.say("reconcile: built in %.1f s (%.0f orders/s); Redis holds %d keys, %.0f MiB", rc.BuildSeconds,
 		float64(n)/rc.BuildSeconds, rc.RedisKeys, rc.RedisMemoryMiB)
+	// A copy of the settled state: when a repair does not finish, Redis
+	// comes back from it so that the next step starts settled again.
+	built := filepath.Join(s.redis.dir, "built.rdb")
+	if err := s.redis.snapshot(ctx, s.admin, built); err != nil {
+		return rc, err
+	}
 
 	// step runs the reconciler once, after before (if any) changed the
 	// stores.
@@ -150,7 +160,7 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	if err := step("clean check", "", nil, item); err != nil {
 		return rc, err
 	}
-	if err := step("repair after FLUSHALL", "FLUSHALL", func() error { return s.rdb.FlushAll(ctx).Err() }, item, "--repair"); err != nil {
+	if err := step("repair after FLUSHALL", "FLUSHALL", func() error { return s.admin.FlushAll(ctx).Err() }, item, "--repair"); err != nil {
 		return rc, err
 	}
 	if err := step("check after the FLUSHALL repair", "", nil, item); err != nil {
@@ -158,19 +168,30 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	}
 	more := min(recRollbackOrders, max(n/10, 1))
 	var rollback string
+	unsettled := !rc.Steps[len(rc.Steps)-1].OK()
 	restore := func() error {
+		if unsettled {
+			// The repair after FLUSHALL did not finish: MySQL is as
+			// built (the repair writes only Redis), Redis is not.
+			if err := s.redis.restartFrom(ctx, s.admin, built); err != nil {
+				return err
+			}
+		}
 		copyPath := filepath.Join(s.redis.dir, "copy.rdb")
-		if err := s.redis.snapshot(ctx, s.rdb, copyPath); err != nil {
+		if err := s.redis.snapshot(ctx, s.admin, copyPath); err != nil {
 			return err
 		}
 		taken := time.Now()
 		if err := s.place(ctx, more, nil); err != nil {
 			return err
 		}
-		if err := s.redis.restartFrom(ctx, s.rdb, copyPath); err != nil {
+		if err := s.redis.restartFrom(ctx, s.admin, copyPath); err != nil {
 			return err
 		}
 		rollback = fmt.Sprintf("%d more orders, then Redis restarted from a copy taken %.1f s before", more, time.Since(taken).Seconds())
+		if unsettled {
+			rollback = "Redis first brought back from a copy of the built sale (the repair after FLUSHALL left it unrepaired); " + rollback
+		}
 		return nil
 	}
 	if err := step("repair after a rollback", "copy of Redis, more orders, Redis back from the copy", restore, item, "--repair"); err != nil {
@@ -190,6 +211,7 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 		return rc, err
 	}
 	rc.FinalRedisStock, rc.FinalInflight = snap.Stock, snap.Inflight
+	rc.Completed = true
 	return rc, nil
 }
 
@@ -207,6 +229,7 @@ func (e *env) newRecSale(ctx context.Context) (*recSale, error) {
 	}
 	s.rdb = stockredis.NewClient(stockredis.Config{Addrs: []string{s.redis.addr}, Prefix: recPrefix})
 	s.store = stockredis.New(s.rdb, recPrefix)
+	s.admin = redis.NewClient(&redis.Options{Addr: s.redis.addr, ReadTimeout: -1, MaxRetries: -1})
 	// The run's id and a suffix of its own: with --topology both, each
 	// session makes its own.
 	s.dbName = "seckill_bench_" + strings.ToLower(strings.ReplaceAll(e.runID, "-", "_")) + "_" + newDBName()
@@ -228,6 +251,9 @@ func (s *recSale) close(keep bool) error {
 	var errs []error
 	if s.rdb != nil {
 		s.rdb.Close()
+	}
+	if s.admin != nil {
+		s.admin.Close()
 	}
 	if s.redis != nil {
 		errs = append(errs, s.redis.stop())
@@ -374,8 +400,8 @@ func (s *recSale) round(ctx context.Context, from, n int64) (int64, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, fmt.Errorf("reserve: %w", err)
+	if failed := slices.DeleteFunc(errs, func(err error) bool { return err == nil }); len(failed) > 0 {
+		return 0, fmt.Errorf("reserve: %d of %d orders failed, the first: %w", len(failed), n, failed[0])
 	}
 
 	// One statement of literal values (no placeholders: a round's

@@ -35,6 +35,8 @@ type Reconcile struct {
 	FinalMySQLStock int64 `json:"final_mysql_stock"`
 	FinalRedisStock int64 `json:"final_redis_stock"`
 	FinalInflight   int64 `json:"final_in_flight"`
+	// Completed says every step ran (the final figures are read).
+	Completed bool `json:"completed"`
 }
 
 // ReconcileStep is one run of the reconciler, after what was done to the
@@ -94,7 +96,11 @@ func reconcileTables(p func(string, ...any), r *Report) {
 			}
 			p("| %s | %s | `%s` | %s | %.2f | %.0f | %s |\n", s.Name, before, s.Args, exit, s.Seconds, s.MaxRSSMiB, cell(s.Summary))
 		}
-		p("\nAt the end: MySQL stock %d, Redis stock %d, in flight %d.\n\n", rc.FinalMySQLStock, rc.FinalRedisStock, rc.FinalInflight)
+		if rc.Completed {
+			p("\nAt the end: MySQL stock %d, Redis stock %d, in flight %d.\n\n", rc.FinalMySQLStock, rc.FinalRedisStock, rc.FinalInflight)
+		} else {
+			p("\nThe scenario stopped before its last step.\n\n")
+		}
 		for _, s := range rc.Steps {
 			if !s.OK() && s.StderrTail != "" {
 				p("%s: exit %d, the end of its stderr:\n\n```\n%s\n```\n\n", s.Name, s.ExitCode, strings.TrimRight(s.StderrTail, "\n"))
