@@ -172,7 +172,8 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	restore := func() error {
 		if unsettled {
 			// The repair after FLUSHALL did not finish: MySQL is as
-			// built (the repair writes only Redis), Redis is not.
+			// built (the repair writes only Redis here: the sale has no
+			// restocks to mark applied), Redis is not.
 			if err := s.redis.restartFrom(ctx, s.admin, built); err != nil {
 				return err
 			}
