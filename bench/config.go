@@ -35,8 +35,9 @@ type options struct {
 	clicks       int
 	retries      float64
 	quantity     int
-	buckets      int // the activities' stock_buckets
-	vsBuckets    int // the buckets scenario compares 1 bucket with this many
+	orders       int64 // the reconcile scenario's orders
+	buckets      int   // the activities' stock_buckets
+	vsBuckets    int   // the buckets scenario compares 1 bucket with this many
 
 	refDuration  time.Duration
 	drainTimeout time.Duration
@@ -107,6 +108,10 @@ Scenarios (--scenario, comma-separated, default all):
   floor       the flash load against a Gin server that does what the api does before it touches
               stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
               answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
+  reconcile   builds a settled sale of --orders orders (1,000,000) of one item straight into a MySQL
+              database and a redis-server of its own, then times the reconciler program and its peak
+              memory: a clean check, a repair after FLUSHALL, a repair after Redis came back from a
+              copy taken before a few thousand more orders, each followed by a check (not in all)
 The reference limits (the reserve script called straight from Go, and one
 MySQL transaction per order) are measured first whenever flash, flash-rate,
 sustained or compare runs, or alone with --scenario reference.
@@ -115,13 +120,14 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets, salepage, floor")
+	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets, salepage, floor, reconcile")
 	fs.IntVar(&c.connections, "connections", 0, "concurrent connections (default: the scenario's)")
 	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
 	fs.Float64Var(&c.flashRate, "flash-rate", 5000, "arrival rate of the flash-rate scenario, requests/s")
 	fs.Int64Var(&c.stock, "stock", 0, "initial stock (default: the scenario's)")
 	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000); flash and sustained use a new buyer per request")
+	fs.Int64Var(&c.orders, "orders", 1_000_000, "orders of the sale the reconcile scenario builds (one buyer each; stock 1.2x unless --stock)")
 	fs.IntVar(&c.clicks, "clicks", 10, "clicks per buyer (clickers)")
 	fs.Float64Var(&c.retries, "retry-fraction", 0.2, "fraction of clicks retried with the same Idempotency-Key (clickers)")
 	fs.BoolVar(&c.uuidSubjects, "uuid-subjects", false, "buyers' tokens name them by UUIDs (as an identity provider does) instead of numbers; the seed's strategies in compare keep numbers")
@@ -171,10 +177,10 @@ Flags:
 		switch {
 		case s == "all":
 			c.scenarios = append(c.scenarios, scenarioNames...)
-		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets" || s == "salepage" || s == "floor":
+		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets" || s == "salepage" || s == "floor" || s == "reconcile":
 			c.scenarios = append(c.scenarios, s)
 		default:
-			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference, buckets or salepage)", s, strings.Join(scenarioNames, ", "))
+			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference, buckets, salepage, floor or reconcile)", s, strings.Join(scenarioNames, ", "))
 		}
 	}
 	for _, b := range strings.Split(*brokers, ",") {
@@ -211,6 +217,9 @@ Flags:
 	}
 	if c.stock < 0 || c.users < 0 || c.clicks < 1 || c.retries < 0 || c.retries > 1 {
 		problems = append(problems, "--stock and --users must not be negative, --clicks at least 1, --retry-fraction within [0,1]")
+	}
+	if c.orders < 1 || c.orders > 10_000_000 {
+		problems = append(problems, "--orders must be from 1 to 10000000")
 	}
 	if c.buckets < 1 || c.buckets > 16 || c.vsBuckets < 2 || c.vsBuckets > 16 {
 		problems = append(problems, "--buckets must be from 1 to 16 and --vs-buckets from 2 to 16")

@@ -34,6 +34,22 @@ func TestParseFlags(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "reconcile with its orders", args: []string{"--scenario", "reconcile", "--orders", "50000"},
+			scenarios: []string{"reconcile"},
+			check: func(t *testing.T, o options) {
+				if o.orders != 50000 {
+					t.Errorf("orders = %d, want 50000", o.orders)
+				}
+			},
+		},
+		{name: "reconcile orders default to a million", args: []string{"--scenario", "reconcile"}, scenarios: []string{"reconcile"},
+			check: func(t *testing.T, o options) {
+				if o.orders != 1_000_000 {
+					t.Errorf("orders = %d, want 1000000", o.orders)
+				}
+			}},
+		{name: "no orders", args: []string{"--scenario", "reconcile", "--orders", "0"}, wantErr: true},
 		{name: "bad program env", args: []string{"--program-env", "NOEQUALS"}, wantErr: true},
 		{name: "bad client", args: []string{"--client", "curl"}, wantErr: true},
 		{name: "stray argument", args: []string{"flash"}, wantErr: true},

@@ -14,6 +14,7 @@
 //	go run ./bench --scenario flash --duration 10s
 //	go run ./bench --scenario flash --rate 5000
 //	go run ./bench --scenario flash --apis 2   # two api processes, the load spread over them
+//	go run ./bench --scenario reconcile --orders 1000000   # the reconciler on a sale of a million orders
 //	make bench BENCHFLAGS="--scenario compare"
 package main
 
@@ -256,6 +257,12 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			}
 		case "floor":
 			r, err = e.floor(ctx, sh)
+		case "reconcile":
+			var rc *report.Reconcile
+			rc, err = e.reconcile(ctx)
+			if rc != nil {
+				rep.Reconcile = append(rep.Reconcile, rc)
+			}
 		case "compare":
 			var rows []*report.Row
 			rows, r, err = e.compare(ctx, sh)

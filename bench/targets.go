@@ -99,6 +99,28 @@ func targets(rep *report.Report) []report.Target {
 			add("sustained vs raw per-order MySQL", "≥ 2×", fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, pl.OrdersPerSecond, ref.MySQLPerSecond), ratio >= 2)
 		}
 	}
+	for _, rc := range rep.Reconcile {
+		if st := rc.Step("clean check"); st != nil {
+			got := fmt.Sprintf("%.1f s, max RSS %.0f MiB, exit %d", st.Seconds, st.MaxRSSMiB, st.ExitCode)
+			name := fmt.Sprintf("reconcile: clean check of %d orders of one item", rc.Orders)
+			if rc.Orders < 1_000_000 {
+				name += " (the target is at 1,000,000)"
+			}
+			add(name, "exit 0 in < 60 s, max RSS < 256 MiB", got,
+				st.OK() && st.Seconds < 60 && st.MaxRSSMiB < 256 && rc.Orders >= 1_000_000)
+		}
+		var failed []string
+		for _, st := range rc.Steps {
+			if !st.OK() {
+				failed = append(failed, fmt.Sprintf("%s: exit %d", st.Name, st.ExitCode))
+			}
+		}
+		got := "all exit 0"
+		if len(failed) > 0 {
+			got = strings.Join(failed, "; ")
+		}
+		add(fmt.Sprintf("reconcile: every step of %d orders (checks clean, repairs done)", rc.Orders), "exit 0 each", got, len(failed) == 0)
+	}
 	if rows := rep.Compare; len(rows) == 4 {
 		naive, lock, lua, ours := rows[0], rows[1], rows[2], rows[3]
 		add("compare: naive shows the failure", "oversell or duplicates",

@@ -83,16 +83,70 @@ func (s *Services) Stop() error {
 	return cmd.Run()
 }
 
-// Build compiles the api and consumer programs into dir.
-func Build(ctx context.Context, root, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./api", "./consumer")
+// Build compiles the programs of this module named by pkgs (default
+// ./api and ./consumer) into dir.
+func Build(ctx context.Context, root, dir string, pkgs ...string) error {
+	if len(pkgs) == 0 {
+		pkgs = []string{"./api", "./consumer"}
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build ./api ./consumer: %w\n%s", err, stderr.String())
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, stderr.String())
 	}
 	return nil
+}
+
+// Outcome is how a program run to its end (RunToEnd) ended.
+type Outcome struct {
+	// Code is the exit code (-1 when a signal ended it).
+	Code int
+	// Took is from the start to the exit.
+	Took time.Duration
+	// MaxRSS is the process's peak resident set, in bytes (getrusage's
+	// ru_maxrss).
+	MaxRSS int64
+}
+
+// RunToEnd runs bin with args and env added to the bench's own
+// environment, its standard output and error written to the files
+// stdoutPath and stderrPath, and waits for it to exit. A non-zero exit is
+// an Outcome, not an error; ctx ending kills it.
+func RunToEnd(ctx context.Context, bin string, args, env []string, stdoutPath, stderrPath string) (Outcome, error) {
+	stdout, err := os.Create(stdoutPath)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(stderrPath)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer stderr.Close()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	start := time.Now()
+	err = cmd.Run()
+	o := Outcome{Took: time.Since(start), Code: -1}
+	if cmd.ProcessState == nil {
+		return o, fmt.Errorf("run %s: %w", filepath.Base(bin), err)
+	}
+	o.Code = cmd.ProcessState.ExitCode()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		o.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return o, fmt.Errorf("run %s: %w", filepath.Base(bin), err)
+	}
+	if ctx.Err() != nil {
+		return o, ctx.Err()
+	}
+	return o, nil
 }
 
 // Process is one program the bench started.

@@ -44,8 +44,11 @@ type Report struct {
 	// Idle just before the programs started: Idle minus IdleBase is what
 	// the idle pipeline costs.
 	IdleBase *cpu.Usage `json:"idle_services_alone_cpu,omitempty"`
-	Targets  []Target   `json:"targets"`
-	Notes    []string   `json:"notes,omitempty"`
+	// Reconcile is the reconcile scenario's runs (bench --scenario
+	// reconcile), one per topology.
+	Reconcile []*Reconcile `json:"reconcile,omitempty"`
+	Targets   []Target     `json:"targets"`
+	Notes     []string     `json:"notes,omitempty"`
 }
 
 // Host describes the machine.
@@ -314,6 +317,7 @@ func Markdown(w io.Writer, r *Report) {
 		}
 		p("\n")
 	}
+	reconcileTables(p, r)
 	replicationTable(p, r)
 	tracingTable(p, r)
 	cpuTable(p, r)

@@ -174,3 +174,35 @@ func TestPerUnitDividesCPUTimeByWork(t *testing.T) {
 		t.Errorf("per-unit row missing or wrong:\n%s", b.String())
 	}
 }
+
+func TestMarkdownReconcile(t *testing.T) {
+	r := sample()
+	r.Reconcile = []*Reconcile{{
+		Orders: 1000000, Buyers: 1000000, Stock: 1200000, ItemID: 1, ActivityID: 1, RollbackOrders: 5000,
+		Database: "seckill_bench_x", RedisAddr: "127.0.0.1:1", BuildSeconds: 61.5,
+		Steps: []ReconcileStep{
+			{Name: "clean check", Args: "reconciler --item=1", ExitCode: 2, Seconds: 3.25, MaxRSSMiB: 300,
+				Summary: "a | b", StderrTail: "reconciler: check item 1: Error 1390"},
+			{Name: "repair after FLUSHALL", Before: "FLUSHALL", BeforeSeconds: 0.5, Args: "reconciler --item=1 --repair",
+				Seconds: 10, MaxRSSMiB: 100, Summary: "1 items checked: 1 repaired"},
+		},
+	}}
+	var b bytes.Buffer
+	Markdown(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		"### reconcile: 1000000 orders of one item",
+		"in 61.5 s",
+		"The rollback step places 5000 more orders",
+		"| clean check | — | `reconciler --item=1` | **2 (0)** | 3.25 | 300 | a \\| b |",
+		"| repair after FLUSHALL | FLUSHALL (0.5 s) | `reconciler --item=1 --repair` | 0 (0) | 10.00 | 100 | 1 items checked: 1 repaired |",
+		"clean check: exit 2, the end of its stderr:\n\n```\nreconciler: check item 1: Error 1390\n```",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	if got := r.Reconcile[0].Step("repair after FLUSHALL"); got == nil || !got.OK() {
+		t.Errorf("Step(repair after FLUSHALL) = %+v, want the step, exit as wanted", got)
+	}
+}
