@@ -13,7 +13,7 @@ GOTESTFLAGS ?=
 BENCHFLAGS ?=
 FUZZTIME ?= 15s
 # make test runs the API fuzzer with this seed, so a run is repeatable; make api-fuzz draws a new
-# one each time (README "The API fuzzer").
+# one each time (docs/testing.md "The API fuzzer").
 API_FUZZ_CI_SEED ?= 852757313
 # make soak: the seed of its fault schedule (the same seed replays the same schedule) and how long
 # the schedule runs; make test runs the default, short one.
@@ -103,7 +103,7 @@ chaos: up ## run the fault and hostile-input suite alone (it stops and restarts 
 chaos-run:
 	SECKILL_SERVICES=$(backend) go test -race -tags chaos -count=1 -p 1 -timeout 30m -v -skip '^TestReplicated' $(GOTESTFLAGS) ./chaos/
 
-# The replicated topology (README "Running replicated"): three Kafka brokers, a Redis Cluster
+# The replicated topology (docs/replicated.md): three Kafka brokers, a Redis Cluster
 # with a replica per master, a MariaDB primary with a standby.
 REPLICATED := kafka-cluster redis-replicas mysql-standby
 # The same in docker-compose.yml's replicated profile (redis-replicas and mysql-standby start their nodes).

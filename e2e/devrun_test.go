@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,49 +11,65 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/kafkatest"
 	"github.com/seckill/seckill/pkg/pipelinetest"
 )
 
-// The README's first command, `make run` (scripts/dev-run), brings up the
-// pipeline with a demo sale and prints an order command that works; Ctrl-C
-// stops the api and the consumer cleanly.
-func TestMakeRun(t *testing.T) {
-	t.Parallel()
-	addr := pipelinetest.FreeAddr(t)
-	cmd := exec.Command("make", "--no-print-directory", "run")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "SECKILL_HTTP_ADDR="+addr, "SECKILL_ADMIN_ADDR=off",
-		// Its own topic and keys, so it shares nothing with the other tests.
+// devRun is one `make run` (scripts/dev-run) started by a test, in its own
+// process group as a terminal would run it.
+type devRun struct {
+	addr    string
+	cmd     *exec.Cmd
+	done    chan error
+	stderr  *bytes.Buffer
+	printed string // what it printed up to and including its ready banner
+}
+
+// makeRunStart keeps two tests' `make run` from building bin/api and
+// bin/consumer at the same moment: the second build could open a binary the
+// first run is already executing.
+var makeRunStart sync.Mutex
+
+// startMakeRun runs `make run` on a free port with its own topic and keys
+// (so it shares nothing with the other tests) and env on top, and returns
+// once it printed its ready banner, whose last line holds "Ctrl-C stops".
+func startMakeRun(t *testing.T, env ...string) *devRun {
+	t.Helper()
+	makeRunStart.Lock()
+	defer makeRunStart.Unlock()
+	d := &devRun{addr: pipelinetest.FreeAddr(t), done: make(chan error, 1), stderr: new(bytes.Buffer)}
+	d.cmd = exec.Command("make", "--no-print-directory", "run")
+	d.cmd.Dir = ".."
+	d.cmd.Env = append(os.Environ(), "SECKILL_HTTP_ADDR="+d.addr, "SECKILL_ADMIN_ADDR=off",
 		"SECKILL_KAFKA_TOPIC="+kafkatest.Name("devrun"), "SECKILL_REDIS_PREFIX="+kafkatest.Name("devrun"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
+	d.cmd.Env = append(d.cmd.Env, env...)
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 	})
 
-	// Read until the ready banner and the order command it prints.
 	var printed strings.Builder
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			printed.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "Then poll it with") {
+			if strings.Contains(sc.Text(), "Ctrl-C stops") {
 				close(ready)
 				break
 			}
@@ -61,11 +78,59 @@ func TestMakeRun(t *testing.T) {
 	}()
 	select {
 	case <-ready:
-	case err := <-done:
-		t.Fatalf("make run ended before it was ready: %v\n%s\n%s", err, printed.String(), stderr.String())
+	case err := <-d.done:
+		t.Fatalf("make run ended before it was ready: %v\n%s\n%s", err, printed.String(), d.stderr.String())
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("make run not ready after 3 minutes:\n%s\n%s", printed.String(), stderr.String())
+		t.Fatalf("make run not ready after 3 minutes:\n%s\n%s", printed.String(), d.stderr.String())
 	}
+	d.printed = printed.String()
+	return d
+}
+
+// interrupt sends Ctrl-C to the whole foreground group, as a terminal does,
+// and checks that the api and the consumer stop.
+func (d *devRun) interrupt(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("make run did not stop within 60s of Ctrl-C:\n%s", d.stderr.String())
+	}
+	if _, err := http.Get("http://" + d.addr + "/healthz"); err == nil {
+		t.Fatal("the api still answers after Ctrl-C")
+	}
+}
+
+// call sends a JSON body (nil: none) with a bearer token and returns the
+// status and the decoded answer.
+func (d *devRun) call(t *testing.T, method, path, token, body string, headers ...string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+d.addr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var v map[string]any
+	_ = json.Unmarshal(b, &v)
+	return resp.StatusCode, v
+}
+
+// The README's first command, `make run` (scripts/dev-run), brings up the
+// pipeline with a demo sale and prints an order command that works; Ctrl-C
+// stops the api and the consumer cleanly.
+func TestMakeRun(t *testing.T) {
+	t.Parallel()
+	d := startMakeRun(t)
+	addr := d.addr
 
 	// The api it runs is alive and reports every dependency reachable.
 	if resp, err := http.Get("http://" + addr + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
@@ -86,35 +151,74 @@ func TestMakeRun(t *testing.T) {
 	}
 
 	// Place the order exactly as the banner says.
-	text := printed.String()
+	text := d.printed
 	tok := regexp.MustCompile(`Authorization: Bearer ([A-Za-z0-9._-]+)`).FindStringSubmatch(text)
 	body := regexp.MustCompile(`-d '(\{"activity_id": \d+, "quantity": 1\})'`).FindStringSubmatch(text)
 	if tok == nil || body == nil {
 		t.Fatalf("no order command in the banner:\n%s", text)
 	}
-	req, _ := http.NewRequest("POST", "http://"+addr+"/api/v1/orders", strings.NewReader(body[1]))
-	req.Header.Set("Authorization", "Bearer "+tok[1])
-	req.Header.Set("Idempotency-Key", fmt.Sprintf("devrun-%d", time.Now().UnixNano()))
-	resp, err = http.DefaultClient.Do(req)
+	status, v := d.call(t, "POST", "/api/v1/orders", tok[1], body[1],
+		"Idempotency-Key", fmt.Sprintf("devrun-%d", time.Now().UnixNano()))
+	if status != http.StatusAccepted || v["order_no"] == nil {
+		t.Fatalf("the printed order command: %d %v", status, v)
+	}
+
+	d.interrupt(t)
+}
+
+// `make run` with the shop's identity provider configured (a JWKS the test
+// serves, set up as for Keycloak) starts: it sets no development secret,
+// which the api would refuse beside a JWK Set URL, mints no token and makes
+// no demo sale, and says where to get a token. Tokens the provider signs
+// then open a sale and place an order; a development token is refused.
+func TestMakeRunWithIdentityProvider(t *testing.T) {
+	t.Parallel()
+	provider := newIDP(t)
+	d := startMakeRun(t, provider.env()...)
+
+	for _, want := range []string{
+		"no development secret, no tokens minted",
+		"keys      " + provider.srv.URL + "/realms/shop/protocol/openid-connect/certs",
+		"issuer    " + provider.issuer,
+		"audience  seckill-api",
+		"operators hold seckill-admin in the claim realm_access.roles",
+		provider.srv.URL + "/realms/shop/protocol/openid-connect/token", // beside the realm's certs
+	} {
+		if !strings.Contains(d.printed, want) {
+			t.Fatalf("the banner lacks %q:\n%s", want, d.printed)
+		}
+	}
+	if strings.Contains(d.printed, "Bearer ey") || strings.Contains(d.printed, "Demo item") {
+		t.Fatalf("dev-run minted a token or made a demo sale with a provider configured:\n%s", d.printed)
+	}
+
+	admin := provider.mint("operator-1", auth.RoleAdmin)
+	status, item := d.call(t, "POST", "/admin/v1/items", admin, `{"name":"sneaker","stock":5}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create item as the provider's operator: %d %v", status, item)
+	}
+	start, end := time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	status, sale := d.call(t, "POST", "/admin/v1/activities", admin,
+		fmt.Sprintf(`{"item_id":%v,"starts_at":%q,"ends_at":%q}`, item["item_id"], start, end))
+	if status != http.StatusCreated {
+		t.Fatalf("create sale: %d %v", status, sale)
+	}
+	if status, v := d.call(t, "POST", fmt.Sprintf("/admin/v1/activities/%v/warmup", sale["activity_id"]), admin, ""); status != http.StatusOK {
+		t.Fatalf("warm up: %d %v", status, v)
+	}
+	order := fmt.Sprintf(`{"activity_id":%v,"quantity":1}`, sale["activity_id"])
+	status, placed := d.call(t, "POST", "/api/v1/orders", provider.mint("buyer-7f3c", ""), order, "Idempotency-Key", "devrun-idp-1")
+	if status != http.StatusAccepted || placed["order_no"] == nil {
+		t.Fatalf("order as the provider's buyer: %d %v", status, placed)
+	}
+	// No development secret is in use: a token signed with dev-run's buys nothing.
+	dev, err := auth.Mint([]byte("dev-only-secret-change-me-0123456789abcdef"), "buyer-7f3c", "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(b), `"order_no"`) {
-		t.Fatalf("the printed order command: %d %s", resp.StatusCode, b)
+	if status, v := d.call(t, "POST", "/api/v1/orders", dev, order, "Idempotency-Key", "devrun-idp-2"); status != http.StatusUnauthorized {
+		t.Fatalf("a development token with a provider configured: %d %v, want 401", status, v)
 	}
 
-	// Ctrl-C (to the whole foreground group, as a terminal sends it).
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("make run did not stop within 60s of Ctrl-C:\n%s", stderr.String())
-	}
-	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
-		t.Fatal("the api still answers after Ctrl-C")
-	}
+	d.interrupt(t)
 }

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # kafka-cluster: three Apache Kafka KRaft nodes on loopback, from the same Maven jars as the single
-# broker (kafka_jars), sourced by scripts/services (README "Running replicated").
+# broker (kafka_jars), sourced by scripts/services (docs/replicated.md).
 #
 #   node     client listener   controller listener   data                          log
 #   kafka-1  127.0.0.1:29092   127.0.0.1:29192        data/kafka-cluster/1          log/kafka-1/server.log

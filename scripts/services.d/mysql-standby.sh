@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# mysql-standby: a MariaDB primary with a standby (README "Running replicated"), sourced by
+# mysql-standby: a MariaDB primary with a standby (docs/replicated.md), sourced by
 # scripts/services.
 #
 #   mysql-3307  127.0.0.1:3307  the primary at first     data/mysql-3307
