@@ -16,8 +16,9 @@ import (
 // limits (65,535 placeholders) and every read holds a bounded number of
 // rows, whatever the size of the sale.
 const (
-	// ListBatch is the most values one IN list carries.
-	ListBatch = 1000
+	// ListBatch is the most values one IN list carries (MySQL allows
+	// 65,535 placeholders in a statement).
+	ListBatch = 5000
 	// MaxClosing is the most closed orders awaiting their Redis release
 	// an item's read takes in (they are in flight, not history: the
 	// closer releases them within seconds).

@@ -26,7 +26,7 @@ import (
 // it read, whatever the item's verdict.
 
 // idemPage is how many users' orders one step of the restore reads.
-const idemPage = 500
+const idemPage = 2000
 
 // pickIdem turns one page of an activity's orders (every order of each of
 // its users, by id) into the records they should have. Where one key of a

@@ -163,9 +163,9 @@ type quotaReading struct {
 // missing key whatever the count, by a scan of its own (restoreQuotas).
 const MaxListed = 1000
 
-// quotaPage is how many live orders, or quota keys, one step of the quota
-// check reads.
-const quotaPage = stockredis.QuotaBatch
+// quotaPage is how many live orders one step of the quota check (and of
+// its repair) reads: a page of uk_orders_live and an MGET of their keys.
+const quotaPage = 5000
 
 func (q *quotaReading) addMissing(m QuotaIssue) {
 	q.missingN++

@@ -47,7 +47,7 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 			continue
 		}
 		for after := ""; ; {
-			page, err := c.DB.LiveOrderPage(ctx, a.ID, after, reservationBatch)
+			page, err := c.DB.LiveOrderPage(ctx, a.ID, after, quotaPage)
 			if err != nil {
 				return restored, takenBack, false, err
 			}

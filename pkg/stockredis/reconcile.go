@@ -327,17 +327,22 @@ func (r *Reconciler) MarkWarmed(ctx context.Context, item int64) error {
 	return nil
 }
 
-// QuotaBatch bounds the keys one quota read asks for (MGET, SCAN's
-// COUNT) and the records one quota repair writes.
-const QuotaBatch = 500
+// QuotaBatch bounds the keys one MGET asks for and the records one quota
+// repair's script call writes (a script blocks Redis while it runs).
+const QuotaBatch = 1000
 
-// ScanQuota calls fn with the quota keys of the activity on item, a page
-// at a time: user -> the order number the key holds, at most QuotaBatch
-// users per call. It SCANs for the item's quota pattern; on a cluster it
-// scans the one node that owns the item's hash tag, where all of the
-// item's keys live. SCAN may return a key twice (fn then sees it twice)
-// and misses no key that lived throughout the scan. An error from fn ends
-// the scan.
+// ScanCount is the COUNT of each SCAN step of ScanQuota: about how many
+// keys of the node one step visits (the matching ones are a part of them).
+const ScanCount = 5000
+
+// ScanQuota calls fn with the quota keys of the activity on item, a SCAN
+// step at a time: user -> the order number the key holds, at most
+// ScanCount users per call (SCAN's COUNT is a hint, but a step returns at
+// most about the keys it visited). It SCANs for the item's quota pattern;
+// on a cluster it scans the one node that owns the item's hash tag, where
+// all of the item's keys live. SCAN may return a key twice (fn then sees
+// it twice) and misses no key that lived throughout the scan. An error
+// from fn ends the scan.
 func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn func(map[string]string) error) error {
 	k := r.s.Keys(item)
 	node, err := r.nodeFor(ctx, k.Stock())
@@ -346,16 +351,16 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn fun
 	}
 	prefix, pattern := k.quotaPrefix(activity), k.QuotaPattern(activity)
 	for cursor := uint64(0); ; {
-		keys, next, err := node.Scan(ctx, cursor, pattern, QuotaBatch).Result()
+		keys, next, err := node.Scan(ctx, cursor, pattern, ScanCount).Result()
 		if err != nil {
 			return unavailable("scan quota keys", err)
 		}
+		page := make(map[string]string, len(keys))
 		for chunk := range slices.Chunk(keys, QuotaBatch) {
 			vals, err := r.s.rdb.MGet(ctx, chunk...).Result()
 			if err != nil {
 				return unavailable("read quota keys", err)
 			}
-			page := make(map[string]string, len(chunk))
 			for i, key := range chunk {
 				user, ok := ParseUserSegment(strings.TrimPrefix(key, prefix))
 				if !ok {
@@ -365,6 +370,8 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn fun
 					page[user] = v
 				}
 			}
+		}
+		if len(page) > 0 {
 			if err := fn(page); err != nil {
 				return err
 			}
