@@ -73,12 +73,17 @@
 // and could buy again), and a quota key whose order is neither live in
 // MySQL nor RESERVED/CLAIMED in Redis is stale (the user can never buy
 // again) — unless MySQL closed that order and its release, which deletes
-// the key, has not run yet. Live orders are read before the keys and read
-// again for the users whose key is missing (a key goes only after its
-// order left the live set), and a suspect key is read together with its
-// reservation (MULTI) before MySQL is asked about its order, so neither an
-// order being closed nor one on its way is taken for drift. Keys are found with SCAN on the item's pattern; on a cluster the
-// item's hash tag puts them all on one node, and that node is scanned.
+// the key, has not run yet. The check reads a page at a time, so it holds
+// a few pages whatever the size of the sale: first the live orders in user
+// order (a keyset scan of uk_orders_live), each page before the keys of its
+// users (MGET), and the users whose key is missing read again (a key goes
+// only after its order left the live set); then the quota keys by SCAN, each
+// step before the live orders of its users, for the keys whose user holds
+// no live order. A suspect key is read together with its reservation
+// (MULTI) before MySQL is asked about its order, so neither an order being
+// closed nor one on its way is taken for drift. On a cluster the item's
+// hash tag puts all its keys on one node, and that node is scanned. Issues
+// are counted, and the first MaxListed of each kind listed.
 //
 // # Repair
 //
