@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -202,6 +203,7 @@ func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaRea
 		closing, err = c.DB.ClosingOrders(ctx, item)
 		return closing, err
 	}
+	var seen keySet // the keys the live orders' pages found
 	for after := ""; ; {
 		page, err := c.DB.LiveOrderPage(ctx, activity, after, quotaPage)
 		if err != nil {
@@ -211,14 +213,30 @@ func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaRea
 			break
 		}
 		after = page[len(page)-1].UserID
-		if err := c.checkLivePage(ctx, item, activity, page, &q, closingOf); err != nil {
+		if err := c.checkLivePage(ctx, item, activity, page, &q, &seen, closingOf); err != nil {
 			return q, err
 		}
 		if len(page) < quotaPage {
 			break
 		}
 	}
+	// Every key the scan finds that the first pass found too, user and
+	// order number alike, belongs to a live order (or was judged there).
+	// When the scan finds exactly those keys, there is no other key to
+	// ask MySQL about; else (a stale key, a key made or gone since, or a
+	// key SCAN returned twice) every step of a second scan is checked.
+	var scanned keySet
 	err := c.Stock.ScanQuota(ctx, item, activity, func(holders map[string]string) error {
+		for user, h := range holders {
+			scanned.add(user, h)
+		}
+		return nil
+	})
+	if err != nil || scanned == seen {
+		sortIssues(q.missing)
+		return q, err
+	}
+	err = c.Stock.ScanQuota(ctx, item, activity, func(holders map[string]string) error {
 		users := slices.Collect(maps.Keys(holders))
 		live, err := c.DB.LiveOrdersOf(ctx, activity, users)
 		if err != nil {
@@ -240,8 +258,30 @@ func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaRea
 	return q, nil
 }
 
-// checkLivePage checks the quota keys of one page of live orders.
-func (c *Checker) checkLivePage(ctx context.Context, item, activity int64, page []orderdb.LiveOrder, q *quotaReading,
+// keySet sums a set of quota keys (user, and the order number the key
+// holds) in constant space: two sets of the same keys have the same sum,
+// and two that differ have different sums but for a 64-bit hash collision.
+type keySet struct {
+	n   int
+	sum uint64
+}
+
+// keySeed is the hash seed of every keySet of the process.
+var keySeed = maphash.MakeSeed()
+
+func (s *keySet) add(user, holder string) {
+	var h maphash.Hash
+	h.SetSeed(keySeed)
+	h.WriteString(user)
+	h.WriteByte(0)
+	h.WriteString(holder)
+	s.n++
+	s.sum += h.Sum64()
+}
+
+// checkLivePage checks the quota keys of one page of live orders, and
+// adds the keys it finds to seen.
+func (c *Checker) checkLivePage(ctx context.Context, item, activity int64, page []orderdb.LiveOrder, q *quotaReading, seen *keySet,
 	closingOf func() (map[string]orderdb.OrderState, error)) error {
 	q.live += len(page)
 	users := make([]string, len(page))
@@ -257,7 +297,11 @@ func (c *Checker) checkLivePage(ctx context.Context, item, activity int64, page 
 	var absent []QuotaIssue
 	suspects := map[string]string{}
 	for _, o := range page {
-		switch h, ok := holders[o.UserID]; {
+		h, ok := holders[o.UserID]
+		if ok {
+			seen.add(o.UserID, h)
+		}
+		switch {
 		case !ok:
 			absent = append(absent, QuotaIssue{UserID: o.UserID, OrderNo: o.OrderNo})
 		case h != o.OrderNo:
