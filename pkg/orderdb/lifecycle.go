@@ -130,7 +130,8 @@ func (db *DB) MarkReleased(ctx context.Context, orderNo string) error {
 }
 
 // ExpiredUnpaid lists up to limit CREATED orders whose payment window ended
-// before now.
+// before now, oldest deadline first: one range of idx_orders_deadline
+// (status, pay_deadline), so a pass reads the orders due and no other.
 func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var nos []string
 	err := db.gdb.WithContext(ctx).Raw(`SELECT order_no FROM orders
@@ -139,7 +140,9 @@ func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]st
 }
 
 // ReleasesDue lists up to limit CLOSED orders whose Redis release is not
-// recorded yet and that were closed before olderThan.
+// recorded yet and that were closed before olderThan. idx_orders_release
+// (0011) makes it one range of exactly those orders: the closer asks every
+// second, and every past sale's CLOSED orders have their release recorded.
 func (db *DB) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
 	q := db.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= ?", olderThan.UTC()).Limit(limit)
 	return findAs(q, "list releases due", orderRow.toOrder)
