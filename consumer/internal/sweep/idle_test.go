@@ -30,7 +30,6 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
 }
 
-
 // A sweep costs what is stranded, not how many items were ever warmed: with
 // 3,000 items in the warmed set and one stranded reservation among them, a
 // sweep re-publishes that one and makes a few dozen Redis round trips (the
