@@ -54,18 +54,25 @@ func (db *DB) Order(ctx context.Context, orderNo string) (order.Order, error) {
 	return row.toOrder(), nil
 }
 
-// Orders returns the orders MySQL has among orderNos, by number.
+// MaxInList is the most values one statement lists in an IN (...): the
+// consumer's largest batch, far below MySQL's 65,535 placeholders. A
+// longer list is read in statements of MaxInList.
+const MaxInList = 4000
+
+// Orders returns the orders MySQL has among orderNos, by number, reading
+// MaxInList numbers a statement, so any number of them can be asked for
+// (the map holds what is found).
 func (db *DB) Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error) {
 	out := make(map[string]order.Order, len(orderNos))
-	if len(orderNos) == 0 {
-		return out, nil
-	}
-	var rows []orderRow
-	if err := db.gdb.WithContext(ctx).Where("order_no IN ?", orderNos).Find(&rows).Error; err != nil {
-		return nil, wrap("read orders", err)
-	}
-	for _, r := range rows {
-		out[r.OrderNo] = r.toOrder()
+	for start := 0; start < len(orderNos); start += MaxInList {
+		chunk := orderNos[start:min(start+MaxInList, len(orderNos))]
+		var rows []orderRow
+		if err := db.gdb.WithContext(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
+			return nil, wrap("read orders", err)
+		}
+		for _, r := range rows {
+			out[r.OrderNo] = r.toOrder()
+		}
 	}
 	return out, nil
 }
