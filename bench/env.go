@@ -41,6 +41,7 @@ type env struct {
 	admin  string // admin bearer token
 
 	idleBase  *cpu.Usage // the services alone, before the programs started (idle scenario)
+	historyDB string     // the bench's own database (--history), dropped at the end
 	apiAdmins []string   // the started apis' admin listeners (/metrics)
 
 	prefix, topic, group string
@@ -146,6 +147,11 @@ func setup(ctx context.Context, opts options, m *meter, runID string) (*env, err
 	}
 	if err := e.db.Migrate(ctx); err != nil {
 		return e, fmt.Errorf("migrate: %w", err)
+	}
+	if opts.history > 0 {
+		if err := e.withHistory(ctx); err != nil {
+			return e, err
+		}
 	}
 
 	if opts.has("idle") && opts.startsPrograms() {
@@ -356,6 +362,11 @@ func (e *env) close() error {
 	if !e.opts.keepData {
 		if err := e.cleanup(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: %w", err))
+		}
+	}
+	if !e.opts.keepData {
+		if err := e.dropHistory(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if e.db != nil {

@@ -160,7 +160,7 @@ func soldOutLatency(res load.Result) stats.Summary {
 // process uses over sh.duration while nothing is bought: the cost of
 // Kafka's fetches, the consumer's sweeps and the api's keep-alives.
 func (e *env) idle(ctx context.Context, sh shape) (*cpu.Usage, error) {
-	e.meter.say("idle: %s with no load", sh.duration)
+	e.meter.say("idle: %s with no load%s", sh.duration, report.IdleOn(e.opts.history))
 	u, err := quiet(ctx, sh.duration, func() func() *cpu.Usage { return e.measureCPU() })
 	if u != nil {
 		e.meter.say("idle: %s", u.Summary())

@@ -35,10 +35,10 @@ func targets(rep *report.Report) []report.Target {
 			// services' own idle CPU (Kafka's JVM, Redis's timers) is
 			// there without any pipeline.
 			alone := report.PipelineCPU(base)
-			add("idle pipeline CPU (programs, and what they add to the services)", "< 5 % of one CPU",
+			add("idle pipeline CPU (programs, and what they add to the services"+report.IdleOn(rep.IdleHistory)+")", "< 5 % of one CPU",
 				fmt.Sprintf("%.1f %% (%.1f %% idle − %.1f %% services alone)", pct-alone, pct, alone), pct-alone < 5)
 		} else {
-			add("idle pipeline CPU (all but the bench)", "< 5 % of one CPU", fmt.Sprintf("%.1f %%", pct), pct < 5)
+			add("idle pipeline CPU (all but the bench"+report.IdleOn(rep.IdleHistory)+")", "< 5 % of one CPU", fmt.Sprintf("%.1f %%", pct), pct < 5)
 		}
 	}
 	for _, name := range []string{"first-sale", "second-sale"} {
