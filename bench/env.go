@@ -42,7 +42,10 @@ type env struct {
 
 	idleBase  *cpu.Usage // the services alone, before the programs started (idle scenario)
 	historyDB string     // the bench's own database (--history), dropped at the end
-	apiAdmins []string   // the started apis' admin listeners (/metrics)
+	// idleSessions is the CPU of MySQL's threads serving the programs'
+	// connections during the idle scenario, % of one CPU (-1: unknown).
+	idleSessions float64
+	apiAdmins    []string // the started apis' admin listeners (/metrics)
 
 	prefix, topic, group string
 	services             *procs.Services
@@ -88,7 +91,7 @@ func newRunID() string {
 // setup prepares everything; close undoes what it did, even after a
 // partial setup.
 func setup(ctx context.Context, opts options, m *meter, runID string) (*env, error) {
-	e := &env{opts: opts, runID: runID, meter: m, pprof: map[string]string{}}
+	e := &env{opts: opts, runID: runID, meter: m, pprof: map[string]string{}, idleSessions: -1}
 	root, err := procs.ModuleRoot(ctx)
 	if err != nil {
 		return e, err

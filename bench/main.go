@@ -172,6 +172,10 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 		}
 		if rep.Idle == nil {
 			rep.Idle, rep.IdleBase, rep.IdleHistory = u, e.idleBase, o.history
+			if e.idleSessions >= 0 {
+				v := e.idleSessions
+				rep.IdleMySQLSessions = &v
+			}
 		}
 	}
 	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")

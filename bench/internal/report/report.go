@@ -46,9 +46,14 @@ type Report struct {
 	IdleBase *cpu.Usage `json:"idle_services_alone_cpu,omitempty"`
 	// IdleHistory is how many historical orders the database held while
 	// Idle was measured (bench --history; 0: whatever the database held).
-	IdleHistory int      `json:"idle_history_orders,omitempty"`
-	Targets     []Target `json:"targets"`
-	Notes       []string `json:"notes,omitempty"`
+	IdleHistory int `json:"idle_history_orders,omitempty"`
+	// IdleMySQLSessions is the CPU, in % of one CPU, of the MySQL server's
+	// threads serving the programs' connections during Idle (MariaDB's
+	// PROCESSLIST.TID): their share of the mysql column, which also holds
+	// what the server did for anyone else on it. nil: not measured.
+	IdleMySQLSessions *float64 `json:"idle_mysql_sessions_pct,omitempty"`
+	Targets           []Target `json:"targets"`
+	Notes             []string `json:"notes,omitempty"`
 }
 
 // Host describes the machine.
