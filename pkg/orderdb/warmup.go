@@ -18,9 +18,9 @@ import (
 func (db *DB) DueForWarmup(ctx context.Context, by, now time.Time, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error) {
 	var rows []activityRow
 	q := db.gdb.WithContext(ctx).Table("activities FORCE INDEX (idx_activities_unwarmed)").
-		Where("warmed_at IS NULL AND ends_at > ? AND starts_at <= ?", now.UTC(), by.UTC())
+		Where("warmed_at IS NULL AND ends_at > "+timeParam+" AND starts_at <= "+timeParam, now.UTC(), by.UTC())
 	if afterID != 0 {
-		q = q.Where("(starts_at > ? OR (starts_at = ? AND id > ?))", afterStart.UTC(), afterStart.UTC(), afterID)
+		q = q.Where("(starts_at > "+timeParam+" OR (starts_at = "+timeParam+" AND id > ?))", afterStart.UTC(), afterStart.UTC(), afterID)
 	}
 	err := q.Order("starts_at, id").Limit(limit).Find(&rows).Error
 	if err != nil {
