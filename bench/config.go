@@ -60,6 +60,10 @@ type options struct {
 
 	programEnv []string // extra KEY=VALUE for the started api and consumer
 
+	// history: orders of past sales loaded into a database of the bench's
+	// own before the scenarios run (--history; 0: the DSN's database as it is).
+	history int
+
 	topologies   []topology        // --topology: run on each in turn (none: the flags' addresses)
 	topology     string            // the one this run is on
 	serviceNames map[string]string // check (redis, mysql, kafka) -> scripts/services name
@@ -90,7 +94,8 @@ the APIs round-robin, each connection staying with one API.
 
 Scenarios (--scenario, comma-separated, default all):
   idle        10s (--duration) with no load: the CPU the started programs and the services use
-              while nobody buys (measured first, before the reference limits)
+              while nobody buys (measured first, before the reference limits); with --history N
+              on a database holding N historical orders
   first-sale  restarts the api, then two sales one after the other, 5,000 buyers (--users) at a
               fixed 5,000/s (--flash-rate), stock 200, driven by vegeta's attacker: the first
               sale after a start against the next one
@@ -156,6 +161,7 @@ Flags:
 		c.programEnv = append(c.programEnv, v)
 		return nil
 	})
+	fs.IntVar(&c.history, "history", 0, "load this many historical orders (a few dozen past sales, none due) straight into a MySQL database of the bench's own (on --mysql-dsn's server, dropped afterwards unless --keep-data) and run everything on it, e.g. --scenario idle --history 1000000")
 	fs.StringVar(&c.out, "out", "bench-results", "directory for the results; each run writes a timestamped folder in it")
 	fs.BoolVar(&c.pprof, "pprof", false, "turn on the started programs' pprof (SECKILL_PPROF on their admin listener) and save CPU profiles of the flash, sustained and first-sale loads")
 	fs.BoolVar(&c.keepData, "keep-data", false, "keep the bench's rows in MySQL and keys in Redis afterwards")
@@ -260,6 +266,12 @@ Flags:
 		if c.pprof || len(c.programEnv) > 0 {
 			problems = append(problems, "--pprof and --program-env work only when the bench starts the programs (no --api)")
 		}
+	}
+	if c.history < 0 || c.history > 100_000_000 {
+		problems = append(problems, "--history must be from 0 to 100000000")
+	}
+	if c.history > 0 && *api != "" {
+		problems = append(problems, "--history gives the programs the bench starts a database of their own: drop --api")
 	}
 	if c.connections > 0 && c.connections < c.apis {
 		problems = append(problems, fmt.Sprintf("--connections (%d) must be at least the number of APIs (%d), so every API gets a connection", c.connections, c.apis))

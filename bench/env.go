@@ -41,7 +41,11 @@ type env struct {
 	admin  string // admin bearer token
 
 	idleBase  *cpu.Usage // the services alone, before the programs started (idle scenario)
-	apiAdmins []string   // the started apis' admin listeners (/metrics)
+	historyDB string     // the bench's own database (--history), dropped at the end
+	// idleSessions is the CPU of MySQL's threads serving the programs'
+	// connections during the idle scenario, % of one CPU (-1: unknown).
+	idleSessions float64
+	apiAdmins    []string // the started apis' admin listeners (/metrics)
 
 	prefix, topic, group string
 	services             *procs.Services
@@ -87,7 +91,7 @@ func newRunID() string {
 // setup prepares everything; close undoes what it did, even after a
 // partial setup.
 func setup(ctx context.Context, opts options, m *meter, runID string) (*env, error) {
-	e := &env{opts: opts, runID: runID, meter: m, pprof: map[string]string{}}
+	e := &env{opts: opts, runID: runID, meter: m, pprof: map[string]string{}, idleSessions: -1}
 	root, err := procs.ModuleRoot(ctx)
 	if err != nil {
 		return e, err
@@ -146,6 +150,11 @@ func setup(ctx context.Context, opts options, m *meter, runID string) (*env, err
 	}
 	if err := e.db.Migrate(ctx); err != nil {
 		return e, fmt.Errorf("migrate: %w", err)
+	}
+	if opts.history > 0 {
+		if err := e.withHistory(ctx); err != nil {
+			return e, err
+		}
 	}
 
 	if opts.has("idle") && opts.startsPrograms() {
@@ -356,6 +365,11 @@ func (e *env) close() error {
 	if !e.opts.keepData {
 		if err := e.cleanup(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: %w", err))
+		}
+	}
+	if !e.opts.keepData {
+		if err := e.dropHistory(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if e.db != nil {

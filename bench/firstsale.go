@@ -160,10 +160,19 @@ func soldOutLatency(res load.Result) stats.Summary {
 // process uses over sh.duration while nothing is bought: the cost of
 // Kafka's fetches, the consumer's sweeps and the api's keep-alives.
 func (e *env) idle(ctx context.Context, sh shape) (*cpu.Usage, error) {
-	e.meter.say("idle: %s with no load", sh.duration)
-	u, err := quiet(ctx, sh.duration, func() func() *cpu.Usage { return e.measureCPU() })
+	e.meter.say("idle: %s with no load%s", sh.duration, report.IdleOn(e.opts.history))
+	var before map[int]time.Duration
+	var start time.Time
+	u, err := quiet(ctx, sh.duration, func() func() *cpu.Usage {
+		before, start = e.sessionCPU(ctx), time.Now()
+		return e.measureCPU()
+	})
 	if u != nil {
+		e.idleSessions = sessionPct(before, e.sessionCPU(ctx), time.Since(start))
 		e.meter.say("idle: %s", u.Summary())
+		if e.idleSessions >= 0 {
+			e.meter.say("idle: MySQL's threads serving the programs' connections: %.1f%%", e.idleSessions)
+		}
 	}
 	return u, err
 }

@@ -172,7 +172,11 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			return fmt.Errorf("idle: %w", err)
 		}
 		if rep.Idle == nil {
-			rep.Idle, rep.IdleBase = u, e.idleBase
+			rep.Idle, rep.IdleBase, rep.IdleHistory = u, e.idleBase, o.history
+			if e.idleSessions >= 0 {
+				v := e.idleSessions
+				rep.IdleMySQLSessions = &v
+			}
 		}
 	}
 	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")

@@ -9,12 +9,20 @@ import (
 	"github.com/seckill/seckill/pkg/order"
 )
 
-// DueForWarmup lists the activities never warmed up (warmed_at NULL) that
-// start by by and have not ended at now, by start.
-func (db *DB) DueForWarmup(ctx context.Context, by, now time.Time) ([]order.Activity, error) {
+// DueForWarmup lists up to limit activities never warmed up (warmed_at
+// NULL) that start by by and have not ended at now, by start and id, after
+// the one that starts at afterStart with id afterID (afterID 0: from the
+// first), so a caller pages through them. It reads only the sales not
+// warmed up that have not ended (idx_activities_unwarmed, 0011), never the
+// past ones that ended without a warm-up.
+func (db *DB) DueForWarmup(ctx context.Context, by, now time.Time, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error) {
 	var rows []activityRow
-	err := db.gdb.WithContext(ctx).Where("warmed_at IS NULL AND starts_at <= ? AND ends_at > ?", by.UTC(), now.UTC()).
-		Order("starts_at, id").Find(&rows).Error
+	q := db.gdb.WithContext(ctx).Table("activities FORCE INDEX (idx_activities_unwarmed)").
+		Where("warmed_at IS NULL AND ends_at > "+timeParam+" AND starts_at <= "+timeParam, now.UTC(), by.UTC())
+	if afterID != 0 {
+		q = q.Where("(starts_at > "+timeParam+" OR (starts_at = "+timeParam+" AND id > ?))", afterStart.UTC(), afterStart.UTC(), afterID)
+	}
+	err := q.Order("starts_at, id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, wrap("list activities due for warm-up", err)
 	}

@@ -47,8 +47,16 @@ type Report struct {
 	// Reconcile is the reconcile scenario's runs (bench --scenario
 	// reconcile), one per topology.
 	Reconcile []*Reconcile `json:"reconcile,omitempty"`
-	Targets   []Target     `json:"targets"`
-	Notes     []string     `json:"notes,omitempty"`
+	// IdleHistory is how many historical orders the database held while
+	// Idle was measured (bench --history; 0: whatever the database held).
+	IdleHistory int `json:"idle_history_orders,omitempty"`
+	// IdleMySQLSessions is the CPU, in % of one CPU, of the MySQL server's
+	// threads serving the programs' connections during Idle (MariaDB's
+	// PROCESSLIST.TID): their share of the mysql column, which also holds
+	// what the server did for anyone else on it. nil: not measured.
+	IdleMySQLSessions *float64 `json:"idle_mysql_sessions_pct,omitempty"`
+	Targets           []Target `json:"targets"`
+	Notes             []string `json:"notes,omitempty"`
 }
 
 // Host describes the machine.
@@ -397,7 +405,7 @@ func cpuTable(p func(string, ...any), r *Report) {
 		rows = append(rows, row{"idle: services alone, before the programs start", r.IdleBase})
 	}
 	if r.Idle != nil {
-		rows = append(rows, row{"idle (no load)", r.Idle})
+		rows = append(rows, row{"idle (no load" + IdleOn(r.IdleHistory) + ")", r.Idle})
 	}
 	for _, run := range r.Runs {
 		rows = append(rows, row{run.Name, run.CPU})
@@ -626,4 +634,21 @@ type APILatency struct {
 	P99Ms    float64 `json:"p99_ms"`
 	Within5  float64 `json:"within_5ms"`
 	Within25 float64 `json:"within_25ms"`
+}
+
+// IdleOn says what the database held during the idle measurement, for its
+// label: "" or ", on a database holding 1,000,000 historical orders".
+func IdleOn(history int) string {
+	if history <= 0 {
+		return ""
+	}
+	return ", on a database holding " + thousands(history) + " historical orders"
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

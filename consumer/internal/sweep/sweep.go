@@ -102,29 +102,56 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 	defer cancel()
 
 	after := s.after()
-	items, err := s.Stock.WarmedItems(lctx)
-	if err != nil {
-		return st, err
-	}
 	b := s.backoff()
 	defer b.Report()
-	for _, item := range items {
-		key := "item:" + strconv.FormatInt(item, 10)
-		if !b.Due(key) {
-			continue
+	// The warmed items a page at a time (SSCAN), and each page's pending
+	// lists in one pipeline: an idle sweep makes a few round trips however
+	// many items were ever warmed, and reads MySQL only for what it found.
+	var cursor uint64
+	for {
+		page, next, err := s.Stock.ScanWarmedItems(lctx, cursor, itemsPage)
+		if err != nil {
+			return st, err
 		}
-		err := s.sweepItem(lctx, item, time.Now().Add(-after), &st, b)
-		switch {
-		case lctx.Err() != nil:
-			return st, lctx.Err()
-		case err != nil:
-			b.Failed(key, err, "item_id", item)
-		default:
-			b.Succeeded(key, "item_id", item)
+		due := make([]int64, 0, len(page))
+		for _, item := range page {
+			if b.Due(itemKey(item)) {
+				due = append(due, item)
+			}
 		}
+		cutoff := time.Now().Add(-after)
+		pending, failed := s.Stock.PendingOlderThanEach(lctx, due, cutoff, batch)
+		for _, item := range due {
+			key := itemKey(item)
+			err := failed[item]
+			if err == nil {
+				err = s.sweepItem(lctx, item, pending[item], cutoff, &st, b)
+			}
+			switch {
+			case lctx.Err() != nil:
+				return st, lctx.Err()
+			case err != nil:
+				b.Failed(key, err, "item_id", item)
+			default:
+				b.Succeeded(key, "item_id", item)
+			}
+		}
+		if next == 0 {
+			return st, nil
+		}
+		cursor = next
 	}
-	return st, nil
 }
+
+// itemsPage is about how many items one SSCAN of a sweep lists, and batch
+// how many stranded reservations of an item one sweep handles (and asks
+// MySQL for in one statement).
+const (
+	itemsPage = 500
+	batch     = 500
+)
+
+func itemKey(item int64) string { return "item:" + strconv.FormatInt(item, 10) }
 
 func (s *Sweeper) after() time.Duration {
 	if s.After <= 0 {
@@ -133,13 +160,13 @@ func (s *Sweeper) after() time.Duration {
 	return s.After
 }
 
-// sweepItem sweeps one item's stranded reservations. A reservation that
+// sweepItem sweeps one item's stranded reservations nos (its oldest
+// pending ones, at most batch). A reservation that
 // fails is given to b and the others go on; an error is what fails the
 // whole item (its pending list, its orders in MySQL).
-func (s *Sweeper) sweepItem(ctx context.Context, item int64, cutoff time.Time, st *Stats, b *backoff.Records) error {
-	nos, err := s.Stock.PendingOlderThan(ctx, item, cutoff, 500)
-	if err != nil || len(nos) == 0 {
-		return err
+func (s *Sweeper) sweepItem(ctx context.Context, item int64, nos []string, cutoff time.Time, st *Stats, b *backoff.Records) error {
+	if len(nos) == 0 {
+		return nil
 	}
 	due := nos[:0]
 	for _, no := range nos {

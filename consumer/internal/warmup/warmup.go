@@ -34,6 +34,9 @@ import (
 // LockName is the lock a warm-up pass runs under.
 const LockName = "warmup"
 
+// pageSize bounds the sales one statement of a pass lists.
+const pageSize = 100
+
 // Scheduler warms activities up on schedule.
 type Scheduler struct {
 	DB     *orderdb.DB
@@ -104,32 +107,41 @@ func (s *Scheduler) Once(ctx context.Context) ([]int64, error) {
 		lead = 5 * time.Minute
 	}
 	now := s.now()
-	due, err := s.DB.DueForWarmup(ctx, now.Add(lead), now)
-	if err != nil {
-		return nil, err
-	}
 	b := s.backoff()
 	defer b.Report()
 	var warmed []int64
-	for _, a := range due {
-		key := strconv.FormatInt(a.ID, 10)
-		if !b.Due(key) {
-			continue
-		}
-		log := s.Log.With("activity_id", a.ID, "item_id", a.ItemID, "starts_at", a.StartsAt)
-		ok, err := s.warm(ctx, a, now, lead, log)
-		if ctx.Err() != nil {
-			// The lock was lost or the consumer is stopping: not the sale's fault.
-			return warmed, ctx.Err()
-		}
+	// The due sales, a page at a time (each statement bounded, whatever
+	// was scheduled); a pass goes through them all.
+	var after order.Activity
+	for {
+		due, err := s.DB.DueForWarmup(ctx, now.Add(lead), now, after.StartsAt, after.ID, pageSize)
 		if err != nil {
-			b.Failed(key, err, "activity_id", a.ID, "item_id", a.ItemID, "starts_at", a.StartsAt)
-			continue
+			return warmed, err
 		}
-		b.Succeeded(key, "activity_id", a.ID, "item_id", a.ItemID)
-		if ok {
-			warmed = append(warmed, a.ID)
+		for _, a := range due {
+			key := strconv.FormatInt(a.ID, 10)
+			if !b.Due(key) {
+				continue
+			}
+			log := s.Log.With("activity_id", a.ID, "item_id", a.ItemID, "starts_at", a.StartsAt)
+			ok, err := s.warm(ctx, a, now, lead, log)
+			if ctx.Err() != nil {
+				// The lock was lost or the consumer is stopping: not the sale's fault.
+				return warmed, ctx.Err()
+			}
+			if err != nil {
+				b.Failed(key, err, "activity_id", a.ID, "item_id", a.ItemID, "starts_at", a.StartsAt)
+				continue
+			}
+			b.Succeeded(key, "activity_id", a.ID, "item_id", a.ItemID)
+			if ok {
+				warmed = append(warmed, a.ID)
+			}
 		}
+		if len(due) < pageSize {
+			break
+		}
+		after = due[len(due)-1]
 	}
 	return warmed, nil
 }
