@@ -7,8 +7,6 @@ package intake
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -161,10 +159,6 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// back from an older state with the record): it buys anew.
 		res, err = s.Stock.Reserve(ctx, reservation)
 	}
-	if err == nil && failpoint.Enabled("reserve-reply-lost") {
-		// Redis ran the script but the answer never arrived.
-		err = fmt.Errorf("reserve: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
-	}
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
@@ -189,10 +183,6 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	failpoint.Inject("api-after-reserve")
 	started = time.Now()
 	err = s.Publisher.Publish(ctx, ev)
-	if err == nil && failpoint.Enabled("publish-ack-lost") {
-		// The broker took the event but the answer never arrived.
-		err = fmt.Errorf("publish: %w: %w", order.ErrUnavailable, context.DeadlineExceeded)
-	}
 	s.Metrics.Published(err, time.Since(started))
 	if err != nil {
 		return s.giveUp(ctx, ev, order.ReasonPublishFailed, err)
@@ -274,9 +264,6 @@ func (s *Service) release(ctx context.Context, ref stockredis.Ref, reason string
 		err      error
 	)
 	for attempt := range 3 {
-		if failpoint.Enabled("api-release-fails") {
-			return false, "", fmt.Errorf("release: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
-		}
 		released, state, err = s.Stock.Release(ctx, ref, reason, true, from...)
 		if err == nil {
 			return released, state, nil
