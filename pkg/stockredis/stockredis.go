@@ -189,9 +189,6 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 	}
 }
 
-// Client returns the underlying Redis client.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
 // Keys returns the key names of item.
 func (s *Store) Keys(item int64) Keys { return Keys{prefix: s.prefix, item: item} }
 

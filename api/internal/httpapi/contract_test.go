@@ -574,7 +574,7 @@ func TestKeysOutliveTheSale(t *testing.T) {
 	for name, key := range map[string]string{
 		"stock": k.Stock(), "quota": k.Quota(act, "1"), "idempotency record": k.Idem("1", "ttl-key"), "reservation": k.Reservation(no),
 	} {
-		ttl, err := ts.store.Client().PTTL(ctx, key).Result()
+		ttl, err := ts.rdb.PTTL(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
@@ -28,6 +30,7 @@ import (
 type env struct {
 	t       *testing.T
 	store   *stockredis.Store
+	rdb     redis.UniversalClient
 	db      *mysqltest.DB
 	handler *fulfil.Handler
 	gen     *order.NumberGenerator
@@ -55,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
-	return &env{t: t, store: store, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
+	return &env{t: t, store: store, rdb: rdb, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
 		handler: &fulfil.Handler{Stock: store, DB: hdb, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
@@ -218,7 +221,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			}
 		}},
 		{stockredis.StateMissing, func(e *env, ev order.Event) {
-			if err := e.store.Client().Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
+			if err := e.rdb.Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
