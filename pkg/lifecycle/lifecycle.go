@@ -187,13 +187,13 @@ func (s *Service) release(ctx context.Context, o order.Order, reason string) err
 	// MySQL closed the order, so its reservation goes from whichever live
 	// state it is in: CONFIRMED normally, or RESERVED or CLAIMED when Redis
 	// came back from an older state.
-	released, state, err := s.Stock.Release(ctx, ref, reason, false,
-		stockredis.StateReserved, stockredis.StateClaimed, stockredis.StateConfirmed)
+	rel, err := s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: reason,
+		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed, stockredis.StateConfirmed}})
 	if err != nil {
 		return err
 	}
-	if !released && state != stockredis.StateReleased && state != stockredis.StateMissing {
-		return fmt.Errorf("release closed order %s: reservation is %s", o.OrderNo, state)
+	if !rel.Gone() {
+		return fmt.Errorf("release closed order %s: reservation is %s", o.OrderNo, rel.State)
 	}
 	return s.DB.MarkReleased(ctx, o.OrderNo)
 }

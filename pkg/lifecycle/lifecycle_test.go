@@ -249,9 +249,9 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	ctx := context.Background()
 	rdb := s.rdb
 	k := s.stock.Keys(s.item)
-	for i, state := range []string{stockredis.StateClaimed, stockredis.StateReserved} {
+	for i, state := range []stockredis.State{stockredis.StateClaimed, stockredis.StateReserved} {
 		no := s.orders[i].OrderNo
-		rdb.HSet(ctx, k.Reservation(no), "state", state)
+		rdb.HSet(ctx, k.Reservation(no), "state", string(state))
 		rdb.IncrBy(ctx, k.Inflight(), 1)
 		rdb.ZAdd(ctx, k.Pending(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: no})
 	}

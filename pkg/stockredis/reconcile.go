@@ -62,7 +62,7 @@ type StockView struct {
 	Pending []string
 	// States gives the reservation state of each order asked about
 	// (StateMissing when there is no reservation).
-	States map[string]string
+	States map[string]State
 	// Buckets holds, for a bucketed item, the value of each bucket key
 	// (-1 for a missing one), read right after the item's own keys; Stock
 	// is then their sum and Warmed says none is missing. Nil for an item
@@ -122,7 +122,7 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 	if len(res) != 7 {
 		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
-	v := StockView{States: make(map[string]string, len(orderNos))}
+	v := StockView{States: make(map[string]State, len(orderNos))}
 	warmed, _ := res[0].(int64)
 	v.Warmed = warmed == 1
 	v.Stock, _ = res[1].(int64)
@@ -137,7 +137,8 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 	states, _ := res[4].([]any)
 	for i, no := range orderNos {
 		if i < len(states) {
-			v.States[no], _ = states[i].(string)
+			st, _ := states[i].(string)
+			v.States[no] = State(st)
 		}
 	}
 	if n, _ := res[5].(int64); n > 1 {
@@ -465,7 +466,7 @@ type QuotaState struct {
 	// Holder is the order number the key holds now ("" when missing).
 	Holder string
 	// State is the state of Holder's reservation (StateMissing for none).
-	State string
+	State State
 }
 
 // QuotaStates reads, for each user -> order number in holders, the user's
@@ -509,9 +510,9 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, hold
 				return nil, unavailable("read reservation state", err)
 			}
 			if err != nil || holder != holders[u] {
-				state = StateMissing
+				state = string(StateMissing)
 			}
-			out[u] = QuotaState{Holder: holder, State: state}
+			out[u] = QuotaState{Holder: holder, State: State(state)}
 		}
 		users = users[n:]
 	}

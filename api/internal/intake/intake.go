@@ -219,15 +219,16 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
 	}
 	recorded := dbErr == nil
-	from := []string{stockredis.StateReserved}
+	from := []stockredis.State{stockredis.StateReserved}
 	if recorded {
 		// No consumer can create the order any more: a claimed reservation
 		// may go too.
 		from = append(from, stockredis.StateClaimed)
 	}
-	released, state, err := s.release(rctx, ref, reason, from)
+	rel, err := s.release(rctx, ref, stockredis.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
+	state := rel.State
 	switch {
-	case err == nil && (released || state == stockredis.StateReleased || state == stockredis.StateMissing):
+	case err == nil && rel.Gone():
 		// Nothing is held for this request.
 		s.Metrics.Unpublished(metrics.UnpublishedReleased)
 		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
@@ -254,23 +255,21 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 	}
 }
 
-// release gives the reservation back from one of the states in from and
-// frees its idempotency key, trying a few times. Repeating it is safe: a
+// release runs Stock.Release, trying a few times. Repeating it is safe: a
 // release whose answer was lost is found RELEASED by the next attempt.
-func (s *Service) release(ctx context.Context, ref stockredis.Ref, reason string, from []string) (bool, string, error) {
+func (s *Service) release(ctx context.Context, ref stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error) {
 	var (
-		released bool
-		state    string
-		err      error
+		rel stockredis.Released
+		err error
 	)
 	for attempt := range 3 {
-		released, state, err = s.Stock.Release(ctx, ref, reason, true, from...)
+		rel, err = s.Stock.Release(ctx, ref, o)
 		if err == nil {
-			return released, state, nil
+			return rel, nil
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 	}
-	return released, state, err
+	return rel, err
 }
 
 // reserveOutcome names what the reserve script answered, for the metrics.
@@ -299,7 +298,8 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 		return false
 	}
 	ref := stockredis.OrderRef(o)
-	_, _, err = s.Stock.Release(ctx, ref, o.FailureReason, true, stockredis.StateReserved, stockredis.StateClaimed)
+	_, err = s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return false
 	}

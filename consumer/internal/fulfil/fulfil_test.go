@@ -111,7 +111,7 @@ func (e *env) event(s sale, user int64, qty int) order.Event {
 }
 
 // state is the reservation's state, or MISSING.
-func (e *env) state(ev order.Event) string {
+func (e *env) state(ev order.Event) stockredis.State {
 	e.t.Helper()
 	info, err := e.store.Reservation(context.Background(), ev.ItemID, ev.OrderNo)
 	if errors.Is(err, order.ErrNotFound) {
@@ -198,7 +198,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 
 	// Each claim setup leaves the reservation of ev in one state.
 	claims := []struct {
-		name  string
+		name  stockredis.State
 		setup func(e *env, ev order.Event)
 	}{
 		{stockredis.StateReserved, func(*env, order.Event) {}},
@@ -216,8 +216,8 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			}
 		}},
 		{stockredis.StateReleased, func(e *env, ev order.Event) {
-			if ok, _, err := e.store.Release(ctx, stockredis.EventRef(ev), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
-				e.t.Fatalf("release: %v %v", ok, err)
+			if rel, err := e.store.Release(ctx, stockredis.EventRef(ev), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+				e.t.Fatalf("release: %v %v", rel.Released, err)
 			}
 		}},
 		{stockredis.StateMissing, func(e *env, ev order.Event) {
@@ -259,7 +259,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}
 	for _, c := range claims {
 		for _, m := range mysqls {
-			t.Run(c.name+"/"+m.name, func(t *testing.T) {
+			t.Run(string(c.name)+"/"+m.name, func(t *testing.T) {
 				t.Parallel()
 				e := e.with(t)
 				s := e.newSale(10, 1)

@@ -213,12 +213,13 @@ func (s *Sweeper) sweepOne(ctx context.Context, item int64, no string, inDB map[
 			// MySQL's FAILED row is final, so even a CLAIMED reservation
 			// may go: no consumer can create this order any more. An
 			// order the API gave up (it answered 503) frees its key.
-			ok, _, err := s.Stock.Release(ctx, info.Ref, o.FailureReason, order.AnsweredUnavailable(o.FailureReason),
-				stockredis.StateReserved, stockredis.StateClaimed)
+			rel, err := s.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+				From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
+				FreeKey: order.AnsweredUnavailable(o.FailureReason)})
 			if err != nil {
 				return false, err
 			}
-			if ok {
+			if rel.Released {
 				st.Released++
 				log.Info("stranded reservation released", "reason", o.FailureReason)
 			}

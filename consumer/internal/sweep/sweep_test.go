@@ -36,7 +36,7 @@ func TestSweepOnce(t *testing.T) {
 		// setup brings MySQL and the claim where the case needs them.
 		setup     func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event)
 		want      sweep.Stats
-		state     string
+		state     stockredis.State
 		published int64
 		keyFreed  bool // the idempotency key is gone
 	}{
@@ -158,7 +158,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	}
 	for _, c := range []struct {
 		e     order.Event
-		state string
+		state stockredis.State
 	}{{republish, stockredis.StateReserved}, {created, stockredis.StateConfirmed}, {otherItems, stockredis.StateReserved}} {
 		if info, err := p.Store.Reservation(ctx, c.e.ItemID, c.e.OrderNo); err != nil || info.State != c.state {
 			t.Errorf("reservation %s: %+v %v, want %s", c.e.OrderNo, info, err, c.state)
