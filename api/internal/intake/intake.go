@@ -19,7 +19,6 @@ import (
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tracing"
 )
@@ -42,13 +41,29 @@ type Orders interface {
 	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
 }
 
+// Stock is Redis as the service uses it (*stockredis.Store): the reserve
+// script and what settles a reservation the API cannot confirm, the reads
+// that answer a replayed key and an order's status, the warm-up, and the
+// stock reads, layout and restock the HTTP handlers reach through the
+// service.
+type Stock interface {
+	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	Prior(ctx context.Context, item, activity int64, user, idemKey string) (prior, holder string, err error)
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	Stock(ctx context.Context, item int64) (stockredis.Snapshot, error)
+	Layout(ctx context.Context, item int64) (order.Layout, error)
+	Restock(ctx context.Context, item, id, qty int64) (stockredis.RestockResult, error)
+}
+
 // KeyMargin keeps quota and idempotency records this long past the
 // activity's end.
 const KeyMargin = order.KeyMargin
 
 // Service places orders.
 type Service struct {
-	Stock         *stockredis.Store
+	Stock         Stock
 	Publisher     Publisher
 	Activities    Activities
 	Orders        Orders
@@ -375,7 +390,7 @@ func (s *Service) ClearSoldOut(item int64) {
 
 // Warmup loads the activity's item stock into Redis (see stockredis.WarmupFrom),
 // keeping it past the activity's end.
-func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) (order.Activity, int64, error) {
+func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activityID int64) (order.Activity, int64, error) {
 	act, err := s.activity(ctx, activityID)
 	if err != nil {
 		return order.Activity{}, 0, err

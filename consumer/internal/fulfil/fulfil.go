@@ -26,10 +26,28 @@ import (
 	"github.com/seckill/seckill/pkg/tracing"
 )
 
+// Stock is Redis as fulfilment uses it (*stockredis.Store): claim and
+// confirm a batch's reservations, give a refused order's back.
+type Stock interface {
+	Claim(ctx context.Context, item int64, orderNos []string) ([]stockredis.State, error)
+	Confirm(ctx context.Context, item int64, orderNos []string) (int64, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	ReleaseCapped(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions, dbStock int64) (stockredis.Released, error)
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+}
+
+// Orders is MySQL as fulfilment uses it (*orderdb.DB): the activity an
+// event names, the batch's orders, and the stock left for a refusal.
+type Orders interface {
+	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Fulfil(ctx context.Context, itemID int64, reqs []orderdb.Request) (map[string]orderdb.Outcome, error)
+	ItemStock(ctx context.Context, itemID int64) (int64, error)
+}
+
 // Handler fulfils batches of events; the orderevents Router feeds it.
 type Handler struct {
-	Stock         *stockredis.Store
-	DB            *orderdb.DB
+	Stock         Stock
+	DB            Orders
 	PaymentWindow time.Duration
 	Log           *slog.Logger
 	// Metrics records how long orders stayed PENDING; nil records nothing.

@@ -22,7 +22,6 @@ import (
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tick"
 )
@@ -32,10 +31,26 @@ type Publisher interface {
 	Publish(ctx context.Context, e order.Event) error
 }
 
+// Stock is Redis as the sweep uses it (*stockredis.Store): the warmed
+// items and their old unconfirmed reservations, and what settles each.
+type Stock interface {
+	WarmedItems(ctx context.Context) ([]int64, error)
+	PendingOlderThan(ctx context.Context, item int64, cutoff time.Time, limit int64) ([]string, error)
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+	Confirm(ctx context.Context, item int64, orderNos []string) (int64, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	Touch(ctx context.Context, item int64, orderNo string, t time.Time) error
+}
+
+// Orders reads the MySQL rows of stranded reservations (*orderdb.DB).
+type Orders interface {
+	Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error)
+}
+
 // Sweeper runs the sweep; exactly one runs at a time across processes.
 type Sweeper struct {
-	Stock     *stockredis.Store
-	DB        *orderdb.DB
+	Stock     Stock
+	DB        Orders
 	Publisher Publisher
 	Locker    *lock.Locker
 	// After is how old an unconfirmed reservation must be to count as
