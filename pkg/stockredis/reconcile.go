@@ -105,14 +105,14 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item, n, MaxPending, order.ErrTooBusy)
 	}
 	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
-	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.RestockRecord())
+	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.restockRecord())
 	for _, no := range orderNos {
 		keys = append(keys, k.Reservation(no))
 	}
 	args := make([]any, 0, 1+len(restocks))
 	args = append(args, len(orderNos))
 	for _, rs := range restocks {
-		keys = append(keys, k.RestockMarker(rs.ID))
+		keys = append(keys, k.restockMarker(rs.ID))
 		args = append(args, rs.ID)
 	}
 	res, err := r.read.Run(ctx, r.s.rdb, keys, args...).Slice()
@@ -187,12 +187,12 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, re
 	uptos := make([]*redis.StringCmd, n)
 	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			uptos[b] = p.HGet(ctx, k.BucketRestockRecord(b), "upto")
+			uptos[b] = p.HGet(ctx, k.bucketRestockRecord(b), "upto")
 		}
 		for _, rs := range restocks {
-			for b, q := range RestockShares(rs.Quantity, n) {
+			for b, q := range restockShares(rs.Quantity, n) {
 				if q > 0 {
-					shares = append(shares, share{p.Exists(ctx, k.BucketRestockMarker(b, rs.ID)), b, rs.ID, q})
+					shares = append(shares, share{p.Exists(ctx, k.bucketRestockMarker(b, rs.ID)), b, rs.ID, q})
 				}
 			}
 		}
@@ -345,7 +345,7 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn fun
 	if err != nil {
 		return err
 	}
-	prefix, pattern := k.quotaPrefix(activity), k.QuotaPattern(activity)
+	prefix, pattern := k.quotaPrefix(activity), k.quotaPattern(activity)
 	for cursor := uint64(0); ; {
 		keys, next, err := node.Scan(ctx, cursor, pattern, QuotaBatch).Result()
 		if err != nil {

@@ -79,7 +79,7 @@ func (cfg Config) dialer() func(ctx context.Context, network, addr string) (net.
 	}
 }
 
-// ClusterStateReload bounds how old the cluster client's map of slots to
+// clusterStateReload bounds how old the cluster client's map of slots to
 // masters gets. go-redis reloads it at once on a MOVED answer, but a master
 // that died answers nothing: after its replica is promoted, every command
 // for its slots still goes to its dead address, and every retry too (the
@@ -87,7 +87,7 @@ func (cfg Config) dialer() func(ctx context.Context, network, addr string) (net.
 // go-redis's default of 60 s meant up to a minute of 503s for the items of
 // that master after the failover. A reload asks one node for CLUSTER SLOTS,
 // in the background, when a command finds the map older than this.
-const ClusterStateReload = time.Second
+const clusterStateReload = time.Second
 
 // NewClient connects to Redis as cfg says.
 func NewClient(cfg Config) redis.UniversalClient {
@@ -112,7 +112,7 @@ func NewClient(cfg Config) redis.UniversalClient {
 		// run. MOVED, ASK and refused connections still retry: those
 		// scripts did not run.
 		co := opts.Cluster()
-		co.ClusterStateReloadInterval = ClusterStateReload
+		co.ClusterStateReloadInterval = clusterStateReload
 		c := redis.NewClusterClient(co)
 		c.OnNewNode(func(node *redis.Client) { node.AddHook(noResend{}) })
 		return c
@@ -154,8 +154,8 @@ func (k Keys) Idem(userID, key string) string {
 	return k.base() + "k:" + UserSegment(userID) + ":" + key
 }
 
-// QuotaPattern matches every quota key of an activity (for SCAN).
-func (k Keys) QuotaPattern(activityID int64) string {
+// quotaPattern matches every quota key of an activity (for SCAN).
+func (k Keys) quotaPattern(activityID int64) string {
 	return fmt.Sprintf("%sq:%d:*", k.base(), activityID)
 }
 
@@ -550,7 +550,7 @@ func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl t
 // stock and the last restock id the key is recorded to hold.
 func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
-	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.RestockRecord()},
+	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.restockRecord()},
 		fig.stock, before, ttl.Milliseconds(), fig.upto()).Int64Slice()
 	if err != nil {
 		return 0, 0, unavailable("warmup", err)
