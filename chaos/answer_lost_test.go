@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/pkg/proxytest"
 	"github.com/seckill/seckill/pkg/waittest"
 )
 
@@ -41,7 +42,8 @@ func wantUnpublished(t *testing.T, api *pipelinetest.API, outcome string, n int)
 	}
 }
 
-// 10. Redis runs the reserve script but its answer is lost. The API
+// 10. Redis runs the reserve script but its answer is lost (a proxy
+// between the API and Redis drops every reserve answer). The API
 // answers 503 and takes the reservation back; when Redis cannot be told
 // either, it records the order FAILED in MySQL and the sweep gives the
 // reservation back. Either way a 503 leaves nothing reserved, and a retry
@@ -54,7 +56,9 @@ func TestChaosReserveAnswerLost(t *testing.T) {
 	sale := healthy.CreateSale(100, 1)
 
 	// Redis can be told: the reservation is released at once.
-	lossy := p.StartAPI("SECKILL_FAILPOINTS=reserve-reply-lost")
+	lossyRedis, lossyEnv := redisProxy(t, false)
+	lossy := p.StartAPI(lossyEnv)
+	lossyRedis.LoseReply(luaScript("reserve"), always)
 	first := users(1, 40)
 	l := startLoad(lossy, sale.ActivityID, first, time.Second, 20).wait()
 	if n := refusedHoldNothing(t, p, sale, l); n != len(first) {
@@ -65,9 +69,13 @@ func TestChaosReserveAnswerLost(t *testing.T) {
 	}
 	wantUnpublished(t, lossy, "released", len(first))
 
-	// Redis cannot be told: MySQL records the order FAILED, the sweep
-	// releases the reservation and frees the key.
-	deaf := p.StartAPI("SECKILL_FAILPOINTS=reserve-reply-lost,api-release-fails")
+	// Redis cannot be told (the API's release requests never reach it):
+	// MySQL records the order FAILED, the sweep releases the reservation
+	// and frees the key.
+	deafRedis, deafEnv := redisProxy(t, false)
+	deaf := p.StartAPI(deafEnv)
+	deafRedis.LoseReply(luaScript("reserve"), always)
+	deafRedis.LoseRequest(luaScript("release"), always)
 	second := users(101, 40)
 	l2 := startLoad(deaf, sale.ActivityID, second, time.Second, 20).wait()
 	if n := refusedHoldNothing(t, p, sale, l2); n != len(second) {
@@ -96,7 +104,9 @@ func TestChaosReserveAnswerLost(t *testing.T) {
 	}
 }
 
-// 11. The publish outcome is unknown and Redis cannot be told: the API's
+// 11. The publish outcome is unknown (a proxy between the API and Kafka
+// drops every produce answer) and Redis cannot be told (the API's release
+// requests never reach it): the API's
 // FAILED record in MySQL races the consumer's CREATED row, and exactly one
 // wins for each order. A buyer answered 503 holds nothing; one answered
 // 202 gets the order.
@@ -106,7 +116,11 @@ func TestChaosPublishAckLostRedisUnreachable(t *testing.T) {
 	healthy := p.StartAPI()
 	p.StartConsumer("SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=250ms")
 	sale := healthy.CreateSale(100, 1)
-	deaf := p.StartAPI("SECKILL_FAILPOINTS=publish-ack-lost,api-release-fails")
+	deafKafka, kafkaEnv := kafkaProxy(t)
+	deafRedis, redisEnv := redisProxy(t, false)
+	deaf := p.StartAPI(kafkaEnv, redisEnv)
+	deafKafka.LoseReply(proxytest.KafkaRequest(proxytest.KafkaProduce), always)
+	deafRedis.LoseRequest(luaScript("release"), always)
 	l := startLoad(deaf, sale.ActivityID, users(1, 100), 2*time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l)
 	t.Logf("ack lost, Redis unreachable: %d answered 202 (the consumer wrote first), %d answered 503 (the FAILED record won)",

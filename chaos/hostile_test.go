@@ -201,7 +201,7 @@ func mustMint(secret []byte, user string, ttl time.Duration) string {
 func redisKeys(t *testing.T, p *pipelinetest.Pipeline) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	rdb := p.Store.Client()
+	rdb := p.Redis
 	out := map[string]string{}
 	iter := rdb.Scan(ctx, 0, p.Prefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {

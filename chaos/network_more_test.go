@@ -287,7 +287,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	// The reconcile lock of the watch's repair pass.
 	rs.loseOne(t, "lock_acquire", lockScript(p, "lock_acquire", "reconcile"))
 	rs.loseOne(t, "lock_release", lockScript(p, "lock_release", "reconcile"))
-	if err := p.Store.Client().Del(context.Background(), healMarker(p)).Err(); err != nil {
+	if err := p.Redis.Del(context.Background(), healMarker(p)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rs.WaitLost(t, 7, 20*time.Second)
@@ -299,7 +299,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	}
 	lockKey := p.Prefix + ":lock:{reconcile}"
 	waittest.Until(t, 5*time.Second, "the reconcile lock to be free", func() bool {
-		return p.Store.Client().Exists(context.Background(), lockKey).Val() == 0
+		return p.Redis.Exists(context.Background(), lockKey).Val() == 0
 	})
 
 	if rs.Lost() != 7 {
@@ -371,7 +371,7 @@ func repairRepliesLost(t *testing.T, cluster bool) {
 		return p.StartArgs("reconciler", args, env).Wait(t, time.Minute)
 	}
 	ctx := context.Background()
-	rdb, k := p.Store.Client(), p.Store.Keys(sale.ItemID)
+	rdb, k := p.Redis, p.Store.Keys(sale.ItemID)
 	stale := order.NewNumberGenerator().Next(sale.ItemID)
 	for i, c := range []struct {
 		script string

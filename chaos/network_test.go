@@ -81,6 +81,16 @@ func (rs redisProxies) LoseReply(m proxytest.Matcher, n int) {
 	}
 }
 
+func (rs redisProxies) LoseRequest(m proxytest.Matcher, n int) {
+	for _, px := range rs {
+		px.LoseRequest(m, n)
+	}
+}
+
+// always arms a proxy fault for every matching request while the proxy
+// lives.
+const always = 1 << 30
+
 // loseOne arms the loss of one answer to a request matching m, on the
 // proxy of whichever node runs such a request first (LoseReply arms n on
 // each node's proxy; a bucketed item's scripts run on several nodes).

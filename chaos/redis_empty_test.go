@@ -26,7 +26,7 @@ func TestChaosRedisRestartEmpty(t *testing.T) {
 	l := startLoad(api, sale.ActivityID, users(1, 150), 3*time.Second, 20)
 	time.Sleep(time.Second)
 	ctx := context.Background()
-	if err := p.Store.Client().FlushAll(ctx).Err(); err != nil {
+	if err := p.Redis.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	services(t, "stop", "redis")

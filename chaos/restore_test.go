@@ -284,7 +284,7 @@ func restoreScenario(t *testing.T, buckets int) {
 	}
 	if buckets > 1 {
 		k := p.Store.Keys(sale.ItemID)
-		rdb := p.Store.Client()
+		rdb := p.Redis
 		if n, err := rdb.Get(ctx, k.BucketMarker()).Int(); err != nil || n != buckets {
 			t.Fatalf("bucket marker %d (%v), want %d from the activity", n, err, buckets)
 		}

@@ -71,7 +71,7 @@ func TestEndToEndBucketsOnRedisCluster(t *testing.T) {
 	sale := api1.CreateBucketedSale(100, 1, 3)
 	k := p.Store.Keys(sale.ItemID)
 	for b := range 3 {
-		if n, err := p.Store.Client().Get(context.Background(), k.Bucket(b)).Int64(); err != nil || n < 33 {
+		if n, err := p.Redis.Get(context.Background(), k.Bucket(b)).Int64(); err != nil || n < 33 {
 			t.Fatalf("bucket %d after warmup: %d %v", b, n, err)
 		}
 	}

@@ -204,7 +204,7 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, qerr := p.Store.Client().Get(ctx, keys.Quota(sale.ActivityID, strconv.Itoa(user))).Result()
+		_, qerr := p.Redis.Get(ctx, keys.Quota(sale.ActivityID, strconv.Itoa(user))).Result()
 		return snap.Stock == 10 && snap.Inflight == 0 && errors.Is(qerr, redis.Nil)
 	})
 	info, err := p.Store.Reservation(ctx, sale.ItemID, no)
@@ -278,7 +278,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	if info.State != stockredis.StateConfirmed {
 		t.Fatalf("reservation of the CREATED order ended %s (%s), want CONFIRMED", info.State, info.Reason)
 	}
-	holder, err := p.Store.Client().Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, strconv.Itoa(user))).Result()
+	holder, err := p.Redis.Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, strconv.Itoa(user))).Result()
 	if err != nil || holder != ev.OrderNo {
 		t.Fatalf("quota key %q %v, want it held by the live order %s", holder, err, ev.OrderNo)
 	}
@@ -433,7 +433,7 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 		return snap.Stock == 9 && snap.Inflight == 0
 	})
 	for _, e := range append(bad, over) {
-		if q, err := p.Store.Client().Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, e.UserID)).Result(); !errors.Is(err, redis.Nil) {
+		if q, err := p.Redis.Get(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, e.UserID)).Result(); !errors.Is(err, redis.Nil) {
 			t.Fatalf("user %s's quota still held by %q (%v)", e.UserID, q, err)
 		}
 	}

@@ -102,7 +102,7 @@ func TestConsumerHealsRedisLostWhileNoneRanCluster(t *testing.T) {
 
 func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
-	rdb := p.Store.Client()
+	rdb := p.Redis
 	ctx := context.Background()
 	// The watch's generation marker (consumer/internal/heal.MarkerKey).
 	marker := p.Prefix + ":heal:generation"
@@ -191,7 +191,7 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
-	rdb := p.Store.Client()
+	rdb := p.Redis
 	ctx := context.Background()
 	marker := p.Prefix + ":heal:generation"
 	api := p.StartAPI()

@@ -109,7 +109,7 @@ func TestPayAndCancel(t *testing.T) {
 		t.Fatalf("pay PENDING: %d %+v", code, b)
 	}
 	ref := stockredis.Ref{OrderNo: no, UserID: "3", ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
-	if _, _, err := p.Store.Release(context.Background(), ref, order.ReasonPublishFailed, true, stockredis.StateReserved); err != nil {
+	if _, err := p.Store.Release(context.Background(), ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Released before it reached MySQL, it reads FAILED and is not payable.

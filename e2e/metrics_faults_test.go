@@ -48,7 +48,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	})
 
 	// A scheduled reconciler reports drift on its own /metrics.
-	if err := p.Store.Client().IncrBy(ctx, p.Store.Keys(sale.ItemID).Stock(), 3).Err(); err != nil {
+	if err := p.Redis.IncrBy(ctx, p.Store.Keys(sale.ItemID).Stock(), 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	radmin := pipelinetest.FreeAddr(t)
@@ -120,7 +120,7 @@ func TestLockLossIsCounted(t *testing.T) {
 	ctx := context.Background()
 	key := p.Prefix + ":lock:{closer}"
 	waittest.UntilEvery(t, 60*time.Second, time.Millisecond, "the closer holds its lock", func() bool {
-		n, err := p.Store.Client().Exists(ctx, key).Result()
+		n, err := p.Redis.Exists(ctx, key).Result()
 		return err == nil && n == 1
 	})
 	if err := consumer.Signal(syscall.SIGSTOP); err != nil {

@@ -29,7 +29,7 @@ func TestAcceptedOrderPendingAfterRedisLostIt(t *testing.T) {
 		t.Fatalf("place: %+v %v", placed, err)
 	}
 	no := placed.OrderNo
-	if n, err := p.Store.Client().Del(ctx, p.Store.Keys(sale.ItemID).Reservation(no)).Result(); err != nil || n != 1 {
+	if n, err := p.Redis.Del(ctx, p.Store.Keys(sale.ItemID).Reservation(no)).Result(); err != nil || n != 1 {
 		t.Fatalf("delete the reservation: %d %v", n, err)
 	}
 

@@ -210,7 +210,7 @@ func TestReconcilerRepairsInjectedDrift(t *testing.T) {
 	p.WaitFinal(accepted, 60*time.Second)
 	p.WaitDrained(sale.ItemID, 10*time.Second)
 	ctx := context.Background()
-	rdb := p.Store.Client()
+	rdb := p.Redis
 	keys := p.Store.Keys(sale.ItemID)
 	reconcile(t, p, 0)
 
@@ -313,7 +313,7 @@ func restoresEmptyRedis(t *testing.T, cluster bool) {
 	// Every key of this test's prefix, on every node: SCAN + DEL.
 	ctx := context.Background()
 	var deleted atomic.Int64 // the nodes are visited concurrently
-	err := redistest.ForEachNode(ctx, p.Store.Client(), func(ctx context.Context, node redis.UniversalClient) error {
+	err := redistest.ForEachNode(ctx, p.Redis, func(ctx context.Context, node redis.UniversalClient) error {
 		iter := node.Scan(ctx, 0, p.Prefix+":*", 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
@@ -376,7 +376,7 @@ func TestReconcilerRunsOneAtATime(t *testing.T) {
 	api := p.StartAPI()
 	sale := api.CreateSale(10, 1)
 	// Drift keeps the first one busy for its recheck pause.
-	p.Store.Client().IncrBy(context.Background(), p.Store.Keys(sale.ItemID).Stock(), 3)
+	p.Redis.IncrBy(context.Background(), p.Store.Keys(sale.ItemID).Stock(), 3)
 
 	args := []string{"--recheck", "2s"}
 	a, b := p.StartArgs("reconciler", args), p.StartArgs("reconciler", args)

@@ -27,7 +27,7 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 		PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	rdb := e.store.Client()
+	rdb := e.rdb
 	rdb.HSet(ctx, e.store.Keys(bad.ID).Stock(), "stock", 5)
 	rdb.IncrBy(ctx, e.store.Keys(e.item).Stock(), 4)
 

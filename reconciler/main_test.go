@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/logstest"
 	"github.com/seckill/seckill/pkg/mysqltest"
@@ -24,6 +26,7 @@ import (
 type env struct {
 	vars   map[string]string
 	store  *stockredis.Store
+	rdb    redis.UniversalClient
 	db     *mysqltest.DB
 	prefix string
 	item   int64
@@ -53,7 +56,7 @@ func newEnv(t *testing.T) *env {
 			"SECKILL_MYSQL_DSN":    db.DSN,
 			"SECKILL_LOG_LEVEL":    "debug",
 		},
-		store: store, db: db, prefix: prefix, item: it.ID,
+		store: store, rdb: rdb, db: db, prefix: prefix, item: it.ID,
 	}
 }
 
@@ -85,7 +88,7 @@ func TestReconcilerRunReportsDriftAndRepairs(t *testing.T) {
 		t.Fatalf("clean run: code %d, err %v\n%s\n%s", r.code, r.err, r.stdout, r.stderr)
 	}
 
-	e.store.Client().IncrBy(ctx, e.store.Keys(e.item).Stock(), 4)
+	e.rdb.IncrBy(ctx, e.store.Keys(e.item).Stock(), 4)
 	r = e.run(t, "--json", "--recheck", "10ms")
 	var rep struct {
 		ExitCode int              `json:"exit_code"`
@@ -155,7 +158,7 @@ func TestReconcilerSecondInstanceIsTurnedAway(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	other := lock.New(e.store.Client(), lock.Options{Prefix: e.prefix, InstanceID: "other-reconciler"})
+	other := lock.New(e.rdb, lock.Options{Prefix: e.prefix, InstanceID: "other-reconciler"})
 	l, err := other.TryLock(ctx, lockName)
 	if err != nil {
 		t.Fatal(err)

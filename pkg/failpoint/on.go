@@ -12,15 +12,14 @@ import (
 // comma-separated list) names this point: the test sees exactly what a
 // crash at this line leaves behind.
 func Inject(name string) {
-	if Enabled(name) {
+	if enabled(name) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
 }
 
-// Enabled reports whether SECKILL_FAILPOINTS names this point, for
-// failpoints that change behaviour instead of crashing.
-func Enabled(name string) bool {
+// enabled reports whether SECKILL_FAILPOINTS names this point.
+func enabled(name string) bool {
 	for _, n := range strings.Split(os.Getenv("SECKILL_FAILPOINTS"), ",") {
 		if strings.TrimSpace(n) == name {
 			return true

@@ -27,8 +27,8 @@ func TestFind(t *testing.T) {
 	if _, err := p.DB.Fulfil(ctx, s.ItemID, []orderdb.Request{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := p.Store.Release(ctx, stockredis.EventRef(released), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
+	if rel, err := p.Store.Release(ctx, stockredis.EventRef(released), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	// A number the api signed whose reservation Redis lost before the
 	// consumer wrote it.

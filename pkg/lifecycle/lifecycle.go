@@ -21,8 +21,8 @@ import (
 
 // Service runs the transitions.
 type Service struct {
-	DB    *orderdb.DB
-	Stock *stockredis.Store
+	DB    Orders
+	Stock Stock
 	// Numbers vouches for the order numbers the api issued (see Find);
 	// nil vouches for none.
 	Numbers Numbers
@@ -98,6 +98,29 @@ type OrderReader interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
+// Orders is MySQL as the transitions use it (*orderdb.DB).
+type Orders interface {
+	OrderReader
+	Pay(ctx context.Context, user, orderNo string) (orderdb.Transition, error)
+	CloseOrder(ctx context.Context, user, orderNo, reason string) (orderdb.Transition, error)
+	MarkReleased(ctx context.Context, orderNo string) error
+	CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error)
+	ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error)
+	ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error)
+	RecordPayment(ctx context.Context, p orderdb.Payment) (orderdb.Recorded, error)
+}
+
+// ReservationReader reads a reservation in Redis (*stockredis.Store).
+type ReservationReader interface {
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+}
+
+// Stock is Redis as the transitions use it (*stockredis.Store).
+type Stock interface {
+	ReservationReader
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+}
+
 // Numbers tells an order number the api issued for a user from one it
 // never issued (order.NumberGenerator).
 type Numbers interface {
@@ -112,7 +135,7 @@ type Numbers interface {
 // yet to write the order): its item and time come from the number, its
 // activity and quantity are unknown (zero). Any other order that does not
 // exist, or that another user owns, is order.ErrNotFound.
-func Find(ctx context.Context, orders OrderReader, stock *stockredis.Store, numbers Numbers, user, orderNo string) (o order.Order, inMySQL bool, err error) {
+func Find(ctx context.Context, orders OrderReader, stock ReservationReader, numbers Numbers, user, orderNo string) (o order.Order, inMySQL bool, err error) {
 	item := order.ItemOf(orderNo)
 	if item == 0 {
 		return order.Order{}, false, order.ErrNotFound
@@ -187,13 +210,13 @@ func (s *Service) release(ctx context.Context, o order.Order, reason string) err
 	// MySQL closed the order, so its reservation goes from whichever live
 	// state it is in: CONFIRMED normally, or RESERVED or CLAIMED when Redis
 	// came back from an older state.
-	released, state, err := s.Stock.Release(ctx, ref, reason, false,
-		stockredis.StateReserved, stockredis.StateClaimed, stockredis.StateConfirmed)
+	rel, err := s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: reason,
+		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed, stockredis.StateConfirmed}})
 	if err != nil {
 		return err
 	}
-	if !released && state != stockredis.StateReleased && state != stockredis.StateMissing {
-		return fmt.Errorf("release closed order %s: reservation is %s", o.OrderNo, state)
+	if !rel.Gone() {
+		return fmt.Errorf("release closed order %s: reservation is %s", o.OrderNo, rel.State)
 	}
 	return s.DB.MarkReleased(ctx, o.OrderNo)
 }

@@ -24,6 +24,7 @@ import (
 type sale struct {
 	db       *mysqltest.DB
 	stock    *stockredis.Store
+	rdb      redis.UniversalClient
 	item     int64
 	activity int64
 	orders   []order.Event
@@ -54,7 +55,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if _, err := st.Warmup(ctx, it.ID, time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
-	s := &sale{db: db, stock: st, item: it.ID, activity: act.ID}
+	s := &sale{db: db, stock: st, rdb: rdb, item: it.ID, activity: act.ID}
 	gen := order.NewNumberGenerator()
 	var reqs []orderdb.Request
 	var nos []string
@@ -246,11 +247,11 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	const stock = 10
 	s := newExpiredSale(t, stock, 3)
 	ctx := context.Background()
-	rdb := s.stock.Client()
+	rdb := s.rdb
 	k := s.stock.Keys(s.item)
-	for i, state := range []string{stockredis.StateClaimed, stockredis.StateReserved} {
+	for i, state := range []stockredis.State{stockredis.StateClaimed, stockredis.StateReserved} {
 		no := s.orders[i].OrderNo
-		rdb.HSet(ctx, k.Reservation(no), "state", state)
+		rdb.HSet(ctx, k.Reservation(no), "state", string(state))
 		rdb.IncrBy(ctx, k.Inflight(), 1)
 		rdb.ZAdd(ctx, k.Pending(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: no})
 	}

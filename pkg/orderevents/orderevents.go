@@ -247,7 +247,15 @@ func NewPublisher(cfg Config) *Publisher {
 			BatchTimeout: kafkaLinger,
 			WriteTimeout: timeout,
 			ReadTimeout:  timeout,
-			MaxAttempts:  3,
+			// kafka-go resends a produce after a temporary broker error
+			// or a broken connection (a leader change, a broker restart).
+			// Unlike a Redis script, a produce is safe to send again: a
+			// second copy of an event is a duplicate the consumer already
+			// takes (orders are created once per order number, and a FAILED
+			// row is final). The caller still waits no longer than its
+			// deadline, and a copy that lands after it gave up meets the
+			// FAILED row the API recorded. 3, because 0 means kafka-go's 10.
+			MaxAttempts: 3,
 			// Its own transport, refreshing metadata every second: the
 			// shared default caches it for 6 s, so a topic created just
 			// before the first publish would be unknown for that long.

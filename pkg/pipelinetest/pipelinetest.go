@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/auth"
@@ -39,9 +40,12 @@ const PaymentSecret = "pipelinetest-payments-0123456789abcdef"
 
 // Pipeline is one test's isolated pipeline.
 type Pipeline struct {
-	t      testing.TB
-	DB     *mysqltest.DB
-	Store  *stockredis.Store
+	t     testing.TB
+	DB    *mysqltest.DB
+	Store *stockredis.Store
+	// Redis is the client Store runs on, for a test's own reads and
+	// faults (the store hands out no client).
+	Redis  redis.UniversalClient
 	Prefix string
 	Topic  string
 	Group  string
@@ -101,6 +105,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 		brokers:      opts.KafkaBrokers,
 		DB:           mysqltest.NewOn(t, opts.MySQLDSN),
 		Store:        stockredis.New(rdb, prefix),
+		Redis:        rdb,
 		Prefix:       prefix,
 		Topic:        kafkatest.NewTopicOn(t, opts.KafkaBrokers, opts.Partitions),
 		Group:        kafkatest.Name("test-consumer"),

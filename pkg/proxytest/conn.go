@@ -169,9 +169,10 @@ func (c *conn) write(dst net.Conn, src <-chan chunk) {
 
 // requestsFrom frames the client's requests, arms the losses they trigger
 // and forwards each request once it is whole (a request is armed before a
-// byte of its answer can exist).
+// byte of its answer can exist). A request armed to be lost itself is not
+// forwarded: what came before it is, then the connection closes.
 func (c *conn) requestsFrom(data []byte) ([]byte, bool) {
-	return c.frameRequests(data), false
+	return c.frameRequests(data)
 }
 
 // partial holds the client's bytes of a request not yet whole; raw is set
@@ -181,15 +182,15 @@ type requestFramer struct {
 	raw     bool
 }
 
-func (c *conn) frameRequests(data []byte) []byte {
+func (c *conn) frameRequests(data []byte) ([]byte, bool) {
 	if c.p.proto == Raw {
-		return bytes.Clone(data)
+		return bytes.Clone(data), false
 	}
 	f := &c.reqFramer
 	buf := append(f.partial, data...)
 	if f.raw {
 		f.partial = nil
-		return buf
+		return buf, false
 	}
 	off := 0
 	for off < len(buf) {
@@ -203,24 +204,32 @@ func (c *conn) frameRequests(data []byte) []byte {
 			break
 		}
 		if isReq {
-			c.arm(req)
+			if r := c.arm(req); r != nil {
+				c.p.lose(r)
+				f.partial = nil
+				return bytes.Clone(buf[:off]), true
+			}
 		}
 		off += n
 	}
 	out := bytes.Clone(buf[:off])
 	f.partial = append([]byte(nil), buf[off:]...)
-	return out
+	return out, false
 }
 
-// arm registers the loss req triggers, if any.
-func (c *conn) arm(req Request) {
+// arm registers the loss req triggers, if any; it returns the rule when
+// the loss is req itself.
+func (c *conn) arm(req Request) *rule {
 	c.mu.Lock()
 	index := c.requests
 	c.requests++
 	c.mu.Unlock()
 	r := c.p.match(req)
 	if r == nil {
-		return
+		return nil
+	}
+	if r.request {
+		return r
 	}
 	d := drop{r: r, key: index}
 	if c.p.proto == Kafka {
@@ -229,6 +238,7 @@ func (c *conn) arm(req Request) {
 	c.mu.Lock()
 	c.pending = append(c.pending, d)
 	c.mu.Unlock()
+	return nil
 }
 
 // peek returns the armed loss for key, if any.

@@ -82,11 +82,13 @@ type Proxy struct {
 }
 
 // rule is an armed fault: the next n requests matching m lose their answer;
-// cut > 0 makes the loss cut every connection and refuse new ones for cut.
+// cut > 0 makes the loss cut every connection and refuse new ones for cut;
+// request makes the request itself the loss (it never reaches the service).
 type rule struct {
-	m   Matcher
-	n   int
-	cut time.Duration
+	m       Matcher
+	n       int
+	cut     time.Duration
+	request bool
 }
 
 // Start starts a proxy to target on 127.0.0.1 (a free port); it is closed
@@ -152,6 +154,20 @@ func (p *Proxy) LoseReply(m Matcher, n int) {
 	p.mu.Unlock()
 }
 
+// LoseRequest arms a fault: the next n requests matching m never reach the
+// service; the proxy forwards what came before it on that connection, then
+// closes the connection (and its upstream), so the answers to those may be
+// lost too. The command did not run; the client, which sent it, cannot tell
+// that from a lost answer. It returns at once.
+func (p *Proxy) LoseRequest(m Matcher, n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	p.rules = append(p.rules, &rule{m: m, n: n, request: true})
+	p.mu.Unlock()
+}
+
 // CutAfter arms a fault: when the next request matching m has been
 // forwarded and the service starts answering it, the proxy drops the
 // answer, closes every connection and refuses new ones for d.
@@ -161,7 +177,8 @@ func (p *Proxy) CutAfter(m Matcher, d time.Duration) {
 	p.mu.Unlock()
 }
 
-// Lost is how many answers LoseReply and CutAfter have dropped so far.
+// Lost is how many answers LoseReply and CutAfter, and requests LoseRequest,
+// have dropped so far.
 func (p *Proxy) Lost() int64 { return p.lost.Load() }
 
 // WaitLost polls until Lost() >= n, and fails the test after within.

@@ -34,15 +34,10 @@ func proxiedClient(t *testing.T) (*proxytest.Proxy, *redis.Client) {
 	return p, c
 }
 
-func TestRedisLostReplyRan(t *testing.T) {
-	direct, prefix := redistest.New(t)
-	ctx := context.Background()
-	p, c := proxiedClient(t)
-	key := prefix + ":n"
-
-	// Pipelined requests are framed one by one: the lost answer is the
-	// INCR's; the SET's before it arrives, then the connection closes.
-	p.LoseReply(proxytest.RedisCommand("incr"), 1)
+// pipelineSetIncr sends SET key 41 and INCR key through p in one write and
+// returns all that comes back until the connection closes (5 s at most).
+func pipelineSetIncr(t *testing.T, p *proxytest.Proxy, key string) ([]byte, error) {
+	t.Helper()
 	raw, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +49,19 @@ func TestRedisLostReplyRan(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
-	got, err := io.ReadAll(raw)
+	return io.ReadAll(raw)
+}
+
+func TestRedisLostReplyRan(t *testing.T) {
+	direct, prefix := redistest.New(t)
+	ctx := context.Background()
+	p, c := proxiedClient(t)
+	key := prefix + ":n"
+
+	// Pipelined requests are framed one by one: the lost answer is the
+	// INCR's; the SET's before it arrives, then the connection closes.
+	p.LoseReply(proxytest.RedisCommand("incr"), 1)
+	got, err := pipelineSetIncr(t, p, key)
 	if string(got) != "+OK\r\n" || err != nil {
 		t.Fatalf("pipelined SET, INCR answered %q, %v; want +OK and then the connection closed", got, err)
 	}
@@ -79,6 +86,40 @@ func TestRedisLostReplyRan(t *testing.T) {
 	}
 	if p.Lost() != 2 {
 		t.Fatalf("Lost() = %d, want 2", p.Lost())
+	}
+}
+
+func TestRedisLostRequestNeverRan(t *testing.T) {
+	direct, prefix := redistest.New(t)
+	ctx := context.Background()
+	p, c := proxiedClient(t)
+	key := prefix + ":n"
+
+	// Pipelined requests are framed one by one: the SET before the lost
+	// INCR reaches Redis (its answer may be lost with the connection), the
+	// INCR never does.
+	p.LoseRequest(proxytest.RedisCommand("incr"), 1)
+	if got, err := pipelineSetIncr(t, p, key); err != nil || len(got) > len("+OK\r\n") {
+		t.Fatalf("pipelined SET, INCR answered %q, %v; want at most +OK and then the connection closed", got, err)
+	}
+	p.WaitLost(t, 1, 5*time.Second)
+	if got, err := direct.Get(ctx, key).Int(); err != nil || got != 41 {
+		t.Fatalf("after the lost INCR request the value is %d (%v), want 41: the command never ran", got, err)
+	}
+
+	// go-redis sees an error, as for a lost answer, and nothing ran.
+	p.LoseRequest(proxytest.RedisCommand("INCR"), 1)
+	if err := c.Incr(ctx, key).Err(); err == nil {
+		t.Fatal("INCR answered through a lost request")
+	}
+	p.WaitLost(t, 2, 5*time.Second)
+	if got, err := direct.Get(ctx, key).Int(); err != nil || got != 41 {
+		t.Fatalf("after the second lost INCR request the value is %d (%v), want 41", got, err)
+	}
+
+	// The next INCR runs (the fault fired twice, then is spent).
+	if got, err := c.Incr(ctx, key).Result(); err != nil || got != 42 {
+		t.Fatalf("next INCR = %d, %v; want 42", got, err)
 	}
 }
 

@@ -24,8 +24,8 @@ func (f *fixture) failedInMySQL(r stockredis.Reservation, reason string) {
 		f.t.Fatal(err)
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
-	if ok, st, err := f.store.Release(f.ctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved); err != nil || !ok {
-		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, ok, st, err)
+	if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: reason, From: []stockredis.State{stockredis.StateReserved}, FreeKey: order.AnsweredUnavailable(reason)}); err != nil || !rel.Released {
+		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, rel.Released, rel.State, err)
 	}
 }
 

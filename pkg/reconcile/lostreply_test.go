@@ -81,7 +81,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			if got := f.rdb.Get(f.ctx, k.Idem("1", live.IdempotencyKey)).Val(); got != live.OrderNo {
 				t.Fatalf("idempotency record of the live order = %q, want %q", got, live.OrderNo)
 			}
-			if st := f.rdb.HGet(f.ctx, k.Reservation(live.OrderNo), "state").Val(); st != stockredis.StateConfirmed {
+			if st := f.rdb.HGet(f.ctx, k.Reservation(live.OrderNo), "state").Val(); stockredis.State(st) != stockredis.StateConfirmed {
 				t.Fatalf("reservation of the live order is %q, want CONFIRMED", st)
 			}
 			// The next pass finds nothing more to restore, and the live

@@ -153,11 +153,11 @@ func (f *fixture) confirm(rs ...stockredis.Reservation) {
 	}
 }
 
-func (f *fixture) release(r stockredis.Reservation, from ...string) {
+func (f *fixture) release(r stockredis.Reservation, from ...stockredis.State) {
 	f.t.Helper()
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
-	if ok, st, err := f.store.Release(f.ctx, ref, "test", false, from...); err != nil || !ok {
-		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, ok, st, err)
+	if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: "test", From: from}); err != nil || !rel.Released {
+		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, rel.Released, rel.State, err)
 	}
 }
 

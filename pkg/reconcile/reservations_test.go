@@ -91,7 +91,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 	wantTTL := time.Until(f.act.KeysLiveUntil(DefaultPaymentWindow, KeyMargin))
 	for _, b := range bought[2:3] {
 		h := f.rdb.HGetAll(f.ctx, k.Reservation(b.OrderNo)).Val()
-		if h["state"] != stockredis.StateConfirmed || h["qty"] != "1" || h["user"] != b.UserID ||
+		if stockredis.State(h["state"]) != stockredis.StateConfirmed || h["qty"] != "1" || h["user"] != b.UserID ||
 			h["activity"] != strconv.FormatInt(f.act.ID, 10) || h["key"] != b.IdempotencyKey || h["bucket"] != "" {
 			t.Fatalf("restored reservation of user %s: %v", b.UserID, h)
 		}
@@ -152,7 +152,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		t.Fatalf("repair: %+v; want 4 reservations restored", it)
 	}
 	for _, b := range bought[2:] {
-		if st := f.rdb.HGet(f.ctx, k.Reservation(b.OrderNo), "state").Val(); st != stockredis.StateConfirmed {
+		if st := f.rdb.HGet(f.ctx, k.Reservation(b.OrderNo), "state").Val(); stockredis.State(st) != stockredis.StateConfirmed {
 			t.Fatalf("reservation of user %s is %q, want CONFIRMED", b.UserID, st)
 		}
 		if bk := f.rdb.HGet(f.ctx, k.Reservation(b.OrderNo), "bucket").Val(); bk == "" {
@@ -184,8 +184,8 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 		}
 		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
 			IdempotencyKey: racer.IdempotencyKey}
-		if ok, st, err := f.store.Release(f.ctx, ref, order.ReasonCancelled, false, stockredis.StateConfirmed); err != nil || ok || st != stockredis.StateMissing {
-			t.Errorf("release before the restore: %v %s %v, want MISSING", ok, st, err)
+		if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
+			t.Errorf("release before the restore: %v %s %v, want MISSING", rel.Released, rel.State, err)
 		}
 	}
 	rep, it := f.check(true)
@@ -232,8 +232,8 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 		}
 		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
 			IdempotencyKey: racer.IdempotencyKey}
-		if ok, _, err := f.store.Release(f.ctx, ref, order.ReasonCancelled, false, stockredis.StateConfirmed); err != nil || !ok {
-			t.Errorf("release: %v %v", ok, err)
+		if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || !rel.Released {
+			t.Errorf("release: %v %v", rel.Released, err)
 		}
 	}
 	rep, it := f.check(true)

@@ -135,7 +135,7 @@ func (s *Store) setBucketUpto(ctx context.Context, item int64, n int, was, v int
 		w = strconv.FormatInt(was, 10)
 	}
 	k := s.Keys(item)
-	r, err := s.bucketSet.Run(ctx, s.rdb, []string{k.Bucket(n), k.BucketRestockRecord(n)}, w, v, max(ttl.Milliseconds(), 1), upto).Int64()
+	r, err := s.bucketSet.Run(ctx, s.rdb, []string{k.Bucket(n), k.bucketRestockRecord(n)}, w, v, max(ttl.Milliseconds(), 1), upto).Int64()
 	if err != nil {
 		return 0, unavailable("set bucket", err)
 	}
@@ -445,7 +445,7 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range buckets {
 			p.PExpire(ctx, k.Bucket(i), ttl)
-			p.PExpire(ctx, k.BucketRestockRecord(i), ttl) // lives as long as its bucket
+			p.PExpire(ctx, k.bucketRestockRecord(i), ttl) // lives as long as its bucket
 		}
 		return nil
 	})
@@ -503,7 +503,7 @@ func (s *Store) bucketsUpto(ctx context.Context, item int64, cur bucketValues) (
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b, v := range cur {
 			if v >= 0 {
-				cmds = append(cmds, p.HGet(ctx, k.BucketRestockRecord(b), "upto"))
+				cmds = append(cmds, p.HGet(ctx, k.bucketRestockRecord(b), "upto"))
 			}
 		}
 		return nil

@@ -221,9 +221,9 @@ func TestBucketedRelease(t *testing.T) {
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	for i, want := range []bool{true, false} {
-		ok, _, err := s.Release(ctx, ref, order.ReasonPublishFailed, true, stockredis.StateReserved)
-		if err != nil || ok != want {
-			t.Fatalf("release %d: %v %v, want %v", i+1, ok, err, want)
+		rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		if err != nil || rel.Released != want {
+			t.Fatalf("release %d: %v %v, want %v", i+1, rel.Released, err, want)
 		}
 	}
 	if v := bucketValues(t, s); v[0] != 3 || v[1] != 3 || v[2] != 3 {
@@ -252,8 +252,8 @@ func TestBucketedReleaseCapped(t *testing.T) {
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	// MySQL has only 4 left.
-	if ok, _, err := s.ReleaseCapped(ctx, ref, order.ReasonOutOfStock, 4, stockredis.StateReserved); err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
+	if rel, err := s.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 4); err != nil || !rel.Released {
+		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	if snap := snapshot(t, s); snap.Stock != 4 || snap.Inflight != 0 {
 		t.Fatalf("snapshot %+v, want stock 4", snap)

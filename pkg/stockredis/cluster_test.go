@@ -69,8 +69,8 @@ func TestScriptsOnRedisCluster(t *testing.T) {
 		}
 		for _, r := range rs[40:] {
 			ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: it, ActivityID: 7, IdempotencyKey: "k"}
-			if ok, _, err := s.Release(ctx, ref, order.ReasonOutOfStock, false, stockredis.StateClaimed); err != nil || !ok {
-				t.Fatalf("release: %v %v", ok, err)
+			if rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
+				t.Fatalf("release: %v %v", rel.Released, err)
 			}
 		}
 		snap, err := s.Stock(ctx, it)

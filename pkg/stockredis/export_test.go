@@ -1,5 +1,7 @@
 package stockredis
 
+import "github.com/redis/go-redis/v9"
+
 // ReserveTogether runs rs, all of one unbucketed item, as one batch of the
 // reserve script (the batch the reserver would form had they arrived
 // together), and returns each order's answer.
@@ -16,3 +18,7 @@ func (s *Store) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
 	}
 	return out, errs
 }
+
+// Client is the store's Redis client, for this package's tests' own reads
+// and writes (the store hands out no client to other packages).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }

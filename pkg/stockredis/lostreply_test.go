@@ -75,7 +75,7 @@ func ref(r stockredis.Reservation) stockredis.Ref {
 	return stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 }
 
-func state(t *testing.T, s *stockredis.Store, orderNo string) string {
+func state(t *testing.T, s *stockredis.Store, orderNo string) stockredis.State {
 	t.Helper()
 	info, err := s.Reservation(context.Background(), item, orderNo)
 	if errors.Is(err, order.ErrNotFound) {
@@ -99,7 +99,7 @@ func TestLostReplyReserve(t *testing.T) {
 		_, err := l.via.Reserve(ctx, r)
 		mustBeUnknown(t, l, "reserve", err)
 		wantStock(t, l.direct, 4, 1) // ran exactly once
-		if _, _, err := l.via.Release(ctx, ref(r), order.ReasonReserveFailed, true, stockredis.StateReserved); err != nil {
+		if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 5, 0)
@@ -118,7 +118,7 @@ func TestLostReplyReserve(t *testing.T) {
 func TestLostReplyRelease(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		from   string
+		from   stockredis.State
 		forget bool
 		prep   func(context.Context, *stockredis.Store, stockredis.Reservation) error
 	}{
@@ -147,11 +147,11 @@ func TestLostReplyRelease(t *testing.T) {
 					}
 				}
 				l.LoseNext("release")
-				_, _, err := l.via.Release(ctx, ref(r), "test", c.forget, c.from)
+				_, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
 				mustBeUnknown(t, l, "release", err)
-				released, st, err := l.via.Release(ctx, ref(r), "test", c.forget, c.from)
-				if err != nil || released || st != stockredis.StateReleased {
-					t.Fatalf("the retry: released %v state %s err %v; want it to find RELEASED", released, st, err)
+				rel, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
+				if err != nil || rel.Released || rel.State != stockredis.StateReleased {
+					t.Fatalf("the retry: released %v state %s err %v; want it to find RELEASED", rel.Released, rel.State, err)
 				}
 				wantStock(t, l.direct, 5, 0)
 				// The quota is free: the user buys again; with the key
@@ -215,13 +215,13 @@ func TestLostReplyBuckets(t *testing.T) {
 		_, err := l.via.Reserve(ctx, r)
 		mustBeUnknown(t, l, "bucket_take", err)
 		wantStock(t, l.direct, 7, 0)
-		released, st, err := l.via.Release(ctx, ref(r), order.ReasonReserveFailed, true, stockredis.StateReserved)
-		if err != nil || released || st != stockredis.StateMissing {
-			t.Fatalf("release after the lost take: %v %s %v", released, st, err)
+		rel, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		if err != nil || rel.Released || rel.State != stockredis.StateMissing {
+			t.Fatalf("release after the lost take: %v %s %v", rel.Released, rel.State, err)
 		}
 		wantStock(t, l.direct, 9, 0)
 		// Giving back again gives nothing more.
-		if _, _, err := l.via.Release(ctx, ref(r), order.ReasonReserveFailed, true, stockredis.StateReserved); err != nil {
+		if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 9, 0)
@@ -233,13 +233,13 @@ func TestLostReplyBuckets(t *testing.T) {
 		}
 		wantStock(t, l.direct, 7, 2)
 		l.LoseNext("bucket_give")
-		_, _, err = l.via.Release(ctx, ref(r2), "test", false, stockredis.StateReserved)
+		_, err = l.via.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("release whose bucket_give answer was lost: %v", err)
 		}
-		released, st, err = l.via.Release(ctx, ref(r2), "test", false, stockredis.StateReserved)
-		if err != nil || released || st != stockredis.StateReleased {
-			t.Fatalf("the repeated release: %v %s %v", released, st, err)
+		rel, err = l.via.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
+		if err != nil || rel.Released || rel.State != stockredis.StateReleased {
+			t.Fatalf("the repeated release: %v %s %v", rel.Released, rel.State, err)
 		}
 		wantStock(t, l.direct, 9, 0)
 	})

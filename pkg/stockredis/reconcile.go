@@ -62,7 +62,7 @@ type StockView struct {
 	Pending []string
 	// States gives the reservation state of each order asked about
 	// (StateMissing when there is no reservation).
-	States map[string]string
+	States map[string]State
 	// Buckets holds, for a bucketed item, the value of each bucket key
 	// (-1 for a missing one), read right after the item's own keys; Stock
 	// is then their sum and Warmed says none is missing. Nil for an item
@@ -105,14 +105,14 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item, n, MaxPending, order.ErrTooBusy)
 	}
 	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
-	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.RestockRecord())
+	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.restockRecord())
 	for _, no := range orderNos {
 		keys = append(keys, k.Reservation(no))
 	}
 	args := make([]any, 0, 1+len(restocks))
 	args = append(args, len(orderNos))
 	for _, rs := range restocks {
-		keys = append(keys, k.RestockMarker(rs.ID))
+		keys = append(keys, k.restockMarker(rs.ID))
 		args = append(args, rs.ID)
 	}
 	res, err := r.read.Run(ctx, r.s.rdb, keys, args...).Slice()
@@ -122,7 +122,7 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 	if len(res) != 7 {
 		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
-	v := StockView{States: make(map[string]string, len(orderNos))}
+	v := StockView{States: make(map[string]State, len(orderNos))}
 	warmed, _ := res[0].(int64)
 	v.Warmed = warmed == 1
 	v.Stock, _ = res[1].(int64)
@@ -137,7 +137,8 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 	states, _ := res[4].([]any)
 	for i, no := range orderNos {
 		if i < len(states) {
-			v.States[no], _ = states[i].(string)
+			st, _ := states[i].(string)
+			v.States[no] = State(st)
 		}
 	}
 	if n, _ := res[5].(int64); n > 1 {
@@ -186,12 +187,12 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, re
 	uptos := make([]*redis.StringCmd, n)
 	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			uptos[b] = p.HGet(ctx, k.BucketRestockRecord(b), "upto")
+			uptos[b] = p.HGet(ctx, k.bucketRestockRecord(b), "upto")
 		}
 		for _, rs := range restocks {
-			for b, q := range RestockShares(rs.Quantity, n) {
+			for b, q := range restockShares(rs.Quantity, n) {
 				if q > 0 {
-					shares = append(shares, share{p.Exists(ctx, k.BucketRestockMarker(b, rs.ID)), b, rs.ID, q})
+					shares = append(shares, share{p.Exists(ctx, k.bucketRestockMarker(b, rs.ID)), b, rs.ID, q})
 				}
 			}
 		}
@@ -349,7 +350,7 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn fun
 	if err != nil {
 		return err
 	}
-	prefix, pattern := k.quotaPrefix(activity), k.QuotaPattern(activity)
+	prefix, pattern := k.quotaPrefix(activity), k.quotaPattern(activity)
 	for cursor := uint64(0); ; {
 		keys, next, err := node.Scan(ctx, cursor, pattern, ScanCount).Result()
 		if err != nil {
@@ -472,7 +473,7 @@ type QuotaState struct {
 	// Holder is the order number the key holds now ("" when missing).
 	Holder string
 	// State is the state of Holder's reservation (StateMissing for none).
-	State string
+	State State
 }
 
 // QuotaStates reads, for each user -> order number in holders, the user's
@@ -516,9 +517,9 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, hold
 				return nil, unavailable("read reservation state", err)
 			}
 			if err != nil || holder != holders[u] {
-				state = StateMissing
+				state = string(StateMissing)
 			}
-			out[u] = QuotaState{Holder: holder, State: state}
+			out[u] = QuotaState{Holder: holder, State: State(state)}
 		}
 		users = users[n:]
 	}

@@ -44,7 +44,7 @@ func TestReconcileView(t *testing.T) {
 	if !slices.Equal(v.Pending, []string{a.OrderNo, b.OrderNo}) {
 		t.Fatalf("pending %v, want %v", v.Pending, []string{a.OrderNo, b.OrderNo})
 	}
-	want := map[string]string{c.OrderNo: stockredis.StateConfirmed, b.OrderNo: stockredis.StateClaimed,
+	want := map[string]stockredis.State{c.OrderNo: stockredis.StateConfirmed, b.OrderNo: stockredis.StateClaimed,
 		"01ARZ3NDEKTSV4RRFFQ69G5FAV-42": stockredis.StateMissing}
 	for no, st := range want {
 		if v.States[no] != st {
@@ -403,7 +403,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 
 	// a's order is closed: its release gives 2 units back, once.
 	for range 2 {
-		if _, _, err := s.Release(ctx, ref(a), "CANCELLED", false, stockredis.StateConfirmed); err != nil {
+		if _, err := s.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := stock(); got != 28 {
@@ -419,8 +419,8 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 			t.Fatalf("take marker of the taken-back reservation left in bucket %d", bk)
 		}
 	}
-	if ok, st, err := s.Release(ctx, ref(b), "CANCELLED", false, stockredis.StateConfirmed); err != nil || ok || st != stockredis.StateMissing {
-		t.Fatalf("release after the take-back: %v %s %v, want MISSING", ok, st, err)
+	if rel, err := s.Release(ctx, ref(b), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
+		t.Fatalf("release after the take-back: %v %s %v, want MISSING", rel.Released, rel.State, err)
 	}
 	if got := stock(); got != 28 {
 		t.Fatalf("stock %d, want 28", got)
@@ -436,7 +436,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	if rdb.Exists(ctx, k.Taken(home, a.OrderNo)).Val() != 0 {
 		t.Fatal("the marker restored after the release is still there")
 	}
-	if _, _, err := s.Release(ctx, ref(a), "CANCELLED", false, stockredis.StateConfirmed); err != nil {
+	if _, err := s.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := stock(); got != 28 {

@@ -81,7 +81,7 @@ func TestLostReplyReserveBatch(t *testing.T) {
 		}
 		wantStock(t, l.direct, 6, 4) // the batch ran once
 		for _, r := range rs {
-			if _, _, err := l.via.Release(ctx, ref(r), order.ReasonReserveFailed, true, stockredis.StateReserved); err != nil {
+			if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -6,33 +6,33 @@ import (
 	"time"
 )
 
-// RestockMarkerTTL is how long a restock's markers live: long past the
+// restockMarkerTTL is how long a restock's markers live: long past the
 // reconciler's next run, which finishes and records every restock whose
 // Redis step was left undone.
-const RestockMarkerTTL = 30 * 24 * time.Hour
+const restockMarkerTTL = 30 * 24 * time.Hour
 
-// RestockMarker marks restock id as added to the item's stock key.
-func (k Keys) RestockMarker(id int64) string { return fmt.Sprintf("%srs:%d", k.base(), id) }
+// restockMarker marks restock id as added to the item's stock key.
+func (k Keys) restockMarker(id int64) string { return fmt.Sprintf("%srs:%d", k.base(), id) }
 
-// BucketRestockMarker marks restock id's share as added to bucket n.
-func (k Keys) BucketRestockMarker(n int, id int64) string {
+// bucketRestockMarker marks restock id's share as added to bucket n.
+func (k Keys) bucketRestockMarker(n int, id int64) string {
 	return fmt.Sprintf("%s:{i%db%d}:rs:%d", k.prefix, k.item, n, id)
 }
 
-// RestockRecord is the item's restock record beside its stock key
+// restockRecord is the item's restock record beside its stock key
 // (lua/restock.lua): upto, every restock up to that id is in the stock (a
 // warm-up's MySQL figure included it), and last, the latest restock the
 // restock script added.
-func (k Keys) RestockRecord() string { return k.base() + "restocked" }
+func (k Keys) restockRecord() string { return k.base() + "restocked" }
 
-// BucketRestockRecord is RestockRecord for bucket n.
-func (k Keys) BucketRestockRecord(n int) string {
+// bucketRestockRecord is restockRecord for bucket n.
+func (k Keys) bucketRestockRecord(n int) string {
 	return fmt.Sprintf("%s:{i%db%d}:restocked", k.prefix, k.item, n)
 }
 
-// RestockShares is how a restock of qty units spreads over an item's
+// restockShares is how a restock of qty units spreads over an item's
 // buckets (1 or less: one stock key): the even split warm-up uses.
-func RestockShares(qty int64, buckets int) []int64 {
+func restockShares(qty int64, buckets int) []int64 {
 	return split(qty, max(buckets, 1))
 }
 
@@ -63,16 +63,16 @@ func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult
 		return RestockResult{}, err
 	}
 	res := RestockResult{Warmed: true}
-	ttl := RestockMarkerTTL.Milliseconds()
+	ttl := restockMarkerTTL.Milliseconds()
 	if n < 2 {
-		add, warmed, err := s.runRestock(ctx, k.Stock(), k.RestockMarker(id), k.RestockRecord(), id, qty, ttl)
+		add, warmed, err := s.runRestock(ctx, k.Stock(), k.restockMarker(id), k.restockRecord(), id, qty, ttl)
 		return RestockResult{Warmed: warmed, Added: add}, err
 	}
-	for b, share := range RestockShares(qty, n) {
+	for b, share := range restockShares(qty, n) {
 		if share == 0 {
 			continue
 		}
-		add, warmed, err := s.runRestock(ctx, k.Bucket(b), k.BucketRestockMarker(b, id), k.BucketRestockRecord(b), id, share, ttl)
+		add, warmed, err := s.runRestock(ctx, k.Bucket(b), k.bucketRestockMarker(b, id), k.bucketRestockRecord(b), id, share, ttl)
 		if err != nil {
 			return res, err
 		}

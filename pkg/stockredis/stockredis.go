@@ -25,13 +25,22 @@ import (
 	"github.com/seckill/seckill/pkg/tracing"
 )
 
-// Reservation states.
+// State is where a reservation is in its life (docs/adr/0001): the
+// reserve script writes it RESERVED, a consumer CLAIMED, its MySQL commit
+// CONFIRMED, a release RELEASED. MISSING is no reservation at all.
+//
+// It is an alias of string, not a type of its own, while bench/sale.go
+// joins a state to strings; every caller in the product already passes
+// and compares State values as if it were its own type.
+type State = string
+
+// The reservation states, as the scripts write them.
 const (
-	StateReserved  = "RESERVED"
-	StateClaimed   = "CLAIMED"
-	StateConfirmed = "CONFIRMED"
-	StateReleased  = "RELEASED"
-	StateMissing   = "MISSING"
+	StateReserved  State = "RESERVED"
+	StateClaimed   State = "CLAIMED"
+	StateConfirmed State = "CONFIRMED"
+	StateReleased  State = "RELEASED"
+	StateMissing   State = "MISSING"
 )
 
 // Config says where Redis is and how keys are named.
@@ -70,7 +79,7 @@ func (cfg Config) dialer() func(ctx context.Context, network, addr string) (net.
 	}
 }
 
-// ClusterStateReload bounds how old the cluster client's map of slots to
+// clusterStateReload bounds how old the cluster client's map of slots to
 // masters gets. go-redis reloads it at once on a MOVED answer, but a master
 // that died answers nothing: after its replica is promoted, every command
 // for its slots still goes to its dead address, and every retry too (the
@@ -78,7 +87,7 @@ func (cfg Config) dialer() func(ctx context.Context, network, addr string) (net.
 // go-redis's default of 60 s meant up to a minute of 503s for the items of
 // that master after the failover. A reload asks one node for CLUSTER SLOTS,
 // in the background, when a command finds the map older than this.
-const ClusterStateReload = time.Second
+const clusterStateReload = time.Second
 
 // NewClient connects to Redis as cfg says.
 func NewClient(cfg Config) redis.UniversalClient {
@@ -103,7 +112,7 @@ func NewClient(cfg Config) redis.UniversalClient {
 		// run. MOVED, ASK and refused connections still retry: those
 		// scripts did not run.
 		co := opts.Cluster()
-		co.ClusterStateReloadInterval = ClusterStateReload
+		co.ClusterStateReloadInterval = clusterStateReload
 		c := redis.NewClusterClient(co)
 		c.OnNewNode(func(node *redis.Client) { node.AddHook(noResend{}) })
 		return c
@@ -145,8 +154,8 @@ func (k Keys) Idem(userID, key string) string {
 	return k.base() + "k:" + UserSegment(userID) + ":" + key
 }
 
-// QuotaPattern matches every quota key of an activity (for SCAN).
-func (k Keys) QuotaPattern(activityID int64) string {
+// quotaPattern matches every quota key of an activity (for SCAN).
+func (k Keys) quotaPattern(activityID int64) string {
 	return fmt.Sprintf("%sq:%d:*", k.base(), activityID)
 }
 
@@ -188,9 +197,6 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		restock:       redis.NewScript(lua.Source("restock")),
 	}
 }
-
-// Client returns the underlying Redis client.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
 // Keys returns the key names of item.
 func (s *Store) Keys(item int64) Keys { return Keys{prefix: s.prefix, item: item} }
@@ -268,60 +274,89 @@ func OrderRef(o order.Order) Ref {
 	return Ref{OrderNo: o.OrderNo, UserID: o.UserID, ItemID: o.ItemID, ActivityID: o.ActivityID, IdempotencyKey: o.IdempotencyKey}
 }
 
+// ReleaseOptions says which reservation a release may give back, and how.
+type ReleaseOptions struct {
+	// Reason is recorded on the released reservation.
+	Reason string
+	// From are the states the reservation may be released from; in any
+	// other state it is left as it is.
+	From []State
+	// FreeKey also deletes the idempotency record, so the same key buys
+	// again (the API answered 503, which promised that).
+	FreeKey bool
+}
+
+// Released is what a release did: whether it released the reservation,
+// and the state it found it in (StateReleased for a release repeated).
+type Released struct {
+	Released bool
+	State    State
+}
+
+// Gone reports whether nothing is held for the reservation any more: it
+// was released now or before, or there is none.
+func (r Released) Gone() bool {
+	return r.Released || r.State == StateReleased || r.State == StateMissing
+}
+
 // Release gives the reservation's stock and quota back if its state is one
-// of from. It reports whether it released and the state it found.
-// forgetKey also deletes the idempotency record (the API answered 503).
-func (s *Store) Release(ctx context.Context, r Ref, reason string, forgetKey bool, from ...string) (bool, string, error) {
-	return s.release(ctx, r, reason, forgetKey, "", from)
+// of o.From.
+func (s *Store) Release(ctx context.Context, r Ref, o ReleaseOptions) (Released, error) {
+	return s.release(ctx, r, o, "")
 }
 
 // ReleaseCapped is Release for an order MySQL refused for lack of stock:
 // after giving the reservation back it caps Redis stock at what MySQL can
 // still fulfil (dbStock minus what is in flight), in the same script, so
 // the units MySQL does not have are never offered to the next buyer.
-func (s *Store) ReleaseCapped(ctx context.Context, r Ref, reason string, dbStock int64, from ...string) (bool, string, error) {
-	return s.release(ctx, r, reason, false, strconv.FormatInt(dbStock, 10), from)
+func (s *Store) ReleaseCapped(ctx context.Context, r Ref, o ReleaseOptions, dbStock int64) (Released, error) {
+	return s.release(ctx, r, o, strconv.FormatInt(dbStock, 10))
 }
 
-func (s *Store) release(ctx context.Context, r Ref, reason string, forgetKey bool, dbStock string, from []string) (_ bool, _ string, err error) {
+func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock string) (_ Released, err error) {
 	ctx, span := s.span(ctx, "release", r.ItemID)
 	if span.IsRecording() {
-		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), attribute.String("seckill.reason", reason))
+		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), attribute.String("seckill.reason", o.Reason))
 	}
 	defer func() { endSpan(span, err) }()
 	k := s.Keys(r.ItemID)
 	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
 	forget := "0"
-	if forgetKey {
+	if o.FreeKey {
 		forget = "1"
 	}
-	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), reason, forget, dbStock).Slice()
-	if err != nil {
-		return false, "", unavailable("release", err)
+	from := make([]string, len(o.From))
+	for i, st := range o.From {
+		from[i] = string(st)
 	}
-	released, state := res[0].(int64) == 1, res[1].(string)
+	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock).Slice()
+	if err != nil {
+		return Released{}, unavailable("release", err)
+	}
+	state, _ := res[1].(string)
+	out := Released{Released: res[0].(int64) == 1, State: State(state)}
 	switch {
 	case len(res) == 4:
 		// A bucketed reservation released now, or found released (a
 		// repeated release): its units go back to the bucket they came
 		// from, once (bucket_give is idempotent per order).
 		if err := s.releaseToBucket(ctx, r.ItemID, r.OrderNo, res[2], dbStock); err != nil {
-			return released, state, err
+			return out, err
 		}
-	case state == StateMissing:
+	case out.State == StateMissing:
 		// No reservation: if the order took units from a bucket before
 		// its reserve script failed, they go back.
 		if err := s.giveBackAny(ctx, r.ItemID, r.OrderNo); err != nil {
-			return released, state, err
+			return out, err
 		}
 	}
-	return released, state, nil
+	return out, nil
 }
 
 // Claim moves the reservations of orders (all of item) from RESERVED to
 // CLAIMED and returns the state each had before, in the same order.
-func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) (_ []string, err error) {
+func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) (_ []State, err error) {
 	if len(orderNos) == 0 {
 		return nil, nil
 	}
@@ -339,7 +374,11 @@ func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) (_ []s
 	if err != nil {
 		return nil, unavailable("claim", err)
 	}
-	return res, nil
+	states := make([]State, len(res))
+	for i, st := range res {
+		states[i] = State(st)
+	}
+	return states, nil
 }
 
 // Confirm marks the reservations of orders committed in MySQL as CONFIRMED.
@@ -511,7 +550,7 @@ func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl t
 // stock and the last restock id the key is recorded to hold.
 func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
-	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.RestockRecord()},
+	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.restockRecord()},
 		fig.stock, before, ttl.Milliseconds(), fig.upto()).Int64Slice()
 	if err != nil {
 		return 0, 0, unavailable("warmup", err)
@@ -601,7 +640,7 @@ func (s *Store) WarmedItems(ctx context.Context) ([]int64, error) {
 // ReservationInfo is what a reservation hash holds.
 type ReservationInfo struct {
 	Ref
-	State      string
+	State      State
 	Quantity   int
 	ReservedAt time.Time
 	Reason     string
@@ -624,7 +663,7 @@ func parseReservation(item int64, orderNo string, m map[string]string) Reservati
 	return ReservationInfo{
 		Ref: Ref{OrderNo: orderNo, UserID: m["user"], ItemID: item,
 			ActivityID: atoi(m["activity"]), IdempotencyKey: m["key"]},
-		State:      m["state"],
+		State:      State(m["state"]),
 		Quantity:   int(atoi(m["qty"])),
 		ReservedAt: time.UnixMilli(atoi(m["at"])),
 		Reason:     m["reason"],

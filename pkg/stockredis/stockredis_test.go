@@ -203,12 +203,12 @@ func TestReleaseAtMostOnce(t *testing.T) {
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
 	for i, want := range []bool{true, false, false} {
-		released, state, err := s.Release(ctx, ref, order.ReasonPublishFailed, true, stockredis.StateReserved)
+		rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if released != want {
-			t.Fatalf("release %d: released=%v (state %s), want %v", i, released, state, want)
+		if rel.Released != want {
+			t.Fatalf("release %d: released=%v (state %s), want %v", i, rel.Released, rel.State, want)
 		}
 	}
 	if snap := snapshot(t, s); snap.Stock != 5 || snap.Inflight != 0 {
@@ -234,8 +234,8 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	}
 	// The API's release of c wins before the consumer sees it.
 	refC := stockredis.Ref{OrderNo: c.OrderNo, UserID: "3", ItemID: item, ActivityID: 7, IdempotencyKey: "c"}
-	if ok, _, err := s.Release(ctx, refC, order.ReasonPublishFailed, true, stockredis.StateReserved); err != nil || !ok {
-		t.Fatalf("release c: %v %v", ok, err)
+	if rel, err := s.Release(ctx, refC, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil || !rel.Released {
+		t.Fatalf("release c: %v %v", rel.Released, err)
 	}
 	states, err := s.Claim(ctx, item, []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
 	if err != nil {
@@ -247,15 +247,15 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	}
 	// Once claimed, the API's release (only from RESERVED) does nothing.
 	refA := stockredis.Ref{OrderNo: a.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "a"}
-	if ok, st, _ := s.Release(ctx, refA, order.ReasonPublishFailed, true, stockredis.StateReserved); ok || st != "CLAIMED" {
-		t.Fatalf("API release of a claimed reservation: released=%v state=%s", ok, st)
+	if rel, _ := s.Release(ctx, refA, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); rel.Released || rel.State != "CLAIMED" {
+		t.Fatalf("API release of a claimed reservation: released=%v state=%s", rel.Released, rel.State)
 	}
 	if n, err := s.Confirm(ctx, item, []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
 		t.Fatalf("confirm = %d, %v; want 1", n, err)
 	}
 	refB := stockredis.Ref{OrderNo: b.OrderNo, UserID: "2", ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
-	if ok, _, err := s.Release(ctx, refB, order.ReasonOutOfStock, false, stockredis.StateClaimed); err != nil || !ok {
-		t.Fatalf("consumer release of b: %v %v", ok, err)
+	if rel, err := s.Release(ctx, refB, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
+		t.Fatalf("consumer release of b: %v %v", rel.Released, err)
 	}
 	if snap := snapshot(t, s); snap.Stock != 9 || snap.Inflight != 0 {
 		t.Fatalf("snapshot = %+v, want stock 9 (one confirmed), in flight 0", snap)
@@ -282,8 +282,8 @@ func TestReleaseKeepsNewerQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := stockredis.Ref{OrderNo: old.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "old"}
-	if ok, _, err := s.Release(ctx, ref, order.ReasonCancelled, false, stockredis.StateReserved); err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
+	if rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	if got, _ := s.Client().Get(ctx, k.Quota(7, "1")).Result(); got != "NEWER" {
 		t.Fatalf("quota = %q after releasing the old order, want NEWER kept", got)
@@ -332,9 +332,9 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 	}
 	// MySQL has only 3 units although Redis sold 4 of 10: stock 6, in flight 4.
 	ref := stockredis.Ref{OrderNo: rs[0].OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
-	ok, _, err := s.ReleaseCapped(ctx, ref, order.ReasonOutOfStock, 3, stockredis.StateReserved)
-	if err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
+	rel, err := s.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 3)
+	if err != nil || !rel.Released {
+		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	// 3 in flight will take MySQL's 3 units: nothing is left to sell.
 	if snap := snapshot(t, s); snap.Stock != 0 || snap.Inflight != 3 {

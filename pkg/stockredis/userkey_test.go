@@ -155,10 +155,9 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 	}
 	// Releasing one user frees that user's quota only.
 	victim := subjects[0]
-	ok, _, err := s.Release(ctx, stockredis.Ref{OrderNo: orders[victim], UserID: victim, ItemID: item, ActivityID: 7, IdempotencyKey: "k"},
-		order.ReasonPublishFailed, true, stockredis.StateReserved)
-	if err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
+	rel, err := s.Release(ctx, stockredis.Ref{OrderNo: orders[victim], UserID: victim, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+	if err != nil || !rel.Released {
+		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	holders, err = s.Reconciler().QuotaHolders(ctx, item, 7)
 	if err != nil || len(holders) != len(subjects)-1 || holders[victim] != "" {

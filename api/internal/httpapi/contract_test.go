@@ -519,11 +519,9 @@ func TestSoldOutFastPath(t *testing.T) {
 		t.Fatalf("replay while sold out gave %s, want %s", got, held)
 	}
 
-	released, state, err := ts.store.Release(context.Background(),
-		stockredis.Ref{OrderNo: held, UserID: "1", ItemID: item, ActivityID: act, IdempotencyKey: "alice-key"},
-		order.ReasonCancelled, false, stockredis.StateReserved)
-	if err != nil || !released {
-		t.Fatalf("release: %v %v (state %s)", released, err, state)
+	rel, err := ts.store.Release(context.Background(), stockredis.Ref{OrderNo: held, UserID: "1", ItemID: item, ActivityID: act, IdempotencyKey: "alice-key"}, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}})
+	if err != nil || !rel.Released {
+		t.Fatalf("release: %v %v (state %s)", rel.Released, err, rel.State)
 	}
 	clock.unfreeze()
 	waittest.Until(t, 2500*time.Millisecond, "released stock sold again", func() bool {
@@ -574,7 +572,7 @@ func TestKeysOutliveTheSale(t *testing.T) {
 	for name, key := range map[string]string{
 		"stock": k.Stock(), "quota": k.Quota(act, "1"), "idempotency record": k.Idem("1", "ttl-key"), "reservation": k.Reservation(no),
 	} {
-		ttl, err := ts.store.Client().PTTL(ctx, key).Result()
+		ttl, err := ts.rdb.PTTL(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -656,11 +654,9 @@ func TestOrderStatus(t *testing.T) {
 
 	// A reservation released before it reached MySQL reads as FAILED.
 	lost := ts.mustPlace(t, ts.url, bob, "k2", act)
-	released, _, err := ts.store.Release(context.Background(),
-		stockredis.Ref{OrderNo: lost, UserID: "2", ItemID: item, ActivityID: act, IdempotencyKey: "k2"},
-		order.ReasonPublishFailed, true, stockredis.StateReserved)
-	if err != nil || !released {
-		t.Fatalf("release: %v %v", released, err)
+	rel, err := ts.store.Release(context.Background(), stockredis.Ref{OrderNo: lost, UserID: "2", ItemID: item, ActivityID: act, IdempotencyKey: "k2"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+	if err != nil || !rel.Released {
+		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	v = view(get(bob, lost))
 	if v.Status != order.Failed || v.FailureReason != order.ReasonPublishFailed {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/mysqltest"
@@ -138,7 +140,7 @@ func TestRestockNotRunThenWarmupThenRepair(t *testing.T) {
 		if r := s.warmVia(s.plain); r.status != 200 {
 			t.Fatalf("warm-up: %d %s", r.status, r.body)
 		}
-		repair(t, s.direct, s.p.Prefix, s.ts.db, s.item)
+		repair(t, s.p.Direct, s.direct, s.p.Prefix, s.ts.db, s.item)
 		s.wantUnits(t, "after the repair", 14)
 		wantRestock(t, s.restockVia(s.plain, "r1", 4), 4, true, 14, ptr(14))
 		s.wantUnits(t, "after the retry", 14)
@@ -187,11 +189,12 @@ func TestRestockThenWarmupAnswerLost(t *testing.T) {
 }
 
 // repair runs the reconciler's repair on item under the reconcile lock, as
-// `reconciler --repair` and the consumer's heal do.
-func repair(t *testing.T, store *stockredis.Store, prefix string, db *mysqltest.DB, item int64) reconcile.ItemReport {
+// `reconciler --repair` and the consumer's heal do; rdb is the client store
+// runs on.
+func repair(t *testing.T, rdb redis.UniversalClient, store *stockredis.Store, prefix string, db *mysqltest.DB, item int64) reconcile.ItemReport {
 	t.Helper()
 	ctx := context.Background()
-	l, err := lock.New(store.Client(), lock.Options{Prefix: prefix}).TryLock(ctx, reconcile.LockName)
+	l, err := lock.New(rdb, lock.Options{Prefix: prefix}).TryLock(ctx, reconcile.LockName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestKeyOf503FreeAfterRedisWentBack(t *testing.T) {
 	}
 
 	// Redis goes back to the moment after the reserve script ran.
-	rdb, k := ts.store.Client(), ts.store.Keys(item)
+	rdb, k := ts.rdb, ts.store.Keys(item)
 	rdb.DecrBy(ctx, k.Stock(), 1)
 	rdb.IncrBy(ctx, k.Inflight(), 1)
 	rdb.ZAdd(ctx, k.Pending(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: failed.OrderNo})

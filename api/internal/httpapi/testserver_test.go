@@ -382,7 +382,7 @@ func (ts *testServer) stock(t *testing.T, item int64) stockredis.Snapshot {
 func (ts *testServer) redisDump(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	rdb := ts.store.Client()
+	rdb := ts.rdb
 	var keys []string
 	iter := rdb.Scan(ctx, 0, ts.prefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
@@ -428,7 +428,7 @@ func (ts *testServer) reservations(t *testing.T, item int64) []string {
 	ctx := context.Background()
 	pattern := ts.store.Keys(item).Reservation("*")
 	var nos []string
-	iter := ts.store.Client().Scan(ctx, 0, pattern, 1000).Iterator()
+	iter := ts.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
 		nos = append(nos, strings.TrimPrefix(iter.Val(), strings.TrimSuffix(pattern, "*")))
 	}
@@ -441,7 +441,7 @@ func (ts *testServer) reservations(t *testing.T, item int64) []string {
 
 func (ts *testServer) exists(t *testing.T, key string) bool {
 	t.Helper()
-	n, err := ts.store.Client().Exists(context.Background(), key).Result()
+	n, err := ts.rdb.Exists(context.Background(), key).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

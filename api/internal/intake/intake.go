@@ -7,8 +7,6 @@ package intake
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -21,7 +19,6 @@ import (
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tracing"
 )
@@ -44,13 +41,29 @@ type Orders interface {
 	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
 }
 
+// Stock is Redis as the service uses it (*stockredis.Store): the reserve
+// script and what settles a reservation the API cannot confirm, the reads
+// that answer a replayed key and an order's status, the warm-up, and the
+// stock reads, layout and restock the HTTP handlers reach through the
+// service.
+type Stock interface {
+	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	Prior(ctx context.Context, item, activity int64, user, idemKey string) (prior, holder string, err error)
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	Stock(ctx context.Context, item int64) (stockredis.Snapshot, error)
+	Layout(ctx context.Context, item int64) (order.Layout, error)
+	Restock(ctx context.Context, item, id, qty int64) (stockredis.RestockResult, error)
+}
+
 // KeyMargin keeps quota and idempotency records this long past the
 // activity's end.
 const KeyMargin = order.KeyMargin
 
 // Service places orders.
 type Service struct {
-	Stock         *stockredis.Store
+	Stock         Stock
 	Publisher     Publisher
 	Activities    Activities
 	Orders        Orders
@@ -161,10 +174,6 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// back from an older state with the record): it buys anew.
 		res, err = s.Stock.Reserve(ctx, reservation)
 	}
-	if err == nil && failpoint.Enabled("reserve-reply-lost") {
-		// Redis ran the script but the answer never arrived.
-		err = fmt.Errorf("reserve: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
-	}
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
@@ -189,10 +198,6 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	failpoint.Inject("api-after-reserve")
 	started = time.Now()
 	err = s.Publisher.Publish(ctx, ev)
-	if err == nil && failpoint.Enabled("publish-ack-lost") {
-		// The broker took the event but the answer never arrived.
-		err = fmt.Errorf("publish: %w: %w", order.ErrUnavailable, context.DeadlineExceeded)
-	}
 	s.Metrics.Published(err, time.Since(started))
 	if err != nil {
 		return s.giveUp(ctx, ev, order.ReasonPublishFailed, err)
@@ -229,15 +234,16 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
 	}
 	recorded := dbErr == nil
-	from := []string{stockredis.StateReserved}
+	from := []stockredis.State{stockredis.StateReserved}
 	if recorded {
 		// No consumer can create the order any more: a claimed reservation
 		// may go too.
 		from = append(from, stockredis.StateClaimed)
 	}
-	released, state, err := s.release(rctx, ref, reason, from)
+	rel, err := s.release(rctx, ref, stockredis.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
+	state := rel.State
 	switch {
-	case err == nil && (released || state == stockredis.StateReleased || state == stockredis.StateMissing):
+	case err == nil && rel.Gone():
 		// Nothing is held for this request.
 		s.Metrics.Unpublished(metrics.UnpublishedReleased)
 		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
@@ -264,26 +270,21 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 	}
 }
 
-// release gives the reservation back from one of the states in from and
-// frees its idempotency key, trying a few times. Repeating it is safe: a
+// release runs Stock.Release, trying a few times. Repeating it is safe: a
 // release whose answer was lost is found RELEASED by the next attempt.
-func (s *Service) release(ctx context.Context, ref stockredis.Ref, reason string, from []string) (bool, string, error) {
+func (s *Service) release(ctx context.Context, ref stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error) {
 	var (
-		released bool
-		state    string
-		err      error
+		rel stockredis.Released
+		err error
 	)
 	for attempt := range 3 {
-		if failpoint.Enabled("api-release-fails") {
-			return false, "", fmt.Errorf("release: %w: %w", order.ErrUnavailable, io.ErrUnexpectedEOF)
-		}
-		released, state, err = s.Stock.Release(ctx, ref, reason, true, from...)
+		rel, err = s.Stock.Release(ctx, ref, o)
 		if err == nil {
-			return released, state, nil
+			return rel, nil
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 	}
-	return released, state, err
+	return rel, err
 }
 
 // reserveOutcome names what the reserve script answered, for the metrics.
@@ -312,7 +313,8 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 		return false
 	}
 	ref := stockredis.OrderRef(o)
-	_, _, err = s.Stock.Release(ctx, ref, o.FailureReason, true, stockredis.StateReserved, stockredis.StateClaimed)
+	_, err = s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return false
 	}
@@ -388,7 +390,7 @@ func (s *Service) ClearSoldOut(item int64) {
 
 // Warmup loads the activity's item stock into Redis (see stockredis.WarmupFrom),
 // keeping it past the activity's end.
-func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) (order.Activity, int64, error) {
+func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activityID int64) (order.Activity, int64, error) {
 	act, err := s.activity(ctx, activityID)
 	if err != nil {
 		return order.Activity{}, 0, err

@@ -64,7 +64,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &closer.Closer{
 		Lifecycle: &lifecycle.Service{DB: p.DB.DB, Stock: p.Store, Log: log},
-		Locker:    lock.New(p.Store.Client(), lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
+		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
 	// Two orders written as the consumer writes them, one past its window.
@@ -105,7 +105,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if db != 9 || snap.Stock != 9 || snap.Inflight != 0 {
 		t.Errorf("MySQL stock %d, Redis %+v; want 9 in both (one live order), none in flight", db, snap)
 	}
-	_, err = p.Store.Client().Get(ctx, p.Store.Keys(s.ItemID).Quota(s.ActivityID, expired.UserID)).Result()
+	_, err = p.Redis.Get(ctx, p.Store.Keys(s.ItemID).Quota(s.ActivityID, expired.UserID)).Result()
 	if !errors.Is(err, redis.Nil) {
 		t.Errorf("quota key of the closed order's buyer: %v, want gone", err)
 	}
@@ -127,7 +127,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
 	c := &closer.Closer{
 		Lifecycle: &lifecycle.Service{DB: p.DB.DB, Stock: p.Store, Log: log},
-		Locker:    lock.New(p.Store.Client(), lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
+		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
 	// Orders written as the consumer writes them, every one past its
@@ -166,10 +166,10 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	}
 	exec("UPDATE item_stock SET stock = 2147483647 WHERE item_id = ?", bad.ItemID)
 	rkey := p.Store.Keys(good.ItemID).Reservation(unreleasable.OrderNo)
-	if err := p.Store.Client().Del(ctx, rkey).Err(); err != nil {
+	if err := p.Redis.Del(ctx, rkey).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Store.Client().Set(ctx, rkey, "not a hash", time.Hour).Err(); err != nil {
+	if err := p.Redis.Set(ctx, rkey, "not a hash", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -217,7 +217,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 
 	// The faults gone, the next pass after their backoff closes them.
 	exec("UPDATE item_stock SET stock = 9 WHERE item_id = ?", bad.ItemID)
-	if err := p.Store.Client().Del(ctx, rkey).Err(); err != nil {
+	if err := p.Redis.Del(ctx, rkey).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waittest.Until(t, 30*time.Second, "the two orders to be closed and released", func() bool {

@@ -26,10 +26,28 @@ import (
 	"github.com/seckill/seckill/pkg/tracing"
 )
 
+// Stock is Redis as fulfilment uses it (*stockredis.Store): claim and
+// confirm a batch's reservations, give a refused order's back.
+type Stock interface {
+	Claim(ctx context.Context, item int64, orderNos []string) ([]stockredis.State, error)
+	Confirm(ctx context.Context, item int64, orderNos []string) (int64, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	ReleaseCapped(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions, dbStock int64) (stockredis.Released, error)
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+}
+
+// Orders is MySQL as fulfilment uses it (*orderdb.DB): the activity an
+// event names, the batch's orders, and the stock left for a refusal.
+type Orders interface {
+	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Fulfil(ctx context.Context, itemID int64, reqs []orderdb.Request) (map[string]orderdb.Outcome, error)
+	ItemStock(ctx context.Context, itemID int64) (int64, error)
+}
+
 // Handler fulfils batches of events; the orderevents Router feeds it.
 type Handler struct {
-	Stock         *stockredis.Store
-	DB            *orderdb.DB
+	Stock         Stock
+	DB            Orders
 	PaymentWindow time.Duration
 	Log           *slog.Logger
 	// Metrics records how long orders stayed PENDING; nil records nothing.
@@ -216,7 +234,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 // what MySQL can still fulfil, in the same script.
 // The release script runs under sctx's span (the order's, or the batch's
 // for an order whose trace is not sampled); ctx is the lines' context.
-func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason, claimState string, fresh bool, dbStock int64) error {
+func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason string, claimState stockredis.State, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
@@ -225,21 +243,22 @@ func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason, clai
 		return nil
 	}
 	ref := stockredis.EventRef(e)
+	live := []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}
 	var (
-		released bool
-		state    string
-		err      error
+		rel stockredis.Released
+		err error
 	)
 	if reason == order.ReasonOutOfStock && dbStock >= 0 {
-		released, state, err = p.Stock.ReleaseCapped(sctx, ref, reason, dbStock, stockredis.StateReserved, stockredis.StateClaimed)
+		rel, err = p.Stock.ReleaseCapped(sctx, ref, stockredis.ReleaseOptions{Reason: reason, From: live}, dbStock)
 	} else {
 		// An order the API gave up (it answered 503) frees its idempotency
 		// key too, so the buyer's retry with that key tries anew.
-		released, state, err = p.Stock.Release(sctx, ref, reason, order.AnsweredUnavailable(reason), stockredis.StateReserved, stockredis.StateClaimed)
+		rel, err = p.Stock.Release(sctx, ref, stockredis.ReleaseOptions{Reason: reason, From: live, FreeKey: order.AnsweredUnavailable(reason)})
 	}
 	if err != nil {
 		return err
 	}
+	released, state := rel.Released, rel.State
 	if released && reason == order.ReasonOutOfStock {
 		log.Log(ctx, logs.Alert, "Redis and MySQL disagree: MySQL had no stock for a reservation Redis accepted",
 			"reason", reason, "quantity", e.Quantity, "status", order.Failed)
@@ -284,7 +303,8 @@ func (p *Handler) DeadLettered(ctx context.Context, e order.Event) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = p.Stock.Release(ctx, info.Ref, order.ReasonInvalidEvent, false, stockredis.StateReserved)
+	_, err = p.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: order.ReasonInvalidEvent,
+		From: []stockredis.State{stockredis.StateReserved}})
 	return err
 }
 

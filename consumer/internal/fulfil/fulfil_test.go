@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
@@ -28,6 +30,7 @@ import (
 type env struct {
 	t       *testing.T
 	store   *stockredis.Store
+	rdb     redis.UniversalClient
 	db      *mysqltest.DB
 	handler *fulfil.Handler
 	gen     *order.NumberGenerator
@@ -55,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
-	return &env{t: t, store: store, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
+	return &env{t: t, store: store, rdb: rdb, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
 		handler: &fulfil.Handler{Stock: store, DB: hdb, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
@@ -108,7 +111,7 @@ func (e *env) event(s sale, user int64, qty int) order.Event {
 }
 
 // state is the reservation's state, or MISSING.
-func (e *env) state(ev order.Event) string {
+func (e *env) state(ev order.Event) stockredis.State {
 	e.t.Helper()
 	info, err := e.store.Reservation(context.Background(), ev.ItemID, ev.OrderNo)
 	if errors.Is(err, order.ErrNotFound) {
@@ -195,7 +198,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 
 	// Each claim setup leaves the reservation of ev in one state.
 	claims := []struct {
-		name  string
+		name  stockredis.State
 		setup func(e *env, ev order.Event)
 	}{
 		{stockredis.StateReserved, func(*env, order.Event) {}},
@@ -213,12 +216,12 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			}
 		}},
 		{stockredis.StateReleased, func(e *env, ev order.Event) {
-			if ok, _, err := e.store.Release(ctx, stockredis.EventRef(ev), order.ReasonPublishFailed, false, stockredis.StateReserved); err != nil || !ok {
-				e.t.Fatalf("release: %v %v", ok, err)
+			if rel, err := e.store.Release(ctx, stockredis.EventRef(ev), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+				e.t.Fatalf("release: %v %v", rel.Released, err)
 			}
 		}},
 		{stockredis.StateMissing, func(e *env, ev order.Event) {
-			if err := e.store.Client().Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
+			if err := e.rdb.Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
@@ -256,7 +259,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}
 	for _, c := range claims {
 		for _, m := range mysqls {
-			t.Run(c.name+"/"+m.name, func(t *testing.T) {
+			t.Run(string(c.name)+"/"+m.name, func(t *testing.T) {
 				t.Parallel()
 				e := e.with(t)
 				s := e.newSale(10, 1)

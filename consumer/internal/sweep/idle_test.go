@@ -52,7 +52,7 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
 	s := p.NewSale(10, 1)
 	stranded := p.ReserveEventAt(s, 1, 1, "k1", time.Now().Add(-time.Minute))
-	rdb := p.Store.Client()
+	rdb := p.Redis
 	// What a warm-up adds to the warmed items' set (stockredis's items key),
 	// for 3,000 items nobody sells any more.
 	ids := make([]any, 3000)

@@ -22,7 +22,6 @@ import (
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tick"
 )
@@ -32,10 +31,26 @@ type Publisher interface {
 	Publish(ctx context.Context, e order.Event) error
 }
 
+// Stock is Redis as the sweep uses it (*stockredis.Store): the warmed
+// items and their old unconfirmed reservations, and what settles each.
+type Stock interface {
+	ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []int64, next uint64, err error)
+	PendingOlderThanEach(ctx context.Context, items []int64, cutoff time.Time, limit int64) (pending map[int64][]string, errs map[int64]error)
+	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+	Confirm(ctx context.Context, item int64, orderNos []string) (int64, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	Touch(ctx context.Context, item int64, orderNo string, t time.Time) error
+}
+
+// Orders reads the MySQL rows of stranded reservations (*orderdb.DB).
+type Orders interface {
+	Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error)
+}
+
 // Sweeper runs the sweep; exactly one runs at a time across processes.
 type Sweeper struct {
-	Stock     *stockredis.Store
-	DB        *orderdb.DB
+	Stock     Stock
+	DB        Orders
 	Publisher Publisher
 	Locker    *lock.Locker
 	// After is how old an unconfirmed reservation must be to count as
@@ -240,12 +255,13 @@ func (s *Sweeper) sweepOne(ctx context.Context, item int64, no string, inDB map[
 			// MySQL's FAILED row is final, so even a CLAIMED reservation
 			// may go: no consumer can create this order any more. An
 			// order the API gave up (it answered 503) frees its key.
-			ok, _, err := s.Stock.Release(ctx, info.Ref, o.FailureReason, order.AnsweredUnavailable(o.FailureReason),
-				stockredis.StateReserved, stockredis.StateClaimed)
+			rel, err := s.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+				From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
+				FreeKey: order.AnsweredUnavailable(o.FailureReason)})
 			if err != nil {
 				return false, err
 			}
-			if ok {
+			if rel.Released {
 				st.Released++
 				log.Info("stranded reservation released", "reason", o.FailureReason)
 			}

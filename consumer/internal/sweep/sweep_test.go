@@ -36,7 +36,7 @@ func TestSweepOnce(t *testing.T) {
 		// setup brings MySQL and the claim where the case needs them.
 		setup     func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event)
 		want      sweep.Stats
-		state     string
+		state     stockredis.State
 		published int64
 		keyFreed  bool // the idempotency key is gone
 	}{
@@ -74,7 +74,7 @@ func TestSweepOnce(t *testing.T) {
 			defer pub.Close()
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.DB, Publisher: pub, After: after, Log: log,
-				Locker: lock.New(p.Store.Client(), lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
+				Locker: lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
 
 			st, err := sw.SweepOnce(ctx)
 			if err != nil || st != c.want {
@@ -91,7 +91,7 @@ func TestSweepOnce(t *testing.T) {
 			if err != nil || end[0] != c.published {
 				t.Errorf("topic holds %v %v, want %d events", end, err, c.published)
 			}
-			_, err = p.Store.Client().Get(ctx, p.Store.Keys(ev.ItemID).Idem(ev.UserID, ev.IdempotencyKey)).Result()
+			_, err = p.Redis.Get(ctx, p.Store.Keys(ev.ItemID).Idem(ev.UserID, ev.IdempotencyKey)).Result()
 			if freed := errors.Is(err, redis.Nil); freed != c.keyFreed || (err != nil && !freed) {
 				t.Errorf("idempotency key read: %v, want freed %v", err, c.keyFreed)
 			}
@@ -137,7 +137,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	}
 	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)
 	p.ReserveEventAt(badItem, 5, 1, "k5", ago)
-	rdb := p.Store.Client()
+	rdb := p.Redis
 	for _, key := range []string{p.Store.Keys(s.ItemID).Reservation(unreadable.OrderNo), p.Store.Keys(badItem.ItemID).Pending()} {
 		if err := rdb.Del(ctx, key).Err(); err != nil {
 			t.Fatal(err)
@@ -158,7 +158,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	}
 	for _, c := range []struct {
 		e     order.Event
-		state string
+		state stockredis.State
 	}{{republish, stockredis.StateReserved}, {created, stockredis.StateConfirmed}, {otherItems, stockredis.StateReserved}} {
 		if info, err := p.Store.Reservation(ctx, c.e.ItemID, c.e.OrderNo); err != nil || info.State != c.state {
 			t.Errorf("reservation %s: %+v %v, want %s", c.e.OrderNo, info, err, c.state)

@@ -26,7 +26,6 @@ import (
 	"github.com/seckill/seckill/pkg/lock"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tick"
 )
@@ -37,10 +36,25 @@ const LockName = "warmup"
 // pageSize bounds the sales one statement of a pass lists.
 const pageSize = 100
 
+// Activities is MySQL as the scheduled warm-up uses it (*orderdb.DB): the
+// activities due, the mark that one is warmed, and the stock a warm-up
+// loads.
+type Activities interface {
+	stockredis.StockReader
+	DueForWarmup(ctx context.Context, by, now, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error)
+	MarkActivityWarmed(ctx context.Context, id int64) error
+}
+
+// Stock is Redis as the scheduled warm-up uses it (*stockredis.Store).
+type Stock interface {
+	Stock(ctx context.Context, item int64) (stockredis.Snapshot, error)
+	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+}
+
 // Scheduler warms activities up on schedule.
 type Scheduler struct {
-	DB     *orderdb.DB
-	Stock  *stockredis.Store
+	DB     Activities
+	Stock  Stock
 	Locker *lock.Locker
 	// Lead is how long before starts_at an activity is warmed (default 5m).
 	Lead time.Duration
