@@ -2,9 +2,7 @@ package orderevents
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -14,58 +12,6 @@ import (
 
 	"github.com/seckill/seckill/pkg/order"
 )
-
-// Outcome is what a handler made of one event.
-type Outcome int
-
-// The outcomes. Every one but Retry is final: the router may commit the
-// event's offset once the other events before it are final too.
-const (
-	// Retry: not final; the router hands the event to the handler again,
-	// with backoff. The zero value, so a result the handler left unset
-	// retries.
-	Retry Outcome = iota
-	// Created: a new order.
-	Created
-	// Failed: MySQL refused the order (out of stock, already purchased).
-	Failed
-	// Existing: MySQL had the order already (a redelivery).
-	Existing
-	// Skipped: the API had released the reservation; no order.
-	Skipped
-	// Poison: the event can never be an order; the router dead-letters it.
-	Poison
-)
-
-// Result is a handler's answer for one event.
-type Result struct {
-	Outcome Outcome
-	// Err says why: a Poison's reason (written to the dead letter), a
-	// Retry's cause (logged).
-	Err error
-}
-
-// Handler decides events; it knows nothing of Kafka.
-type Handler interface {
-	// Handle returns one Result per event, in order. Events of one call
-	// come from one partition, in offset order.
-	Handle(ctx context.Context, events []order.Event) []Result
-	// DeadLettered is told of each poison message once the dead-letter
-	// topic holds it, with whatever its value decodes to (possibly a zero
-	// Event). An error retries the call, never the dead letter.
-	DeadLettered(ctx context.Context, e order.Event) error
-}
-
-// Metrics is what the router records; *metrics.Consumer implements it.
-type Metrics interface {
-	Batch(n int, d time.Duration)
-	Events(created, failed, existing, skipped int)
-	Retry()
-	CommitFailed()
-	FetchFailed()
-	DeadLettered()
-	Lag(partition int, lag int64)
-}
 
 // RouterConfig configures a Router.
 type RouterConfig struct {
@@ -222,77 +168,6 @@ func byPartition(batch []kafka.Message) [][]kafka.Message {
 	return out
 }
 
-// partitionQueue holds one partition's fetched messages, in offset order,
-// until its worker takes them.
-type partitionQueue struct {
-	limit  int
-	mu     sync.Mutex
-	msgs   []kafka.Message
-	closed bool
-	ready  chan struct{} // something to take, or closed
-	space  chan struct{} // the worker took some
-}
-
-func newPartitionQueue(limit int) *partitionQueue {
-	return &partitionQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-// push appends msgs, waiting while the queue is over its limit; false when
-// ctx ended first.
-func (q *partitionQueue) push(ctx context.Context, msgs []kafka.Message) bool {
-	for {
-		q.mu.Lock()
-		if len(q.msgs) < q.limit {
-			q.msgs = append(q.msgs, msgs...)
-			q.mu.Unlock()
-			signal(q.ready)
-			return true
-		}
-		q.mu.Unlock()
-		select {
-		case <-q.space:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// take removes and returns up to n messages, waiting for some; false once
-// the queue is closed and empty.
-func (q *partitionQueue) take(n int) ([]kafka.Message, bool) {
-	for {
-		q.mu.Lock()
-		if len(q.msgs) > 0 {
-			n = min(n, len(q.msgs))
-			out := append([]kafka.Message(nil), q.msgs[:n]...)
-			q.msgs = q.msgs[n:]
-			q.mu.Unlock()
-			signal(q.space)
-			return out, true
-		}
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return nil, false
-		}
-		<-q.ready
-	}
-}
-
-func (q *partitionQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	signal(q.ready)
-}
-
 // work handles one partition's messages, one batch at a time, in order;
 // a batch takes whatever waits, up to MaxBatch, so a partition that fell
 // behind batches again. Once ctx is cancelled it finishes the batch in
@@ -435,58 +310,6 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 	return r.commit(ctx, start, batch)
 }
 
-// deadLetterAll writes every message in state poison to the dead-letter
-// topic, once, and tells the handler of every dead-lettered one; it
-// returns the first error.
-func (r *Router) deadLetterAll(ctx context.Context, batch []kafka.Message, state []msgState, reasons []error) error {
-	var first error
-	for i, m := range batch {
-		if state[i] == poison {
-			if err := r.deadLetter(ctx, m, reasons[i]); err != nil {
-				first = firstErr(first, err)
-				continue
-			}
-			state[i] = deadLettered
-		}
-		if state[i] == deadLettered {
-			// Whatever of the event is there (the router's Decode refused
-			// it, or the handler did).
-			var e order.Event
-			_ = json.Unmarshal(m.Value, &e)
-			if err := r.handler.DeadLettered(ctx, e); err != nil {
-				first = firstErr(first, err)
-				continue
-			}
-			state[i] = final
-		}
-	}
-	return first
-}
-
-func firstErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
-// deadLetter publishes a poison message to the dead-letter topic with the
-// reason.
-func (r *Router) deadLetter(ctx context.Context, m kafka.Message, cause error) error {
-	if cause == nil {
-		cause = errors.New("poison")
-	}
-	dl := DeadLetter{Reason: cause.Error(), Topic: m.Topic, Partition: m.Partition,
-		Offset: m.Offset, Original: m.Value, At: time.Now().UTC()}
-	b, _ := json.Marshal(dl)
-	if err := r.dlq.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: b}); err != nil {
-		return fmt.Errorf("dead-letter: %w: %w", order.ErrUnavailable, err)
-	}
-	r.metrics.DeadLettered()
-	r.log.Error("poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", cause.Error())
-	return nil
-}
-
 // commit hands a final batch's offsets to the reader, which sends them
 // within commitEvery (see newReader). It fails only when ctx ends or the
 // reader is closed: the batch is then delivered again, to this consumer or
@@ -519,13 +342,3 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-type noMetrics struct{}
-
-func (noMetrics) Batch(int, time.Duration)  {}
-func (noMetrics) Events(int, int, int, int) {}
-func (noMetrics) Retry()                    {}
-func (noMetrics) CommitFailed()             {}
-func (noMetrics) FetchFailed()              {}
-func (noMetrics) DeadLettered()             {}
-func (noMetrics) Lag(int, int64)            {}

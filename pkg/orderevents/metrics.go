@@ -1,0 +1,26 @@
+package orderevents
+
+import (
+	"time"
+)
+
+// Metrics is what the router records; *metrics.Consumer implements it.
+type Metrics interface {
+	Batch(n int, d time.Duration)
+	Events(created, failed, existing, skipped int)
+	Retry()
+	CommitFailed()
+	FetchFailed()
+	DeadLettered()
+	Lag(partition int, lag int64)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Batch(int, time.Duration)  {}
+func (noMetrics) Events(int, int, int, int) {}
+func (noMetrics) Retry()                    {}
+func (noMetrics) CommitFailed()             {}
+func (noMetrics) FetchFailed()              {}
+func (noMetrics) DeadLettered()             {}
+func (noMetrics) Lag(int, int64)            {}
