@@ -7,7 +7,9 @@ import (
 // Metrics is what the router records; *metrics.Consumer implements it.
 type Metrics interface {
 	Batch(n int, d time.Duration)
-	Events(created, failed, existing, skipped int)
+	// Events records how many of a final batch's Done events had each
+	// label.
+	Events(byLabel map[string]int)
 	Retry()
 	CommitFailed()
 	FetchFailed()
@@ -17,10 +19,10 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) Batch(int, time.Duration)  {}
-func (noMetrics) Events(int, int, int, int) {}
-func (noMetrics) Retry()                    {}
-func (noMetrics) CommitFailed()             {}
-func (noMetrics) FetchFailed()              {}
-func (noMetrics) DeadLettered()             {}
-func (noMetrics) Lag(int, int64)            {}
+func (noMetrics) Batch(int, time.Duration) {}
+func (noMetrics) Events(map[string]int)    {}
+func (noMetrics) Retry()                   {}
+func (noMetrics) CommitFailed()            {}
+func (noMetrics) FetchFailed()             {}
+func (noMetrics) DeadLettered()            {}
+func (noMetrics) Lag(int, int64)           {}

@@ -1,10 +1,13 @@
 package orderevents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -238,17 +241,19 @@ const (
 func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.Message) error {
 	start := time.Now()
 	state := make([]msgState, len(batch))
+	deadLettered := 0 // every poison message is in the dead-letter topic once the batch is final
 	events := make([]order.Event, len(batch))
 	reasons := make([]error, len(batch))
 	for i, m := range batch {
 		e, err := Decode(m.Value)
 		if err != nil {
 			state[i], reasons[i] = poison, err
+			deadLettered++
 			continue
 		}
 		events[i] = withTrace(e, m)
 	}
-	var counts [Poison + 1]int
+	counts := map[string]int{} // Done events by label
 	for attempt := 0; ; attempt++ {
 		cause := r.deadLetterAll(ctx, batch, state, reasons)
 		var idx []int
@@ -275,9 +280,10 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 					}
 				case Poison:
 					state[i], reasons[i] = poison, out.Err
+					deadLettered++
 				default:
 					state[i] = final
-					counts[out.Outcome]++
+					counts[cmp.Or(out.Label, "done")]++
 				}
 			}
 			if err := r.deadLetterAll(ctx, batch, state, reasons); cause == nil {
@@ -291,10 +297,10 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 			}
 		}
 		if done == len(batch) {
-			r.log.Debug("batch fulfilled", "partition", part, "messages", len(batch), "created", counts[Created],
-				"failed", counts[Failed], "existing", counts[Existing], "skipped", counts[Skipped],
-				"dead_lettered", counts[Poison], "took_ms", time.Since(start).Milliseconds())
-			r.metrics.Events(counts[Created], counts[Failed], counts[Existing], counts[Skipped])
+			if r.log.Enabled(ctx, slog.LevelDebug) {
+				r.log.Debug("batch final", batchAttrs(part, len(batch), counts, deadLettered, time.Since(start))...)
+			}
+			r.metrics.Events(counts)
 			break
 		}
 		if cause == nil {
@@ -308,6 +314,17 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 		}
 	}
 	return r.commit(ctx, start, batch)
+}
+
+// batchAttrs are the attributes of a final batch's log line: its
+// partition and size, its Done events by label (in label order), its dead
+// letters and how long it took.
+func batchAttrs(part, messages int, counts map[string]int, deadLettered int, took time.Duration) []any {
+	attrs := []any{"partition", part, "messages", messages}
+	for _, label := range slices.Sorted(maps.Keys(counts)) {
+		attrs = append(attrs, label, counts[label])
+	}
+	return append(attrs, "dead_lettered", deadLettered, "took_ms", took.Milliseconds())
 }
 
 // commit hands a final batch's offsets to the reader, which sends them
