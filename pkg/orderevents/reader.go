@@ -11,21 +11,20 @@ import (
 
 // fetchWait is how long the broker holds a fetch that finds no message.
 // The reader asks MinBytes 1, so a fetch returns as soon as one message is
-// there: the wait bounds only empty fetches, and an idle consumer sends one
-// per partition per fetchWait (12 partitions at 50 ms were 240 fetches a
-// second, most of Kafka's CPU while nobody bought; at 500 ms an idle
-// consumer still added 1.6-3.9 % of a CPU to the broker, at 2 s 0.9-2 %).
-// A close or a rebalance waits for the fetch under way, so it may take up
-// to this long.
+// there: the wait bounds only empty fetches. An idle consumer sends one
+// per partition per fetchWait, and those empty fetches are what an idle
+// broker spends its CPU on (with 12 partitions, 50 ms would be 240 a
+// second); 2 s keeps them to a few a second. A close or a rebalance waits
+// for the fetch under way, so it may take up to this long.
 const fetchWait = 2 * time.Second
 
 // commitEvery is how often the reader sends the offsets the router marked
 // final. The router calls CommitMessages only once a batch's work is final
 // (so only final offsets are ever sent), and the reader sends the newest of
 // each partition every commitEvery, and once more when its generation ends
-// (a rebalance or a close). One commit per batch was one OffsetCommit
-// request for every few milliseconds of orders, about half of the broker's
-// CPU under sustained load. What a crash loses is at most commitEvery of
+// (a rebalance or a close): a commit per batch would be an OffsetCommit
+// request every few milliseconds under sustained load, a large share of
+// the broker's CPU. What a crash loses is at most commitEvery of
 // commits: those events are delivered again, and the handler is idempotent
 // (the reservation's state machine and the unique order number).
 const commitEvery = 200 * time.Millisecond
