@@ -45,9 +45,9 @@ type Handler struct {
 }
 
 // Handle decides every event and returns its outcome (see Outcome): final
-// (in MySQL, skipped, or poison for the router to dead-letter) or Retry. An item whose
-// Redis or MySQL fails retries its own events only. Every step is
-// idempotent, so handling an event again is always safe.
+// (in MySQL, skipped, or poison for the router to dead-letter) or Retry.
+// An item whose Redis or MySQL fails retries its own events only. Every
+// step is idempotent, so handling an event again is always safe.
 func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
 	res := make([]orderevents.Result, len(events))
 	byItem := map[int64][]int{}
