@@ -391,9 +391,9 @@ func TestClockOffset(e *Env) time.Duration {
 
 // DefaultGCPercent is the garbage collector's target the programs set for
 // themselves when GOGC is not in their environment. Their live heaps are a
-// few MB, so at Go's default of 100 the collector ran many times a second
-// under load: 7 % of the api's CPU and 15 % of the consumer's in the
-// bench's profiles. A higher target trades a few more MB of heap for
+// few MB, so at Go's default of 100 the collector runs many times a second
+// under load (7 % of the api's CPU and 15 % of the consumer's in the
+// bench's profiles). A higher target trades a few more MB of heap for
 // fewer collections.
 const DefaultGCPercent = 400
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -78,4 +79,29 @@ func (a *Admin) Shutdown(ctx context.Context) error {
 		err = serr
 	}
 	return err
+}
+
+// StartAdmin serves g's admin handler as cfg says and returns what stops
+// it (waiting up to 5 s for requests in progress). With no address it
+// serves nothing. A taken port is an error, unless cfg.Optional: then it
+// is logged and nothing is served, since a program's own work matters
+// more than its metrics.
+func StartAdmin(cfg AdminConfig, g prometheus.Gatherer, log *slog.Logger) (stop func(), err error) {
+	if cfg.Addr == "" {
+		return func() {}, nil
+	}
+	adm, err := ListenAdmin(cfg.Addr, AdminHandler(g, cfg.Pprof))
+	if err != nil {
+		if cfg.Optional {
+			log.Warn("admin listener not started; set SECKILL_ADMIN_ADDR to serve /metrics", "addr", cfg.Addr, "err", err)
+			return func() {}, nil
+		}
+		return nil, err
+	}
+	log.Info("admin listening", "addr", adm.Addr(), "pprof", cfg.Pprof)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = adm.Shutdown(ctx)
+	}, nil
 }

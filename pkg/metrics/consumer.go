@@ -22,10 +22,7 @@ import (
 type Consumer struct {
 	batchMessages  prometheus.Histogram
 	batchDuration  prometheus.Histogram
-	created        prometheus.Counter
-	failed         prometheus.Counter
-	existing       prometheus.Counter
-	skipped        prometheus.Counter
+	events         *prometheus.CounterVec
 	fulfilDelay    prometheus.Histogram
 	retries        prometheus.Counter
 	commitFailures prometheus.Counter
@@ -60,11 +57,14 @@ func NewConsumer(reg prometheus.Registerer) *Consumer {
 			"partition"),
 		partitions: map[int]prometheus.Gauge{},
 	}
-	events := counterVec(reg, "consumer", "events_total",
+	m.events = counterVec(reg, "consumer", "events_total",
 		"Create-order events made final, by outcome: created (new order), failed (MySQL refused it: out of stock, already purchased), existing (already in MySQL: a redelivery), skipped (the API had released its reservation).",
 		"outcome")
-	m.created, m.failed = events.WithLabelValues("created"), events.WithLabelValues("failed")
-	m.existing, m.skipped = events.WithLabelValues("existing"), events.WithLabelValues("skipped")
+	// Every outcome's series exists from the start, at 0, so a rate over it
+	// has a value before the first such event.
+	for _, outcome := range []string{"created", "failed", "existing", "skipped"} {
+		m.events.WithLabelValues(outcome)
+	}
 	return m
 }
 
@@ -77,15 +77,15 @@ func (m *Consumer) Batch(n int, d time.Duration) {
 	m.batchDuration.Observe(d.Seconds())
 }
 
-// Events records the outcomes of a final batch's events.
-func (m *Consumer) Events(created, failed, existing, skipped int) {
+// Events records the outcomes of a final batch's events: how many had
+// each outcome label.
+func (m *Consumer) Events(byOutcome map[string]int) {
 	if m == nil {
 		return
 	}
-	m.created.Add(float64(created))
-	m.failed.Add(float64(failed))
-	m.existing.Add(float64(existing))
-	m.skipped.Add(float64(skipped))
+	for outcome, n := range byOutcome {
+		m.events.WithLabelValues(outcome).Add(float64(n))
+	}
 }
 
 // FulfilDelay records how long a new order was PENDING.

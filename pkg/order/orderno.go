@@ -193,7 +193,8 @@ func putUint48(b []byte, v uint64) {
 // (1-18 digits, no leading zero) after a dash; the regular expression
 // ^[0-7][0-9A-HJKMNP-TV-Z]{25}-[1-9][0-9]{0,17}$ (the fuzz test holds the
 // two to the same answers). Checked byte by byte: every event and every
-// order look-up asks, and the expression cost a consumer 6 % of its CPU.
+// order look-up asks, and the expression would cost a consumer 6 % of its
+// CPU.
 func ValidOrderNo(s string) bool {
 	if len(s) < 28 || len(s) > 45 || s[0] < '0' || s[0] > '7' || s[26] != '-' || s[27] < '1' || s[27] > '9' {
 		return false

@@ -1,12 +1,13 @@
 package orderevents
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,58 +15,6 @@ import (
 
 	"github.com/seckill/seckill/pkg/order"
 )
-
-// Outcome is what a handler made of one event.
-type Outcome int
-
-// The outcomes. Every one but Retry is final: the router may commit the
-// event's offset once the other events before it are final too.
-const (
-	// Retry: not final; the router hands the event to the handler again,
-	// with backoff. The zero value, so a result the handler left unset
-	// retries.
-	Retry Outcome = iota
-	// Created: a new order.
-	Created
-	// Failed: MySQL refused the order (out of stock, already purchased).
-	Failed
-	// Existing: MySQL had the order already (a redelivery).
-	Existing
-	// Skipped: the API had released the reservation; no order.
-	Skipped
-	// Poison: the event can never be an order; the router dead-letters it.
-	Poison
-)
-
-// Result is a handler's answer for one event.
-type Result struct {
-	Outcome Outcome
-	// Err says why: a Poison's reason (written to the dead letter), a
-	// Retry's cause (logged).
-	Err error
-}
-
-// Handler decides events; it knows nothing of Kafka.
-type Handler interface {
-	// Handle returns one Result per event, in order. Events of one call
-	// come from one partition, in offset order.
-	Handle(ctx context.Context, events []order.Event) []Result
-	// DeadLettered is told of each poison message once the dead-letter
-	// topic holds it, with whatever its value decodes to (possibly a zero
-	// Event). An error retries the call, never the dead letter.
-	DeadLettered(ctx context.Context, e order.Event) error
-}
-
-// Metrics is what the router records; *metrics.Consumer implements it.
-type Metrics interface {
-	Batch(n int, d time.Duration)
-	Events(created, failed, existing, skipped int)
-	Retry()
-	CommitFailed()
-	FetchFailed()
-	DeadLettered()
-	Lag(partition int, lag int64)
-}
 
 // RouterConfig configures a Router.
 type RouterConfig struct {
@@ -222,77 +171,6 @@ func byPartition(batch []kafka.Message) [][]kafka.Message {
 	return out
 }
 
-// partitionQueue holds one partition's fetched messages, in offset order,
-// until its worker takes them.
-type partitionQueue struct {
-	limit  int
-	mu     sync.Mutex
-	msgs   []kafka.Message
-	closed bool
-	ready  chan struct{} // something to take, or closed
-	space  chan struct{} // the worker took some
-}
-
-func newPartitionQueue(limit int) *partitionQueue {
-	return &partitionQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-// push appends msgs, waiting while the queue is over its limit; false when
-// ctx ended first.
-func (q *partitionQueue) push(ctx context.Context, msgs []kafka.Message) bool {
-	for {
-		q.mu.Lock()
-		if len(q.msgs) < q.limit {
-			q.msgs = append(q.msgs, msgs...)
-			q.mu.Unlock()
-			signal(q.ready)
-			return true
-		}
-		q.mu.Unlock()
-		select {
-		case <-q.space:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// take removes and returns up to n messages, waiting for some; false once
-// the queue is closed and empty.
-func (q *partitionQueue) take(n int) ([]kafka.Message, bool) {
-	for {
-		q.mu.Lock()
-		if len(q.msgs) > 0 {
-			n = min(n, len(q.msgs))
-			out := append([]kafka.Message(nil), q.msgs[:n]...)
-			q.msgs = q.msgs[n:]
-			q.mu.Unlock()
-			signal(q.space)
-			return out, true
-		}
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return nil, false
-		}
-		<-q.ready
-	}
-}
-
-func (q *partitionQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	signal(q.ready)
-}
-
 // work handles one partition's messages, one batch at a time, in order;
 // a batch takes whatever waits, up to MaxBatch, so a partition that fell
 // behind batches again. Once ctx is cancelled it finishes the batch in
@@ -363,17 +241,19 @@ const (
 func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.Message) error {
 	start := time.Now()
 	state := make([]msgState, len(batch))
+	deadLettered := 0 // every poison message is in the dead-letter topic once the batch is final
 	events := make([]order.Event, len(batch))
 	reasons := make([]error, len(batch))
 	for i, m := range batch {
 		e, err := Decode(m.Value)
 		if err != nil {
 			state[i], reasons[i] = poison, err
+			deadLettered++
 			continue
 		}
 		events[i] = withTrace(e, m)
 	}
-	var counts [Poison + 1]int
+	counts := map[string]int{} // Done events by label
 	for attempt := 0; ; attempt++ {
 		cause := r.deadLetterAll(ctx, batch, state, reasons)
 		var idx []int
@@ -400,9 +280,10 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 					}
 				case Poison:
 					state[i], reasons[i] = poison, out.Err
+					deadLettered++
 				default:
 					state[i] = final
-					counts[out.Outcome]++
+					counts[cmp.Or(out.Label, "done")]++
 				}
 			}
 			if err := r.deadLetterAll(ctx, batch, state, reasons); cause == nil {
@@ -416,10 +297,10 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 			}
 		}
 		if done == len(batch) {
-			r.log.Debug("batch fulfilled", "partition", part, "messages", len(batch), "created", counts[Created],
-				"failed", counts[Failed], "existing", counts[Existing], "skipped", counts[Skipped],
-				"dead_lettered", counts[Poison], "took_ms", time.Since(start).Milliseconds())
-			r.metrics.Events(counts[Created], counts[Failed], counts[Existing], counts[Skipped])
+			if r.log.Enabled(ctx, slog.LevelDebug) {
+				r.log.Debug("batch final", batchAttrs(part, len(batch), counts, deadLettered, time.Since(start))...)
+			}
+			r.metrics.Events(counts)
 			break
 		}
 		if cause == nil {
@@ -435,56 +316,15 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 	return r.commit(ctx, start, batch)
 }
 
-// deadLetterAll writes every message in state poison to the dead-letter
-// topic, once, and tells the handler of every dead-lettered one; it
-// returns the first error.
-func (r *Router) deadLetterAll(ctx context.Context, batch []kafka.Message, state []msgState, reasons []error) error {
-	var first error
-	for i, m := range batch {
-		if state[i] == poison {
-			if err := r.deadLetter(ctx, m, reasons[i]); err != nil {
-				first = firstErr(first, err)
-				continue
-			}
-			state[i] = deadLettered
-		}
-		if state[i] == deadLettered {
-			// Whatever of the event is there (the router's Decode refused
-			// it, or the handler did).
-			var e order.Event
-			_ = json.Unmarshal(m.Value, &e)
-			if err := r.handler.DeadLettered(ctx, e); err != nil {
-				first = firstErr(first, err)
-				continue
-			}
-			state[i] = final
-		}
+// batchAttrs are the attributes of a final batch's log line: its
+// partition and size, its Done events by label (in label order), its dead
+// letters and how long it took.
+func batchAttrs(part, messages int, counts map[string]int, deadLettered int, took time.Duration) []any {
+	attrs := []any{"partition", part, "messages", messages}
+	for _, label := range slices.Sorted(maps.Keys(counts)) {
+		attrs = append(attrs, label, counts[label])
 	}
-	return first
-}
-
-func firstErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
-// deadLetter publishes a poison message to the dead-letter topic with the
-// reason.
-func (r *Router) deadLetter(ctx context.Context, m kafka.Message, cause error) error {
-	if cause == nil {
-		cause = errors.New("poison")
-	}
-	dl := DeadLetter{Reason: cause.Error(), Topic: m.Topic, Partition: m.Partition,
-		Offset: m.Offset, Original: m.Value, At: time.Now().UTC()}
-	b, _ := json.Marshal(dl)
-	if err := r.dlq.WriteMessages(ctx, kafka.Message{Key: m.Key, Value: b}); err != nil {
-		return fmt.Errorf("dead-letter: %w: %w", order.ErrUnavailable, err)
-	}
-	r.metrics.DeadLettered()
-	r.log.Error("poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", cause.Error())
-	return nil
+	return append(attrs, "dead_lettered", deadLettered, "took_ms", took.Milliseconds())
 }
 
 // commit hands a final batch's offsets to the reader, which sends them
@@ -519,13 +359,3 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-type noMetrics struct{}
-
-func (noMetrics) Batch(int, time.Duration)  {}
-func (noMetrics) Events(int, int, int, int) {}
-func (noMetrics) Retry()                    {}
-func (noMetrics) CommitFailed()             {}
-func (noMetrics) FetchFailed()              {}
-func (noMetrics) DeadLettered()             {}
-func (noMetrics) Lag(int, int64)            {}

@@ -110,7 +110,7 @@ func TestRouterRetriesOnlyWhatIsNotFinalAndCommitsAfter(t *testing.T) {
 			retried = append(retried, c)
 			return []orderevents.Result{{Outcome: orderevents.Retry, Err: errors.New("not yet")}}
 		}
-		return []orderevents.Result{{Outcome: orderevents.Created}}
+		return []orderevents.Result{{Outcome: orderevents.Done}}
 	}}
 	startRouter(t, topic, group, h, 5*time.Second)
 
@@ -149,7 +149,7 @@ func TestRouterFinishesTheBatchInHandOnShutdown(t *testing.T) {
 	h := &handlerFunc{handle: func(_ context.Context, evs []order.Event) []orderevents.Result {
 		close(started)
 		<-release
-		return []orderevents.Result{{Outcome: orderevents.Created}}
+		return []orderevents.Result{{Outcome: orderevents.Done}}
 	}}
 	group := kafkatest.Name("g")
 	stop := startRouter(t, topic, group, h, 10*time.Second)

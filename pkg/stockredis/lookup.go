@@ -86,18 +86,25 @@ func (b *batcher) get(ctx context.Context, item int64, keys ...string) ([]string
 	}
 }
 
-// Prior returns what the reserve script would find before it looks at
-// stock: the order number the user's idempotency key produced for item
-// (prior), and the order number holding the user's quota in the activity
-// (holder); "" for none. Concurrent calls share MGETs: this is the read the
-// API makes for every request it answers from its sold-out flag, so the
-// flag keeps the script's precedence (a replayed key gets its order, a
-// buyer holding an order hears ALREADY_PURCHASED, only then SOLD_OUT).
-func (s *Store) Prior(ctx context.Context, item, activity int64, user, idemKey string) (prior, holder string, err error) {
+// PriorOrders are the order numbers the reserve script looks for before it
+// looks at stock; "" for none.
+type PriorOrders struct {
+	// ByKey is the order the user's idempotency key produced for the item.
+	ByKey string
+	// QuotaHolder is the order holding the user's quota in the activity.
+	QuotaHolder string
+}
+
+// PriorOrders returns what the reserve script would find before it looks
+// at stock. Concurrent calls share MGETs: this is the read the API makes
+// for every request it answers from its sold-out flag, so the flag keeps
+// the script's precedence (a replayed key gets its order, a buyer holding
+// an order hears ALREADY_PURCHASED, only then SOLD_OUT).
+func (s *Store) PriorOrders(ctx context.Context, item, activity int64, user, idemKey string) (PriorOrders, error) {
 	k := s.Keys(item)
 	vals, err := s.lookups.get(ctx, item, k.Idem(user, idemKey), k.Quota(activity, user))
 	if err != nil {
-		return "", "", err
+		return PriorOrders{}, err
 	}
-	return vals[0], vals[1], nil
+	return PriorOrders{ByKey: vals[0], QuotaHolder: vals[1]}, nil
 }

@@ -348,7 +348,7 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 
 // Many concurrent look-ups of idempotency keys and quotas share MGETs and
 // each gets its own answer.
-func TestPriorBatchesLookups(t *testing.T) {
+func TestPriorOrdersBatchesLookups(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, 1000)
@@ -366,13 +366,13 @@ func TestPriorBatchesLookups(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				prior, holder, err := s.Prior(ctx, item, 7, strconv.FormatInt(u, 10), key)
+				prior, err := s.PriorOrders(ctx, item, 7, strconv.FormatInt(u, 10), key)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if exp := want[u]; key == "k" && prior != exp || key == "other" && prior != "" || holder != exp {
-					t.Errorf("user %d key %s: prior %q, quota held by %q", u, key, prior, holder)
+				if exp := want[u]; key == "k" && prior.ByKey != exp || key == "other" && prior.ByKey != "" || prior.QuotaHolder != exp {
+					t.Errorf("user %d key %s: prior %q, quota held by %q", u, key, prior.ByKey, prior.QuotaHolder)
 				}
 			}()
 		}

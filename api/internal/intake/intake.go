@@ -49,7 +49,7 @@ type Orders interface {
 type Stock interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
-	Prior(ctx context.Context, item, activity int64, user, idemKey string) (prior, holder string, err error)
+	PriorOrders(ctx context.Context, item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
 	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
 	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 	Stock(ctx context.Context, item int64) (stockredis.Snapshot, error)
@@ -123,8 +123,8 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
 			// after it (the record outlives the sale by KeyMargin).
-			if prior, _, err := s.Stock.Prior(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior != "" {
-				return s.replay(ctx, r.UserID, prior)
+			if prior, err := s.Stock.PriorOrders(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
+				return s.replay(ctx, r.UserID, prior.ByKey)
 			}
 		}
 		return Placed{}, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
@@ -135,12 +135,12 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// replayed key still gets its order back and a buyer holding an
 		// order hears so (a read that concurrent requests share: one MGET
 		// answers many).
-		prior, holder, err := s.Stock.Prior(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey)
-		if err == nil && prior != "" {
-			return s.replay(ctx, r.UserID, prior)
+		prior, err := s.Stock.PriorOrders(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey)
+		if err == nil && prior.ByKey != "" {
+			return s.replay(ctx, r.UserID, prior.ByKey)
 		}
 		s.Metrics.SkippedSoldOut()
-		if err == nil && holder != "" {
+		if err == nil && prior.QuotaHolder != "" {
 			return Placed{}, order.ErrAlreadyPurchased
 		}
 		return Placed{}, order.ErrSoldOut

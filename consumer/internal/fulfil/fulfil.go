@@ -62,20 +62,20 @@ type Handler struct {
 	activities order.ActivityCache
 }
 
-// Handle decides every event and returns its outcome: final (in MySQL,
-// skipped, or poison for the router to dead-letter) or Retry. An item whose
-// Redis or MySQL fails retries its own events only. Every step is
-// idempotent, so handling an event again is always safe.
+// Handle decides every event and returns its outcome (see Outcome): final
+// (in MySQL, skipped, or poison for the router to dead-letter) or Retry.
+// An item whose Redis or MySQL fails retries its own events only. Every
+// step is idempotent, so handling an event again is always safe.
 func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
 	res := make([]orderevents.Result, len(events))
 	byItem := map[int64][]int{}
 	var items []int64
 	for i, e := range events {
 		if err := p.possible(ctx, e); errors.Is(err, errImpossible) {
-			res[i] = orderevents.Result{Outcome: orderevents.Poison, Err: err}
+			res[i] = result(Poison, err)
 			continue
 		} else if err != nil {
-			res[i] = orderevents.Result{Outcome: orderevents.Retry, Err: err} // MySQL could not say
+			res[i] = result(Retry, err) // MySQL could not say
 			continue
 		}
 		if _, ok := byItem[e.ItemID]; !ok {
@@ -100,7 +100,7 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 func retryAll(n int, err error) []orderevents.Result {
 	res := make([]orderevents.Result, n)
 	for i := range res {
-		res[i] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
+		res[i] = result(Retry, err)
 	}
 	return res
 }
@@ -143,7 +143,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		if states[i] == stockredis.StateReleased {
 			// The API gave this reservation back (publish failed); the
 			// event that reached Kafka anyway must not become an order.
-			res[i].Outcome = orderevents.Skipped
+			res[i] = result(Skipped, nil)
 			continue
 		}
 		act, err := p.activity(ctx, e.ActivityID) // cached by possible
@@ -178,11 +178,11 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		i := reqIdx[j]
 		switch {
 		case o.Existing:
-			res[i].Outcome = orderevents.Existing
+			res[i] = result(Existing, nil)
 		case o.Status == order.Failed:
-			res[i].Outcome = orderevents.Failed
+			res[i] = result(Failed, nil)
 		default:
-			res[i].Outcome = orderevents.Created
+			res[i] = result(Created, nil)
 		}
 		if o.Status == order.Failed {
 			outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
@@ -213,7 +213,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		// flight): the releases below cap Redis at it.
 		if dbStock, err = p.DB.ItemStock(ctx, item); err != nil {
 			for _, j := range failed {
-				res[reqIdx[j]] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
+				res[reqIdx[j]] = result(Retry, err)
 			}
 			return res
 		}
@@ -222,7 +222,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		e := reqs[j].Event
 		o := out[e.OrderNo]
 		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
-			res[reqIdx[j]] = orderevents.Result{Outcome: orderevents.Retry, Err: err}
+			res[reqIdx[j]] = result(Retry, err)
 		}
 	}
 	return res

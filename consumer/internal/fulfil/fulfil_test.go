@@ -19,7 +19,6 @@ import (
 	"github.com/seckill/seckill/pkg/mysqltest"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/redistest"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
@@ -181,10 +180,6 @@ func (e *env) wantStock(item, stock int64) {
 	}
 }
 
-func outcomeName(o orderevents.Outcome) string {
-	return [...]string{"Retry", "Created", "Failed", "Existing", "Skipped", "Poison"}[o]
-}
-
 // TestHandleClaimTimesMySQL runs the handler on one event for every state
 // the claim can find the reservation in, against every answer MySQL can
 // give, and checks the outcome, the reservation's state and the order's
@@ -231,22 +226,22 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	mysqls := []struct {
 		name    string
 		setup   func(e *env, s sale, ev order.Event) (unlock func())
-		outcome orderevents.Outcome
+		outcome fulfil.Outcome
 		status  order.Status // the order's row afterwards
 	}{
-		{"created", func(*env, sale, order.Event) func() { return nil }, orderevents.Created, order.Created},
+		{"created", func(*env, sale, order.Event) func() { return nil }, fulfil.Created, order.Created},
 		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
 			if _, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
-		}, orderevents.Existing, order.Created},
+		}, fulfil.Existing, order.Created},
 		{"out of stock", func(e *env, s sale, _ order.Event) func() {
 			if err := e.db.SetItemStock(ctx, s.item, 0); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
-		}, orderevents.Failed, order.Failed},
+		}, fulfil.Failed, order.Failed},
 		{"already purchased", func(e *env, s sale, ev order.Event) func() {
 			other := e.event(s, user, 1)
 			if out, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
@@ -254,8 +249,8 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 				e.t.Fatalf("the other order: %+v %v", out, err)
 			}
 			return nil
-		}, orderevents.Failed, order.Failed},
-		{"transient error", func(e *env, s sale, _ order.Event) func() { return e.lockItem(s.item) }, orderevents.Retry, ""},
+		}, fulfil.Failed, order.Failed},
+		{"transient error", func(e *env, s sale, _ order.Event) func() { return e.lockItem(s.item) }, fulfil.Retry, ""},
 	}
 	for _, c := range claims {
 		for _, m := range mysqls {
@@ -274,21 +269,21 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 				switch {
 				case c.name == stockredis.StateReleased:
 					// The API gave it back: MySQL is not asked.
-					want, wantStatus = orderevents.Skipped, before
+					want, wantStatus = fulfil.Skipped, before
 				case c.name == stockredis.StateMissing:
-				case m.outcome == orderevents.Retry:
+				case m.outcome == fulfil.Retry:
 					if c.name == stockredis.StateReserved {
 						wantState = stockredis.StateClaimed
 					}
-				case m.outcome == orderevents.Failed && c.name != stockredis.StateConfirmed:
+				case m.outcome == fulfil.Failed && c.name != stockredis.StateConfirmed:
 					wantState = stockredis.StateReleased
-				case m.outcome == orderevents.Failed:
+				case m.outcome == fulfil.Failed:
 					// A confirmed reservation is never released by the consumer.
 				default:
 					wantState = stockredis.StateConfirmed
 				}
-				if len(res) != 1 || res[0].Outcome != want {
-					t.Fatalf("outcome %v, want %s", res, outcomeName(want))
+				if len(res) != 1 || fulfil.OutcomeOf(res[0]) != want {
+					t.Fatalf("outcome %v, want %s", res, want)
 				}
 				if got := e.state(ev); got != wantState {
 					t.Errorf("reservation %s, want %s", got, wantState)
@@ -306,7 +301,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 				// The fault ends: the retry finishes the order.
 				unlock()
 				res = e.handler.Handle(ctx, []order.Event{ev})
-				if res[0].Outcome != orderevents.Created {
+				if fulfil.OutcomeOf(res[0]) != fulfil.Created {
 					t.Fatalf("retry: %v, want Created", res)
 				}
 				if got := e.status(ev.OrderNo); got != order.Created {
@@ -347,12 +342,12 @@ func TestHandleBatchMixingItems(t *testing.T) {
 		t.Fatalf("%d results for %d events", len(res), len(batch))
 	}
 	for i, ev := range batch {
-		want := orderevents.Created
+		want := fulfil.Created
 		if ev.OrderNo == bad.OrderNo {
-			want = orderevents.Poison
+			want = fulfil.Poison
 		}
-		if res[i].Outcome != want {
-			t.Errorf("event %d (%s): %s %v, want %s", i, ev.OrderNo, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want))
+		if fulfil.OutcomeOf(res[i]) != want {
+			t.Errorf("event %d (%s): %s %v, want %s", i, ev.OrderNo, fulfil.OutcomeOf(res[i]), res[i].Err, want)
 		}
 	}
 	if err := e.handler.DeadLettered(ctx, bad); err != nil {
@@ -382,11 +377,11 @@ func TestHandleExactTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := []order.Event{e.reserve(s, 1, 2), e.reserve(s, 2, 2), e.reserve(s, 3, 2), e.reserve(s, 4, 1)}
-	want := []orderevents.Outcome{orderevents.Created, orderevents.Created, orderevents.Failed, orderevents.Created}
+	want := []fulfil.Outcome{fulfil.Created, fulfil.Created, fulfil.Failed, fulfil.Created}
 	res := e.handler.Handle(ctx, batch)
 	for i := range batch {
-		if res[i].Outcome != want[i] {
-			t.Errorf("event %d: %s %v, want %s", i, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want[i]))
+		if fulfil.OutcomeOf(res[i]) != want[i] {
+			t.Errorf("event %d: %s %v, want %s", i, fulfil.OutcomeOf(res[i]), res[i].Err, want[i])
 		}
 	}
 	if got := e.state(batch[2]); got != stockredis.StateReleased {

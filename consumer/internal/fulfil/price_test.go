@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -45,8 +45,8 @@ func TestHandleRecordsThePrice(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev := e.reserve(sale{item: it.ID, activity: act.ID}, int64(100+i), c.qty)
-		if res := e.handler.Handle(ctx, []order.Event{ev}); res[0].Outcome != orderevents.Created {
-			t.Fatalf("%s: outcome %s (%v), want Created", c.name, outcomeName(res[0].Outcome), res[0].Err)
+		if res := e.handler.Handle(ctx, []order.Event{ev}); fulfil.OutcomeOf(res[0]) != fulfil.Created {
+			t.Fatalf("%s: outcome %s (%v), want Created", c.name, fulfil.OutcomeOf(res[0]), res[0].Err)
 		}
 		o, err := e.db.Order(ctx, ev.OrderNo)
 		if err != nil {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/stockredis"
 )
 
@@ -59,31 +59,31 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 			}
 			batch := []order.Event{before, over, afterEnd, afterCancel}
 			beforeWant := struct {
-				out    orderevents.Outcome
+				out    fulfil.Outcome
 				reason string
-			}{orderevents.Created, ""}
+			}{fulfil.Created, ""}
 			if tc.dbStock == 0 {
-				beforeWant.out, beforeWant.reason = orderevents.Failed, order.ReasonOutOfStock
+				beforeWant.out, beforeWant.reason = fulfil.Failed, order.ReasonOutOfStock
 			}
 			want := []struct {
-				out    orderevents.Outcome
+				out    fulfil.Outcome
 				reason string
-			}{beforeWant, {orderevents.Failed, order.ReasonOverLimit},
-				{orderevents.Failed, order.ReasonSaleEnded}, {orderevents.Failed, order.ReasonSaleCancelled}}
+			}{beforeWant, {fulfil.Failed, order.ReasonOverLimit},
+				{fulfil.Failed, order.ReasonSaleEnded}, {fulfil.Failed, order.ReasonSaleCancelled}}
 			res := e.handler.Handle(ctx, batch)
 			for i, ev := range batch {
-				if res[i].Outcome != want[i].out {
-					t.Errorf("event %d: %s %v, want %s", i, outcomeName(res[i].Outcome), res[i].Err, outcomeName(want[i].out))
+				if fulfil.OutcomeOf(res[i]) != want[i].out {
+					t.Errorf("event %d: %s %v, want %s", i, fulfil.OutcomeOf(res[i]), res[i].Err, want[i].out)
 					continue
 				}
 				o, err := e.db.Order(ctx, ev.OrderNo)
 				if err != nil {
 					t.Fatalf("event %d: %v", i, err)
 				}
-				if want[i].out == orderevents.Failed && (o.Status != order.Failed || o.FailureReason != want[i].reason) {
+				if want[i].out == fulfil.Failed && (o.Status != order.Failed || o.FailureReason != want[i].reason) {
 					t.Errorf("event %d: order %s %q, want FAILED %q", i, o.Status, o.FailureReason, want[i].reason)
 				}
-				if want[i].out == orderevents.Failed {
+				if want[i].out == fulfil.Failed {
 					if got := e.state(ev); got != stockredis.StateReleased {
 						t.Errorf("event %d: reservation %s, want RELEASED", i, got)
 					}

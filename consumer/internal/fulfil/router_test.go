@@ -20,13 +20,13 @@ import (
 // dropped.
 type retries struct{ n atomic.Int64 }
 
-func (*retries) Batch(int, time.Duration)  {}
-func (*retries) Events(int, int, int, int) {}
-func (r *retries) Retry()                  { r.n.Add(1) }
-func (*retries) CommitFailed()             {}
-func (*retries) FetchFailed()              {}
-func (*retries) DeadLettered()             {}
-func (*retries) Lag(int, int64)            {}
+func (*retries) Batch(int, time.Duration) {}
+func (*retries) Events(map[string]int)    {}
+func (r *retries) Retry()                 { r.n.Add(1) }
+func (*retries) CommitFailed()            {}
+func (*retries) FetchFailed()             {}
+func (*retries) DeadLettered()            {}
+func (*retries) Lag(int, int64)           {}
 
 // TestStuckPartitionDoesNotStallOthers runs the router and the handler
 // in-process on a two-partition topic, with one item per partition. The

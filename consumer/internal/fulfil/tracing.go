@@ -136,26 +136,10 @@ func (b *batchTrace) outcome(i int, r orderevents.Result) {
 	if b == nil || b.orders[i].span == nil {
 		return
 	}
-	b.orders[i].span.SetAttributes(tracing.AttrOutcome.String(outcomeName(r.Outcome)))
+	b.orders[i].span.SetAttributes(tracing.AttrOutcome.String(string(outcomeOf(r))))
 	if r.Outcome == orderevents.Retry || r.Outcome == orderevents.Poison {
 		tracing.Fail(b.orders[i].span, r.Err)
 	}
-}
-
-func outcomeName(o orderevents.Outcome) string {
-	switch o {
-	case orderevents.Created:
-		return "created"
-	case orderevents.Failed:
-		return "failed"
-	case orderevents.Existing:
-		return "existing"
-	case orderevents.Skipped:
-		return "skipped"
-	case orderevents.Poison:
-		return "poison"
-	}
-	return "retry"
 }
 
 // end ends every span; err (the first retry's cause) fails the batch's.

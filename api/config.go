@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/api/internal/httpapi"
+	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/config"
+	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
+)
+
+// settings is the api's configuration, read once at start.
+type settings struct {
+	level       string
+	addr        string
+	redis       stockredis.Config
+	mysql       orderdb.Config
+	kafka       orderevents.Config
+	auth        auth.Config
+	paySecret   []byte // nil: payment notifications are refused
+	buyerPay    bool
+	window      time.Duration // the payment window of sales that set none
+	limits      httpapi.RateLimits
+	admin       metrics.AdminConfig
+	clockOffset time.Duration
+}
+
+// loadSettings reads and checks the environment; an error lists every
+// variable that is wrong.
+func loadSettings(lookup func(string) (string, bool)) (settings, error) {
+	env := config.New(lookup)
+	config.GC(env)
+	s := settings{
+		level:     config.LogLevel(env),
+		addr:      env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080"),
+		redis:     config.Redis(env),
+		mysql:     config.MySQL(env),
+		kafka:     config.Kafka(env),
+		auth:      config.Auth(env),
+		paySecret: config.PaymentSecret(env),
+		buyerPay:  env.Bool("SECKILL_BUYER_PAY", false),
+		window:    config.PaymentWindow(env),
+		limits: httpapi.RateLimits{
+			PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
+			PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),
+		},
+		admin:       config.Admin(env, ""),
+		clockOffset: config.TestClockOffset(env),
+	}
+	if err := env.Err(); err != nil {
+		return s, err
+	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return s, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return s, nil
+}
+
+// logStart writes the start-up line, secrets masked.
+func (s settings) logStart(log *slog.Logger) {
+	log.Info("api starting", "addr", s.addr, "redis", s.redis.Addrs, "redis_cluster", s.redis.Cluster,
+		"kafka", s.kafka.Brokers, "topic", s.kafka.Topic, "jwt_mode", authMode(s.auth), "jwt_issuer", s.auth.Issuer,
+		"jwt_audience", s.auth.Audience, "jwt_user_claim", s.auth.UserClaim, "jwt_role_claim", s.auth.RoleClaim,
+		"payment_secret", masked(s.paySecret), "buyer_pay", s.buyerPay, "payment_window", s.window.String(),
+		"rate_limit_user", s.limits.PerUser, "rate_limit_ip", s.limits.PerIP, "admin_addr", s.admin.Addr,
+		"pprof", s.admin.Pprof, "log_level", s.level)
+}
+
+// masked says whether a secret is set, never what it is.
+func masked(secret []byte) string {
+	if len(secret) == 0 {
+		return "[unset]"
+	}
+	return "[set]"
+}
+
+// authMode names how tokens are verified, for the start-up log line.
+func authMode(c auth.Config) string {
+	if c.JWKSURL != "" {
+		return "jwks " + c.JWKSURL + " (" + strings.Join(c.Algorithms, ",") + ")"
+	}
+	return "hs256 secret [set]"
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/seckill/seckill/pkg/config"
+	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/tracing"
+)
+
+// settings is the consumer's configuration, read once at start.
+type settings struct {
+	level       string
+	redis       stockredis.Config
+	mysql       orderdb.Config
+	kafka       orderevents.Config
+	loop        orderevents.RouterConfig
+	window      time.Duration // the payment window of sales that set none
+	sweepAfter  time.Duration
+	sweepEvery  time.Duration
+	closeEvery  time.Duration
+	healEvery   time.Duration // 0: no watch for lost Redis data
+	warmupLead  time.Duration // 0: no warm-up
+	admin       metrics.AdminConfig
+	clockOffset time.Duration
+	instance    string // names this process in locks and log lines
+}
+
+// loadSettings reads and checks the environment; an error lists every
+// variable that is wrong.
+func loadSettings(lookup func(string) (string, bool)) (settings, error) {
+	env := config.New(lookup)
+	config.GC(env)
+	kcfg := config.Kafka(env)
+	s := settings{
+		level: config.LogLevel(env),
+		redis: config.Redis(env), mysql: config.MySQL(env), kafka: kcfg,
+		window: config.PaymentWindow(env),
+		loop: orderevents.RouterConfig{
+			Brokers:      kcfg.Brokers,
+			Topic:        kcfg.Topic,
+			GroupID:      env.String("SECKILL_CONSUMER_GROUP", "seckill-consumer"),
+			MaxBatch:     env.Int("SECKILL_CONSUMER_BATCH", 2000, 1, 4000),
+			Linger:       env.Duration("SECKILL_CONSUMER_LINGER", 5*time.Millisecond),
+			DrainTimeout: env.Duration("SECKILL_CONSUMER_DRAIN_TIMEOUT", 30*time.Second),
+		},
+		sweepAfter:  env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second),
+		sweepEvery:  env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second),
+		closeEvery:  env.Duration("SECKILL_CLOSER_EVERY", time.Second),
+		healEvery:   config.HealEvery(env),
+		warmupLead:  config.WarmupLead(env),
+		admin:       config.Admin(env, "127.0.0.1:9100"),
+		clockOffset: config.TestClockOffset(env),
+		instance:    fmt.Sprintf("consumer-%d", os.Getpid()),
+	}
+	if err := env.Err(); err != nil {
+		return s, err
+	}
+	if err := tracing.Check(os.Getenv); err != nil {
+		return s, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return s, nil
+}
+
+// logStart writes the start-up line: the settings an operator checks first.
+func (s settings) logStart(log *slog.Logger) {
+	log.Info("consumer starting", "redis", s.redis.Addrs, "kafka", s.kafka.Brokers, "topic", s.kafka.Topic,
+		"group", s.loop.GroupID, "batch", s.loop.MaxBatch, "sweep_after", s.sweepAfter.String(),
+		"heal_every", s.healEvery.String(), "warmup_lead", s.warmupLead.String(),
+		"admin_addr", s.admin.Addr, "pprof", s.admin.Pprof, "log_level", s.level)
+}

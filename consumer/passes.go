@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/consumer/internal/backoff"
+	"github.com/seckill/seckill/consumer/internal/closer"
+	"github.com/seckill/seckill/consumer/internal/heal"
+	"github.com/seckill/seckill/consumer/internal/sweep"
+	"github.com/seckill/seckill/consumer/internal/warmup"
+	"github.com/seckill/seckill/pkg/clock"
+	"github.com/seckill/seckill/pkg/lifecycle"
+	"github.com/seckill/seckill/pkg/lock"
+	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/orderevents"
+	"github.com/seckill/seckill/pkg/reconcile"
+	"github.com/seckill/seckill/pkg/stockredis"
+)
+
+// pass is a periodic job that runs beside the fulfilment loop until its
+// context ends. Each acts only while it holds its lock, so one process of
+// the group does it.
+type pass interface {
+	Run(ctx context.Context)
+}
+
+// stores are what the passes work on.
+type stores struct {
+	rdb   redis.UniversalClient
+	store *stockredis.Store
+	db    *orderdb.DB
+	pub   *orderevents.Publisher
+	clk   *clock.Clock
+}
+
+// newPasses builds the sweep, the closer and, when configured, the heal
+// watch and the warm-up.
+func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger) []pass {
+	lockMetrics := metrics.NewLock(reg)
+	locker := lock.New(st.rdb, lock.Options{Prefix: s.redis.Prefix, InstanceID: s.instance, Logger: log,
+		OnAcquire: lockMetrics.Acquired, OnLost: lockMetrics.Lost})
+	// A record a periodic pass fails on is reported and skipped for a while;
+	// the pass goes on with the others.
+	failures := metrics.NewPasses(reg)
+	passes := []pass{
+		&sweep.Sweeper{Stock: st.store, DB: st.db, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
+			Locker: locker, Metrics: metrics.NewSweep(reg), Backoff: backoff.New(metrics.PassSweep, log, failures)},
+		&closer.Closer{
+			Lifecycle: &lifecycle.Service{DB: st.db, Stock: st.store, Log: log},
+			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
+			Backoff: backoff.New(metrics.PassCloser, log, failures),
+		},
+	}
+	// The watch repairs Redis from MySQL as soon as it sees that Redis
+	// lost data (a restart, a failover, its marker gone or behind), under
+	// the reconciler's lock; it judges against what it recorded in MySQL,
+	// so a loss while no consumer ran is repaired at start.
+	if s.healEvery > 0 {
+		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
+			Stock: st.store.Reconciler(), DB: st.db, Log: log.With("component", "heal"), Warmer: st.store,
+			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
+		passes = append(passes, &heal.Watch{Redis: st.rdb, Marker: heal.MarkerKey(s.redis.Prefix), Record: st.db,
+			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg)})
+	}
+	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
+	if s.warmupLead > 0 {
+		passes = append(passes, &warmup.Scheduler{DB: st.db, Stock: st.store, Locker: locker, Lead: s.warmupLead,
+			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
+	}
+	return passes
+}
+
+// startPasses runs every pass in a goroutine of its own and returns what
+// stops them and waits until they all returned. A pass returns no error
+// and one pass's end never ends the others, so a WaitGroup is all the
+// group needs (errgroup's error and cancel-on-first-error have no use
+// here).
+func startPasses(ctx context.Context, passes []pass) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, p := range passes {
+		wg.Go(func() { p.Run(ctx) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
