@@ -186,15 +186,6 @@ func (a Activity) Refusal(reservedAt time.Time, quantity int) string {
 	return ""
 }
 
-// PaymentWindowOr is how long an order of this activity may stay unpaid:
-// the activity's own window, else def (the global one).
-func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
-	if a.PaymentWindow > 0 {
-		return a.PaymentWindow
-	}
-	return def
-}
-
 // ActivityTTL is how long an ActivityCache trusts a copy: an operator may
 // end a sale early or move its times before it starts, and every process
 // sees the change within this time while MySQL answers.

@@ -19,8 +19,7 @@ type KeyGuard struct {
 	// Redis lost or that a warm-up is about to write.
 	Live order.Layout
 	// KeysUntil is how long a sale's keys may live
-	// (order.Activity.KeysLiveUntil with the API's payment window and key
-	// margin).
+	// (order.Activity.KeysLiveUntil with the API's payment window).
 	KeysUntil func(order.Activity) time.Time
 	// Now is the time the sales' key lives are compared with.
 	Now time.Time

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 )
@@ -214,7 +213,7 @@ func (s *Server) createActivity(c *gin.Context) {
 // keys live, by the rule the intake gives them their lifetimes with.
 func (s *Server) keyGuard(live order.Layout) orderdb.KeyGuard {
 	return orderdb.KeyGuard{Live: live, Now: s.intake.Now(), KeysUntil: func(a order.Activity) time.Time {
-		return a.KeysLiveUntil(s.intake.PaymentWindow, intake.KeyMargin)
+		return a.KeysLiveUntil(s.intake.PaymentWindow)
 	}}
 }
 

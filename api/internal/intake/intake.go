@@ -44,10 +44,6 @@ type Orders interface {
 	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
 }
 
-// KeyMargin keeps quota and idempotency records this long past the
-// activity's end.
-const KeyMargin = order.KeyMargin
-
 // Service places orders.
 type Service struct {
 	Stock         *stockredis.Store
@@ -109,7 +105,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
-			// after it (the record outlives the sale by KeyMargin).
+			// after it (the record outlives the sale by order.KeyMargin).
 			if prior, _, err := s.Stock.Prior(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior != "" {
 				return s.replay(ctx, r.UserID, prior)
 			}
@@ -133,6 +129,14 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		return Placed{}, order.ErrSoldOut
 	}
 
+	quotaTTL, err := act.RecordsLifetime(now)
+	if err != nil {
+		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+	}
+	reservationTTL, err := act.KeysLifetime(now, s.PaymentWindow)
+	if err != nil {
+		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+	}
 	no := s.Numbers.NextFor(act.ItemID, r.UserID)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(act.ItemID),
@@ -147,9 +151,8 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	reservation := stockredis.Reservation{
 		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
-		QuotaTTL:       act.EndsAt.Sub(now) + KeyMargin,
-		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
-		Buckets:        act.StockBuckets,
+		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
+		Buckets: act.StockBuckets,
 	}
 	// The stock generation before the script: a refusal that raced a
 	// restock or a release here (ClearSoldOut) must not flag the units it
@@ -346,10 +349,6 @@ func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error
 	return s.activities.Get(ctx, id, s.Activities.Activity)
 }
 
-func (s *Service) paymentWindow(a order.Activity) time.Duration {
-	return a.PaymentWindowOr(s.PaymentWindow)
-}
-
 func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {
 	v, ok := s.soldOut.Load(item)
 	if !ok {
@@ -393,7 +392,10 @@ func (s *Service) Warmup(ctx context.Context, db *orderdb.DB, activityID int64) 
 	if err != nil {
 		return order.Activity{}, 0, err
 	}
-	ttl := act.EndsAt.Sub(s.Now()) + s.paymentWindow(act) + KeyMargin
+	ttl, err := act.KeysLifetime(s.Now(), s.PaymentWindow)
+	if err != nil {
+		return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d: %w", act.ID, err)
+	}
 	if ttl < time.Second {
 		// Its keys would expire at once: nothing is left to sell or settle.
 		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
