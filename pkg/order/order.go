@@ -14,26 +14,6 @@ import (
 	"time"
 )
 
-// Status is an order's state as the API reports it and as MySQL stores it.
-type Status string
-
-// The statuses. PENDING exists only in Redis (reserved, on its way); the
-// others are rows in MySQL.
-const (
-	Pending Status = "PENDING"
-	Created Status = "CREATED"
-	Failed  Status = "FAILED"
-	Paid    Status = "PAID"
-	Closed  Status = "CLOSED"
-)
-
-// Live reports whether an order in this status holds stock and the buyer's
-// quota (at most one live order per user per activity).
-func (s Status) Live() bool { return s == Created || s == Paid }
-
-// Final reports whether the order has left the pipeline (it is in MySQL).
-func (s Status) Final() bool { return s != Pending }
-
 // Failure reasons recorded on FAILED orders and released reservations.
 const (
 	ReasonOutOfStock       = "OUT_OF_STOCK"
