@@ -61,7 +61,7 @@ type Service struct {
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
-	activities order.ActivityCache
+	activities orderdb.ActivityCache
 	soldOut    sync.Map // item id -> soldOutMark
 	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }
