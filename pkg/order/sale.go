@@ -109,3 +109,43 @@ func checkStockBuckets(n int) error {
 	}
 	return nil
 }
+
+// KeyChange is what a change of a sale touches of the settings its Redis
+// keys are laid out and timed by.
+type KeyChange struct {
+	// Buckets: another bucket count.
+	Buckets bool
+	// End: another end; LaterEnd: a later one (the keys' lifetimes were
+	// computed from the end they have).
+	End, LaterEnd bool
+}
+
+// Any reports whether the change touches a key setting: instances holding
+// an older copy would lay out or time keys by the old ones.
+func (k KeyChange) Any() bool { return k.Buckets || k.End }
+
+// KeyChangeOf is what c changes of a's key settings.
+func KeyChangeOf(a Activity, c SaleChange) KeyChange {
+	return KeyChange{
+		Buckets:  c.StockBuckets != nil && *c.StockBuckets != max(a.StockBuckets, 1),
+		End:      c.EndsAt != nil && !c.EndsAt.Equal(a.EndsAt),
+		LaterEnd: c.EndsAt != nil && c.EndsAt.After(a.EndsAt),
+	}
+}
+
+// CheckWarmed refuses (ErrSettingLocked) a change of a sale whose stock
+// was loaded into Redis at warmedAt (zero: not loaded) that live keys
+// depend on: another bucket count, or a later end (an earlier end only
+// leaves the keys living longer than needed).
+func (k KeyChange) CheckWarmed(warmedAt time.Time) error {
+	if warmedAt.IsZero() || (!k.Buckets && !k.LaterEnd) {
+		return nil
+	}
+	what := "stock_buckets"
+	if !k.Buckets {
+		what = "a later ends_at"
+	}
+	return Errorf(ErrSettingLocked,
+		"the sale's stock was loaded into Redis at %s with keys laid out and timed by its current settings: %s cannot be set now (end this sale and create another)",
+		warmedAt.UTC().Format(time.RFC3339), what)
+}

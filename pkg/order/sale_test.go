@@ -92,3 +92,48 @@ func TestCheckChangeable(t *testing.T) {
 		})
 	}
 }
+
+// A warmed sale keeps the bucket count and the end its keys were laid out
+// and timed by: another count, or a later end, is locked; an earlier end is
+// not.
+func TestKeyChangeCheckWarmed(t *testing.T) {
+	ends := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a := Activity{EndsAt: ends, StockBuckets: 0} // 0 is one stock key
+	earlier, later, one, four := ends.Add(-time.Hour), ends.Add(time.Hour), 1, 4
+	warmed := ends.Add(-2 * time.Hour)
+	for _, tc := range []struct {
+		name      string
+		change    SaleChange
+		any       bool
+		warmedErr string
+	}{
+		{"the same bucket count", SaleChange{StockBuckets: &one}, false, ""},
+		{"the same end", SaleChange{EndsAt: &ends}, false, ""},
+		{"an earlier end", SaleChange{EndsAt: &earlier}, true, ""},
+		{"a later end", SaleChange{EndsAt: &later}, true, "a later ends_at"},
+		{"four buckets", SaleChange{StockBuckets: &four}, true, "stock_buckets"},
+		{"four buckets and a later end", SaleChange{StockBuckets: &four, EndsAt: &later}, true, "stock_buckets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := KeyChangeOf(a, tc.change)
+			if k.Any() != tc.any {
+				t.Fatalf("Any = %v, want %v", k.Any(), tc.any)
+			}
+			if err := k.CheckWarmed(time.Time{}); err != nil {
+				t.Fatalf("CheckWarmed of a sale never warmed: %v", err)
+			}
+			err := k.CheckWarmed(warmed)
+			if tc.warmedErr == "" {
+				if err != nil {
+					t.Fatalf("CheckWarmed: %v, want nil", err)
+				}
+				return
+			}
+			want := "setting locked: the sale's stock was loaded into Redis at 2026-12-01T10:00:00Z with keys laid out and timed by its current settings: " +
+				tc.warmedErr + " cannot be set now (end this sale and create another)"
+			if !errors.Is(err, ErrSettingLocked) || ClientMessage(err) != want {
+				t.Fatalf("CheckWarmed: %v, want %q", err, want)
+			}
+		})
+	}
+}

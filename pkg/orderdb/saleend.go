@@ -56,6 +56,11 @@ type ActivityChange struct {
 	Guard *KeyGuard
 }
 
+// sale is the change as the domain reads it.
+func (ch ActivityChange) sale() order.SaleChange {
+	return order.SaleChange{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
+}
+
 // PatchActivity changes a sale's times, per-user limit or bucket count
 // while it starts more than order.SettingsGuard after now (every instance
 // then sees the change before it opens); later, order.ErrActivityStarted.
