@@ -58,6 +58,16 @@ func (n NewSale) Activity(now time.Time) (Activity, error) {
 	return a, nil
 }
 
+// CheckQuantity refuses (ErrInvalidArgument) an order of q units the sale
+// does not take: fewer than one, more than its per-user limit or than
+// MaxQuantity.
+func (a Activity) CheckQuantity(q int) error {
+	if q < 1 || q > a.PerUserLimit || q > MaxQuantity {
+		return Errorf(ErrInvalidArgument, "quantity must be from 1 to %d", a.PerUserLimit)
+	}
+	return nil
+}
+
 // SaleChange is what an operator asks to change of a sale that has not
 // started: nil fields stay.
 type SaleChange struct {

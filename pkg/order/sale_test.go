@@ -137,3 +137,19 @@ func TestKeyChangeCheckWarmed(t *testing.T) {
 		})
 	}
 }
+
+func TestActivityCheckQuantity(t *testing.T) {
+	a := Activity{PerUserLimit: 2}
+	for _, tc := range []struct {
+		q  int
+		ok bool
+	}{{0, false}, {1, true}, {2, true}, {3, false}} {
+		err := a.CheckQuantity(tc.q)
+		if (err == nil) != tc.ok || (err != nil && ClientMessage(err) != "invalid argument: quantity must be from 1 to 2") {
+			t.Errorf("CheckQuantity(%d): %v, want ok %v", tc.q, err, tc.ok)
+		}
+	}
+	if err := (Activity{PerUserLimit: 5000}).CheckQuantity(MaxQuantity + 1); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CheckQuantity past MaxQuantity: %v", err)
+	}
+}

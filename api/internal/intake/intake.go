@@ -98,8 +98,8 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if err != nil {
 		return Placed{}, err
 	}
-	if r.Quantity < 1 || r.Quantity > act.PerUserLimit || r.Quantity > order.MaxQuantity {
-		return Placed{}, order.Errorf(order.ErrInvalidArgument, "quantity must be from 1 to %d", act.PerUserLimit)
+	if err := act.CheckQuantity(r.Quantity); err != nil {
+		return Placed{}, err
 	}
 	now := s.Now()
 	if !act.ActiveAt(now) {
