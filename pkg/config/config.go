@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/pkg/auth"
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/orderevents"
 	"github.com/seckill/seckill/pkg/payment"
@@ -302,9 +303,10 @@ func PaymentSecret(e *Env) []byte {
 	return []byte(v)
 }
 
-// PaymentWindow reads SECKILL_PAYMENT_WINDOW (default 30m).
+// PaymentWindow reads SECKILL_PAYMENT_WINDOW (default
+// order.DefaultPaymentWindow, 30m).
 func PaymentWindow(e *Env) time.Duration {
-	return e.Duration("SECKILL_PAYMENT_WINDOW", 30*time.Minute)
+	return e.Duration("SECKILL_PAYMENT_WINDOW", order.DefaultPaymentWindow)
 }
 
 // LogLevel reads SECKILL_LOG_LEVEL (debug, info, warn or error, in any case;

@@ -56,3 +56,18 @@ func NewPrice(field string, amount int64, currency string) (Money, error) {
 	}
 	return Money{Amount: amount, Currency: currency}, nil
 }
+
+// OptionalPrice checks an optional price an operator gives as an amount and
+// a currency: both (then as NewPrice does) or neither (a zero Money). field
+// names the amount.
+func OptionalPrice(field string, amount *int64, currency *string) (Money, error) {
+	switch {
+	case amount == nil && currency == nil:
+		return Money{}, nil
+	case amount == nil:
+		return Money{}, Errorf(ErrInvalidArgument, "currency goes with %s", field)
+	case currency == nil:
+		return Money{}, Errorf(ErrInvalidArgument, "%s needs a currency (an ISO 4217 code such as EUR)", field)
+	}
+	return NewPrice(field, *amount, *currency)
+}

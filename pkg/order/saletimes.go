@@ -1,9 +1,6 @@
 package order
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // The range a sale's times must be within. A sale's times set the
 // lifetimes of its item's Redis keys (its end plus the payment window plus
@@ -22,11 +19,6 @@ const (
 	// MaxPaymentWindow is the longest payment window a sale may have.
 	MaxPaymentWindow = 7 * 24 * time.Hour
 )
-
-// KeyMargin is how long an item's keys outlive what they serve: quota and
-// idempotency records live this long past the sale's end, reservations and
-// stock this long past the payment window after it.
-const KeyMargin = 24 * time.Hour
 
 // CheckSaleTimes refuses (ErrInvalidArgument) a sale whose times are not
 // within the range: ends_at after starts_at, starts_at at most MaxSaleLead
@@ -47,29 +39,4 @@ func CheckSaleTimes(starts, ends, now time.Time) error {
 			at(starts), at(ends), day(MaxSaleLength))
 	}
 	return nil
-}
-
-// maxKeyExtra bounds what KeyLifetime adds past a sale's end.
-const maxKeyExtra = MaxSaleLead + MaxSaleLength
-
-// KeyLifetime is how long from now a key must live to outlast end by extra
-// (the payment window, KeyMargin, or both): end - now + extra, negative
-// when that moment has passed. An end further from now than a sale within
-// the range can have (MaxSaleLead + MaxSaleLength), or an extra that is
-// negative or as large, is an error (ErrInvalidArgument) rather than a
-// lifetime that saturated or wrapped: every key lifetime computed from a
-// sale's times goes through here.
-func KeyLifetime(end, now time.Time, extra time.Duration) (time.Duration, error) {
-	left := end.Sub(now)
-	if left > MaxSaleLead+MaxSaleLength {
-		return 0, Errorf(ErrInvalidArgument, "the sale ends at %s, more than %d days from now: outside the range a sale's times may have (starts_at at most %d days ahead, at most %d days long); its keys' lifetime is not computed",
-			end.UTC().Format(time.RFC3339), int64((MaxSaleLead+MaxSaleLength)/(24*time.Hour)),
-			int64(MaxSaleLead/(24*time.Hour)), int64(MaxSaleLength/(24*time.Hour)))
-	}
-	if extra < 0 || extra > maxKeyExtra {
-		return 0, fmt.Errorf("key lifetime: %s past the end is out of range: %w", extra, ErrInvalidArgument)
-	}
-	// Both terms are bounded (left from below by Sub's saturation at
-	// math.MinInt64, which adding a positive extra cannot wrap).
-	return left + extra, nil
 }

@@ -19,15 +19,6 @@ var ErrSettingLocked = errors.New("setting locked")
 // some instance when the sale opens.
 const SettingsGuard = ActivityTTL + ActivityReloadTimeout
 
-// KeysLiveUntil is how long the Redis keys of the sale may live at most:
-// its end, plus its payment window (def when it has none: the API's
-// global window), plus margin (the API's intake.KeyMargin). Every key of
-// an item (stock or buckets, marker, reservations, quotas) is given a
-// lifetime within it.
-func (a Activity) KeysLiveUntil(def, margin time.Duration) time.Time {
-	return a.EndsAt.Add(a.PaymentWindowOr(def) + margin)
-}
-
 // Layout is the shape an item's stock has in Redis: how many stock keys
 // it is split over (1: one stock key; 0: no stock key lives).
 type Layout int

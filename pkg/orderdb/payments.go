@@ -100,9 +100,9 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 		}
 		paid := false
 		if !cancelled {
-			res := tx.Exec(`UPDATE orders SET status = 'PAID'
-				WHERE order_no = ? AND status = 'CREATED' AND (pay_deadline IS NULL OR pay_deadline > ?)`,
-				p.OrderNo, time.Now().UTC())
+			res := tx.Exec(`UPDATE orders SET status = ?
+				WHERE order_no = ? AND status IN ? AND (pay_deadline IS NULL OR pay_deadline > ?)`,
+				string(order.Paid), p.OrderNo, becomesFrom(order.Paid), time.Now().UTC())
 			if res.Error != nil {
 				return res.Error
 			}

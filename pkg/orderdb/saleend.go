@@ -56,6 +56,11 @@ type ActivityChange struct {
 	Guard *KeyGuard
 }
 
+// sale is the change as the domain reads it.
+func (ch ActivityChange) sale() order.SaleChange {
+	return order.SaleChange{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
+}
+
 // PatchActivity changes a sale's times, per-user limit or bucket count
 // while it starts more than order.SettingsGuard after now (every instance
 // then sees the change before it opens); later, order.ErrActivityStarted.
@@ -69,9 +74,8 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if err != nil {
 			return err
 		}
-		if !now.Before(row.StartsAt.Add(-order.SettingsGuard)) {
-			return order.Errorf(order.ErrActivityStarted, "the sale starts at %s: its settings can no longer change (not later than %s before the start, so that every instance sees the change)",
-				row.StartsAt.UTC().Format(time.RFC3339Nano), order.SettingsGuard)
+		if err := order.CheckChangeable(row.StartsAt, now); err != nil {
+			return err
 		}
 		set := map[string]any{}
 		starts, ends := row.StartsAt, row.EndsAt

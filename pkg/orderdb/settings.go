@@ -19,8 +19,7 @@ type KeyGuard struct {
 	// Redis lost or that a warm-up is about to write.
 	Live order.Layout
 	// KeysUntil is how long a sale's keys may live
-	// (order.Activity.KeysLiveUntil with the API's payment window and key
-	// margin).
+	// (order.Activity.KeysLiveUntil with the API's payment window).
 	KeysUntil func(order.Activity) time.Time
 	// Now is the time the sales' key lives are compared with.
 	Now time.Time
@@ -62,15 +61,12 @@ func (g *KeyGuard) checkLayout(others []order.Activity, buckets int) error {
 }
 
 // checkChange refuses, inside tx with the activity's row locked, a change
-// that live keys depend on once the sale was warmed up (its keys were
-// written with the settings it has): another bucket count, or an end later
-// than the one the keys' lifetimes were computed from (an earlier end only
-// leaves them living longer than needed). A new bucket count must also fit
-// the item's other sales and Redis (g).
+// that live keys depend on once the sale was warmed up
+// (order.KeyChange.CheckWarmed, with the warm-up MySQL recorded). A new
+// bucket count must also fit the item's other sales and Redis (g).
 func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) error {
-	buckets := ch.StockBuckets != nil && *ch.StockBuckets != max(row.StockBuckets, 1)
-	later := ch.EndsAt != nil && ch.EndsAt.After(row.EndsAt)
-	if !buckets && !later {
+	k := order.KeyChangeOf(row.activity(), ch.sale())
+	if !k.Buckets && !k.LaterEnd {
 		return nil
 	}
 	var w struct{ WarmedAt *time.Time }
@@ -78,15 +74,11 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) error {
 		return err
 	}
 	if w.WarmedAt != nil {
-		what := "stock_buckets"
-		if !buckets {
-			what = "a later ends_at"
+		if err := k.CheckWarmed(*w.WarmedAt); err != nil {
+			return err
 		}
-		return order.Errorf(order.ErrSettingLocked,
-			"the sale's stock was loaded into Redis at %s with keys laid out and timed by its current settings: %s cannot be set now (end this sale and create another)",
-			w.WarmedAt.UTC().Format(time.RFC3339), what)
 	}
-	if !buckets {
+	if !k.Buckets {
 		return nil
 	}
 	if ch.Guard == nil {
@@ -128,8 +120,7 @@ func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error
 // records when (key_settings_changed_at, MySQL's clock), for
 // KeySettingsChangedWithin.
 func keySettingsChange(row activityRow, ch ActivityChange) bool {
-	return (ch.StockBuckets != nil && *ch.StockBuckets != max(row.StockBuckets, 1)) ||
-		(ch.EndsAt != nil && !ch.EndsAt.Equal(row.EndsAt))
+	return order.KeyChangeOf(row.activity(), ch.sale()).Any()
 }
 
 // KeySettingsChangedWithin reports whether the bucket count or the end of

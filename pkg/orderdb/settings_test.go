@@ -25,7 +25,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 	}
 	item := it.ID
 	now := time.Now().UTC()
-	g := orderdb.KeyGuard{Now: now, KeysUntil: func(a order.Activity) time.Time { return a.KeysLiveUntil(30*time.Minute, 24*time.Hour) }}
+	g := orderdb.KeyGuard{Now: now, KeysUntil: func(a order.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make([]error, n)

@@ -27,8 +27,8 @@ type Transition struct {
 // is read with a shared lock first (saleCancelled), so a cancel either
 // committed before (the order is not paid) or waits until the payment
 // committed (and its closer then finds the order PAID). UPDATE ... WHERE
-// status = 'CREATED' is the compare-and-set that races a close for the
-// same row; exactly one wins.
+// status IN (the statuses that may become PAID: CREATED) is the
+// compare-and-set that races a close for the same row; exactly one wins.
 func (db *DB) Pay(ctx context.Context, user, orderNo string) (Transition, error) {
 	var tr Transition
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -37,9 +37,10 @@ func (db *DB) Pay(ctx context.Context, user, orderNo string) (Transition, error)
 			tr.SaleCancelled = cancelled
 			return err
 		}
-		res := tx.Exec(`UPDATE orders SET status = 'PAID'
-			WHERE order_no = ? AND user_id = ? AND status = 'CREATED'
-			AND (pay_deadline IS NULL OR pay_deadline > ?)`, orderNo, user, time.Now().UTC())
+		res := tx.Exec(`UPDATE orders SET status = ?
+			WHERE order_no = ? AND user_id = ? AND status IN ?
+			AND (pay_deadline IS NULL OR pay_deadline > ?)`,
+			string(order.Paid), orderNo, user, becomesFrom(order.Paid), time.Now().UTC())
 		tr.Won = res.RowsAffected == 1
 		return res.Error
 	})
@@ -101,11 +102,12 @@ func (db *DB) CloseOrder(ctx context.Context, user, orderNo, reason string) (Tra
 }
 
 // closeCreated is the close's compare-and-set inside tx: CREATED → CLOSED
-// and the units back to item_stock. It reports whether it moved the order.
+// (the statuses that may become CLOSED) and the units back to item_stock.
+// It reports whether it moved the order.
 func closeCreated(tx *gorm.DB, user, orderNo, reason string) (bool, error) {
-	q := `UPDATE orders SET status = 'CLOSED', failure_reason = ?, released_at = NULL
-		WHERE order_no = ? AND status = 'CREATED'`
-	args := []any{reason, orderNo}
+	q := `UPDATE orders SET status = ?, failure_reason = ?, released_at = NULL
+		WHERE order_no = ? AND status IN ?`
+	args := []any{string(order.Closed), reason, orderNo, becomesFrom(order.Closed)}
 	if user != "" {
 		q += " AND user_id = ?"
 		args = append(args, user)
@@ -155,4 +157,16 @@ func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]st
 func (db *DB) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
 	q := db.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= "+timeParam, olderThan.UTC()).Limit(limit)
 	return findAs(q, "list releases due", orderRow.toOrder)
+}
+
+// becomesFrom is the WHERE status IN (...) list of an update that makes an
+// order next: the statuses the domain lets become next
+// (order.BecomesFrom), as MySQL stores them.
+func becomesFrom(next order.Status) []string {
+	from := order.BecomesFrom(next)
+	out := make([]string, len(from))
+	for i, s := range from {
+		out[i] = string(s)
+	}
+	return out
 }

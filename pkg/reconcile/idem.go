@@ -91,7 +91,10 @@ func (c *Checker) restoreIdem(ctx context.Context, t Target, it *ItemReport, l L
 		if !c.quotaChecked(a, now) {
 			continue
 		}
-		ttl := a.EndsAt.Add(KeyMargin).Sub(now)
+		ttl, err := a.RecordsLifetime(now)
+		if err != nil {
+			return false, err
+		}
 		for after := ""; ; {
 			page, last, err := c.DB.IdemOrderPage(ctx, a.ID, after, idemPage)
 			if err != nil || last == "" {

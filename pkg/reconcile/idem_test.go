@@ -83,14 +83,14 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	if it.Verdict != Repaired || it.IdemRestored != 4 || rep.ExitCode() != 0 || len(it.Repairs) != 1 {
 		t.Fatalf("repair: %+v, want verdict repaired with 4 idempotency records restored", it)
 	}
-	minTTL := time.Until(f.act.EndsAt.Add(KeyMargin)) - time.Minute
+	minTTL := time.Until(f.act.EndsAt.Add(order.KeyMargin)) - time.Minute
 	for _, r := range restored {
 		key := k.Idem(r.UserID, r.IdempotencyKey)
 		if got := f.rdb.Get(f.ctx, key).Val(); got != r.OrderNo {
 			t.Fatalf("idempotency record of user %s holds %q, want %s", r.UserID, got, r.OrderNo)
 		}
-		if ttl := f.rdb.PTTL(f.ctx, key).Val(); ttl < minTTL || ttl > KeyMargin+time.Hour {
-			t.Fatalf("idempotency record of user %s lives %v, want the activity's end + %v", r.UserID, ttl, KeyMargin)
+		if ttl := f.rdb.PTTL(f.ctx, key).Val(); ttl < minTTL || ttl > order.KeyMargin+time.Hour {
+			t.Fatalf("idempotency record of user %s lives %v, want the activity's end + %v", r.UserID, ttl, order.KeyMargin)
 		}
 	}
 	if err := f.rdb.Get(f.ctx, k.Idem("5", publishFailed.IdempotencyKey)).Err(); !errors.Is(err, redis.Nil) {

@@ -129,15 +129,10 @@ import (
 // data): one at a time.
 const LockName = "reconcile"
 
-// KeyMargin is how long quota keys live past the activity's end, and the
-// item's keys past its payment window: the API's intake.KeyMargin.
-const KeyMargin = order.KeyMargin
-
 // Defaults for the zero values of Checker.
 const (
-	DefaultRecheck       = 500 * time.Millisecond
-	DefaultPaymentWindow = 30 * time.Minute
-	DefaultWindow        = 24 * time.Hour
+	DefaultRecheck = 500 * time.Millisecond
+	DefaultWindow  = 24 * time.Hour
 	// MaxReads bounds the reads of one item in one run.
 	MaxReads = 3
 )
@@ -189,7 +184,8 @@ type Checker struct {
 	// DefaultRecheck).
 	Recheck time.Duration
 	// PaymentWindow is the payment window of activities without their own
-	// (default DefaultPaymentWindow); it bounds the TTL of restored keys.
+	// (default order.DefaultPaymentWindow); it bounds the TTL of restored
+	// keys.
 	PaymentWindow time.Duration
 	// Window: the activities that ended less than Window ago are still
 	// checked (default DefaultWindow).
@@ -224,11 +220,12 @@ func (c *Checker) window() time.Duration {
 	return DefaultWindow
 }
 
-func (c *Checker) paymentWindow(a order.Activity) time.Duration {
+// paymentWindow is the payment window of activities without their own.
+func (c *Checker) paymentWindow() time.Duration {
 	if c.PaymentWindow > 0 {
-		return a.PaymentWindowOr(c.PaymentWindow)
+		return c.PaymentWindow
 	}
-	return a.PaymentWindowOr(DefaultPaymentWindow)
+	return order.DefaultPaymentWindow
 }
 
 // Target is one item to check and the activities of it whose quota is
@@ -303,9 +300,10 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 }
 
 // quotaChecked reports whether a's quota keys should still exist: the
-// activity ended less than Window ago (the keys live KeyMargin past it).
+// activity ended less than Window ago (the keys live order.KeyMargin past
+// it: Activity.RecordsLiveUntil).
 func (c *Checker) quotaChecked(a order.Activity, now time.Time) bool {
-	return a.EndsAt.Add(min(c.window(), KeyMargin)).After(now)
+	return a.EndsAt.Add(min(c.window(), order.KeyMargin)).After(now)
 }
 
 // buckets is the number of stock buckets the item's keys are laid out in
@@ -343,13 +341,12 @@ func started(t Target, now time.Time) bool {
 	return len(t.Activities) == 0
 }
 
-// horizon is when the item's keys may expire: past the end of its last
-// activity plus the payment window plus KeyMargin, and at least KeyMargin
-// from now.
+// horizon is when the item's keys may expire: the latest KeysLiveUntil of
+// its activities, and at least order.KeyMargin from now.
 func (c *Checker) horizon(t Target, now time.Time) time.Time {
-	h := now.Add(KeyMargin)
+	h := now.Add(order.KeyMargin)
 	for _, a := range t.Activities {
-		if e := a.EndsAt.Add(c.paymentWindow(a) + KeyMargin); e.After(h) {
+		if e := a.KeysLiveUntil(c.paymentWindow()); e.After(h) {
 			h = e
 		}
 	}

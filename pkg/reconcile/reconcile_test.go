@@ -604,7 +604,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 		t.Fatalf("Redis %+v, want stock 6", snap)
 	}
 	ttl := f.rdb.PTTL(f.ctx, f.store.Keys(f.item).Stock()).Val()
-	wantTTL := time.Until(f.act.EndsAt.Add(DefaultPaymentWindow + KeyMargin))
+	wantTTL := time.Until(f.act.EndsAt.Add(order.DefaultPaymentWindow + order.KeyMargin))
 	if ttl < wantTTL-time.Minute || ttl > wantTTL+time.Minute {
 		t.Fatalf("stock TTL %v, want about %v", ttl, wantTTL)
 	}

@@ -35,7 +35,10 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 		if !ok {
 			continue
 		}
-		ttl := a.EndsAt.Add(KeyMargin).Sub(now)
+		ttl, err := a.RecordsLifetime(now)
+		if err != nil {
+			return err
+		}
 		if ar.QuotaMissingCount > 0 {
 			n, back, res, err := c.restoreQuotas(ctx, t, a, ttl, g, l)
 			if err != nil {

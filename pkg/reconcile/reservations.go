@@ -42,8 +42,14 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 		return 0, 0, err == nil, err // two layouts: the operator's call first
 	}
 	for _, a := range t.Activities {
-		ttl := a.KeysLiveUntil(c.paymentWindow(a), KeyMargin).Sub(now)
-		if !c.quotaChecked(a, now) || ttl <= 0 {
+		if !c.quotaChecked(a, now) {
+			continue
+		}
+		ttl, err := a.KeysLifetime(now, c.paymentWindow())
+		if err != nil {
+			return restored, takenBack, false, err
+		}
+		if ttl <= 0 {
 			continue
 		}
 		for after := ""; ; {

@@ -88,7 +88,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 		t.Fatalf("repair: %+v; want 3 reservations restored", it)
 	}
 	k := f.store.Keys(f.item)
-	wantTTL := time.Until(f.act.KeysLiveUntil(DefaultPaymentWindow, KeyMargin))
+	wantTTL := time.Until(f.act.KeysLiveUntil(order.DefaultPaymentWindow))
 	for _, b := range bought[2:3] {
 		h := f.rdb.HGetAll(f.ctx, k.Reservation(b.OrderNo)).Val()
 		if stockredis.State(h["state"]) != stockredis.StateConfirmed || h["qty"] != "1" || h["user"] != b.UserID ||

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/order"
 	"github.com/seckill/seckill/pkg/orderdb"
 )
@@ -44,20 +43,6 @@ func priceView(m order.Money) Price {
 	return Price{Price: &m.Amount, Currency: m.Currency}
 }
 
-// bodyPrice checks an optional price given as amount and currency in a
-// body: both or neither (a zero Money). field names the amount.
-func bodyPrice(field string, amount *int64, currency *string) (order.Money, error) {
-	switch {
-	case amount == nil && currency == nil:
-		return order.Money{}, nil
-	case amount == nil:
-		return order.Money{}, order.Errorf(order.ErrInvalidArgument, "currency goes with %s", field)
-	case currency == nil:
-		return order.Money{}, order.Errorf(order.ErrInvalidArgument, "%s needs a currency (an ISO 4217 code such as EUR)", field)
-	}
-	return order.NewPrice(field, *amount, *currency)
-}
-
 func (s *Server) createItem(c *gin.Context) {
 	var b createItemBody
 	if !s.decodeOr400(c, &b) {
@@ -78,7 +63,7 @@ func (s *Server) createItem(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	price, err := bodyPrice("price", b.Price.ptr(), b.Currency.ptr())
+	price, err := order.OptionalPrice("price", b.Price.ptr(), b.Currency.ptr())
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -129,38 +114,11 @@ func (s *Server) createActivity(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	b.StartsAt, b.EndsAt = b.StartsAt.Truncate(timePrecision), b.EndsAt.Truncate(timePrecision)
-	limit := 1
-	if b.PerUserLimit.Set {
-		limit = b.PerUserLimit.Value
-	}
-	buckets := 1
-	if b.StockBuckets.Set {
-		buckets = b.StockBuckets.Value
-	}
-	window := b.PaymentWindowSeconds.ptr()
-	var problem string
-	switch {
-	case b.ItemID <= 0:
-		problem = "item_id must be a positive integer"
-	case b.StartsAt.IsZero() || b.EndsAt.IsZero():
-		problem = "starts_at and ends_at are required (RFC 3339)"
-	case !b.EndsAt.After(b.StartsAt):
-		problem = "ends_at must be after starts_at"
-	case limit < 1 || limit > order.MaxQuantity:
-		problem = fmt.Sprintf("per_user_limit must be from 1 to %d", order.MaxQuantity)
-	case window != nil && (*window < 1 || *window > int(order.MaxPaymentWindow/time.Second)):
-		problem = fmt.Sprintf("payment_window_seconds must be from 1 to %d", int(order.MaxPaymentWindow/time.Second))
-	case buckets < 1 || buckets > order.MaxStockBuckets:
-		problem = fmt.Sprintf("stock_buckets must be from 1 to %d", order.MaxStockBuckets)
-	}
-	if problem != "" {
-		s.fail(c, order.Errorf(order.ErrInvalidArgument, "%s", problem))
-		return
-	}
-	// Within the range every key lifetime computed from them stays exact
-	// (order.MaxSaleLead, order.MaxSaleLength).
-	if err := order.CheckSaleTimes(b.StartsAt, b.EndsAt, s.intake.Now()); err != nil {
+	a, err := order.NewSale{ItemID: b.ItemID,
+		StartsAt: b.StartsAt.Truncate(timePrecision), EndsAt: b.EndsAt.Truncate(timePrecision),
+		PerUserLimit: b.PerUserLimit.ptr(), PaymentWindowSeconds: b.PaymentWindowSeconds.ptr(), StockBuckets: b.StockBuckets.ptr(),
+	}.Activity(s.intake.Now())
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -183,15 +141,9 @@ func (s *Server) createActivity(c *gin.Context) {
 		}
 		currency = &it.Price.Currency
 	}
-	price, err := bodyPrice("sale_price", b.SalePrice.ptr(), currency)
-	if err != nil {
+	if a.SalePrice, err = order.OptionalPrice("sale_price", b.SalePrice.ptr(), currency); err != nil {
 		s.fail(c, err)
 		return
-	}
-	a := order.Activity{ItemID: b.ItemID, StartsAt: b.StartsAt, EndsAt: b.EndsAt, PerUserLimit: limit, StockBuckets: buckets,
-		SalePrice: price}
-	if window != nil {
-		a.PaymentWindow = time.Duration(*window) * time.Second
 	}
 	// Redis first: the layout its keys have now (a lost answer is a 503,
 	// never "no keys"); MySQL then checks the item's other sales with the
@@ -214,7 +166,7 @@ func (s *Server) createActivity(c *gin.Context) {
 // keys live, by the rule the intake gives them their lifetimes with.
 func (s *Server) keyGuard(live order.Layout) orderdb.KeyGuard {
 	return orderdb.KeyGuard{Live: live, Now: s.intake.Now(), KeysUntil: func(a order.Activity) time.Time {
-		return a.KeysLiveUntil(s.intake.PaymentWindow, intake.KeyMargin)
+		return a.KeysLiveUntil(s.intake.PaymentWindow)
 	}}
 }
 

@@ -108,23 +108,17 @@ func (s *Server) patchActivity(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !b.StartsAt.Set && !b.EndsAt.Set && !b.PerUserLimit.Set && !b.StockBuckets.Set {
-		s.fail(c, order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets"))
-		return
-	}
-	if k := b.StockBuckets.ptr(); k != nil && (*k < 1 || *k > order.MaxStockBuckets) {
-		s.fail(c, order.Errorf(order.ErrInvalidArgument, "stock_buckets must be from 1 to %d", order.MaxStockBuckets))
-		return
-	}
-	if l := b.PerUserLimit.ptr(); l != nil && (*l < 1 || *l > order.MaxQuantity) {
-		s.fail(c, order.Errorf(order.ErrInvalidArgument, "per_user_limit must be from 1 to %d", order.MaxQuantity))
-		return
-	}
 	for _, t := range []*optional[time.Time]{&b.StartsAt, &b.EndsAt} {
 		t.Value = t.Value.Truncate(timePrecision)
 	}
-	ch := orderdb.ActivityChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr(),
+	sc := order.SaleChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr(),
 		StockBuckets: b.StockBuckets.ptr()}
+	if err := sc.Check(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
+		StockBuckets: sc.StockBuckets}
 	if b.StockBuckets.Set {
 		g, err := s.patchGuard(c.Request.Context(), id)
 		if err != nil {

@@ -7,6 +7,7 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/logs"
 	"github.com/seckill/seckill/pkg/metrics"
 	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/orderdb"
 	"github.com/seckill/seckill/pkg/stockredis"
 	"github.com/seckill/seckill/pkg/tracing"
 )
@@ -57,10 +59,6 @@ type Stock interface {
 	Restock(ctx context.Context, item, id, qty int64) (stockredis.RestockResult, error)
 }
 
-// KeyMargin keeps quota and idempotency records this long past the
-// activity's end.
-const KeyMargin = order.KeyMargin
-
 // Service places orders.
 type Service struct {
 	Stock         Stock
@@ -78,7 +76,7 @@ type Service struct {
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
-	activities order.ActivityCache
+	activities orderdb.ActivityCache
 	soldOut    sync.Map // item id -> soldOutMark
 	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }
@@ -115,14 +113,14 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if err != nil {
 		return Placed{}, err
 	}
-	if r.Quantity < 1 || r.Quantity > act.PerUserLimit || r.Quantity > order.MaxQuantity {
-		return Placed{}, order.Errorf(order.ErrInvalidArgument, "quantity must be from 1 to %d", act.PerUserLimit)
+	if err := act.CheckQuantity(r.Quantity); err != nil {
+		return Placed{}, err
 	}
 	now := s.Now()
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
-			// after it (the record outlives the sale by KeyMargin).
+			// after it (the record outlives the sale by order.KeyMargin).
 			if prior, err := s.Stock.PriorOrders(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
 				return s.replay(ctx, r.UserID, prior.ByKey)
 			}
@@ -146,6 +144,14 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		return Placed{}, order.ErrSoldOut
 	}
 
+	quotaTTL, err := act.RecordsLifetime(now)
+	if err != nil {
+		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+	}
+	reservationTTL, err := act.KeysLifetime(now, s.PaymentWindow)
+	if err != nil {
+		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+	}
 	no := s.Numbers.NextFor(act.ItemID, r.UserID)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(act.ItemID),
@@ -160,9 +166,8 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	reservation := stockredis.Reservation{
 		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
-		QuotaTTL:       act.EndsAt.Sub(now) + KeyMargin,
-		ReservationTTL: act.EndsAt.Sub(now) + s.paymentWindow(act) + KeyMargin,
-		Buckets:        act.StockBuckets,
+		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
+		Buckets: act.StockBuckets,
 	}
 	// The stock generation before the script: a refusal that raced a
 	// restock or a release here (ClearSoldOut) must not flag the units it
@@ -348,10 +353,6 @@ func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error
 	return s.activities.Get(ctx, id, s.Activities.Activity)
 }
 
-func (s *Service) paymentWindow(a order.Activity) time.Duration {
-	return a.PaymentWindowOr(s.PaymentWindow)
-}
-
 func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {
 	v, ok := s.soldOut.Load(item)
 	if !ok {
@@ -395,7 +396,10 @@ func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activit
 	if err != nil {
 		return order.Activity{}, 0, err
 	}
-	ttl := act.EndsAt.Sub(s.Now()) + s.paymentWindow(act) + KeyMargin
+	ttl, err := act.KeysLifetime(s.Now(), s.PaymentWindow)
+	if err != nil {
+		return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d: %w", act.ID, err)
+	}
 	if ttl < time.Second {
 		// Its keys would expire at once: nothing is left to sell or settle.
 		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",

@@ -59,7 +59,7 @@ type Handler struct {
 	// start from; nil is time.Now.
 	Now func() time.Time
 
-	activities order.ActivityCache
+	activities orderdb.ActivityCache
 }
 
 // Handle decides every event and returns its outcome (see Outcome): final

@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// addRoutes registers every route of the API on r, and the answers to a
+// path or method no route has.
+func (s *Server) addRoutes(r *gin.Engine) {
+	r.HandleMethodNotAllowed = true
+	r.NoRoute(func(c *gin.Context) { writeError(c, http.StatusNotFound, "NOT_FOUND", "no such route") })
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed")
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+	if s.metricsHandler != nil {
+		r.GET("/metrics", gin.WrapH(s.metricsHandler))
+	}
+
+	// The sale page needs no token: the crowd refreshes it before the drop.
+	r.GET("/api/v1/activities/:id", s.limitIP, s.salePageView)
+
+	// Signed by the payment provider, not by a buyer's token.
+	r.POST("/payments/v1/notifications", s.paymentNotification)
+
+	buyer := r.Group("/api/v1", s.limitIP, s.authenticate(false), s.limitUser)
+	buyer.GET("/orders", s.listOrders)
+	buyer.POST("/orders", s.placeOrder)
+	buyer.GET("/orders/:order_no", s.getOrder)
+	buyer.POST("/orders/:order_no/pay", s.payOrder)
+	buyer.POST("/orders/:order_no/cancel", s.cancelOrder)
+
+	admin := r.Group("/admin/v1", s.limitIP, s.authenticate(true))
+	admin.POST("/items", s.createItem)
+	admin.GET("/items/:id/stock", s.itemStock)
+	admin.POST("/items/:id/restock", s.restock)
+	admin.POST("/activities", s.createActivity)
+	admin.POST("/activities/:id/warmup", s.warmup)
+	admin.PATCH("/activities/:id", s.patchActivity)
+	admin.POST("/activities/:id/end", s.endActivity)
+	admin.POST("/activities/:id/cancel", s.cancelActivity)
+	admin.GET("/activities/:id/summary", s.activitySummary)
+}

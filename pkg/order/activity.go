@@ -1,0 +1,53 @@
+package order
+
+import "time"
+
+// Activity is a flash sale of one item within a time window.
+type Activity struct {
+	ID           int64
+	ItemID       int64
+	StartsAt     time.Time
+	EndsAt       time.Time
+	PerUserLimit int
+	// PaymentWindow is how long a CREATED order may stay unpaid; zero means
+	// the global default.
+	PaymentWindow time.Duration
+	// StockBuckets is how many Redis keys (on different cluster slots) the
+	// item's stock is split over during this activity; 1 (or 0) is one key.
+	StockBuckets int
+	// SalePrice is the unit price of the sale (the item's price unless the
+	// operator set another); zero when neither has one.
+	SalePrice Money
+	// CancelledAt is when an operator cancelled the sale (its EndsAt moved
+	// there too); zero when not cancelled.
+	CancelledAt time.Time
+}
+
+// Refusal returns why the sale refuses an order of quantity units reserved
+// at reservedAt, or "" when it may become an order. The consumer asks it of
+// MySQL's row, read in the transaction that writes the orders, so whatever
+// an instance's copy said, an order reserved outside [StartsAt, EndsAt)
+// (EndsAt moved by an end or cancel included) or above the per-user limit
+// never becomes a live order. reservedAt is the event's, from the instance's
+// shared clock (package clock), the clock an end writes EndsAt with.
+func (a Activity) Refusal(reservedAt time.Time, quantity int) string {
+	switch {
+	case reservedAt.Before(a.StartsAt):
+		return ReasonSaleNotStarted
+	case !reservedAt.Before(a.EndsAt) && !a.CancelledAt.IsZero():
+		return ReasonSaleCancelled
+	case !reservedAt.Before(a.EndsAt):
+		return ReasonSaleEnded
+	case quantity > a.PerUserLimit:
+		return ReasonOverLimit
+	}
+	return ""
+}
+
+// MaxStockBuckets bounds Activity.StockBuckets.
+const MaxStockBuckets = 16
+
+// ActiveAt reports whether t lies within [StartsAt, EndsAt).
+func (a Activity) ActiveAt(t time.Time) bool {
+	return !t.Before(a.StartsAt) && t.Before(a.EndsAt)
+}

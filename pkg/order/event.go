@@ -1,0 +1,54 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EventVersion is the current create-order event schema version.
+const EventVersion = 1
+
+// Event is the create-order message the API publishes to Kafka after a
+// successful reservation. It carries everything the consumer needs to write
+// the order and to find the reservation in Redis.
+type Event struct {
+	Version        int       `json:"v"`
+	OrderNo        string    `json:"order_no"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	UserID         string    `json:"user_id"` // a number on the wire when numeric (see MarshalJSON)
+	ItemID         int64     `json:"item_id"`
+	ActivityID     int64     `json:"activity_id"`
+	Quantity       int       `json:"quantity"`
+	ReservedAt     time.Time `json:"reserved_at"`
+	RequestID      string    `json:"request_id,omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the span that
+	// published the event (empty when tracing is off). They travel in the
+	// Kafka message's headers, not in its JSON.
+	TraceParent string `json:"-"`
+	TraceState  string `json:"-"`
+}
+
+// Validate reports what is impossible about e, or nil.
+func (e Event) Validate() error {
+	switch {
+	case e.Version != EventVersion:
+		return fmt.Errorf("unknown event version %d", e.Version)
+	case !ValidOrderNo(e.OrderNo):
+		return fmt.Errorf("bad order_no %q", e.OrderNo)
+	case !ValidIdempotencyKey(e.IdempotencyKey):
+		return fmt.Errorf("bad idempotency_key %q", e.IdempotencyKey)
+	case !ValidUserID(e.UserID):
+		return fmt.Errorf("bad user_id %q", e.UserID)
+	case e.ItemID <= 0 || e.ActivityID <= 0 || ItemOf(e.OrderNo) != e.ItemID:
+		return fmt.Errorf("bad ids item=%d activity=%d", e.ItemID, e.ActivityID)
+	case e.Quantity <= 0 || e.Quantity > MaxQuantity:
+		return fmt.Errorf("bad quantity %d", e.Quantity)
+	case e.ReservedAt.IsZero():
+		return errors.New("missing reserved_at")
+	}
+	return nil
+}
+
+// MaxQuantity bounds the units of one order whatever an activity allows.
+const MaxQuantity = 1000

@@ -1,0 +1,161 @@
+package order
+
+import "time"
+
+// NewSale is a sale as an operator asks for it, before anything is
+// written: nil for a setting left out.
+type NewSale struct {
+	ItemID           int64
+	StartsAt, EndsAt time.Time
+	// PerUserLimit defaults to 1.
+	PerUserLimit *int
+	// PaymentWindowSeconds defaults to none of its own (the programs'
+	// window, SECKILL_PAYMENT_WINDOW).
+	PaymentWindowSeconds *int
+	// StockBuckets defaults to 1 (one stock key).
+	StockBuckets *int
+}
+
+// Activity returns the sale n asks for, or the first thing wrong with it
+// (an *Error of ErrInvalidArgument, its message naming the API's field):
+// a positive item id, both times, ends_at after starts_at, the per-user
+// limit, payment window and bucket count within their bounds, and times
+// within the range of CheckSaleTimes, now being the shared clock's time.
+// Its price is the caller's to set (OptionalPrice): it may need the item.
+func (n NewSale) Activity(now time.Time) (Activity, error) {
+	a := Activity{ItemID: n.ItemID, StartsAt: n.StartsAt, EndsAt: n.EndsAt, PerUserLimit: 1, StockBuckets: 1}
+	if n.PerUserLimit != nil {
+		a.PerUserLimit = *n.PerUserLimit
+	}
+	if n.StockBuckets != nil {
+		a.StockBuckets = *n.StockBuckets
+	}
+	w := n.PaymentWindowSeconds
+	switch {
+	case n.ItemID <= 0:
+		return Activity{}, Errorf(ErrInvalidArgument, "item_id must be a positive integer")
+	case n.StartsAt.IsZero() || n.EndsAt.IsZero():
+		return Activity{}, Errorf(ErrInvalidArgument, "starts_at and ends_at are required (RFC 3339)")
+	case !n.EndsAt.After(n.StartsAt):
+		return Activity{}, Errorf(ErrInvalidArgument, "ends_at must be after starts_at")
+	}
+	if err := checkPerUserLimit(a.PerUserLimit); err != nil {
+		return Activity{}, err
+	}
+	if w != nil && (*w < 1 || *w > int(MaxPaymentWindow/time.Second)) {
+		return Activity{}, Errorf(ErrInvalidArgument, "payment_window_seconds must be from 1 to %d", int(MaxPaymentWindow/time.Second))
+	}
+	if err := checkStockBuckets(a.StockBuckets); err != nil {
+		return Activity{}, err
+	}
+	// Within the range every key lifetime computed from them stays exact.
+	if err := CheckSaleTimes(n.StartsAt, n.EndsAt, now); err != nil {
+		return Activity{}, err
+	}
+	if w != nil {
+		a.PaymentWindow = time.Duration(*w) * time.Second
+	}
+	return a, nil
+}
+
+// CheckQuantity refuses (ErrInvalidArgument) an order of q units the sale
+// does not take: fewer than one, more than its per-user limit or than
+// MaxQuantity.
+func (a Activity) CheckQuantity(q int) error {
+	if q < 1 || q > a.PerUserLimit || q > MaxQuantity {
+		return Errorf(ErrInvalidArgument, "quantity must be from 1 to %d", a.PerUserLimit)
+	}
+	return nil
+}
+
+// SaleChange is what an operator asks to change of a sale that has not
+// started: nil fields stay.
+type SaleChange struct {
+	StartsAt, EndsAt *time.Time
+	PerUserLimit     *int
+	StockBuckets     *int
+}
+
+// Check refuses (ErrInvalidArgument) a change of nothing, or one whose
+// per-user limit or bucket count is out of bounds. The times are checked
+// against the sale's others when it is read (CheckSaleTimes), and whether
+// the sale may still change by CheckChangeable.
+func (c SaleChange) Check() error {
+	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil {
+		return Errorf(ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets")
+	}
+	if c.StockBuckets != nil {
+		if err := checkStockBuckets(*c.StockBuckets); err != nil {
+			return err
+		}
+	}
+	if c.PerUserLimit != nil {
+		return checkPerUserLimit(*c.PerUserLimit)
+	}
+	return nil
+}
+
+// CheckChangeable refuses (ErrActivityStarted) a change of a sale that
+// starts at starts, at now or later than SettingsGuard before it: every
+// instance must see a change before the sale opens.
+func CheckChangeable(starts, now time.Time) error {
+	if !now.Before(starts.Add(-SettingsGuard)) {
+		return Errorf(ErrActivityStarted, "the sale starts at %s: its settings can no longer change (not later than %s before the start, so that every instance sees the change)",
+			starts.UTC().Format(time.RFC3339Nano), SettingsGuard)
+	}
+	return nil
+}
+
+func checkPerUserLimit(n int) error {
+	if n < 1 || n > MaxQuantity {
+		return Errorf(ErrInvalidArgument, "per_user_limit must be from 1 to %d", MaxQuantity)
+	}
+	return nil
+}
+
+func checkStockBuckets(n int) error {
+	if n < 1 || n > MaxStockBuckets {
+		return Errorf(ErrInvalidArgument, "stock_buckets must be from 1 to %d", MaxStockBuckets)
+	}
+	return nil
+}
+
+// KeyChange is what a change of a sale touches of the settings its Redis
+// keys are laid out and timed by.
+type KeyChange struct {
+	// Buckets: another bucket count.
+	Buckets bool
+	// End: another end; LaterEnd: a later one (the keys' lifetimes were
+	// computed from the end they have).
+	End, LaterEnd bool
+}
+
+// Any reports whether the change touches a key setting: instances holding
+// an older copy would lay out or time keys by the old ones.
+func (k KeyChange) Any() bool { return k.Buckets || k.End }
+
+// KeyChangeOf is what c changes of a's key settings.
+func KeyChangeOf(a Activity, c SaleChange) KeyChange {
+	return KeyChange{
+		Buckets:  c.StockBuckets != nil && *c.StockBuckets != max(a.StockBuckets, 1),
+		End:      c.EndsAt != nil && !c.EndsAt.Equal(a.EndsAt),
+		LaterEnd: c.EndsAt != nil && c.EndsAt.After(a.EndsAt),
+	}
+}
+
+// CheckWarmed refuses (ErrSettingLocked) a change of a sale whose stock
+// was loaded into Redis at warmedAt (zero: not loaded) that live keys
+// depend on: another bucket count, or a later end (an earlier end only
+// leaves the keys living longer than needed).
+func (k KeyChange) CheckWarmed(warmedAt time.Time) error {
+	if warmedAt.IsZero() || (!k.Buckets && !k.LaterEnd) {
+		return nil
+	}
+	what := "stock_buckets"
+	if !k.Buckets {
+		what = "a later ends_at"
+	}
+	return Errorf(ErrSettingLocked,
+		"the sale's stock was loaded into Redis at %s with keys laid out and timed by its current settings: %s cannot be set now (end this sale and create another)",
+		warmedAt.UTC().Format(time.RFC3339), what)
+}
