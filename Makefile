@@ -19,7 +19,7 @@ API_FUZZ_CI_SEED ?= 852757313
 # the schedule runs; make test runs the default, short one.
 SEED ?= 1
 DURATION ?= 2m
-PKG ?= ./...
+PKG ?= ./... ./bench/...
 # staticcheck 2026.2.2; the proxy knows its releases by these module versions.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

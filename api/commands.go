@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/config"
-	"github.com/seckill/seckill/pkg/payment"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 // The api's development commands: `api token` and `api sign-payment`.

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/config"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
 // settings is the api's configuration, read once at start.

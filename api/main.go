@@ -20,15 +20,15 @@ import (
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/api/internal/intake"
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/clock"
-	"github.com/seckill/seckill/pkg/logs"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/clock"
+	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/payment"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 // sign-payment prints a header and a body that the api's check accepts.

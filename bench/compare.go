@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/strategies"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // compare runs the seed article's strategy table live: the three strategies

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/pkg/config"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // The scenarios, in the order --scenario all runs them.

@@ -19,10 +19,10 @@ import (
 
 	"github.com/seckill/seckill/bench/internal/cpu"
 	"github.com/seckill/seckill/bench/internal/procs"
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // env is what every scenario runs against: the API's address and secret,

@@ -9,8 +9,8 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
 )
 
 // withHistory moves the bench onto a database of its own on the server of

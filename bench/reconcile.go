@@ -24,9 +24,9 @@ import (
 
 	"github.com/seckill/seckill/bench/internal/procs"
 	"github.com/seckill/seckill/bench/internal/report"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // The reconcile scenario builds a sale of many orders that the pipeline

@@ -15,10 +15,10 @@ import (
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/stats"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"gorm.io/gorm"
 )
 

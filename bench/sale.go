@@ -11,8 +11,8 @@ import (
 
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/verify"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // sale is one item and its activity, made through the admin API.

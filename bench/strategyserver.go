@@ -13,9 +13,9 @@ import (
 
 	"github.com/seckill/seckill/bench/internal/procs"
 	"github.com/seckill/seckill/bench/internal/strategies"
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/config"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // strategySecretEnv carries the JWT secret to the strategy server (never

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/adapter/auth"
 )
 
 // tokens holds buyers' bearer tokens minted before the load starts, so

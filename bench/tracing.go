@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/seckill/seckill/bench/internal/report"
-	"github.com/seckill/seckill/pkg/otlptest"
+	"github.com/seckill/seckill/internal/testkit/otlptest"
 )
 
 // parseTracing turns --tracing into the modes to run in turn: none (the

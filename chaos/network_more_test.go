@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/proxytest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // More lost Redis answers, for the scripts N5 and N6 do not cover: the

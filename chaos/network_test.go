@@ -13,15 +13,15 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/proxytest"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// Network faults: a real TCP proxy (pkg/proxytest) between the programs and
+// Network faults: a real TCP proxy (internal/testkit/proxytest) between the programs and
 // a service adds latency, cuts connections, or lets one chosen request
 // through and loses its answer. The suite's own reads go to the services
 // directly.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
 )
 
 // ruleTimeScale divides every duration of the shipped rules (for: and range

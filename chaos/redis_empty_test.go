@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
 )
 
 // 6. Redis restarts empty (its data is lost): the API refuses orders for the

@@ -12,10 +12,10 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/seckill/seckill/pkg/kafkatest"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
 )
 
 // The three-node Kafka cluster (`scripts/services up kafka-cluster`, README

@@ -17,13 +17,13 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/pkg/kafkatest"
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/reconcile"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
 // The MariaDB primary and its standby of `scripts/services up mysql-standby`

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/pkg/auth"
+	"github.com/seckill/seckill/pkg/adapter/auth"
 )
 
 // The checker: after the faults are healed it replays every key a buyer

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/payment"
-	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 // The client mix: buyers, the payment provider and an operator, against

@@ -19,7 +19,7 @@ import (
 
 // The kinds of fault the nemesis injects.
 const (
-	faultLoseRedis = "lost-reply-redis" // a script's answer lost at the wire (pkg/proxytest)
+	faultLoseRedis = "lost-reply-redis" // a script's answer lost at the wire (internal/testkit/proxytest)
 	faultLoseMySQL = "lost-reply-mysql" // a COMMIT's or UPDATE's answer lost
 	faultLoseKafka = "lost-reply-kafka" // a produce's or offset commit's answer lost
 	faultLatency   = "latency"          // base ± jitter on one program's link

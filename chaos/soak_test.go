@@ -16,9 +16,9 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/proxytest"
 )
 
 // TestSoak is `make soak SEED=<n> DURATION=<d>`: the real programs (two api

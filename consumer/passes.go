@@ -13,14 +13,14 @@ import (
 	"github.com/seckill/seckill/consumer/internal/heal"
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/consumer/internal/warmup"
-	"github.com/seckill/seckill/pkg/clock"
-	"github.com/seckill/seckill/pkg/lifecycle"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/reconcile"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/foundation/clock"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
 // pass is a periodic job that runs beside the fulfilment loop until its

@@ -10,8 +10,8 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 )
 
 // The programs refuse to start on bad configuration, naming the variable,

@@ -17,9 +17,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // idp is an identity provider as the api sees it: a JWKS endpoint over

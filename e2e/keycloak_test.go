@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // keycloakURL is the Keycloak that `scripts/services up keycloak` runs

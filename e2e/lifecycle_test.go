@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 type statusBody struct {

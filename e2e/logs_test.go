@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
 )
 
 // jsonLogLine is one JSON log line.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 )
 
 // During a sale the api's /metrics and the consumer's admin /metrics show

@@ -16,10 +16,10 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/payment"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 const specFile = "../docs/openapi.yaml"

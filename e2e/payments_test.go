@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/payment"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 type notified struct {

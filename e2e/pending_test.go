@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // An order the api accepted is its buyer's PENDING order until it is final,

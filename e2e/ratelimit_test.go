@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 )
 
 // One user hammering the API is throttled with 429 RATE_LIMITED and a

@@ -11,9 +11,9 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/seckill/seckill/pkg/otlptest"
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/otlptest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
 )
 
 // With the OTEL_* variables set, one order is one trace across both

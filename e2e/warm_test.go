@@ -3,8 +3,8 @@ package e2e_test
 import (
 	"testing"
 
-	"github.com/seckill/seckill/pkg/pipelinetest"
-	"github.com/seckill/seckill/pkg/proxytest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
 )
 
 // A fresh api connects to Kafka before it says ready: its first order is

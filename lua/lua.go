@@ -1,7 +1,7 @@
 // Package lua embeds the project's Redis Lua scripts, one script a file.
 //
 // Each file starts with a header comment that lists its KEYS, ARGV and
-// return values. Only the Redis adapters (pkg/stockredis, pkg/lock) run
+// return values. Only the Redis adapters (pkg/adapter/stockredis, pkg/adapter/lock) run
 // them; this package only hands out their text.
 package lua
 

@@ -30,14 +30,14 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/robfig/cron/v3"
 
-	"github.com/seckill/seckill/pkg/clock"
-	"github.com/seckill/seckill/pkg/config"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/logs"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/reconcile"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/foundation/clock"
+	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
 func main() {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/logstest"
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/logstest"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // env is one test's stores: a database, a key prefix, and one warmed item

@@ -9,7 +9,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/seckill/seckill/pkg/reconcile"
+	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
 // manyItems is the number of items from which progress is shown.

@@ -23,12 +23,12 @@ import (
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/api/internal/intake"
-	"github.com/seckill/seckill/pkg/kafkatest"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // unknownOrderNo has the form of an order number but was never issued.

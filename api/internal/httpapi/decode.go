@@ -14,7 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // decode reads a JSON object into v: at most MaxBody bytes, no unknown

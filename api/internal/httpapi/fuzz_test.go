@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // FuzzDecodePlaceOrder feeds arbitrary bodies to the order decoder and

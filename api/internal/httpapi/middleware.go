@@ -11,9 +11,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
 // The middlewares every request passes (observe when metrics are on,

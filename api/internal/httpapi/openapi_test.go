@@ -13,7 +13,7 @@ import (
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/api/internal/intake"
-	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
 const specFile = "../../../docs/openapi.yaml"

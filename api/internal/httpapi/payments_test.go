@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // The buyer pays an order of a sale that was cancelled a moment ago, before

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/pkg/auth"
-	"github.com/seckill/seckill/pkg/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
 )
 
 // fromAddr serves each request in process with h, as if it came from the

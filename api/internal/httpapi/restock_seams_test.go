@@ -12,12 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/reconcile"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
 // restockSeams is two API instances over one MySQL and one Redis key

@@ -16,9 +16,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // Prices: items and sales take an integer price of minor units with an

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/order"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // SalePageTTL is how long this instance serves a sale page from memory

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
 // WithTracer makes a server span of every request (named by method and

@@ -15,14 +15,14 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/pkg/failpoint"
-	"github.com/seckill/seckill/pkg/lifecycle"
-	"github.com/seckill/seckill/pkg/logs"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/tracing"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/failpoint"
+	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
 // Publisher sends create-order events; an error means the event may or may

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/seckill/seckill/pkg/redistest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
 )
 
 // The safe strategies never oversell and never let a buyer order twice,

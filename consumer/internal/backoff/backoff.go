@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/pkg/metrics"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
 // Defaults of Records.

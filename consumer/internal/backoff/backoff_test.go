@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
-	"github.com/seckill/seckill/pkg/logstest"
+	"github.com/seckill/seckill/internal/testkit/logstest"
 )
 
 type clock struct{ t time.Time }

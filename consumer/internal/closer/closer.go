@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
-	"github.com/seckill/seckill/pkg/lifecycle"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/tick"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
 // Closer runs the timeout close periodically.

@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/consumer/internal/closer"
-	"github.com/seckill/seckill/pkg/lifecycle"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
 // A closer pass costs what is due, not what the database holds: on the

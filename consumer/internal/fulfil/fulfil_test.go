@@ -16,11 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderdb"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // env is one test's Redis prefix and MySQL database, and a handler over

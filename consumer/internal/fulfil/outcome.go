@@ -1,6 +1,6 @@
 package fulfil
 
-import "github.com/seckill/seckill/pkg/orderevents"
+import "github.com/seckill/seckill/pkg/adapter/orderevents"
 
 // Outcome is what the handler made of one event, in the shop's words. The
 // router knows only whether an event is done, to retry or poison: result

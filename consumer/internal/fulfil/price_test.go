@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // An order records the sale's price at the time it is written: the unit

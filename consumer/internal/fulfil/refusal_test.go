@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // An instance sold on a copy of the sale older than MySQL's: orders

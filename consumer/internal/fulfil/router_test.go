@@ -10,10 +10,10 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/seckill/seckill/pkg/kafkatest"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/orderevents"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // retries counts the router's failed attempts; the rest it records is

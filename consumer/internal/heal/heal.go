@@ -52,9 +52,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/pkg/logs"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
 // DefaultEvery is the default period of the watch.

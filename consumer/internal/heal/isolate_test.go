@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
 // Redis loses the data of two items on sale, and one of them fails its

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/reconcile"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
 // LockTTL is the lease of the reconcile lock a repair pass holds (the

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/waittest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // After Redis lost every key, the watch repairs a sale with more live

@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/metrics"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/stockredis"
-	"github.com/seckill/seckill/pkg/tick"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/tick"
 )
 
 // Publisher re-publishes events.

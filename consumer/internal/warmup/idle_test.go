@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/warmup"
-	"github.com/seckill/seckill/pkg/lock"
-	"github.com/seckill/seckill/pkg/mysqltest"
-	"github.com/seckill/seckill/pkg/order"
-	"github.com/seckill/seckill/pkg/redistest"
-	"github.com/seckill/seckill/pkg/stockredis"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
+	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // A warm-up pass costs what is due, not what the database holds: with 800

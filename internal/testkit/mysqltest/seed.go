@@ -1,0 +1,40 @@
+package mysqltest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// SeedLive writes live orders of users 1..n (one unit each, idempotency
+// key "k<user>") in the activity straight into MySQL, with the consumer's
+// own write (orderdb.Fulfil) a thousand at a time: a sale that sold n
+// units, with Redis left as it was. It returns the orders' events, by
+// user.
+func (d *DB) SeedLive(ctx context.Context, a order.Activity, n int) ([]order.Event, error) {
+	gen := order.NewNumberGenerator()
+	all := make([]order.Event, 0, n)
+	for from := 1; from <= n; from += 1000 {
+		var reqs []orderdb.Request
+		for u := from; u < from+1000 && u <= n; u++ {
+			e := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: "k" + strconv.Itoa(u),
+				UserID: strconv.Itoa(u), ItemID: a.ItemID, ActivityID: a.ID, Quantity: 1, ReservedAt: time.Now()}
+			all = append(all, e)
+			reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(time.Hour)})
+		}
+		out, err := d.Fulfil(ctx, a.ItemID, reqs)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range reqs {
+			if o := out[r.Event.OrderNo]; o.Status != order.Created {
+				return nil, fmt.Errorf("seeded order %s: %+v", r.Event.OrderNo, o)
+			}
+		}
+	}
+	return all, nil
+}

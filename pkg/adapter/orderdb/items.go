@@ -1,0 +1,227 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+type itemRow struct {
+	ID        int64 `gorm:"primaryKey"`
+	Name      string
+	Price     *int64
+	Currency  *string
+	CreatedAt time.Time
+}
+
+func (itemRow) TableName() string { return "items" }
+
+type stockRow struct {
+	ItemID    int64 `gorm:"primaryKey"`
+	Stock     int64
+	UpdatedAt time.Time
+}
+
+func (stockRow) TableName() string { return "item_stock" }
+
+type activityRow struct {
+	ID                   int64 `gorm:"primaryKey"`
+	ItemID               int64
+	StartsAt             time.Time
+	EndsAt               time.Time
+	PerUserLimit         int
+	PaymentWindowSeconds *int
+	StockBuckets         int
+	SalePrice            *int64
+	Currency             *string
+	CancelledAt          *time.Time
+	CreatedAt            time.Time
+}
+
+func (activityRow) TableName() string { return "activities" }
+
+// priceColumns is a price as two nullable columns (amount, currency).
+func priceColumns(m order.Money) (*int64, *string) {
+	if !m.Priced() {
+		return nil, nil
+	}
+	return &m.Amount, &m.Currency
+}
+
+// money reads two nullable price columns back; NULL is no price.
+func money(amount *int64, currency *string) order.Money {
+	if amount == nil || currency == nil {
+		return order.Money{}
+	}
+	return order.Money{Amount: *amount, Currency: *currency}
+}
+
+// Item is a product with its MySQL stock.
+type Item struct {
+	ID    int64
+	Name  string
+	Stock int64
+	// Price is the item's list price; zero when it has none.
+	Price order.Money
+}
+
+// CreateItem inserts an item without a price and its stock row.
+func (db *DB) CreateItem(ctx context.Context, name string, stock int64) (Item, error) {
+	return db.CreatePricedItem(ctx, name, stock, order.Money{})
+}
+
+// CreatePricedItem inserts an item with its price (zero for none) and its
+// stock row, in one transaction.
+func (db *DB) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (Item, error) {
+	row := itemRow{Name: name}
+	row.Price, row.Currency = priceColumns(price)
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		return tx.Create(&stockRow{ItemID: row.ID, Stock: stock}).Error
+	})
+	if err != nil {
+		return Item{}, wrap("create item", err)
+	}
+	return Item{ID: row.ID, Name: name, Stock: stock, Price: price}, nil
+}
+
+// Item returns one item with its MySQL stock, order.ErrNotFound if none.
+func (db *DB) Item(ctx context.Context, id int64) (Item, error) {
+	var row struct {
+		ID       int64
+		Name     string
+		Price    *int64
+		Currency *string
+		Stock    int64
+	}
+	err := db.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
+		Joins("JOIN item_stock ON item_stock.item_id = items.id").Where("items.id = ?", id).Take(&row).Error
+	if err != nil {
+		return Item{}, wrap("read item", err)
+	}
+	return Item{ID: row.ID, Name: row.Name, Stock: row.Stock, Price: money(row.Price, row.Currency)}, nil
+}
+
+// ItemStock returns the item's MySQL stock, order.ErrNotFound if none.
+func (db *DB) ItemStock(ctx context.Context, itemID int64) (int64, error) {
+	var row stockRow
+	err := db.gdb.WithContext(ctx).Where("item_id = ?", itemID).Take(&row).Error
+	if err != nil {
+		return 0, wrap("read stock", err)
+	}
+	return row.Stock, nil
+}
+
+// SetItemStock overwrites an item's MySQL stock (operators and tests).
+func (db *DB) SetItemStock(ctx context.Context, itemID, stock int64) error {
+	res := db.gdb.WithContext(ctx).Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", stock)
+	if res.Error != nil {
+		return wrap("set stock", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return order.ErrNotFound
+	}
+	return nil
+}
+
+// CreateActivity inserts an activity for an existing item. A sale without
+// a price of its own sells at the item's price (none when the item has
+// none); a sale price must be in the item's currency when the item has one.
+func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
+	return db.createActivity(ctx, a, nil)
+}
+
+// createActivity is CreateActivity, checked against g unless it is nil
+// (CreateSale).
+func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard) (order.Activity, error) {
+	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
+		StockBuckets: max(a.StockBuckets, 1)}
+	if a.PaymentWindow > 0 {
+		s := int(a.PaymentWindow / time.Second)
+		row.PaymentWindowSeconds = &s
+	}
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		it, others, err := lockItemSales(tx, a.ItemID, 0)
+		if err != nil {
+			return err
+		}
+		if g != nil {
+			if err := g.checkLayout(others, row.StockBuckets); err != nil {
+				return err
+			}
+		}
+		listPrice := money(it.Price, it.Currency)
+		switch {
+		case !a.SalePrice.Priced():
+			a.SalePrice = listPrice
+		case listPrice.Priced() && listPrice.Currency != a.SalePrice.Currency:
+			return order.Errorf(order.ErrInvalidArgument, "the sale price must be in the item's currency %s", listPrice.Currency)
+		}
+		row.SalePrice, row.Currency = priceColumns(a.SalePrice)
+		return tx.Create(&row).Error
+	})
+	if err != nil {
+		return order.Activity{}, wrap("create activity", err)
+	}
+	a.ID, a.StockBuckets = row.ID, row.StockBuckets
+	return a, nil
+}
+
+// Activity returns one activity, order.ErrNotFound if none.
+func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
+	var row activityRow
+	if err := db.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
+		return order.Activity{}, wrap("read activity", err)
+	}
+	return row.activity(), nil
+}
+
+func (row activityRow) activity() order.Activity {
+	a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
+		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency)}
+	if row.PaymentWindowSeconds != nil {
+		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
+	}
+	if row.CancelledAt != nil {
+		a.CancelledAt = *row.CancelledAt
+	}
+	return a
+}
+
+// findAs runs q's Find into rows of R and returns them converted by to;
+// op names the read in the error.
+func findAs[R, T any](q *gorm.DB, op string, to func(R) T) ([]T, error) {
+	var rows []R
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = to(r)
+	}
+	return out, nil
+}
+
+// wrap translates GORM and driver errors into domain errors.
+func wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return fmt.Errorf("%s: %w", op, order.ErrNotFound)
+	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument),
+		errors.Is(err, order.ErrActivityNotActive), errors.Is(err, order.ErrActivityStarted),
+		errors.Is(err, order.ErrSettingLocked):
+		return fmt.Errorf("%s: %w", op, err)
+	case isTransient(err):
+		return fmt.Errorf("%s: %w: %w", op, order.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,234 @@
+package orderdb_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// proxiedOrderDB opens a second handle on db's database through a MySQL
+// proxy, so a test can lose the answer to one statement.
+func proxiedOrderDB(t *testing.T, db *mysqltest.DB) (*proxytest.Proxy, *orderdb.DB) {
+	t.Helper()
+	cfg, err := mysqldrv.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proxytest.Start(t, cfg.Addr, proxytest.MySQL)
+	cfg.Addr = p.Addr()
+	via, err := orderdb.Open(orderdb.Config{DSN: cfg.FormatDSN(), MaxOpenConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { via.Close() })
+	if err := via.Ping(context.Background()); err != nil {
+		t.Fatalf("MySQL through the proxy: %v", err)
+	}
+	return p, via
+}
+
+// cutCommit arms a cut after the next COMMIT's answer starts arriving.
+func cutCommit(p *proxytest.Proxy) { p.CutAfter(proxytest.MySQLQuery("COMMIT"), time.Second) }
+
+// waitCutOver waits until MySQL answers through the proxy again.
+func waitCutOver(t *testing.T, via *orderdb.DB) {
+	t.Helper()
+	waittest.UntilEvery(t, 15*time.Second, 250*time.Millisecond, "MySQL answers through the proxy after the cut", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return via.Ping(ctx) == nil
+	})
+}
+
+// The COMMIT of a restock reaches MySQL and its answer is lost: the call
+// fails, yet the restock is committed; the retry with the same key finds
+// it (not created again) and the stock was raised exactly once.
+func TestRestockLostCommitRetryFindsIt(t *testing.T) {
+	t.Parallel()
+	const stock, qty = 10, 7
+	db, item := setup(t, stock)
+	p, via := proxiedOrderDB(t, db)
+	ctx := context.Background()
+
+	cutCommit(p)
+	if r, created, err := via.Restock(ctx, item, "restock-lost", qty); err == nil {
+		t.Fatalf("restock answered through a cut COMMIT: %+v created=%v", r, created)
+	} else {
+		t.Logf("restock with its COMMIT answer lost: %v", err)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("proxy lost %d answers, want 1 (the COMMIT's)", got)
+	}
+
+	// Committed: seen directly, not through the proxy.
+	pending, err := db.PendingRestocks(ctx, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 1 || pending[0].Key != "restock-lost" || pending[0].Quantity != qty {
+		t.Fatalf("restocks after the lost COMMIT %+v, want the one of key restock-lost, %d units", pending, qty)
+	}
+	if got, err := db.ItemStock(ctx, item); err != nil || got != stock+qty {
+		t.Fatalf("item_stock after the lost COMMIT %d (%v), want %d: it committed", got, err, stock+qty)
+	}
+
+	waitCutOver(t, via)
+	r, created, err := via.Restock(ctx, item, "restock-lost", qty)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if created {
+		t.Fatalf("the retry created the restock again: %+v", r)
+	}
+	if r.ID != pending[0].ID || r.Key != "restock-lost" || r.Quantity != qty || r.ItemID != item {
+		t.Fatalf("the retry answered %+v, want the committed restock %+v", r, pending[0])
+	}
+	if got, err := db.ItemStock(ctx, item); err != nil || got != stock+qty {
+		t.Fatalf("item_stock after the retry %d (%v), want %d: raised once", got, err, stock+qty)
+	}
+	if pending, err := db.PendingRestocks(ctx, item); err != nil || len(pending) != 1 {
+		t.Fatalf("restocks after the retry %+v (%v), want one", pending, err)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("proxy lost %d answers, want 1", got)
+	}
+}
+
+// The COMMIT of a payment reaches MySQL and its answer is lost: the call
+// fails, yet the payment is committed and the order PAID; the retry of the
+// same notification answers Duplicate, with one payments row and the order
+// PAID once.
+func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
+	t.Parallel()
+	const stock = 10
+	eur := order.Money{Amount: 1500, Currency: "EUR"}
+	db, item := setup(t, stock)
+	ctx := context.Background()
+	r := req(item, 1, 1)
+	r.UnitPrice = eur
+	no := r.Event.OrderNo
+	out, err := db.Fulfil(ctx, item, []orderdb.Request{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[no].Status != order.Created {
+		t.Fatalf("fixture order %+v, want CREATED", out[no])
+	}
+	p, via := proxiedOrderDB(t, db)
+	pay := orderdb.Payment{TransactionID: "tx-lost-commit", OrderNo: no, Amount: eur}
+
+	cutCommit(p)
+	if rec, err := via.RecordPayment(ctx, pay); err == nil {
+		t.Fatalf("payment answered through a cut COMMIT: %+v", rec)
+	} else {
+		t.Logf("payment with its COMMIT answer lost: %v", err)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("proxy lost %d answers, want 1 (the COMMIT's)", got)
+	}
+
+	// Committed: seen directly, not through the proxy.
+	ps, err := db.PaymentsOf(ctx, no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].TransactionID != pay.TransactionID || ps[0].Outcome != orderdb.PaymentPaid {
+		t.Fatalf("payments after the lost COMMIT %+v, want one PAID of %s", ps, pay.TransactionID)
+	}
+	if o, err := db.Order(ctx, no); err != nil || o.Status != order.Paid {
+		t.Fatalf("order after the lost COMMIT %+v (%v), want PAID: it committed", o, err)
+	}
+
+	waitCutOver(t, via)
+	rec, err := via.RecordPayment(ctx, pay)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if !rec.Duplicate || rec.Closed {
+		t.Fatalf("the retry answered %+v, want a Duplicate", rec)
+	}
+	if rec.Payment.TransactionID != pay.TransactionID || rec.Payment.Outcome != orderdb.PaymentPaid || rec.Order.Status != order.Paid {
+		t.Fatalf("the retry answered %+v, want the PAID payment and the PAID order", rec)
+	}
+	if ps, err := db.PaymentsOf(ctx, no); err != nil || len(ps) != 1 {
+		t.Fatalf("payments after the retry %+v (%v), want one", ps, err)
+	}
+	counts, err := db.StatusCounts(ctx, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[order.Paid] != 1 || len(counts) != 1 {
+		t.Fatalf("orders by status %v, want one PAID", counts)
+	}
+	// Paying does not move stock: the one unit the order took stays taken.
+	if got, err := db.ItemStock(ctx, item); err != nil || got != stock-1 {
+		t.Fatalf("item_stock %d (%v), want %d", got, err, stock-1)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("proxy lost %d answers, want 1", got)
+	}
+}
+
+// The COMMIT of a cancel reaches MySQL and its answer is lost: the call
+// fails, yet the sale is ended and cancelled; the operator's retry a moment
+// later changes nothing more (the end stays at the first call's time, the
+// cancellation at its first mark) and answers the ended sale.
+func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
+	t.Parallel()
+	db, item := setup(t, 10)
+	ctx := context.Background()
+	act, err := db.CreateActivity(ctx, order.Activity{ItemID: item, StartsAt: time.Now().Add(-time.Minute),
+		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, via := proxiedOrderDB(t, db)
+	cancelledAt := func() *time.Time {
+		t.Helper()
+		var at *time.Time
+		if err := db.Gorm().WithContext(ctx).Raw("SELECT cancelled_at FROM activities WHERE id = ?", act.ID).Scan(&at).Error; err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+
+	first := time.Now().UTC().Truncate(time.Millisecond)
+	cutCommit(p)
+	if a, err := via.EndActivity(ctx, act.ID, first, true); err == nil {
+		t.Fatalf("cancel answered through a cut COMMIT: %+v", a)
+	} else {
+		t.Logf("cancel with its COMMIT answer lost: %v", err)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("proxy lost %d answers, want 1 (the COMMIT's)", got)
+	}
+	// Committed: seen directly, not through the proxy.
+	ended, err := db.Activity(ctx, act.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := cancelledAt()
+	if !ended.EndsAt.Equal(first) || marked == nil || !marked.Equal(first) {
+		t.Fatalf("after the lost COMMIT: ends_at %s, cancelled_at %v; want both %s", ended.EndsAt, marked, first)
+	}
+
+	waitCutOver(t, via)
+	retry, err := via.EndActivity(ctx, act.ID, first.Add(2*time.Second), true)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if !retry.EndsAt.Equal(first) {
+		t.Fatalf("the retry moved ends_at to %s, want it left at %s", retry.EndsAt, first)
+	}
+	if again := cancelledAt(); again == nil || !again.Equal(first) {
+		t.Fatalf("the retry moved cancelled_at to %v, want it left at %s", again, first)
+	}
+}

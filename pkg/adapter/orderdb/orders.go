@@ -1,0 +1,381 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+type orderRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	OrderNo        string
+	UserID         string
+	ItemID         int64
+	ActivityID     int64
+	Quantity       int
+	Status         string
+	FailureReason  *string
+	IdempotencyKey string
+	UnitPrice      *int64
+	Amount         *int64
+	Currency       *string
+	PayDeadline    *time.Time
+	ReleasedAt     *time.Time
+	ReservedAt     time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (orderRow) TableName() string { return "orders" }
+
+func (r orderRow) toOrder() order.Order {
+	o := order.Order{
+		OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
+		Quantity: r.Quantity, Status: order.Status(r.Status), IdempotencyKey: r.IdempotencyKey,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		UnitPrice: money(r.UnitPrice, r.Currency), Amount: money(r.Amount, r.Currency),
+	}
+	if r.FailureReason != nil {
+		o.FailureReason = *r.FailureReason
+	}
+	return o
+}
+
+// Order returns one order by number, order.ErrNotFound if MySQL has none.
+func (db *DB) Order(ctx context.Context, orderNo string) (order.Order, error) {
+	var row orderRow
+	if err := db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
+		return order.Order{}, wrap("read order", err)
+	}
+	return row.toOrder(), nil
+}
+
+// Orders returns the orders MySQL has among orderNos, by number, asking
+// for ListBatch numbers per query.
+func (db *DB) Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error) {
+	out := make(map[string]order.Order, len(orderNos))
+	for chunk := range slices.Chunk(orderNos, ListBatch) {
+		var rows []orderRow
+		if err := db.gdb.WithContext(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
+			return nil, wrap("read orders", err)
+		}
+		for _, r := range rows {
+			out[r.OrderNo] = r.toOrder()
+		}
+	}
+	return out, nil
+}
+
+// Outcome is what fulfilment did with one order.
+type Outcome struct {
+	Status order.Status
+	Reason string
+	// Existing is true when MySQL already had the order (a redelivery).
+	Existing bool
+}
+
+// Request is one order to fulfil: an accepted reservation on its way into
+// MySQL.
+type Request struct {
+	Event       order.Event
+	PayDeadline time.Time
+	// UnitPrice is the sale's price of one unit (zero: no price); the row
+	// records it with amount = UnitPrice × quantity.
+	UnitPrice order.Money
+}
+
+// Fulfil writes the orders of one item. It first tries the whole batch in
+// one transaction (one aggregated conditional stock update, one multi-row
+// insert); if MySQL cannot take all of it (not enough stock for the sum, or
+// a unique key fires) it rolls back and goes order by order, so the exact
+// tail of the stock still sells and only the orders MySQL refuses fail.
+// Orders already in MySQL are reported as Existing and not touched.
+//
+// Each transaction first reads the orders' activities under a shared lock
+// (an end, cancel or change of the sale waits for it, and it for them) and
+// records as FAILED, taking no stock, every order the sale refuses
+// (order.Activity.Refusal: reserved outside the sale's window as MySQL
+// has it now, or above its per-user limit), whatever the instance that
+// reserved it believed. An activity MySQL does not have refuses nothing
+// here (the consumer dead-letters such events before).
+// It returns one outcome per order number, or an error wrapping
+// order.ErrUnavailable when nothing may be assumed and the batch must be
+// retried.
+func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[string]Outcome, error) {
+	out := make(map[string]Outcome, len(reqs))
+	nos := make([]string, len(reqs))
+	for i, r := range reqs {
+		nos[i] = r.Event.OrderNo
+	}
+	existing, err := db.Orders(ctx, nos)
+	if err != nil {
+		return nil, err
+	}
+	todo := make([]Request, 0, len(reqs))
+	seen := make(map[string]bool, len(reqs))
+	for _, r := range reqs {
+		no := r.Event.OrderNo
+		if o, ok := existing[no]; ok {
+			out[no] = Outcome{Status: o.Status, Reason: o.FailureReason, Existing: true}
+			continue
+		}
+		if seen[no] { // the same event twice in one batch
+			continue
+		}
+		seen[no] = true
+		todo = append(todo, r)
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+
+	refused, ok, err := db.fulfilBatch(ctx, itemID, todo)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		for _, r := range todo {
+			if reason := refused[r.Event.OrderNo]; reason != "" {
+				out[r.Event.OrderNo] = Outcome{Status: order.Failed, Reason: reason}
+				continue
+			}
+			out[r.Event.OrderNo] = Outcome{Status: order.Created}
+		}
+		return out, nil
+	}
+	for _, r := range todo {
+		o, err := db.fulfilOne(ctx, itemID, r)
+		if err != nil {
+			return nil, err
+		}
+		out[r.Event.OrderNo] = o
+	}
+	return out, nil
+}
+
+// errFallback rolls a batch back so it can be retried order by order.
+var errFallback = errors.New("batch needs order-by-order fulfilment")
+
+// fulfilBatch writes reqs in one transaction and reports the orders the
+// sale refused (by number, with the reason) and whether it committed.
+func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (map[string]string, bool, error) {
+	refused := map[string]string{}
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		acts, err := shareActivities(tx, reqs)
+		if err != nil {
+			return err
+		}
+		sum := 0
+		rows := make([]orderRow, len(reqs))
+		for i, r := range reqs {
+			if reason := refusal(acts, r.Event); reason != "" {
+				refused[r.Event.OrderNo] = reason
+				rows[i] = newRow(r, order.Failed, reason)
+				continue
+			}
+			sum += r.Event.Quantity
+			rows[i] = newRow(r, order.Created, "")
+		}
+		if sum > 0 {
+			res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, itemID, sum)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return errFallback
+			}
+		}
+		if err := tx.Create(&rows).Error; err != nil {
+			if duplicateKey(err) != "" {
+				return errFallback
+			}
+			return err
+		}
+		return nil
+	})
+	if errors.Is(err, errFallback) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, wrap("fulfil batch", err)
+	}
+	return refused, true, nil
+}
+
+// shareActivities reads the activities of reqs inside tx under a shared
+// lock: the rows as MySQL has them now, which an end or cancel cannot
+// change until tx ends.
+func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, error) {
+	ids := make([]int64, 0, 1)
+	seen := map[int64]bool{}
+	for _, r := range reqs {
+		if id := r.Event.ActivityID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	var rows []activityRow
+	if err := tx.Raw("SELECT * FROM activities WHERE id IN ? LOCK IN SHARE MODE", ids).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	acts := make(map[int64]order.Activity, len(rows))
+	for _, row := range rows {
+		acts[row.ID] = row.activity()
+	}
+	return acts, nil
+}
+
+// refusal is why MySQL's copy of e's sale refuses it, or "".
+func refusal(acts map[int64]order.Activity, e order.Event) string {
+	a, ok := acts[e.ActivityID]
+	if !ok {
+		return ""
+	}
+	return a.Refusal(e.ReservedAt, e.Quantity)
+}
+
+// fulfilOne writes one order in its own transaction.
+func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, error) {
+	var out Outcome
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		acts, err := shareActivities(tx, []Request{r})
+		if err != nil {
+			return err
+		}
+		if reason := refusal(acts, r.Event); reason != "" {
+			out = Outcome{Status: order.Failed, Reason: reason}
+			return tx.Create(ptr(newRow(r, order.Failed, reason))).Error
+		}
+		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, itemID, r.Event.Quantity)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			out = Outcome{Status: order.Failed, Reason: order.ReasonOutOfStock}
+			return tx.Create(ptr(newRow(r, order.Failed, order.ReasonOutOfStock))).Error
+		}
+		out = Outcome{Status: order.Created}
+		return tx.Create(ptr(newRow(r, order.Created, ""))).Error
+	})
+	switch k := duplicateKey(err); k {
+	case "":
+	case "uk_orders_live", "uk_orders_key":
+		// The user already holds a live order in this activity, or this
+		// key already made an order in it: record the refusal without
+		// touching stock. A retry of the key whose first order is still
+		// live trips uk_orders_live first; it is a duplicate request too.
+		reason := order.ReasonDuplicateRequest
+		if k == "uk_orders_live" {
+			used, kerr := db.keyUsed(ctx, r.Event)
+			if kerr != nil {
+				return Outcome{}, kerr
+			}
+			if !used {
+				reason = order.ReasonAlreadyPurchased
+			}
+		}
+		err = db.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
+		out = Outcome{Status: order.Failed, Reason: reason}
+		if duplicateKey(err) != "uk_orders_order_no" {
+			break
+		}
+		fallthrough
+	default: // order_no: someone else wrote it meanwhile
+		o, rerr := db.Order(ctx, r.Event.OrderNo)
+		if rerr != nil {
+			return Outcome{}, rerr
+		}
+		return Outcome{Status: o.Status, Reason: o.FailureReason, Existing: true}, nil
+	}
+	if err != nil {
+		return Outcome{}, wrap("fulfil order", err)
+	}
+	return out, nil
+}
+
+// keyUsed reports whether e's idempotency key already made an order
+// (one that is not FAILED) in e's activity: what uk_orders_key holds.
+func (db *DB) keyUsed(ctx context.Context, e order.Event) (bool, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+		Where("activity_id = ? AND user_id = ? AND key_once = ?", e.ActivityID, e.UserID, e.IdempotencyKey).Count(&n).Error
+	if err != nil {
+		return false, wrap("read order of idempotency key", err)
+	}
+	return n > 0, nil
+}
+
+// Abandon records that an order the API could not confirm failed for
+// reason, without taking stock, unless MySQL already has the order; it
+// returns the order as MySQL now holds it. The API calls it when it must
+// answer 503 but could not release the reservation in Redis: the consumer
+// and the stranded-reservation sweep both treat a FAILED row as final and
+// release the reservation instead of creating the order, and the unique
+// order number lets exactly one of {this row, the consumer's} exist.
+func (db *DB) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
+	row := newRow(Request{Event: e}, order.Failed, reason)
+	err := db.gdb.WithContext(ctx).Create(&row).Error
+	if err == nil {
+		return row.toOrder(), nil
+	}
+	if duplicateKey(err) == "uk_orders_order_no" {
+		return db.Order(ctx, e.OrderNo)
+	}
+	return order.Order{}, wrap("abandon order", err)
+}
+
+func newRow(r Request, st order.Status, reason string) orderRow {
+	e := r.Event
+	row := orderRow{
+		OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,
+		Quantity: e.Quantity, Status: string(st), IdempotencyKey: e.IdempotencyKey,
+		ReservedAt: e.ReservedAt.UTC(),
+	}
+	if r.UnitPrice.Priced() {
+		amount := r.UnitPrice.Times(e.Quantity).Amount
+		row.UnitPrice, row.Amount, row.Currency = &r.UnitPrice.Amount, &amount, &r.UnitPrice.Currency
+	}
+	if reason != "" {
+		row.FailureReason = &reason
+		now := time.Now().UTC()
+		row.ReleasedAt = &now // nothing to give back in MySQL
+	}
+	if st == order.Created && !r.PayDeadline.IsZero() {
+		d := r.PayDeadline.UTC()
+		row.PayDeadline = &d
+	}
+	return row
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// LiveOrderCount counts CREATED and PAID orders of an item (tests, bench).
+func (db *DB) LiveOrderCount(ctx context.Context, itemID int64) (int64, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+		Where("item_id = ? AND status IN ?", itemID, []string{string(order.Created), string(order.Paid)}).Count(&n).Error
+	return n, wrap("count orders", err)
+}
+
+// StatusCounts counts an item's orders by status.
+func (db *DB) StatusCounts(ctx context.Context, itemID int64) (map[order.Status]int64, error) {
+	var rows []struct {
+		Status string
+		N      int64
+	}
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("status, COUNT(*) AS n").
+		Where("item_id = ?", itemID).Group("status").Scan(&rows).Error
+	if err != nil {
+		return nil, wrap("count orders", err)
+	}
+	out := map[order.Status]int64{}
+	for _, r := range rows {
+		out[order.Status(r.Status)] = r.N
+	}
+	return out, nil
+}

@@ -1,0 +1,173 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// Payment outcomes, the payments.outcome column.
+const (
+	// PaymentPaid: the payment moved its order from CREATED to PAID.
+	PaymentPaid = "PAID"
+	// PaymentRefund: the money arrived for an order that could not be
+	// paid any more; it is owed back to the buyer.
+	PaymentRefund = "REFUND"
+)
+
+// Payment is one provider transaction as recorded.
+type Payment struct {
+	TransactionID string
+	OrderNo       string
+	Amount        order.Money
+	Outcome       string
+	// RefundReason is the order's status when a REFUND payment arrived.
+	RefundReason string
+	ReceivedAt   time.Time
+}
+
+type paymentRow struct {
+	ID            int64 `gorm:"primaryKey"`
+	TransactionID string
+	OrderNo       string
+	Amount        int64
+	Currency      string
+	Outcome       string
+	RefundReason  *string
+	RefundedAt    *time.Time
+	ReceivedAt    time.Time
+}
+
+func (paymentRow) TableName() string { return "payments" }
+
+func (r paymentRow) toPayment() Payment {
+	p := Payment{TransactionID: r.TransactionID, OrderNo: r.OrderNo, Amount: order.Money{Amount: r.Amount, Currency: r.Currency},
+		Outcome: r.Outcome, ReceivedAt: r.ReceivedAt}
+	if r.RefundReason != nil {
+		p.RefundReason = *r.RefundReason
+	}
+	return p
+}
+
+// Recorded is what RecordPayment did.
+type Recorded struct {
+	Payment Payment
+	// Order is the order after the payment.
+	Order order.Order
+	// Duplicate is true when the transaction was recorded before: nothing
+	// changed now.
+	Duplicate bool
+	// Closed is true when this call found the order CREATED past its payment
+	// window or in a cancelled sale and closed it (its units went back to
+	// item_stock in the same transaction; Order.FailureReason says why): the
+	// caller releases the Redis reservation next, as after any close.
+	Closed bool
+}
+
+// RecordPayment records one provider transaction for an order, once: in one
+// transaction it inserts the payment (the unique transaction_id makes a
+// second notification, even a concurrent one, a Duplicate that changes
+// nothing) and moves the order from CREATED to PAID with the same
+// compare-and-set as Pay. When the order is CLOSED, FAILED or already PAID
+// (by another transaction, or by the buyer) the payment is recorded as a
+// REFUND. An order still CREATED but past its payment window, or of a sale
+// that was cancelled, is closed here (as the closer would a moment later)
+// and the payment is a REFUND, so the outcome never waits for the closer;
+// the sale's row is read with a shared lock (saleCancelled), so a
+// concurrent cancel is either seen or waits for this transaction. The
+// caller checked the amount against the order's.
+func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
+	var out Recorded
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row := paymentRow{TransactionID: p.TransactionID, OrderNo: p.OrderNo, Amount: p.Amount.Amount,
+			Currency: p.Amount.Currency, Outcome: PaymentPaid, ReceivedAt: time.Now().UTC()}
+		// The insert goes first: a concurrent duplicate waits on the unique
+		// key until this transaction ends, then finds the row.
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		// The sale's row with a shared lock, as Pay reads it: a cancel
+		// committed before this is seen, and one after it waits for this
+		// transaction (its closer then finds the order PAID).
+		cancelled, err := saleCancelled(tx, p.OrderNo)
+		if err != nil {
+			return err
+		}
+		paid := false
+		if !cancelled {
+			res := tx.Exec(`UPDATE orders SET status = ?
+				WHERE order_no = ? AND status IN ? AND (pay_deadline IS NULL OR pay_deadline > ?)`,
+				string(order.Paid), p.OrderNo, becomesFrom(order.Paid), time.Now().UTC())
+			if res.Error != nil {
+				return res.Error
+			}
+			paid = res.RowsAffected == 1
+		}
+		if !paid {
+			// A locking read: the latest committed status, not this
+			// transaction's snapshot.
+			var o orderRow
+			if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no = ?", p.OrderNo).Take(&o).Error; err != nil {
+				return err
+			}
+			reason := o.Status
+			if o.Status == string(order.Created) {
+				// Past its window, or its sale cancelled: close it now,
+				// units back in the same transaction, exactly as
+				// CloseOrder (the closer) would a moment later.
+				why := order.ReasonPaymentTimeout
+				if cancelled {
+					why = order.ReasonSaleCancelled
+				}
+				won, err := closeCreated(tx, "", p.OrderNo, why)
+				if err != nil {
+					return err
+				}
+				if !won {
+					return errors.New("an order locked CREATED could not be closed")
+				}
+				out.Closed, reason = true, string(order.Closed)
+			}
+			row.Outcome, row.RefundReason = PaymentRefund, &reason
+			if err := tx.Model(&row).Updates(map[string]any{"outcome": PaymentRefund, "refund_reason": reason}).Error; err != nil {
+				return err
+			}
+		}
+		out.Payment = row.toPayment()
+		return nil
+	})
+	if duplicateKey(err) == "uk_payments_transaction" {
+		var row paymentRow
+		if err := db.gdb.WithContext(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
+			return Recorded{}, wrap("read payment", err)
+		}
+		out = Recorded{Payment: row.toPayment(), Duplicate: true}
+	} else if err != nil {
+		return Recorded{}, wrap("record payment", err)
+	}
+	o, err := db.Order(ctx, out.Payment.OrderNo)
+	if err != nil {
+		return Recorded{}, err
+	}
+	out.Order = o
+	return out, nil
+}
+
+// PaymentsOf returns the payments recorded for an order, oldest first.
+func (db *DB) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error) {
+	return findAs(db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
+}
+
+// RefundsNeeded counts the REFUND payments of an activity's orders not yet
+// marked refunded.
+func (db *DB) RefundsNeeded(ctx context.Context, activityID int64) (int64, error) {
+	var n int64
+	err := db.gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
+		WHERE o.activity_id = ? AND p.outcome = 'REFUND' AND p.refunded_at IS NULL`, activityID).Scan(&n).Error
+	return n, wrap("count refunds", err)
+}

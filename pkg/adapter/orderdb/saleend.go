@@ -1,0 +1,143 @@
+package orderdb
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// EndActivity ends a running sale at now: ends_at moves to now (the API
+// instances refuse new orders once their copy of the activity, at most
+// order.ActivityTTL old, shows it). cancel also marks it cancelled
+// (cancelled_at), after which the closer closes its CREATED orders. Ending
+// a sale that has ended already changes nothing (cancelling one still marks
+// it); a sale that has not started is order.ErrActivityNotActive: change its
+// times instead.
+func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, cancel bool) (order.Activity, error) {
+	now = now.UTC()
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := lockActivity(tx, id)
+		if err != nil {
+			return err
+		}
+		if now.Before(row.StartsAt) {
+			return order.Errorf(order.ErrActivityNotActive, "the sale has not started (it starts at %s): change its times with PATCH",
+				row.StartsAt.UTC().Format(time.RFC3339))
+		}
+		set := map[string]any{}
+		if now.Before(row.EndsAt) {
+			set["ends_at"] = now
+		}
+		if cancel {
+			set["cancelled_at"] = gorm.Expr("COALESCE(cancelled_at, ?)", now)
+		}
+		if len(set) == 0 {
+			return nil
+		}
+		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
+	})
+	if err != nil {
+		return order.Activity{}, wrap("end activity", err)
+	}
+	return db.Activity(ctx, id)
+}
+
+// ActivityChange is what PatchActivity may change; nil fields stay.
+type ActivityChange struct {
+	StartsAt, EndsAt *time.Time
+	PerUserLimit     *int
+	StockBuckets     *int
+	// Guard checks a new StockBuckets against the item's live keys (see
+	// checkChange); required with StockBuckets.
+	Guard *KeyGuard
+}
+
+// sale is the change as the domain reads it.
+func (ch ActivityChange) sale() order.SaleChange {
+	return order.SaleChange{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
+}
+
+// PatchActivity changes a sale's times, per-user limit or bucket count
+// while it starts more than order.SettingsGuard after now (every instance
+// then sees the change before it opens); later, order.ErrActivityStarted.
+// The result must still be within the range of order.CheckSaleTimes
+// (order.ErrInvalidArgument).
+// Once the sale was warmed up, its bucket count and a later end are
+// order.ErrSettingLocked (checkChange).
+func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := lockActivity(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := order.CheckChangeable(row.StartsAt, now); err != nil {
+			return err
+		}
+		set := map[string]any{}
+		starts, ends := row.StartsAt, row.EndsAt
+		if ch.StartsAt != nil {
+			starts = ch.StartsAt.UTC()
+			set["starts_at"] = starts
+		}
+		if ch.EndsAt != nil {
+			ends = ch.EndsAt.UTC()
+			set["ends_at"] = ends
+		}
+		if ch.PerUserLimit != nil {
+			set["per_user_limit"] = *ch.PerUserLimit
+		}
+		if ch.StockBuckets != nil {
+			set["stock_buckets"] = *ch.StockBuckets
+		}
+		if err := order.CheckSaleTimes(starts, ends, now); err != nil {
+			return err
+		}
+		if err := checkChange(tx, row, ch); err != nil {
+			return err
+		}
+		if keySettingsChange(row, ch) {
+			set["key_settings_changed_at"] = gorm.Expr("NOW(3)")
+		}
+		if len(set) == 0 {
+			return nil
+		}
+		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
+	})
+	if err != nil {
+		return order.Activity{}, wrap("change activity", err)
+	}
+	return db.Activity(ctx, id)
+}
+
+// CancelledUnpaid lists up to limit CREATED orders of cancelled sales
+// (activity 0: of every cancelled sale), a sale's by id.
+func (db *DB) CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error) {
+	// It runs every closer pass, so it reads only what it lists: the
+	// cancelled sales by idx_activities_cancelled, then each one's CREATED
+	// orders by idx_orders_activity_status (0011), whose entries are in id
+	// order within a sale. No ORDER BY: the join streams in that order
+	// and stops at limit rows, where sorting would read every unpaid
+	// order of every cancelled sale first (and, ordered by o.id alone,
+	// the optimizer scanned the whole orders table by its primary key).
+	sales, where, args := "activities a FORCE INDEX (idx_activities_cancelled)", "", []any{}
+	if activity != 0 {
+		sales, where, args = "activities a", " AND a.id = ?", []any{activity}
+	}
+	q := `SELECT o.order_no FROM ` + sales + `
+		STRAIGHT_JOIN orders o FORCE INDEX (idx_orders_activity_status) ON o.activity_id = a.id AND o.status = 'CREATED'
+		WHERE a.cancelled_at IS NOT NULL` + where + ` LIMIT ?`
+	var nos []string
+	err := db.gdb.WithContext(ctx).Raw(q, append(args, limit)...).Scan(&nos).Error
+	return nos, wrap("list cancelled unpaid", err)
+}
+
+// lockActivity reads an activity's row for update inside tx.
+func lockActivity(tx *gorm.DB, id int64) (activityRow, error) {
+	var row activityRow
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Take(&row).Error
+	return row, err
+}

@@ -1,0 +1,136 @@
+package orderdb
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// KeyGuard is what a change to an item's sales is checked against: the
+// settings live Redis keys depend on stay as the keys have them
+// (order.CheckLayout; docs/adr/0002-stock-buckets.md).
+type KeyGuard struct {
+	// Live is the item's stock layout in Redis, read by the caller just
+	// before (0: no stock key). The check in MySQL covers the keys that
+	// Redis lost or that a warm-up is about to write.
+	Live order.Layout
+	// KeysUntil is how long a sale's keys may live
+	// (order.Activity.KeysLiveUntil with the API's payment window).
+	KeysUntil func(order.Activity) time.Time
+	// Now is the time the sales' key lives are compared with.
+	Now time.Time
+}
+
+// CreateSale is CreateActivity refusing, with order.ErrSettingLocked, a
+// sale whose bucket count contradicts the item's live keys: Redis's (g.Live)
+// or those of another sale of the item laid out otherwise whose keys may
+// still live. It holds the item's row locked meanwhile, so two such
+// changes of one item happen one after the other. Nothing is written when
+// it refuses.
+func (db *DB) CreateSale(ctx context.Context, a order.Activity, g KeyGuard) (order.Activity, error) {
+	return db.createActivity(ctx, a, &g)
+}
+
+// lockItemSales locks item's row inside tx (every change of the bucket
+// count of the item's sales does, so they happen one at a time) and
+// returns its sales other than except.
+func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, error) {
+	var it itemRow
+	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", item).Take(&it).Error; err != nil {
+		return it, nil, err
+	}
+	var rows []activityRow
+	if err := tx.Where("item_id = ? AND id <> ?", item, except).Find(&rows).Error; err != nil {
+		return it, nil, err
+	}
+	out := make([]order.Activity, len(rows))
+	for i, r := range rows {
+		out[i] = r.activity()
+	}
+	return it, out, nil
+}
+
+// checkLayout checks, inside tx with the item's row locked, that a sale of
+// item laid out in buckets keys contradicts no live keys.
+func (g *KeyGuard) checkLayout(others []order.Activity, buckets int) error {
+	return order.CheckLayout(buckets, g.Live, others, g.KeysUntil, g.Now)
+}
+
+// checkChange refuses, inside tx with the activity's row locked, a change
+// that live keys depend on once the sale was warmed up
+// (order.KeyChange.CheckWarmed, with the warm-up MySQL recorded). A new
+// bucket count must also fit the item's other sales and Redis (g).
+func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) error {
+	k := order.KeyChangeOf(row.activity(), ch.sale())
+	if !k.Buckets && !k.LaterEnd {
+		return nil
+	}
+	var w struct{ WarmedAt *time.Time }
+	if err := tx.Table("activities").Select("warmed_at").Where("id = ?", row.ID).Take(&w).Error; err != nil {
+		return err
+	}
+	if w.WarmedAt != nil {
+		if err := k.CheckWarmed(*w.WarmedAt); err != nil {
+			return err
+		}
+	}
+	if !k.Buckets {
+		return nil
+	}
+	if ch.Guard == nil {
+		return order.Errorf(order.ErrSettingLocked, "stock_buckets can change only with a check of the item's keys")
+	}
+	_, others, err := lockItemSales(tx, row.ItemID, row.ID)
+	if err != nil {
+		return err
+	}
+	return ch.Guard.checkLayout(others, *ch.StockBuckets)
+}
+
+// MarkWarmedAsOf records that activity a.ID was warmed up now from the copy
+// a, if MySQL still holds a's end and bucket count (in one transaction with
+// the row locked, so a PatchActivity either came before and is seen, or
+// comes after and finds the sale warmed). It reports false, recording
+// nothing, when the sale changed since the copy was read: its keys may be
+// laid out or timed by the old settings, and a warm-up from a fresh copy
+// (the consumer's schedule warms every sale without a record) sets them
+// right.
+func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error) {
+	ok := false
+	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := lockActivity(tx, a.ID)
+		if err != nil {
+			return err
+		}
+		if !row.EndsAt.Equal(a.EndsAt) || max(row.StockBuckets, 1) != max(a.StockBuckets, 1) {
+			return nil
+		}
+		ok = true
+		return tx.Table("activities").Where("id = ?", a.ID).Update("warmed_at", gorm.Expr("NOW(3)")).Error
+	})
+	return ok, wrap("mark activity warmed", err)
+}
+
+// keySettingsChange reports whether ch changes a setting the sale's keys
+// are laid out or timed by (its bucket count, its end): PatchActivity then
+// records when (key_settings_changed_at, MySQL's clock), for
+// KeySettingsChangedWithin.
+func keySettingsChange(row activityRow, ch ActivityChange) bool {
+	return order.KeyChangeOf(row.activity(), ch.sale()).Any()
+}
+
+// KeySettingsChangedWithin reports whether the bucket count or the end of
+// activity id changed less than d ago, by MySQL's clock: an instance may
+// still hold a copy of the sale from before the change (for up to
+// order.SettingsGuard), and a warm-up from it would lay out or time the
+// keys by the old settings.
+func (db *DB) KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error) {
+	var r struct{ Recent bool }
+	err := db.gdb.WithContext(ctx).Raw(`SELECT COALESCE(key_settings_changed_at > NOW(3) - INTERVAL ? MICROSECOND, FALSE) AS recent
+		FROM activities WHERE id = ?`, d.Microseconds(), id).Take(&r).Error
+	return r.Recent, wrap("read activity", err)
+}

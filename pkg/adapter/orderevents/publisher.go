@@ -1,0 +1,283 @@
+package orderevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/batch"
+	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/tracing"
+)
+
+// Publisher writes create-order events, keyed by item id so one item's
+// orders stay in one partition, in order.
+//
+// Concurrent publishes are sent together. kafka-go writes one batch at a
+// time to a partition, and on its own it closes a batch after BatchTimeout
+// whatever the partition is doing, so a burst for one item (every order of
+// a flash sale goes to its item's partition) would become a queue of small
+// batches, each waiting for the acknowledgement of the one before, and the
+// 200th buyer of a first sale would wait for about 20 round trips. Here
+// each item's events go through one of a few lanes: a lane's sender takes
+// every event waiting and writes them in one call, so the events that
+// arrive while a write is in flight form the next one. A lone event is not
+// delayed, and under load the batches grow with the round trip instead of
+// the queue.
+type Publisher struct {
+	w       *kafka.Writer
+	timeout time.Duration
+	tracer  *tracing.Tracer
+
+	mu     sync.RWMutex // held to queue an event; Close takes it to close the lanes
+	closed bool
+	lanes  []chan publishing
+	sent   sync.WaitGroup
+}
+
+// publishing is one event waiting in a lane.
+type publishing struct {
+	msg      kafka.Message
+	deadline time.Time
+	done     chan error
+}
+
+const (
+	// publishLanes is how many writes may be in flight at once for
+	// different items; an item always uses the same lane.
+	publishLanes = 4
+	// publishBatch bounds the events of one write (kafka-go's BatchSize).
+	publishBatch = 1000
+	// kafkaLinger is how long kafka-go keeps a batch open for another
+	// call after a lane's write: the lane did the batching already.
+	kafkaLinger = 100 * time.Microsecond
+	// writeSpacing is the least time from the start of a lane's write to
+	// the start of its next: under a steady load whose round trip is
+	// shorter, the events of 2 ms go in one produce request (as kafka-go's
+	// own 2 ms batches did) instead of many small ones that cost the broker
+	// CPU. The first event after a quiet moment goes at once.
+	writeSpacing = 2 * time.Millisecond
+)
+
+// NewPublisher returns a publisher; Close stops it.
+func NewPublisher(cfg Config) *Publisher {
+	timeout := cfg.WriteTimeout
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	p := &Publisher{
+		tracer:  cfg.Tracer,
+		timeout: timeout,
+		w: &kafka.Writer{
+			Addr:         kafka.TCP(cfg.Brokers...),
+			Topic:        cfg.Topic,
+			Balancer:     &kafka.Hash{},
+			RequiredAcks: kafka.RequireAll,
+			BatchSize:    publishBatch,
+			BatchBytes:   4 << 20,
+			BatchTimeout: kafkaLinger,
+			WriteTimeout: timeout,
+			ReadTimeout:  timeout,
+			// kafka-go resends a produce after a temporary broker error
+			// or a broken connection (a leader change, a broker restart).
+			// Unlike a Redis script, a produce is safe to send again: a
+			// second copy of an event is a duplicate the consumer already
+			// takes (orders are created once per order number, and a FAILED
+			// row is final). The caller still waits no longer than its
+			// deadline, and a copy that lands after it gave up meets the
+			// FAILED row the API recorded. 3, because 0 means kafka-go's 10.
+			MaxAttempts: 3,
+			// Its own transport, refreshing metadata every second: the
+			// shared default caches it for 6 s, so a topic created just
+			// before the first publish would be unknown for that long.
+			Transport: &kafka.Transport{MetadataTTL: time.Second, DialTimeout: timeout},
+		},
+		lanes: make([]chan publishing, publishLanes),
+	}
+	for i := range p.lanes {
+		p.lanes[i] = make(chan publishing, publishBatch)
+		p.sent.Go(func() { batch.Drain(p.lanes[i], publishBatch, p.write) })
+	}
+	return p
+}
+
+// write sends a lane's waiting events in one call and answers each. The
+// call may take until the earliest of their deadlines; an event already
+// past its deadline is answered without being sent. It returns no sooner
+// than writeSpacing after it started.
+func (p *Publisher) write(waiting []publishing) {
+	now := time.Now()
+	defer func() { time.Sleep(writeSpacing - time.Since(now)) }()
+	msgs := make([]kafka.Message, 0, len(waiting))
+	live := waiting[:0:0]
+	var deadline time.Time
+	for _, w := range waiting {
+		if !now.Before(w.deadline) {
+			w.done <- fmt.Errorf("not sent: %w", context.DeadlineExceeded)
+			continue
+		}
+		if deadline.IsZero() || w.deadline.Before(deadline) {
+			deadline = w.deadline
+		}
+		msgs = append(msgs, w.msg)
+		live = append(live, w)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := p.w.WriteMessages(ctx, msgs...)
+	cancel()
+	var each kafka.WriteErrors
+	perEvent := errors.As(err, &each) && len(each) == len(live)
+	for i, w := range live {
+		if perEvent {
+			w.done <- each[i]
+		} else {
+			w.done <- err
+		}
+	}
+}
+
+// Warm opens, before the first order needs them, what a first publish
+// would wait for: the topic's metadata and a connection to the leader of
+// every partition, in the writer's own connection pool. The api calls it
+// before it listens, so the first buyers of a fresh api do not pay for
+// them.
+func (p *Publisher) Warm(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
+	defer cancel()
+	c := &kafka.Client{Addr: p.w.Addr, Transport: p.w.Transport}
+	var offsets []kafka.OffsetRequest
+	for offsets == nil {
+		meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.w.Topic}})
+		if err != nil {
+			return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
+		}
+		for _, t := range meta.Topics {
+			// A topic created a moment ago may be unknown yet to the
+			// broker asked, or have no leader yet: ask again.
+			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) || errors.Is(t.Error, kafka.LeaderNotAvailable) {
+				offsets = nil
+				break
+			}
+			if t.Error != nil {
+				return fmt.Errorf("warm the publisher: topic %s: %w: %w", t.Name, order.ErrUnavailable, t.Error)
+			}
+			for _, part := range t.Partitions {
+				offsets = append(offsets, kafka.LastOffsetOf(part.ID))
+			}
+		}
+		if offsets == nil {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("warm the publisher: topic %s not known yet: %w: %w", p.w.Topic, order.ErrUnavailable, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	// ListOffsets goes to each partition's leader through the same pool a
+	// produce uses.
+	if _, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{p.w.Topic: offsets}}); err != nil {
+		return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// KeepWarm warms the publisher every interval until ctx ends, so that an
+// api idle before a sale keeps its connections (the transport closes
+// idle ones after 30 s, the broker after ten minutes).
+func (p *Publisher) KeepWarm(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	tick.Every(ctx, interval, func(ctx context.Context) {
+		if err := p.Warm(ctx); err != nil && ctx.Err() == nil {
+			log.Debug("publisher not warmed", "err", err)
+		}
+	})
+}
+
+// Publish sends e and returns once Kafka acknowledged it. An error wraps
+// order.ErrUnavailable; the event may or may not have been written.
+func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
+	// The event's own encoder, called directly: json.Marshal would check
+	// and compact its output a second time, which costs more than the
+	// encoding itself.
+	b, err := e.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	msg := kafka.Message{Key: ItemKey(e.ItemID), Value: b}
+	if p.tracer.On() {
+		var span trace.Span
+		ctx, span = p.tracer.Start(ctx, "publish "+p.w.Topic, trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.destination.name", p.w.Topic),
+				attribute.String("messaging.operation.type", "send"),
+				tracing.AttrOrderNo.String(e.OrderNo), tracing.AttrItemID.Int64(e.ItemID),
+				tracing.AttrActivityID.Int64(e.ActivityID))
+		}
+		defer func() { tracing.Fail(span, err); span.End() }()
+		msg.Headers = traceHeaders(ctx)
+	}
+	if err := p.send(ctx, msg, e.ItemID); err != nil {
+		return fmt.Errorf("publish order %s: %w: %w", e.OrderNo, order.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// send queues msg in its item's lane and waits for the answer: at most
+// p.timeout in all, or until ctx ends while it is still queued. Once its
+// lane's sender has it, the answer is awaited even if ctx ends, so that
+// whatever happened to the event is what the caller hears.
+func (p *Publisher) send(ctx context.Context, msg kafka.Message, itemID int64) error {
+	deadline := time.Now().Add(p.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("not sent: %w", err)
+	}
+	// A full lane (Kafka slow or down) is waited for no longer than the
+	// publish may take.
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	w := publishing{msg: msg, deadline: deadline, done: make(chan error, 1)}
+	lane := p.lanes[uint64(itemID)%publishLanes]
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return fmt.Errorf("not sent: %w", io.ErrClosedPipe)
+	}
+	select {
+	case lane <- w:
+	case <-ctx.Done():
+		p.mu.RUnlock()
+		return fmt.Errorf("not sent: %w", ctx.Err())
+	}
+	p.mu.RUnlock()
+	return <-w.done
+}
+
+// Close sends what the lanes hold, then flushes and closes the writer. A
+// Publish after Close fails without sending.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		for _, l := range p.lanes {
+			close(l)
+		}
+	}
+	p.mu.Unlock()
+	p.sent.Wait()
+	return p.w.Close()
+}

@@ -1,0 +1,217 @@
+package orderevents_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+func newPublisher(t *testing.T, topic string) *orderevents.Publisher {
+	t.Helper()
+	p := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: topic})
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var numbers = order.NewNumberGenerator()
+
+func event(item int64, i int) order.Event {
+	return order.Event{Version: order.EventVersion, OrderNo: numbers.Next(item), UserID: strconv.Itoa(i + 1), ItemID: item,
+		ActivityID: 1, Quantity: 1, IdempotencyKey: fmt.Sprintf("key-%d-%d", item, i), ReservedAt: time.Now()}
+}
+
+// readAll returns every event in topic, by partition.
+func readAll(t *testing.T, topic string) map[int][]order.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	end, _, err := kafkatest.Offsets(ctx, topic, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][]order.Event{}
+	for part, n := range end {
+		if n == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: topic, Partition: part, MaxWait: 100 * time.Millisecond})
+		for int64(len(got[part])) < n {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("partition %d: %d of %d events read: %v", part, len(got[part]), n, err)
+			}
+			e, err := orderevents.Decode(m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[part] = append(got[part], e)
+		}
+		_ = r.Close()
+	}
+	return got
+}
+
+// A burst of one item's events (a flash sale) and a few of another item,
+// all published at once: each Publish answers nil only once its event is
+// in Kafka, every event is there once, one item's events share one
+// partition, and they went in far fewer produce requests than events.
+func TestPublishBurstGoesTogether(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 4)
+	p := newPublisher(t, topic)
+	p.Writes()
+	const hot, cold = 400, 20
+	var wg sync.WaitGroup
+	sent := map[string]int64{}
+	var mu sync.Mutex
+	errs := make(chan error, hot+cold)
+	for i := range hot + cold {
+		item := int64(7)
+		if i >= hot {
+			item = 8
+		}
+		e := event(item, i)
+		mu.Lock()
+		sent[e.OrderNo] = item
+		mu.Unlock()
+		wg.Go(func() { errs <- p.Publish(context.Background(), e) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := p.Writes()
+	got := readAll(t, topic)
+	seen := map[string]bool{}
+	partOf := map[int64]int{}
+	for part, evs := range got {
+		for _, e := range evs {
+			item, ok := sent[e.OrderNo]
+			if !ok || seen[e.OrderNo] {
+				t.Fatalf("event %s in partition %d: sent %v, seen before %v", e.OrderNo, part, ok, seen[e.OrderNo])
+			}
+			seen[e.OrderNo] = true
+			if p, ok := partOf[item]; ok && p != part {
+				t.Fatalf("item %d's events in partitions %d and %d", item, p, part)
+			}
+			partOf[item] = part
+		}
+	}
+	if len(seen) != hot+cold {
+		t.Fatalf("%d events in Kafka, want %d", len(seen), hot+cold)
+	}
+	if writes >= (hot+cold)/4 {
+		t.Fatalf("%d produce requests for %d events: the lanes did not send them together", writes, hot+cold)
+	}
+	t.Logf("%d events in %d produce requests", hot+cold, writes)
+}
+
+// One lane write of 20 events reaches the broker and its answer is lost
+// (the link cut, and refused past the publisher's timeout): no event of
+// the write is answered nil, and every one is in Kafka (kafka-go may write
+// some twice: the consumer is idempotent). So each caller takes the
+// unknown-outcome path, which settles its own order.
+func TestPublishLostAnswerReachesEveryEventOfTheWrite(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 1)
+	px := proxytest.StartKafka(t)
+	p := orderevents.NewPublisher(orderevents.Config{Brokers: []string{px.Addr()}, Topic: topic, WriteTimeout: time.Second})
+	t.Cleanup(func() { _ = p.Close() })
+	waittest.UntilEvery(t, 30*time.Second, 100*time.Millisecond, "a first publish through the proxy", func() bool {
+		return p.Publish(context.Background(), event(7, 0)) == nil
+	})
+	if px.Connections() == 0 {
+		t.Fatal("the publisher is not connected through the proxy: is the PROXIED listener configured?")
+	}
+	px.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
+	var msgs []kafka.Message
+	sent := map[string]bool{}
+	for i := 1; i <= 20; i++ {
+		e := event(7, i)
+		b, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(7), Value: b})
+		sent[e.OrderNo] = true
+	}
+	for i, err := range p.WriteDue(time.Now().Add(time.Second), msgs...) {
+		if err == nil {
+			t.Fatalf("event %d of the cut write was answered nil", i)
+		}
+	}
+	px.WaitLost(t, 1, 5*time.Second)
+	got := readAll(t, topic)[0]
+	for _, e := range got {
+		delete(sent, e.OrderNo)
+	}
+	if len(sent) != 0 {
+		t.Fatalf("%d events of the cut write are not in Kafka: the cut came before the produce landed", len(sent))
+	}
+	t.Logf("%d events in the topic after the cut write of 20", len(got))
+}
+
+// An event whose deadline passed while it waited in its lane is answered
+// "not sent" and is not sent; the others of the same write are.
+func TestPublishDueEventsAreNotSent(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 1)
+	p := newPublisher(t, topic)
+	msg := func(e order.Event) kafka.Message {
+		b, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kafka.Message{Key: orderevents.ItemKey(e.ItemID), Value: b}
+	}
+	for _, err := range p.WriteDue(time.Now().Add(-time.Millisecond), msg(event(7, 1)), msg(event(7, 2))) {
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("an event past its deadline answered %v", err)
+		}
+	}
+	live := event(7, 3)
+	if errs := p.WriteDue(time.Now().Add(5*time.Second), msg(live)); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	got := readAll(t, topic)
+	if len(got[0]) != 1 || got[0][0].OrderNo != live.OrderNo {
+		t.Fatalf("Kafka holds %v, want only %s", got, live.OrderNo)
+	}
+}
+
+// Close sends what was already accepted; a Publish after it is refused
+// without sending, as ErrUnavailable.
+func TestPublishAfterCloseIsRefused(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 2)
+	p := newPublisher(t, topic)
+	if err := p.Publish(context.Background(), event(7, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Publish(context.Background(), event(7, 2))
+	if !errors.Is(err, order.ErrUnavailable) {
+		t.Fatalf("Publish after Close = %v, want ErrUnavailable", err)
+	}
+	if n := len(readAll(t, topic)[0]) + len(readAll(t, topic)[1]); n != 1 {
+		t.Fatalf("%d events in Kafka, want 1", n)
+	}
+}

@@ -1,0 +1,142 @@
+package stockredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/batch"
+)
+
+// errNotSent marks a script that was never sent (MayHaveRun is false).
+var errNotSent = errors.New("not sent")
+
+// reserveBatch bounds how many orders one run of the reserve script takes.
+const reserveBatch = 64
+
+// reserveWorkers is how many reserve scripts may be in flight at once.
+const reserveWorkers = 4
+
+// reserveCall is one order waiting for the reserve script.
+type reserveCall struct {
+	r      Reservation
+	reply  chan reserveAnswer
+	first  string // KEYS[1]: the item's stock key (or bucket marker)
+	bucket string // ARGV[2]
+}
+
+type reserveAnswer struct {
+	res ReserveResult
+	err error
+}
+
+// reserver runs concurrent reservations of one item in one script: a
+// worker takes the first waiting order and every other one already queued
+// (no timer, so a lone order is not delayed), groups them by item (one hash
+// tag, so one script works on a cluster too) and runs the script once per
+// group. Under load the queue fills while a script is in flight, so the
+// batches grow with the load and the round trips per order fall.
+//
+// A batch is one command: if its answer is lost, every order in it gets
+// the same UnknownOutcomeError a lone order would, and each caller settles
+// its own order as it always did (MayHaveRun).
+type reserver struct {
+	rdb    redis.UniversalClient
+	prefix string
+	script *redis.Script
+	queue  chan reserveCall
+	once   sync.Once
+}
+
+func (b *reserver) start() {
+	b.queue = batch.Start(reserveWorkers, 4*reserveBatch, reserveBatch, b.runAll)
+}
+
+// runAll runs the script once for each item (and stock key) of calls.
+func (b *reserver) runAll(calls []reserveCall) {
+	for len(calls) > 0 {
+		head := calls[0]
+		group := calls[:0:0]
+		rest := calls[:0]
+		for _, c := range calls {
+			if c.r.ItemID == head.r.ItemID && c.first == head.first && c.bucket == head.bucket {
+				group = append(group, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+		b.run(group)
+		calls = rest
+	}
+}
+
+// run runs the script for calls, all of one item, and answers each.
+func (b *reserver) run(calls []reserveCall) {
+	c0 := calls[0]
+	k := Keys{prefix: b.prefix, item: c0.r.ItemID}
+	keys := make([]string, 0, 3+3*len(calls))
+	keys = append(keys, c0.first, k.Inflight(), k.Pending())
+	args := make([]any, 0, 2+8*len(calls))
+	args = append(args, c0.r.ItemID, c0.bucket)
+	for _, c := range calls {
+		r := c.r
+		keys = append(keys, k.Reservation(r.OrderNo), k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey))
+		args = append(args, r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
+			r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds())
+	}
+	res, err := b.script.Run(context.Background(), b.rdb, keys, args...).Slice()
+	if err == nil && len(res) != 2*len(calls) {
+		err = fmt.Errorf("reserve: %d values for %d orders", len(res), len(calls))
+	}
+	for i, c := range calls {
+		var a reserveAnswer
+		if err != nil {
+			a.err = unavailable("reserve", err)
+		} else {
+			a.res, a.err = reserveResult(c.r.OrderNo, res[2*i], res[2*i+1])
+		}
+		c.reply <- a
+	}
+}
+
+// reserveResult reads one order's two values of the script's answer.
+func reserveResult(orderNo string, code, val any) (ReserveResult, error) {
+	c, _ := code.(int64)
+	switch c {
+	case 1:
+		left, _ := val.(int64)
+		return ReserveResult{OrderNo: orderNo, Left: left}, nil
+	case -1:
+		return ReserveResult{}, order.ErrNotWarmed
+	case -2:
+		no, _ := val.(string)
+		return ReserveResult{OrderNo: no, Duplicate: true}, nil
+	case -3:
+		no, _ := val.(string)
+		return ReserveResult{OrderNo: no}, order.ErrAlreadyPurchased
+	case -4:
+		left, _ := val.(int64)
+		return ReserveResult{Left: left}, order.ErrSoldOut
+	}
+	return ReserveResult{}, fmt.Errorf("reserve: unexpected reply %v %v", code, val)
+}
+
+// reserve queues r and waits for its answer. Once queued, the order may be
+// taken, so it waits for the answer even if ctx ends meanwhile (the Redis
+// client's timeouts bound the wait): a caller that gave up would not know
+// whether its order holds stock.
+func (b *reserver) reserve(ctx context.Context, r Reservation, first, bucket string) (ReserveResult, error) {
+	b.once.Do(b.start)
+	c := reserveCall{r: r, first: first, bucket: bucket, reply: make(chan reserveAnswer, 1)}
+	select {
+	case b.queue <- c:
+	case <-ctx.Done():
+		return ReserveResult{}, unavailable("reserve", fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
+	}
+	a := <-c.reply
+	return a.res, a.err
+}
