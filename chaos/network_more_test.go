@@ -204,7 +204,7 @@ func TestChaosNetRedisClusterLockRepliesLost(t *testing.T) {
 }
 
 // healMarker is the data-loss watch's generation marker of the pipeline
-// (consumer/internal/heal.MarkerKey: under the key prefix).
+// (consumer/internal/redisloss.MarkerKey: under the key prefix).
 func healMarker(p *pipelinetest.Pipeline) string { return p.Prefix + ":heal:generation" }
 
 func lockRepliesLost(t *testing.T, cluster bool) {

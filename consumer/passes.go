@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
-	"github.com/seckill/seckill/consumer/internal/closer"
-	"github.com/seckill/seckill/consumer/internal/heal"
+	"github.com/seckill/seckill/consumer/internal/redisloss"
 	"github.com/seckill/seckill/consumer/internal/sweep"
+	"github.com/seckill/seckill/consumer/internal/unpaid"
 	"github.com/seckill/seckill/consumer/internal/warmup"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
@@ -51,7 +51,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	passes := []pass{
 		&sweep.Sweeper{Stock: st.store, DB: st.db, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
 			Locker: locker, Metrics: metrics.NewSweep(reg), Backoff: backoff.New(metrics.PassSweep, log, failures)},
-		&closer.Closer{
+		&unpaid.Closer{
 			Lifecycle: &lifecycle.Service{DB: st.db, Stock: st.store, Log: log},
 			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
@@ -62,10 +62,10 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// the reconciler's lock; it judges against what it recorded in MySQL,
 	// so a loss while no consumer ran is repaired at start.
 	if s.healEvery > 0 {
-		repairer := &heal.Repairer{Locker: locker, Checker: &reconcile.Checker{
+		repairer := &redisloss.Repairer{Locker: locker, Checker: &reconcile.Checker{
 			Stock: st.store.Reconciler(), DB: st.db, Log: log.With("component", "heal"), Warmer: st.store,
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
-		passes = append(passes, &heal.Watch{Redis: st.rdb, Marker: heal.MarkerKey(s.redis.Prefix), Record: st.db,
+		passes = append(passes, &redisloss.Watch{Redis: st.rdb, Marker: redisloss.MarkerKey(s.redis.Prefix), Record: st.db,
 			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg)})
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.

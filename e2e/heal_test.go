@@ -104,7 +104,7 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
 	rdb := p.Redis
 	ctx := context.Background()
-	// The watch's generation marker (consumer/internal/heal.MarkerKey).
+	// The watch's generation marker (consumer/internal/redisloss.MarkerKey).
 	marker := p.Prefix + ":heal:generation"
 	api := p.StartAPI()
 	consumer := p.StartConsumer("SECKILL_HEAL_EVERY=100ms")

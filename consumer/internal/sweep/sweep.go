@@ -23,7 +23,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
-	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
 
 // Publisher re-publishes events.
@@ -88,7 +88,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 	if every <= 0 {
 		every = 2 * time.Second
 	}
-	tick.Every(ctx, every, func(ctx context.Context) {
+	periodic.Every(ctx, every, func(ctx context.Context) {
 		st, err := s.SweepOnce(ctx)
 		s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
 		switch {

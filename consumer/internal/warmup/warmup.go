@@ -27,7 +27,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
-	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
 
 // LockName is the lock a warm-up pass runs under.
@@ -95,7 +95,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	tick.Every(ctx, every, func(ctx context.Context) {
+	periodic.Every(ctx, every, func(ctx context.Context) {
 		_, err := s.Once(ctx)
 		switch {
 		case errors.Is(err, lock.ErrNotAcquired):

@@ -15,7 +15,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/batch"
-	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
@@ -197,7 +197,7 @@ func (p *Publisher) Warm(ctx context.Context) error {
 // api idle before a sale keeps its connections (the transport closes
 // idle ones after 30 s, the broker after ten minutes).
 func (p *Publisher) KeepWarm(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	tick.Every(ctx, interval, func(ctx context.Context) {
+	periodic.Every(ctx, interval, func(ctx context.Context) {
 		if err := p.Warm(ctx); err != nil && ctx.Err() == nil {
 			log.Debug("publisher not warmed", "err", err)
 		}

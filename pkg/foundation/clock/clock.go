@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
 
 // Source reads the shared clock once.
@@ -93,7 +93,7 @@ func (c *Clock) Sync(ctx context.Context) (time.Duration, error) {
 // sample keeps the last anchor, which the monotonic clock keeps advancing:
 // the shared clock being unreachable stops nothing.
 func (c *Clock) Run(ctx context.Context, log *slog.Logger) {
-	tick.Every(ctx, ResyncEvery, func(ctx context.Context) {
+	periodic.Every(ctx, ResyncEvery, func(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if skew, err := c.Sync(sctx); err != nil {

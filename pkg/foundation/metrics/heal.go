@@ -13,7 +13,7 @@ const (
 	HealMarker    = "marker"     // the watch's generation marker key vanished or changed
 )
 
-// Heal measures the consumer's data-loss watch (consumer/internal/heal):
+// Heal measures the consumer's data-loss watch (consumer/internal/redisloss):
 //
 //	seckill_heal_detections_total{reason}
 //	seckill_heal_repair_passes_total{outcome}

@@ -1,4 +1,4 @@
-package heal
+package redisloss
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (e *PassError) Error() string {
 	return s
 }
 
-// Repair is a heal.Repair: one pass under the reconcile lock. A pass that
+// Repair is a Repair: one pass under the reconcile lock. A pass that
 // finds the lock held (a reconciler is running) fails and is retried. An
 // item that fails does not stop the pass (see reconcile.Checker.Run): the
 // pass repairs the others, and returns whether it repaired any with a

@@ -1,4 +1,4 @@
-// Package heal notices that Redis lost data and repairs it from MySQL at
+// Package redisloss notices that Redis lost data and repairs it from MySQL at
 // once, instead of waiting for the nightly reconciler.
 //
 // Redis loses acknowledged writes when it comes back from an older state: a
@@ -37,7 +37,7 @@
 // reservations reach MySQL a moment later and show as drift then). A
 // restart that lost nothing costs one repair pass that finds everything in
 // order.
-package heal
+package redisloss
 
 import (
 	"context"

@@ -1,6 +1,6 @@
-// Package tick runs a piece of periodic work until its context ends: the
+// Package periodic runs a piece of periodic work until its context ends: the
 // consumer's sweep, closer and scheduled warm-up, and the api's keep-warm.
-package tick
+package periodic
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-// Package closer closes unpaid orders whose payment window ended, giving
+// Package unpaid closes unpaid orders whose payment window ended, giving
 // their stock and quota back, and finishes releases a crash interrupted.
 // Exactly one closer acts at a time across consumer processes (the "closer"
 // lock); two overlapping would still be safe, since every close is a
 // compare-and-set in MySQL and every release is at most once. An order a
 // pass fails on is reported and skipped for a while (package backoff); the
 // pass goes on with the others.
-package closer
+package unpaid
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
-	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
@@ -54,7 +54,7 @@ func (c *Closer) Run(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	tick.Every(ctx, every, func(ctx context.Context) {
+	periodic.Every(ctx, every, func(ctx context.Context) {
 		st, err := c.Once(ctx)
 		c.Metrics.Closed(st.Closed, st.Finished)
 		switch {

@@ -1,4 +1,4 @@
-package closer_test
+package unpaid_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/seckill/seckill/consumer/internal/closer"
+	"github.com/seckill/seckill/consumer/internal/unpaid"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
@@ -30,7 +30,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 	}
 	session := db.OneSession(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := &closer.Closer{
+	c := &unpaid.Closer{
 		Lifecycle: &lifecycle.Service{DB: session, Stock: stockredis.New(rdb, prefix), Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-idle"}),
 		Log:       log,

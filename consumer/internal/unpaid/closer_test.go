@@ -1,4 +1,4 @@
-package closer_test
+package unpaid_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/consumer/internal/closer"
+	"github.com/seckill/seckill/consumer/internal/unpaid"
 	"github.com/seckill/seckill/internal/testkit/logstest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
@@ -33,7 +33,7 @@ func TestOneCloserAtATime(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := &closer.Closer{
+	c := &unpaid.Closer{
 		Lifecycle: &lifecycle.Service{DB: db.DB, Stock: stockredis.New(rdb, prefix), Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-a"}),
 		Log:       log,
@@ -62,7 +62,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	s := p.NewSale(10, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := &closer.Closer{
+	c := &unpaid.Closer{
 		Lifecycle: &lifecycle.Service{DB: p.DB.DB, Stock: p.Store, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
@@ -125,7 +125,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	bad, good := p.NewSale(10, 1), p.NewSale(10, 1)
 	logBuf := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
-	c := &closer.Closer{
+	c := &unpaid.Closer{
 		Lifecycle: &lifecycle.Service{DB: p.DB.DB, Stock: p.Store, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,

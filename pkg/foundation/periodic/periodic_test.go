@@ -1,4 +1,4 @@
-package tick_test
+package periodic_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/foundation/tick"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
 
 func TestEveryRunsUntilTheContextEnds(t *testing.T) {
@@ -15,7 +15,7 @@ func TestEveryRunsUntilTheContextEnds(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick.Every(ctx, time.Millisecond, func(context.Context) {
+		periodic.Every(ctx, time.Millisecond, func(context.Context) {
 			if n.Add(1) == 3 {
 				cancel()
 			}
