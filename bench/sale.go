@@ -205,7 +205,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 		case info.State == stockredis.StateConfirmed:
 			recheck = append(recheck, no)
 		default:
-			o.Unresolved = append(o.Unresolved, no+" ("+info.State+")")
+			o.Unresolved = append(o.Unresolved, no+" ("+string(info.State)+")")
 		}
 	}
 	for len(recheck) > 0 {

@@ -28,11 +28,7 @@ import (
 // State is where a reservation is in its life (docs/adr/0001): the
 // reserve script writes it RESERVED, a consumer CLAIMED, its MySQL commit
 // CONFIRMED, a release RELEASED. MISSING is no reservation at all.
-//
-// It is an alias of string, not a type of its own, while bench/sale.go
-// joins a state to strings; every caller in the product already passes
-// and compares State values as if it were its own type.
-type State = string
+type State string
 
 // The reservation states, as the scripts write them.
 const (
