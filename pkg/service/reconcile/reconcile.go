@@ -166,8 +166,8 @@ type Warmer interface {
 
 // Checker checks and repairs items.
 type Checker struct {
-	Stock *stockredis.Reconciler
-	DB    *orderdb.DB
+	Stock Stock
+	DB    DB
 	Log   *slog.Logger
 	// Warmer restores the layout of a bucketed item whose bucket marker
 	// Redis lost with its stock (the layout comes from the item's current

@@ -1,0 +1,50 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// Stock is Redis as the checks and repairs use it (*stockredis.Reconciler):
+// atomic reads, and compare-and-set writes guarded by a fencing token.
+type Stock interface {
+	View(ctx context.Context, item int64, orderNos []string, restocks ...stockredis.PendingRestock) (stockredis.StockView, error)
+	Layout(ctx context.Context, item int64) (order.Layout, error)
+	ScanQuota(ctx context.Context, item, activity int64, fn func(map[string]string) error) error
+	QuotaHoldersOf(ctx context.Context, item, activity int64, users []string) (map[string]string, error)
+	QuotaStates(ctx context.Context, item, activity int64, holders map[string]string) (map[string]stockredis.QuotaState, error)
+
+	SetStock(ctx context.Context, item int64, seen stockredis.StockView, want int64, ttl time.Duration, g stockredis.Guard) (stockredis.CAS, error)
+	MarkWarmed(ctx context.Context, item int64) error
+	Restock(ctx context.Context, item, id, qty int64) (stockredis.RestockResult, error)
+	RestoreQuota(ctx context.Context, item, activity int64, user, orderNo, was string, ttl time.Duration, g stockredis.Guard) (stockredis.CAS, error)
+	RestoreQuotas(ctx context.Context, item, activity int64, recs []stockredis.QuotaRecord, g stockredis.Guard) ([]string, stockredis.CAS, error)
+	RemoveQuota(ctx context.Context, item, activity int64, user, stale string, g stockredis.Guard) (stockredis.CAS, error)
+	RestoreIdem(ctx context.Context, item int64, recs []stockredis.IdemRecord, g stockredis.Guard) (int, stockredis.CAS, error)
+	RestoreReservations(ctx context.Context, item int64, buckets int, recs []stockredis.LostReservation, g stockredis.Guard) ([]string, stockredis.CAS, error)
+	UnrestoreReservations(ctx context.Context, item int64, orderNos []string, g stockredis.Guard) (int, stockredis.CAS, error)
+}
+
+// DB is MySQL as the checks and repairs read it (*orderdb.DB): the sales
+// to check, an item's stock and its orders a page at a time, and what is in
+// flight. It is also the stock reader a bucketed item's layout is restored
+// from, and what the run pings when an item fails.
+type DB interface {
+	stockredis.StockReader
+	Pinger
+	Activities(ctx context.Context, f orderdb.ActivityFilter) ([]order.Activity, error)
+	Item(ctx context.Context, id int64) (orderdb.Item, error)
+	ReadMark(ctx context.Context, itemID int64) (orderdb.ReadMark, error)
+	StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark orderdb.ReadMark) (orderdb.StockSnapshot, error)
+	ClosingOrders(ctx context.Context, itemID int64) (map[string]orderdb.OrderState, error)
+	PendingRestocks(ctx context.Context, itemID int64) ([]orderdb.Restock, error)
+	MarkRestockApplied(ctx context.Context, id int64) error
+	LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]orderdb.LiveOrder, error)
+	LiveOrdersOf(ctx context.Context, activityID int64, users []string) (map[string]string, error)
+	IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []orderdb.IdemOrder, last string, err error)
+	Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error)
+}
