@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,10 +22,13 @@ import (
 // next pass reads the state the script left and finds nothing more to do;
 // nothing is applied twice.
 func TestLostReplyRepairScripts(t *testing.T) {
-	for _, script := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_missing",
-		"reconcile_restore_reservation"} {
-		t.Run(script, func(t *testing.T) {
+	for _, name := range []string{"reconcile_set_stock", "reconcile_restore_quota", "reconcile_remove_quota", "reconcile_restore_missing",
+		"reconcile_restore_missing quota", "reconcile_restore_reservation"} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			// "reconcile_restore_missing quota": the same script, giving a
+			// missing quota key back (after the idempotency records' call).
+			script, _, _ := strings.Cut(name, " ")
 			f := newFixture(t, 20, -time.Minute)
 			k := f.store.Keys(f.item)
 			if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
@@ -37,7 +42,13 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			live := f.reserve(1, 1)
 			f.commit(live)
 			f.confirm(live)
-			switch script {
+			lose := proxytest.RedisScript(lua.Source(script))
+			switch name {
+			case "reconcile_restore_missing quota":
+				key := k.Quota(f.act.ID, "1")
+				f.rdb.Del(f.ctx, key)
+				byScript := lose
+				lose = func(r proxytest.Request) bool { return byScript(r) && slices.Contains(r.Args, key) }
 			case "reconcile_set_stock":
 				f.rdb.Set(f.ctx, k.Stock(), 25, redis.KeepTTL) // 6 too many
 			case "reconcile_restore_quota": // a key holding an order that never was
@@ -50,7 +61,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 				f.rdb.Del(f.ctx, k.Reservation(live.OrderNo))
 			}
 
-			p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
+			p.LoseReply(lose, 1)
 			l := f.lock()
 			rep, err := f.c.Run(f.ctx, f.targets(), true, l)
 			err = uncheckedErr(t, rep, err)
