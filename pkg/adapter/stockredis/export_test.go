@@ -1,6 +1,11 @@
 package stockredis
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"maps"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // ReserveTogether runs rs, all of one unbucketed item, as one batch of the
 // reserve script (the batch the reserver would form had they arrived
@@ -22,3 +27,14 @@ func (s *Store) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
 // Client is the store's Redis client, for this package's tests' own reads
 // and writes (the store hands out no client to other packages).
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// QuotaHolders lists every quota key of the activity on item: user -> the
+// order number the key holds (ScanQuota, into one map: for the tests' small activities).
+func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
+	out := map[string]string{}
+	err := r.ScanQuota(ctx, item, activity, func(page map[string]string) error {
+		maps.Copy(out, page)
+		return nil
+	})
+	return out, err
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -382,18 +381,6 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn fun
 		}
 		cursor = next
 	}
-}
-
-// QuotaHolders lists every quota key of the activity on item: user -> the
-// order number the key holds (ScanQuota, into one map: for small
-// activities).
-func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
-	out := map[string]string{}
-	err := r.ScanQuota(ctx, item, activity, func(page map[string]string) error {
-		maps.Copy(out, page)
-		return nil
-	})
-	return out, err
 }
 
 // QuotaHoldersOf reads the quota keys of users in the activity on item:
