@@ -36,7 +36,7 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 	defer rdb.Close()
 	store := stockredis.New(rdb, prefix)
 	const item = 1
-	if _, err := store.Warmup(ctx, item, time.Hour, func(context.Context) (int64, error) { return 1 << 40, nil }); err != nil {
+	if _, err := store.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 1 << 40, nil }); err != nil {
 		return nil, err
 	}
 	defer func() { _ = deleteKeys(context.WithoutCancel(ctx), rdb, prefix+":*") }()

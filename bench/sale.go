@@ -87,7 +87,7 @@ func (e *env) newSale(ctx context.Context, name string, stock int64, quantity, b
 func (e *env) drain(ctx context.Context, item int64, timeout time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
 	for {
-		snap, err := e.store.Stock(ctx, item)
+		snap, err := e.store.Stock(ctx, stockredis.One(item))
 		if err != nil {
 			return time.Since(start), false, err
 		}
@@ -138,7 +138,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	if o.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
 		return t, err
 	}
-	snap, err := e.store.Stock(ctx, s.item)
+	snap, err := e.store.Stock(ctx, stockredis.One(s.item))
 	if err != nil {
 		return t, err
 	}
@@ -195,7 +195,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	// the consumer confirmed since MySQL was read is looked up again.
 	var recheck []string
 	for _, no := range missing {
-		info, err := e.store.Reservation(ctx, s.item, no)
+		info, err := e.store.Reservation(ctx, no)
 		switch {
 		case errors.Is(err, order.ErrNotFound):
 			o.Unresolved = append(o.Unresolved, no+" (no reservation)")

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/verify"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // salePage: the crowd refreshing one live sale's page (GET
@@ -69,7 +70,7 @@ func (e *env) salePage(ctx context.Context, sh shape) (*report.Run, string, erro
 	if r.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
 		return r, "", err
 	}
-	snap, err := e.store.Stock(ctx, s.item)
+	snap, err := e.store.Stock(ctx, stockredis.One(s.item))
 	if err != nil {
 		return r, "", err
 	}

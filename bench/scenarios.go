@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/bench/internal/verify"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // buyers sends order requests as many buyers and keeps their answers.
@@ -332,7 +333,7 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 		defer t.Stop()
 		for {
 			db, err1 := e.db.ItemStock(sampleCtx, s.item)
-			snap, err2 := e.store.Stock(sampleCtx, s.item)
+			snap, err2 := e.store.Stock(sampleCtx, stockredis.One(s.item))
 			if err1 == nil && err2 == nil {
 				p := report.LagPoint{T: time.Since(start).Seconds(), Inflight: snap.Inflight, Created: s.stock - db}
 				// The rate is over the last second of samples.

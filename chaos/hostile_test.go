@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 func token(user int64) string { return pipelinetest.Token(user, "") }
@@ -47,7 +48,7 @@ func TestChaosHostileInput(t *testing.T) {
 		t.Fatalf("victim order: %+v %v", victim, err)
 	}
 	ctx := context.Background()
-	before, err := p.Store.Stock(ctx, sale.ItemID)
+	before, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestChaosHostileInput(t *testing.T) {
 			t.Errorf("%s: error body %q lacks the error code", c.name, b)
 		}
 	}
-	after, err := p.Store.Stock(ctx, sale.ItemID)
+	after, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}

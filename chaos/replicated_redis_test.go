@@ -20,6 +20,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -70,7 +71,7 @@ func masterKilledScenario(t *testing.T, buckets int) {
 	ctx := context.Background()
 	began := time.Now()
 	p, api, cons, sale, hot := replicatedSale(t, 300, buckets)
-	keys := p.Store.Keys(sale.ItemID)
+	keys := p.Store.Keys(stockredis.One(sale.ItemID))
 	rpid := nodePid(t, hot.replica)
 	// Whatever happens, the replica runs again and the old master is back
 	// as a replica when the test ends.
@@ -333,7 +334,7 @@ func replicatedSale(t *testing.T, stock int64, buckets int) (*pipelinetest.Pipel
 	api := p.StartAPI()
 	cons := p.StartConsumer()
 	sale := api.CreateBucketedSale(stock, 1, buckets)
-	h := hotNodes(t, p.Store.Keys(sale.ItemID).Inflight())
+	h := hotNodes(t, p.Store.Keys(stockredis.One(sale.ItemID)).Inflight())
 	t.Logf("the hot item's hash tag is on master %s, replica %s", h.master, h.replica)
 	return p, api, cons, sale, h
 }

@@ -283,7 +283,7 @@ func restoreScenario(t *testing.T, buckets int) {
 		}
 	}
 	if buckets > 1 {
-		k := p.Store.Keys(sale.ItemID)
+		k := p.Store.Keys(stockredis.One(sale.ItemID))
 		rdb := p.Redis
 		if n, err := rdb.Get(ctx, k.BucketMarker()).Int(); err != nil || n != buckets {
 			t.Fatalf("bucket marker %d (%v), want %d from the activity", n, err, buckets)
@@ -321,7 +321,7 @@ func confirmedOrders(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.S
 			if o.Status != order.Created {
 				continue
 			}
-			r, err := p.Store.Reservation(ctx, sale.ItemID, no)
+			r, err := p.Store.Reservation(ctx, no)
 			if err == nil && r.State == stockredis.StateConfirmed {
 				out[acc[no]] = no
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // The checker: after the faults are healed it replays every key a buyer
@@ -202,7 +203,7 @@ func (s *soak) drain() (bool, string) {
 			return false
 		}
 		for _, sl := range s.sales {
-			snap, err := s.p.Store.Stock(ctx, sl.ItemID)
+			snap, err := s.p.Store.Stock(ctx, stockredis.One(sl.ItemID))
 			if err != nil || snap.Inflight != 0 {
 				why = fmt.Sprintf("sale %s: %d in flight (%v)", sl.name, snap.Inflight, err)
 				return false
@@ -288,7 +289,7 @@ func (s *soak) check() *soakReport {
 		}
 	}
 	for _, sl := range s.sales {
-		snap, err := s.p.Store.Stock(ctx, sl.ItemID)
+		snap, err := s.p.Store.Stock(ctx, stockredis.One(sl.ItemID))
 		if err != nil {
 			br = append(br, fmt.Sprintf("sale %s: read Redis: %v", sl.name, err))
 		} else if snap.Stock < 0 {
@@ -423,7 +424,7 @@ func (s *soak) check() *soakReport {
 	// flight, and the reconciler finds no drift.
 	br = nil
 	for _, sl := range s.sales {
-		snap, err := s.p.Store.Stock(ctx, sl.ItemID)
+		snap, err := s.p.Store.Stock(ctx, stockredis.One(sl.ItemID))
 		var stock int64
 		if err2 := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", sl.ItemID).Scan(&stock).Error; err2 != nil {
 			s.t.Fatal(err2)

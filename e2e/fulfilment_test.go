@@ -269,7 +269,7 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 func waitReservationReleased(t *testing.T, p *pipelinetest.Pipeline, item int64, orderNo string) {
 	t.Helper()
 	waittest.Until(t, 10*time.Second, "reservation "+orderNo+" to be released", func() bool {
-		info, err := p.Store.Reservation(context.Background(), item, orderNo)
+		info, err := p.Store.Reservation(context.Background(), orderNo)
 		return err == nil && info.State == stockredis.StateReleased
 	})
 }

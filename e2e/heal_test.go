@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -150,14 +151,14 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 		case "emptied":
 			rewindPrefix(t, rdb, p.Prefix, nil)
 		}
-		if got := rdb.Exists(ctx, p.Store.Keys(sale.ItemID).Quota(sale.ActivityID, strconv.FormatInt(user, 10))).Val(); got != 0 {
+		if got := rdb.Exists(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Quota(sale.ActivityID, strconv.FormatInt(user, 10))).Val(); got != 0 {
 			t.Fatalf("%s: the buyer's quota key is still there", lose)
 		}
 
 		consumer = p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
 		want := sale.Stock - user
 		waittest.Until(t, 30*time.Second, lose+": Redis stock repaired from MySQL's "+strconv.FormatInt(want, 10), func() bool {
-			snap, err := p.Store.Stock(ctx, sale.ItemID)
+			snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
 			return err == nil && snap.Warmed && snap.Stock == want
 		})
 		if l := consumer.Log(); !strings.Contains(l, "Redis lost data; repairing it from MySQL") || !strings.Contains(l, `"reason":"marker"`) {
@@ -225,14 +226,14 @@ func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 		t.Fatalf("stop the consumer: %v", err)
 	}
 	rewindPrefix(t, rdb, p.Prefix, before)
-	if n := rdb.Exists(ctx, p.Store.Keys(sale.ItemID).Reservation(nos[0])).Val(); n != 0 {
+	if n := rdb.Exists(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Reservation(nos[0])).Val(); n != 0 {
 		t.Fatal("the rewound copy holds the reservation made after it")
 	}
 	p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
 	stockIs := func(what string, want int64) {
 		t.Helper()
 		waittest.Until(t, 30*time.Second, what+": Redis stock "+strconv.FormatInt(want, 10), func() bool {
-			snap, err := p.Store.Stock(ctx, sale.ItemID)
+			snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
 			return err == nil && snap.Warmed && snap.Stock == want && snap.Inflight == 0
 		})
 	}

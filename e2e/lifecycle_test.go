@@ -315,7 +315,7 @@ func TestCloserKilledBetweenCommitAndRelease(t *testing.T) {
 	if err != nil || o.Status != order.Closed {
 		t.Fatalf("order %s after the crash: %s %v", no, o.Status, err)
 	}
-	if snap, err := p.Store.Stock(context.Background(), sale.ItemID); err != nil || snap.Stock != 2 {
+	if snap, err := p.Store.Stock(context.Background(), stockredis.One(sale.ItemID)); err != nil || snap.Stock != 2 {
 		t.Fatalf("Redis stock %d (%v) right after the crash, want 2 (not yet released)", snap.Stock, err)
 	}
 	p.StartConsumer("SECKILL_CLOSER_EVERY=200ms")

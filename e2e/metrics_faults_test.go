@@ -48,7 +48,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	})
 
 	// A scheduled reconciler reports drift on its own /metrics.
-	if err := p.Redis.IncrBy(ctx, p.Store.Keys(sale.ItemID).Stock(), 3).Err(); err != nil {
+	if err := p.Redis.IncrBy(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Stock(), 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	radmin := pipelinetest.FreeAddr(t)

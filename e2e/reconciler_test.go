@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -211,7 +212,7 @@ func TestReconcilerRepairsInjectedDrift(t *testing.T) {
 	p.WaitDrained(sale.ItemID, 10*time.Second)
 	ctx := context.Background()
 	rdb := p.Redis
-	keys := p.Store.Keys(sale.ItemID)
+	keys := p.Store.Keys(stockredis.One(sale.ItemID))
 	reconcile(t, p, 0)
 
 	// (a) Redis stock changed by hand.
@@ -376,7 +377,7 @@ func TestReconcilerRunsOneAtATime(t *testing.T) {
 	api := p.StartAPI()
 	sale := api.CreateSale(10, 1)
 	// Drift keeps the first one busy for its recheck pause.
-	p.Redis.IncrBy(context.Background(), p.Store.Keys(sale.ItemID).Stock(), 3)
+	p.Redis.IncrBy(context.Background(), p.Store.Keys(stockredis.One(sale.ItemID)).Stock(), 3)
 
 	args := []string{"--recheck", "2s"}
 	a, b := p.StartArgs("reconciler", args), p.StartArgs("reconciler", args)

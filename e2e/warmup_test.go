@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -40,7 +41,7 @@ func TestActivityWarmsItselfUpOnSchedule(t *testing.T) {
 
 	var seen time.Time
 	waittest.UntilEvery(t, 30*time.Second, 10*time.Millisecond, "the consumers to warm the activity up", func() bool {
-		snap, err := p.Store.Stock(context.Background(), item.ItemID)
+		snap, err := p.Store.Stock(context.Background(), stockredis.One(item.ItemID))
 		if err == nil && snap.Warmed {
 			seen = time.Now()
 		}

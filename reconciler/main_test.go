@@ -46,7 +46,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	store := stockredis.New(rdb, prefix)
-	if _, err := store.Warmup(ctx, it.ID, 2*time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
+	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
 		t.Fatal(err)
 	}
 	return &env{
@@ -88,7 +88,7 @@ func TestReconcilerRunReportsDriftAndRepairs(t *testing.T) {
 		t.Fatalf("clean run: code %d, err %v\n%s\n%s", r.code, r.err, r.stdout, r.stderr)
 	}
 
-	e.rdb.IncrBy(ctx, e.store.Keys(e.item).Stock(), 4)
+	e.rdb.IncrBy(ctx, e.store.Keys(stockredis.One(e.item)).Stock(), 4)
 	r = e.run(t, "--json", "--recheck", "10ms")
 	var rep struct {
 		ExitCode int              `json:"exit_code"`

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -82,6 +83,7 @@ const timePrecision = time.Millisecond
 
 type createActivityBody struct {
 	ItemID               int64            `json:"item_id"`
+	Items                []saleItemBody   `json:"items"`
 	StartsAt             time.Time        `json:"starts_at"`
 	EndsAt               time.Time        `json:"ends_at"`
 	PerUserLimit         optional[int]    `json:"per_user_limit"`
@@ -91,17 +93,44 @@ type createActivityBody struct {
 	Currency             optional[string] `json:"currency"`
 }
 
+// saleItemBody is one entry of a sale's items.
+type saleItemBody struct {
+	ItemID    int64           `json:"item_id"`
+	Label     string          `json:"label"`
+	SalePrice optional[int64] `json:"sale_price"`
+}
+
+// SaleItemView is one item of a sale in an answer.
+type SaleItemView struct {
+	ItemID    int64  `json:"item_id"`
+	Label     string `json:"label,omitempty"`
+	SalePrice *int64 `json:"sale_price,omitempty"`
+	Currency  string `json:"currency,omitempty"`
+}
+
+// saleItemsView is the answer's view of a's items.
+func saleItemsView(a order.Activity) []SaleItemView {
+	out := make([]SaleItemView, 0, len(a.Items))
+	for _, it := range a.Items {
+		p := priceView(it.SalePrice)
+		out = append(out, SaleItemView{ItemID: it.ItemID, Label: it.Label, SalePrice: p.Price, Currency: p.Currency})
+	}
+	return out
+}
+
 // ActivityView is the body of a created activity.
 type ActivityView struct {
-	ActivityID           int64     `json:"activity_id"`
-	ItemID               int64     `json:"item_id"`
-	StartsAt             time.Time `json:"starts_at"`
-	EndsAt               time.Time `json:"ends_at"`
-	PerUserLimit         int       `json:"per_user_limit"`
-	PaymentWindowSeconds int       `json:"payment_window_seconds,omitempty"`
-	StockBuckets         int       `json:"stock_buckets"`
-	SalePrice            *int64    `json:"sale_price,omitempty"`
-	Currency             string    `json:"currency,omitempty"`
+	ActivityID int64 `json:"activity_id"`
+	// ItemID is the sale's first item (its only one for a sale of one).
+	ItemID               int64          `json:"item_id"`
+	Items                []SaleItemView `json:"items"`
+	StartsAt             time.Time      `json:"starts_at"`
+	EndsAt               time.Time      `json:"ends_at"`
+	PerUserLimit         int            `json:"per_user_limit"`
+	PaymentWindowSeconds int            `json:"payment_window_seconds,omitempty"`
+	StockBuckets         int            `json:"stock_buckets"`
+	SalePrice            *int64         `json:"sale_price,omitempty"`
+	Currency             string         `json:"currency,omitempty"`
 }
 
 func (s *Server) createActivity(c *gin.Context) {
@@ -114,10 +143,17 @@ func (s *Server) createActivity(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	a, err := order.NewSale{ItemID: b.ItemID,
+	ns := order.NewSale{ItemID: b.ItemID,
 		StartsAt: b.StartsAt.Truncate(timePrecision), EndsAt: b.EndsAt.Truncate(timePrecision),
 		PerUserLimit: b.PerUserLimit.ptr(), PaymentWindowSeconds: b.PaymentWindowSeconds.ptr(), StockBuckets: b.StockBuckets.ptr(),
-	}.Activity(s.intake.Now())
+	}
+	if b.Items != nil {
+		ns.Items = make([]order.NewSaleItem, len(b.Items))
+		for i, it := range b.Items {
+			ns.Items[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
+		}
+	}
+	a, err := ns.Activity(s.intake.Now())
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -127,31 +163,38 @@ func (s *Server) createActivity(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	currency := b.Currency.ptr()
-	if b.SalePrice.Set && currency == nil {
-		// The sale is priced in the item's currency unless told otherwise.
-		it, err := s.db.Item(ctx, b.ItemID)
-		if err != nil {
-			s.fail(c, err)
+	if b.Items != nil {
+		if b.SalePrice.Set {
+			s.fail(c, order.Errorf(order.ErrInvalidArgument, "a sale of items takes each item's sale_price in items, not one sale_price"))
 			return
 		}
-		if !it.Price.Priced() {
-			s.fail(c, order.Errorf(order.ErrInvalidArgument, "the item has no price: give sale_price a currency"))
-			return
+		for i, it := range b.Items {
+			if it.SalePrice.Null {
+				s.fail(c, order.Errorf(order.ErrInvalidArgument, "items[%d].sale_price must not be null: leave it out for the item's own price", i))
+				return
+			}
+			price, err := s.salePrice(ctx, fmt.Sprintf("items[%d].sale_price", i), it.ItemID, it.SalePrice.ptr(), b.Currency.ptr())
+			if err != nil {
+				s.fail(c, err)
+				return
+			}
+			a.Items[i].SalePrice = price
 		}
-		currency = &it.Price.Currency
-	}
-	if a.SalePrice, err = order.OptionalPrice("sale_price", b.SalePrice.ptr(), currency); err != nil {
+	} else if a.SalePrice, err = s.salePrice(ctx, "sale_price", b.ItemID, b.SalePrice.ptr(), b.Currency.ptr()); err != nil {
 		s.fail(c, err)
 		return
 	}
 	// Redis first: the layout its keys have now (a lost answer is a 503,
-	// never "no keys"); MySQL then checks the item's other sales with the
-	// item's row locked.
-	live, err := s.intake.Stock.Layout(ctx, b.ItemID)
-	if err != nil {
-		s.fail(c, err)
-		return
+	// never "no keys"); MySQL then checks the items' other sales with the
+	// items' rows locked.
+	live := map[int64]order.Layout{}
+	for _, id := range a.ItemIDs() {
+		l, err := s.intake.Stock.Layout(ctx, stockredis.In(a.ItemID, id))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		live[id] = l
 	}
 	a, err = s.db.CreateSale(ctx, a, s.keyGuard(live))
 	if err != nil {
@@ -161,10 +204,27 @@ func (s *Server) createActivity(c *gin.Context) {
 	c.JSON(http.StatusCreated, activityView(a))
 }
 
+// salePrice is the sale price the operator gave for item (field names it
+// in errors), in currency or else the item's: zero when none was given.
+func (s *Server) salePrice(ctx context.Context, field string, item int64, price *int64, currency *string) (order.Money, error) {
+	if price != nil && currency == nil {
+		// The sale is priced in the item's currency unless told otherwise.
+		it, err := s.db.Item(ctx, item)
+		if err != nil {
+			return order.Money{}, err
+		}
+		if !it.Price.Priced() {
+			return order.Money{}, order.Errorf(order.ErrInvalidArgument, "item %d has no price: give %s a currency", item, field)
+		}
+		currency = &it.Price.Currency
+	}
+	return order.OptionalPrice(field, price, currency)
+}
+
 // keyGuard is what a change of a sale is checked against: live, the layout
-// Redis holds for its item (read just before), and how long each sale's
+// Redis holds for each item (read just before), and how long each sale's
 // keys live, by the rule the intake gives them their lifetimes with.
-func (s *Server) keyGuard(live order.Layout) orderdb.KeyGuard {
+func (s *Server) keyGuard(live map[int64]order.Layout) orderdb.KeyGuard {
 	return orderdb.KeyGuard{Live: live, Now: s.intake.Now(), KeysUntil: func(a order.Activity) time.Time {
 		return a.KeysLiveUntil(s.intake.PaymentWindow)
 	}}
@@ -219,7 +279,12 @@ func (s *Server) itemStock(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	snap, err := s.intake.Stock.Stock(ctx, id)
+	tag, err := s.db.ItemTag(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	snap, err := s.intake.Stock.Stock(ctx, stockredis.In(tag, id))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -238,9 +303,13 @@ func (s *Server) patchGuard(ctx context.Context, id int64) (orderdb.KeyGuard, er
 	if err != nil {
 		return orderdb.KeyGuard{}, err
 	}
-	live, err := s.intake.Stock.Layout(ctx, a.ItemID)
-	if err != nil {
-		return orderdb.KeyGuard{}, err
+	live := map[int64]order.Layout{}
+	for _, id := range a.ItemIDs() {
+		l, err := s.intake.Stock.Layout(ctx, stockredis.In(a.ItemID, id))
+		if err != nil {
+			return orderdb.KeyGuard{}, err
+		}
+		live[id] = l
 	}
 	return s.keyGuard(live), nil
 }

@@ -449,7 +449,7 @@ func TestPublishFailure(t *testing.T) {
 	brokenURL := ts.serve(t, ts.service(t, dead), nil)
 	const user = 9
 	tok := buyerToken(t, user)
-	keys := ts.store.Keys(item)
+	keys := ts.store.Keys(stockredis.One(item))
 
 	before, end := ts.stock(t, item), ts.topicEnd(t)
 	wantError(t, ts.place(t, brokenURL, tok, "retry-me", act), http.StatusServiceUnavailable, "UNAVAILABLE")
@@ -469,7 +469,7 @@ func TestPublishFailure(t *testing.T) {
 	if len(failed) != 1 {
 		t.Fatalf("reservations %v, want the one released", failed)
 	}
-	info, err := ts.store.Reservation(context.Background(), item, failed[0])
+	info, err := ts.store.Reservation(context.Background(), failed[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestKeysOutliveTheSale(t *testing.T) {
 	ts := newTestServer(t)
 	item, act := ts.openSale(t, 5, 1) // ends in an hour
 	no := ts.mustPlace(t, ts.url, buyerToken(t, 1), "ttl-key", act)
-	k := ts.store.Keys(item)
+	k := ts.store.Keys(stockredis.One(item))
 	ctx := context.Background()
 	endsIn := time.Hour - time.Minute // a minute's slack for the test's own time
 	for name, key := range map[string]string{

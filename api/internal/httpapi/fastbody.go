@@ -1,7 +1,7 @@
 package httpapi
 
 // decodePlaceOrderFast reads the order body every client sends,
-// {"activity_id":N} or {"activity_id":N,"quantity":M} (either order, JSON
+// {"activity_id":N}, with "item_id" and "quantity" or not (any order, JSON
 // whitespace anywhere between tokens), without encoding/json: on the order
 // path the strict decoder and its second pass for names (exactKeys) cost
 // about a tenth of the api's CPU per request. It reports false for anything
@@ -16,7 +16,7 @@ func decodePlaceOrderFast(body []byte, out *PlaceOrderBody) bool {
 		return false
 	}
 	var b PlaceOrderBody
-	var seenActivity, seenQuantity bool
+	var seenActivity, seenItem, seenQuantity bool
 	for {
 		p.space()
 		name, ok := p.name()
@@ -35,6 +35,8 @@ func decodePlaceOrderFast(body []byte, out *PlaceOrderBody) bool {
 		switch {
 		case string(name) == "activity_id" && !seenActivity:
 			seenActivity, b.ActivityID = true, n
+		case string(name) == "item_id" && !seenItem:
+			seenItem, b.ItemID = true, optional[int64]{Set: true, Value: n}
 		case string(name) == "quantity" && !seenQuantity:
 			if n != int64(int(n)) {
 				return false

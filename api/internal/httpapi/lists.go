@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -128,8 +129,9 @@ type ActivitySummary struct {
 	Orders    map[order.Status]int64 `json:"orders"`
 	UnitsSold int64                  `json:"units_sold"`
 	UnitsPaid int64                  `json:"units_paid"`
-	// The item's stock: units in reservations not yet confirmed or
-	// released, Redis stock (null before warm-up) and MySQL stock.
+	// The stock of the sale's items: units in reservations not yet
+	// confirmed or released, Redis stock (null before warm-up) and MySQL
+	// stock.
 	InFlight   int64  `json:"in_flight"`
 	RedisStock *int64 `json:"redis_stock"`
 	DBStock    int64  `json:"db_stock"`
@@ -140,9 +142,25 @@ type ActivitySummary struct {
 	// RefundsNeeded counts the provider payments for the sale's orders
 	// that arrived when the order could not be paid any more (owed back).
 	RefundsNeeded int64 `json:"refunds_needed"`
+	// Items are the figures of each of the sale's items (the totals above
+	// add them up; redis_stock is null unless every item is warmed).
+	Items []ItemSummary `json:"items"`
 }
 
-// activitySummary answers how an activity's sale went, from MySQL and Redis.
+// ItemSummary is ActivitySummary's figures for one item of the sale.
+type ItemSummary struct {
+	ItemID     int64                  `json:"item_id"`
+	Label      string                 `json:"label,omitempty"`
+	Orders     map[order.Status]int64 `json:"orders"`
+	UnitsSold  int64                  `json:"units_sold"`
+	UnitsPaid  int64                  `json:"units_paid"`
+	InFlight   int64                  `json:"in_flight"`
+	RedisStock *int64                 `json:"redis_stock"`
+	DBStock    int64                  `json:"db_stock"`
+}
+
+// activitySummary answers how an activity's sale went, from MySQL and
+// Redis: per item, and in total.
 func (s *Server) activitySummary(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
@@ -159,33 +177,54 @@ func (s *Server) activitySummary(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	dbStock, err := s.db.ItemStock(ctx, act.ItemID)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	snap, err := s.intake.Stock.Stock(ctx, act.ItemID)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	refunds, err := s.db.RefundsNeeded(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := ActivitySummary{ActivityID: id, ItemID: act.ItemID, Orders: map[order.Status]int64{},
-		InFlight: snap.Inflight, DBStock: dbStock, RefundsNeeded: refunds}
-	for _, st := range []order.Status{order.Created, order.Paid, order.Closed, order.Failed} {
-		out.Orders[st] = tally[st].Orders
+	out := ActivitySummary{ActivityID: id, ItemID: act.ItemID, Orders: map[order.Status]int64{}, RefundsNeeded: refunds,
+		Items: make([]ItemSummary, 0, len(act.Items))}
+	var revenue int64
+	warmed := true
+	for _, it := range act.Items {
+		dbStock, err := s.db.ItemStock(ctx, it.ItemID)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		snap, err := s.intake.Stock.Stock(ctx, stockredis.In(act.ItemID, it.ItemID))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		t := tally[it.ItemID]
+		is := ItemSummary{ItemID: it.ItemID, Label: it.Label, Orders: map[order.Status]int64{},
+			InFlight: snap.Inflight, DBStock: dbStock}
+		for _, st := range []order.Status{order.Created, order.Paid, order.Closed, order.Failed} {
+			is.Orders[st] = t[st].Orders
+			out.Orders[st] += t[st].Orders
+		}
+		is.UnitsSold = t[order.Created].Units + t[order.Paid].Units
+		is.UnitsPaid = t[order.Paid].Units
+		if snap.Warmed {
+			is.RedisStock = &snap.Stock
+		}
+		warmed = warmed && snap.Warmed
+		revenue += t[order.Paid].Amount
+		out.UnitsSold += is.UnitsSold
+		out.UnitsPaid += is.UnitsPaid
+		out.InFlight += is.InFlight
+		out.DBStock += is.DBStock
+		out.Items = append(out.Items, is)
 	}
-	out.UnitsSold = tally[order.Created].Units + tally[order.Paid].Units
-	out.UnitsPaid = tally[order.Paid].Units
-	if snap.Warmed {
-		out.RedisStock = &snap.Stock
+	if warmed {
+		var total int64
+		for _, is := range out.Items {
+			total += *is.RedisStock
+		}
+		out.RedisStock = &total
 	}
 	if act.SalePrice.Priced() {
-		revenue := tally[order.Paid].Amount
 		out.RevenuePaid, out.Currency = &revenue, act.SalePrice.Currency
 	}
 	c.JSON(http.StatusOK, out)

@@ -13,6 +13,9 @@ import (
 // PlaceOrderBody is the body of POST /api/v1/orders.
 type PlaceOrderBody struct {
 	ActivityID int64 `json:"activity_id"`
+	// ItemID is the item bought (a size): required for a sale of several
+	// items; left out for a sale of one. null is refused.
+	ItemID optional[int64] `json:"item_id,omitzero"`
 	// Quantity left out is 1; null is refused.
 	Quantity optional[int] `json:"quantity,omitzero"`
 }
@@ -22,8 +25,11 @@ func (b *PlaceOrderBody) Validate() (int, error) {
 	if b.ActivityID <= 0 {
 		return 0, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
-	if err := refuseNull(field{"quantity", b.Quantity}); err != nil {
+	if err := refuseNull(field{"quantity", b.Quantity}, field{"item_id", b.ItemID}); err != nil {
 		return 0, err
+	}
+	if b.ItemID.Set && b.ItemID.Value <= 0 {
+		return 0, order.Errorf(order.ErrInvalidArgument, "item_id must be a positive integer")
 	}
 	q := 1
 	if b.Quantity.Set {
@@ -53,7 +59,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 	}
 	user := claimsOf(c).UserID
 	placed, err := s.intake.Place(c.Request.Context(), intake.PlaceRequest{
-		UserID: user, ActivityID: body.ActivityID, Quantity: q,
+		UserID: user, ActivityID: body.ActivityID, ItemID: body.ItemID.Value, Quantity: q,
 		IdempotencyKey: key, RequestID: c.GetString(ctxRequestID),
 	})
 	if err != nil {
@@ -78,8 +84,10 @@ type OrderView struct {
 	// ActivityID and Quantity are left out (zero) only for a PENDING
 	// order whose reservation Redis lost before the consumer wrote it:
 	// the api then knows the order by its signed number alone.
-	ActivityID    int64  `json:"activity_id,omitempty"`
-	ItemID        int64  `json:"item_id"`
+	ActivityID int64 `json:"activity_id,omitempty"`
+	ItemID     int64 `json:"item_id"`
+	// Label is the item's label in a sale of several items (its size).
+	Label         string `json:"label,omitempty"`
 	Quantity      int    `json:"quantity,omitempty"`
 	FailureReason string `json:"failure_reason,omitempty"`
 	// UnitPrice, Amount and Currency are what the order cost when it was
@@ -113,10 +121,21 @@ func (s *Server) getOrder(c *gin.Context) {
 		writeError(c, http.StatusNotFound, "NOT_FOUND", "not found")
 		return
 	}
-	o, err := s.intake.Status(c.Request.Context(), claimsOf(c).UserID, no)
+	ctx := c.Request.Context()
+	o, err := s.intake.Status(ctx, claimsOf(c).UserID, no)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, orderView(o))
+	v := orderView(o)
+	if o.ActivityID != 0 {
+		// The label from this instance's copy of the sale (items never
+		// change once it started); without it the answer still stands.
+		if act, err := s.intake.Activity(ctx, o.ActivityID); err == nil {
+			if it, ok := act.Item(o.ItemID); ok {
+				v.Label = it.Label
+			}
+		}
+	}
+	c.JSON(http.StatusOK, v)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -59,8 +60,15 @@ func (s *Server) restock(c *gin.Context) {
 		return
 	}
 	log := s.log.With("request_id", c.GetString(ctxRequestID), "item_id", id, "restock_id", rs.ID, "quantity", rs.Quantity)
+	// Where the item's keys are: with the first item of its latest sale.
+	tag, err := s.db.ItemTag(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	item := stockredis.In(tag, id)
 	if !rs.Applied {
-		res, err := s.intake.Stock.Restock(ctx, id, rs.ID, rs.Quantity)
+		res, err := s.intake.Stock.Restock(ctx, item, rs.ID, rs.Quantity)
 		if err != nil {
 			// MySQL has the units; Redis may or may not (a lost answer).
 			// The same key finishes it, or the reconciler's repair does.
@@ -90,7 +98,7 @@ func (s *Server) restock(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	snap, err := s.intake.Stock.Stock(ctx, id)
+	snap, err := s.intake.Stock.Stock(ctx, item)
 	if err != nil {
 		s.fail(c, err)
 		return

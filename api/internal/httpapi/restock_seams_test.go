@@ -66,7 +66,7 @@ func newRestockSeams(t *testing.T, stock int64, buckets int) *restockSeams {
 		return n
 	}
 	s.redisUnits = func() int64 {
-		snap, err := s.direct.Stock(ctx, s.item)
+		snap, err := s.direct.Stock(ctx, stockredis.One(s.item))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 						t.Fatalf("warm-up: %d %s", r.status, r.body)
 					}
 					// Two units too many in Redis (a drift the warm-up lowers).
-					k := s.direct.Keys(s.item)
+					k := s.direct.Keys(stockredis.One(s.item))
 					key := k.Stock()
 					if buckets > 1 {
 						key = k.Bucket(0)
@@ -244,7 +244,7 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 						t.Errorf("restock: %d %s", r.status, r.body)
 					}
 				}}
-				if _, err := s.direct.WarmupFrom(ctx, s.item, buckets, time.Hour, db); err != nil {
+				if _, err := s.direct.WarmupFrom(ctx, stockredis.One(s.item), buckets, time.Hour, db); err != nil {
 					t.Fatal(err)
 				}
 				if n := s.redisUnits(); n > 14 {

@@ -164,7 +164,7 @@ func TestRestockLostRedisReply(t *testing.T) {
 	if p.Lost() != 1 {
 		t.Fatalf("%d answers lost, want 1", p.Lost())
 	}
-	snap, err := direct.Stock(context.Background(), item)
+	snap, err := direct.Stock(context.Background(), stockredis.One(item))
 	if err != nil || snap.Stock != 14 {
 		t.Fatalf("Redis %+v %v after the lost answer, want 14 (the script ran once)", snap, err)
 	}

@@ -14,7 +14,7 @@ import (
 // activityView is the answer's view of a.
 func activityView(a order.Activity) ActivityView {
 	sale := priceView(a.SalePrice)
-	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(),
+	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, Items: saleItemsView(a), StartsAt: a.StartsAt.UTC(),
 		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
 		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency}
 }

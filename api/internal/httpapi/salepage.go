@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -42,8 +43,22 @@ type SalePage struct {
 	Currency     string    `json:"currency,omitempty"`
 	State        SaleState `json:"state"`
 	// UnitsLeft is exact when read: the units Redis can still reserve
-	// (MySQL's stock before the warm-up), at most SalePageTTL old.
+	// (MySQL's stock before the warm-up), at most SalePageTTL old; over
+	// every item of the sale.
 	UnitsLeft int64 `json:"units_left"`
+	// Items are the sale's items (its sizes), each with its units left.
+	Items []SalePageItem `json:"items"`
+}
+
+// SalePageItem is one item on the sale page.
+type SalePageItem struct {
+	ItemID    int64  `json:"item_id"`
+	Label     string `json:"label,omitempty"`
+	SalePrice *int64 `json:"sale_price,omitempty"`
+	Currency  string `json:"currency,omitempty"`
+	UnitsLeft int64  `json:"units_left"`
+	// State is LIVE while the item has units left, else SOLD_OUT.
+	State SaleState `json:"state"`
 }
 
 // saleState is the state at now of a sale with left units unreserved.
@@ -158,18 +173,32 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.intake.Stock.Stock(ctx, act.ItemID)
-	if err != nil {
-		return nil, err
-	}
-	left := snap.Stock
-	if !snap.Warmed {
-		if left, err = s.db.ItemStock(ctx, act.ItemID); err != nil {
+	page := SalePage{ActivityID: act.ID, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
+		PerUserLimit: act.PerUserLimit, Items: make([]SalePageItem, 0, len(act.Items))}
+	for _, it := range act.Items {
+		snap, err := s.intake.Stock.Stock(ctx, stockredis.In(act.ItemID, it.ItemID))
+		if err != nil {
 			return nil, err
 		}
+		left := snap.Stock
+		if !snap.Warmed {
+			if left, err = s.db.ItemStock(ctx, it.ItemID); err != nil {
+				return nil, err
+			}
+		}
+		left = max(left, 0)
+		pi := SalePageItem{ItemID: it.ItemID, Label: it.Label, UnitsLeft: left, State: SaleLive}
+		if left == 0 {
+			pi.State = SaleSoldOut
+		}
+		if price := priceView(it.SalePrice); price.Price != nil {
+			pi.SalePrice, pi.Currency = price.Price, price.Currency
+		}
+		page.UnitsLeft += left
+		page.Items = append(page.Items, pi)
 	}
-	page := SalePage{ActivityID: act.ID, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
-		PerUserLimit: act.PerUserLimit, State: saleState(act, left, s.salePages.now()), UnitsLeft: max(left, 0)}
+	// SOLD_OUT only when every item is: the total is then 0.
+	page.State = saleState(act, page.UnitsLeft, s.salePages.now())
 	if price := priceView(act.SalePrice); price.Price != nil {
 		page.SalePrice, page.Currency = price.Price, price.Currency
 	}

@@ -370,7 +370,7 @@ func accepted(t *testing.T, r response) string {
 
 func (ts *testServer) stock(t *testing.T, item int64) stockredis.Snapshot {
 	t.Helper()
-	snap, err := ts.store.Stock(context.Background(), item)
+	snap, err := ts.store.Stock(context.Background(), stockredis.One(item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func (ts *testServer) redisDump(t *testing.T) string {
 func (ts *testServer) reservations(t *testing.T, item int64) []string {
 	t.Helper()
 	ctx := context.Background()
-	pattern := ts.store.Keys(item).Reservation("*")
+	pattern := ts.store.Keys(stockredis.One(item)).Reservation("*")
 	var nos []string
 	iter := ts.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {

@@ -51,12 +51,12 @@ type Orders interface {
 type Stock interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
-	PriorOrders(ctx context.Context, item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
-	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
-	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
-	Stock(ctx context.Context, item int64) (stockredis.Snapshot, error)
-	Layout(ctx context.Context, item int64) (order.Layout, error)
-	Restock(ctx context.Context, item, id, qty int64) (stockredis.RestockResult, error)
+	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
+	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
+	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
+	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
+	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 }
 
 // Service places orders.
@@ -87,8 +87,11 @@ const SoldOutTTL = time.Second
 
 // PlaceRequest is one buyer's order attempt.
 type PlaceRequest struct {
-	UserID         string
-	ActivityID     int64
+	UserID     string
+	ActivityID int64
+	// ItemID is the item bought: required for a sale of several items, 0
+	// for a sale of one (its item).
+	ItemID         int64
 	Quantity       int
 	IdempotencyKey string
 	RequestID      string
@@ -116,26 +119,31 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if err := act.CheckQuantity(r.Quantity); err != nil {
 		return Placed{}, err
 	}
+	chosen, err := act.ChooseItem(r.ItemID)
+	if err != nil {
+		return Placed{}, err
+	}
+	item := stockredis.In(act.ItemID, chosen.ItemID)
 	now := s.Now()
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
 			// after it (the record outlives the sale by order.KeyMargin).
-			if prior, err := s.Stock.PriorOrders(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
-				return s.replay(ctx, r.UserID, prior.ByKey)
+			if prior, err := s.Stock.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
+				return s.replay(ctx, r, item, prior.ByKey)
 			}
 		}
 		return Placed{}, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
-	if s.flaggedSoldOut(act.ItemID, now) {
+	if s.flaggedSoldOut(item.ID, now) {
 		// The flag only ever refuses, and in the reserve script's order: a
 		// replayed key still gets its order back and a buyer holding an
 		// order hears so (a read that concurrent requests share: one MGET
 		// answers many).
-		prior, err := s.Stock.PriorOrders(ctx, act.ItemID, act.ID, r.UserID, r.IdempotencyKey)
+		prior, err := s.Stock.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey)
 		if err == nil && prior.ByKey != "" {
-			return s.replay(ctx, r.UserID, prior.ByKey)
+			return s.replay(ctx, r, item, prior.ByKey)
 		}
 		s.Metrics.SkippedSoldOut()
 		if err == nil && prior.QuotaHolder != "" {
@@ -152,19 +160,20 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if err != nil {
 		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
 	}
+	// The number names the sale's first item: its keys' hash tag.
 	no := s.Numbers.NextFor(act.ItemID, r.UserID)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(act.ItemID),
+		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(item.ID),
 			tracing.AttrActivityID.Int64(act.ID), tracing.AttrQuantity.Int(r.Quantity))
 	}
 	ev := order.Event{
 		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
-		UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID, Quantity: r.Quantity,
+		UserID: r.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: r.Quantity,
 		ReservedAt: now, RequestID: r.RequestID,
 	}
 	started := time.Now()
 	reservation := stockredis.Reservation{
-		OrderNo: no, UserID: r.UserID, ItemID: act.ItemID, ActivityID: act.ID,
+		OrderNo: no, UserID: r.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
 		Buckets: act.StockBuckets,
@@ -172,7 +181,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	// The stock generation before the script: a refusal that raced a
 	// restock or a release here (ClearSoldOut) must not flag the units it
 	// brought back as sold out.
-	gen := s.stockGeneration(act.ItemID)
+	gen := s.stockGeneration(item.ID)
 	res, err := s.Stock.Reserve(ctx, reservation)
 	if err == nil && res.Duplicate && res.OrderNo != no && s.freeStaleKey(ctx, r.UserID, res.OrderNo) {
 		// The key named an order this API refused with 503 (Redis came
@@ -187,7 +196,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// (A bucketed item does not report what is left: only a one-unit
 		// refusal shows every bucket empty.)
 		if res.Left <= 0 && (r.Quantity == 1 || act.StockBuckets <= 1) {
-			s.soldOut.Store(act.ItemID, soldOutMark{at: now, gen: gen})
+			s.soldOut.Store(item.ID, soldOutMark{at: now, gen: gen})
 		}
 		return Placed{}, err
 	case stockredis.MayHaveRun(err):
@@ -197,7 +206,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	case err != nil:
 		return Placed{}, err
 	case res.Duplicate && res.OrderNo != no:
-		return s.replay(ctx, r.UserID, res.OrderNo)
+		return s.replay(ctx, r, item, res.OrderNo)
 	}
 
 	failpoint.Inject("api-after-reserve")
@@ -208,7 +217,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		return s.giveUp(ctx, ev, order.ReasonPublishFailed, err)
 	}
 	s.Log.InfoContext(ctx, "order reserved", "order_no", no, "request_id", r.RequestID,
-		"user_id", r.UserID, "item_id", act.ItemID, "activity_id", act.ID, "status", order.Pending)
+		"user_id", r.UserID, "item_id", item.ID, "activity_id", act.ID, "status", order.Pending)
 	return Placed{OrderNo: no, Status: order.Pending}, nil
 }
 
@@ -327,14 +336,24 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 	return true
 }
 
-// replay answers a repeated idempotency key with the original order.
-func (s *Service) replay(ctx context.Context, user, orderNo string) (Placed, error) {
-	o, err := s.Status(ctx, user, orderNo)
+// replay answers a repeated idempotency key with the original order, or
+// refuses (order.ErrKeyReused) a request that is not the one the
+// key was first used for: another sale, another item, another quantity
+// (the IETF Idempotency-Key draft; Stripe answers so too). An order known
+// only by its number (Redis lost its reservation, MySQL has yet to write
+// it) cannot be compared and is answered as the same.
+func (s *Service) replay(ctx context.Context, r PlaceRequest, item stockredis.Item, orderNo string) (Placed, error) {
+	o, err := s.Status(ctx, r.UserID, orderNo)
 	if err != nil {
 		if errors.Is(err, order.ErrNotFound) {
 			return Placed{OrderNo: orderNo, Status: order.Pending}, nil
 		}
 		return Placed{}, err
+	}
+	if o.ActivityID != 0 && (o.ActivityID != r.ActivityID || o.ItemID != item.ID || o.Quantity != r.Quantity) {
+		return Placed{}, order.Errorf(order.ErrKeyReused,
+			"this Idempotency-Key was first used for order %s (activity %d, item %d, quantity %d): a retry must send the same request, and another request needs another key",
+			orderNo, o.ActivityID, o.ItemID, o.Quantity)
 	}
 	return Placed{OrderNo: orderNo, Status: o.Status}, nil
 }
@@ -347,6 +366,12 @@ func (s *Service) replay(ctx context.Context, user, orderNo string) (Placed, err
 func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order, error) {
 	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, s.Numbers, user, orderNo)
 	return o, err
+}
+
+// Activity is the sale as this instance's copy has it (at most
+// order.ActivityTTL old).
+func (s *Service) Activity(ctx context.Context, id int64) (order.Activity, error) {
+	return s.activity(ctx, id)
 }
 
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
@@ -389,8 +414,9 @@ func (s *Service) ClearSoldOut(item int64) {
 	s.soldOut.Delete(item)
 }
 
-// Warmup loads the activity's item stock into Redis (see stockredis.WarmupFrom),
-// keeping it past the activity's end.
+// Warmup loads the stock of each of the activity's items into Redis (see
+// stockredis.WarmupFrom), keeping it past the activity's end, and returns
+// the units loaded, over all its items.
 func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activityID int64) (order.Activity, int64, error) {
 	act, err := s.activity(ctx, activityID)
 	if err != nil {
@@ -405,10 +431,14 @@ func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activit
 		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
 			act.EndsAt.UTC().Format(time.RFC3339))
 	}
-	n, err := s.Stock.WarmupFrom(ctx, act.ItemID, act.StockBuckets, ttl, db)
-	if err != nil {
-		return order.Activity{}, 0, err
+	var total int64
+	for _, id := range act.ItemIDs() {
+		n, err := s.Stock.WarmupFrom(ctx, stockredis.In(act.ItemID, id), act.StockBuckets, ttl, db)
+		if err != nil {
+			return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d, item %d: %w", act.ID, id, err)
+		}
+		s.ClearSoldOut(id)
+		total += n
 	}
-	s.ClearSoldOut(act.ItemID)
-	return act, n, nil
+	return act, total, nil
 }

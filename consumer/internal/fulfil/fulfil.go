@@ -29,11 +29,11 @@ import (
 // Stock is Redis as fulfilment uses it (*stockredis.Store): claim and
 // confirm a batch's reservations, give a refused order's back.
 type Stock interface {
-	Claim(ctx context.Context, item int64, orderNos []string) ([]stockredis.State, error)
-	Confirm(ctx context.Context, item int64, orderNos []string) (int64, error)
+	Claim(ctx context.Context, item stockredis.Item, orderNos []string) ([]stockredis.State, error)
+	Confirm(ctx context.Context, item stockredis.Item, orderNos []string) (int64, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 	ReleaseCapped(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions, dbStock int64) (stockredis.Released, error)
-	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
 }
 
 // Orders is MySQL as fulfilment uses it (*orderdb.DB): the activity an
@@ -68,8 +68,8 @@ type Handler struct {
 // step is idempotent, so handling an event again is always safe.
 func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
 	res := make([]orderevents.Result, len(events))
-	byItem := map[int64][]int{}
-	var items []int64
+	byItem := map[stockredis.Item][]int{}
+	var items []stockredis.Item
 	for i, e := range events {
 		if err := p.possible(ctx, e); errors.Is(err, errImpossible) {
 			res[i] = result(Poison, err)
@@ -78,10 +78,11 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 			res[i] = result(Retry, err) // MySQL could not say
 			continue
 		}
-		if _, ok := byItem[e.ItemID]; !ok {
-			items = append(items, e.ItemID)
+		item := stockredis.In(order.TagOf(e.OrderNo), e.ItemID)
+		if _, ok := byItem[item]; !ok {
+			items = append(items, item)
 		}
-		byItem[e.ItemID] = append(byItem[e.ItemID], i)
+		byItem[item] = append(byItem[item], i)
 	}
 	for _, item := range items {
 		idx := byItem[item]
@@ -107,8 +108,8 @@ func retryAll(n int, err error) []orderevents.Result {
 
 // handleItem claims, writes and confirms (or releases) one item's events,
 // traced when a Tracer is set.
-func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Event) []orderevents.Result {
-	bt := p.startBatch(ctx, item, events)
+func (p *Handler) handleItem(ctx context.Context, item stockredis.Item, events []order.Event) []orderevents.Result {
+	bt := p.startBatch(ctx, item.ID, events)
 	res := p.fulfilItem(ctx, item, events, bt)
 	var err error
 	for i, r := range res {
@@ -124,7 +125,7 @@ func (p *Handler) handleItem(ctx context.Context, item int64, events []order.Eve
 // fulfilItem claims, writes and confirms (or releases) one item's events.
 // A failure before MySQL's answer is known retries them all; after it, only
 // the events whose release failed.
-func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Event, bt *batchTrace) []orderevents.Result {
+func (p *Handler) fulfilItem(ctx context.Context, item stockredis.Item, events []order.Event, bt *batchTrace) []orderevents.Result {
 	nos := make([]string, len(events))
 	for i, e := range events {
 		nos[i] = e.OrderNo
@@ -150,17 +151,19 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		if err != nil {
 			return retryAll(len(events), err)
 		}
-		// The order costs the sale's price (activities never change price,
-		// so it is the price the buyer saw when the API reserved).
+		// The order costs its item's price in the sale (activities never
+		// change price, so it is the price the buyer saw when the API
+		// reserved).
+		it, _ := act.Item(e.ItemID) // possible checked it is sold there
 		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: p.now().Add(act.PaymentWindowOr(p.PaymentWindow)),
-			UnitPrice: act.SalePrice})
+			UnitPrice: it.SalePrice})
 		reqIdx = append(reqIdx, i)
 	}
 	if len(reqs) == 0 {
 		return res
 	}
 	start = time.Now()
-	out, err := p.fulfil(bctx, item, reqs)
+	out, err := p.fulfil(bctx, item.ID, reqs)
 	bt.step("mysql transaction", start, err, reqIdx)
 	if err != nil {
 		return retryAll(len(events), err)
@@ -211,7 +214,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item int64, events []order.Eve
 		// MySQL had less than Redis believed. Read what it has now (after
 		// this batch's orders are confirmed, so they no longer count as in
 		// flight): the releases below cap Redis at it.
-		if dbStock, err = p.DB.ItemStock(ctx, item); err != nil {
+		if dbStock, err = p.DB.ItemStock(ctx, item.ID); err != nil {
 			for _, j := range failed {
 				res[reqIdx[j]] = result(Retry, err)
 			}
@@ -293,10 +296,10 @@ func (p *Handler) fulfil(ctx context.Context, item int64, reqs []orderdb.Request
 // from the reservation itself, not from the event, whose other fields may
 // be what is wrong with it.
 func (p *Handler) DeadLettered(ctx context.Context, e order.Event) error {
-	if order.ItemOf(e.OrderNo) <= 0 {
+	if order.TagOf(e.OrderNo) <= 0 {
 		return nil
 	}
-	info, err := p.Stock.Reservation(ctx, order.ItemOf(e.OrderNo), e.OrderNo)
+	info, err := p.Stock.Reservation(ctx, e.OrderNo)
 	if errors.Is(err, order.ErrNotFound) {
 		return nil
 	}
@@ -312,7 +315,8 @@ func (p *Handler) DeadLettered(ctx context.Context, e order.Event) error {
 var errImpossible = errors.New("impossible event")
 
 // possible checks an event against its activity: the activity exists and
-// sells the event's item. An error wrapping errImpossible means poison; any
+// sells the event's item, and its order number names the sale's first item
+// (where the reservation is). An error wrapping errImpossible means poison; any
 // other is transient. The sale's window and per-user limit are not checked
 // here but by MySQL's row in the transaction that writes the orders
 // (orderdb.DB.Fulfil): an order the sale refuses ends FAILED with the
@@ -326,8 +330,12 @@ func (p *Handler) possible(ctx context.Context, e order.Event) error {
 		return fmt.Errorf("%w: no activity %d", errImpossible, e.ActivityID)
 	case err != nil:
 		return err
-	case act.ItemID != e.ItemID:
-		return fmt.Errorf("%w: activity %d sells item %d, not %d", errImpossible, e.ActivityID, act.ItemID, e.ItemID)
+	}
+	if _, ok := act.Item(e.ItemID); !ok {
+		return fmt.Errorf("%w: activity %d does not sell item %d (it sells %v)", errImpossible, e.ActivityID, e.ItemID, act.ItemIDs())
+	}
+	if tag := order.TagOf(e.OrderNo); tag != act.ItemID {
+		return fmt.Errorf("%w: order %s names item %d, but activity %d keeps its keys with item %d", errImpossible, e.OrderNo, tag, e.ActivityID, act.ItemID)
 	}
 	return nil
 }

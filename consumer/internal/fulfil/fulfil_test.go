@@ -80,7 +80,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.store.Warmup(ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) {
+	if _, err := e.store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
 		return e.db.ItemStock(ctx, it.ID)
 	}); err != nil {
 		e.t.Fatal(err)
@@ -112,7 +112,7 @@ func (e *env) event(s sale, user int64, qty int) order.Event {
 // state is the reservation's state, or MISSING.
 func (e *env) state(ev order.Event) stockredis.State {
 	e.t.Helper()
-	info, err := e.store.Reservation(context.Background(), ev.ItemID, ev.OrderNo)
+	info, err := e.store.Reservation(context.Background(), ev.OrderNo)
 	if errors.Is(err, order.ErrNotFound) {
 		return stockredis.StateMissing
 	}
@@ -171,7 +171,7 @@ func (e *env) wantStock(item, stock int64) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	snap, err := e.store.Stock(ctx, item)
+	snap, err := e.store.Stock(ctx, stockredis.One(item))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -198,15 +198,15 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}{
 		{stockredis.StateReserved, func(*env, order.Event) {}},
 		{stockredis.StateClaimed, func(e *env, ev order.Event) {
-			if _, err := e.store.Claim(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{stockredis.StateConfirmed, func(e *env, ev order.Event) {
-			if _, err := e.store.Claim(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
-			if _, err := e.store.Confirm(ctx, ev.ItemID, []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Confirm(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
@@ -216,7 +216,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			}
 		}},
 		{stockredis.StateMissing, func(e *env, ev order.Event) {
-			if err := e.rdb.Del(ctx, e.store.Keys(ev.ItemID).Reservation(ev.OrderNo)).Err(); err != nil {
+			if err := e.rdb.Del(ctx, e.store.Keys(stockredis.One(ev.ItemID)).Reservation(ev.OrderNo)).Err(); err != nil {
 				e.t.Fatal(err)
 			}
 		}},

@@ -163,7 +163,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Warmup(ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	// One buyer's order, all the way through.
@@ -173,7 +173,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if _, err := store.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, it.ID, []string{r.OrderNo}); err != nil {
+	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Fulfil(ctx, it.ID, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
@@ -181,7 +181,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Confirm(ctx, it.ID, []string{r.OrderNo}); err != nil {
+	if _, err := store.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -243,10 +243,10 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		})
 		return time.Since(start)
 	}
-	k := store.Keys(it.ID)
+	k := store.Keys(stockredis.One(it.ID))
 	check := func(what string) {
 		t.Helper()
-		snap, err := store.Stock(ctx, it.ID)
+		snap, err := store.Stock(ctx, stockredis.One(it.ID))
 		if err != nil || !snap.Warmed || snap.Stock != 9 {
 			t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 		}

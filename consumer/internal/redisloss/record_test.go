@@ -98,7 +98,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Warmup(ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	r := stockredis.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: fixtureUser, ItemID: it.ID, ActivityID: act.ID,
@@ -106,7 +106,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if _, err := store.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, it.ID, []string{r.OrderNo}); err != nil {
+	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Fulfil(ctx, it.ID, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
@@ -114,7 +114,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Confirm(ctx, it.ID, []string{r.OrderNo}); err != nil {
+	if _, err := store.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	buf := &logstest.Buffer{}
@@ -173,11 +173,11 @@ func (f *fixture) lose() {
 func (f *fixture) healed(what string) {
 	f.t.Helper()
 	ctx := context.Background()
-	snap, err := f.store.Stock(ctx, f.item)
+	snap, err := f.store.Stock(ctx, stockredis.One(f.item))
 	if err != nil || !snap.Warmed || snap.Stock != 9 {
 		f.t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 	}
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	if got := f.rdb.Get(ctx, k.Quota(f.activity, fixtureUser)).Val(); got != f.orderNo {
 		f.t.Fatalf("%s: quota key of the buyer holds %q, want %s", what, got, f.orderNo)
 	}
@@ -249,7 +249,7 @@ func TestWatchHealsLossWhileNoWatchRan(t *testing.T) {
 	// 2. The consumer stops; Redis comes back from an older state without
 	// a restart the run id shows (a resync from a lagging master): the
 	// marker goes back with the data.
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	rdb.Set(ctx, MarkerKey(f.prefix), 1, 0)
 	rdb.Del(ctx, k.Quota(f.activity, fixtureUser), k.Idem(fixtureUser, fixtureKey))
 	rdb.IncrBy(ctx, k.Stock(), 3)

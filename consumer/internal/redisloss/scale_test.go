@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -54,11 +55,11 @@ func TestWatchHealsAnItemWithSeventyThousandLiveOrders(t *testing.T) {
 		return tickErr == nil && !w.Incident() && rec.Healed == rec.Losses && rec.Losses > 0
 	})
 	f.healed("the small item")
-	snap, err := f.store.Stock(ctx, big.ID)
+	snap, err := f.store.Stock(ctx, stockredis.One(big.ID))
 	if err != nil || !snap.Warmed || snap.Stock != spare {
 		t.Fatalf("the big item's Redis stock %+v (%v), want %d (MySQL's)", snap, err, spare)
 	}
-	k := f.store.Keys(big.ID)
+	k := f.store.Keys(stockredis.One(big.ID))
 	for _, b := range []order.Event{bought[0], bought[n/2], bought[n-1]} {
 		if got := rdb.Get(ctx, k.Quota(act.ID, b.UserID)).Val(); got != b.OrderNo {
 			t.Fatalf("quota key of buyer %s holds %q, want %s", b.UserID, got, b.OrderNo)

@@ -89,7 +89,7 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 		t.Errorf("Redis round trips: %d for the sweep that re-published, %d for an idle one; want at most 40 each over %d items",
 			busy, idle, len(ids)+1)
 	}
-	if info, err := p.Store.Reservation(ctx, s.ItemID, stranded.OrderNo); err != nil || info.State != stockredis.StateReserved {
+	if info, err := p.Store.Reservation(ctx, stranded.OrderNo); err != nil || info.State != stockredis.StateReserved {
 		t.Errorf("stranded reservation: %+v %v, want still reserved (re-published)", info, err)
 	}
 }

@@ -34,12 +34,12 @@ type Publisher interface {
 // Stock is Redis as the sweep uses it (*stockredis.Store): the warmed
 // items and their old unconfirmed reservations, and what settles each.
 type Stock interface {
-	ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []int64, next uint64, err error)
-	PendingOlderThanEach(ctx context.Context, items []int64, cutoff time.Time, limit int64) (pending map[int64][]string, errs map[int64]error)
-	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
-	Confirm(ctx context.Context, item int64, orderNos []string) (int64, error)
+	ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []stockredis.Item, next uint64, err error)
+	PendingOlderThanEach(ctx context.Context, items []stockredis.Item, cutoff time.Time, limit int64) (pending map[stockredis.Item][]string, errs map[stockredis.Item]error)
+	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
+	Confirm(ctx context.Context, item stockredis.Item, orderNos []string) (int64, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
-	Touch(ctx context.Context, item int64, orderNo string, t time.Time) error
+	Touch(ctx context.Context, item stockredis.Item, orderNo string, t time.Time) error
 }
 
 // Orders reads the MySQL rows of stranded reservations (*orderdb.DB).
@@ -128,7 +128,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return st, err
 		}
-		due := make([]int64, 0, len(page))
+		due := make([]stockredis.Item, 0, len(page))
 		for _, item := range page {
 			if b.Due(itemKey(item)) {
 				due = append(due, item)
@@ -146,9 +146,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 			case lctx.Err() != nil:
 				return st, lctx.Err()
 			case err != nil:
-				b.Failed(key, err, "item_id", item)
+				b.Failed(key, err, "item_id", item.ID)
 			default:
-				b.Succeeded(key, "item_id", item)
+				b.Succeeded(key, "item_id", item.ID)
 			}
 		}
 		if next == 0 {
@@ -166,7 +166,9 @@ const (
 	batch     = 500
 )
 
-func itemKey(item int64) string { return "item:" + strconv.FormatInt(item, 10) }
+func itemKey(item stockredis.Item) string {
+	return "item:" + strconv.FormatInt(item.ID, 10) + "@" + strconv.FormatInt(item.Tag, 10)
+}
 
 func (s *Sweeper) after() time.Duration {
 	if s.After <= 0 {
@@ -179,7 +181,7 @@ func (s *Sweeper) after() time.Duration {
 // pending ones, at most batch). A reservation that
 // fails is given to b and the others go on; an error is what fails the
 // whole item (its pending list, its orders in MySQL).
-func (s *Sweeper) sweepItem(ctx context.Context, item int64, nos []string, cutoff time.Time, st *Stats, b *backoff.Records) error {
+func (s *Sweeper) sweepItem(ctx context.Context, item stockredis.Item, nos []string, cutoff time.Time, st *Stats, b *backoff.Records) error {
 	if len(nos) == 0 {
 		return nil
 	}
@@ -203,20 +205,20 @@ func (s *Sweeper) sweepItem(ctx context.Context, item int64, nos []string, cutof
 			return ctx.Err()
 		}
 		if err != nil {
-			b.Failed(no, err, "order_no", no, "item_id", item)
+			b.Failed(no, err, "order_no", no, "item_id", item.ID)
 			continue
 		}
 		if c {
 			confirm = append(confirm, no)
 		} else {
-			b.Succeeded(no, "order_no", no, "item_id", item)
+			b.Succeeded(no, "order_no", no, "item_id", item.ID)
 		}
 	}
 	n, err := s.Stock.Confirm(ctx, item, confirm)
 	if err == nil {
 		st.Confirmed += int(n)
 		for _, no := range confirm {
-			b.Succeeded(no, "order_no", no, "item_id", item)
+			b.Succeeded(no, "order_no", no, "item_id", item.ID)
 		}
 		return nil
 	}
@@ -230,26 +232,26 @@ func (s *Sweeper) sweepItem(ctx context.Context, item int64, nos []string, cutof
 			return ctx.Err()
 		}
 		if err != nil {
-			b.Failed(no, fmt.Errorf("confirm: %w", err), "order_no", no, "item_id", item)
+			b.Failed(no, fmt.Errorf("confirm: %w", err), "order_no", no, "item_id", item.ID)
 			continue
 		}
 		st.Confirmed += int(n)
-		b.Succeeded(no, "order_no", no, "item_id", item)
+		b.Succeeded(no, "order_no", no, "item_id", item.ID)
 	}
 	return nil
 }
 
 // sweepOne finishes one stranded reservation, or reports that MySQL has
 // its order created and it is to be confirmed (with the item's others).
-func (s *Sweeper) sweepOne(ctx context.Context, item int64, no string, inDB map[string]order.Order, cutoff time.Time, st *Stats) (confirm bool, err error) {
-	info, err := s.Stock.Reservation(ctx, item, no)
+func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string, inDB map[string]order.Order, cutoff time.Time, st *Stats) (confirm bool, err error) {
+	info, err := s.Stock.Reservation(ctx, no)
 	if errors.Is(err, order.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	log := s.Log.With("order_no", no, "user_id", info.UserID, "item_id", item)
+	log := s.Log.With("order_no", no, "user_id", info.UserID, "item_id", item.ID)
 	if o, ok := inDB[no]; ok {
 		if o.Status == order.Failed {
 			// MySQL's FAILED row is final, so even a CLAIMED reservation
@@ -283,7 +285,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, item int64, no string, inDB map[
 	}
 	ev := order.Event{
 		Version: order.EventVersion, OrderNo: no, IdempotencyKey: info.IdempotencyKey,
-		UserID: info.UserID, ItemID: item, ActivityID: info.ActivityID, Quantity: info.Quantity,
+		UserID: info.UserID, ItemID: item.ID, ActivityID: info.ActivityID, Quantity: info.Quantity,
 		ReservedAt: info.ReservedAt,
 	}
 	if err := s.Publisher.Publish(ctx, ev); err != nil {

@@ -83,7 +83,7 @@ func TestSweepOnce(t *testing.T) {
 			if st, err := sw.SweepOnce(ctx); err != nil || st != (sweep.Stats{}) {
 				t.Errorf("second sweep: %+v %v, want nothing done", st, err)
 			}
-			info, err := p.Store.Reservation(ctx, ev.ItemID, ev.OrderNo)
+			info, err := p.Store.Reservation(ctx, ev.OrderNo)
 			if err != nil || info.State != c.state {
 				t.Errorf("reservation %+v %v, want %s", info, err, c.state)
 			}
@@ -91,7 +91,7 @@ func TestSweepOnce(t *testing.T) {
 			if err != nil || end[0] != c.published {
 				t.Errorf("topic holds %v %v, want %d events", end, err, c.published)
 			}
-			_, err = p.Redis.Get(ctx, p.Store.Keys(ev.ItemID).Idem(ev.UserID, ev.IdempotencyKey)).Result()
+			_, err = p.Redis.Get(ctx, p.Store.Keys(stockredis.One(ev.ItemID)).Idem(ev.UserID, ev.IdempotencyKey)).Result()
 			if freed := errors.Is(err, redis.Nil); freed != c.keyFreed || (err != nil && !freed) {
 				t.Errorf("idempotency key read: %v, want freed %v", err, c.keyFreed)
 			}
@@ -101,7 +101,7 @@ func TestSweepOnce(t *testing.T) {
 
 func claim(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	t.Helper()
-	if st, err := p.Store.Claim(context.Background(), ev.ItemID, []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
+	if st, err := p.Store.Claim(context.Background(), stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
 }
@@ -138,7 +138,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)
 	p.ReserveEventAt(badItem, 5, 1, "k5", ago)
 	rdb := p.Redis
-	for _, key := range []string{p.Store.Keys(s.ItemID).Reservation(unreadable.OrderNo), p.Store.Keys(badItem.ItemID).Pending()} {
+	for _, key := range []string{p.Store.Keys(stockredis.One(s.ItemID)).Reservation(unreadable.OrderNo), p.Store.Keys(stockredis.One(badItem.ItemID)).Pending()} {
 		if err := rdb.Del(ctx, key).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 		e     order.Event
 		state stockredis.State
 	}{{republish, stockredis.StateReserved}, {created, stockredis.StateConfirmed}, {otherItems, stockredis.StateReserved}} {
-		if info, err := p.Store.Reservation(ctx, c.e.ItemID, c.e.OrderNo); err != nil || info.State != c.state {
+		if info, err := p.Store.Reservation(ctx, c.e.OrderNo); err != nil || info.State != c.state {
 			t.Errorf("reservation %s: %+v %v, want %s", c.e.OrderNo, info, err, c.state)
 		}
 	}

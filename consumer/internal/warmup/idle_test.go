@@ -79,7 +79,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		t.Fatalf("one pass warmed %d sales, want %d", len(warmed), len(sales))
 	}
 	for i, a := range sales {
-		snap, err := store.Stock(ctx, a.ItemID)
+		snap, err := store.Stock(ctx, stockredis.One(a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,8 +47,8 @@ type Activities interface {
 
 // Stock is Redis as the scheduled warm-up uses it (*stockredis.Store).
 type Stock interface {
-	Stock(ctx context.Context, item int64) (stockredis.Snapshot, error)
-	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
+	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Scheduler warms activities up on schedule.
@@ -160,37 +160,47 @@ func (s *Scheduler) Once(ctx context.Context) ([]int64, error) {
 	return warmed, nil
 }
 
-// warm warms one due activity up and records it; it reports whether it
-// loaded the stock (false: the sale had started with its stock in Redis).
+// warm warms one due activity up, each of its items, and records it; it
+// reports whether it loaded any stock (false: the sale had started with
+// the stock of its items in Redis).
 func (s *Scheduler) warm(ctx context.Context, a order.Activity, now time.Time, lead time.Duration, log *slog.Logger) (bool, error) {
-	if !now.Before(a.StartsAt) {
-		// Started without a warm-up on record (the consumers were down,
-		// or the activity came from before this schedule). If Redis
-		// holds the item's stock, buyers are using it: a warm-up now
-		// could only lower it, so it is left to the reconciler.
-		snap, err := s.Stock.Stock(ctx, a.ItemID)
-		if err != nil {
-			return false, err
-		}
-		if snap.Warmed {
-			if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
-				return false, err
-			}
-			log.Info("activity started with its stock in Redis already; not warmed again")
-			return false, nil
-		}
-	}
 	ttl, err := order.KeyLifetime(a.EndsAt, now, a.PaymentWindowOr(s.PaymentWindow)+order.KeyMargin)
 	if err != nil {
 		return false, fmt.Errorf("warm-up of activity %d: %w", a.ID, err)
 	}
-	n, err := s.Stock.WarmupFrom(ctx, a.ItemID, a.StockBuckets, ttl, s.DB)
-	if err != nil {
-		return false, fmt.Errorf("warm-up of activity %d: %w", a.ID, err)
+	loaded := map[int64]int64{}
+	for _, id := range a.ItemIDs() {
+		item := stockredis.In(a.ItemID, id)
+		if !now.Before(a.StartsAt) {
+			// Started without a warm-up on record (the consumers were
+			// down, or the activity came from before this schedule). If
+			// Redis holds the item's stock, buyers are using it: a warm-up
+			// now could only lower it, so it is left to the reconciler.
+			snap, err := s.Stock.Stock(ctx, item)
+			if err != nil {
+				return false, err
+			}
+			if snap.Warmed {
+				continue
+			}
+		}
+		n, err := s.Stock.WarmupFrom(ctx, item, a.StockBuckets, ttl, s.DB)
+		if err != nil {
+			return false, fmt.Errorf("warm-up of activity %d, item %d: %w", a.ID, id, err)
+		}
+		loaded[id] = n
 	}
 	if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
-		return false, fmt.Errorf("warm-up of activity %d: stock loaded (%d); record it: %w", a.ID, n, err)
+		return false, fmt.Errorf("warm-up of activity %d: stock loaded (%v); record it: %w", a.ID, loaded, err)
 	}
-	log.Info("activity warmed up on schedule", "redis_stock", n, "lead", lead.String())
+	if len(loaded) == 0 {
+		log.Info("activity started with its stock in Redis already; not warmed again")
+		return false, nil
+	}
+	var stock any = loaded // by item, for a sale of several
+	if !a.Sized() {
+		stock = loaded[a.ItemID]
+	}
+	log.Info("activity warmed up on schedule", "redis_stock", stock, "lead", lead.String())
 	return true, nil
 }

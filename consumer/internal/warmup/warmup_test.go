@@ -68,7 +68,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 			if _, ok := warmedAt[a.ID]; ok {
 				continue
 			}
-			if snap, err := store.Stock(ctx, a.ItemID); err == nil && snap.Warmed {
+			if snap, err := store.Stock(ctx, stockredis.One(a.ItemID)); err == nil && snap.Warmed {
 				warmedAt[a.ID] = time.Now()
 			}
 		}
@@ -98,7 +98,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 		warmed bool
 		stock  int64
 	}{{soon, true, 25}, {bucketed, true, 30}, {later, false, 0}} {
-		snap, err := store.Stock(ctx, c.a.ItemID)
+		snap, err := store.Stock(ctx, stockredis.One(c.a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}

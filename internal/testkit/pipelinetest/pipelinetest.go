@@ -465,7 +465,7 @@ func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
 	if err != nil {
 		t.Fatalf("create activity: %v", err)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, it.ID, 1, 2*time.Hour, p.DB); err != nil {
+	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB); err != nil {
 		t.Fatalf("warmup: %v", err)
 	}
 	return Sale{ItemID: it.ID, ActivityID: act.ID, Stock: stock}
@@ -537,7 +537,7 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
 	p.t.Helper()
 	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", item), func() bool {
-		snap, err := p.Store.Stock(context.Background(), item)
+		snap, err := p.Store.Stock(context.Background(), stockredis.One(item))
 		return err == nil && snap.Inflight == 0
 	})
 }
@@ -569,7 +569,7 @@ func (p *Pipeline) Check(s Sale) Invariants {
 		GROUP BY user_id HAVING COUNT(*) > 1) d`, s.ActivityID).Scan(&inv.UsersWithTwoLive).Error; err != nil {
 		p.t.Fatal(err)
 	}
-	snap, err := p.Store.Stock(ctx, s.ItemID)
+	snap, err := p.Store.Stock(ctx, stockredis.One(s.ItemID))
 	if err != nil {
 		p.t.Fatal(err)
 	}

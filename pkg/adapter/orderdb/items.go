@@ -147,25 +147,48 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 		s := int(a.PaymentWindow / time.Second)
 		row.PaymentWindowSeconds = &s
 	}
+	if !labelled(a) {
+		a.Items = []order.SaleItem{{ItemID: a.ItemID, SalePrice: a.SalePrice}}
+	}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		it, others, err := lockItemSales(tx, a.ItemID, 0)
-		if err != nil {
-			return err
-		}
-		if g != nil {
-			if err := g.checkLayout(others, row.StockBuckets); err != nil {
+		lists := map[int64]order.Money{}
+		for _, item := range lockOrder(a.ItemIDs()) {
+			it, others, err := lockItemSales(tx, item, 0)
+			if err != nil {
+				if errors.Is(err, gorm.ErrRecordNotFound) {
+					return order.Errorf(order.ErrNotFound, "item %d does not exist", item)
+				}
 				return err
 			}
+			if g != nil {
+				if err := g.checkLayout(item, a.ItemID, others, row.StockBuckets); err != nil {
+					return fmt.Errorf("item %d: %w", item, err)
+				}
+			}
+			lists[item] = money(it.Price, it.Currency)
 		}
-		listPrice := money(it.Price, it.Currency)
-		switch {
-		case !a.SalePrice.Priced():
-			a.SalePrice = listPrice
-		case listPrice.Priced() && listPrice.Currency != a.SalePrice.Currency:
-			return order.Errorf(order.ErrInvalidArgument, "the sale price must be in the item's currency %s", listPrice.Currency)
+		for i, it := range a.Items {
+			listPrice := lists[it.ItemID]
+			switch {
+			case !it.SalePrice.Priced():
+				a.Items[i].SalePrice = listPrice
+			case listPrice.Priced() && listPrice.Currency != it.SalePrice.Currency:
+				return order.Errorf(order.ErrInvalidArgument, "the sale price of item %d must be in the item's currency %s", it.ItemID, listPrice.Currency)
+			}
 		}
+		if err := order.CheckCurrencies(a.Items); err != nil {
+			return err
+		}
+		a.SalePrice = a.Items[0].SalePrice
 		row.SalePrice, row.Currency = priceColumns(a.SalePrice)
-		return tx.Create(&row).Error
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		if !labelled(a) {
+			return nil
+		}
+		a.ID = row.ID
+		return tx.Create(saleItemRows(a)).Error
 	})
 	if err != nil {
 		return order.Activity{}, wrap("create activity", err)
@@ -177,10 +200,12 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 // Activity returns one activity, order.ErrNotFound if none.
 func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
 	var row activityRow
-	if err := db.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
+	tx := db.gdb.WithContext(ctx)
+	if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
 		return order.Activity{}, wrap("read activity", err)
 	}
-	return row.activity(), nil
+	a, err := withItemsOne(tx, row.activity())
+	return a, wrap("read activity", err)
 }
 
 func (row activityRow) activity() order.Activity {

@@ -60,22 +60,27 @@ type StatusTally struct {
 	Priced int64
 }
 
-// ActivityTally adds up an activity's MySQL orders by status (the key
-// uk_orders_live, which starts with activity_id, serves it).
-func (db *DB) ActivityTally(ctx context.Context, activityID int64) (map[order.Status]StatusTally, error) {
+// ActivityTally adds up an activity's MySQL orders by item, then by
+// status (the key is missing for a status with no orders; an item with
+// none is missing too).
+func (db *DB) ActivityTally(ctx context.Context, activityID int64) (map[int64]map[order.Status]StatusTally, error) {
 	var rows []struct {
+		ItemID int64
 		Status string
 		StatusTally
 	}
 	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
-		Select("status, COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units, COALESCE(SUM(amount), 0) AS amount, COUNT(amount) AS priced").
-		Where("activity_id = ?", activityID).Group("status").Scan(&rows).Error
+		Select("item_id, status, COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units, COALESCE(SUM(amount), 0) AS amount, COUNT(amount) AS priced").
+		Where("activity_id = ?", activityID).Group("item_id, status").Scan(&rows).Error
 	if err != nil {
 		return nil, wrap("tally orders", err)
 	}
-	out := make(map[order.Status]StatusTally, len(rows))
+	out := map[int64]map[order.Status]StatusTally{}
 	for _, r := range rows {
-		out[order.Status(r.Status)] = r.StatusTally
+		if out[r.ItemID] == nil {
+			out[r.ItemID] = map[order.Status]StatusTally{}
+		}
+		out[r.ItemID][order.Status(r.Status)] = r.StatusTally
 	}
 	return out, nil
 }

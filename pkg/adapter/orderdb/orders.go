@@ -223,9 +223,16 @@ func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, err
 	if err := tx.Raw("SELECT * FROM activities WHERE id IN ? LOCK IN SHARE MODE", ids).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
+	list := make([]order.Activity, len(rows))
+	for i, row := range rows {
+		list[i] = row.activity()
+	}
+	if err := withItems(tx, list); err != nil {
+		return nil, err
+	}
 	acts := make(map[int64]order.Activity, len(rows))
-	for _, row := range rows {
-		acts[row.ID] = row.activity()
+	for _, a := range list {
+		acts[a.ID] = a
 	}
 	return acts, nil
 }

@@ -45,7 +45,8 @@ func errTooManyMoved(itemID int64) error {
 type ActivityFilter struct {
 	// EndsAfter keeps activities whose ends_at is after it.
 	EndsAfter time.Time
-	// IDs keeps these activities; Items keeps the activities of these items.
+	// IDs keeps these activities; Items keeps the activities that sell
+	// these items.
 	IDs, Items []int64
 }
 
@@ -59,7 +60,7 @@ func (db *DB) Activities(ctx context.Context, f ActivityFilter) ([]order.Activit
 		q = q.Where("id IN ?", nonEmpty(f.IDs))
 	}
 	if f.Items != nil {
-		q = q.Where("item_id IN ?", nonEmpty(f.Items))
+		q = q.Where("(item_id IN ? OR id IN (SELECT activity_id FROM activity_items WHERE item_id IN ?))", nonEmpty(f.Items), nonEmpty(f.Items))
 	}
 	var rows []activityRow
 	if err := q.Find(&rows).Error; err != nil {
@@ -74,7 +75,7 @@ func (db *DB) Activities(ctx context.Context, f ActivityFilter) ([]order.Activit
 		}
 		out[i] = a
 	}
-	return out, nil
+	return out, wrap("list activities", withItems(db.gdb.WithContext(ctx), out))
 }
 
 // nonEmpty keeps "IN ?" valid SQL for an empty list (it matches nothing).

@@ -14,10 +14,11 @@ import (
 // settings live Redis keys depend on stay as the keys have them
 // (order.CheckLayout; docs/adr/0002-stock-buckets.md).
 type KeyGuard struct {
-	// Live is the item's stock layout in Redis, read by the caller just
-	// before (0: no stock key). The check in MySQL covers the keys that
-	// Redis lost or that a warm-up is about to write.
-	Live order.Layout
+	// Live is each item's stock layout in Redis (where the sale's keys of
+	// it are), read by the caller just before (missing or 0: no stock key).
+	// The check in MySQL covers the keys that Redis lost or that a warm-up
+	// is about to write.
+	Live map[int64]order.Layout
 	// KeysUntil is how long a sale's keys may live
 	// (order.Activity.KeysLiveUntil with the API's payment window).
 	KeysUntil func(order.Activity) time.Time
@@ -36,15 +37,17 @@ func (db *DB) CreateSale(ctx context.Context, a order.Activity, g KeyGuard) (ord
 }
 
 // lockItemSales locks item's row inside tx (every change of the bucket
-// count of the item's sales does, so they happen one at a time) and
-// returns its sales other than except.
+// count or the grouping of the item's sales does, so they happen one at a
+// time) and returns its sales other than except: those whose first item it
+// is and those that list it among their items.
 func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, error) {
 	var it itemRow
 	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", item).Take(&it).Error; err != nil {
 		return it, nil, err
 	}
 	var rows []activityRow
-	if err := tx.Where("item_id = ? AND id <> ?", item, except).Find(&rows).Error; err != nil {
+	if err := tx.Where("id <> ? AND (item_id = ? OR id IN (SELECT activity_id FROM activity_items WHERE item_id = ?))",
+		except, item, item).Find(&rows).Error; err != nil {
 		return it, nil, err
 	}
 	out := make([]order.Activity, len(rows))
@@ -54,10 +57,11 @@ func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, 
 	return it, out, nil
 }
 
-// checkLayout checks, inside tx with the item's row locked, that a sale of
-// item laid out in buckets keys contradicts no live keys.
-func (g *KeyGuard) checkLayout(others []order.Activity, buckets int) error {
-	return order.CheckLayout(buckets, g.Live, others, g.KeysUntil, g.Now)
+// checkLayout checks, inside tx with the item's row locked, that item of a
+// sale whose first item is tag, laid out in buckets keys, contradicts no
+// live keys.
+func (g *KeyGuard) checkLayout(item, tag int64, others []order.Activity, buckets int) error {
+	return order.CheckLayout(order.KeySpace{Item: item, Tag: tag, Buckets: buckets}, g.Live[item], others, g.KeysUntil, g.Now)
 }
 
 // checkChange refuses, inside tx with the activity's row locked, a change
@@ -84,11 +88,20 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) error {
 	if ch.Guard == nil {
 		return order.Errorf(order.ErrSettingLocked, "stock_buckets can change only with a check of the item's keys")
 	}
-	_, others, err := lockItemSales(tx, row.ItemID, row.ID)
+	a, err := withItemsOne(tx, row.activity())
 	if err != nil {
 		return err
 	}
-	return ch.Guard.checkLayout(others, *ch.StockBuckets)
+	for _, item := range lockOrder(a.ItemIDs()) {
+		_, others, err := lockItemSales(tx, item, row.ID)
+		if err != nil {
+			return err
+		}
+		if err := ch.Guard.checkLayout(item, a.ItemID, others, *ch.StockBuckets); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MarkWarmedAsOf records that activity a.ID was warmed up now from the copy

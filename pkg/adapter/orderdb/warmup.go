@@ -30,7 +30,7 @@ func (db *DB) DueForWarmup(ctx context.Context, by, now time.Time, afterStart ti
 	for i, row := range rows {
 		out[i] = row.activity()
 	}
-	return out, nil
+	return out, wrap("list activities due for warm-up", withItems(db.gdb.WithContext(ctx), out))
 }
 
 // MarkActivityWarmed records that the activity's stock was loaded into

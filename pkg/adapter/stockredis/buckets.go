@@ -32,12 +32,12 @@ import (
 // oversells.
 
 // Bucket is bucket n of a bucketed item: its own hash tag {i<item>b<n>}.
-func (k Keys) Bucket(n int) string { return fmt.Sprintf("%s:{i%db%d}:stock", k.prefix, k.item, n) }
+func (k Keys) Bucket(n int) string { return fmt.Sprintf("%s:{%s}:stock", k.prefix, k.bucketTag(n)) }
 
 // Taken marks the units order took from bucket n (bucket_take), in the
 // bucket's hash tag, so a give-back happens once and only for a real take.
 func (k Keys) Taken(n int, orderNo string) string {
-	return fmt.Sprintf("%s:{i%db%d}:t:%s", k.prefix, k.item, n, orderNo)
+	return fmt.Sprintf("%s:{%s}:t:%s", k.prefix, k.bucketTag(n), orderNo)
 }
 
 // BucketMarker holds the number of buckets of a bucketed item; it is
@@ -80,7 +80,7 @@ func split(total int64, n int) []int64 {
 
 // readBuckets reads the n bucket keys of item (one pipeline; on a cluster
 // go-redis sends each GET to the node owning its slot).
-func (s *Store) readBuckets(ctx context.Context, item int64, n int) (bucketValues, error) {
+func (s *Store) readBuckets(ctx context.Context, item Item, n int) (bucketValues, error) {
 	k := s.Keys(item)
 	cmds := make([]*redis.StringCmd, n)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -108,7 +108,7 @@ func (s *Store) readBuckets(ctx context.Context, item int64, n int) (bucketValue
 }
 
 // bucketCount reads item's bucket marker: 0 for an item with one stock key.
-func (s *Store) bucketCount(ctx context.Context, item int64) (int, error) {
+func (s *Store) bucketCount(ctx context.Context, item Item) (int, error) {
 	v, err := s.rdb.Get(ctx, s.Keys(item).BucketMarker()).Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -120,7 +120,7 @@ func (s *Store) bucketCount(ctx context.Context, item int64) (int, error) {
 }
 
 // setBucket is bucket_set: bucket n of item from was (-1: missing) to v.
-func (s *Store) setBucket(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration) (bool, error) {
+func (s *Store) setBucket(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration) (bool, error) {
 	r, err := s.setBucketUpto(ctx, item, n, was, v, ttl, "")
 	return r == 1, err
 }
@@ -129,7 +129,7 @@ func (s *Store) setBucket(ctx context.Context, item int64, n int, was, v int64, 
 // includes the item's restocks up to upto (empty: not known): the bucket
 // records it (lua/bucket_set.lua). It returns 1 written, 0 changed since
 // read, -1 the bucket holds a later restock than upto.
-func (s *Store) setBucketUpto(ctx context.Context, item int64, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
+func (s *Store) setBucketUpto(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
 	w := ""
 	if was >= 0 {
 		w = strconv.FormatInt(was, 10)
@@ -146,7 +146,7 @@ func (s *Store) setBucketUpto(ctx context.Context, item int64, n int, was, v int
 // level), until their sum is at most want; cur is updated with what was
 // written. It reports false when a bucket changed since it was read (the
 // caller reads again).
-func (s *Store) lowerBuckets(ctx context.Context, item int64, cur bucketValues, want int64) (bool, error) {
+func (s *Store) lowerBuckets(ctx context.Context, item Item, cur bucketValues, want int64) (bool, error) {
 	want = max(want, 0)
 	if cur.sum() <= want {
 		return true, nil
@@ -200,13 +200,13 @@ func (s *Store) lowerBuckets(ctx context.Context, item int64, cur bucketValues, 
 // that one is short, from the others in order, then records the
 // reservation on the item's main tag.
 func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResult, error) {
-	k := s.Keys(r.ItemID)
+	k := s.Keys(r.item())
 	n := r.Buckets
 	home := homeBucket(r.UserID, n)
 	missing := 0
 	for i := range n {
 		b := (home + i) % n
-		tctx, span := s.span(ctx, "bucket_take", r.ItemID)
+		tctx, span := s.span(ctx, "bucket_take", r.item())
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), attribute.Int("seckill.bucket", b))
 		}
@@ -231,7 +231,7 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 				// connection: dead, or failed over and not yet known):
 				// no reservation holds the units, give them back now.
 				// Best effort, as below.
-				_ = s.giveBack(ctx, r.ItemID, b, r.OrderNo)
+				_ = s.giveBack(ctx, r.item(), b, r.OrderNo)
 				return res, err
 			}
 			// The script may have run: keep the units out of the bucket
@@ -242,7 +242,7 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 		if refused || res.Duplicate {
 			// Best effort: if this fails the units are lost from Redis
 			// until the reconciler puts them back (never an oversell).
-			_ = s.giveBack(ctx, r.ItemID, b, r.OrderNo)
+			_ = s.giveBack(ctx, r.item(), b, r.OrderNo)
 			return res, err
 		}
 		res.Left = left
@@ -277,7 +277,7 @@ func markerTTL(reservation time.Duration) time.Duration {
 
 // giveBack is bucket_give: bucket n gets back what orderNo took from it,
 // if it still holds a take marker for it (so it may be repeated).
-func (s *Store) giveBack(ctx context.Context, item int64, n int, orderNo string) (err error) {
+func (s *Store) giveBack(ctx context.Context, item Item, n int, orderNo string) (err error) {
 	ctx, span := s.span(ctx, "bucket_give", item)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(orderNo), attribute.Int("seckill.bucket", n))
@@ -293,7 +293,7 @@ func (s *Store) giveBack(ctx context.Context, item int64, n int, orderNo string)
 // giveBackAny gives back whatever orderNo took from any bucket of item: its
 // reservation is missing (the reserve script never ran after bucket_take, or
 // Redis lost it), so the bucket is not known.
-func (s *Store) giveBackAny(ctx context.Context, item int64, orderNo string) error {
+func (s *Store) giveBackAny(ctx context.Context, item Item, orderNo string) error {
 	n, err := s.bucketCount(ctx, item)
 	if err != nil {
 		return err
@@ -309,7 +309,7 @@ func (s *Store) giveBackAny(ctx context.Context, item int64, orderNo string) err
 // releaseToBucket gives a released bucketed reservation's units back to
 // its bucket and, for a capped release (dbStock not ""), lowers the
 // buckets to what MySQL can still fulfil.
-func (s *Store) releaseToBucket(ctx context.Context, item int64, orderNo string, bucket any, dbStock string) error {
+func (s *Store) releaseToBucket(ctx context.Context, item Item, orderNo string, bucket any, dbStock string) error {
 	bs, _ := bucket.(string)
 	b, err := strconv.Atoi(bs)
 	if err != nil {
@@ -330,7 +330,7 @@ func (s *Store) releaseToBucket(ctx context.Context, item int64, orderNo string,
 
 // capBuckets lowers item's buckets (never raises them) so that their sum
 // is at most MySQL stock minus what is in flight.
-func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error {
+func (s *Store) capBuckets(ctx context.Context, item Item, dbStock int64) error {
 	n, err := s.bucketCount(ctx, item)
 	if err != nil || n < 2 {
 		return err
@@ -375,7 +375,7 @@ func (s *Store) capBuckets(ctx context.Context, item int64, dbStock int64) error
 // and its own (each adds its share to the buckets that hold it neither by
 // marker nor by figure, once): recording the figure then leaves no share
 // out, whatever happens next.
-func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl time.Duration, before int64, fig figure, force bool) (int64, int64, error) {
+func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl time.Duration, before int64, fig figure, force bool) (int64, int64, error) {
 	k := s.Keys(item)
 	var cur bucketValues
 	var want int64
@@ -418,7 +418,7 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 			break
 		}
 		if attempt == 5 {
-			return 0, 0, fmt.Errorf("warmup: buckets of item %d keep changing", item)
+			return 0, 0, fmt.Errorf("warmup: buckets of item %d keep changing", item.ID)
 		}
 	}
 	var missing []int
@@ -472,13 +472,13 @@ func (s *Store) warmupBucketed(ctx context.Context, item int64, buckets int, ttl
 // the oldest figure its buckets record and fig's (in chunks), so that
 // every bucket holds its share of each: a bucket whose figure included a
 // restock adds nothing, one that holds it by its marker neither.
-func (s *Store) catchUpRestocks(ctx context.Context, item int64, cur bucketValues, fig figure) error {
+func (s *Store) catchUpRestocks(ctx context.Context, item Item, cur bucketValues, fig figure) error {
 	after, err := s.bucketsUpto(ctx, item, cur)
 	if err != nil {
 		return err
 	}
 	for after < fig.lastRestock {
-		ids, qtys, err := fig.restocks.RestocksBetween(ctx, item, after, fig.lastRestock, 500)
+		ids, qtys, err := fig.restocks.RestocksBetween(ctx, item.ID, after, fig.lastRestock, 500)
 		if err != nil {
 			return err
 		}
@@ -497,7 +497,7 @@ func (s *Store) catchUpRestocks(ctx context.Context, item int64, cur bucketValue
 
 // bucketsUpto is the last restock id that every existing bucket of cur is
 // recorded to hold (the smallest upto of their records; 0 for none).
-func (s *Store) bucketsUpto(ctx context.Context, item int64, cur bucketValues) (int64, error) {
+func (s *Store) bucketsUpto(ctx context.Context, item Item, cur bucketValues) (int64, error) {
 	k := s.Keys(item)
 	cmds := make([]*redis.StringCmd, 0, len(cur))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -528,7 +528,7 @@ func (s *Store) bucketsUpto(ctx context.Context, item int64, cur bucketValues) (
 // restocks up to upto, keeping its value (a compare-and-set on the value
 // read). false: a bucket changed since it was read (read again);
 // errStaleFigure: a bucket holds a later restock than the figure.
-func (s *Store) recordFigure(ctx context.Context, item int64, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
+func (s *Store) recordFigure(ctx context.Context, item Item, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
 	for b, v := range cur {
 		if v < 0 {
 			continue
@@ -553,7 +553,7 @@ func (s *Store) recordFigure(ctx context.Context, item int64, cur bucketValues, 
 // order.ErrUnavailable, never "no keys". Both a marker and the one stock
 // key (a layout changed while the old keys lived) is order.ErrSettingLocked:
 // the reconciler reports such an item.
-func (s *Store) Layout(ctx context.Context, item int64) (order.Layout, error) {
+func (s *Store) Layout(ctx context.Context, item Item) (order.Layout, error) {
 	k := s.Keys(item)
 	vals, err := s.rdb.MGet(ctx, k.Stock(), k.BucketMarker()).Result()
 	if err != nil {
@@ -586,7 +586,7 @@ func (s *Store) Layout(ctx context.Context, item int64) (order.Layout, error) {
 // this catches a warm-up from a copy of the sale older than such a change.
 // It is a read before the writes, not one script with them: two warm-ups
 // of different layouts started together can still both pass.
-func (s *Store) checkWarmupLayout(ctx context.Context, item int64, buckets int) error {
+func (s *Store) checkWarmupLayout(ctx context.Context, item Item, buckets int) error {
 	live, err := s.Layout(ctx, item)
 	if err != nil {
 		return err

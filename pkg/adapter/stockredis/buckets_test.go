@@ -27,7 +27,7 @@ func bucketRes(user int64, key string) stockredis.Reservation {
 
 func warmBuckets(t *testing.T, s *stockredis.Store, stock int64) int64 {
 	t.Helper()
-	n, err := s.WarmupBuckets(context.Background(), item, buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+	n, err := s.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func bucketValues(t *testing.T, s *stockredis.Store) []int64 {
 	t.Helper()
 	out := make([]int64, buckets)
 	for i := range out {
-		v, err := s.Client().Get(context.Background(), s.Keys(item).Bucket(i)).Int64()
+		v, err := s.Client().Get(context.Background(), s.Keys(stockredis.One(item)).Bucket(i)).Int64()
 		if err != nil {
 			t.Fatalf("bucket %d: %v", i, err)
 		}
@@ -162,7 +162,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	s := stockredis.New(rdb, prefix)
 	warmBuckets(t, s, 3)
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 	// Empty user 3's home bucket (3 % 3 = 0).
 	rdb.Set(ctx, k.Bucket(0), 0, redis.KeepTTL)
 	first := bucketRes(3, "k1")
@@ -277,7 +277,7 @@ func TestBucketedWarmup(t *testing.T) {
 		{"to zero", 0, []int64{0, 0, 0}},
 	}
 	for _, st := range steps {
-		n, err := s.WarmupBuckets(ctx, item, buckets, time.Hour, func(context.Context) (int64, error) { return st.mysql, nil })
+		n, err := s.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return st.mysql, nil })
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -293,7 +293,7 @@ func TestBucketedWarmup(t *testing.T) {
 			t.Fatalf("%s: returned %d, sum %d", st.name, n, sum)
 		}
 	}
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 	if rdb.Exists(ctx, k.Stock()).Val() != 0 || rdb.Get(ctx, k.BucketMarker()).Val() != "3" {
 		t.Fatal("a bucketed item has a main stock key, or no marker")
 	}
@@ -301,7 +301,7 @@ func TestBucketedWarmup(t *testing.T) {
 	rdb.Set(ctx, k.Bucket(0), 1, redis.KeepTTL)
 	rdb.Set(ctx, k.Bucket(1), 2, redis.KeepTTL)
 	rdb.Del(ctx, k.Bucket(2))
-	if n, err := s.WarmupBuckets(ctx, item, buckets, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil || n != 5 {
+	if n, err := s.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil || n != 5 {
 		t.Fatalf("rewarm: %d %v", n, err)
 	}
 	if v := bucketValues(t, s); v[2] != 2 {
@@ -328,7 +328,7 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 		}
 		return m.Options().Addr
 	}
-	down := masterOf(direct.Keys(item).Inflight())
+	down := masterOf(direct.Keys(stockredis.One(item)).Inflight())
 	vrdb := stockredis.NewClient(stockredis.Config{Addrs: redistest.ClusterAddrs(), Cluster: true,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if addr == down {
@@ -342,7 +342,7 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 	// A buyer whose home bucket is on another master.
 	user := int64(-1)
 	for u := int64(1); u <= buckets; u++ {
-		if masterOf(direct.Keys(item).Bucket(int(u%buckets))) != down {
+		if masterOf(direct.Keys(stockredis.One(item)).Bucket(int(u%buckets))) != down {
 			user = u
 			break
 		}
@@ -369,26 +369,26 @@ func TestWarmupKeepsTheLiveLayout(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	ctx := context.Background()
 	db := func(context.Context) (int64, error) { return 30, nil }
-	k := s.Keys(1)
-	if _, err := s.WarmupBuckets(ctx, 1, 1, time.Hour, db); err != nil {
+	k := s.Keys(stockredis.One(1))
+	if _, err := s.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WarmupBuckets(ctx, 1, 3, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+	if _, err := s.WarmupBuckets(ctx, stockredis.One(1), 3, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
 		t.Fatalf("warm-up in 3 buckets over one stock key: %v, want ErrSettingLocked", err)
 	}
 	if n := rdb.Exists(ctx, k.BucketMarker(), k.Bucket(0), k.Bucket(1), k.Bucket(2)).Val(); n != 0 {
 		t.Fatalf("the refused warm-up wrote %d bucket keys", n)
 	}
-	if _, err := s.WarmupBuckets(ctx, 1, 1, time.Hour, db); err != nil {
+	if _, err := s.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
 		t.Fatalf("warm-up in the live layout: %v", err)
 	}
 
-	k2 := s.Keys(2)
-	if _, err := s.WarmupBuckets(ctx, 2, 3, time.Hour, db); err != nil {
+	k2 := s.Keys(stockredis.One(2))
+	if _, err := s.WarmupBuckets(ctx, stockredis.One(2), 3, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 2} {
-		if _, err := s.WarmupBuckets(ctx, 2, n, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+		if _, err := s.WarmupBuckets(ctx, stockredis.One(2), n, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
 			t.Fatalf("warm-up in %d over 3 buckets: %v, want ErrSettingLocked", n, err)
 		}
 	}

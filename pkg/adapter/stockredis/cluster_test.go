@@ -22,7 +22,7 @@ func TestScriptsOnRedisCluster(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	const items = 6 // hash tags {i1}..{i6} land on different masters
 	for it := int64(1); it <= items; it++ {
-		if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 50, nil }); err != nil {
+		if _, err := s.Warmup(ctx, stockredis.One(it), time.Hour, func(context.Context) (int64, error) { return 50, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,11 +60,11 @@ func TestScriptsOnRedisCluster(t *testing.T) {
 		for i, r := range rs {
 			nos[i] = r.OrderNo
 		}
-		if _, err := s.Claim(ctx, it, nos); err != nil {
+		if _, err := s.Claim(ctx, stockredis.One(it), nos); err != nil {
 			t.Fatal(err)
 		}
 		// Confirm 40, release 10: stock ends at 10, nothing in flight.
-		if n, err := s.Confirm(ctx, it, nos[:40]); err != nil || n != 40 {
+		if n, err := s.Confirm(ctx, stockredis.One(it), nos[:40]); err != nil || n != 40 {
 			t.Fatalf("confirm: %d %v", n, err)
 		}
 		for _, r := range rs[40:] {
@@ -73,7 +73,7 @@ func TestScriptsOnRedisCluster(t *testing.T) {
 				t.Fatalf("release: %v %v", rel.Released, err)
 			}
 		}
-		snap, err := s.Stock(ctx, it)
+		snap, err := s.Stock(ctx, stockredis.One(it))
 		if err != nil || snap.Stock != 10 || snap.Inflight != 0 {
 			t.Fatalf("item %d: %+v %v", it, snap, err)
 		}

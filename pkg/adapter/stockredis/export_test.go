@@ -13,7 +13,7 @@ import (
 func (s *Store) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
 	calls := make([]reserveCall, len(rs))
 	for i, r := range rs {
-		calls[i] = reserveCall{r: r, first: s.Keys(r.ItemID).Stock(), reply: make(chan reserveAnswer, 1)}
+		calls[i] = reserveCall{r: r, first: s.Keys(One(r.ItemID)).Stock(), reply: make(chan reserveAnswer, 1)}
 	}
 	s.reserves.run(calls)
 	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))
@@ -32,7 +32,7 @@ func (s *Store) Client() redis.UniversalClient { return s.rdb }
 // order number the key holds (ScanQuota, into one map: for the tests' small activities).
 func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
 	out := map[string]string{}
-	err := r.ScanQuota(ctx, item, activity, func(page map[string]string) error {
+	err := r.ScanQuota(ctx, One(item), activity, func(page map[string]string) error {
 		maps.Copy(out, page)
 		return nil
 	})

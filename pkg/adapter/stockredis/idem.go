@@ -32,7 +32,7 @@ type IdemRecord struct {
 // up to 500 records, each guarded by g. It returns how many it wrote; on
 // StaleFence (a later reconciler wrote to the item) it stops, and the
 // count is what earlier calls wrote.
-func (r *Reconciler) RestoreIdem(ctx context.Context, item int64, recs []IdemRecord, g Guard) (int, CAS, error) {
+func (r *Reconciler) RestoreIdem(ctx context.Context, item Item, recs []IdemRecord, g Guard) (int, CAS, error) {
 	k := r.s.Keys(item)
 	written := 0
 	for chunk := range slices.Chunk(recs, idemBatch) {

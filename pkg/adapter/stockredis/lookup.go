@@ -70,9 +70,9 @@ func (b *batcher) answer(batch []lookup) {
 
 // get reads keys of item through the batcher: one value per key, "" for
 // a missing one.
-func (b *batcher) get(ctx context.Context, item int64, keys ...string) ([]string, error) {
+func (b *batcher) get(ctx context.Context, item Item, keys ...string) ([]string, error) {
 	b.once.Do(b.start)
-	l := lookup{item: item, keys: keys, reply: make(chan lookupResult, 1)}
+	l := lookup{item: item.tagged().Tag, keys: keys, reply: make(chan lookupResult, 1)}
 	select {
 	case b.queue <- l:
 	case <-ctx.Done():
@@ -100,7 +100,7 @@ type PriorOrders struct {
 // for every request it answers from its sold-out flag, so the flag keeps
 // the script's precedence (a replayed key gets its order, a buyer holding
 // an order hears ALREADY_PURCHASED, only then SOLD_OUT).
-func (s *Store) PriorOrders(ctx context.Context, item, activity int64, user, idemKey string) (PriorOrders, error) {
+func (s *Store) PriorOrders(ctx context.Context, item Item, activity int64, user, idemKey string) (PriorOrders, error) {
 	k := s.Keys(item)
 	vals, err := s.lookups.get(ctx, item, k.Idem(user, idemKey), k.Quota(activity, user))
 	if err != nil {

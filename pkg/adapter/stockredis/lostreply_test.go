@@ -57,7 +57,7 @@ func forBoth(t *testing.T, f func(t *testing.T, l lossy)) {
 
 func warm(t *testing.T, s *stockredis.Store, stock int64, buckets int) {
 	t.Helper()
-	_, err := s.WarmupBuckets(context.Background(), item, buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+	_, err := s.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func ref(r stockredis.Reservation) stockredis.Ref {
 
 func state(t *testing.T, s *stockredis.Store, orderNo string) stockredis.State {
 	t.Helper()
-	info, err := s.Reservation(context.Background(), item, orderNo)
+	info, err := s.Reservation(context.Background(), orderNo)
 	if errors.Is(err, order.ErrNotFound) {
 		return stockredis.StateMissing
 	}
@@ -124,11 +124,11 @@ func TestLostReplyRelease(t *testing.T) {
 	}{
 		{name: "api from RESERVED", from: stockredis.StateReserved, forget: true},
 		{name: "consumer from CLAIMED", from: stockredis.StateClaimed, prep: func(ctx context.Context, s *stockredis.Store, r stockredis.Reservation) error {
-			_, err := s.Claim(ctx, item, []string{r.OrderNo})
+			_, err := s.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
 			return err
 		}},
 		{name: "closer from CONFIRMED", from: stockredis.StateConfirmed, prep: func(ctx context.Context, s *stockredis.Store, r stockredis.Reservation) error {
-			_, err := s.Confirm(ctx, item, []string{r.OrderNo})
+			_, err := s.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
 			return err
 		}},
 	} {
@@ -180,18 +180,18 @@ func TestLostReplyClaimConfirm(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.LoseNext("claim")
-		_, err := l.via.Claim(ctx, item, []string{r.OrderNo})
+		_, err := l.via.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
 		mustBeUnknown(t, l, "claim", err)
-		states, err := l.via.Claim(ctx, item, []string{r.OrderNo})
+		states, err := l.via.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
 		if err != nil || states[0] != stockredis.StateClaimed {
 			t.Fatalf("claim again: %v %v; want CLAIMED (go ahead)", states, err)
 		}
 		l.LoseNext("confirm")
-		_, err = l.via.Confirm(ctx, item, []string{r.OrderNo})
+		_, err = l.via.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("confirm with its answer lost: %v", err)
 		}
-		if n, err := l.via.Confirm(ctx, item, []string{r.OrderNo}); err != nil || n != 0 {
+		if n, err := l.via.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil || n != 0 {
 			t.Fatalf("confirm again moved %d (%v); want 0: it ran once", n, err)
 		}
 		wantStock(t, l.direct, 4, 0)

@@ -22,7 +22,7 @@ func (k Keys) Fence() string { return k.base() + "fence" }
 
 // quotaPrefix is what every quota key of the activity starts with.
 func (k Keys) quotaPrefix(activityID int64) string {
-	return fmt.Sprintf("%sq:%d:", k.base(), activityID)
+	return fmt.Sprintf("%sq:%d:", k.group(), activityID)
 }
 
 // Reconciler is the reconciler's access to the stock keys: atomic reads
@@ -94,14 +94,14 @@ type PendingRestock struct {
 // already, in one script call, so the values are from one instant. A bucketed item's buckets live in other slots and
 // are read right after; a reservation or release in progress between its
 // two steps then shows as a unit missing from Redis for a moment.
-func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, restocks ...PendingRestock) (StockView, error) {
+func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, restocks ...PendingRestock) (StockView, error) {
 	k := r.s.Keys(item)
 	// The pending set is what is in flight, not history; past MaxPending
 	// the read waits for the pipeline to drain rather than take it all in.
 	if n, err := r.s.rdb.ZCard(ctx, k.Pending()).Result(); err != nil {
 		return StockView{}, unavailable("count pending orders", err)
 	} else if n > MaxPending {
-		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item, n, MaxPending, order.ErrTooBusy)
+		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item.ID, n, MaxPending, order.ErrTooBusy)
 	}
 	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
 	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.restockRecord())
@@ -171,7 +171,7 @@ func (r *Reconciler) View(ctx context.Context, item int64, orderNos []string, re
 // hold: the bucket's marker is missing and the bucket's record does not
 // include the restock (one pipeline; on a cluster each command goes to its
 // bucket's node, and a bucket's record is read with its markers).
-func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, restocks []PendingRestock) (int64, error) {
+func (r *Reconciler) bucketRestocking(ctx context.Context, item Item, n int, restocks []PendingRestock) (int64, error) {
 	if len(restocks) == 0 {
 		return 0, nil
 	}
@@ -219,7 +219,7 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item int64, n int, re
 
 // Restock is Store.Restock: the reconciler finishes restocks whose Redis
 // step was left undone (safe beside the API doing the same: once per id).
-func (r *Reconciler) Restock(ctx context.Context, item, id, qty int64) (RestockResult, error) {
+func (r *Reconciler) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
 	return r.s.Restock(ctx, item, id, qty)
 }
 
@@ -259,9 +259,9 @@ type Guard struct {
 // hold the values in seen (a missing stock key when !seen.Warmed; it is then
 // created with ttl) and no later fence wrote here. Reads nothing but the
 // Warmed, Stock and Inflight fields of seen.
-func (r *Reconciler) SetStock(ctx context.Context, item int64, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) SetStock(ctx context.Context, item Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
 	if want < 0 {
-		return 0, fmt.Errorf("set stock of item %d: negative stock %d", item, want)
+		return 0, fmt.Errorf("set stock of item %d: negative stock %d", item.ID, want)
 	}
 	if seen.Buckets != nil {
 		return r.setBuckets(ctx, item, seen, want, ttl, g)
@@ -285,7 +285,7 @@ func (r *Reconciler) SetStock(ctx context.Context, item int64, seen StockView, w
 // after, so Redis never offers more than the larger of before and want.
 // A bucket that changed since it was read stops it (Changed); what was
 // written stays (each write moves toward want) and the next run finishes.
-func (r *Reconciler) setBuckets(ctx context.Context, item int64, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
 	k := r.s.Keys(item)
 	res, err := r.fenceBuckets.Run(ctx, r.s.rdb, []string{k.Inflight(), k.Fence(), k.BucketMarker()},
 		g.Fence, seen.Inflight, g.ExpireAt.UnixMilli()).Slice()
@@ -314,14 +314,14 @@ func (r *Reconciler) setBuckets(ctx context.Context, item int64, seen StockView,
 }
 
 // Layout is Store.Layout: how the item's stock lives in Redis.
-func (r *Reconciler) Layout(ctx context.Context, item int64) (order.Layout, error) {
+func (r *Reconciler) Layout(ctx context.Context, item Item) (order.Layout, error) {
 	return r.s.Layout(ctx, item)
 }
 
 // MarkWarmed records item among the warmed items (as Warmup does), so the
 // sweep visits it.
-func (r *Reconciler) MarkWarmed(ctx context.Context, item int64) error {
-	if err := r.s.rdb.SAdd(ctx, r.s.itemsKey(), item).Err(); err != nil {
+func (r *Reconciler) MarkWarmed(ctx context.Context, item Item) error {
+	if err := r.s.rdb.SAdd(ctx, r.s.itemsKey(), item.member()).Err(); err != nil {
 		return unavailable("record warmed item", err)
 	}
 	return nil
@@ -343,7 +343,7 @@ const ScanCount = 5000
 // all of the item's keys live. SCAN may return a key twice (fn then sees
 // it twice) and misses no key that lived throughout the scan. An error
 // from fn ends the scan.
-func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn func(map[string]string) error) error {
+func (r *Reconciler) ScanQuota(ctx context.Context, item Item, activity int64, fn func(map[string]string) error) error {
 	k := r.s.Keys(item)
 	node, err := r.nodeFor(ctx, k.Stock())
 	if err != nil {
@@ -386,7 +386,7 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item, activity int64, fn fun
 // QuotaHoldersOf reads the quota keys of users in the activity on item:
 // user -> the order number the key holds, for the users who have one
 // (MGET of QuotaBatch keys at a time).
-func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item, activity int64, users []string) (map[string]string, error) {
+func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item Item, activity int64, users []string) (map[string]string, error) {
 	k := r.s.Keys(item)
 	out := make(map[string]string, len(users))
 	for chunk := range slices.Chunk(users, QuotaBatch) {
@@ -420,7 +420,7 @@ type QuotaRecord struct {
 // records per script call, each guarded by g. It returns the users whose
 // key it wrote; on StaleFence it stops, and the list is what earlier calls
 // wrote.
-func (r *Reconciler) RestoreQuotas(ctx context.Context, item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
+func (r *Reconciler) RestoreQuotas(ctx context.Context, item Item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
 	k := r.s.Keys(item)
 	var written []string
 	for chunk := range slices.Chunk(recs, QuotaBatch) {
@@ -468,7 +468,7 @@ type QuotaState struct {
 // pair atomically (MULTI; the keys share the item's slot). A key that no
 // longer holds the order number given is reported with its new holder and
 // that holder's state is not read (StateMissing).
-func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
+func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
 	k := r.s.Keys(item)
 	type pair struct {
 		get   *redis.StringCmd
@@ -516,7 +516,7 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item, activity int64, hold
 // RestoreQuota sets the user's quota key to orderNo (the user's live order)
 // with ttl, only if it still holds was ("" for a missing key) and no later
 // fence wrote here.
-func (r *Reconciler) RestoreQuota(ctx context.Context, item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) RestoreQuota(ctx context.Context, item Item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
 	k := r.s.Keys(item)
 	res, err := r.restoreQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, orderNo, was, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
@@ -528,7 +528,7 @@ func (r *Reconciler) RestoreQuota(ctx context.Context, item, activity int64, use
 
 // RemoveQuota deletes the user's quota key only if it still holds the stale
 // order number and no later fence wrote here.
-func (r *Reconciler) RemoveQuota(ctx context.Context, item, activity int64, user, stale string, g Guard) (CAS, error) {
+func (r *Reconciler) RemoveQuota(ctx context.Context, item Item, activity int64, user, stale string, g Guard) (CAS, error) {
 	k := r.s.Keys(item)
 	res, err := r.removeQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, stale, g.ExpireAt.UnixMilli()).Slice()
@@ -579,7 +579,7 @@ const reservationBatch = 500
 // release gives a bucketed order's units back by its marker); a marker
 // that exists is kept. It returns the order numbers whose hash it wrote;
 // on StaleFence it stops, and the list is what earlier calls wrote.
-func (r *Reconciler) RestoreReservations(ctx context.Context, item int64, buckets int, recs []LostReservation, g Guard) ([]string, CAS, error) {
+func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets int, recs []LostReservation, g Guard) ([]string, CAS, error) {
 	k := r.s.Keys(item)
 	var written []string
 	for len(recs) > 0 {
@@ -587,7 +587,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item int64, bucket
 		keys := make([]string, 0, n+1)
 		args := make([]any, 0, 7*n+3)
 		keys = append(keys, k.Fence())
-		args = append(args, g.Fence, g.ExpireAt.UnixMilli(), item)
+		args = append(args, g.Fence, g.ExpireAt.UnixMilli(), item.ID)
 		for _, rec := range recs[:n] {
 			bucket := ""
 			if buckets > 1 {
@@ -640,7 +640,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item int64, bucket
 // deleted or RELEASED, in script calls of up to 500, each guarded by g
 // (lua/reconcile_unrestore_reservation.lua says why). It returns how many
 // hashes it deleted; on StaleFence it stops.
-func (r *Reconciler) UnrestoreReservations(ctx context.Context, item int64, orderNos []string, g Guard) (int, CAS, error) {
+func (r *Reconciler) UnrestoreReservations(ctx context.Context, item Item, orderNos []string, g Guard) (int, CAS, error) {
 	k := r.s.Keys(item)
 	deleted := 0
 	for len(orderNos) > 0 {

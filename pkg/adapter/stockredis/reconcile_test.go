@@ -28,13 +28,13 @@ func TestReconcileView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Claim(ctx, item, []string{b.OrderNo}); err != nil {
+	if _, err := s.Claim(ctx, stockredis.One(item), []string{b.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Confirm(ctx, item, []string{c.OrderNo}); err != nil {
+	if _, err := s.Confirm(ctx, stockredis.One(item), []string{c.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := rc.View(ctx, item, []string{c.OrderNo, b.OrderNo, "01ARZ3NDEKTSV4RRFFQ69G5FAV-42"})
+	v, err := rc.View(ctx, stockredis.One(item), []string{c.OrderNo, b.OrderNo, "01ARZ3NDEKTSV4RRFFQ69G5FAV-42"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestReconcileView(t *testing.T) {
 		}
 	}
 
-	empty, err := newStore(t, -1).Reconciler().View(ctx, item, nil)
+	empty, err := newStore(t, -1).Reconciler().View(ctx, stockredis.One(item), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +67,12 @@ func TestReconcileSetStock(t *testing.T) {
 	s := newStore(t, 10)
 	rc := s.Reconciler()
 	rdb := s.Client()
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 
 	if _, err := s.Reserve(ctx, res(1, "a", 2)); err != nil {
 		t.Fatal(err)
 	}
-	seen, err := rc.View(ctx, item, nil)
+	seen, err := rc.View(ctx, stockredis.One(item), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,24 +82,24 @@ func TestReconcileSetStock(t *testing.T) {
 	if _, err := s.Reserve(ctx, res(2, "b", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := rc.SetStock(ctx, item, seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Changed {
+	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Changed {
 		t.Fatalf("set after a reservation: %v %v, want %v", got, err, stockredis.Changed)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "7" {
 		t.Fatalf("stock %s after a refused set, want 7", n)
 	}
 	// A confirm changes only inflight: refused as well.
-	seen, _ = rc.View(ctx, item, nil)
-	if _, err := s.Confirm(ctx, item, seen.Pending[:1]); err != nil {
+	seen, _ = rc.View(ctx, stockredis.One(item), nil)
+	if _, err := s.Confirm(ctx, stockredis.One(item), seen.Pending[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := rc.SetStock(ctx, item, seen, 5, time.Hour, guard(3)); got != stockredis.Changed {
+	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); got != stockredis.Changed {
 		t.Fatalf("set after a confirm: %v, want %v", got, stockredis.Changed)
 	}
 
 	// Unchanged: written, TTL kept, fence recorded.
-	seen, _ = rc.View(ctx, item, nil)
-	if got, err := rc.SetStock(ctx, item, seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Written {
+	seen, _ = rc.View(ctx, stockredis.One(item), nil)
+	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Written {
 		t.Fatalf("set: %v %v", got, err)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "5" {
@@ -116,18 +116,18 @@ func TestReconcileSetStock(t *testing.T) {
 	}
 
 	// The same fence may write again; a smaller one may not.
-	seen, _ = rc.View(ctx, item, nil)
-	if got, _ := rc.SetStock(ctx, item, seen, 6, time.Hour, guard(3)); got != stockredis.Written {
+	seen, _ = rc.View(ctx, stockredis.One(item), nil)
+	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 6, time.Hour, guard(3)); got != stockredis.Written {
 		t.Fatalf("same fence again: %v", got)
 	}
-	seen, _ = rc.View(ctx, item, nil)
-	if got, _ := rc.SetStock(ctx, item, seen, 1, time.Hour, guard(2)); got != stockredis.StaleFence {
+	seen, _ = rc.View(ctx, stockredis.One(item), nil)
+	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 1, time.Hour, guard(2)); got != stockredis.StaleFence {
 		t.Fatalf("older fence: %v, want %v", got, stockredis.StaleFence)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "6" {
 		t.Fatalf("stock %s after a stale write, want 6", n)
 	}
-	if _, err := rc.SetStock(ctx, item, seen, -1, time.Hour, guard(4)); err == nil {
+	if _, err := rc.SetStock(ctx, stockredis.One(item), seen, -1, time.Hour, guard(4)); err == nil {
 		t.Fatal("negative stock accepted")
 	}
 }
@@ -138,30 +138,30 @@ func TestReconcileSetStockCreatesMissingKey(t *testing.T) {
 	s := newStore(t, -1)
 	rc := s.Reconciler()
 	rdb := s.Client()
-	seen, _ := rc.View(ctx, item, nil)
+	seen, _ := rc.View(ctx, stockredis.One(item), nil)
 
 	// Someone warmed it meanwhile: refused.
-	rdb.Set(ctx, s.Keys(item).Stock(), 3, time.Hour)
-	if got, _ := rc.SetStock(ctx, item, seen, 9, time.Hour, guard(1)); got != stockredis.Changed {
+	rdb.Set(ctx, s.Keys(stockredis.One(item)).Stock(), 3, time.Hour)
+	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 9, time.Hour, guard(1)); got != stockredis.Changed {
 		t.Fatalf("set over a key created meanwhile: %v", got)
 	}
-	rdb.Del(ctx, s.Keys(item).Stock())
+	rdb.Del(ctx, s.Keys(stockredis.One(item)).Stock())
 
-	if got, err := rc.SetStock(ctx, item, seen, 9, 2*time.Hour, guard(1)); err != nil || got != stockredis.Written {
+	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 9, 2*time.Hour, guard(1)); err != nil || got != stockredis.Written {
 		t.Fatalf("create: %v %v", got, err)
 	}
-	if err := rc.MarkWarmed(ctx, item); err != nil {
+	if err := rc.MarkWarmed(ctx, stockredis.One(item)); err != nil {
 		t.Fatal(err)
 	}
 	snap := snapshot(t, s)
 	if !snap.Warmed || snap.Stock != 9 {
 		t.Fatalf("after create: %+v", snap)
 	}
-	if ttl := rdb.PTTL(ctx, s.Keys(item).Stock()).Val(); ttl < time.Hour || ttl > 2*time.Hour {
+	if ttl := rdb.PTTL(ctx, s.Keys(stockredis.One(item)).Stock()).Val(); ttl < time.Hour || ttl > 2*time.Hour {
 		t.Fatalf("TTL %v, want about 2h", ttl)
 	}
 	items, _ := s.WarmedItems(ctx)
-	if !slices.Contains(items, int64(item)) {
+	if !slices.Contains(items, stockredis.One(int64(item))) {
 		t.Fatalf("warmed items %v lack %d", items, item)
 	}
 	// Reservations work on the restored key.
@@ -176,7 +176,7 @@ func TestReconcileQuota(t *testing.T) {
 	s := newStore(t, 10)
 	rc := s.Reconciler()
 	rdb := s.Client()
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 
 	a, b := res(1, "a", 1), res(2, "b", 1)
 	for _, r := range []stockredis.Reservation{a, b} {
@@ -184,12 +184,12 @@ func TestReconcileQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Confirm(ctx, item, []string{a.OrderNo}); err != nil {
+	if _, err := s.Confirm(ctx, stockredis.One(item), []string{a.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	// Another activity's key is not listed; nor is a key of another item.
 	rdb.Set(ctx, k.Quota(8, "3"), "x", time.Hour)
-	rdb.Set(ctx, s.Keys(item+1).Quota(7, "4"), "y", time.Hour)
+	rdb.Set(ctx, s.Keys(stockredis.One(item+1)).Quota(7, "4"), "y", time.Hour)
 
 	holders, err := rc.QuotaHolders(ctx, item, 7)
 	if err != nil {
@@ -198,7 +198,7 @@ func TestReconcileQuota(t *testing.T) {
 	if len(holders) != 2 || holders["1"] != a.OrderNo || holders["2"] != b.OrderNo {
 		t.Fatalf("holders %v", holders)
 	}
-	states, err := rc.QuotaStates(ctx, item, 7, map[string]string{"1": a.OrderNo, "2": b.OrderNo, "5": "gone"})
+	states, err := rc.QuotaStates(ctx, stockredis.One(item), 7, map[string]string{"1": a.OrderNo, "2": b.OrderNo, "5": "gone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestReconcileQuota(t *testing.T) {
 
 	// Restore: only into a missing key (or the stale value read).
 	rdb.Del(ctx, k.Quota(7, "1"))
-	if got, err := rc.RestoreQuota(ctx, item, 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
+	if got, err := rc.RestoreQuota(ctx, stockredis.One(item), 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
 		t.Fatalf("restore: %v %v", got, err)
 	}
 	if v := rdb.Get(ctx, k.Quota(7, "1")).Val(); v != a.OrderNo {
@@ -224,26 +224,26 @@ func TestReconcileQuota(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, k.Quota(7, "1")).Val(); ttl <= 0 || ttl > time.Hour {
 		t.Fatalf("quota TTL %v", ttl)
 	}
-	if got, _ := rc.RestoreQuota(ctx, item, 7, "1", "other", "", time.Hour, guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RestoreQuota(ctx, stockredis.One(item), 7, "1", "other", "", time.Hour, guard(5)); got != stockredis.Changed {
 		t.Fatalf("restore over a present key: %v", got)
 	}
 	rdb.Set(ctx, k.Quota(7, "6"), "stale", time.Hour)
-	if got, _ := rc.RestoreQuota(ctx, item, 7, "6", "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
+	if got, _ := rc.RestoreQuota(ctx, stockredis.One(item), 7, "6", "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
 		t.Fatalf("restore over the stale value: %v", got)
 	}
-	if got, _ := rc.RestoreQuota(ctx, item, 7, "9", "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RestoreQuota(ctx, stockredis.One(item), 7, "9", "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
 		t.Fatalf("restore with an older fence: %v", got)
 	}
 
 	// Remove: compare-and-delete.
 	rdb.Set(ctx, k.Quota(7, "7"), "stale", time.Hour)
-	if got, _ := rc.RemoveQuota(ctx, item, 7, "7", "other", guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RemoveQuota(ctx, stockredis.One(item), 7, "7", "other", guard(5)); got != stockredis.Changed {
 		t.Fatalf("remove with the wrong value: %v", got)
 	}
-	if got, _ := rc.RemoveQuota(ctx, item, 7, "7", "stale", guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RemoveQuota(ctx, stockredis.One(item), 7, "7", "stale", guard(4)); got != stockredis.StaleFence {
 		t.Fatalf("remove with an older fence: %v", got)
 	}
-	if got, err := rc.RemoveQuota(ctx, item, 7, "7", "stale", guard(6)); err != nil || got != stockredis.Written {
+	if got, err := rc.RemoveQuota(ctx, stockredis.One(item), 7, "7", "stale", guard(6)); err != nil || got != stockredis.Written {
 		t.Fatalf("remove: %v %v", got, err)
 	}
 	if n := rdb.Exists(ctx, k.Quota(7, "7")).Val(); n != 0 {
@@ -256,7 +256,7 @@ func TestReconcileQuotaHoldersScansMany(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, -1)
 	rdb := s.Client()
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 	pipe := rdb.Pipeline()
 	for u := int64(1); u <= 2500; u++ {
 		pipe.Set(ctx, k.Quota(7, strconv.FormatInt(u, 10)), fmt.Sprintf("o%d", u), time.Hour)
@@ -283,7 +283,7 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	rc := s.Reconciler()
 	for it := int64(1); it <= 6; it++ {
-		if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
+		if _, err := s.Warmup(ctx, stockredis.One(it), time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
 			t.Fatal(err)
 		}
 		var nos []string
@@ -295,10 +295,10 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 			}
 			nos = append(nos, r.OrderNo)
 		}
-		if _, err := s.Confirm(ctx, it, nos[:1]); err != nil {
+		if _, err := s.Confirm(ctx, stockredis.One(it), nos[:1]); err != nil {
 			t.Fatal(err)
 		}
-		v, err := rc.View(ctx, it, nos[:1])
+		v, err := rc.View(ctx, stockredis.One(it), nos[:1])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,23 +312,23 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 		if len(holders) != 3 || holders["2"] != nos[1] {
 			t.Fatalf("item %d: holders %v", it, holders)
 		}
-		states, err := rc.QuotaStates(ctx, it, 7, holders)
+		states, err := rc.QuotaStates(ctx, stockredis.One(it), 7, holders)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if states["1"].State != stockredis.StateConfirmed || states["3"].State != stockredis.StateReserved {
 			t.Fatalf("item %d: states %+v", it, states)
 		}
-		if got, err := rc.SetStock(ctx, it, v, 8, time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.SetStock(ctx, stockredis.One(it), v, 8, time.Hour, guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: set stock %v %v", it, got, err)
 		}
-		if got, err := rc.RemoveQuota(ctx, it, 7, "1", nos[0], guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RemoveQuota(ctx, stockredis.One(it), 7, "1", nos[0], guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: remove quota %v %v", it, got, err)
 		}
-		if got, err := rc.RestoreQuota(ctx, it, 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RestoreQuota(ctx, stockredis.One(it), 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: restore quota %v %v", it, got, err)
 		}
-		if err := rc.MarkWarmed(ctx, it); err != nil {
+		if err := rc.MarkWarmed(ctx, stockredis.One(it)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -347,20 +347,20 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	rc := s.Reconciler()
 	const item, buckets = 4, 3
-	if _, err := s.WarmupBuckets(ctx, item, buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
+	if _, err := s.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
 		t.Fatal(err)
 	}
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 	bought := func(user string) stockredis.Reservation {
 		r := stockredis.Reservation{OrderNo: gen.Next(item), UserID: user, ItemID: item, ActivityID: 7, Quantity: 2,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour, Buckets: buckets}
 		if _, err := s.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Claim(ctx, item, []string{r.OrderNo}); err != nil {
+		if _, err := s.Claim(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Confirm(ctx, item, []string{r.OrderNo}); err != nil {
+		if _, err := s.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		// Lost with the data: the hash and every take marker.
@@ -378,7 +378,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		return stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	}
 	stock := func() int64 {
-		snap, err := s.Stock(ctx, item)
+		snap, err := s.Stock(ctx, stockredis.One(item))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,15 +389,15 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	if got := stock(); got != 26 {
 		t.Fatalf("stock %d after two orders of 2, want 26", got)
 	}
-	written, res, err := rc.RestoreReservations(ctx, item, buckets, []stockredis.LostReservation{lost(a), lost(b)}, guard(5))
+	written, res, err := rc.RestoreReservations(ctx, stockredis.One(item), buckets, []stockredis.LostReservation{lost(a), lost(b)}, guard(5))
 	if err != nil || res != stockredis.Written || len(written) != 2 {
 		t.Fatalf("restore: %v %v %v", written, res, err)
 	}
-	if again, res, err := rc.RestoreReservations(ctx, item, buckets, []stockredis.LostReservation{lost(a)}, guard(5)); err != nil ||
+	if again, res, err := rc.RestoreReservations(ctx, stockredis.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(5)); err != nil ||
 		res != stockredis.Written || len(again) != 0 {
 		t.Fatalf("restore again: %v %v %v; want nothing written", again, res, err)
 	}
-	if _, res, err := rc.RestoreReservations(ctx, item, buckets, []stockredis.LostReservation{lost(a)}, guard(4)); err != nil || res != stockredis.StaleFence {
+	if _, res, err := rc.RestoreReservations(ctx, stockredis.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(4)); err != nil || res != stockredis.StaleFence {
 		t.Fatalf("restore with an older fence: %v %v", res, err)
 	}
 
@@ -411,7 +411,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		}
 	}
 	// b's order was closed meanwhile: taken back, its release credits nothing.
-	if n, res, err := rc.UnrestoreReservations(ctx, item, []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 1 {
+	if n, res, err := rc.UnrestoreReservations(ctx, stockredis.One(item), []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 1 {
 		t.Fatalf("take back: %d %v %v; want 1 (a's is RELEASED)", n, res, err)
 	}
 	for bk := range buckets {
@@ -430,7 +430,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	// repeated release gives nothing more.
 	home, _ := strconv.Atoi(rdb.HGet(ctx, k.Reservation(a.OrderNo), "bucket").Val())
 	rdb.Set(ctx, k.Taken(home, a.OrderNo), 2, time.Hour)
-	if n, res, err := rc.UnrestoreReservations(ctx, item, []string{a.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 0 {
+	if n, res, err := rc.UnrestoreReservations(ctx, stockredis.One(item), []string{a.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 0 {
 		t.Fatalf("take back a RELEASED one: %d %v %v; want 0 deleted", n, res, err)
 	}
 	if rdb.Exists(ctx, k.Taken(home, a.OrderNo)).Val() != 0 {

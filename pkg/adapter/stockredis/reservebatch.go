@@ -63,7 +63,7 @@ func (b *reserver) runAll(calls []reserveCall) {
 		group := calls[:0:0]
 		rest := calls[:0]
 		for _, c := range calls {
-			if c.r.ItemID == head.r.ItemID && c.first == head.first && c.bucket == head.bucket {
+			if c.r.item() == head.r.item() && c.first == head.first && c.bucket == head.bucket {
 				group = append(group, c)
 			} else {
 				rest = append(rest, c)
@@ -77,7 +77,8 @@ func (b *reserver) runAll(calls []reserveCall) {
 // run runs the script for calls, all of one item, and answers each.
 func (b *reserver) run(calls []reserveCall) {
 	c0 := calls[0]
-	k := Keys{prefix: b.prefix, item: c0.r.ItemID}
+	it := c0.r.item()
+	k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 	keys := make([]string, 0, 3+3*len(calls))
 	keys = append(keys, c0.first, k.Inflight(), k.Pending())
 	args := make([]any, 0, 2+8*len(calls))

@@ -155,20 +155,20 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 	}
 	wantStock(t, s, 10, n)
 	ctx := context.Background()
-	states, err := s.Claim(ctx, item, nos)
+	states, err := s.Claim(ctx, stockredis.One(item), nos)
 	if err != nil || len(states) != n {
 		t.Fatalf("claim: %d states, %v", len(states), err)
 	}
-	moved, err := s.Confirm(ctx, item, nos)
+	moved, err := s.Confirm(ctx, stockredis.One(item), nos)
 	if err != nil || moved != n {
 		t.Fatalf("confirm moved %d, %v; want %d", moved, err, n)
 	}
 	wantStock(t, s, 10, 0)
-	left, err := s.Client().ZCard(ctx, s.Keys(item).Pending()).Result()
+	left, err := s.Client().ZCard(ctx, s.Keys(stockredis.One(item)).Pending()).Result()
 	if err != nil || left != 0 {
 		t.Fatalf("%d orders still pending (%v), want none", left, err)
 	}
-	if moved, err := s.Confirm(ctx, item, nos); err != nil || moved != 0 {
+	if moved, err := s.Confirm(ctx, stockredis.One(item), nos); err != nil || moved != 0 {
 		t.Fatalf("a second confirm moved %d, %v", moved, err)
 	}
 	wantStock(t, s, 10, 0)

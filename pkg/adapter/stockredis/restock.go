@@ -16,7 +16,7 @@ func (k Keys) restockMarker(id int64) string { return fmt.Sprintf("%srs:%d", k.b
 
 // bucketRestockMarker marks restock id's share as added to bucket n.
 func (k Keys) bucketRestockMarker(n int, id int64) string {
-	return fmt.Sprintf("%s:{i%db%d}:rs:%d", k.prefix, k.item, n, id)
+	return fmt.Sprintf("%s:{%s}:rs:%d", k.prefix, k.bucketTag(n), id)
 }
 
 // restockRecord is the item's restock record beside its stock key
@@ -27,7 +27,7 @@ func (k Keys) restockRecord() string { return k.base() + "restocked" }
 
 // bucketRestockRecord is restockRecord for bucket n.
 func (k Keys) bucketRestockRecord(n int) string {
-	return fmt.Sprintf("%s:{i%db%d}:restocked", k.prefix, k.item, n)
+	return fmt.Sprintf("%s:{%s}:restocked", k.prefix, k.bucketTag(n))
 }
 
 // restockShares is how a restock of qty units spreads over an item's
@@ -56,7 +56,7 @@ type RestockResult struct {
 // may leave some buckets done: running it again finishes the rest. A lost
 // answer is an UnknownOutcomeError (MayHaveRun); running it again is the
 // resolution.
-func (s *Store) Restock(ctx context.Context, item, id, qty int64) (RestockResult, error) {
+func (s *Store) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
 	k := s.Keys(item)
 	n, err := s.bucketCount(ctx, item)
 	if err != nil {

@@ -118,15 +118,88 @@ func NewClient(cfg Config) redis.UniversalClient {
 	return c
 }
 
-// Keys names the keys of one item.
-type Keys struct {
-	prefix string
-	item   int64
+// Item says where one item's keys are: the item, and its sale's tag, the
+// item whose hash tag every key of the sale shares (a sale's first item,
+// order.Activity.ItemID). One reserve script must see the buyer's quota
+// in the sale and the chosen item's stock at once, so on Redis Cluster
+// they share a slot. For a sale of one item the tag is the item itself and
+// the keys are named as they were before sales had sizes.
+type Item struct {
+	ID  int64
+	Tag int64 // 0: ID
 }
 
-// base is "<prefix>:{i<item>}:", built without fmt: every order names
-// seven keys of its item.
-func (k Keys) base() string { return k.prefix + ":{i" + strconv.FormatInt(k.item, 10) + "}:" }
+// One is the item of a sale of one item (its own tag).
+func One(id int64) Item { return Item{ID: id, Tag: id} }
+
+// In is item of a sale whose first item is tag.
+func In(tag, item int64) Item { return Item{ID: item, Tag: tag} }
+
+// tagged is it with Tag filled in.
+func (it Item) tagged() Item {
+	if it.Tag == 0 {
+		it.Tag = it.ID
+	}
+	return it
+}
+
+// own reports whether the item is its own tag (a sale's first item).
+func (it Item) own() bool { return it.Tag == 0 || it.Tag == it.ID }
+
+// member is the item's entry in the warmed-items set: its id, then
+// "@<tag>" when it is not its own tag.
+func (it Item) member() string {
+	if it.own() {
+		return strconv.FormatInt(it.ID, 10)
+	}
+	return strconv.FormatInt(it.ID, 10) + "@" + strconv.FormatInt(it.Tag, 10)
+}
+
+// parseMember reads member back; false for anything else.
+func parseMember(m string) (Item, bool) {
+	id, tag, grouped := strings.Cut(m, "@")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return Item{}, false
+	}
+	if !grouped {
+		return One(n), true
+	}
+	t, err := strconv.ParseInt(tag, 10, 64)
+	if err != nil || t <= 0 {
+		return Item{}, false
+	}
+	return In(t, n), true
+}
+
+// Keys names the keys of one item.
+type Keys struct {
+	prefix    string
+	tag, item int64
+}
+
+// group is "<prefix>:{i<tag>}:", where the sale-wide keys (quota,
+// idempotency records, reservations) are; built without fmt: every order
+// names seven keys.
+func (k Keys) group() string { return k.prefix + ":{i" + strconv.FormatInt(k.tag, 10) + "}:" }
+
+// base is where the item's own keys are: group for the sale's first item
+// (the layout of a sale of one item), "<group><item>:" for the others.
+func (k Keys) base() string {
+	if k.tag == k.item {
+		return k.group()
+	}
+	return k.group() + strconv.FormatInt(k.item, 10) + ":"
+}
+
+// bucketTag is the hash tag of the item's bucket n: i<item>b<n>, with the
+// sale's tag before it when the item is not its own tag.
+func (k Keys) bucketTag(n int) string {
+	if k.tag == k.item {
+		return fmt.Sprintf("i%db%d", k.item, n)
+	}
+	return fmt.Sprintf("i%d.%db%d", k.tag, k.item, n)
+}
 
 // Stock is the units Redis may still sell.
 func (k Keys) Stock() string { return k.base() + "stock" }
@@ -137,22 +210,25 @@ func (k Keys) Inflight() string { return k.base() + "inflight" }
 // Pending is the sorted set of unconfirmed order numbers by reserve time.
 func (k Keys) Pending() string { return k.base() + "pending" }
 
-// Reservation is the hash of one order's reservation.
-func (k Keys) Reservation(orderNo string) string { return k.base() + "r:" + orderNo }
+// Reservation is the hash of one order's reservation (sale-wide: an order
+// number is unique, and order.TagOf finds the tag from it).
+func (k Keys) Reservation(orderNo string) string { return k.group() + "r:" + orderNo }
 
-// Quota holds the order number that uses the user's quota in the activity.
+// Quota holds the order number that uses the user's quota in the activity,
+// whichever of the sale's items it bought.
 func (k Keys) Quota(activityID int64, userID string) string {
-	return k.base() + "q:" + strconv.FormatInt(activityID, 10) + ":" + UserSegment(userID)
+	return k.group() + "q:" + strconv.FormatInt(activityID, 10) + ":" + UserSegment(userID)
 }
 
-// Idem holds the order number the user's idempotency key produced.
+// Idem holds the order number the user's idempotency key produced, in any
+// of the sale's items.
 func (k Keys) Idem(userID, key string) string {
-	return k.base() + "k:" + UserSegment(userID) + ":" + key
+	return k.group() + "k:" + UserSegment(userID) + ":" + key
 }
 
 // quotaPattern matches every quota key of an activity (for SCAN).
 func (k Keys) quotaPattern(activityID int64) string {
-	return fmt.Sprintf("%sq:%d:*", k.base(), activityID)
+	return fmt.Sprintf("%sq:%d:*", k.group(), activityID)
 }
 
 // Store runs the stock scripts.
@@ -195,7 +271,10 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 }
 
 // Keys returns the key names of item.
-func (s *Store) Keys(item int64) Keys { return Keys{prefix: s.prefix, item: item} }
+func (s *Store) Keys(item Item) Keys {
+	item = item.tagged()
+	return Keys{prefix: s.prefix, tag: item.Tag, item: item.ID}
+}
 
 func (s *Store) itemsKey() string { return s.prefix + ":items" }
 
@@ -216,7 +295,13 @@ type Reservation struct {
 	// Buckets is the number of stock buckets of the activity (0 or 1: the
 	// item has one stock key).
 	Buckets int
+	// Tag is the sale's first item (order.Activity.ItemID), whose hash tag
+	// the keys share; 0 means ItemID. The order number names it too.
+	Tag int64
 }
+
+// item is where the reservation's keys are.
+func (r Reservation) item() Item { return Item{ID: r.ItemID, Tag: r.Tag}.tagged() }
 
 // ReserveResult says what the reserve script did.
 type ReserveResult struct {
@@ -236,14 +321,14 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, erro
 	if r.Buckets > 1 {
 		return s.reserveBucketed(ctx, r)
 	}
-	return s.runReserve(ctx, r, s.Keys(r.ItemID).Stock(), "")
+	return s.runReserve(ctx, r, s.Keys(r.item()).Stock(), "")
 }
 
 // runReserve runs the reserve script with first as KEYS[1] and bucket as
 // ARGV[2] (see reserve.lua), in a batch with concurrent reservations of the
 // same item.
 func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket string) (_ ReserveResult, err error) {
-	_, span := s.span(ctx, "reserve", r.ItemID)
+	_, span := s.span(ctx, "reserve", r.item())
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), tracing.AttrQuantity.Int(r.Quantity))
 	}
@@ -259,6 +344,10 @@ type Ref struct {
 	ActivityID     int64
 	IdempotencyKey string
 }
+
+// item is where the reservation's keys are: its order number names the
+// sale's tag (order.TagOf).
+func (r Ref) item() Item { return In(order.TagOf(r.OrderNo), r.ItemID) }
 
 // EventRef is the reservation of an order's create event.
 func EventRef(e order.Event) Ref {
@@ -310,12 +399,12 @@ func (s *Store) ReleaseCapped(ctx context.Context, r Ref, o ReleaseOptions, dbSt
 }
 
 func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock string) (_ Released, err error) {
-	ctx, span := s.span(ctx, "release", r.ItemID)
+	ctx, span := s.span(ctx, "release", r.item())
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), attribute.String("seckill.reason", o.Reason))
 	}
 	defer func() { endSpan(span, err) }()
-	k := s.Keys(r.ItemID)
+	k := s.Keys(r.item())
 	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
 	forget := "0"
@@ -337,13 +426,13 @@ func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock st
 		// A bucketed reservation released now, or found released (a
 		// repeated release): its units go back to the bucket they came
 		// from, once (bucket_give is idempotent per order).
-		if err := s.releaseToBucket(ctx, r.ItemID, r.OrderNo, res[2], dbStock); err != nil {
+		if err := s.releaseToBucket(ctx, r.item(), r.OrderNo, res[2], dbStock); err != nil {
 			return out, err
 		}
 	case out.State == StateMissing:
 		// No reservation: if the order took units from a bucket before
 		// its reserve script failed, they go back.
-		if err := s.giveBackAny(ctx, r.ItemID, r.OrderNo); err != nil {
+		if err := s.giveBackAny(ctx, r.item(), r.OrderNo); err != nil {
 			return out, err
 		}
 	}
@@ -352,7 +441,7 @@ func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock st
 
 // Claim moves the reservations of orders (all of item) from RESERVED to
 // CLAIMED and returns the state each had before, in the same order.
-func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) (_ []State, err error) {
+func (s *Store) Claim(ctx context.Context, item Item, orderNos []string) (_ []State, err error) {
 	if len(orderNos) == 0 {
 		return nil, nil
 	}
@@ -378,7 +467,7 @@ func (s *Store) Claim(ctx context.Context, item int64, orderNos []string) (_ []S
 }
 
 // Confirm marks the reservations of orders committed in MySQL as CONFIRMED.
-func (s *Store) Confirm(ctx context.Context, item int64, orderNos []string) (_ int64, err error) {
+func (s *Store) Confirm(ctx context.Context, item Item, orderNos []string) (_ int64, err error) {
 	if len(orderNos) == 0 {
 		return 0, nil
 	}
@@ -432,16 +521,16 @@ type StockReader interface {
 // older than the key it would lower (the key holds a later restock) is
 // read again. The restocks the loaded stock carries are then recorded as
 // applied in MySQL.
-func (s *Store) WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db StockReader) (int64, error) {
+func (s *Store) WarmupFrom(ctx context.Context, item Item, buckets int, ttl time.Duration, db StockReader) (int64, error) {
 	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
-		stock, last, err := db.WarmupStock(ctx, item)
+		stock, last, err := db.WarmupStock(ctx, item.ID)
 		return figure{stock: stock, lastRestock: last, known: true, restocks: db}, err
 	})
 	if err != nil {
 		return 0, err
 	}
 	if covered > 0 {
-		if err := db.MarkRestocksWarmed(ctx, item, covered); err != nil {
+		if err := db.MarkRestocksWarmed(ctx, item.ID, covered); err != nil {
 			return 0, fmt.Errorf("warmup: stock loaded; record its restocks as applied: %w", err)
 		}
 	}
@@ -451,7 +540,7 @@ func (s *Store) WarmupFrom(ctx context.Context, item int64, buckets int, ttl tim
 // Warmup is WarmupFrom for an item with one stock key and a figure that
 // includes no restock (dbStock: tests and tools that never restock). A
 // program warms up with WarmupFrom.
-func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+func (s *Store) Warmup(ctx context.Context, item Item, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
 	return s.WarmupBuckets(ctx, item, 1, ttl, dbStock)
 }
 
@@ -460,7 +549,7 @@ func (s *Store) Warmup(ctx context.Context, item int64, ttl time.Duration, dbSto
 // keys; existing ones are only ever lowered, largest first, so their sum
 // is at most the sellable stock. It returns the sum of the buckets. Like
 // Warmup, it knows no restocks: a program warms up with WarmupFrom.
-func (s *Store) WarmupBuckets(ctx context.Context, item int64, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+func (s *Store) WarmupBuckets(ctx context.Context, item Item, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
 	n, _, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
 		stock, err := dbStock(ctx)
 		return figure{stock: stock}, err
@@ -502,7 +591,7 @@ const staleReads = 5
 // older than the Redis stock. covered is the last restock id up to which
 // both the figure and the Redis stock hold every restock (0: none, or the
 // figure's restocks are not known).
-func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl time.Duration, read func(context.Context) (figure, error)) (n, covered int64, err error) {
+func (s *Store) warmupFigure(ctx context.Context, item Item, buckets int, ttl time.Duration, read func(context.Context) (figure, error)) (n, covered int64, err error) {
 	if err := s.checkWarmupLayout(ctx, item, buckets); err != nil {
 		return 0, 0, err
 	}
@@ -527,12 +616,12 @@ func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl t
 			}
 			// Restocks keep landing between the reads: the warm-up wrote
 			// nothing that contradicts them; running it again finishes.
-			return 0, 0, fmt.Errorf("warmup of item %d: %w: %w", item, order.ErrUnavailable, err)
+			return 0, 0, fmt.Errorf("warmup of item %d: %w: %w", item.ID, order.ErrUnavailable, err)
 		}
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := s.rdb.SAdd(ctx, s.itemsKey(), item).Err(); err != nil {
+		if err := s.rdb.SAdd(ctx, s.itemsKey(), item.member()).Err(); err != nil {
 			return 0, 0, unavailable("record warmed item", err)
 		}
 		if fig.known {
@@ -544,7 +633,7 @@ func (s *Store) warmupFigure(ctx context.Context, item int64, buckets int, ttl t
 
 // warmupOne is the warm-up of an item with one stock key. It returns the
 // stock and the last restock id the key is recorded to hold.
-func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
+func (s *Store) warmupOne(ctx context.Context, item Item, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
 	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.restockRecord()},
 		fig.stock, before, ttl.Milliseconds(), fig.upto()).Int64Slice()
@@ -564,7 +653,7 @@ func (s *Store) warmupOne(ctx context.Context, item int64, ttl time.Duration, be
 // order, MySQL's stock: warmup subtracts the larger of the in-flight
 // quantity then and at its own run, so an order that commits in between is
 // never counted as sellable twice.
-func (s *Store) inflightThenDB(ctx context.Context, item int64, read func(context.Context) (figure, error)) (int64, figure, error) {
+func (s *Store) inflightThenDB(ctx context.Context, item Item, read func(context.Context) (figure, error)) (int64, figure, error) {
 	before, err := s.rdb.Get(ctx, s.Keys(item).Inflight()).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, figure{}, unavailable("read in flight", err)
@@ -588,7 +677,7 @@ type Snapshot struct {
 //
 // For a bucketed item Stock is the sum of its buckets (read after the
 // item's own keys) and Warmed says every bucket key exists.
-func (s *Store) Stock(ctx context.Context, item int64) (Snapshot, error) {
+func (s *Store) Stock(ctx context.Context, item Item) (Snapshot, error) {
 	k := s.Keys(item)
 	vals, err := s.rdb.MGet(ctx, k.Stock(), k.Inflight(), k.BucketMarker()).Result()
 	if err != nil {
@@ -619,18 +708,24 @@ func (s *Store) Stock(ctx context.Context, item int64) (Snapshot, error) {
 }
 
 // WarmedItems lists the items warmup has loaded.
-func (s *Store) WarmedItems(ctx context.Context) ([]int64, error) {
+func (s *Store) WarmedItems(ctx context.Context) ([]Item, error) {
 	ids, err := s.rdb.SMembers(ctx, s.itemsKey()).Result()
 	if err != nil {
 		return nil, unavailable("list items", err)
 	}
-	out := make([]int64, 0, len(ids))
+	return parseMembers(ids), nil
+}
+
+// parseMembers reads the members of the warmed-items set, skipping any
+// that is not one.
+func parseMembers(ids []string) []Item {
+	out := make([]Item, 0, len(ids))
 	for _, id := range ids {
-		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-			out = append(out, n)
+		if it, ok := parseMember(id); ok {
+			out = append(out, it)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ReservationInfo is what a reservation hash holds.
@@ -643,19 +738,25 @@ type ReservationInfo struct {
 }
 
 // Reservation reads one reservation; order.ErrNotFound when there is none.
-func (s *Store) Reservation(ctx context.Context, item int64, orderNo string) (ReservationInfo, error) {
-	m, err := s.rdb.HGetAll(ctx, s.Keys(item).Reservation(orderNo)).Result()
+func (s *Store) Reservation(ctx context.Context, orderNo string) (ReservationInfo, error) {
+	tag := order.TagOf(orderNo)
+	m, err := s.rdb.HGetAll(ctx, s.Keys(One(tag)).Reservation(orderNo)).Result()
 	if err != nil {
 		return ReservationInfo{}, unavailable("read reservation", err)
 	}
 	if len(m) == 0 {
 		return ReservationInfo{}, order.ErrNotFound
 	}
-	return parseReservation(item, orderNo, m), nil
+	return parseReservation(tag, orderNo, m), nil
 }
 
+// parseReservation reads a reservation hash of order orderNo; item is its
+// item when the hash does not name it.
 func parseReservation(item int64, orderNo string, m map[string]string) ReservationInfo {
 	atoi := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	if id := atoi(m["item"]); id > 0 {
+		item = id
+	}
 	return ReservationInfo{
 		Ref: Ref{OrderNo: orderNo, UserID: m["user"], ItemID: item,
 			ActivityID: atoi(m["activity"]), IdempotencyKey: m["key"]},
@@ -668,7 +769,7 @@ func parseReservation(item int64, orderNo string, m map[string]string) Reservati
 
 // PendingOlderThan lists up to limit unconfirmed order numbers of item
 // reserved before cutoff, oldest first.
-func (s *Store) PendingOlderThan(ctx context.Context, item int64, cutoff time.Time, limit int64) ([]string, error) {
+func (s *Store) PendingOlderThan(ctx context.Context, item Item, cutoff time.Time, limit int64) ([]string, error) {
 	res, err := s.rdb.ZRangeByScore(ctx, s.Keys(item).Pending(), &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(cutoff.UnixMilli(), 10), Count: limit,
 	}).Result()
@@ -709,7 +810,7 @@ func unavailable(op string, err error) error {
 
 // Touch moves a still-pending order's sweep time to t (it stays unpending
 // if it was confirmed or released meanwhile).
-func (s *Store) Touch(ctx context.Context, item int64, orderNo string, t time.Time) error {
+func (s *Store) Touch(ctx context.Context, item Item, orderNo string, t time.Time) error {
 	err := s.rdb.ZAddXX(ctx, s.Keys(item).Pending(), redis.Z{Score: float64(t.UnixMilli()), Member: orderNo}).Err()
 	if err != nil {
 		return unavailable("touch pending", err)

@@ -21,7 +21,7 @@ func newStore(t *testing.T, stock int64) *stockredis.Store {
 	rdb, prefix := redistest.New(t)
 	s := stockredis.New(rdb, prefix)
 	if stock >= 0 {
-		_, err := s.Warmup(context.Background(), item, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+		_, err := s.Warmup(context.Background(), stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return stock, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func res(user int64, key string, qty int) stockredis.Reservation {
 
 func snapshot(t *testing.T, s *stockredis.Store) stockredis.Snapshot {
 	t.Helper()
-	snap, err := s.Stock(context.Background(), item)
+	snap, err := s.Stock(context.Background(), stockredis.One(item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	if rel, err := s.Release(ctx, refC, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil || !rel.Released {
 		t.Fatalf("release c: %v %v", rel.Released, err)
 	}
-	states, err := s.Claim(ctx, item, []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
+	states, err := s.Claim(ctx, stockredis.One(item), []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	if rel, _ := s.Release(ctx, refA, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); rel.Released || rel.State != "CLAIMED" {
 		t.Fatalf("API release of a claimed reservation: released=%v state=%s", rel.Released, rel.State)
 	}
-	if n, err := s.Confirm(ctx, item, []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
+	if n, err := s.Confirm(ctx, stockredis.One(item), []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
 		t.Fatalf("confirm = %d, %v; want 1", n, err)
 	}
 	refB := stockredis.Ref{OrderNo: b.OrderNo, UserID: "2", ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
@@ -277,7 +277,7 @@ func TestReleaseKeepsNewerQuota(t *testing.T) {
 	}
 	// The quota now belongs to a newer order of the same user (e.g. the
 	// reconciler restored it after Redis lost its keys).
-	k := s.Keys(item)
+	k := s.Keys(stockredis.One(item))
 	if err := s.Client().Set(ctx, k.Quota(7, "1"), "NEWER", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -304,12 +304,12 @@ func TestWarmupNeverExceedsFulfillable(t *testing.T) {
 	}
 	// Warm up again with MySQL still at 10 (3 orders on their way): Redis
 	// stays 7, not 10.
-	n, err := s.Warmup(ctx, item, time.Hour, func(context.Context) (int64, error) { return 10, nil })
+	n, err := s.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 10, nil })
 	if err != nil || n != 7 {
 		t.Fatalf("warmup = %d, %v; want 7", n, err)
 	}
 	// MySQL lower than Redis believes: Redis is lowered.
-	n, err = s.Warmup(ctx, item, time.Hour, func(context.Context) (int64, error) { return 5, nil })
+	n, err = s.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 5, nil })
 	if err != nil || n != 2 {
 		t.Fatalf("warmup = %d, %v; want 2", n, err)
 	}
@@ -366,7 +366,7 @@ func TestPriorOrdersBatchesLookups(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				prior, err := s.PriorOrders(ctx, item, 7, strconv.FormatInt(u, 10), key)
+				prior, err := s.PriorOrders(ctx, stockredis.One(item), 7, strconv.FormatInt(u, 10), key)
 				if err != nil {
 					t.Error(err)
 					return

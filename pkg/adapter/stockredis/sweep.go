@@ -13,18 +13,12 @@ import (
 // warmed), from cursor (0: the first page). next is 0 after the last page.
 // An item may come twice in one scan (SSCAN's guarantee is that every
 // member present throughout comes at least once).
-func (s *Store) ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []int64, next uint64, err error) {
+func (s *Store) ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []Item, next uint64, err error) {
 	ids, next, err := s.rdb.SScan(ctx, s.itemsKey(), cursor, "", count).Result()
 	if err != nil {
 		return nil, 0, unavailable("scan items", err)
 	}
-	items = make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-			items = append(items, n)
-		}
-	}
-	return items, next, nil
+	return parseMembers(ids), next, nil
 }
 
 // PendingOlderThanEach is PendingOlderThan for each of items, in one
@@ -32,8 +26,8 @@ func (s *Store) ScanWarmedItems(ctx context.Context, cursor uint64, count int64)
 // unconfirmed order numbers of each item reserved before cutoff, oldest
 // first. An item whose read failed is in errs (and not in pending); an
 // item with none is in neither.
-func (s *Store) PendingOlderThanEach(ctx context.Context, items []int64, cutoff time.Time, limit int64) (pending map[int64][]string, errs map[int64]error) {
-	pending, errs = map[int64][]string{}, map[int64]error{}
+func (s *Store) PendingOlderThanEach(ctx context.Context, items []Item, cutoff time.Time, limit int64) (pending map[Item][]string, errs map[Item]error) {
+	pending, errs = map[Item][]string{}, map[Item]error{}
 	if len(items) == 0 {
 		return pending, errs
 	}

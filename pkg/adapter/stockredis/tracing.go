@@ -22,12 +22,12 @@ func (s *Store) Trace(t *tracing.Tracer) *Store {
 // span starts the span of one run of script for item (callers add their
 // attributes only when it records, so tracing off allocates nothing). End
 // it with endSpan.
-func (s *Store) span(ctx context.Context, script string, item int64) (context.Context, trace.Span) {
+func (s *Store) span(ctx context.Context, script string, item Item) (context.Context, trace.Span) {
 	ctx, span := s.tracer.StartKind(ctx, "redis "+script, trace.SpanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("db.system.name", "redis"),
 			attribute.String("db.operation.name", "EVALSHA"),
-			tracing.AttrScript.String(script), tracing.AttrItemID.Int64(item))
+			tracing.AttrScript.String(script), tracing.AttrItemID.Int64(item.ID))
 	}
 	return ctx, span
 }

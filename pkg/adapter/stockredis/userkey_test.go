@@ -76,7 +76,7 @@ func TestHostileSubjectsOnRedisCluster(t *testing.T) {
 func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalClient, prefix string) {
 	s := stockredis.New(rdb, prefix)
 	subjects := hostileSubjects(item)
-	if _, err := s.Warmup(ctx, item, time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
+	if _, err := s.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
 		t.Fatal(err)
 	}
 	orders := map[string]string{}
@@ -99,12 +99,12 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 		if got, err := s.Reserve(ctx, again); !errors.Is(err, order.ErrAlreadyPurchased) || got.OrderNo != orders[u] {
 			t.Fatalf("user %q buying again: %+v %v, want ALREADY_PURCHASED holding %s", u, got, err, orders[u])
 		}
-		info, err := s.Reservation(ctx, item, orders[u])
+		info, err := s.Reservation(ctx, orders[u])
 		if err != nil || info.UserID != u {
 			t.Fatalf("reservation of %q: %+v %v", u, info, err)
 		}
 	}
-	if snap, err := s.Stock(ctx, item); err != nil || snap.Stock != int64(100-len(subjects)) || snap.Inflight != int64(len(subjects)) {
+	if snap, err := s.Stock(ctx, stockredis.One(item)); err != nil || snap.Stock != int64(100-len(subjects)) || snap.Inflight != int64(len(subjects)) {
 		t.Fatalf("stock %+v %v, want %d sold", snap, err, len(subjects))
 	}
 	holders, err := s.Reconciler().QuotaHolders(ctx, item, 7)

@@ -2,10 +2,16 @@ package order
 
 import "time"
 
-// Activity is a flash sale of one item within a time window.
+// Activity is a flash sale of one item, or of several (its sizes), within a
+// time window.
 type Activity struct {
-	ID           int64
-	ItemID       int64
+	ID int64
+	// ItemID is the sale's first item: its only one, or the first of its
+	// sizes, whose hash tag every Redis key of the sale shares.
+	ItemID int64
+	// Items are what it sells, ItemID first, in the operator's order; a
+	// sale created with item_id alone has that one, without a label.
+	Items        []SaleItem
 	StartsAt     time.Time
 	EndsAt       time.Time
 	PerUserLimit int
@@ -15,8 +21,9 @@ type Activity struct {
 	// StockBuckets is how many Redis keys (on different cluster slots) the
 	// item's stock is split over during this activity; 1 (or 0) is one key.
 	StockBuckets int
-	// SalePrice is the unit price of the sale (the item's price unless the
-	// operator set another); zero when neither has one.
+	// SalePrice is the unit price of the sale's first item (the item's
+	// price unless the operator set another); zero when neither has one.
+	// Each item's is in Items.
 	SalePrice Money
 	// CancelledAt is when an operator cancelled the sale (its EndsAt moved
 	// there too); zero when not cancelled.

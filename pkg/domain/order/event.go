@@ -40,7 +40,7 @@ func (e Event) Validate() error {
 		return fmt.Errorf("bad idempotency_key %q", e.IdempotencyKey)
 	case !ValidUserID(e.UserID):
 		return fmt.Errorf("bad user_id %q", e.UserID)
-	case e.ItemID <= 0 || e.ActivityID <= 0 || ItemOf(e.OrderNo) != e.ItemID:
+	case e.ItemID <= 0 || e.ActivityID <= 0 || TagOf(e.OrderNo) <= 0:
 		return fmt.Errorf("bad ids item=%d activity=%d", e.ItemID, e.ActivityID)
 	case e.Quantity <= 0 || e.Quantity > MaxQuantity:
 		return fmt.Errorf("bad quantity %d", e.Quantity)

@@ -12,8 +12,8 @@ func TestOrderNumbers(t *testing.T) {
 	prev := ""
 	for range 1000 {
 		no := g.Next(42)
-		if !ValidOrderNo(no) || ItemOf(no) != 42 {
-			t.Fatalf("bad number %q (item %d)", no, ItemOf(no))
+		if !ValidOrderNo(no) || TagOf(no) != 42 {
+			t.Fatalf("bad number %q (item %d)", no, TagOf(no))
 		}
 		if no <= prev {
 			t.Fatalf("not increasing: %q after %q", no, prev)
@@ -48,7 +48,8 @@ func TestEventValidate(t *testing.T) {
 	}{
 		{"good", func(*Event) {}, true},
 		{"unknown version", func(e *Event) { e.Version = 99 }, false},
-		{"item does not match number", func(e *Event) { e.ItemID = 4 }, false},
+		{"item other than the number's tag (a size of a sale of several)", func(e *Event) { e.ItemID = 4 }, true},
+		{"number without a tag", func(e *Event) { e.OrderNo = e.OrderNo[:26] + "-0" }, false},
 		{"zero quantity", func(e *Event) { e.Quantity = 0 }, false},
 		{"huge quantity", func(e *Event) { e.Quantity = MaxQuantity + 1 }, false},
 		{"bad key", func(e *Event) { e.IdempotencyKey = "a b" }, false},

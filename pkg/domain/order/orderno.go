@@ -18,11 +18,12 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// NumberGenerator makes order numbers "<ULID>-<item id>": a ULID (26
+// NumberGenerator makes order numbers "<ULID>-<tag>": a ULID (26
 // characters, a millisecond timestamp then 80 bits) so numbers sort by time
-// and are unique across API instances without coordination, and the item id
-// so every program can find the order's Redis keys (they live under the
-// item's hash tag) from the number alone. Numbers from one generator are
+// and are unique across API instances without coordination, and the sale's tag
+// (its first item's id, Activity.ItemID: the order's item in a sale of one
+// item) so every program can find the order's Redis keys (they live under
+// that hash tag) from the number alone. Numbers from one generator are
 // strictly increasing in their ULID part. Safe for concurrent use.
 //
 // A signed generator (NewSignedNumberGenerator) splits the 80 bits into 48
@@ -154,7 +155,7 @@ func (g *NumberGenerator) Issued(orderNo, user string) bool {
 		return false
 	}
 	var want [4]byte
-	g.tag(want[:], id[:12], ItemOf(orderNo), user)
+	g.tag(want[:], id[:12], TagOf(orderNo), user)
 	return subtle.ConstantTimeCompare(want[:], id[12:16]) == 1
 }
 
@@ -224,9 +225,11 @@ func crockford(c byte) bool {
 	return c != 'I' && c != 'L' && c != 'O' && c != 'U'
 }
 
-// ItemOf returns the item id an order number carries, or 0 if s is not an
-// order number.
-func ItemOf(s string) int64 {
+// TagOf returns the id an order number carries, or 0 if s is not an
+// order number: the sale's tag, its first item (Activity.ItemID), whose
+// hash tag the order's Redis keys share. For a sale of one item it is the
+// order's item.
+func TagOf(s string) int64 {
 	if !ValidOrderNo(s) {
 		return 0
 	}

@@ -28,7 +28,7 @@ func TestIssued(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := g.NextFor(42, "alice")
-	if !ValidOrderNo(no) || ItemOf(no) != 42 {
+	if !ValidOrderNo(no) || TagOf(no) != 42 {
 		t.Fatalf("bad number %q", no)
 	}
 	otherItem := strings.TrimSuffix(no, "-42") + "-43"
@@ -78,7 +78,7 @@ func TestSignedNumbersIncrease(t *testing.T) {
 	var prevAt time.Time
 	for range 10000 {
 		no := g.NextFor(42, "u")
-		if !ValidOrderNo(no) || ItemOf(no) != 42 || !g.Issued(no, "u") {
+		if !ValidOrderNo(no) || TagOf(no) != 42 || !g.Issued(no, "u") {
 			t.Fatalf("bad number %q", no)
 		}
 		if no[:26] <= prev {

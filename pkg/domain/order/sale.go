@@ -5,7 +5,9 @@ import "time"
 // NewSale is a sale as an operator asks for it, before anything is
 // written: nil for a setting left out.
 type NewSale struct {
+	// ItemID is a sale of one item; Items one of several. One of the two.
 	ItemID           int64
+	Items            []NewSaleItem
 	StartsAt, EndsAt time.Time
 	// PerUserLimit defaults to 1.
 	PerUserLimit *int
@@ -18,10 +20,11 @@ type NewSale struct {
 
 // Activity returns the sale n asks for, or the first thing wrong with it
 // (an *Error of ErrInvalidArgument, its message naming the API's field):
-// a positive item id, both times, ends_at after starts_at, the per-user
+// a positive item id or a list of items (CheckSaleItems), both times, ends_at after starts_at, the per-user
 // limit, payment window and bucket count within their bounds, and times
 // within the range of CheckSaleTimes, now being the shared clock's time.
-// Its price is the caller's to set (OptionalPrice): it may need the item.
+// Its prices are the caller's to set (OptionalPrice, and each of Items's):
+// they may need the items.
 func (n NewSale) Activity(now time.Time) (Activity, error) {
 	a := Activity{ItemID: n.ItemID, StartsAt: n.StartsAt, EndsAt: n.EndsAt, PerUserLimit: 1, StockBuckets: 1}
 	if n.PerUserLimit != nil {
@@ -32,8 +35,21 @@ func (n NewSale) Activity(now time.Time) (Activity, error) {
 	}
 	w := n.PaymentWindowSeconds
 	switch {
+	case n.ItemID != 0 && n.Items != nil:
+		return Activity{}, Errorf(ErrInvalidArgument, "give item_id (a sale of one item) or items (a sale of several), not both")
+	case n.Items != nil:
+		if err := CheckSaleItems(n.Items); err != nil {
+			return Activity{}, err
+		}
+		a.ItemID = n.Items[0].ItemID
+		a.Items = make([]SaleItem, len(n.Items))
+		for i, it := range n.Items {
+			a.Items[i] = SaleItem{ItemID: it.ItemID, Label: it.Label}
+		}
 	case n.ItemID <= 0:
 		return Activity{}, Errorf(ErrInvalidArgument, "item_id must be a positive integer")
+	default:
+		a.Items = []SaleItem{{ItemID: n.ItemID}}
 	case n.StartsAt.IsZero() || n.EndsAt.IsZero():
 		return Activity{}, Errorf(ErrInvalidArgument, "starts_at and ends_at are required (RFC 3339)")
 	case !n.EndsAt.After(n.StartsAt):

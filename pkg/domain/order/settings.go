@@ -26,29 +26,46 @@ type Layout int
 // LayoutOf is the layout a sale lays its item's stock out in.
 func LayoutOf(a Activity) Layout { return Layout(max(a.StockBuckets, 1)) }
 
-// CheckLayout refuses a sale of the item laid out in buckets stock keys
-// while other sales' keys, laid out otherwise, may still live (others,
-// each with its end of key life): the bucket count of an item stays the
-// same while its keys live (docs/adr/0002-stock-buckets.md). live is the
-// layout Redis holds now (0: none), read before; until nil counts every
-// other sale's keys as living.
-func CheckLayout(buckets int, live Layout, others []Activity, until func(Activity) time.Time, now time.Time) error {
-	want := Layout(max(buckets, 1))
+// KeySpace is where a sale keeps one item's keys in Redis: under the hash
+// tag of its first item (Tag; the item's own for a sale of one item), its
+// stock split over Buckets keys.
+type KeySpace struct {
+	Item, Tag int64
+	Buckets   int
+}
+
+// CheckLayout refuses a sale that keeps item k.Item in k while other
+// sales' keys of the item, laid out otherwise or under another tag, may
+// still live (others, each with its end of key life): an item's keys stay
+// in one place and one shape while they live
+// (docs/adr/0002-stock-buckets.md, docs/adr/0003-sale-items.md). live is
+// the layout Redis holds now under k.Tag (0: none), read before; until nil
+// counts every other sale's keys as living.
+func CheckLayout(k KeySpace, live Layout, others []Activity, until func(Activity) time.Time, now time.Time) error {
+	want := Layout(max(k.Buckets, 1))
 	if live != 0 && live != want {
 		return Errorf(ErrSettingLocked, "the item's stock lives in Redis in %s: a sale with stock_buckets %d needs those keys gone first",
 			live, want)
 	}
 	for _, o := range others {
-		if LayoutOf(o) == want {
+		sameTag := o.ItemID == k.Tag
+		if LayoutOf(o) == want && sameTag {
 			continue
 		}
+		what := "uses stock_buckets " + strconv.Itoa(int(LayoutOf(o)))
+		if !sameTag {
+			what = "keeps its keys with item " + strconv.FormatInt(o.ItemID, 10) + " (its first item)"
+		}
 		if until == nil {
-			return Errorf(ErrSettingLocked, "activity %d of the item uses stock_buckets %d and its keys' life is not known",
-				o.ID, LayoutOf(o))
+			return Errorf(ErrSettingLocked, "activity %d of the item %s and its keys' life is not known", o.ID, what)
 		}
 		if end := until(o); end.After(now) {
-			return Errorf(ErrSettingLocked, "activity %d of the item uses stock_buckets %d and its Redis keys may live until %s: a sale of the item with stock_buckets %d must wait until then",
-				o.ID, LayoutOf(o), end.UTC().Format(time.RFC3339), want)
+			if !sameTag {
+				return Errorf(ErrSettingLocked, "activity %d of item %d %s and its Redis keys may live until %s: a sale that lists item %d first must wait until then, or list item %d first",
+					o.ID, k.Item, what, end.UTC().Format(time.RFC3339), k.Tag, o.ItemID)
+			}
+			return Errorf(ErrSettingLocked, "activity %d of the item %s and its Redis keys may live until %s: a sale of the item with stock_buckets %d must wait until then",
+				o.ID, what, end.UTC().Format(time.RFC3339), want)
 		}
 	}
 	return nil

@@ -52,7 +52,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Warmup(ctx, it.ID, time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := st.Warmup(ctx, stockredis.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	s := &sale{db: db, stock: st, rdb: rdb, item: it.ID, activity: act.ID}
@@ -71,7 +71,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: deadline, UnitPrice: price})
 		nos = append(nos, r.OrderNo)
 	}
-	if _, err := st.Claim(ctx, it.ID, nos); err != nil {
+	if _, err := st.Claim(ctx, stockredis.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
 	out, err := db.Fulfil(ctx, it.ID, reqs)
@@ -83,7 +83,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 			t.Fatalf("order %s: %+v", no, o)
 		}
 	}
-	if _, err := st.Confirm(ctx, it.ID, nos); err != nil {
+	if _, err := st.Confirm(ctx, stockredis.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -97,7 +97,7 @@ func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := s.stock.Stock(ctx, s.item)
+	snap, err := s.stock.Stock(ctx, stockredis.One(s.item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	s := newExpiredSale(t, stock, 3)
 	ctx := context.Background()
 	rdb := s.rdb
-	k := s.stock.Keys(s.item)
+	k := s.stock.Keys(stockredis.One(s.item))
 	for i, state := range []stockredis.State{stockredis.StateClaimed, stockredis.StateReserved} {
 		no := s.orders[i].OrderNo
 		rdb.HSet(ctx, k.Reservation(no), "state", string(state))

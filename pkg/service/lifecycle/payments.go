@@ -78,11 +78,10 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 
 // notInMySQL says why MySQL has no order orderNo: still on its way, or none.
 func (s *Service) notInMySQL(ctx context.Context, orderNo string) error {
-	item := order.ItemOf(orderNo)
-	if item == 0 {
+	if order.TagOf(orderNo) == 0 {
 		return order.ErrNotFound
 	}
-	info, err := s.Stock.Reservation(ctx, item, orderNo)
+	info, err := s.Stock.Reservation(ctx, orderNo)
 	if errors.Is(err, order.ErrNotFound) {
 		return order.Errorf(order.ErrNotFound, "no order %s", orderNo)
 	}

@@ -112,7 +112,7 @@ type Orders interface {
 
 // ReservationReader reads a reservation in Redis (*stockredis.Store).
 type ReservationReader interface {
-	Reservation(ctx context.Context, item int64, orderNo string) (stockredis.ReservationInfo, error)
+	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
 }
 
 // Stock is Redis as the transitions use it (*stockredis.Store).
@@ -132,12 +132,13 @@ type Numbers interface {
 // FAILED one when it was released before reaching MySQL. When neither has
 // it, a number that numbers issued for this user within order.KeyMargin of
 // now is still PENDING (Redis lost the reservation, and the consumer has
-// yet to write the order): its item and time come from the number, its
-// activity and quantity are unknown (zero). Any other order that does not
+// yet to write the order): its time and item come from the number (for a
+// sale of several items, the number names the sale's first item, not the
+// one bought), its activity and quantity are unknown (zero). Any other order that does not
 // exist, or that another user owns, is order.ErrNotFound.
 func Find(ctx context.Context, orders OrderReader, stock ReservationReader, numbers Numbers, user, orderNo string) (o order.Order, inMySQL bool, err error) {
-	item := order.ItemOf(orderNo)
-	if item == 0 {
+	tag := order.TagOf(orderNo)
+	if tag == 0 {
 		return order.Order{}, false, order.ErrNotFound
 	}
 	o, err = orders.Order(ctx, orderNo)
@@ -150,9 +151,9 @@ func Find(ctx context.Context, orders OrderReader, stock ReservationReader, numb
 	if !errors.Is(err, order.ErrNotFound) {
 		return order.Order{}, false, err
 	}
-	info, err := stock.Reservation(ctx, item, orderNo)
+	info, err := stock.Reservation(ctx, orderNo)
 	if errors.Is(err, order.ErrNotFound) {
-		return issued(numbers, user, orderNo, item)
+		return issued(numbers, user, orderNo, tag)
 	}
 	if err != nil {
 		return order.Order{}, false, err
@@ -161,7 +162,7 @@ func Find(ctx context.Context, orders OrderReader, stock ReservationReader, numb
 		return order.Order{}, false, order.ErrNotFound
 	}
 	o = order.Order{
-		OrderNo: orderNo, UserID: user, ItemID: item, ActivityID: info.ActivityID,
+		OrderNo: orderNo, UserID: user, ItemID: info.ItemID, ActivityID: info.ActivityID,
 		Quantity: info.Quantity, Status: order.Pending, IdempotencyKey: info.IdempotencyKey,
 		CreatedAt: info.ReservedAt, UpdatedAt: info.ReservedAt,
 	}

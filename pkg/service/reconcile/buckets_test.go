@@ -21,7 +21,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, time.Hour) // not started: newFixture leaves it cold
 	const buckets = 3
-	if _, err := f.store.WarmupBuckets(f.ctx, f.item, buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(user int64, qty int) stockredis.Reservation {
@@ -41,7 +41,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	_, it := f.check(false)
 	wantItem(t, it, OK, 28, 27, 1, 0)
 
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	bucketsNow := func() []int64 {
 		out := make([]int64, buckets)
 		for i := range out {
@@ -97,7 +97,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.WarmupBuckets(f.ctx, f.item, buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(user int64) stockredis.Reservation {
@@ -116,7 +116,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	if f.rdb.Exists(f.ctx, k.Stock()).Val() != 0 {
 		t.Fatalf("the repair created the main-tag stock key of a bucketed item: %q", it.Repairs)
 	}
@@ -163,7 +163,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 		EndsAt: now.Add(-2 * time.Hour), PerUserLimit: 1, StockBuckets: 3}); err != nil {
 		t.Fatal(err)
 	}
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 5)
 	_, it := f.check(false)
 	wantItem(t, it, Drift, 30, 35, 0, 5)
@@ -189,7 +189,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 func TestReconcileReportsTwoLayoutsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	// An older sale's layout, as a warm-up before the checks wrote it
 	// (warm-ups refuse to now).
 	f.rdb.Set(f.ctx, k.BucketMarker(), 3, time.Hour)

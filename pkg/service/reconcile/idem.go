@@ -109,10 +109,10 @@ func (c *Checker) restoreIdem(ctx context.Context, t Target, it *ItemReport, l L
 			if len(recs) == 0 {
 				continue
 			}
-			if err := c.before(ctx, t.ItemID, l); err != nil {
+			if err := c.before(ctx, t.item(), l); err != nil {
 				return false, err
 			}
-			n, res, err := c.Stock.RestoreIdem(ctx, t.ItemID, recs, g)
+			n, res, err := c.Stock.RestoreIdem(ctx, t.item(), recs, g)
 			written += n
 			if err != nil {
 				return false, err

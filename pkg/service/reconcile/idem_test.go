@@ -47,7 +47,7 @@ func (f *fixture) bought(user int64) stockredis.Reservation {
 func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 
 	created := f.bought(1)
 	paid := f.bought(2)
@@ -129,7 +129,7 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 func TestReconcileRestoresTheKeysOrderNotItsRefusedRetry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 
 	closed := f.bought(1)
 	if tr, err := f.db.CloseOrder(f.ctx, "1", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {

@@ -25,7 +25,7 @@ func (f *fixture) addItem(stock int64) int64 {
 		EndsAt: now.Add(time.Hour), PerUserLimit: 5}); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.store.Warmup(f.ctx, it.ID, 2*time.Hour, func(ctx context.Context) (int64, error) {
+	if _, err := f.store.Warmup(f.ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
 		return f.db.ItemStock(ctx, it.ID)
 	}); err != nil {
 		f.t.Fatal(err)
@@ -37,7 +37,7 @@ func (f *fixture) addItem(stock int64) int64 {
 // reads it fails with WRONGTYPE, on every run, until someone deletes it.
 func (f *fixture) poison(item int64) {
 	f.t.Helper()
-	k := f.store.Keys(item).Stock()
+	k := f.store.Keys(stockredis.One(item)).Stock()
 	if err := f.rdb.Del(f.ctx, k).Err(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -81,8 +81,8 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 	drifted := f.item
 	bad := f.addItem(10)
 	lost := f.addItem(7)
-	f.rdb.IncrBy(f.ctx, f.store.Keys(drifted).Stock(), 3) // Redis could sell 3 units too many
-	f.rdb.Del(f.ctx, f.store.Keys(lost).Stock())          // Redis lost the item's stock
+	f.rdb.IncrBy(f.ctx, f.store.Keys(stockredis.One(drifted)).Stock(), 3) // Redis could sell 3 units too many
+	f.rdb.Del(f.ctx, f.store.Keys(stockredis.One(lost)).Stock())          // Redis lost the item's stock
 	f.poison(bad)
 
 	l := f.lock()
@@ -123,16 +123,16 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 
 	// The others are repaired in Redis, the failing one untouched.
 	for item, want := range map[int64]int64{drifted: 10, lost: 7} {
-		if s, err := f.store.Stock(f.ctx, item); err != nil || !s.Warmed || s.Stock != want {
+		if s, err := f.store.Stock(f.ctx, stockredis.One(item)); err != nil || !s.Warmed || s.Stock != want {
 			t.Fatalf("item %d after the repair: Redis %+v (%v), want stock %d", item, s, err, want)
 		}
 	}
-	if typ := f.rdb.Type(f.ctx, f.store.Keys(bad).Stock()).Val(); typ != "hash" {
+	if typ := f.rdb.Type(f.ctx, f.store.Keys(stockredis.One(bad)).Stock()).Val(); typ != "hash" {
 		t.Fatalf("the failing item's stock key is a %s now", typ)
 	}
 
 	// The fault goes (the key is deleted): the next run repairs it.
-	f.rdb.Del(f.ctx, f.store.Keys(bad).Stock())
+	f.rdb.Del(f.ctx, f.store.Keys(stockredis.One(bad)).Stock())
 	rep, err = f.c.Run(f.ctx, f.targets(), true, f.lock())
 	if err != nil || rep.ExitCode() != 0 || byItem(t, rep, bad).Verdict != Repaired {
 		t.Fatalf("after the fault: err %v, report %+v", err, rep.Items)

@@ -30,7 +30,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			// missing quota key back (after the idempotency records' call).
 			script, _, _ := strings.Cut(name, " ")
 			f := newFixture(t, 20, -time.Minute)
-			k := f.store.Keys(f.item)
+			k := f.store.Keys(stockredis.One(f.item))
 			if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 	t.Parallel()
 	const script = "reconcile_unrestore_reservation"
 	f := newFixture(t, 20, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func (r reading) mismatch(t Target, now time.Time) bool {
 // read reads one item: stock first, then the quota of each activity.
 func (c *Checker) read(ctx context.Context, t Target) (reading, error) {
 	var r reading
-	s, err := c.readStock(ctx, t.ItemID)
+	s, err := c.readStock(ctx, t.item())
 	if err != nil {
 		return r, err
 	}
@@ -82,10 +82,10 @@ func (c *Checker) read(ctx context.Context, t Target) (reading, error) {
 	now := c.now()
 	r.quotas = map[int64]quotaReading{}
 	for _, a := range t.Activities {
-		if !c.quotaChecked(a, now) {
+		if !c.quotaChecked(a, now) || !t.quotaOwner(a) {
 			continue
 		}
-		q, err := c.readQuota(ctx, t.ItemID, a.ID)
+		q, err := c.readQuota(ctx, t.item(), a)
 		if err != nil {
 			return r, err
 		}
@@ -101,18 +101,18 @@ const readAttempts = 3
 // readStock reads the item's stock in both stores, in the order the package
 // comment explains, and reads again at once (up to readAttempts times) when
 // an order moved between the stores while it read.
-func (c *Checker) readStock(ctx context.Context, item int64) (stockReading, error) {
+func (c *Checker) readStock(ctx context.Context, item stockredis.Item) (stockReading, error) {
 	for attempt := 1; ; attempt++ {
 		s, moved, err := c.readStockOnce(ctx, item)
 		if err != nil || len(moved) == 0 || attempt == readAttempts {
 			return s, err
 		}
-		c.Log.Debug("orders moved during the read; reading again", "item_id", item, "orders", moved, "attempt", attempt)
+		c.Log.Debug("orders moved during the read; reading again", "item_id", item.ID, "orders", moved, "attempt", attempt)
 	}
 }
 
-func (c *Checker) readStockOnce(ctx context.Context, item int64) (stockReading, []string, error) {
-	mark, err := c.DB.ReadMark(ctx, item)
+func (c *Checker) readStockOnce(ctx context.Context, item stockredis.Item) (stockReading, []string, error) {
+	mark, err := c.DB.ReadMark(ctx, item.ID)
 	if err != nil {
 		return stockReading{}, nil, err
 	}
@@ -125,9 +125,9 @@ func (c *Checker) readStockOnce(ctx context.Context, item int64) (stockReading, 
 		return stockReading{}, nil, err
 	}
 	if c.afterView != nil {
-		c.afterView(item)
+		c.afterView(item.ID)
 	}
-	snap, err := c.DB.StockSnapshot(ctx, item, view.Pending, mark)
+	snap, err := c.DB.StockSnapshot(ctx, item.ID, view.Pending, mark)
 	if err != nil {
 		return stockReading{}, nil, err
 	}
@@ -192,16 +192,25 @@ func (q *quotaReading) addStale(s QuotaIssue) {
 // order that was live then: a key goes only with its order's release);
 // then the quota keys by SCAN, each page of them before the live orders of
 // its users, for the keys whose user holds no live order.
-func (c *Checker) readQuota(ctx context.Context, item, activity int64) (quotaReading, error) {
+func (c *Checker) readQuota(ctx context.Context, item stockredis.Item, a order.Activity) (quotaReading, error) {
+	activity := a.ID
 	q := quotaReading{missing: []QuotaIssue{}, stale: []QuotaIssue{}}
 	var closing map[string]orderdb.OrderState // read once, when needed
 	closingOf := func() (map[string]orderdb.OrderState, error) {
 		if closing != nil {
 			return closing, nil
 		}
-		var err error
-		closing, err = c.DB.ClosingOrders(ctx, item)
-		return closing, err
+		// The sale's closing orders, of each of its items.
+		closing = map[string]orderdb.OrderState{}
+		for _, id := range a.ItemIDs() {
+			of, err := c.DB.ClosingOrders(ctx, id)
+			if err != nil {
+				closing = nil
+				return nil, err
+			}
+			maps.Copy(closing, of)
+		}
+		return closing, nil
 	}
 	var seen keySet // the keys the live orders' pages found
 	for after := ""; ; {
@@ -281,7 +290,7 @@ func (s *keySet) add(user, holder string) {
 
 // checkLivePage checks the quota keys of one page of live orders, and
 // adds the keys it finds to seen.
-func (c *Checker) checkLivePage(ctx context.Context, item, activity int64, page []orderdb.LiveOrder, q *quotaReading, seen *keySet,
+func (c *Checker) checkLivePage(ctx context.Context, item stockredis.Item, activity int64, page []orderdb.LiveOrder, q *quotaReading, seen *keySet,
 	closingOf func() (map[string]orderdb.OrderState, error)) error {
 	q.live += len(page)
 	users := make([]string, len(page))
@@ -341,7 +350,7 @@ func (c *Checker) checkLivePage(ctx context.Context, item, activity int64, page 
 // or CLAIMED then is on its way, and one that was further along is in
 // MySQL by now; one MySQL closed whose release has not run yet keeps its
 // key until the release deletes it.
-func (c *Checker) judgeSuspects(ctx context.Context, item, activity int64, suspects, live map[string]string, q *quotaReading,
+func (c *Checker) judgeSuspects(ctx context.Context, item stockredis.Item, activity int64, suspects, live map[string]string, q *quotaReading,
 	closingOf func() (map[string]orderdb.OrderState, error)) error {
 	if len(suspects) == 0 {
 		return nil

@@ -161,7 +161,7 @@ type Progress interface {
 // minus what is in flight, never raising an existing one, recording the
 // restocks that stock includes (stockredis.WarmupFrom).
 type Warmer interface {
-	WarmupFrom(ctx context.Context, item int64, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Checker checks and repairs items.
@@ -233,7 +233,19 @@ func (c *Checker) paymentWindow() time.Duration {
 type Target struct {
 	ItemID     int64
 	Activities []order.Activity
+	// Tag is the first item of the sale the item's keys are kept with
+	// (orderdb.LatestTag): the item itself but for a size of a sale of
+	// several items. 0 means ItemID.
+	Tag int64
 }
+
+// item is where the target's keys are in Redis.
+func (t Target) item() stockredis.Item { return stockredis.Item{ID: t.ItemID, Tag: t.Tag} }
+
+// quotaOwner reports whether t checks a's quota keys: those of a sale of
+// several items are checked once, with its first item, whose hash tag they
+// share (every live order of the sale, whatever its item).
+func (t Target) quotaOwner(a order.Activity) bool { return a.ItemID == t.ItemID }
 
 // Selection says which items to check. Empty: every item with an activity
 // that has not ended or ended less than Checker.Window ago.
@@ -286,14 +298,16 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 		byItem[id] = nil
 	}
 	for _, a := range acts {
-		if !slices.ContainsFunc(byItem[a.ItemID], func(x order.Activity) bool { return x.ID == a.ID }) {
-			byItem[a.ItemID] = append(byItem[a.ItemID], a)
+		for _, item := range a.ItemIDs() {
+			if !slices.ContainsFunc(byItem[item], func(x order.Activity) bool { return x.ID == a.ID }) {
+				byItem[item] = append(byItem[item], a)
+			}
 		}
 	}
 	out := make([]Target, 0, len(byItem))
 	for id, as := range byItem {
 		sort.Slice(as, func(i, j int) bool { return as[i].ID < as[j].ID })
-		out = append(out, Target{ItemID: id, Activities: as})
+		out = append(out, Target{ItemID: id, Activities: as, Tag: orderdb.LatestTag(id, as)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ItemID < out[j].ItemID })
 	return out, nil
@@ -312,6 +326,15 @@ func (c *Checker) quotaChecked(a order.Activity, now time.Time) bool {
 // one stock key. Never an older sale's: its buckets would be dead keys that
 // nobody sells from (docs/adr/0002-stock-buckets.md).
 func buckets(t Target, now time.Time) int {
+	if cur := current(t, now); cur != nil {
+		return max(cur.StockBuckets, 1)
+	}
+	return 1
+}
+
+// current is the sale of t that started last by now, else the next to
+// start; nil when t has none.
+func current(t Target, now time.Time) *order.Activity {
 	var cur *order.Activity
 	for i := range t.Activities {
 		a := &t.Activities[i]
@@ -324,10 +347,7 @@ func buckets(t Target, now time.Time) int {
 			cur = a // neither started: the next one
 		}
 	}
-	if cur == nil {
-		return 1
-	}
-	return max(cur.StockBuckets, 1)
+	return cur
 }
 
 // started reports whether any of t's activities has started: a missing
@@ -399,7 +419,7 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 	resv := map[int64]restoredRes{}
 	if repair {
 		for i, t := range targets {
-			if err := c.finishRestocks(ctx, t.ItemID, l); err != nil {
+			if err := c.finishRestocks(ctx, t.item(), l); err != nil {
 				if stop := fail(i, stageRestocks, err); stop != nil {
 					return c.finish(rep, targets, reads, failed), stop
 				}
@@ -519,7 +539,7 @@ func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock
 				// The stock key is back, without the restocks whose step
 				// found it missing (they were restocking): their steps
 				// add them now, once.
-				if err := c.finishRestocks(ctx, it.ItemID, l); err != nil {
+				if err := c.finishRestocks(ctx, targets[j].item(), l); err != nil {
 					if stop := failRepair(it, stageRestocks, err); stop != nil {
 						return rep, stop
 					}

@@ -76,7 +76,7 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 
 func (f *fixture) warm() {
 	f.t.Helper()
-	_, err := f.store.Warmup(f.ctx, f.item, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) })
+	_, err := f.store.Warmup(f.ctx, stockredis.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) })
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcom
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
-	if _, err := f.store.Claim(f.ctx, f.item, nos); err != nil {
+	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
 	out, err := f.db.Fulfil(f.ctx, f.item, reqs)
@@ -125,7 +125,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
-	if _, err := f.store.Claim(f.ctx, f.item, nos); err != nil {
+	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		return err
 	}
 	out, err := f.db.Fulfil(f.ctx, f.item, reqs)
@@ -138,7 +138,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 			created = append(created, no)
 		}
 	}
-	_, err = f.store.Confirm(f.ctx, f.item, created)
+	_, err = f.store.Confirm(f.ctx, stockredis.One(f.item), created)
 	return err
 }
 
@@ -148,7 +148,7 @@ func (f *fixture) confirm(rs ...stockredis.Reservation) {
 	for _, r := range rs {
 		nos = append(nos, r.OrderNo)
 	}
-	if _, err := f.store.Confirm(f.ctx, f.item, nos); err != nil {
+	if _, err := f.store.Confirm(f.ctx, stockredis.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -234,7 +234,7 @@ func (f *fixture) check(repair bool) (Report, ItemReport) {
 
 func (f *fixture) redisStock() stockredis.Snapshot {
 	f.t.Helper()
-	s, err := f.store.Stock(f.ctx, f.item)
+	s, err := f.store.Stock(f.ctx, stockredis.One(f.item))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestReconcileStockDriftIsReportedAndRepaired(t *testing.T) {
 	f.commit(first)
 	f.confirm(first)
 	inFlight := f.reserve(2, 1)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 
 	cases := []struct {
 		name   string
@@ -374,7 +374,7 @@ func (p *progressHook) Done()             {}
 func TestReconcileTransientMismatchIsNotDrift(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 2)
 	// Gone by the second read.
 	f.c.Progress = &progressHook{fn: func(pass int) {
@@ -426,7 +426,7 @@ func TestReconcileOrdersMovingDuringTheReadAreReadAgain(t *testing.T) {
 func TestReconcileChangingMismatchIsUnsettledAndNotRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	f.c.Progress = &progressHook{fn: func(int) { f.rdb.IncrBy(f.ctx, k.Stock(), 1) }}
 	f.rdb.IncrBy(f.ctx, k.Stock(), 1)
 	rep, it := f.check(true)
@@ -438,7 +438,7 @@ func TestReconcileChangingMismatchIsUnsettledAndNotRepaired(t *testing.T) {
 func TestReconcileRepairRechecksWhenStockChangesConcurrently(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 4)
 	// A buyer reserves between the check and the first write.
 	var writes int
@@ -472,7 +472,7 @@ func TestReconcileRepairRechecksWhenStockChangesConcurrently(t *testing.T) {
 func TestReconcileRepairRefusesAnOlderFence(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	f.rdb.Set(f.ctx, k.Fence(), 1_000_000, time.Hour) // a later reconciler wrote here
 	f.rdb.IncrBy(f.ctx, k.Stock(), 3)
 	_, it := f.check(true)
@@ -496,7 +496,7 @@ func (lostLock) Lost() <-chan struct{} {
 func TestReconcileRepairStopsWhenTheLockIsLost(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	f.rdb.IncrBy(f.ctx, f.store.Keys(f.item).Stock(), 3)
+	f.rdb.IncrBy(f.ctx, f.store.Keys(stockredis.One(f.item)).Stock(), 3)
 	_, err := f.c.Run(f.ctx, f.targets(), true, lostLock{})
 	if !errors.Is(err, ErrLockLost) {
 		t.Fatalf("err = %v, want ErrLockLost", err)
@@ -509,7 +509,7 @@ func TestReconcileRepairStopsWhenTheLockIsLost(t *testing.T) {
 func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 20, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	lost := f.reserve(1, 1) // live order, its quota key lost
 	f.commit(lost)
 	f.confirm(lost)
@@ -603,12 +603,12 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	if !snap.Warmed || snap.Stock != 6 {
 		t.Fatalf("Redis %+v, want stock 6", snap)
 	}
-	ttl := f.rdb.PTTL(f.ctx, f.store.Keys(f.item).Stock()).Val()
+	ttl := f.rdb.PTTL(f.ctx, f.store.Keys(stockredis.One(f.item)).Stock()).Val()
 	wantTTL := time.Until(f.act.EndsAt.Add(order.DefaultPaymentWindow + order.KeyMargin))
 	if ttl < wantTTL-time.Minute || ttl > wantTTL+time.Minute {
 		t.Fatalf("stock TTL %v, want about %v", ttl, wantTTL)
 	}
-	if items, _ := f.store.WarmedItems(f.ctx); len(items) != 1 || items[0] != f.item {
+	if items, _ := f.store.WarmedItems(f.ctx); len(items) != 1 || items[0] != stockredis.One(f.item) {
 		t.Fatalf("warmed items %v", items)
 	}
 	_, it = f.check(false)
@@ -762,7 +762,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	closed := f.reserve(1, 1)
 	f.commit(closed)
 	f.confirm(closed)

@@ -58,20 +58,20 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 			if m.Holder == "" {
 				continue // restoreQuotas gave it back
 			}
-			if err := c.before(ctx, t.ItemID, l); err != nil {
+			if err := c.before(ctx, t.item(), l); err != nil {
 				return err
 			}
-			res, err := c.Stock.RestoreQuota(ctx, t.ItemID, a.ID, m.UserID, m.OrderNo, m.Holder, ttl, g)
+			res, err := c.Stock.RestoreQuota(ctx, t.item(), a.ID, m.UserID, m.OrderNo, m.Holder, ttl, g)
 			if err != nil {
 				return err
 			}
 			note(res == stockredis.Written, "quota of user %q in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
 		}
 		for _, s := range ar.QuotaStale {
-			if err := c.before(ctx, t.ItemID, l); err != nil {
+			if err := c.before(ctx, t.item(), l); err != nil {
 				return err
 			}
-			res, err := c.Stock.RemoveQuota(ctx, t.ItemID, a.ID, s.UserID, s.Holder, g)
+			res, err := c.Stock.RemoveQuota(ctx, t.item(), a.ID, s.UserID, s.Holder, g)
 			if err != nil {
 				return err
 			}
@@ -120,12 +120,12 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g stockredis.Guard, l Lock) (bool, string, error) {
 	want := stockKey{warmed: s.view.Warmed, drift: s.drift()}
 	for attempt := 1; ; attempt++ {
-		if err := c.before(ctx, t.ItemID, l); err != nil {
+		if err := c.before(ctx, t.item(), l); err != nil {
 			return false, "", err
 		}
 		target := max(s.mysql-s.inFlight(), 0)
 		ttl := g.ExpireAt.Sub(c.now())
-		res, err := c.Stock.SetStock(ctx, t.ItemID, s.view, target, ttl, g)
+		res, err := c.Stock.SetStock(ctx, t.item(), s.view, target, ttl, g)
 		if err != nil {
 			return false, "", err
 		}
@@ -135,7 +135,7 @@ func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g s
 		}
 		switch res {
 		case stockredis.Written:
-			if err := c.Stock.MarkWarmed(ctx, t.ItemID); err != nil {
+			if err := c.Stock.MarkWarmed(ctx, t.item()); err != nil {
 				return false, "", err
 			}
 			msg := fmt.Sprintf("stock set from %s to %d (MySQL %d - in flight %d)", from, target, s.mysql, s.inFlight())
@@ -150,7 +150,7 @@ func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g s
 			return false, "stock not set: changed concurrently, retry", nil
 		}
 		c.Log.Info("stock changed during repair; checking once more", "item_id", t.ItemID)
-		again, err := c.readStock(ctx, t.ItemID)
+		again, err := c.readStock(ctx, t.item())
 		if err != nil {
 			return false, "", err
 		}
@@ -170,14 +170,14 @@ func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g stockre
 	if c.Warmer == nil {
 		return stockReading{}, false, fmt.Sprintf("bucket marker missing (the activity has %d buckets): not restored", n), nil
 	}
-	if err := c.before(ctx, t.ItemID, l); err != nil {
+	if err := c.before(ctx, t.item(), l); err != nil {
 		return stockReading{}, false, "", err
 	}
-	sum, err := c.Warmer.WarmupFrom(ctx, t.ItemID, n, g.ExpireAt.Sub(c.now()), c.DB)
+	sum, err := c.Warmer.WarmupFrom(ctx, t.item(), n, g.ExpireAt.Sub(c.now()), c.DB)
 	if err != nil {
 		return stockReading{}, false, "", err
 	}
-	s, err := c.readStock(ctx, t.ItemID)
+	s, err := c.readStock(ctx, t.item())
 	if err != nil {
 		return stockReading{}, false, "", err
 	}
@@ -189,9 +189,9 @@ func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g stockre
 
 // before runs before each write: it stops when the lock is lost or ctx
 // ended.
-func (c *Checker) before(ctx context.Context, item int64, l Lock) error {
+func (c *Checker) before(ctx context.Context, item stockredis.Item, l Lock) error {
 	if c.beforeWrite != nil {
-		c.beforeWrite(item)
+		c.beforeWrite(item.ID)
 	}
 	select {
 	case <-l.Lost():
@@ -249,7 +249,7 @@ func (c *Checker) restoreQuotas(ctx context.Context, t Target, a order.Activity,
 		for i, o := range page {
 			users[i] = o.UserID
 		}
-		held, err := c.Stock.QuotaHoldersOf(ctx, t.ItemID, a.ID, users)
+		held, err := c.Stock.QuotaHoldersOf(ctx, t.item(), a.ID, users)
 		if err != nil {
 			return restored, takenBack, 0, err
 		}
@@ -264,10 +264,10 @@ func (c *Checker) restoreQuotas(ctx context.Context, t Target, a order.Activity,
 		if len(recs) == 0 {
 			continue
 		}
-		if err := c.before(ctx, t.ItemID, l); err != nil {
+		if err := c.before(ctx, t.item(), l); err != nil {
 			return restored, takenBack, 0, err
 		}
-		written, res, err := c.Stock.RestoreQuotas(ctx, t.ItemID, a.ID, recs, g)
+		written, res, err := c.Stock.RestoreQuotas(ctx, t.item(), a.ID, recs, g)
 		restored += len(written)
 		if err != nil || res != stockredis.Written {
 			return restored, takenBack, res, err
@@ -284,10 +284,10 @@ func (c *Checker) restoreQuotas(ctx context.Context, t Target, a order.Activity,
 			if o, ok := now[orderOf[u]]; ok && o.Status.Live() {
 				continue
 			}
-			if err := c.before(ctx, t.ItemID, l); err != nil {
+			if err := c.before(ctx, t.item(), l); err != nil {
 				return restored, takenBack, 0, err
 			}
-			res, err := c.Stock.RemoveQuota(ctx, t.ItemID, a.ID, u, orderOf[u], g)
+			res, err := c.Stock.RemoveQuota(ctx, t.item(), a.ID, u, orderOf[u], g)
 			if err != nil {
 				return restored, takenBack, 0, err
 			}

@@ -72,10 +72,10 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 			if len(recs) == 0 {
 				continue
 			}
-			if err := c.before(ctx, t.ItemID, l); err != nil {
+			if err := c.before(ctx, t.item(), l); err != nil {
 				return restored, takenBack, false, err
 			}
-			written, res, err := c.Stock.RestoreReservations(ctx, t.ItemID, k, recs, g)
+			written, res, err := c.Stock.RestoreReservations(ctx, t.item(), k, recs, g)
 			restored += len(written)
 			if err != nil || res != stockredis.Written {
 				return restored, takenBack, false, err
@@ -94,10 +94,10 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 	}
 	slices.Sort(nos)
 	for chunk := range slices.Chunk(nos, reservationBatch) {
-		if err := c.before(ctx, t.ItemID, l); err != nil {
+		if err := c.before(ctx, t.item(), l); err != nil {
 			return restored, takenBack, false, err
 		}
-		n, res, err := c.Stock.UnrestoreReservations(ctx, t.ItemID, chunk, g)
+		n, res, err := c.Stock.UnrestoreReservations(ctx, t.item(), chunk, g)
 		takenBack += n
 		if err != nil || res != stockredis.Written {
 			return restored, takenBack, false, err
@@ -111,7 +111,7 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 // key lives, else the layout the repair lays the item out in (buckets).
 // -1: the item holds both layouts, which the operator sorts out first.
 func (c *Checker) layout(ctx context.Context, t Target, now time.Time) (int, error) {
-	l, err := c.Stock.Layout(ctx, t.ItemID)
+	l, err := c.Stock.Layout(ctx, t.item())
 	switch {
 	case errors.Is(err, order.ErrSettingLocked):
 		return -1, nil

@@ -87,7 +87,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 	if it.ReservationsRestored != 3 {
 		t.Fatalf("repair: %+v; want 3 reservations restored", it)
 	}
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	wantTTL := time.Until(f.act.KeysLiveUntil(order.DefaultPaymentWindow))
 	for _, b := range bought[2:3] {
 		h := f.rdb.HGetAll(f.ctx, k.Reservation(b.OrderNo)).Val()
@@ -121,7 +121,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.WarmupBuckets(f.ctx, f.item, buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation {
@@ -138,7 +138,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		t.Fatalf("repair: %+v", it)
 	}
 	f.wantAgree(26)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	if n, _ := f.rdb.Get(f.ctx, k.BucketMarker()).Int(); n != buckets {
 		t.Fatalf("bucket marker %d, want %d", n, buckets)
 	}
@@ -197,7 +197,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.wantAgree(8)
-	if f.rdb.Exists(f.ctx, f.store.Keys(f.item).Reservation(racer.OrderNo)).Val() != 0 {
+	if f.rdb.Exists(f.ctx, f.store.Keys(stockredis.One(f.item)).Reservation(racer.OrderNo)).Val() != 0 {
 		t.Fatalf("the reservation of the order closed meanwhile is still there (repairs %q)", it.Repairs)
 	}
 	f.cancel(bought[1])
@@ -210,7 +210,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(f.item)
+	k := f.store.Keys(stockredis.One(f.item))
 	var bought []stockredis.Reservation
 	for u := int64(1); u <= 3; u++ {
 		r := f.reserve(u, 1)

@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // finishRestocks runs the Redis step of every restock of item that MySQL
@@ -13,8 +15,8 @@ import (
 // left pending: the warm-up that loads the stock carries it, or a later
 // pass adds it. It runs before the item is read, so the reading that
 // follows sees the units in Redis.
-func (c *Checker) finishRestocks(ctx context.Context, item int64, l Lock) error {
-	pending, err := c.DB.PendingRestocks(ctx, item)
+func (c *Checker) finishRestocks(ctx context.Context, item stockredis.Item, l Lock) error {
+	pending, err := c.DB.PendingRestocks(ctx, item.ID)
 	if err != nil {
 		return err
 	}
@@ -27,14 +29,14 @@ func (c *Checker) finishRestocks(ctx context.Context, item int64, l Lock) error 
 			return err
 		}
 		if !res.Warmed {
-			c.Log.Info("restock left for the warm-up: the item's stock is not in Redis", "item_id", item, "restock_id", r.ID,
+			c.Log.Info("restock left for the warm-up: the item's stock is not in Redis", "item_id", item.ID, "restock_id", r.ID,
 				"quantity", r.Quantity, "added_now", res.Added)
 			continue
 		}
 		if err := c.DB.MarkRestockApplied(ctx, r.ID); err != nil {
 			return err
 		}
-		c.Log.Info("restock finished in Redis", "item_id", item, "restock_id", r.ID, "quantity", r.Quantity,
+		c.Log.Info("restock finished in Redis", "item_id", item.ID, "restock_id", r.ID, "quantity", r.Quantity,
 			"added_now", res.Added)
 	}
 	return nil
