@@ -296,13 +296,14 @@ func TestSalePageRefreshStorm(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Fatalf("%d of %d requests failed", bad.Load(), n)
 	}
-	// One load (one MGET, and one read of the activity from MySQL, which an
-	// operator may have ended) per TTL window the storm touched.
+	// One load (one MGET, and two reads from MySQL: the activity, which an
+	// operator may have ended, and its items) per TTL window the storm
+	// touched.
 	limit := int64(took/httpapi.SalePageTTL) + 1
 	t.Logf("%d requests in %v: %d Redis commands, %d MySQL queries", n, took, redisCmds.Load(), mysqlQueries.Load())
-	if redisCmds.Load() < 1 || redisCmds.Load() > limit || mysqlQueries.Load() > limit {
-		t.Fatalf("%d requests in %v made %d Redis commands and %d MySQL queries; want 1 to %d of each",
-			n, took, redisCmds.Load(), mysqlQueries.Load(), limit)
+	if redisCmds.Load() < 1 || redisCmds.Load() > limit || mysqlQueries.Load() > 2*limit {
+		t.Fatalf("%d requests in %v made %d Redis commands and %d MySQL queries; want 1 to %d Redis commands and at most %d queries",
+			n, took, redisCmds.Load(), mysqlQueries.Load(), limit, 2*limit)
 	}
 }
 

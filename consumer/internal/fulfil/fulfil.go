@@ -332,7 +332,7 @@ func (p *Handler) possible(ctx context.Context, e order.Event) error {
 		return err
 	}
 	if _, ok := act.Item(e.ItemID); !ok {
-		return fmt.Errorf("%w: activity %d does not sell item %d (it sells %v)", errImpossible, e.ActivityID, e.ItemID, act.ItemIDs())
+		return fmt.Errorf("%w: activity %d sells items %v, not item %d", errImpossible, e.ActivityID, act.ItemIDs(), e.ItemID)
 	}
 	if tag := order.TagOf(e.OrderNo); tag != act.ItemID {
 		return fmt.Errorf("%w: order %s names item %d, but activity %d keeps its keys with item %d", errImpossible, e.OrderNo, tag, e.ActivityID, act.ItemID)

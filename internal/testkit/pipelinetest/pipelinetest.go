@@ -536,8 +536,13 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 // WaitDrained polls until no reservation of item is in flight.
 func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
 	p.t.Helper()
-	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", item), func() bool {
-		snap, err := p.Store.Stock(context.Background(), stockredis.One(item))
+	p.waitDrained(stockredis.One(item), timeout)
+}
+
+func (p *Pipeline) waitDrained(item stockredis.Item, timeout time.Duration) {
+	p.t.Helper()
+	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", item.ID), func() bool {
+		snap, err := p.Store.Stock(context.Background(), item)
 		return err == nil && snap.Inflight == 0
 	})
 }
