@@ -1,14 +1,18 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -318,5 +322,92 @@ func TestSizedSaleRules(t *testing.T) {
 	}
 	if pl, err := api.PlaceOrder(9, "q", other.ActivityID, 3); err != nil || pl.Code != 422 || pl.Error != "IDEMPOTENCY_KEY_REUSED" {
 		t.Fatalf("plain sale, the key replayed for 3 units: %+v %v, want 422 IDEMPOTENCY_KEY_REUSED", pl, err)
+	}
+}
+
+func TestReconcilerRestoresASizedSaleAfterRedisLostItsKeys(t *testing.T) {
+	t.Parallel()
+	restoresSizedSale(t, false)
+}
+
+func TestReconcilerRestoresASizedSaleAfterRedisLostItsKeysOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	restoresSizedSale(t, true)
+}
+
+// Redis loses every key of a sized sale mid-sale: the reconciler reports
+// each size unwarmed with its drift, its repair restores each size's stock
+// and the sale's quota and idempotency records, and after it the buyers who
+// bought cannot buy another size, their keys give their orders back, and
+// new buyers take exactly what each size has left.
+func restoresSizedSale(t *testing.T, cluster bool) {
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
+	api := p.StartAPI()
+	p.StartConsumer("SECKILL_HEAL_EVERY=off") // this test is the reconciler's
+	sale := api.CreateSizedSale([]int64{3, 5, 8}, pipelinetest.SaleOptions{})
+	bought := map[int64]string{}
+	accepted := map[string]int64{}
+	for u := int64(1); u <= 6; u++ {
+		size := sale.Items[int(u)%3]
+		pl, err := api.PlaceItemOrderAs(strconv.FormatInt(u, 10), fmt.Sprintf("k-%d", u), sale.ActivityID, size.ItemID, 1)
+		if err != nil || pl.Code != 202 {
+			t.Fatalf("buyer %d: %+v %v", u, pl, err)
+		}
+		bought[u], accepted[pl.OrderNo] = pl.OrderNo, u
+	}
+	p.WaitFinal(accepted, 60*time.Second)
+	p.WaitSizedDrained(sale, 10*time.Second)
+	deletePrefix(t, p)
+
+	if res := p.Reconcile("--json", "--activity", strconv.FormatInt(sale.ActivityID, 10)); res.Code != 1 {
+		t.Fatalf("check after Redis lost the sale: exit %d, want 1 (drift)\n%s", res.Code, res.Stdout)
+	}
+	if res := p.Reconcile("--json", "--repair", "--activity", strconv.FormatInt(sale.ActivityID, 10)); res.Code != 0 {
+		t.Fatalf("repair: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if res := p.Reconcile("--json", "--activity", strconv.FormatInt(sale.ActivityID, 10)); res.Code != 0 {
+		t.Fatalf("check after the repair: exit %d\n%s", res.Code, res.Stdout)
+	}
+	for u, no := range bought {
+		sub := strconv.FormatInt(u, 10)
+		other := sale.Items[(int(u)+1)%3]
+		if pl, err := api.PlaceItemOrderAs(sub, "new", sale.ActivityID, other.ItemID, 1); err != nil || pl.Error != "ALREADY_PURCHASED" {
+			t.Fatalf("buyer %d, another size after the repair: %+v %v, want ALREADY_PURCHASED", u, pl, err)
+		}
+		mine := sale.Items[int(u)%3]
+		if pl, err := api.PlaceItemOrderAs(sub, fmt.Sprintf("k-%d", u), sale.ActivityID, mine.ItemID, 1); err != nil || pl.Code != 202 || pl.OrderNo != no {
+			t.Fatalf("buyer %d, the same key after the repair: %+v %v, want 202 with %s", u, pl, err, no)
+		}
+	}
+	more, _ := sizedCrowd(t, api, sale, 100, 40, 10)
+	if len(more) != 16-6 {
+		t.Fatalf("new buyers took %d units, want the 10 left", len(more))
+	}
+	p.WaitFinal(more, 60*time.Second)
+	p.WaitSizedDrained(sale, 10*time.Second)
+	for i, inv := range p.CheckSized(sale) {
+		if inv.DBStock != 0 {
+			t.Fatalf("item %d: %+v, want sold out", i, inv)
+		}
+	}
+}
+
+// deletePrefix deletes every key of the pipeline's prefix, on every node.
+func deletePrefix(t *testing.T, p *pipelinetest.Pipeline) {
+	t.Helper()
+	ctx := context.Background()
+	var deleted atomic.Int64
+	err := redistest.ForEachNode(ctx, p.Redis, func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, p.Prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+			deleted.Add(1)
+		}
+		return iter.Err()
+	})
+	if err != nil || deleted.Load() == 0 {
+		t.Fatalf("deleting the prefix's keys: %d deleted, %v", deleted.Load(), err)
 	}
 }
