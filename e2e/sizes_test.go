@@ -411,3 +411,69 @@ func deletePrefix(t *testing.T, p *pipelinetest.Pipeline) {
 		t.Fatalf("deleting the prefix's keys: %d deleted, %v", deleted.Load(), err)
 	}
 }
+
+// Before the start, PATCH replaces a sale's items (a plain sale becomes a
+// sale in sizes, a size is added, a label changes): the answer and the
+// sale page carry the new items, a warm-up loads each, and buyers buy them.
+// Once warmed, the items are locked (409 SETTING_LOCKED), as its bucket
+// count is.
+func TestPatchItemsBeforeTheStart(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	p.StartConsumer()
+	var ids []int64
+	for i, stock := range []int64{2, 3, 4} {
+		var item struct {
+			ItemID int64 `json:"item_id"`
+		}
+		if code, err := api.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil,
+			map[string]any{"name": fmt.Sprintf("size %d", i), "stock": stock}, &item); err != nil || code != 201 {
+			t.Fatalf("create item: %d %v", code, err)
+		}
+		ids = append(ids, item.ItemID)
+	}
+	starts := time.Now().UTC().Add(5 * time.Second)
+	var created struct {
+		ActivityID int64 `json:"activity_id"`
+	}
+	if code, err := api.Do("POST", "/admin/v1/activities", 1, auth.RoleAdmin, nil,
+		map[string]any{"item_id": ids[0], "starts_at": starts, "ends_at": starts.Add(time.Hour)}, &created); err != nil || code != 201 {
+		t.Fatalf("create sale: %d %v", code, err)
+	}
+	act := created.ActivityID
+	type itemView struct {
+		ItemID int64 `json:"item_id"`
+		Label  string
+	}
+	var changed struct {
+		ItemID int64 `json:"item_id"`
+		Items  []itemView
+	}
+	body := map[string]any{"items": []map[string]any{{"item_id": ids[1], "label": "M"}, {"item_id": ids[0], "label": "S"}, {"item_id": ids[2], "label": "L"}}}
+	if code, err := api.Do("PATCH", fmt.Sprintf("/admin/v1/activities/%d", act), 1, auth.RoleAdmin, nil, body, &changed); err != nil || code != 200 ||
+		changed.ItemID != ids[1] || fmt.Sprint(changed.Items) != fmt.Sprint([]itemView{{ids[1], "M"}, {ids[0], "S"}, {ids[2], "L"}}) {
+		t.Fatalf("PATCH items: %d %+v %v", code, changed, err)
+	}
+	// The warm-up waits until every instance has seen the change.
+	waittest.Until(t, 10*time.Second, "the warm-up after the change", func() bool {
+		code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", act), 1, auth.RoleAdmin, nil, nil, nil)
+		return err == nil && code == 200
+	})
+	var refused struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if code, err := api.Do("PATCH", fmt.Sprintf("/admin/v1/activities/%d", act), 1, auth.RoleAdmin, nil,
+		map[string]any{"items": []map[string]any{{"item_id": ids[1], "label": "M"}}}, &refused); err != nil || code != 409 || refused.Error.Code != "SETTING_LOCKED" {
+		t.Fatalf("PATCH items after the warm-up: %d %+v %v, want 409 SETTING_LOCKED", code, refused, err)
+	}
+	sale := pipelinetest.SizedSale{ActivityID: act, Items: []pipelinetest.SaleItem{{ItemID: ids[1], Label: "M", Stock: 3}, {ItemID: ids[0], Label: "S", Stock: 2}, {ItemID: ids[2], Label: "L", Stock: 4}}}
+	waittest.Until(t, 20*time.Second, "the sale to open", func() bool { return !time.Now().Before(starts.Add(100 * time.Millisecond)) })
+	accepted, _ := sizedCrowd(t, api, sale, 1, 30, 10)
+	if len(accepted) != 9 {
+		t.Fatalf("accepted %d orders, want all 9 units of the three sizes", len(accepted))
+	}
+	p.WaitFinal(accepted, 60*time.Second)
+	p.WaitSizedDrained(sale, 20*time.Second)
+	p.CheckSized(sale)
+}

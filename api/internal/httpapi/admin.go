@@ -168,17 +168,9 @@ func (s *Server) createActivity(c *gin.Context) {
 			s.fail(c, order.Errorf(order.ErrInvalidArgument, "a sale of items takes each item's sale_price in items, not one sale_price"))
 			return
 		}
-		for i, it := range b.Items {
-			if it.SalePrice.Null {
-				s.fail(c, order.Errorf(order.ErrInvalidArgument, "items[%d].sale_price must not be null: leave it out for the item's own price", i))
-				return
-			}
-			price, err := s.salePrice(ctx, fmt.Sprintf("items[%d].sale_price", i), it.ItemID, it.SalePrice.ptr(), b.Currency.ptr())
-			if err != nil {
-				s.fail(c, err)
-				return
-			}
-			a.Items[i].SalePrice = price
+		if a.Items, err = s.saleItems(ctx, b.Items, b.Currency.ptr()); err != nil {
+			s.fail(c, err)
+			return
 		}
 	} else if a.SalePrice, err = s.salePrice(ctx, "sale_price", b.ItemID, b.SalePrice.ptr(), b.Currency.ptr()); err != nil {
 		s.fail(c, err)
@@ -202,6 +194,24 @@ func (s *Server) createActivity(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, activityView(a))
+}
+
+// saleItems are the items of a sale as the operator listed them (already
+// checked by order.CheckSaleItems), each with the sale price given for it
+// in currency (or its item's).
+func (s *Server) saleItems(ctx context.Context, items []saleItemBody, currency *string) ([]order.SaleItem, error) {
+	out := make([]order.SaleItem, len(items))
+	for i, it := range items {
+		if it.SalePrice.Null {
+			return nil, order.Errorf(order.ErrInvalidArgument, "items[%d].sale_price must not be null: leave it out for the item's own price", i)
+		}
+		price, err := s.salePrice(ctx, fmt.Sprintf("items[%d].sale_price", i), it.ItemID, it.SalePrice.ptr(), currency)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = order.SaleItem{ItemID: it.ItemID, Label: it.Label, SalePrice: price}
+	}
+	return out, nil
 }
 
 // salePrice is the sale price the operator gave for item (field names it
@@ -296,12 +306,16 @@ func (s *Server) itemStock(c *gin.Context) {
 	c.JSON(http.StatusOK, body)
 }
 
-// patchGuard is keyGuard for a change of activity id's bucket count: the
-// layout Redis holds for its item now.
-func (s *Server) patchGuard(ctx context.Context, id int64) (orderdb.KeyGuard, error) {
+// patchGuard is keyGuard for a change of activity id's bucket count or
+// items (nil: unchanged): the layout Redis holds now for each item the sale
+// will have, under the tag it will have.
+func (s *Server) patchGuard(ctx context.Context, id int64, items []order.SaleItem) (orderdb.KeyGuard, error) {
 	a, err := s.db.Activity(ctx, id)
 	if err != nil {
 		return orderdb.KeyGuard{}, err
+	}
+	if items != nil {
+		a.ItemID, a.Items = items[0].ItemID, items
 	}
 	live := map[int64]order.Layout{}
 	for _, id := range a.ItemIDs() {

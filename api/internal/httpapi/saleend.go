@@ -89,11 +89,15 @@ type patchActivityBody struct {
 	EndsAt       optional[time.Time] `json:"ends_at"`
 	PerUserLimit optional[int]       `json:"per_user_limit"`
 	StockBuckets optional[int]       `json:"stock_buckets"`
+	Items        []saleItemBody      `json:"items"`
+	// Currency is that of the items' sale prices (default: each item's).
+	Currency optional[string] `json:"currency"`
 }
 
-// patchActivity changes a sale's times, per-user limit or bucket count
-// before it starts (up to order.SettingsGuard before), and, once it was
-// warmed up, not its bucket count nor a later end (the keys have them).
+// patchActivity changes a sale's times, per-user limit, bucket count or
+// items before it starts (up to order.SettingsGuard before), and, once it
+// was warmed up, not its bucket count, its items nor a later end (the keys
+// have them).
 func (s *Server) patchActivity(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
@@ -113,14 +117,32 @@ func (s *Server) patchActivity(c *gin.Context) {
 	}
 	sc := order.SaleChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr(),
 		StockBuckets: b.StockBuckets.ptr()}
+	if b.Items != nil {
+		sc.Items = make([]order.NewSaleItem, len(b.Items))
+		for i, it := range b.Items {
+			sc.Items[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
+		}
+	}
 	if err := sc.Check(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := refuseNull(field{"currency", b.Currency}); err != nil {
 		s.fail(c, err)
 		return
 	}
 	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
 		StockBuckets: sc.StockBuckets}
-	if b.StockBuckets.Set {
-		g, err := s.patchGuard(c.Request.Context(), id)
+	if b.Items != nil {
+		items, err := s.saleItems(c.Request.Context(), b.Items, b.Currency.ptr())
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		ch.Items = items
+	}
+	if b.StockBuckets.Set || b.Items != nil {
+		g, err := s.patchGuard(c.Request.Context(), id, ch.Items)
 		if err != nil {
 			s.fail(c, err)
 			return

@@ -167,16 +167,7 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 			}
 			lists[item] = money(it.Price, it.Currency)
 		}
-		for i, it := range a.Items {
-			listPrice := lists[it.ItemID]
-			switch {
-			case !it.SalePrice.Priced():
-				a.Items[i].SalePrice = listPrice
-			case listPrice.Priced() && listPrice.Currency != it.SalePrice.Currency:
-				return order.Errorf(order.ErrInvalidArgument, "the sale price of item %d must be in the item's currency %s", it.ItemID, listPrice.Currency)
-			}
-		}
-		if err := order.CheckCurrencies(a.Items); err != nil {
+		if err := priceItems(a.Items, lists); err != nil {
 			return err
 		}
 		a.SalePrice = a.Items[0].SalePrice

@@ -51,14 +51,24 @@ type ActivityChange struct {
 	StartsAt, EndsAt *time.Time
 	PerUserLimit     *int
 	StockBuckets     *int
-	// Guard checks a new StockBuckets against the item's live keys (see
-	// checkChange); required with StockBuckets.
+	// Items replaces the sale's items (labelled, each with the sale price
+	// the operator gave, if any; the item's own otherwise); nil keeps them.
+	Items []order.SaleItem
+	// Guard checks a new StockBuckets or Items against the items' live
+	// keys (see checkChange); required with either.
 	Guard *KeyGuard
 }
 
 // sale is the change as the domain reads it.
 func (ch ActivityChange) sale() order.SaleChange {
-	return order.SaleChange{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
+	c := order.SaleChange{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
+	if ch.Items != nil {
+		c.Items = make([]order.NewSaleItem, len(ch.Items))
+		for i, it := range ch.Items {
+			c.Items[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
+		}
+	}
+	return c
 }
 
 // PatchActivity changes a sale's times, per-user limit or bucket count
@@ -66,8 +76,8 @@ func (ch ActivityChange) sale() order.SaleChange {
 // then sees the change before it opens); later, order.ErrActivityStarted.
 // The result must still be within the range of order.CheckSaleTimes
 // (order.ErrInvalidArgument).
-// Once the sale was warmed up, its bucket count and a later end are
-// order.ErrSettingLocked (checkChange).
+// Once the sale was warmed up, its bucket count, its items and a later end
+// are order.ErrSettingLocked (checkChange).
 func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
@@ -96,11 +106,30 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if err := order.CheckSaleTimes(starts, ends, now); err != nil {
 			return err
 		}
-		if err := checkChange(tx, row, ch); err != nil {
+		lists, err := checkChange(tx, row, ch)
+		if err != nil {
 			return err
 		}
-		if keySettingsChange(row, ch) {
+		changed, err := keySettingsChange(tx, row, ch)
+		if err != nil {
+			return err
+		}
+		if changed {
 			set["key_settings_changed_at"] = gorm.Expr("NOW(3)")
+		}
+		if ch.Items != nil {
+			a := order.Activity{ID: id, Items: append([]order.SaleItem(nil), ch.Items...)}
+			if err := priceItems(a.Items, lists); err != nil {
+				return err
+			}
+			set["item_id"] = a.Items[0].ItemID
+			set["sale_price"], set["currency"] = priceColumns(a.Items[0].SalePrice)
+			if err := tx.Where("activity_id = ?", id).Delete(&saleItemRow{}).Error; err != nil {
+				return err
+			}
+			if err := tx.Create(saleItemRows(a)).Error; err != nil {
+				return err
+			}
 		}
 		if len(set) == 0 {
 			return nil

@@ -115,3 +115,19 @@ func LatestTag(item int64, acts []order.Activity) int64 {
 	}
 	return last.ItemID
 }
+
+// priceItems gives each of items without a sale price its list price
+// (lists, by item), refuses a sale price in another currency than its
+// item's, and a sale whose items are priced in more than one currency.
+func priceItems(items []order.SaleItem, lists map[int64]order.Money) error {
+	for i, it := range items {
+		listPrice := lists[it.ItemID]
+		switch {
+		case !it.SalePrice.Priced():
+			items[i].SalePrice = listPrice
+		case listPrice.Priced() && listPrice.Currency != it.SalePrice.Currency:
+			return order.Errorf(order.ErrInvalidArgument, "the sale price of item %d must be in the item's currency %s", it.ItemID, listPrice.Currency)
+		}
+	}
+	return order.CheckCurrencies(items)
+}

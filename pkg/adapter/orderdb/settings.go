@@ -2,6 +2,9 @@ package orderdb
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -67,45 +70,71 @@ func (g *KeyGuard) checkLayout(item, tag int64, others []order.Activity, buckets
 // checkChange refuses, inside tx with the activity's row locked, a change
 // that live keys depend on once the sale was warmed up
 // (order.KeyChange.CheckWarmed, with the warm-up MySQL recorded). A new
-// bucket count must also fit the item's other sales and Redis (g).
-func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) error {
-	k := order.KeyChangeOf(row.activity(), ch.sale())
-	if !k.Buckets && !k.LaterEnd {
-		return nil
+// bucket count or new items must also fit each item's other sales and
+// Redis (g), with the items' rows locked; it returns the list prices of
+// the items it locked.
+func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]order.Money, error) {
+	a, err := withItemsOne(tx, row.activity())
+	if err != nil {
+		return nil, err
+	}
+	k := order.KeyChangeOf(a, ch.sale())
+	if !k.Buckets && !k.LaterEnd && !k.Items {
+		return nil, nil
 	}
 	var w struct{ WarmedAt *time.Time }
 	if err := tx.Table("activities").Select("warmed_at").Where("id = ?", row.ID).Take(&w).Error; err != nil {
-		return err
+		return nil, err
 	}
 	if w.WarmedAt != nil {
 		if err := k.CheckWarmed(*w.WarmedAt); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if !k.Buckets {
-		return nil
+	if !k.Buckets && !k.Items {
+		return nil, nil
 	}
 	if ch.Guard == nil {
-		return order.Errorf(order.ErrSettingLocked, "stock_buckets can change only with a check of the item's keys")
+		return nil, order.Errorf(order.ErrSettingLocked, "stock_buckets and items can change only with a check of the items' keys")
 	}
-	a, err := withItemsOne(tx, row.activity())
-	if err != nil {
-		return err
+	buckets, items, tag := max(row.StockBuckets, 1), a.ItemIDs(), a.ItemID
+	if ch.StockBuckets != nil {
+		buckets = *ch.StockBuckets
 	}
-	for _, item := range lockOrder(a.ItemIDs()) {
-		_, others, err := lockItemSales(tx, item, row.ID)
+	if ch.Items != nil {
+		items, tag = nil, ch.Items[0].ItemID
+		for _, it := range ch.Items {
+			items = append(items, it.ItemID)
+		}
+	}
+	lists := map[int64]order.Money{}
+	for _, item := range lockOrder(items) {
+		it, others, err := lockItemSales(tx, item, row.ID)
 		if err != nil {
-			return err
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return nil, order.Errorf(order.ErrNotFound, "item %d does not exist", item)
+			}
+			return nil, err
 		}
-		if err := ch.Guard.checkLayout(item, a.ItemID, others, *ch.StockBuckets); err != nil {
-			return err
+		if err := ch.Guard.checkLayout(item, tag, others, buckets); err != nil {
+			return nil, fmt.Errorf("item %d: %w", item, err)
 		}
+		lists[item] = money(it.Price, it.Currency)
 	}
-	return nil
+	return lists, nil
+}
+
+// keySettingsChange reports whether ch changes a setting the sale's keys
+// are laid out or timed by (its bucket count, its items, its end):
+// PatchActivity then records when (key_settings_changed_at, MySQL's
+// clock), for KeySettingsChangedWithin.
+func keySettingsChange(tx *gorm.DB, row activityRow, ch ActivityChange) (bool, error) {
+	a, err := withItemsOne(tx, row.activity())
+	return order.KeyChangeOf(a, ch.sale()).Any(), err
 }
 
 // MarkWarmedAsOf records that activity a.ID was warmed up now from the copy
-// a, if MySQL still holds a's end and bucket count (in one transaction with
+// a, if MySQL still holds a's end, bucket count and items (in one transaction with
 // the row locked, so a PatchActivity either came before and is seen, or
 // comes after and finds the sale warmed). It reports false, recording
 // nothing, when the sale changed since the copy was read: its keys may be
@@ -122,18 +151,17 @@ func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error
 		if !row.EndsAt.Equal(a.EndsAt) || max(row.StockBuckets, 1) != max(a.StockBuckets, 1) {
 			return nil
 		}
+		now, err := withItemsOne(tx, row.activity())
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(now.ItemIDs(), a.ItemIDs()) {
+			return nil // its items changed: the warm-up loaded others
+		}
 		ok = true
 		return tx.Table("activities").Where("id = ?", a.ID).Update("warmed_at", gorm.Expr("NOW(3)")).Error
 	})
 	return ok, wrap("mark activity warmed", err)
-}
-
-// keySettingsChange reports whether ch changes a setting the sale's keys
-// are laid out or timed by (its bucket count, its end): PatchActivity then
-// records when (key_settings_changed_at, MySQL's clock), for
-// KeySettingsChangedWithin.
-func keySettingsChange(row activityRow, ch ActivityChange) bool {
-	return order.KeyChangeOf(row.activity(), ch.sale()).Any()
 }
 
 // KeySettingsChangedWithin reports whether the bucket count or the end of

@@ -90,6 +90,8 @@ type SaleChange struct {
 	StartsAt, EndsAt *time.Time
 	PerUserLimit     *int
 	StockBuckets     *int
+	// Items replaces the sale's items (CheckSaleItems); nil keeps them.
+	Items []NewSaleItem
 }
 
 // Check refuses (ErrInvalidArgument) a change of nothing, or one whose
@@ -97,8 +99,13 @@ type SaleChange struct {
 // against the sale's others when it is read (CheckSaleTimes), and whether
 // the sale may still change by CheckChangeable.
 func (c SaleChange) Check() error {
-	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil {
-		return Errorf(ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets")
+	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil && c.Items == nil {
+		return Errorf(ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items")
+	}
+	if c.Items != nil {
+		if err := CheckSaleItems(c.Items); err != nil {
+			return err
+		}
 	}
 	if c.StockBuckets != nil {
 		if err := checkStockBuckets(*c.StockBuckets); err != nil {
@@ -141,6 +148,8 @@ func checkStockBuckets(n int) error {
 type KeyChange struct {
 	// Buckets: another bucket count.
 	Buckets bool
+	// Items: other items (their keys are laid out under the first's tag).
+	Items bool
 	// End: another end; LaterEnd: a later one (the keys' lifetimes were
 	// computed from the end they have).
 	End, LaterEnd bool
@@ -148,12 +157,13 @@ type KeyChange struct {
 
 // Any reports whether the change touches a key setting: instances holding
 // an older copy would lay out or time keys by the old ones.
-func (k KeyChange) Any() bool { return k.Buckets || k.End }
+func (k KeyChange) Any() bool { return k.Buckets || k.End || k.Items }
 
 // KeyChangeOf is what c changes of a's key settings.
 func KeyChangeOf(a Activity, c SaleChange) KeyChange {
 	return KeyChange{
 		Buckets:  c.StockBuckets != nil && *c.StockBuckets != max(a.StockBuckets, 1),
+		Items:    c.Items != nil && !sameItems(a, c.Items),
 		End:      c.EndsAt != nil && !c.EndsAt.Equal(a.EndsAt),
 		LaterEnd: c.EndsAt != nil && c.EndsAt.After(a.EndsAt),
 	}
@@ -161,17 +171,34 @@ func KeyChangeOf(a Activity, c SaleChange) KeyChange {
 
 // CheckWarmed refuses (ErrSettingLocked) a change of a sale whose stock
 // was loaded into Redis at warmedAt (zero: not loaded) that live keys
-// depend on: another bucket count, or a later end (an earlier end only
-// leaves the keys living longer than needed).
+// depend on: another bucket count, other items, or a later end (an
+// earlier end only leaves the keys living longer than needed).
 func (k KeyChange) CheckWarmed(warmedAt time.Time) error {
-	if warmedAt.IsZero() || (!k.Buckets && !k.LaterEnd) {
+	if warmedAt.IsZero() || (!k.Buckets && !k.LaterEnd && !k.Items) {
 		return nil
 	}
 	what := "stock_buckets"
-	if !k.Buckets {
+	switch {
+	case k.Items:
+		what = "items"
+	case !k.Buckets:
 		what = "a later ends_at"
 	}
 	return Errorf(ErrSettingLocked,
 		"the sale's stock was loaded into Redis at %s with keys laid out and timed by its current settings: %s cannot be set now (end this sale and create another)",
 		warmedAt.UTC().Format(time.RFC3339), what)
+}
+
+// sameItems reports whether items list a's items, in its order, with its
+// labels (prices aside: a change of price alone is no change of keys).
+func sameItems(a Activity, items []NewSaleItem) bool {
+	if len(items) != len(a.Items) {
+		return false
+	}
+	for i, it := range items {
+		if it.ItemID != a.Items[i].ItemID || it.Label != a.Items[i].Label {
+			return false
+		}
+	}
+	return true
 }
