@@ -327,23 +327,37 @@ func TestSizedSaleRules(t *testing.T) {
 
 func TestReconcilerRestoresASizedSaleAfterRedisLostItsKeys(t *testing.T) {
 	t.Parallel()
-	restoresSizedSale(t, false)
+	restoresSizedSale(t, false, false)
 }
 
 func TestReconcilerRestoresASizedSaleAfterRedisLostItsKeysOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	restoresSizedSale(t, true)
+	restoresSizedSale(t, true, false)
+}
+
+// The consumer's data-loss watch does the same on its own.
+func TestConsumerHealsASizedSaleAfterRedisLostItsKeys(t *testing.T) {
+	t.Parallel()
+	restoresSizedSale(t, false, true)
 }
 
 // Redis loses every key of a sized sale mid-sale: the reconciler reports
-// each size unwarmed with its drift, its repair restores each size's stock
-// and the sale's quota and idempotency records, and after it the buyers who
-// bought cannot buy another size, their keys give their orders back, and
-// new buyers take exactly what each size has left.
-func restoresSizedSale(t *testing.T, cluster bool) {
+// each size unwarmed with its drift, its repair (or, with heal, the
+// consumer's watch) restores each size's stock and the sale's quota and
+// idempotency records, and after it the buyers who bought cannot buy
+// another size, their keys give their orders back, and new buyers take
+// exactly what each size has left.
+func restoresSizedSale(t *testing.T, cluster, heal bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, RedisCluster: cluster})
 	api := p.StartAPI()
-	p.StartConsumer("SECKILL_HEAL_EVERY=off") // this test is the reconciler's
+	if heal {
+		p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+		waittest.Until(t, 10*time.Second, "the watch's generation marker", func() bool {
+			return p.Redis.Exists(context.Background(), p.Prefix+":heal:generation").Val() == 1
+		})
+	} else {
+		p.StartConsumer("SECKILL_HEAL_EVERY=off") // this is the reconciler's
+	}
 	sale := api.CreateSizedSale([]int64{3, 5, 8}, pipelinetest.SaleOptions{})
 	bought := map[int64]string{}
 	accepted := map[string]int64{}
@@ -359,15 +373,28 @@ func restoresSizedSale(t *testing.T, cluster bool) {
 	p.WaitSizedDrained(sale, 10*time.Second)
 	deletePrefix(t, p)
 
-	if res := p.Reconcile("--json", "--activity", strconv.FormatInt(sale.ActivityID, 10)); res.Code != 1 {
-		t.Fatalf("check after Redis lost the sale: exit %d, want 1 (drift)\n%s", res.Code, res.Stdout)
+	activity := strconv.FormatInt(sale.ActivityID, 10)
+	if heal {
+		waittest.Until(t, 30*time.Second, "the watch to restore every size", func() bool {
+			for _, it := range sale.Items {
+				snap, err := p.Store.Stock(context.Background(), sale.Item(it.ItemID))
+				if err != nil || !snap.Warmed {
+					return false
+				}
+			}
+			return true
+		})
+	} else {
+		if res := p.Reconcile("--json", "--activity", activity); res.Code != 1 {
+			t.Fatalf("check after Redis lost the sale: exit %d, want 1 (drift)\n%s", res.Code, res.Stdout)
+		}
+		if res := p.Reconcile("--json", "--repair", "--activity", activity); res.Code != 0 {
+			t.Fatalf("repair: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
 	}
-	if res := p.Reconcile("--json", "--repair", "--activity", strconv.FormatInt(sale.ActivityID, 10)); res.Code != 0 {
-		t.Fatalf("repair: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
-	}
-	if res := p.Reconcile("--json", "--activity", strconv.FormatInt(sale.ActivityID, 10)); res.Code != 0 {
-		t.Fatalf("check after the repair: exit %d\n%s", res.Code, res.Stdout)
-	}
+	waittest.Until(t, 30*time.Second, "the reconciler to find the sale agreeing", func() bool {
+		return p.Reconcile("--json", "--activity", activity).Code == 0
+	})
 	for u, no := range bought {
 		sub := strconv.FormatInt(u, 10)
 		other := sale.Items[(int(u)+1)%3]
