@@ -258,6 +258,19 @@ func TestSalePageRefreshStorm(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)
 	_, act := ts.openSale(t, 100, 1)
+	refreshStorm(t, ts, act)
+}
+
+// The page of a sale of twelve sizes costs what a one-item sale's does: one
+// MGET reads every size (they share the sale's hash tag).
+func TestSizedSalePageRefreshStorm(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	_, act := ts.openSizedSale(t, 12, 10)
+	refreshStorm(t, ts, act)
+}
+
+func refreshStorm(t *testing.T, ts *testServer, act int64) {
 
 	var redisCmds, mysqlQueries atomic.Int64
 	ts.rdb.AddHook(countHook{n: &redisCmds})

@@ -175,11 +175,17 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	}
 	page := SalePage{ActivityID: act.ID, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
 		PerUserLimit: act.PerUserLimit, Items: make([]SalePageItem, 0, len(act.Items))}
-	for _, it := range act.Items {
-		snap, err := s.intake.Stock.Stock(ctx, stockredis.In(act.ItemID, it.ItemID))
-		if err != nil {
-			return nil, err
-		}
+	items := make([]stockredis.Item, len(act.Items))
+	for i, it := range act.Items {
+		items[i] = stockredis.In(act.ItemID, it.ItemID)
+	}
+	// One read of Redis for every size (they share the sale's hash tag).
+	snaps, err := s.intake.Stock.Stocks(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range act.Items {
+		snap := snaps[i]
 		left := snap.Stock
 		if !snap.Warmed {
 			if left, err = s.db.ItemStock(ctx, it.ItemID); err != nil {

@@ -320,6 +320,28 @@ func (ts *testServer) warm(t *testing.T, activity int64) {
 	}
 }
 
+// openSizedSale creates n warmed items with stock each and a sale of all of
+// them running now.
+func (ts *testServer) openSizedSale(t *testing.T, n int, stock int64) (items []int64, activity int64) {
+	t.Helper()
+	var list []string
+	for i := range n {
+		it := ts.newItem(t, stock)
+		items = append(items, it)
+		list = append(list, fmt.Sprintf(`{"item_id":%d,"label":"size %d"}`, it, i+1))
+	}
+	body := fmt.Sprintf(`{"items":[%s],"starts_at":%q,"ends_at":%q}`, strings.Join(list, ","),
+		time.Now().Add(-time.Minute).Format(time.RFC3339Nano), time.Now().Add(time.Hour).Format(time.RFC3339Nano))
+	r := ts.do(t, ts.url, request{method: "POST", path: "/admin/v1/activities", token: adminToken(t), body: body})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create sized activity: %d %s", r.status, r.body)
+	}
+	var a httpapi.ActivityView
+	r.decode(t, &a)
+	ts.warm(t, a.ActivityID)
+	return items, a.ActivityID
+}
+
 // openSale creates a warmed item with stock and an activity running now.
 func (ts *testServer) openSale(t *testing.T, stock int64, limit int) (item, activity int64) {
 	t.Helper()

@@ -55,6 +55,7 @@ type Stock interface {
 	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
 	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
+	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 }

@@ -678,11 +678,52 @@ type Snapshot struct {
 // For a bucketed item Stock is the sum of its buckets (read after the
 // item's own keys) and Warmed says every bucket key exists.
 func (s *Store) Stock(ctx context.Context, item Item) (Snapshot, error) {
-	k := s.Keys(item)
-	vals, err := s.rdb.MGet(ctx, k.Stock(), k.Inflight(), k.BucketMarker()).Result()
+	snaps, err := s.Stocks(ctx, []Item{item})
 	if err != nil {
-		return Snapshot{}, unavailable("read stock", err)
+		return Snapshot{}, err
 	}
+	return snaps[0], nil
+}
+
+// Stocks is Stock for each of items, in their order: one MGET for the items
+// of one sale (their keys share its hash tag), whatever their number, and
+// one more read for each bucketed item.
+func (s *Store) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
+	out := make([]Snapshot, len(items))
+	byTag := map[int64][]int{}
+	var tags []int64
+	for i, it := range items {
+		t := it.tagged().Tag
+		if _, ok := byTag[t]; !ok {
+			tags = append(tags, t)
+		}
+		byTag[t] = append(byTag[t], i)
+	}
+	for _, t := range tags {
+		idx := byTag[t]
+		keys := make([]string, 0, 3*len(idx))
+		for _, i := range idx {
+			k := s.Keys(items[i])
+			keys = append(keys, k.Stock(), k.Inflight(), k.BucketMarker())
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, unavailable("read stock", err)
+		}
+		for j, i := range idx {
+			snap, err := s.snapshot(ctx, items[i], vals[3*j:3*j+3])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = snap
+		}
+	}
+	return out, nil
+}
+
+// snapshot reads an item's Snapshot from the values of its stock, in-flight
+// and bucket marker keys (and its buckets, for a bucketed item).
+func (s *Store) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, error) {
 	var snap Snapshot
 	if v, ok := vals[2].(string); ok {
 		if n, _ := strconv.Atoi(v); n > 1 {
