@@ -504,3 +504,60 @@ func TestPatchItemsBeforeTheStart(t *testing.T) {
 	p.WaitSizedDrained(sale, 20*time.Second)
 	p.CheckSized(sale)
 }
+
+// Units of a sized sale come back to their own size: from orders left
+// unpaid past the payment window (the closer), and from every CREATED order
+// when the operator cancels the sale; the buyers of closed orders may buy
+// again, a payer may not.
+func TestSizedOrdersGiveTheirUnitsBackToTheirSize(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	p.StartConsumer("SECKILL_PAYMENT_WINDOW=2s", "SECKILL_CLOSER_EVERY=200ms")
+	sale := api.CreateSizedSale([]int64{2, 3, 4}, pipelinetest.SaleOptions{})
+	buy := func(s pipelinetest.SizedSale, u int64, size int) string {
+		t.Helper()
+		pl, err := api.PlaceItemOrderAs(strconv.FormatInt(u, 10), fmt.Sprintf("k-%d", size), s.ActivityID, s.Items[size].ItemID, 1)
+		if err != nil || pl.Code != 202 {
+			t.Fatalf("buyer %d, size %d: %+v %v", u, size, pl, err)
+		}
+		return pl.OrderNo
+	}
+	orders := map[string]int64{buy(sale, 1, 0): 1, buy(sale, 2, 1): 2, buy(sale, 3, 2): 3, buy(sale, 4, 2): 4}
+	final := p.WaitFinal(orders, 30*time.Second)
+	for no, o := range final {
+		if o.UserID == "4" {
+			if code, _ := act(t, api, o.UserID, no, "pay"); code != 200 {
+				t.Fatalf("pay: %d", code)
+			}
+		}
+	}
+	waittest.Until(t, 30*time.Second, "three orders closed unpaid", func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'CLOSED' AND released_at IS NOT NULL", sale.ActivityID) == 3
+	})
+	p.WaitSizedDrained(sale, 10*time.Second)
+	// Only the paid unit of size 3 is gone.
+	sale.Items[2].Stock = 4
+	inv := p.CheckSized(sale)
+	if inv[sale.Items[0].ItemID].DBStock != 2 || inv[sale.Items[1].ItemID].DBStock != 3 || inv[sale.Items[2].ItemID].DBStock != 3 {
+		t.Fatalf("after the closes: %+v, want 2, 3 and 3 units left", inv)
+	}
+	if pl, _ := api.PlaceItemOrderAs("4", "again", sale.ActivityID, sale.Items[0].ItemID, 1); pl.Error != "ALREADY_PURCHASED" {
+		t.Fatalf("the payer bought another size: %+v", pl)
+	}
+	again := buy(sale, 1, 1) // a closed order's buyer buys again, another size
+
+	// Cancel the sale: the CREATED order closes and its unit goes back.
+	p.WaitFinal(map[string]int64{again: 1}, 30*time.Second)
+	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/cancel", sale.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("cancel the sale: %d %v", code, err)
+	}
+	waittest.Until(t, 30*time.Second, "the cancelled sale's order closed and released", func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NOT NULL", again) == 1
+	})
+	p.WaitSizedDrained(sale, 10*time.Second)
+	inv = p.CheckSized(sale)
+	if inv[sale.Items[1].ItemID].DBStock != 3 {
+		t.Fatalf("after the cancel: %+v, want size 2 back at 3", inv)
+	}
+}
