@@ -100,12 +100,19 @@ func sizedCrowd(t *testing.T, api *pipelinetest.API, s pipelinetest.SizedSale, f
 
 func TestSizedDropTwoThousandBuyersTwelveSizes(t *testing.T) {
 	t.Parallel()
-	sizedDrop(t, false)
+	sizedDrop(t, false, 1)
 }
 
 func TestSizedDropTwoThousandBuyersTwelveSizesOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	sizedDrop(t, true)
+	sizedDrop(t, true, 1)
+}
+
+// Hot sizes still spread over stock buckets: each size's stock in 3
+// buckets on their own slots, the sale's quota on its first item's.
+func TestSizedDropWithStockBucketsOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	sizedDrop(t, true, 3)
 }
 
 // 2,000 buyers race a drop of twelve sizes with uneven stock through two
@@ -114,11 +121,11 @@ func TestSizedDropTwoThousandBuyersTwelveSizesOnRedisCluster(t *testing.T) {
 // one its stock plus 5), no size is oversold, no buyer holds two live
 // orders across sizes, Redis and MySQL agree per size, and the reconciler
 // finds nothing to repair.
-func sizedDrop(t *testing.T, cluster bool) {
+func sizedDrop(t *testing.T, cluster bool, buckets int) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisCluster: cluster})
 	api1, api2 := p.StartAPI(), p.StartAPI()
 	p.StartConsumer()
-	sale := api1.CreateSizedSale(dropStocks, pipelinetest.SaleOptions{})
+	sale := api1.CreateSizedSale(dropStocks, pipelinetest.SaleOptions{Buckets: buckets})
 
 	restocked := sale.Items[3]
 	var crowds sync.WaitGroup
