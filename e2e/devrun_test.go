@@ -163,6 +163,25 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("the printed order command: %d %v", status, v)
 	}
 
+	// The sale in sizes: six sizes on its page, one bought as the banner
+	// says, the order naming its size.
+	sized := regexp.MustCompile(`-d '(\{"activity_id": (\d+), "item_id": \d+, "quantity": 1\})'`).FindStringSubmatch(text)
+	if sized == nil {
+		t.Fatalf("no order command for the sale in sizes in the banner:\n%s", text)
+	}
+	status, page := d.call(t, "GET", "/api/v1/activities/"+sized[2], "", "")
+	if items, _ := page["items"].([]any); status != http.StatusOK || len(items) != 6 || page["state"] != "LIVE" {
+		t.Fatalf("the sale page of the demo in sizes: %d %v", status, page)
+	}
+	status, v = d.call(t, "POST", "/api/v1/orders", tok[1], sized[1], "Idempotency-Key", fmt.Sprintf("devrun-size-%d", time.Now().UnixNano()))
+	if status != http.StatusAccepted || v["order_no"] == nil {
+		t.Fatalf("the printed order command for a size: %d %v", status, v)
+	}
+	status, o := d.call(t, "GET", fmt.Sprintf("/api/v1/orders/%v", v["order_no"]), tok[1], "")
+	if status != http.StatusOK || o["label"] != "EU 42" {
+		t.Fatalf("the order of a size: %d %v, want the label EU 42", status, o)
+	}
+
 	d.interrupt(t)
 }
 

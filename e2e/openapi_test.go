@@ -344,6 +344,94 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 		t.Errorf("summary after a late payment: %s", b)
 	}
 
+	// A sale in sizes: items with labels (one with its own price), an
+	// order names its size, one live order per buyer across the sizes.
+	size := func(name string, stock int) int64 {
+		return id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin,
+			body: fmt.Sprintf(`{"name":%q,"stock":%d,"price":12900,"currency":"EUR"}`, name, stock)}, 201), "item_id")
+	}
+	eu41, eu42, eu43 := size("EU 41", 2), size("EU 42", 0), size("EU 43", 2)
+	times := fmt.Sprintf(`"starts_at":%q,"ends_at":%q`, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	items := fmt.Sprintf(`"items":[{"item_id":%d,"label":"EU 41"},{"item_id":%d,"label":"EU 42","sale_price":9900},{"item_id":%d,"label":"EU 43"}]`,
+		eu41, eu42, eu43)
+	var created struct {
+		ItemID int64 `json:"item_id"`
+		Items  []struct {
+			ItemID    int64  `json:"item_id"`
+			Label     string `json:"label"`
+			SalePrice int64  `json:"sale_price"`
+		} `json:"items"`
+	}
+	createdBody := sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: "{" + items + "," + times + "}"}, 201)
+	if err := json.Unmarshal(createdBody, &created); err != nil {
+		t.Fatal(err)
+	}
+	if created.ItemID != eu41 || len(created.Items) != 3 || created.Items[1].Label != "EU 42" || created.Items[1].SalePrice != 9900 ||
+		created.Items[2].SalePrice != 12900 {
+		t.Errorf("the created sale in sizes: %s", createdBody)
+	}
+	sized := id(createdBody, "activity_id")
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
+		body: fmt.Sprintf(`{"item_id":%d,%s,%s}`, eu41, items, times)}, 400) // item_id and items
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
+		body: fmt.Sprintf(`{%s,"sale_price":100,%s}`, items, times)}, 400) // one sale_price for several items
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
+		body: fmt.Sprintf(`{"items":[{"item_id":%d,"label":"x"},{"item_id":999999999,"label":"y"}],%s}`, eu41, times)}, 404)
+	sc.do(base, specCall{method: "POST", path: warm(sized), token: admin}, 200)
+	var page struct {
+		State     string `json:"state"`
+		UnitsLeft int64  `json:"units_left"`
+		Items     []struct {
+			ItemID    int64  `json:"item_id"`
+			Label     string `json:"label"`
+			UnitsLeft int64  `json:"units_left"`
+			State     string `json:"state"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: salePage(sized)}, 200), &page); err != nil {
+		t.Fatal(err)
+	}
+	if page.State != "LIVE" || page.UnitsLeft != 4 || len(page.Items) != 3 || page.Items[1].State != "SOLD_OUT" ||
+		page.Items[2].Label != "EU 43" || page.Items[2].UnitsLeft != 2 || page.Items[2].State != "LIVE" {
+		t.Errorf("the sale page of a sale in sizes: %+v", page)
+	}
+	placeSize := func(token, key string, item int64) specCall {
+		c := place(token, key, sized)
+		c.body = fmt.Sprintf(`{"activity_id":%d,"item_id":%d,"quantity":1}`, sized, item)
+		return c
+	}
+	sc.do(base, place(buyer, "s-none", sized), 400)       // no item_id
+	sc.do(base, placeSize(buyer, "s-foreign", item), 400) // not one of its items
+	sc.do(base, placeSize(buyer, "s-gone", eu42), 409)    // SOLD_OUT: that size only
+	sizedNo := no(sc.do(base, placeSize(buyer, "s-1", eu43), 202))
+	sc.do(base, placeSize(buyer, "s-2", eu41), 409)  // ALREADY_PURCHASED: another size
+	sc.do(base, placeSize(buyer, "s-1", eu41), 422)  // IDEMPOTENCY_KEY_REUSED
+	sc.do(base, placeSize(buyerB, "s-3", eu41), 202) // the other sizes still sell
+	p.WaitFinal(map[string]int64{sizedNo: 10}, 30*time.Second)
+	var sizedOrder struct {
+		ItemID    int64  `json:"item_id"`
+		Label     string `json:"label"`
+		UnitPrice int64  `json:"unit_price"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: orderPath(sizedNo), token: buyer}, 200), &sizedOrder); err != nil {
+		t.Fatal(err)
+	}
+	if sizedOrder.ItemID != eu43 || sizedOrder.Label != "EU 43" || sizedOrder.UnitPrice != 12900 {
+		t.Errorf("the order of a size: %+v, want item %d EU 43 at 12900", sizedOrder, eu43)
+	}
+	var sizedSummary struct {
+		Items []struct {
+			ItemID int64  `json:"item_id"`
+			Label  string `json:"label"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: summary(sized), token: admin}, 200), &sizedSummary); err != nil {
+		t.Fatal(err)
+	}
+	if len(sizedSummary.Items) != 3 || sizedSummary.Items[0].ItemID != eu41 || sizedSummary.Items[2].Label != "EU 43" {
+		t.Errorf("the summary of a sale in sizes: %+v", sizedSummary)
+	}
+
 	// Changing a sale before it starts; ending and cancelling one.
 	actPath := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d", a) }
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, body: `{"per_user_limit":2}`}, 200)

@@ -3,8 +3,9 @@
 docs/openapi.yaml states a few rules in words because a JSON Schema cannot say them: one field
 against another (a sale's ends_at after its starts_at, and within the range a sale's times may
 have), or against what the server holds (an
-order's quantity at most the sale's per_user_limit, a list cursor is one the api gave, a restock's
-Idempotency-Key names one quantity). A request the fuzzer generates as valid (positive mode) that
+order's quantity at most the sale's per_user_limit, its item_id one of the sale's items, a list
+cursor is one the api gave, a restock's Idempotency-Key names one quantity, the items of a sale
+distinct and priced in one currency). A request the fuzzer generates as valid (positive mode) that
 breaks one of them is made to keep it here, just before it is sent, so the check
 positive_data_acceptance stays as strict as it is: any other valid request refused with a 4xx it
 does not allow is a failure. Negative requests are sent as generated.
@@ -99,6 +100,27 @@ def keep_sale_times(body, starts, ends):
         body["starts_at"] = rfc3339(e - datetime.timedelta(days=1))
 
 
+def keep_sale_items(body):
+    """Makes a sale's items ones a sale can list: each item once, and either all priced in one
+    currency or none priced (an item's sale_price in its own currency, EUR for one without)."""
+    seen, items = set(), []
+    for it in body["items"]:
+        known = currencies.get(str(it.get("item_id")))
+        # Items in another currency than EUR cannot join a sale in EUR.
+        if it.get("item_id") in seen or known not in (None, "", "EUR"):
+            continue
+        seen.add(it.get("item_id"))
+        items.append(it)
+    if not items:
+        items = [{"item_id": 1, "label": "EU 42"}]
+    if "currency" in body or any(currencies.get(str(it.get("item_id"))) == "" for it in items):
+        # A currency goes with every item's sale_price, and an item without a price needs both.
+        body["currency"] = "EUR"
+        for it in items:
+            it.setdefault("sale_price", 100)
+    body["items"] = items
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if not positive(case):
@@ -114,15 +136,21 @@ def before_call(context, case, kwargs):
             body["currency"] = item
         elif item == "" and "sale_price" in body and "currency" not in body:
             body["currency"] = "EUR"
+        if isinstance(body.get("items"), list):
+            keep_sale_items(body)
     elif op == "patchActivity" and body is not None and ("starts_at" in body or "ends_at" in body):
         page = sale_page(case.path_parameters.get("id"))
         starts = body.get("starts_at", page and page["starts_at"])
         ends = body.get("ends_at", page and page["ends_at"])
         keep_sale_times(body, starts, ends)
-    elif op == "placeOrder" and body is not None and isinstance(body.get("quantity"), int):
+    elif op == "placeOrder" and body is not None:
         page = sale_page(body.get("activity_id", 0))
-        if page and body["quantity"] > page["per_user_limit"]:
+        if page and isinstance(body.get("quantity"), int) and body["quantity"] > page["per_user_limit"]:
             body["quantity"] = page["per_user_limit"]
+        # The item ordered is one of the sale's, and named when the sale has several.
+        items = [it["item_id"] for it in (page or {}).get("items") or []]
+        if items and (body.get("item_id") not in items if "item_id" in body else len(items) > 1):
+            body["item_id"] = items[0]
     elif op == "listOrders" and case.query and "cursor" in case.query:
         # The api's cursors: base64url of "o1:<row id>".
         row = abs(hash(str(case.query["cursor"]))) % 1_000_000 + 1

@@ -38,7 +38,7 @@ type KeySpace struct {
 // sales' keys of the item, laid out otherwise or under another tag, may
 // still live (others, each with its end of key life): an item's keys stay
 // in one place and one shape while they live
-// (docs/adr/0002-stock-buckets.md, docs/adr/0003-sale-items.md). live is
+// (docs/adr/0002-stock-buckets.md, docs/adr/0004-sale-items.md). live is
 // the layout Redis holds now under k.Tag (0: none), read before; until nil
 // counts every other sale's keys as living.
 func CheckLayout(k KeySpace, live Layout, others []Activity, until func(Activity) time.Time, now time.Time) error {
