@@ -50,6 +50,8 @@ func (n NewSale) Activity(now time.Time) (Activity, error) {
 		return Activity{}, Errorf(ErrInvalidArgument, "item_id must be a positive integer")
 	default:
 		a.Items = []SaleItem{{ItemID: n.ItemID}}
+	}
+	switch {
 	case n.StartsAt.IsZero() || n.EndsAt.IsZero():
 		return Activity{}, Errorf(ErrInvalidArgument, "starts_at and ends_at are required (RFC 3339)")
 	case !n.EndsAt.After(n.StartsAt):
