@@ -333,38 +333,8 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	}
 	defer b.close()
 
-	// Sample the pipeline (MySQL stock, Redis in-flight) until drained.
-	var lag []report.LagPoint
-	var maxInflight int64
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
 	start := time.Now()
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			db, err1 := e.db.ItemStock(sampleCtx, s.item)
-			snap, err2 := e.store.Stock(sampleCtx, stockredis.One(s.item))
-			if err1 == nil && err2 == nil {
-				p := report.LagPoint{T: time.Since(start).Seconds(), Inflight: snap.Inflight, Created: s.stock - db}
-				// The rate is over the last second of samples.
-				for i := len(lag) - 1; i >= 0; i-- {
-					if p.T-lag[i].T >= 1 || i == 0 {
-						p.Rate = float64(p.Created-lag[i].Created) / (p.T - lag[i].T)
-						break
-					}
-				}
-				lag = append(lag, p)
-				maxInflight = max(maxInflight, snap.Inflight)
-			}
-			select {
-			case <-sampleCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	lag := e.sampleLag(ctx, []sale{s}, start)
 	prof := e.startProfiles(ctx, name, sh.duration)
 	update, done := e.meter.track(name, sh.duration, 0)
 	b.t0 = start
@@ -382,12 +352,10 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	r.Profiles = prof()
 	e.meter.say("%s: load done, waiting for the pipeline to drain", name)
 	t, err := e.finish(ctx, r, s, b, res, r.Requests*int64(s.quantity))
-	stopSampling()
-	<-sampled
+	pl := lag.stop()
 	if err != nil {
 		return r, err
 	}
-	pl := &report.Pipeline{MaxInflight: maxInflight, Lag: lag}
 	endToEnd := loadEnd.Sub(start) + time.Duration(r.DrainSeconds*float64(time.Second))
 	pl.OrdersPerSecond = stats.Rate(t.created, endToEnd)
 	pl.DuringLoad = stats.Rate(s.stock-dbAtEnd, loadEnd.Sub(start))
@@ -397,6 +365,70 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	r.Pipeline = pl
 	e.chart(r)
 	return r, nil
+}
+
+// lagSampler samples a load's pipeline until stopped.
+type lagSampler struct {
+	cancel  context.CancelFunc
+	sampled chan struct{}
+	pl      report.Pipeline
+}
+
+// sampleLag samples the pipeline of sales every 250 ms from start: units
+// in flight in Redis and units created in MySQL (stock sold), summed over
+// the sales' items.
+func (e *env) sampleLag(ctx context.Context, sales []sale, start time.Time) *lagSampler {
+	ctx, cancel := context.WithCancel(ctx)
+	ls := &lagSampler{cancel: cancel, sampled: make(chan struct{})}
+	var stock int64
+	for _, s := range sales {
+		stock += s.stock
+	}
+	go func() {
+		defer close(ls.sampled)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		lag := &ls.pl.Lag
+		for {
+			db, err := e.stockLeft(ctx, sales)
+			var inflight int64
+			for _, s := range sales {
+				if err != nil {
+					break
+				}
+				var snap stockredis.Snapshot
+				snap, err = e.store.Stock(ctx, s.stockItem())
+				inflight += snap.Inflight
+			}
+			if err == nil {
+				p := report.LagPoint{T: time.Since(start).Seconds(), Inflight: inflight, Created: stock - db}
+				// The rate is over the last second of samples.
+				for i := len(*lag) - 1; i >= 0; i-- {
+					if p.T-(*lag)[i].T >= 1 || i == 0 {
+						p.Rate = float64(p.Created-(*lag)[i].Created) / (p.T - (*lag)[i].T)
+						break
+					}
+				}
+				*lag = append(*lag, p)
+				ls.pl.MaxInflight = max(ls.pl.MaxInflight, inflight)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ls
+}
+
+// stop ends the sampling and returns a Pipeline holding the lag samples
+// and the most units in flight.
+func (ls *lagSampler) stop() *report.Pipeline {
+	ls.cancel()
+	<-ls.sampled
+	pl := ls.pl
+	return &pl
 }
 
 // pendingToCreated reads created_at - reserved_at of every created order

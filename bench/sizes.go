@@ -195,9 +195,13 @@ func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int
 		rngs[w] = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		asked[w] = make([]int64, len(all))
 	}
+	start := time.Now()
+	var lag *lagSampler
+	if lasting {
+		lag = e.sampleLag(ctx, all, start)
+	}
 	prof := e.startProfiles(ctx, name, sh.duration)
 	update, done := e.meter.track(name, sh.duration, 0)
-	start := time.Now()
 	b.t0 = start
 	stopCPU := e.measureCPU()
 	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: sh.duration, Rate: sh.rate, Progress: update},
@@ -224,6 +228,10 @@ func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int
 	// one-live-order-per-buyer once per drop.
 	ctx = context.WithoutCancel(ctx)
 	took, drained, err := e.drain(ctx, items, e.opts.drainTimeout)
+	var pl *report.Pipeline
+	if lag != nil {
+		pl = lag.stop()
+	}
 	if err != nil {
 		return r, err
 	}
@@ -269,7 +277,6 @@ func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int
 		e.meter.say("%s: first transport error: %v", r.Name, b.firstErr)
 	}
 	if lasting {
-		pl := &report.Pipeline{}
 		endToEnd := loadEnd.Sub(start) + took
 		pl.OrdersPerSecond = stats.Rate(r.Created, endToEnd)
 		pl.DuringLoad = stats.Rate(total-dbAtEnd, loadEnd.Sub(start))
