@@ -35,9 +35,12 @@ type options struct {
 	clicks       int
 	retries      float64
 	quantity     int
-	orders       int64 // the reconcile scenario's orders
-	buckets      int   // the activities' stock_buckets
-	vsBuckets    int   // the buckets scenario compares 1 bucket with this many
+	orders       int64   // the reconcile scenario's orders
+	buckets      int     // the activities' stock_buckets
+	vsBuckets    int     // the buckets scenario compares 1 bucket with this many
+	sizes        int     // items of each sale of sizes and drops; 0: the scenario's
+	drops        int     // sales at once in drops
+	skew         float64 // Zipf exponent of the buyers' choice of size
 
 	refDuration  time.Duration
 	drainTimeout time.Duration
@@ -113,6 +116,13 @@ Scenarios (--scenario, comma-separated, default all):
   floor       the flash load against a Gin server that does what the api does before it touches
               stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
               answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
+  sizes       one drop of 12 sizes (--sizes), stock in a bell shape over them, each buyer picking one
+              size, a few sizes wanted most (Zipf-like, --size-skew): run as flash (500 connections,
+              30s, stock 200) and as sustained (200 connections, 30s, stock 1,000,000), each reported
+              as a ratio to the one-item flash and sustained of the same run, which it adds when
+              --scenario does not name them (not in all)
+  drops       the same with 20 drops at once (--drops), 10 sizes each, buyers spread evenly over
+              the drops; stock is each drop's (not in all)
   reconcile   builds a settled sale of --orders orders (1,000,000) of one item straight into a MySQL
               database and a redis-server of its own, then times the reconciler program and its peak
               memory: a clean check, a repair after FLUSHALL, a repair after Redis came back from a
@@ -125,7 +135,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", reference, buckets, salepage, floor, reconcile")
+	scen := fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of "+strings.Join(scenarioNames, ", ")+", "+strings.Join(extraScenarios, ", "))
 	fs.IntVar(&c.connections, "connections", 0, "concurrent connections (default: the scenario's)")
 	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
@@ -144,6 +154,9 @@ Flags:
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "secret of the running API's tokens with --api (default $SECKILL_JWT_SECRET)")
 	fs.IntVar(&c.buckets, "buckets", 1, "stock buckets of every sale's activity (1-16; the activity's stock_buckets)")
 	fs.IntVar(&c.vsBuckets, "vs-buckets", 3, "the buckets scenario's second run uses this many stock buckets (2-16)")
+	fs.IntVar(&c.sizes, "sizes", 0, "items (sizes) of each sale of the sizes and drops scenarios, 2-100 (default: 12 for sizes, 10 for drops)")
+	fs.IntVar(&c.drops, "drops", 20, "sales at once in the drops scenario, 1-100")
+	fs.Float64Var(&c.skew, "size-skew", 1, "how the buyers of sizes and drops favour a few sizes: the size of popularity rank r is picked in proportion to 1/r^skew (0: evenly; 0-4)")
 	fs.StringVar(&c.redisAddr, "redis-addr", strings.Join(env.List("SECKILL_REDIS_ADDRS", []string{env.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}), ","),
 		"Redis address, or a cluster's seed nodes comma-separated ($SECKILL_REDIS_ADDRS or $SECKILL_REDIS_ADDR)")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", env.Bool("SECKILL_REDIS_CLUSTER", false), "Redis is a cluster ($SECKILL_REDIS_CLUSTER); the started programs get the same")
@@ -183,12 +196,13 @@ Flags:
 		switch {
 		case s == "all":
 			c.scenarios = append(c.scenarios, scenarioNames...)
-		case slices.Contains(scenarioNames, s) || s == "reference" || s == "buckets" || s == "salepage" || s == "floor" || s == "reconcile":
+		case slices.Contains(scenarioNames, s) || slices.Contains(extraScenarios, s):
 			c.scenarios = append(c.scenarios, s)
 		default:
-			return c, fmt.Errorf("unknown scenario %q (want all, %s, reference, buckets, salepage, floor or reconcile)", s, strings.Join(scenarioNames, ", "))
+			return c, fmt.Errorf("unknown scenario %q (want all, %s, %s)", s, strings.Join(scenarioNames, ", "), strings.Join(extraScenarios, ", "))
 		}
 	}
+	c.scenarios = withOneItemLoads(c.scenarios)
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			c.brokers = append(c.brokers, b)
@@ -226,6 +240,20 @@ Flags:
 	}
 	if c.orders < 1 || c.orders > 10_000_000 {
 		problems = append(problems, "--orders must be from 1 to 10000000")
+	}
+	if c.sizes != 0 && (c.sizes < 2 || c.sizes > 100) {
+		problems = append(problems, "--sizes must be from 2 to 100")
+	}
+	if c.drops < 1 || c.drops > 100 {
+		problems = append(problems, "--drops must be from 1 to 100")
+	}
+	if c.skew < 0 || c.skew > 4 {
+		problems = append(problems, "--size-skew must be from 0 to 4")
+	}
+	for _, name := range []string{"sizes", "drops"} {
+		if c.has(name) && c.stock > 0 && c.stock < int64(c.sizesOf(name)) {
+			problems = append(problems, fmt.Sprintf("--stock must give every size of a drop of %s a unit (at least %d)", name, c.sizesOf(name)))
+		}
 	}
 	if c.buckets < 1 || c.buckets > 16 || c.vsBuckets < 2 || c.vsBuckets > 16 {
 		problems = append(problems, "--buckets must be from 1 to 16 and --vs-buckets from 2 to 16")
@@ -282,6 +310,46 @@ Flags:
 	return c, nil
 }
 
+// extraScenarios run only when --scenario names them.
+var extraScenarios = []string{"reference", "buckets", "salepage", "floor", "reconcile", "sizes", "drops"}
+
+// withOneItemLoads adds flash and sustained before the first of sizes and
+// drops when they are not asked for: those report their figures as ratios
+// to the one-item loads of the same run.
+func withOneItemLoads(names []string) []string {
+	at := slices.IndexFunc(names, func(s string) bool { return s == "sizes" || s == "drops" })
+	if at < 0 {
+		return names
+	}
+	var add []string
+	for _, s := range []string{"flash", "sustained"} {
+		if !slices.Contains(names, s) {
+			add = append(add, s)
+		}
+	}
+	return slices.Insert(slices.Clone(names), at, add...)
+}
+
+// sizesOf is how many items each sale of a sized scenario has.
+func (c options) sizesOf(name string) int {
+	switch {
+	case c.sizes > 0:
+		return c.sizes
+	case name == "drops":
+		return 10
+	default:
+		return 12
+	}
+}
+
+// dropsOf is how many sales a sized scenario runs at once.
+func (c options) dropsOf(name string) int {
+	if name == "drops" {
+		return c.drops
+	}
+	return 1
+}
+
 // maxAPIs is the most API processes one run drives.
 const maxAPIs = 8
 
@@ -335,6 +403,12 @@ var defaults = map[string]shape{
 	"idle":       {duration: 10 * time.Second},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
 	"floor":      {connections: 500, duration: 10 * time.Second},
+	// A sized scenario runs twice, as flash and as sustained; its stock
+	// is each drop's, over its sizes.
+	"sizes":           {connections: 500, duration: 30 * time.Second, stock: 200},
+	"sizes-sustained": {connections: 200, duration: 30 * time.Second, stock: 1_000_000},
+	"drops":           {connections: 500, duration: 30 * time.Second, stock: 200},
+	"drops-sustained": {connections: 200, duration: 30 * time.Second, stock: 1_000_000},
 }
 
 // shapeOf applies the command line to a scenario's defaults.
@@ -355,7 +429,7 @@ func (c options) shapeOf(name string) shape {
 	switch name {
 	case "flash-rate", "first-sale":
 		s.rate = c.flashRate
-	case "flash", "sustained", "buckets":
+	case "flash", "sustained", "buckets", "sizes", "sizes-sustained", "drops", "drops-sustained":
 		s.rate = c.rate
 	}
 	return s

@@ -50,6 +50,43 @@ func TestParseFlags(t *testing.T) {
 				}
 			}},
 		{name: "no orders", args: []string{"--scenario", "reconcile", "--orders", "0"}, wantErr: true},
+		{
+			name: "sizes brings the one-item flash and sustained before it", args: []string{"--scenario", "sizes"},
+			scenarios: []string{"flash", "sustained", "sizes"},
+			check: func(t *testing.T, o options) {
+				if o.sizesOf("sizes") != 12 || o.dropsOf("sizes") != 1 || o.skew != 1 {
+					t.Errorf("sizes %d, drops %d, skew %g; want 12, 1, 1", o.sizesOf("sizes"), o.dropsOf("sizes"), o.skew)
+				}
+			},
+		},
+		{
+			name: "drops: 20 drops of 10 sizes by default", args: []string{"--scenario", "drops"},
+			scenarios: []string{"flash", "sustained", "drops"},
+			check: func(t *testing.T, o options) {
+				if o.sizesOf("drops") != 10 || o.dropsOf("drops") != 20 {
+					t.Errorf("sizes %d, drops %d; want 10, 20", o.sizesOf("drops"), o.dropsOf("drops"))
+				}
+			},
+		},
+		{
+			name: "a one-item load already asked for is not added again", args: []string{"--scenario", "idle,sustained,sizes,drops"},
+			scenarios: []string{"idle", "sustained", "flash", "sizes", "drops"},
+		},
+		{
+			name: "--sizes, --drops and --size-skew", args: []string{"--scenario", "flash,sustained,drops", "--sizes", "3", "--drops", "5", "--size-skew", "0"},
+			scenarios: []string{"flash", "sustained", "drops"},
+			check: func(t *testing.T, o options) {
+				if o.sizesOf("drops") != 3 || o.sizesOf("sizes") != 3 || o.dropsOf("drops") != 5 || o.skew != 0 {
+					t.Errorf("sizes %d, drops %d, skew %g; want 3, 5, 0", o.sizesOf("drops"), o.dropsOf("drops"), o.skew)
+				}
+			},
+		},
+		{name: "sizes not in all", args: []string{"--scenario", "all"}, scenarios: scenarioNames},
+		{name: "one size is no sale of sizes", args: []string{"--scenario", "sizes", "--sizes", "1"}, wantErr: true},
+		{name: "too many sizes", args: []string{"--scenario", "sizes", "--sizes", "101"}, wantErr: true},
+		{name: "no drops", args: []string{"--scenario", "drops", "--drops", "0"}, wantErr: true},
+		{name: "negative skew", args: []string{"--scenario", "sizes", "--size-skew", "-1"}, wantErr: true},
+		{name: "less stock than sizes", args: []string{"--scenario", "sizes", "--stock", "5"}, wantErr: true},
 		{name: "bad program env", args: []string{"--program-env", "NOEQUALS"}, wantErr: true},
 		{name: "bad client", args: []string{"--client", "curl"}, wantErr: true},
 		{name: "stray argument", args: []string{"flash"}, wantErr: true},
@@ -167,6 +204,9 @@ func TestShapeOf(t *testing.T) {
 		{name: "--rate leaves compare closed", args: []string{"--rate", "800"}, scenario: "compare", want: shape{connections: 500, duration: 10 * time.Second, stock: 200, users: 1000}},
 		{name: "overrides", args: []string{"--connections", "50", "--duration", "5s", "--stock", "7", "--users", "9"}, scenario: "sustained",
 			want: shape{connections: 50, duration: 5 * time.Second, stock: 7}},
+		{name: "sizes sells out as flash", scenario: "sizes", want: shape{connections: 500, duration: 30 * time.Second, stock: 200}},
+		{name: "drops' lasting run is shaped as sustained", args: []string{"--duration", "10s", "--rate", "900"}, scenario: "drops-sustained",
+			want: shape{connections: 200, duration: 10 * time.Second, stock: 1_000_000, rate: 900}},
 		{name: "clickers has no duration", args: []string{"--duration", "5s", "--users", "9"}, scenario: "clickers",
 			want: shape{connections: 500, stock: 100, users: 9}},
 	}

@@ -406,7 +406,11 @@ func (e *env) cleanup(ctx context.Context) error {
 					break
 				}
 			}
-			for _, q := range []string{"DELETE FROM activities WHERE item_id = ?", "DELETE FROM item_stock WHERE item_id = ?", "DELETE FROM items WHERE id = ?"} {
+			// A sale of several items lists them in activity_items, whose
+			// rows go first (they refer to the activity and the item).
+			for _, q := range []string{"DELETE FROM activity_items WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM activity_items WHERE item_id = ?", "DELETE FROM activities WHERE item_id = ?",
+				"DELETE FROM item_stock WHERE item_id = ?", "DELETE FROM items WHERE id = ?"} {
 				if err := g.Exec(q, item).Error; err != nil {
 					errs = append(errs, err)
 				}

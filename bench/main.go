@@ -239,6 +239,17 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 				e.meter.say("buckets: 1 bucket %.0f/s (P99 %.2f ms), %d buckets %.0f/s (P99 %.2f ms)",
 					one.Throughput, one.Latency.P99Ms, o.vsBuckets, r.Throughput, r.Latency.P99Ms)
 			}
+		case "sizes", "drops":
+			var runs []*report.Run
+			runs, err = e.sizedPair(ctx, name, o.dropsOf(name), o.sizesOf(name))
+			for _, first := range runs[:max(len(runs)-1, 0)] {
+				keep(first)
+				e.meter.say("%s: %d requests, %.0f/s, P99 %.2f ms, %d orders created, %d invariant(s) broken",
+					first.Name, first.Requests, first.Throughput, first.Latency.P99Ms, first.Created, len(first.Violations))
+			}
+			if len(runs) > 0 {
+				r = runs[len(runs)-1]
+			}
 		case "clickers":
 			r, err = e.clickers(ctx, sh)
 		case "salepage":

@@ -20,6 +20,19 @@ type sale struct {
 	item, activity int64
 	stock          int64
 	quantity       int
+	// tag is the first item of a sale of several items (0: item), whose
+	// hash tag every Redis key of the sale shares; label is the item's
+	// label in it.
+	tag   int64
+	label string
+}
+
+// stockItem names the sale's item for stockredis.
+func (s sale) stockItem() stockredis.Item {
+	if s.tag == 0 {
+		return stockredis.One(s.item)
+	}
+	return stockredis.In(s.tag, s.item)
 }
 
 // adminCall sends an admin request to the first API (they share Redis and
@@ -81,17 +94,21 @@ func (e *env) newSale(ctx context.Context, name string, stock int64, quantity, b
 	return s, nil
 }
 
-// drain waits until no units of the item are in flight (every reservation
-// confirmed or released), polling Redis. It returns how long that took and
-// whether it happened before timeout.
-func (e *env) drain(ctx context.Context, item int64, timeout time.Duration) (time.Duration, bool, error) {
+// drain waits until no units of the items are in flight (every
+// reservation confirmed or released), polling Redis. It returns how long
+// that took and whether it happened before timeout.
+func (e *env) drain(ctx context.Context, items []stockredis.Item, timeout time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
 	for {
-		snap, err := e.store.Stock(ctx, stockredis.One(item))
-		if err != nil {
-			return time.Since(start), false, err
+		var inflight int64
+		for _, it := range items {
+			snap, err := e.store.Stock(ctx, it)
+			if err != nil {
+				return time.Since(start), false, err
+			}
+			inflight += snap.Inflight
 		}
-		if snap.Inflight == 0 {
+		if inflight == 0 {
 			return time.Since(start), true, nil
 		}
 		if time.Since(start) > timeout {
@@ -115,6 +132,9 @@ type answer struct {
 	sent, done time.Duration
 	outcome    load.Outcome
 	orderNo    string
+	// pick is the item asked for, by its place in the load's bodies
+	// (-1: the load's one body).
+	pick int
 }
 
 // tally is what the bench read back about one sale.
@@ -138,7 +158,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	if o.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
 		return t, err
 	}
-	snap, err := e.store.Stock(ctx, stockredis.One(s.item))
+	snap, err := e.store.Stock(ctx, s.stockItem())
 	if err != nil {
 		return t, err
 	}

@@ -24,9 +24,12 @@ import (
 // round-robin (spread): each worker, and so each connection, stays with
 // one API.
 type buyers struct {
-	urls   []string    // each API's order endpoint
-	doers  []load.Doer // one client per API
-	body   []byte
+	urls  []string    // each API's order endpoint
+	doers []load.Doer // one client per API
+	body  []byte
+	// bodies, for a load over the items of sales of several items, holds
+	// one body per item (placeItem's pick).
+	bodies [][]byte
 	tokens *tokens
 	t0     time.Time
 	// all keeps every answer, not only the 202s (for replay checks).
@@ -75,17 +78,26 @@ func (e *env) newBuyers(bases []string, conns int, activity int64, quantity int,
 
 // place sends one order request for user with key from worker w.
 func (b *buyers) place(ctx context.Context, w int, user int64, key string) load.Outcome {
+	return b.send(ctx, w, user, key, b.body, -1)
+}
+
+// placeItem sends one order request for the item bodies[pick] names.
+func (b *buyers) placeItem(ctx context.Context, w int, user int64, key string, pick int) load.Outcome {
+	return b.send(ctx, w, user, key, b.bodies[pick], pick)
+}
+
+func (b *buyers) send(ctx context.Context, w int, user int64, key string, body []byte, pick int) load.Outcome {
 	sent := time.Since(b.t0)
 	api, slot := spread(w, len(b.doers))
 	b.sent[w]++
 	st, err := b.doers[api].Do(ctx, slot, load.Call{Method: http.MethodPost, URL: b.urls[api], Token: b.tokens.For(user),
-		IdempotencyKey: key, Body: b.body}, &b.bufs[w])
+		IdempotencyKey: key, Body: body}, &b.bufs[w])
 	if err != nil {
 		b.errOnce.Do(func() { b.firstErr = err })
 	}
 	o := load.Classify(st, b.bufs[w].Bytes())
 	if o == load.Accepted || b.all {
-		a := answer{user: user, key: key, sent: sent, done: time.Since(b.t0), outcome: o}
+		a := answer{user: user, key: key, sent: sent, done: time.Since(b.t0), outcome: o, pick: pick}
 		if o == load.Accepted {
 			var v struct {
 				OrderNo string `json:"order_no"`
@@ -161,7 +173,7 @@ func errorCount(res load.Result) int64 {
 func (e *env) finish(ctx context.Context, r *report.Run, s sale, b *buyers, res load.Result, demand int64) (tally, error) {
 	// An interrupt stops the load, not the checking of what it did.
 	ctx = context.WithoutCancel(ctx)
-	took, drained, err := e.drain(ctx, s.item, e.opts.drainTimeout)
+	took, drained, err := e.drain(ctx, []stockredis.Item{s.stockItem()}, e.opts.drainTimeout)
 	if err != nil {
 		return tally{}, err
 	}
@@ -321,38 +333,8 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	}
 	defer b.close()
 
-	// Sample the pipeline (MySQL stock, Redis in-flight) until drained.
-	var lag []report.LagPoint
-	var maxInflight int64
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
 	start := time.Now()
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			db, err1 := e.db.ItemStock(sampleCtx, s.item)
-			snap, err2 := e.store.Stock(sampleCtx, stockredis.One(s.item))
-			if err1 == nil && err2 == nil {
-				p := report.LagPoint{T: time.Since(start).Seconds(), Inflight: snap.Inflight, Created: s.stock - db}
-				// The rate is over the last second of samples.
-				for i := len(lag) - 1; i >= 0; i-- {
-					if p.T-lag[i].T >= 1 || i == 0 {
-						p.Rate = float64(p.Created-lag[i].Created) / (p.T - lag[i].T)
-						break
-					}
-				}
-				lag = append(lag, p)
-				maxInflight = max(maxInflight, snap.Inflight)
-			}
-			select {
-			case <-sampleCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	lag := e.sampleLag(ctx, []sale{s}, start)
 	prof := e.startProfiles(ctx, name, sh.duration)
 	update, done := e.meter.track(name, sh.duration, 0)
 	b.t0 = start
@@ -370,16 +352,14 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	r.Profiles = prof()
 	e.meter.say("%s: load done, waiting for the pipeline to drain", name)
 	t, err := e.finish(ctx, r, s, b, res, r.Requests*int64(s.quantity))
-	stopSampling()
-	<-sampled
+	pl := lag.stop()
 	if err != nil {
 		return r, err
 	}
-	pl := &report.Pipeline{MaxInflight: maxInflight, Lag: lag}
 	endToEnd := loadEnd.Sub(start) + time.Duration(r.DrainSeconds*float64(time.Second))
 	pl.OrdersPerSecond = stats.Rate(t.created, endToEnd)
 	pl.DuringLoad = stats.Rate(s.stock-dbAtEnd, loadEnd.Sub(start))
-	if pl.PendingToCreated, pl.PendingToCreatedSeries, err = e.pendingToCreated(context.WithoutCancel(ctx), s.item, start); err != nil {
+	if pl.PendingToCreated, pl.PendingToCreatedSeries, err = e.pendingToCreated(context.WithoutCancel(ctx), []int64{s.item}, start); err != nil {
 		return r, err
 	}
 	r.Pipeline = pl
@@ -387,11 +367,75 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	return r, nil
 }
 
+// lagSampler samples a load's pipeline until stopped.
+type lagSampler struct {
+	cancel  context.CancelFunc
+	sampled chan struct{}
+	pl      report.Pipeline
+}
+
+// sampleLag samples the pipeline of sales every 250 ms from start: units
+// in flight in Redis and units created in MySQL (stock sold), summed over
+// the sales' items.
+func (e *env) sampleLag(ctx context.Context, sales []sale, start time.Time) *lagSampler {
+	ctx, cancel := context.WithCancel(ctx)
+	ls := &lagSampler{cancel: cancel, sampled: make(chan struct{})}
+	var stock int64
+	for _, s := range sales {
+		stock += s.stock
+	}
+	go func() {
+		defer close(ls.sampled)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		lag := &ls.pl.Lag
+		for {
+			db, err := e.stockLeft(ctx, sales)
+			var inflight int64
+			for _, s := range sales {
+				if err != nil {
+					break
+				}
+				var snap stockredis.Snapshot
+				snap, err = e.store.Stock(ctx, s.stockItem())
+				inflight += snap.Inflight
+			}
+			if err == nil {
+				p := report.LagPoint{T: time.Since(start).Seconds(), Inflight: inflight, Created: stock - db}
+				// The rate is over the last second of samples.
+				for i := len(*lag) - 1; i >= 0; i-- {
+					if p.T-(*lag)[i].T >= 1 || i == 0 {
+						p.Rate = float64(p.Created-(*lag)[i].Created) / (p.T - (*lag)[i].T)
+						break
+					}
+				}
+				*lag = append(*lag, p)
+				ls.pl.MaxInflight = max(ls.pl.MaxInflight, inflight)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ls
+}
+
+// stop ends the sampling and returns a Pipeline holding the lag samples
+// and the most units in flight.
+func (ls *lagSampler) stop() *report.Pipeline {
+	ls.cancel()
+	<-ls.sampled
+	pl := ls.pl
+	return &pl
+}
+
 // pendingToCreated reads created_at - reserved_at of every created order
-// of item; the series buckets it by reservation time since start.
-func (e *env) pendingToCreated(ctx context.Context, item int64, start time.Time) (stats.Summary, []stats.Point, error) {
+// of items; the series buckets it by reservation time since start.
+func (e *env) pendingToCreated(ctx context.Context, items []int64, start time.Time) (stats.Summary, []stats.Point, error) {
 	rows, err := e.db.Gorm().WithContext(ctx).Raw(
-		"SELECT reserved_at, created_at FROM orders WHERE item_id = ? AND status IN ('CREATED', 'PAID')", item).Rows()
+		"SELECT reserved_at, created_at FROM orders WHERE item_id IN ? AND status IN ('CREATED', 'PAID')", items).Rows()
 	if err != nil {
 		return stats.Summary{}, nil, fmt.Errorf("read order times: %w", err)
 	}

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"sync"
 	"testing"
 
+	"github.com/seckill/seckill/bench/internal/cpu"
 	"github.com/seckill/seckill/bench/internal/load"
+	"github.com/seckill/seckill/bench/internal/report"
 )
 
 func TestSpread(t *testing.T) {
@@ -171,5 +174,162 @@ func TestBuyersOneAPI(t *testing.T) {
 	}
 	if got := b.perAPI(); !reflect.DeepEqual(got, []int64{9}) {
 		t.Errorf("perAPI = %v, want [9]", got)
+	}
+}
+
+func TestBellStock(t *testing.T) {
+	tests := []struct {
+		name  string
+		total int64
+		n     int
+	}{
+		{name: "a drop of 12 sizes", total: 200, n: 12},
+		{name: "ten sizes, stock that lasts", total: 1_000_000, n: 10},
+		{name: "one unit a size", total: 12, n: 12},
+		{name: "odd count", total: 101, n: 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := bellStock(tt.total, tt.n)
+			var sum int64
+			for i, v := range got {
+				if v < 1 {
+					t.Errorf("size %d has %d units", i, v)
+				}
+				sum += v
+			}
+			if len(got) != tt.n || sum != tt.total {
+				t.Fatalf("%v: %d sizes, %d units; want %d, %d", got, len(got), sum, tt.n, tt.total)
+			}
+			// A bell: rising to the middle, falling after it (rounding
+			// may tie neighbours).
+			mid := (tt.n - 1) / 2
+			for i := 1; i <= mid; i++ {
+				if got[i] < got[i-1] {
+					t.Errorf("%v: size %d holds less than size %d before the middle", got, i, i-1)
+				}
+			}
+			for i := mid + 2; i < tt.n; i++ {
+				if got[i] > got[i-1] {
+					t.Errorf("%v: size %d holds more than size %d after the middle", got, i, i-1)
+				}
+			}
+			if tt.total >= 100*int64(tt.n) && got[mid] < 3*got[0] {
+				t.Errorf("%v: the middle holds under 3x an end", got)
+			}
+		})
+	}
+}
+
+func TestSizeDemand(t *testing.T) {
+	if got := popularity(6); !reflect.DeepEqual(got, []int{3, 2, 4, 1, 5, 0}) {
+		t.Errorf("popularity(6) = %v, want the middle first, outwards, the larger of each pair first", got)
+	}
+	if got := popularity(5); !reflect.DeepEqual(got, []int{2, 3, 1, 4, 0}) {
+		t.Errorf("popularity(5) = %v", got)
+	}
+	d := sizeDemand(12, 1)
+	var sum float64
+	for _, v := range d {
+		sum += v
+	}
+	if sum < 0.999999 || sum > 1.000001 {
+		t.Errorf("shares add up to %g", sum)
+	}
+	order := popularity(12)
+	for r := 1; r < len(order); r++ {
+		if d[order[r]] >= d[order[r-1]] {
+			t.Errorf("rank %d (size %d) wanted as much as rank %d: %v", r+1, order[r], r, d)
+		}
+	}
+	// Zipf with exponent 1 over 12: the top size 1/H(12) ≈ 32 %, the top
+	// three over half.
+	if top := d[order[0]]; top < 0.31 || top > 0.33 {
+		t.Errorf("top size share %.3f, want about 0.322", top)
+	}
+	for _, v := range sizeDemand(4, 0) {
+		if v != 0.25 {
+			t.Errorf("skew 0 gives %v, want every size alike", sizeDemand(4, 0))
+			break
+		}
+	}
+}
+
+func TestChooser(t *testing.T) {
+	c := newChooser([]float64{0.5, 0, 0.25, 0.25})
+	for _, tt := range []struct {
+		u    float64
+		want int
+	}{{0, 0}, {0.49, 0}, {0.5, 2}, {0.74, 2}, {0.75, 3}, {0.999, 3}} {
+		if got := c.pick(tt.u); got != tt.want {
+			t.Errorf("pick(%g) = %d, want %d", tt.u, got, tt.want)
+		}
+	}
+	// Drawn many times, each index comes up at about its share.
+	shares := sizeDemand(12, 1)
+	c = newChooser(shares)
+	counts := make([]int, len(shares))
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 200_000
+	for range n {
+		counts[c.pick(rng.Float64())]++
+	}
+	for i, s := range shares {
+		if got := float64(counts[i]) / n; got < s-0.01 || got > s+0.01 {
+			t.Errorf("size %d drawn %.3f of the time, want %.3f", i, got, s)
+		}
+	}
+}
+
+func TestOneItemBase(t *testing.T) {
+	tests := []struct {
+		run, base string
+		lasting   bool
+		ok        bool
+	}{
+		{run: "sizes", base: "flash", ok: true},
+		{run: "sizes-sustained", base: "sustained", lasting: true, ok: true},
+		{run: "drops (replicated)", base: "flash (replicated)", ok: true},
+		{run: "drops-sustained (tracing on, 1 % sampled)", base: "sustained (tracing on, 1 % sampled)", lasting: true, ok: true},
+		{run: "flash"},
+		{run: "sizesx"},
+		{run: "sizes-sustainedx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.run, func(t *testing.T) {
+			base, lasting, ok := oneItemBase(tt.run)
+			if base != tt.base || lasting != tt.lasting || ok != tt.ok {
+				t.Errorf("oneItemBase(%q) = %q, %t, %t; want %q, %t, %t", tt.run, base, lasting, ok, tt.base, tt.lasting, tt.ok)
+			}
+		})
+	}
+}
+
+func TestSizedTargets(t *testing.T) {
+	usage := func(pct float64) *cpu.Usage {
+		return &cpu.Usage{Seconds: 10, Procs: map[string]float64{"api": pct}}
+	}
+	rep := &report.Report{Runs: []*report.Run{
+		{Name: "flash", Throughput: 30000},
+		{Name: "sustained", Outcomes: map[string]int64{"accepted": 100000}, Pipeline: &report.Pipeline{OrdersPerSecond: 10000}, CPU: usage(150)},
+		{Name: "sizes", Throughput: 28000},
+		{Name: "sizes-sustained", Outcomes: map[string]int64{"accepted": 80000}, Pipeline: &report.Pipeline{OrdersPerSecond: 8000}, CPU: usage(150)},
+	}}
+	got := sizedTargets(rep)
+	want := []struct {
+		name string
+		pass bool
+	}{
+		{"sizes vs flash: req/s", true},                                                    // 0.93×
+		{"sizes-sustained vs sustained: orders/s end to end", false},                       // 0.80×
+		{"sizes-sustained vs sustained: CPU per created order (all but the bench)", false}, // 1.25×
+	}
+	if len(got) != len(want) {
+		t.Fatalf("targets %+v", got)
+	}
+	for i, w := range want {
+		if got[i].Name != w.name || got[i].Pass != w.pass {
+			t.Errorf("target %d = %+v, want %q pass %t", i, got[i], w.name, w.pass)
+		}
 	}
 }

@@ -107,6 +107,7 @@ func targets(rep *report.Report) []report.Target {
 			add("sustained vs raw per-order MySQL", "≥ 2×", fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, pl.OrdersPerSecond, ref.MySQLPerSecond), ratio >= 2)
 		}
 	}
+	out = append(out, sizedTargets(rep)...)
 	for _, rc := range rep.Reconcile {
 		if st := rc.Step("clean check"); st != nil {
 			got := fmt.Sprintf("%.1f s, max RSS %.0f MiB, exit %d", st.Seconds, st.MaxRSSMiB, st.ExitCode)
@@ -179,4 +180,64 @@ func notes(rep *report.Report) []string {
 		out = append(out, fmt.Sprintf("The load generator shares the %d CPUs with the API, consumer, Redis, Kafka and MySQL; every figure is a whole-machine figure, and the Go client's own CPU is part of what limits req/s.", rep.Host.CPUs))
 	}
 	return out
+}
+
+// sizedTargets reads the sizes and drops scenarios as ratios to the
+// one-item loads of the same run (issue 30): req/s of the sell-out against
+// flash, orders/s end to end and CPU per created order of the lasting
+// stock against sustained. Runs are matched by their labels (topology,
+// tracing), so each compares with its own session's one-item loads.
+func sizedTargets(rep *report.Report) []report.Target {
+	var out []report.Target
+	for _, r := range rep.Runs {
+		one, sized, ok := oneItemBase(r.Name)
+		if !ok {
+			continue
+		}
+		base := findRun(rep, one)
+		if base == nil || r.Rate != base.Rate {
+			continue
+		}
+		if !sized {
+			ratio := stats.Ratio(r.Throughput, base.Throughput)
+			out = append(out, report.Target{Name: r.Name + " vs " + base.Name + ": req/s", Want: "≥ 0.9×",
+				Got: fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, r.Throughput, base.Throughput), Pass: ratio >= 0.9})
+			continue
+		}
+		if r.Pipeline == nil || base.Pipeline == nil {
+			continue
+		}
+		ratio := stats.Ratio(r.Pipeline.OrdersPerSecond, base.Pipeline.OrdersPerSecond)
+		out = append(out, report.Target{Name: r.Name + " vs " + base.Name + ": orders/s end to end", Want: "≥ 0.9×",
+			Got: fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, r.Pipeline.OrdersPerSecond, base.Pipeline.OrdersPerSecond), Pass: ratio >= 0.9})
+		if r.CPU != nil && base.CPU != nil {
+			_, n := report.PerOrderUnit(r)
+			_, bn := report.PerOrderUnit(base)
+			us, bus := report.PerUnit(r.CPU, report.PipelineCPU(r.CPU), n), report.PerUnit(base.CPU, report.PipelineCPU(base.CPU), bn)
+			ratio := stats.Ratio(us, bus)
+			out = append(out, report.Target{Name: r.Name + " vs " + base.Name + ": CPU per created order (all but the bench)", Want: "≤ 1.1×",
+				Got: fmt.Sprintf("%.2f× (%.0f / %.0f µs)", ratio, us, bus), Pass: n > 0 && bn > 0 && ratio <= 1.1})
+		}
+	}
+	return out
+}
+
+// oneItemBase names the one-item run a sized run compares with: "sizes"
+// and "drops" with "flash", their "-sustained" runs with "sustained", the
+// labels after the name (" (replicated)", " (tracing on, …)") kept. lasting
+// says it is a -sustained run.
+func oneItemBase(name string) (base string, lasting bool, ok bool) {
+	for _, s := range []string{"sizes", "drops"} {
+		rest, found := strings.CutPrefix(name, s)
+		if !found {
+			continue
+		}
+		if r, ok := strings.CutPrefix(rest, "-sustained"); ok && (r == "" || r[0] == ' ') {
+			return "sustained" + r, true, true
+		}
+		if rest == "" || rest[0] == ' ' {
+			return "flash" + rest, false, true
+		}
+	}
+	return "", false, false
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -310,10 +311,16 @@ func Markdown(w io.Writer, r *Report) {
 		}
 		pl := run.Pipeline
 		p("### %s: end to end\n\n", run.Name)
+		// A run that did not sample the pipeline (the sized loads) has no
+		// in-flight figure.
+		inflight := "–"
+		if len(pl.Lag) > 0 {
+			inflight = strconv.FormatInt(pl.MaxInflight, 10)
+		}
 		p("| orders/s end to end | orders/s during load | PENDING→CREATED P50 ms | P99 ms | max ms | max in flight | drain after load s |\n")
 		p("|---:|---:|---:|---:|---:|---:|---:|\n")
-		p("| %s | %s | %s | %s | %s | %d | %.2f |\n\n", num(pl.OrdersPerSecond), num(pl.DuringLoad),
-			ms(pl.PendingToCreated.P50Ms), ms(pl.PendingToCreated.P99Ms), ms(pl.PendingToCreated.MaxMs), pl.MaxInflight, run.DrainSeconds)
+		p("| %s | %s | %s | %s | %s | %s | %.2f |\n\n", num(pl.OrdersPerSecond), num(pl.DuringLoad),
+			ms(pl.PendingToCreated.P50Ms), ms(pl.PendingToCreated.P99Ms), ms(pl.PendingToCreated.MaxMs), inflight, run.DrainSeconds)
 	}
 	if len(r.Compare) > 0 {
 		p("### Strategies compared (same load, live)\n\n")

@@ -178,3 +178,26 @@ func CheckReplays(answers []Answer) (checked, mismatches int64) {
 	}
 	return checked, mismatches
 }
+
+// CheckItems judges one sale of several items from an observation per
+// item (labels name them): each item's own invariants, stock, orders and
+// answers, with the item's label in the detail, and the sale's
+// one-live-order-per-user once (a buyer may hold one live order across
+// all the items, so every item's observation carries the sale's count; the
+// first one's is used).
+func CheckItems(labels []string, items []Observation) []Violation {
+	var out []Violation
+	for i, o := range items {
+		extra, users := o.ExtraLiveOrders, o.UsersOverLimit
+		o.ExtraLiveOrders, o.UsersOverLimit = 0, 0
+		for _, v := range Check(o) {
+			v.Detail = labels[i] + ": " + v.Detail
+			out = append(out, v)
+		}
+		if i == 0 && extra > 0 {
+			out = append(out, Violation{Invariant: OneLivePerUser, By: extra,
+				Detail: fmt.Sprintf("%d users hold %d live orders more than one each across the sale's %d items", users, extra, len(items))})
+		}
+	}
+	return out
+}

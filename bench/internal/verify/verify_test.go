@@ -2,6 +2,7 @@ package verify
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -198,6 +199,64 @@ func TestCheckReplays(t *testing.T) {
 			c, m := CheckReplays(tt.answers)
 			if c != tt.checked || m != tt.mismatches {
 				t.Fatalf("checked %d, mismatches %d; want %d, %d", c, m, tt.checked, tt.mismatches)
+			}
+		})
+	}
+}
+
+func TestCheckItems(t *testing.T) {
+	// A sale of three sizes; every size's observation carries the sale's
+	// count of buyers over the limit.
+	sale := func(change func([]Observation)) []Observation {
+		items := []Observation{healthy(), healthy(), healthy()}
+		items[1].InitialStock, items[1].LiveUnits, items[1].LiveOrders, items[1].Accepted = 50, 50, 50, 50
+		change(items)
+		return items
+	}
+	labels := []string{"EU 41", "EU 42", "EU 43"}
+	tests := []struct {
+		name   string
+		items  []Observation
+		want   []string
+		detail []string
+	}{
+		{name: "every size sold out cleanly", items: sale(func([]Observation) {})},
+		{
+			name: "one size oversold while the others undersell: caught on that size",
+			items: sale(func(o []Observation) {
+				o[1].LiveUnits, o[1].LiveOrders, o[1].DBStock, o[1].RedisStock = 51, 51, -1, -1
+				o[2].LiveUnits, o[2].LiveOrders, o[2].DBStock, o[2].RedisStock, o[2].DemandUnits = 199, 199, 1, 1, 199
+			}),
+			want:   []string{NoOversell, NonNegativeStocks},
+			detail: []string{"EU 42: ", "EU 42: "},
+		},
+		{
+			name:   "Redis and MySQL apart on one size",
+			items:  sale(func(o []Observation) { o[2].RedisStock = 3 }),
+			want:   []string{MySQLEqualsRedis},
+			detail: []string{"EU 43: "},
+		},
+		{
+			name: "a buyer with two live orders across sizes is counted once for the sale",
+			items: sale(func(o []Observation) {
+				for i := range o {
+					o[i].ExtraLiveOrders, o[i].UsersOverLimit = 2, 1
+				}
+			}),
+			want:   []string{OneLivePerUser},
+			detail: []string{"1 users hold 2 live orders"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CheckItems(labels, tt.items)
+			if !reflect.DeepEqual(names(got), tt.want) {
+				t.Fatalf("violations = %v, want %v", got, tt.want)
+			}
+			for i, v := range got {
+				if !strings.HasPrefix(v.Detail, tt.detail[i]) {
+					t.Errorf("violation %d's detail %q does not start with %q", i, v.Detail, tt.detail[i])
+				}
 			}
 		})
 	}
