@@ -252,7 +252,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	if st, err := p.Store.Claim(ctx, stockredis.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
-	if out, err := p.DB.Fulfil(ctx, sale.ItemID, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+	if out, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 		out[ev.OrderNo].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

@@ -642,7 +642,7 @@ func TestOrderStatus(t *testing.T) {
 	if events[0].OrderNo != no || events[0].UserID != "1" || events[0].Quantity != 1 {
 		t.Fatalf("event %+v", events[0])
 	}
-	out, err := ts.db.Fulfil(context.Background(), item, []orderdb.Request{{Event: events[0]}})
+	out, err := ts.db.Fulfil(context.Background(), []orderdb.Request{{Event: events[0]}})
 	if err != nil || out[no].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

@@ -56,7 +56,7 @@ func (f *listFixture) created(user, activity int64, qty int) string {
 		f.t.Fatal(err)
 	}
 	ev := f.event(user, activity, qty)
-	out, err := f.ts.db.Fulfil(ctx, f.item, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
+	out, err := f.ts.db.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
 	if err != nil || out[ev.OrderNo].Status != order.Created {
 		f.t.Fatalf("fulfil: %+v %v", out, err)
 	}

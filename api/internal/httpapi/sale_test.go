@@ -135,7 +135,7 @@ func TestPrices(t *testing.T) {
 		}
 		ev := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: fmt.Sprintf("k%d", user),
 			UserID: strconv.FormatInt(user, 10), ItemID: a.ItemID, ActivityID: a.ID, Quantity: qty, ReservedAt: time.Now()}
-		out, err := ts.db.Fulfil(ctx, a.ItemID, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
+		out, err := ts.db.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
 		if err != nil || out[ev.OrderNo].Status != order.Created {
 			t.Fatalf("fulfil: %+v %v", out, err)
 		}

@@ -40,7 +40,7 @@ type Stock interface {
 // event names, the batch's orders, and the stock left for a refusal.
 type Orders interface {
 	Activity(ctx context.Context, id int64) (order.Activity, error)
-	Fulfil(ctx context.Context, itemID int64, reqs []orderdb.Request) (map[string]orderdb.Outcome, error)
+	Fulfil(ctx context.Context, reqs []orderdb.Request) (map[string]orderdb.Outcome, error)
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
 }
 
@@ -68,8 +68,10 @@ type Handler struct {
 // step is idempotent, so handling an event again is always safe.
 func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
 	res := make([]orderevents.Result, len(events))
-	byItem := map[stockredis.Item][]int{}
-	var items []stockredis.Item
+	// By sale (the tag its order numbers name): one claim, one MySQL
+	// transaction for the orders of all its items, then a confirm per item.
+	byItem := map[int64][]int{}
+	var items []int64
 	for i, e := range events {
 		if err := p.possible(ctx, e); errors.Is(err, errImpossible) {
 			res[i] = result(Poison, err)
@@ -78,7 +80,7 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 			res[i] = result(Retry, err) // MySQL could not say
 			continue
 		}
-		item := stockredis.In(order.TagOf(e.OrderNo), e.ItemID)
+		item := order.TagOf(e.OrderNo)
 		if _, ok := byItem[item]; !ok {
 			items = append(items, item)
 		}
@@ -90,7 +92,7 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 		for j, i := range idx {
 			evs[j] = events[i]
 		}
-		for j, r := range p.handleItem(ctx, item, evs) {
+		for j, r := range p.handleSale(ctx, item, evs) {
 			res[idx[j]] = r
 		}
 	}
@@ -106,11 +108,12 @@ func retryAll(n int, err error) []orderevents.Result {
 	return res
 }
 
-// handleItem claims, writes and confirms (or releases) one item's events,
-// traced when a Tracer is set.
-func (p *Handler) handleItem(ctx context.Context, item stockredis.Item, events []order.Event) []orderevents.Result {
-	bt := p.startBatch(ctx, item.ID, events)
-	res := p.fulfilItem(ctx, item, events, bt)
+// handleSale claims, writes and confirms (or releases) the events of one
+// sale (tag, its first item: they may buy any of its items), traced when a
+// Tracer is set.
+func (p *Handler) handleSale(ctx context.Context, tag int64, events []order.Event) []orderevents.Result {
+	bt := p.startBatch(ctx, tag, events)
+	res := p.fulfilSale(ctx, tag, events, bt)
 	var err error
 	for i, r := range res {
 		if r.Outcome == orderevents.Retry && err == nil {
@@ -122,17 +125,18 @@ func (p *Handler) handleItem(ctx context.Context, item stockredis.Item, events [
 	return res
 }
 
-// fulfilItem claims, writes and confirms (or releases) one item's events.
-// A failure before MySQL's answer is known retries them all; after it, only
-// the events whose release failed.
-func (p *Handler) fulfilItem(ctx context.Context, item stockredis.Item, events []order.Event, bt *batchTrace) []orderevents.Result {
+// fulfilSale claims, writes and confirms (or releases) one sale's events
+// (tag, its first item). A failure before MySQL's answer is known retries
+// them all; after it, only the events whose release failed.
+func (p *Handler) fulfilSale(ctx context.Context, tag int64, events []order.Event, bt *batchTrace) []orderevents.Result {
 	nos := make([]string, len(events))
 	for i, e := range events {
 		nos[i] = e.OrderNo
 	}
 	bctx := bt.context(ctx)
 	start := time.Now()
-	states, err := p.Stock.Claim(bctx, item, nos)
+	// Reservations are sale-wide keys: one claim takes every item's.
+	states, err := p.Stock.Claim(bctx, stockredis.One(tag), nos)
 	bt.stepAll("claim", start, err)
 	if err != nil {
 		return retryAll(len(events), err)
@@ -163,7 +167,7 @@ func (p *Handler) fulfilItem(ctx context.Context, item stockredis.Item, events [
 		return res
 	}
 	start = time.Now()
-	out, err := p.fulfil(bctx, item.ID, reqs)
+	out, err := p.fulfil(bctx, tag, reqs)
 	bt.step("mysql transaction", start, err, reqIdx)
 	if err != nil {
 		return retryAll(len(events), err)
@@ -171,10 +175,11 @@ func (p *Handler) fulfilItem(ctx context.Context, item stockredis.Item, events [
 	// A crash here leaves orders in MySQL whose reservations are CLAIMED
 	// and whose offsets are not committed: the redelivery must finish them.
 	failpoint.Inject("consumer-after-commit")
-	var confirm []string
+	confirm := map[int64][]string{} // by item
+	var confirmItems []int64
 	var confirmIdx []int // indexes into events
 	var failed []int     // indexes into reqs
-	outOfStock := false
+	outOfStock := map[int64]bool{} // items MySQL had less of than Redis
 	for j, r := range reqs {
 		e := r.Event
 		o := out[e.OrderNo]
@@ -188,11 +193,16 @@ func (p *Handler) fulfilItem(ctx context.Context, item stockredis.Item, events [
 			res[i] = result(Created, nil)
 		}
 		if o.Status == order.Failed {
-			outOfStock = outOfStock || o.Reason == order.ReasonOutOfStock
+			if o.Reason == order.ReasonOutOfStock {
+				outOfStock[e.ItemID] = true
+			}
 			failed = append(failed, j)
 			continue
 		}
-		confirm = append(confirm, e.OrderNo)
+		if _, ok := confirm[e.ItemID]; !ok {
+			confirmItems = append(confirmItems, e.ItemID)
+		}
+		confirm[e.ItemID] = append(confirm[e.ItemID], e.OrderNo)
 		if bt != nil {
 			confirmIdx = append(confirmIdx, i)
 		}
@@ -204,27 +214,38 @@ func (p *Handler) fulfilItem(ctx context.Context, item stockredis.Item, events [
 		}
 	}
 	start = time.Now()
-	_, err = p.Stock.Confirm(bctx, item, confirm)
+	for _, item := range confirmItems {
+		// In-flight sums and pending lists are each item's.
+		if _, err = p.Stock.Confirm(bctx, stockredis.In(tag, item), confirm[item]); err != nil {
+			break
+		}
+	}
 	bt.step("confirm", start, err, confirmIdx)
 	if err != nil {
 		return retryAll(len(events), err)
 	}
-	dbStock := int64(-1)
-	if outOfStock {
+	dbStock := map[int64]int64{}
+	for item := range outOfStock {
 		// MySQL had less than Redis believed. Read what it has now (after
 		// this batch's orders are confirmed, so they no longer count as in
 		// flight): the releases below cap Redis at it.
-		if dbStock, err = p.DB.ItemStock(ctx, item.ID); err != nil {
+		n, err := p.DB.ItemStock(ctx, item)
+		if err != nil {
 			for _, j := range failed {
 				res[reqIdx[j]] = result(Retry, err)
 			}
 			return res
 		}
+		dbStock[item] = n
 	}
 	for _, j := range failed {
 		e := reqs[j].Event
 		o := out[e.OrderNo]
-		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, dbStock); err != nil {
+		capAt, ok := dbStock[e.ItemID]
+		if !ok {
+			capAt = -1
+		}
+		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, capAt); err != nil {
 			res[reqIdx[j]] = result(Retry, err)
 		}
 	}
@@ -283,7 +304,7 @@ func (p *Handler) fulfil(ctx context.Context, item int64, reqs []orderdb.Request
 		span.SetAttributes(attribute.String("db.system.name", "mysql"), tracing.AttrItemID.Int64(item),
 			tracing.AttrBatchSize.Int(len(reqs)))
 	}
-	out, err := p.DB.Fulfil(ctx, item, reqs)
+	out, err := p.DB.Fulfil(ctx, reqs)
 	tracing.Fail(span, err)
 	return out, err
 }

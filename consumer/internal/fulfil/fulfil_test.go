@@ -231,7 +231,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}{
 		{"created", func(*env, sale, order.Event) func() { return nil }, fulfil.Created, order.Created},
 		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := e.db.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
@@ -244,7 +244,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 		}, fulfil.Failed, order.Failed},
 		{"already purchased", func(e *env, s sale, ev order.Event) func() {
 			other := e.event(s, user, 1)
-			if out, err := e.db.Fulfil(ctx, s.item, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+			if out, err := e.db.Fulfil(ctx, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 				out[other.OrderNo].Status != order.Created {
 				e.t.Fatalf("the other order: %+v %v", out, err)
 			}

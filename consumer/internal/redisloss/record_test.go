@@ -109,7 +109,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Fulfil(ctx, it.ID, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := db.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func TestSweepOnce(t *testing.T) {
 			sweep.Stats{Republished: 1}, stockredis.StateClaimed, 1, false},
 		{"created in MySQL, claimed", 2 * after, func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 			claim(t, p, ev)
-			if _, err := p.DB.Fulfil(context.Background(), ev.ItemID, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := p.DB.Fulfil(context.Background(), []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 		}, sweep.Stats{Confirmed: 1}, stockredis.StateConfirmed, 0, false},
@@ -132,7 +132,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	republish := p.ReserveEventAt(s, 2, 1, "k2", ago.Add(time.Second))
 	created := p.ReserveEventAt(s, 3, 1, "k3", ago.Add(2*time.Second))
 	claim(t, p, created)
-	if _, err := p.DB.Fulfil(ctx, s.ItemID, []orderdb.Request{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)

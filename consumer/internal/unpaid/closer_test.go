@@ -73,7 +73,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if _, err := p.Store.Claim(ctx, stockredis.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DB.Fulfil(ctx, s.ItemID, []orderdb.Request{
+	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{
 		{Event: expired, PayDeadline: time.Now().Add(-time.Second)},
 		{Event: live, PayDeadline: time.Now().Add(time.Hour)},
 	}); err != nil {
@@ -146,7 +146,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline = deadline.Add(time.Second)
-		if _, err := p.DB.Fulfil(ctx, s.ItemID, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
+		if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Store.Confirm(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {

@@ -35,7 +35,7 @@ func firstOrder(t *testing.T, db *mysqltest.DB, item int64, key string, st order
 	t.Helper()
 	ctx := context.Background()
 	first := reqKey(item, 1, 1, key)
-	out, err := db.Fulfil(ctx, item, []orderdb.Request{first})
+	out, err := db.Fulfil(ctx, []orderdb.Request{first})
 	if err != nil || out[first.Event.OrderNo].Status != order.Created {
 		t.Fatalf("first order: %+v, %v", out, err)
 	}
@@ -71,7 +71,7 @@ func TestFulfilRetriedKeyIsRefused(t *testing.T) {
 			// Alone, and beside an order of another user in one batch (the
 			// batch falls back to order by order).
 			retry, other := reqKey(item, 1, 1, "retry"), reqKey(item, 2, 1, "retry")
-			out, err := db.Fulfil(ctx, item, []orderdb.Request{retry, other})
+			out, err := db.Fulfil(ctx, []orderdb.Request{retry, other})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestFulfilKeyOfUnavailableOrderBuysAgain(t *testing.T) {
 		t.Fatalf("abandon: %+v, %v", o, err)
 	}
 	retry := reqKey(item, 1, 1, "again")
-	out, err := db.Fulfil(ctx, item, []orderdb.Request{retry})
+	out, err := db.Fulfil(ctx, []orderdb.Request{retry})
 	if err != nil || out[retry.Event.OrderNo].Status != order.Created {
 		t.Fatalf("retry after a 503: %+v, %v, want CREATED", out, err)
 	}
@@ -150,7 +150,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 		for i := range reqs {
 			reqs[i] = reqKey(item, 1, 1, "race")
 		}
-		out, err := db.Fulfil(context.Background(), item, reqs)
+		out, err := db.Fulfil(context.Background(), reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 				defer wg.Done()
 				// Each batch also carries another user's order, so each
 				// goes order by order after its batch insert is refused.
-				outs[i], errs[i] = db.Fulfil(context.Background(), item, []orderdb.Request{reqs[i], reqKey(item, int64(10+i), 1, "race")})
+				outs[i], errs[i] = db.Fulfil(context.Background(), []orderdb.Request{reqs[i], reqKey(item, int64(10+i), 1, "race")})
 			}()
 		}
 		wg.Wait()
@@ -218,7 +218,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			if dup {
-				if out, err := db.Fulfil(ctx, item, []orderdb.Request{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
+				if out, err := db.Fulfil(ctx, []orderdb.Request{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
 					t.Fatalf("second order of the key before 0008: %+v, %v", out, err)
 				}
 			}
@@ -248,7 +248,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 			}
 			// The closed order holds its key; the 503 record does not.
 			retry := reqKey(item, 1, 1, "old")
-			out, err := db.Fulfil(ctx, item, []orderdb.Request{retry})
+			out, err := db.Fulfil(ctx, []orderdb.Request{retry})
 			if err != nil || out[retry.Event.OrderNo].Reason != order.ReasonDuplicateRequest {
 				t.Fatalf("retry of %s's key after the migration: %+v, %v", first.Event.OrderNo, out, err)
 			}

@@ -21,7 +21,7 @@ func TestPaymentTransactionIDsCompareBytes(t *testing.T) {
 	for user := int64(1); user <= 2; user++ {
 		r := req(item, user, 1)
 		r.UnitPrice = eur
-		if _, err := db.Fulfil(ctx, item, []orderdb.Request{r}); err != nil {
+		if _, err := db.Fulfil(ctx, []orderdb.Request{r}); err != nil {
 			t.Fatal(err)
 		}
 		nos = append(nos, r.Event.OrderNo)
@@ -84,7 +84,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 		r.Event.UserID, r.Event.IdempotencyKey = u.user, u.key
 		reqs = append(reqs, r)
 	}
-	out, err := db.Fulfil(ctx, item, reqs)
+	out, err := db.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 	// The live-order key still holds for each of them.
 	again := req(item, 1, 1)
 	again.Event.UserID = "alice"
-	out, err = db.Fulfil(ctx, item, []orderdb.Request{again})
+	out, err = db.Fulfil(ctx, []orderdb.Request{again})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	r.Event.UserID, r.Event.IdempotencyKey = "Alice", "Key-1"
-	if _, err := db.Fulfil(ctx, item, []orderdb.Request{r}); err != nil {
+	if _, err := db.Fulfil(ctx, []orderdb.Request{r}); err != nil {
 		t.Fatal(err)
 	}
 	no := r.Event.OrderNo

@@ -115,7 +115,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	no := r.Event.OrderNo
-	out, err := db.Fulfil(ctx, item, []orderdb.Request{r})
+	out, err := db.Fulfil(ctx, []orderdb.Request{r})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestFulfilBatchAndTail(t *testing.T) {
 	// 7 orders for 5 units, one of them quantity 2: the batch cannot be
 	// taken whole, so it goes order by order and the tail still sells.
 	reqs := []orderdb.Request{req(item, 1, 1), req(item, 2, 2), req(item, 3, 1), req(item, 4, 1), req(item, 5, 1), req(item, 6, 1), req(item, 7, 1)}
-	out, err := db.Fulfil(ctx, item, reqs)
+	out, err := db.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestFulfilBatchAndTail(t *testing.T) {
 		t.Fatalf("stock = %d %v, want 0", s, err)
 	}
 	// Redelivery: nothing changes.
-	again, err := db.Fulfil(ctx, item, reqs)
+	again, err := db.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestFulfilAlreadyPurchased(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	first, second := req(item, 1, 1), req(item, 1, 1)
-	out, err := db.Fulfil(ctx, item, []orderdb.Request{first, second})
+	out, err := db.Fulfil(ctx, []orderdb.Request{first, second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 			for u := range 30 {
 				reqs = append(reqs, req(item, int64(w*100+u+1), 1))
 			}
-			out, err := db.Fulfil(ctx, item, reqs)
+			out, err := db.Fulfil(ctx, reqs)
 			if err != nil {
 				t.Error(err)
 				return
@@ -199,7 +199,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			out, err := db.Fulfil(ctx, item, []orderdb.Request{r})
+			out, err := db.Fulfil(ctx, []orderdb.Request{r})
 			fulfilled[i] = out[r.Event.OrderNo]
 			errs <- err
 		}()
@@ -244,5 +244,60 @@ func TestAbandonRacesFulfil(t *testing.T) {
 	again, err := db.Abandon(ctx, reqs[0].Event, order.ReasonReserveFailed)
 	if err != nil || again.Status != abandoned[0].Status || again.FailureReason != abandoned[0].FailureReason {
 		t.Fatalf("second abandon: %+v, %v; first saw %+v", again, err, abandoned[0])
+	}
+}
+
+// One batch holds the orders of several items of one sale (its sizes): one
+// transaction takes each item's units with its own conditional update, and
+// when one item is short the batch goes order by order, so the other items
+// sell in full and the short one sells its exact tail.
+func TestFulfilOrdersOfSeveralItems(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	var items []int64
+	for _, stock := range []int64{3, 1} {
+		it, err := db.CreateItem(ctx, "size", stock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, it.ID)
+	}
+	now := time.Now()
+	act, err := db.CreateActivity(ctx, order.Activity{ItemID: items[0], StartsAt: now, EndsAt: now.Add(time.Hour), PerUserLimit: 1,
+		Items: []order.SaleItem{{ItemID: items[0], Label: "S"}, {ItemID: items[1], Label: "M"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sized := func(item, user int64) orderdb.Request {
+		r := req(item, user, 1)
+		r.Event.ActivityID, r.Event.OrderNo = act.ID, gen.Next(items[0])
+		return r
+	}
+	// Both fit: one transaction.
+	fit := []orderdb.Request{sized(items[0], 1), sized(items[1], 2), sized(items[0], 3)}
+	out, err := db.Fulfil(ctx, fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range fit {
+		if out[r.Event.OrderNo].Status != order.Created {
+			t.Fatalf("outcomes %+v, want every order CREATED", out)
+		}
+	}
+	// The second item has nothing left: the first still sells its last unit.
+	short := []orderdb.Request{sized(items[1], 4), sized(items[0], 5), sized(items[1], 6)}
+	out, err = db.Fulfil(ctx, short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[short[0].Event.OrderNo].Reason != order.ReasonOutOfStock || out[short[1].Event.OrderNo].Status != order.Created ||
+		out[short[2].Event.OrderNo].Reason != order.ReasonOutOfStock {
+		t.Fatalf("outcomes %+v, want the second item OUT_OF_STOCK and the first CREATED", out)
+	}
+	for i, want := range []int64{0, 0} {
+		if s, _ := db.ItemStock(ctx, items[i]); s != want {
+			t.Fatalf("item %d stock %d, want %d", i, s, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package orderdb
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -89,9 +90,10 @@ type Request struct {
 	UnitPrice order.Money
 }
 
-// Fulfil writes the orders of one item. It first tries the whole batch in
-// one transaction (one aggregated conditional stock update, one multi-row
-// insert); if MySQL cannot take all of it (not enough stock for the sum, or
+// Fulfil writes orders, of one item or of several (the sizes of one sale).
+// It first tries the whole batch in one transaction (one aggregated
+// conditional stock update per item, in item order so two batches never
+// wait on each other in a cycle, and one multi-row insert); if MySQL cannot take all of it (not enough stock for the sum, or
 // a unique key fires) it rolls back and goes order by order, so the exact
 // tail of the stock still sells and only the orders MySQL refuses fail.
 // Orders already in MySQL are reported as Existing and not touched.
@@ -106,7 +108,7 @@ type Request struct {
 // It returns one outcome per order number, or an error wrapping
 // order.ErrUnavailable when nothing may be assumed and the batch must be
 // retried.
-func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[string]Outcome, error) {
+func (db *DB) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome, error) {
 	out := make(map[string]Outcome, len(reqs))
 	nos := make([]string, len(reqs))
 	for i, r := range reqs {
@@ -134,7 +136,7 @@ func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[str
 		return out, nil
 	}
 
-	refused, ok, err := db.fulfilBatch(ctx, itemID, todo)
+	refused, ok, err := db.fulfilBatch(ctx, todo)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func (db *DB) Fulfil(ctx context.Context, itemID int64, reqs []Request) (map[str
 		return out, nil
 	}
 	for _, r := range todo {
-		o, err := db.fulfilOne(ctx, itemID, r)
+		o, err := db.fulfilOne(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -163,14 +165,14 @@ var errFallback = errors.New("batch needs order-by-order fulfilment")
 
 // fulfilBatch writes reqs in one transaction and reports the orders the
 // sale refused (by number, with the reason) and whether it committed.
-func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (map[string]string, bool, error) {
+func (db *DB) fulfilBatch(ctx context.Context, reqs []Request) (map[string]string, bool, error) {
 	refused := map[string]string{}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, reqs)
 		if err != nil {
 			return err
 		}
-		sum := 0
+		sums := map[int64]int{}
 		rows := make([]orderRow, len(reqs))
 		for i, r := range reqs {
 			if reason := refusal(acts, r.Event); reason != "" {
@@ -178,11 +180,12 @@ func (db *DB) fulfilBatch(ctx context.Context, itemID int64, reqs []Request) (ma
 				rows[i] = newRow(r, order.Failed, reason)
 				continue
 			}
-			sum += r.Event.Quantity
+			sums[r.Event.ItemID] += r.Event.Quantity
 			rows[i] = newRow(r, order.Created, "")
 		}
-		if sum > 0 {
-			res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, itemID, sum)
+		for _, item := range slices.Sorted(maps.Keys(sums)) {
+			sum := sums[item]
+			res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, item, sum)
 			if res.Error != nil {
 				return res.Error
 			}
@@ -247,7 +250,7 @@ func refusal(acts map[int64]order.Activity, e order.Event) string {
 }
 
 // fulfilOne writes one order in its own transaction.
-func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, error) {
+func (db *DB) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 	var out Outcome
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, []Request{r})
@@ -258,7 +261,7 @@ func (db *DB) fulfilOne(ctx context.Context, itemID int64, r Request) (Outcome, 
 			out = Outcome{Status: order.Failed, Reason: reason}
 			return tx.Create(ptr(newRow(r, order.Failed, reason))).Error
 		}
-		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, itemID, r.Event.Quantity)
+		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, r.Event.ItemID, r.Event.Quantity)
 		if res.Error != nil {
 			return res.Error
 		}

@@ -62,7 +62,7 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	a, b, dup := req(item, 1, 2), req(item, 2, 1), req(item, 1, 1)
-	if _, err := db.Fulfil(ctx, item, []orderdb.Request{a, b, dup}); err != nil {
+	if _, err := db.Fulfil(ctx, []orderdb.Request{a, b, dup}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
@@ -141,7 +141,7 @@ func TestStockSnapshotIsConsistent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < len(reqs); i += 20 {
-			if _, err := db.Fulfil(ctx, item, reqs[i:i+20]); err != nil {
+			if _, err := db.Fulfil(ctx, reqs[i:i+20]); err != nil {
 				t.Error(err)
 				return
 			}
@@ -167,7 +167,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	old, closing, later := req(item, 1, 1), req(item, 2, 1), req(item, 3, 1)
-	if _, err := db.Fulfil(ctx, item, []orderdb.Request{old, closing, later}); err != nil {
+	if _, err := db.Fulfil(ctx, []orderdb.Request{old, closing, later}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.CloseOrder(ctx, "2", closing.Event.OrderNo, order.ReasonCancelled); err != nil {
@@ -186,7 +186,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	}
 
 	created := req(item, 4, 1)
-	if _, err := db.Fulfil(ctx, item, []orderdb.Request{created}); err != nil {
+	if _, err := db.Fulfil(ctx, []orderdb.Request{created}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.CloseOrder(ctx, "3", later.Event.OrderNo, order.ReasonCancelled); err != nil {

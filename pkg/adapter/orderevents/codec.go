@@ -11,7 +11,9 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
-// ItemKey is the message key of an item's events.
+// ItemKey is the message key of the events of a sale whose first item is
+// itemID (order.TagOf of their order numbers): for a sale of one item, the
+// key of that item's events.
 func ItemKey(itemID int64) []byte { return strconv.AppendInt(nil, itemID, 10) }
 
 // Decode parses and validates an event.

@@ -214,7 +214,11 @@ func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
 	if err != nil {
 		return err
 	}
-	msg := kafka.Message{Key: ItemKey(e.ItemID), Value: b}
+	// Keyed by the sale's tag (its first item; the item itself for a sale
+	// of one), so a sale's events, whatever their sizes, share a partition
+	// and a lane and the consumer takes them in one batch.
+	tag := order.TagOf(e.OrderNo)
+	msg := kafka.Message{Key: ItemKey(tag), Value: b}
 	if p.tracer.On() {
 		var span trace.Span
 		ctx, span = p.tracer.Start(ctx, "publish "+p.w.Topic, trace.WithSpanKind(trace.SpanKindProducer))
@@ -228,7 +232,7 @@ func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
 		defer func() { tracing.Fail(span, err); span.End() }()
 		msg.Headers = traceHeaders(ctx)
 	}
-	if err := p.send(ctx, msg, e.ItemID); err != nil {
+	if err := p.send(ctx, msg, tag); err != nil {
 		return fmt.Errorf("publish order %s: %w: %w", e.OrderNo, order.ErrUnavailable, err)
 	}
 	return nil

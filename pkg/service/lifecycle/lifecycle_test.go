@@ -74,7 +74,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if _, err := st.Claim(ctx, stockredis.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
-	out, err := db.Fulfil(ctx, it.ID, reqs)
+	out, err := db.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}

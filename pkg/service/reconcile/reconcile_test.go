@@ -107,7 +107,7 @@ func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcom
 	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
-	out, err := f.db.Fulfil(f.ctx, f.item, reqs)
+	out, err := f.db.Fulfil(f.ctx, reqs)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		return err
 	}
-	out, err := f.db.Fulfil(f.ctx, f.item, reqs)
+	out, err := f.db.Fulfil(f.ctx, reqs)
 	if err != nil {
 		return err
 	}
