@@ -177,8 +177,8 @@ func (p *Handler) fulfilSale(ctx context.Context, tag int64, events []order.Even
 	failpoint.Inject("consumer-after-commit")
 	confirm := map[int64][]string{} // by item
 	var confirmItems []int64
-	var confirmIdx []int // indexes into events
-	var failed []int     // indexes into reqs
+	var confirmIdx []int           // indexes into events
+	var failed []int               // indexes into reqs
 	outOfStock := map[int64]bool{} // items MySQL had less of than Redis
 	for j, r := range reqs {
 		e := r.Event
