@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -46,13 +46,17 @@ func TestUpgradeCarriesARunningSaleOver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The previous version's reserve, by its key names.
+	// The previous version's reserve script, by its key names.
 	base := fmt.Sprintf("%s:{i%d}:", p.Prefix, it.ID)
 	if got, err := p.Redis.Get(ctx, base+"stock").Int64(); err != nil || got != 10 {
 		t.Fatalf("stock under the old name %sstock: %d %v", base, got, err)
 	}
 	gen := order.NewNumberGenerator()
-	reserve := redis.NewScript(lua.Source("reserve"))
+	src, err := os.ReadFile("testdata/reserve-before-sizes.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve := redis.NewScript(string(src))
 	orders := map[string]int64{}
 	var msgs []kafka.Message
 	for u := int64(1); u <= 3; u++ {

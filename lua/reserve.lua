@@ -1,24 +1,28 @@
--- reserve: take stock for one or more orders of one item, atomically, in one
--- round trip. The orders are taken one after the other, each exactly as if
--- it ran alone: a batch is only fewer round trips, never other answers.
+-- reserve: take stock for one or more orders, of one item or of several
+-- items of one sale (its sizes: their keys share the sale's hash tag),
+-- atomically, in one round trip. The orders are taken one after the other,
+-- each exactly as if it ran alone: a batch is only fewer round trips, never
+-- other answers.
 --
--- KEYS[1] stock     units Redis may still sell (string integer); for a
---                   bucketed item (ARGV[2] set) the bucket marker instead
--- KEYS[2] inflight  sum of quantities in RESERVED or CLAIMED
--- KEYS[3] pending   sorted set: order_no by reserved-at (ms)
--- then three keys per order i (0-based), at 4+3i:
+-- ARGV[1] m, the number of items in the batch
+-- ARGV[2] '' for items with one stock key each; for a bucketed item (always
+--         one item and a batch of one) the bucket the caller already took
+--         the quantity from (bucket_take): the stock is then neither checked
+--         nor taken here, the bucket is recorded in the reservation, and on
+--         a refusal the caller gives the units back to it (bucket_give)
+-- ARGV[3 .. 2+m] the item id of each item j (0-based) of the batch
+-- KEYS, three per item j at 1+3j:
+--   stock     units Redis may still sell (string integer); for a bucketed
+--             item the bucket marker instead
+--   inflight  sum of quantities in RESERVED or CLAIMED
+--   pending   sorted set: order_no by reserved-at (ms)
+-- then three keys per order i (0-based), at 1+3m+3i:
 --   res    reservation hash of this order
 --   quota  the user's quota in the activity: the order_no holding it
 --   idem   the user's idempotency record: the order_no this key made
--- ARGV[1] item_id
--- ARGV[2] '' for an item with one stock key; for a bucketed item (always a
---         batch of one) the bucket the caller already took the quantity
---         from (bucket_take): the stock is then neither checked nor taken
---         here, the bucket is recorded in the reservation, and on a refusal
---         the caller gives the units back to it (bucket_give)
--- then eight arguments per order i, at 3+8i: order_no, user_id,
---   activity_id, quantity, now (ms), idempotency key, quota/idempotency
---   ttl (ms), reservation ttl (ms)
+-- then nine arguments per order i, at 3+m+9i: the index j of its item,
+--   order_no, user_id, activity_id, quantity, now (ms), idempotency key,
+--   quota/idempotency ttl (ms), reservation ttl (ms)
 --
 -- Returns two values per order. Checks, in this order of precedence (a
 -- short stock never burns the quota):
@@ -27,54 +31,63 @@
 --   -3, order_no    the user holds a live order in the activity
 --   -4, stock       not enough stock
 --    1, stock       reserved; stock is what is left (-1 for a bucketed item)
+local m = tonumber(ARGV[1])
 local bucket = ARGV[2] or ''
+local stock, taken, pending = {}, {}, {}
+for j = 0, m - 1 do
+  stock[j] = redis.call('GET', KEYS[1 + 3 * j])
+  if stock[j] and bucket == '' then stock[j] = tonumber(stock[j]) end
+  taken[j], pending[j] = 0, {}
+end
 local out = {}
-local stock = redis.call('GET', KEYS[1])
-local taken, pending = 0, {}
-for i = 0, (#KEYS - 3) / 3 - 1 do
-  local res, quota, idem = KEYS[4 + 3 * i], KEYS[5 + 3 * i], KEYS[6 + 3 * i]
-  local a = 3 + 8 * i
-  local no, qty, at = ARGV[a], tonumber(ARGV[a + 3]), ARGV[a + 4]
+for i = 0, (#KEYS - 3 * m) / 3 - 1 do
+  local k = 1 + 3 * m + 3 * i
+  local res, quota, idem = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  local a = 3 + m + 9 * i
+  local j = tonumber(ARGV[a])
+  local no, qty, at = ARGV[a + 1], tonumber(ARGV[a + 4]), ARGV[a + 5]
   local code, val = 1, -1
-  local prior, holder
-  if not stock then
+  if not stock[j] then
     code, val = -1, 0
   else
-    prior = redis.call('GET', idem)
+    local prior = redis.call('GET', idem)
     if prior then
       code, val = -2, prior
     else
-      holder = redis.call('GET', quota)
+      local holder = redis.call('GET', quota)
       if holder then
         code, val = -3, holder
-      elseif bucket == '' and tonumber(stock) < qty then
-        code, val = -4, tonumber(stock)
+      elseif bucket == '' and stock[j] < qty then
+        code, val = -4, stock[j]
       end
     end
   end
   if code == 1 then
     if bucket == '' then
-      stock = tonumber(stock) - qty
-      val = stock
+      stock[j] = stock[j] - qty
+      val = stock[j]
     end
-    taken = taken + qty
-    pending[#pending + 1] = at
-    pending[#pending + 1] = no
-    redis.call('HSET', res, 'state', 'RESERVED', 'user', ARGV[a + 1], 'activity', ARGV[a + 2],
-      'item', ARGV[1], 'qty', qty, 'at', at, 'key', ARGV[a + 5])
+    taken[j] = taken[j] + qty
+    local p = pending[j]
+    p[#p + 1] = at
+    p[#p + 1] = no
+    redis.call('HSET', res, 'state', 'RESERVED', 'user', ARGV[a + 2], 'activity', ARGV[a + 3],
+      'item', ARGV[3 + j], 'qty', qty, 'at', at, 'key', ARGV[a + 6])
     if bucket ~= '' then redis.call('HSET', res, 'bucket', bucket) end
-    redis.call('PEXPIRE', res, ARGV[a + 7])
-    redis.call('SET', quota, no, 'PX', ARGV[a + 6])
-    redis.call('SET', idem, no, 'PX', ARGV[a + 6])
+    redis.call('PEXPIRE', res, ARGV[a + 8])
+    redis.call('SET', quota, no, 'PX', ARGV[a + 7])
+    redis.call('SET', idem, no, 'PX', ARGV[a + 7])
   end
   out[#out + 1] = code
   out[#out + 1] = val
 end
--- The batch's sums, written once (the script is atomic: nothing sees the
+-- Each item's sums, written once (the script is atomic: nothing sees the
 -- keys in between).
-if taken > 0 then
-  if bucket == '' then redis.call('DECRBY', KEYS[1], taken) end
-  redis.call('INCRBY', KEYS[2], taken)
-  redis.call('ZADD', KEYS[3], unpack(pending))
+for j = 0, m - 1 do
+  if taken[j] > 0 then
+    if bucket == '' then redis.call('DECRBY', KEYS[1 + 3 * j], taken[j]) end
+    redis.call('INCRBY', KEYS[2 + 3 * j], taken[j])
+    redis.call('ZADD', KEYS[3 + 3 * j], unpack(pending[j]))
+  end
 end
 return out

@@ -34,11 +34,11 @@ type reserveAnswer struct {
 	err error
 }
 
-// reserver runs concurrent reservations of one item in one script: a
-// worker takes the first waiting order and every other one already queued
-// (no timer, so a lone order is not delayed), groups them by item (one hash
-// tag, so one script works on a cluster too) and runs the script once per
-// group. Under load the queue fills while a script is in flight, so the
+// reserver runs concurrent reservations of one sale in one script, whatever
+// their items: a worker takes the first waiting order and every other one
+// already queued (no timer, so a lone order is not delayed), groups them by
+// sale (one hash tag, so one script works on a cluster too) and runs the
+// script once per group. Under load the queue fills while a script is in flight, so the
 // batches grow with the load and the round trips per order fall.
 //
 // A batch is one command: if its answer is lost, every order in it gets
@@ -56,14 +56,20 @@ func (b *reserver) start() {
 	b.queue = batch.Start(reserveWorkers, 4*reserveBatch, reserveBatch, b.runAll)
 }
 
-// runAll runs the script once for each item (and stock key) of calls.
+// runAll runs the script once for each sale (hash tag) of calls: the
+// orders of all its items with one stock key each in one run, and those of
+// a bucketed item by the bucket they took their units from.
 func (b *reserver) runAll(calls []reserveCall) {
 	for len(calls) > 0 {
 		head := calls[0]
 		group := calls[:0:0]
 		rest := calls[:0]
 		for _, c := range calls {
-			if c.r.item() == head.r.item() && c.first == head.first && c.bucket == head.bucket {
+			same := c.r.item().Tag == head.r.item().Tag && c.bucket == head.bucket
+			if head.bucket != "" {
+				same = same && c.r.item() == head.r.item() && c.first == head.first
+			}
+			if same {
 				group = append(group, c)
 			} else {
 				rest = append(rest, c)
@@ -74,19 +80,32 @@ func (b *reserver) runAll(calls []reserveCall) {
 	}
 }
 
-// run runs the script for calls, all of one item, and answers each.
+// run runs the script for calls, all of one sale, and answers each.
 func (b *reserver) run(calls []reserveCall) {
 	c0 := calls[0]
-	it := c0.r.item()
-	k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
-	keys := make([]string, 0, 3+3*len(calls))
-	keys = append(keys, c0.first, k.Inflight(), k.Pending())
-	args := make([]any, 0, 2+8*len(calls))
-	args = append(args, c0.r.ItemID, c0.bucket)
+	var items []reserveCall // the first call of each item, in order
+	index := map[int64]int{}
+	for _, c := range calls {
+		if _, ok := index[c.r.ItemID]; !ok {
+			index[c.r.ItemID] = len(items)
+			items = append(items, c)
+		}
+	}
+	keys := make([]string, 0, 3*len(items)+3*len(calls))
+	args := make([]any, 0, 2+len(items)+9*len(calls))
+	args = append(args, len(items), c0.bucket)
+	for _, c := range items {
+		it := c.r.item()
+		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
+		keys = append(keys, c.first, k.Inflight(), k.Pending())
+		args = append(args, it.ID)
+	}
 	for _, c := range calls {
 		r := c.r
+		it := r.item()
+		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 		keys = append(keys, k.Reservation(r.OrderNo), k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey))
-		args = append(args, r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
+		args = append(args, index[r.ItemID], r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
 			r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds())
 	}
 	res, err := b.script.Run(context.Background(), b.rdb, keys, args...).Slice()

@@ -3,6 +3,8 @@ package stockredis_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +194,97 @@ func TestWarmedItemsNameTheirTag(t *testing.T) {
 	if len(want) != 0 {
 		t.Fatalf("warmed items %v lack %v", got, want)
 	}
+}
+
+// Concurrent orders for the sizes of one sale are taken in shared runs of
+// the reserve script (one run for every size), each order exactly as if
+// it ran alone: 400 buyers over three sizes of 20 units, one in three also
+// trying a second size with another key at once. Every size sells exactly
+// its 20, no buyer holds two orders, each replay finds its order, and the
+// runs of the script are far fewer than the orders.
+func TestReserveBatchesTheSizesOfASale(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
+			t.Parallel()
+			var rdb redis.UniversalClient
+			var prefix string
+			if cluster {
+				rdb, prefix = redistest.NewCluster(t)
+			} else {
+				rdb, prefix = redistest.New(t)
+			}
+			s := stockredis.New(rdb, prefix)
+			warmSizes(t, s, 20, 20, 20)
+			var evals atomic.Int64
+			rdb.AddHook(evalCounter{n: &evals})
+			var mu sync.Mutex
+			holders := map[string]int{} // user -> orders held
+			var wg sync.WaitGroup
+			for u := range 400 {
+				wg.Go(func() {
+					ctx := context.Background()
+					tries := []stockredis.Reservation{sizedRes(sizes[u%3], int64(1000+u), "a", 1)}
+					if u%3 == 0 {
+						tries = append(tries, sizedRes(sizes[(u+1)%3], int64(1000+u), "b", 1))
+					}
+					var inner sync.WaitGroup
+					for _, r := range tries {
+						inner.Go(func() {
+							got, err := s.Reserve(ctx, r)
+							switch {
+							case err == nil:
+								mu.Lock()
+								holders[r.UserID]++
+								mu.Unlock()
+								again := r
+								again.OrderNo = gen.Next(r.Tag)
+								if replay, err := s.Reserve(ctx, again); err != nil || !replay.Duplicate || replay.OrderNo != got.OrderNo {
+									t.Errorf("buyer %s's replay: %+v %v, want %s", r.UserID, replay, err, got.OrderNo)
+								}
+							case errors.Is(err, order.ErrSoldOut), errors.Is(err, order.ErrAlreadyPurchased):
+							default:
+								t.Errorf("buyer %s: %v", r.UserID, err)
+							}
+						})
+					}
+					inner.Wait()
+				})
+			}
+			wg.Wait()
+			for user, n := range holders {
+				if n > 1 {
+					t.Fatalf("buyer %s holds %d orders", user, n)
+				}
+			}
+			if len(holders) != 60 {
+				t.Fatalf("%d buyers hold an order, want 60", len(holders))
+			}
+			for i := range sizes {
+				if snap := sizeStock(t, s, sizes[i]); snap.Stock != 0 || snap.Inflight != 20 {
+					t.Fatalf("size %d: %+v, want sold out with 20 in flight", i, snap)
+				}
+			}
+			calls := int64(400 + 134 + 60) // first tries, second sizes, replays
+			if evals.Load() >= calls/2 {
+				t.Fatalf("%d script runs for %d reserves: the sizes' orders were not batched", evals.Load(), calls)
+			}
+			t.Logf("%d script runs for %d reserves", evals.Load(), calls)
+		})
+	}
+}
+
+// evalCounter counts the scripts a client sends.
+type evalCounter struct{ n *atomic.Int64 }
+
+func (evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
