@@ -226,16 +226,12 @@ func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, err
 	if err := tx.Raw("SELECT * FROM activities WHERE id IN ? LOCK IN SHARE MODE", ids).Scan(&rows).Error; err != nil {
 		return nil, err
 	}
-	list := make([]order.Activity, len(rows))
-	for i, row := range rows {
-		list[i] = row.activity()
-	}
-	if err := withItems(tx, list); err != nil {
-		return nil, err
-	}
+	// Without their items: what refuses an order here is the sale's window
+	// and limit (the consumer checked the item against its copy, and a
+	// sale's items never change once it started).
 	acts := make(map[int64]order.Activity, len(rows))
-	for _, a := range list {
-		acts[a.ID] = a
+	for _, row := range rows {
+		acts[row.ID] = row.activity()
 	}
 	return acts, nil
 }
