@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -46,8 +47,8 @@ func TestChaosRedisRestoredFromOlderStateBucketed(t *testing.T) {
 	restoreScenario(t, 3)
 }
 
-// redisFiles are the shared Redis's data directory and pid file (see
-// scripts/services).
+// redisFiles are the Redis's data directory and pid file under
+// scripts/services's folder (SECKILL_SERVICES_DIR, default .local).
 func redisFiles(t *testing.T) (root, aof, pidFile string) {
 	t.Helper()
 	if os.Getenv("SECKILL_SERVICES") == "docker" {
@@ -58,8 +59,9 @@ func redisFiles(t *testing.T) (root, aof, pidFile string) {
 		t.Fatal(err)
 	}
 	root = filepath.Dir(strings.TrimSpace(string(out)))
-	aof = filepath.Join(root, ".local", "data", "redis", "appendonlydir")
-	pidFile = filepath.Join(root, ".local", "run", "redis.pid")
+	dir := servicesDir(t)
+	aof = filepath.Join(dir, "data", "redis", "appendonlydir")
+	pidFile = filepath.Join(dir, "run", "redis.pid")
 	if _, err := os.Stat(aof); err != nil {
 		t.Skipf("no AOF directory of the shared Redis: %v", err)
 	}
@@ -67,7 +69,7 @@ func redisFiles(t *testing.T) (root, aof, pidFile string) {
 }
 
 func redisAnswers() bool {
-	c, err := net.DialTimeout("tcp", "127.0.0.1:6379", 200*time.Millisecond)
+	c, err := net.DialTimeout("tcp", redistest.Addr(), 200*time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -165,7 +167,7 @@ func restoreScenario(t *testing.T, buckets int) {
 	} else {
 		sale = api.CreateSale(stock, 1)
 	}
-	l := startLoad(api, sale.ActivityID, users(1, 600), 8*time.Second, 20)
+	l := startLoad(api, sale, users(1, 600), 8*time.Second, 20)
 	waittest.Until(t, 30*time.Second, "the first orders to be accepted", func() bool { return l.answered(202) >= 60 })
 	if buckets == 1 {
 		// Ten orders all the way through (CREATED, reservation
