@@ -438,7 +438,7 @@ type SaleOptions struct {
 	Currency string
 	// Sizes makes a sale of several items, one per entry, each with that
 	// stock (labelled "size 1", "size 2", ...); the stock argument is then
-	// their sum. Empty: one item.
+	// ignored, the Sale's Stock being their sum. Empty: one item.
 	Sizes []int64
 }
 
@@ -504,7 +504,10 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	}
 	sale := Sale{ItemID: items[0].ID, ActivityID: act.ActivityID, Stock: stock}
 	if len(o.Sizes) > 0 {
-		sale.Items = items
+		sale.Items, sale.Stock = items, 0
+		for _, it := range items {
+			sale.Stock += it.Stock
+		}
 	}
 	return sale
 }
