@@ -66,10 +66,11 @@ func reserveAnswerLost(t *testing.T, sized bool) {
 	p.StartConsumer("SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=250ms")
 	// A sale in sizes has stock for its buyers' slots to be distinct
 	// (sizeOf), so that each size has a unit for every buyer wanting it.
-	sale := newSale(healthy, 100, false)
+	stock := int64(100)
 	if sized {
-		sale = newSale(healthy, 200, true)
+		stock = 200
 	}
+	sale := newSale(healthy, stock, sized)
 
 	// Redis can be told: the reservation is released at once.
 	lossyRedis, lossyEnv := redisProxy(t, false)

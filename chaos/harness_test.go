@@ -197,14 +197,16 @@ func sizeOf(sale pipelinetest.Sale, u int64) int64 {
 }
 
 // otherSize is the size of u's second click: the one after sizeOf's.
-func otherSize(sale pipelinetest.Sale, u int64) int64 {
-	first := sizeOf(sale, u)
+func otherSize(sale pipelinetest.Sale, u int64) int64 { return nextSize(sale, sizeOf(sale, u)) }
+
+// nextSize is the size after item in sale (the first after the last).
+func nextSize(sale pipelinetest.Sale, item int64) int64 {
 	for i, it := range sale.Items {
-		if it.ID == first {
+		if it.ID == item {
 			return sale.Items[(i+1)%len(sale.Items)].ID
 		}
 	}
-	return first
+	return item
 }
 
 // doubleClicks says whether u also clicks on a second size, with another
