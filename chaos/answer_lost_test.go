@@ -3,7 +3,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ func retryAll(t *testing.T, api *pipelinetest.API, sale pipelinetest.Sale, users
 	for _, u := range users {
 		var last pipelinetest.Placed
 		waittest.Until(t, 20*time.Second, fmt.Sprintf("user %d's retry to be accepted", u), func() bool {
-			pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
+			pl, err := buy(api, sale, u, firstKey(u))
 			last = pl
 			return err == nil && pl.Code == 202 && pl.Status == string(order.Pending)
 		})
@@ -50,24 +49,42 @@ func wantUnpublished(t *testing.T, api *pipelinetest.API, outcome string, n int)
 // with the same key is a fresh attempt that sells.
 func TestChaosReserveAnswerLost(t *testing.T) {
 	fault(t)
+	reserveAnswerLost(t, false)
+}
+
+// 10s. 10 with a sale in eight sizes of uneven stock, some buyers
+// clicking on two sizes at once: every click's answer is lost, each is
+// given back, and each buyer then buys its size once.
+func TestChaosReserveAnswerLostSized(t *testing.T) {
+	fault(t)
+	reserveAnswerLost(t, true)
+}
+
+func reserveAnswerLost(t *testing.T, sized bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
 	healthy := p.StartAPI()
 	p.StartConsumer("SECKILL_SWEEP_AFTER=1s", "SECKILL_SWEEP_EVERY=250ms")
-	sale := healthy.CreateSale(100, 1)
+	// A sale in sizes has stock for its buyers' slots to be distinct
+	// (sizeOf), so that each size has a unit for every buyer wanting it.
+	stock := int64(100)
+	if sized {
+		stock = 200
+	}
+	sale := newSale(healthy, stock, sized)
 
 	// Redis can be told: the reservation is released at once.
 	lossyRedis, lossyEnv := redisProxy(t, false)
 	lossy := p.StartAPI(lossyEnv)
 	lossyRedis.LoseReply(luaScript("reserve"), always)
 	first := users(1, 40)
-	l := startLoad(lossy, sale.ActivityID, first, time.Second, 20).wait()
+	l := startLoad(lossy, sale, first, time.Second, 20).wait()
 	if n := refusedHoldNothing(t, p, sale, l); n != len(first) {
 		t.Fatalf("answer lost, Redis reachable: %d of %d answered 503: %v", n, len(first), l.codes)
 	}
 	if inv := p.Check(sale); inv.RedisStock != sale.Stock || inv.Inflight != 0 {
 		t.Fatalf("a refused request left stock reserved: %+v", inv)
 	}
-	wantUnpublished(t, lossy, "released", len(first))
+	wantUnpublished(t, lossy, "released", l.attempts)
 
 	// Redis cannot be told (the API's release requests never reach it):
 	// MySQL records the order FAILED, the sweep releases the reservation
@@ -77,21 +94,18 @@ func TestChaosReserveAnswerLost(t *testing.T) {
 	deafRedis.LoseReply(luaScript("reserve"), always)
 	deafRedis.LoseRequest(luaScript("release"), always)
 	second := users(101, 40)
-	l2 := startLoad(deaf, sale.ActivityID, second, time.Second, 20).wait()
+	l2 := startLoad(deaf, sale, second, time.Second, 20).wait()
 	if n := refusedHoldNothing(t, p, sale, l2); n != len(second) {
 		t.Fatalf("answer lost, Redis unreachable: %d of %d answered 503: %v", n, len(second), l2.codes)
 	}
-	wantUnpublished(t, deaf, "abandoned", len(second))
-	counts, err := p.DB.StatusCounts(context.Background(), sale.ItemID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantUnpublished(t, deaf, "abandoned", l2.attempts)
+	failed := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'FAILED'", sale.ActivityID)
 	// Every given-up order is recorded FAILED in MySQL, whether or not
 	// Redis could be told (the record outlives any Redis data loss).
-	if counts[order.Failed] != int64(len(first)+len(second)) {
-		t.Fatalf("orders by status %v, want %d FAILED records of the given-up orders", counts, len(first)+len(second))
+	if failed != int64(l.attempts+l2.attempts) {
+		t.Fatalf("%d FAILED orders, want %d records of the given-up orders", failed, l.attempts+l2.attempts)
 	}
-	p.WaitDrained(sale.ItemID, 30*time.Second)
+	p.WaitSaleDrained(sale, 30*time.Second)
 	if inv := p.Check(sale); inv.RedisStock != sale.Stock || inv.LiveOrders != 0 {
 		t.Fatalf("given-up orders left stock reserved or sold: %+v", inv)
 	}
@@ -121,7 +135,7 @@ func TestChaosPublishAckLostRedisUnreachable(t *testing.T) {
 	deaf := p.StartAPI(kafkaEnv, redisEnv)
 	deafKafka.LoseReply(proxytest.KafkaRequest(proxytest.KafkaProduce), always)
 	deafRedis.LoseRequest(luaScript("release"), always)
-	l := startLoad(deaf, sale.ActivityID, users(1, 100), 2*time.Second, 20).wait()
+	l := startLoad(deaf, sale, users(1, 100), 2*time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l)
 	t.Logf("ack lost, Redis unreachable: %d answered 202 (the consumer wrote first), %d answered 503 (the FAILED record won)",
 		len(l.accepted), refused)

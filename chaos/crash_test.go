@@ -87,11 +87,11 @@ func TestChaosCrashRedis(t *testing.T) {
 	api := p.StartAPI()
 	p.StartConsumer()
 	sale := api.CreateSale(300, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 500), 8*time.Second, 20)
+	l := startLoad(api, sale, users(1, 500), 8*time.Second, 20)
 	ordersFlowing(t, p, sale)
 	crashUntilRefused(t, "redis", l)
 	l.wait()
-	more := startLoad(api, sale.ActivityID, users(1001, 300), 2*time.Second, 20).wait()
+	more := startLoad(api, sale, users(1001, 300), 2*time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, more)
 	all := acceptedBy(l, more)
 	inv := settle(t, p, sale, all, 90*time.Second)
@@ -117,7 +117,7 @@ func TestChaosCrashMySQLMidBatch(t *testing.T) {
 	p.StartConsumer("SECKILL_ADMIN_ADDR="+admin, noSweep)
 	sale := api.CreateSale(500, 1)
 	// A steady load, so batches keep coming while MariaDB dies.
-	l := startLoad(api, sale.ActivityID, users(1, 300), 8*time.Second, 10)
+	l := startLoad(api, sale, users(1, 300), 8*time.Second, 10)
 	ordersFlowing(t, p, sale)
 
 	// Hold the order number of one more event uncommitted, then publish
@@ -185,11 +185,11 @@ func TestChaosCrashKafka(t *testing.T) {
 	p.StartConsumer()
 	sale := api.CreateSale(1000, 1)
 	// The load outlasts the broker's restart.
-	l := startLoad(api, sale.ActivityID, users(1, 300), 25*time.Second, 20)
+	l := startLoad(api, sale, users(1, 300), 25*time.Second, 20)
 	ordersFlowing(t, p, sale)
 	crashUntilRefused(t, "kafka", l)
 	l.wait()
-	after := startLoad(api, sale.ActivityID, users(2001, 100), time.Second, 20).wait()
+	after := startLoad(api, sale, users(2001, 100), time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, after)
 	all := acceptedBy(l, after)
 	inv := settle(t, p, sale, all, 120*time.Second)

@@ -27,23 +27,34 @@ const noSweep = "SECKILL_SWEEP_AFTER=1h"
 // 1. kill -9 a consumer mid-batch, restart it.
 func TestChaosKillConsumerMidBatch(t *testing.T) {
 	fault(t)
+	killConsumerMidBatch(t, false)
+}
+
+// 1s. 1 with a sale in eight sizes of uneven stock, buyers clicking on
+// two sizes at once: every size sells out exactly, nobody holds two
+// orders.
+func TestChaosKillConsumerMidBatchSized(t *testing.T) {
+	fault(t)
+	killConsumerMidBatch(t, true)
+}
+
+func killConsumerMidBatch(t *testing.T, sized bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
 	api := p.StartAPI()
 	// No sweep: only Kafka's redelivery may finish what the killed
 	// consumer left, so an offset committed past unfinished work shows.
 	c := p.StartConsumer("SECKILL_CONSUMER_BATCH=50", noSweep)
-	sale := api.CreateSale(300, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 600), 3*time.Second, 50)
+	sale := newSale(api, 300, sized)
+	l := startLoad(api, sale, users(1, 600), 3*time.Second, 50)
 	waittest.Until(t, 30*time.Second, "orders to be created", func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
-		return n >= 30
+		return p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'CREATED'", sale.ActivityID) >= 30
 	})
 	c.Kill()
 	l.wait()
 	p.StartConsumer(noSweep)
 	inv := settle(t, p, sale, l.accepted, 60*time.Second)
 	if len(l.accepted) != 300 || inv.LiveOrders != 300 {
-		t.Fatalf("accepted %d, live %d; want 300 of each", len(l.accepted), inv.LiveOrders)
+		t.Fatalf("accepted %d (%v), live %d; want 300 of each", len(l.accepted), l.codes, inv.LiveOrders)
 	}
 }
 
@@ -57,7 +68,7 @@ func TestChaosConsumerDiesAfterMySQLCommit(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
 	sale := api.CreateSale(100, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 150), 2*time.Second, 20).wait()
+	l := startLoad(api, sale, users(1, 150), 2*time.Second, 20).wait()
 	if len(l.accepted) != 100 {
 		t.Fatalf("accepted %d (%v), want 100", len(l.accepted), l.codes)
 	}
@@ -98,7 +109,7 @@ func TestChaosKillOneOfTwoConsumers(t *testing.T) {
 	for i := range 4 {
 		s := api.CreateSale(100, 1)
 		sales = append(sales, s)
-		loads = append(loads, startLoad(api, s.ActivityID, users(int64(i*1000+1), 150), 3*time.Second, 20))
+		loads = append(loads, startLoad(api, s, users(int64(i*1000+1), 150), 3*time.Second, 20))
 	}
 	// Kill the consumer while it holds work: it has created orders.
 	waittest.Until(t, 30*time.Second, "the doomed consumer to create orders", func() bool {
@@ -122,14 +133,14 @@ func TestChaosKafkaDown(t *testing.T) {
 	api := p.StartAPI("SECKILL_KAFKA_WRITE_TIMEOUT=1s")
 	p.StartConsumer()
 	sale := api.CreateSale(1000, 1)
-	before := startLoad(api, sale.ActivityID, users(1, 100), time.Second, 20).wait()
+	before := startLoad(api, sale, users(1, 100), time.Second, 20).wait()
 
 	services(t, "stop", "kafka")
-	down := startLoad(api, sale.ActivityID, users(1001, 40), 10*time.Second, 10)
+	down := startLoad(api, sale, users(1001, 40), 10*time.Second, 10)
 	time.Sleep(10 * time.Second)
 	services(t, "start", "kafka")
 	down.wait()
-	after := startLoad(api, sale.ActivityID, users(2001, 100), time.Second, 20).wait()
+	after := startLoad(api, sale, users(2001, 100), time.Second, 20).wait()
 
 	// Nothing stays reserved for a 503: no live order (MySQL keeps the
 	// FAILED record of the attempt), and the user may try again.
@@ -171,7 +182,7 @@ func TestChaosMySQLDown(t *testing.T) {
 	sale := api.CreateSale(500, 1)
 	// One order first, so the consumer is in its group and reading when
 	// MySQL goes.
-	first := startLoad(api, sale.ActivityID, users(20001, 1), 0, 1).wait()
+	first := startLoad(api, sale, users(20001, 1), 0, 1).wait()
 	p.WaitFinal(first.accepted, 60*time.Second)
 	services(t, "stop", "mysql")
 	// A poison message and a valid event in one write: one batch, whose
@@ -182,7 +193,7 @@ func TestChaosMySQLDown(t *testing.T) {
 	key := orderevents.ItemKey(sale.ItemID)
 	kafkatest.Write(t, p.Topic, kafka.Message{Key: key, Value: []byte("not an event")}, kafka.Message{Key: key, Value: valid})
 	committedBefore := committedOffsets(t, p.Topic, p.Group)
-	l := startLoad(api, sale.ActivityID, users(1, 200), 10*time.Second, 20)
+	l := startLoad(api, sale, users(1, 200), 10*time.Second, 20)
 	time.Sleep(10 * time.Second)
 	// No batch can finish without MySQL, so no offset moved during the gap.
 	if got := committedOffsets(t, p.Topic, p.Group); got != committedBefore {
@@ -217,13 +228,13 @@ func TestChaosRedisRestartWithAOF(t *testing.T) {
 	api := p.StartAPI()
 	p.StartConsumer()
 	sale := api.CreateSale(300, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 400), 4*time.Second, 20)
+	l := startLoad(api, sale, users(1, 400), 4*time.Second, 20)
 	time.Sleep(time.Second)
 	services(t, "stop", "redis")
 	time.Sleep(2 * time.Second)
 	services(t, "start", "redis")
 	l.wait()
-	more := startLoad(api, sale.ActivityID, users(1001, 300), 2*time.Second, 20).wait()
+	more := startLoad(api, sale, users(1001, 300), 2*time.Second, 20).wait()
 	all := map[string]int64{}
 	for _, x := range []*load{l, more} {
 		for no, u := range x.accepted {
@@ -283,7 +294,7 @@ func TestChaosPublishAckLost(t *testing.T) {
 	kp, kafkaEnv := kafkaProxy(t)
 	lossy := p.StartAPI(kafkaEnv)
 	kp.LoseReply(proxytest.KafkaRequest(proxytest.KafkaProduce), always)
-	l := startLoad(lossy, sale.ActivityID, users(1, 100), 2*time.Second, 20).wait()
+	l := startLoad(lossy, sale, users(1, 100), 2*time.Second, 20).wait()
 	refused := refusedHoldNothing(t, p, sale, l)
 	t.Logf("ack lost: %d answered 202 (consumer claimed first), %d answered 503 (released first)", len(l.accepted), refused)
 	if len(l.accepted)+refused != 100 {
@@ -302,7 +313,7 @@ func TestChaosRedeliveryStorm(t *testing.T) {
 	api := p.StartAPI()
 	p.StartConsumer()
 	sale := api.CreateSale(200, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 400), 2*time.Second, 50).wait()
+	l := startLoad(api, sale, users(1, 400), 2*time.Second, 50).wait()
 	before := settle(t, p, sale, l.accepted, 60*time.Second)
 	var storm []*pipelinetest.Proc
 	for range 2 {

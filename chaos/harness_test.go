@@ -96,48 +96,148 @@ func lostRepliesIn(t *testing.T, n int64) {
 }
 
 // load is a flash sale running in the background: users place one order
-// each, spread over the given duration, concurrency at a time.
+// each, spread over the given duration, concurrency at a time. In a sale
+// of several items each user buys its own size (sizeOf), and some click on
+// a second size at the same moment (doubleClicks).
 type load struct {
 	mu       sync.Mutex
 	accepted map[string]int64 // order_no -> user
-	byUser   map[int64]int    // user -> last status code
+	byUser   map[int64]int    // user -> status code (202 if a click got it, else 503 if one did, else the last)
 	codes    map[string]int
+	attempts int // order requests sent
 	neterrs  int
 	done     chan struct{}
 }
 
-func startLoad(api *pipelinetest.API, activity int64, users []int64, over time.Duration, concurrency int) *load {
+func startLoad(api *pipelinetest.API, sale pipelinetest.Sale, users []int64, over time.Duration, concurrency int) *load {
 	l := &load{accepted: map[string]int64{}, byUser: map[int64]int{}, codes: map[string]int{}, done: make(chan struct{})}
 	gap := over / time.Duration(len(users))
 	go func() {
 		defer close(l.done)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, concurrency)
+		click := func(u int64, key string, item int64) {
+			defer wg.Done()
+			p, err := api.PlaceOrderItem(u, key, sale.ActivityID, item, 1)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.attempts++
+			if err != nil {
+				l.neterrs++
+				return
+			}
+			if c, seen := l.byUser[u]; !seen || c != 202 && (c != 503 || p.Code == 202) {
+				l.byUser[u] = p.Code
+			}
+			if p.Code == 202 {
+				l.accepted[p.OrderNo] = u
+			} else {
+				l.codes[fmt.Sprintf("%d %s", p.Code, p.Error)]++
+			}
+		}
 		for _, u := range users {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
-				defer wg.Done()
 				defer func() { <-sem }()
-				p, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), activity, 1)
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				if err != nil {
-					l.neterrs++
-					return
+				if doubleClicks(sale, u) {
+					wg.Add(1)
+					go click(u, secondKey(u), otherSize(sale, u))
 				}
-				l.byUser[u] = p.Code
-				if p.Code == 202 {
-					l.accepted[p.OrderNo] = u
-				} else {
-					l.codes[fmt.Sprintf("%d %s", p.Code, p.Error)]++
-				}
+				click(u, firstKey(u), sizeOf(sale, u))
 			}()
 			time.Sleep(gap)
 		}
 		wg.Wait()
 	}()
 	return l
+}
+
+// sizeShares are the relative stocks of the sizes of the suite's sale in
+// sizes: eight, uneven, two of them scarce.
+var sizeShares = []int64{1, 3, 2, 5, 1, 4, 2, 6}
+
+// newSale creates a scenario's sale of stock units: one item, or (sized)
+// a sale of eight sizes sharing the units unevenly (sizeShares).
+func newSale(api *pipelinetest.API, stock int64, sized bool) pipelinetest.Sale {
+	if !sized {
+		return api.CreateSale(stock, 1)
+	}
+	var sum int64
+	for _, w := range sizeShares {
+		sum += w
+	}
+	sizes := make([]int64, len(sizeShares))
+	left := stock
+	for i, w := range sizeShares[:len(sizeShares)-1] {
+		sizes[i] = stock * w / sum
+		left -= sizes[i]
+	}
+	sizes[len(sizes)-1] = left
+	return api.CreateSizedSale(sizes, 1)
+}
+
+// sizeOf is the item user u buys in sale: 0 (the request names none) in a
+// sale of one item; else the size that holds u's slot, slots being the
+// sale's units in a row and u's slot u*7919 mod the sale's stock, so that
+// any run of as many users as the sale has units wants each size as often
+// as it has units.
+func sizeOf(sale pipelinetest.Sale, u int64) int64 {
+	if !sale.Sized() {
+		return 0
+	}
+	slot := (u * 7919) % sale.Stock
+	for _, it := range sale.Items {
+		if slot < it.Stock {
+			return it.ID
+		}
+		slot -= it.Stock
+	}
+	return sale.Items[len(sale.Items)-1].ID
+}
+
+// otherSize is the size of u's second click: the one after sizeOf's.
+func otherSize(sale pipelinetest.Sale, u int64) int64 { return nextSize(sale, sizeOf(sale, u)) }
+
+// nextSize is the size after item in sale (the first after the last).
+func nextSize(sale pipelinetest.Sale, item int64) int64 {
+	for i, it := range sale.Items {
+		if it.ID == item {
+			return sale.Items[(i+1)%len(sale.Items)].ID
+		}
+	}
+	return item
+}
+
+// doubleClicks says whether u also clicks on a second size, with another
+// Idempotency-Key, at the same moment: every fourth buyer of a sale in
+// sizes. At most one of the two may hold an order.
+func doubleClicks(sale pipelinetest.Sale, u int64) bool { return sale.Sized() && u%4 == 0 }
+
+func firstKey(u int64) string  { return fmt.Sprintf("k%d", u) }
+func secondKey(u int64) string { return fmt.Sprintf("k%d-2", u) }
+
+// buy places u's order of its size in sale with key.
+func buy(api *pipelinetest.API, sale pipelinetest.Sale, u int64, key string) (pipelinetest.Placed, error) {
+	return api.PlaceOrderItem(u, key, sale.ActivityID, sizeOf(sale, u), 1)
+}
+
+// buyAgain places order o again: its buyer, item and key.
+func buyAgain(api *pipelinetest.API, sale pipelinetest.Sale, o order.Order) (pipelinetest.Placed, error) {
+	item := o.ItemID
+	if !sale.Sized() {
+		item = 0
+	}
+	return api.PlaceOrderOf(o.UserID, o.IdempotencyKey, sale.ActivityID, item, o.Quantity)
+}
+
+// itemIDs is the reconciler's --item argument for every item of sale.
+func itemIDs(sale pipelinetest.Sale) string {
+	ids := make([]string, 0, len(sale.All()))
+	for _, it := range sale.All() {
+		ids = append(ids, fmt.Sprint(it.ID))
+	}
+	return strings.Join(ids, ",")
 }
 
 func (l *load) wait() *load { <-l.done; return l }
@@ -209,20 +309,26 @@ func settle(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, acce
 		}
 		return err == nil && len(final) == len(nos)
 	})
-	p.WaitDrained(sale.ItemID, within)
-	inv := p.Check(sale)
-	// The reconciler agrees: exit 0, no drift.
-	if r := p.Reconcile("--item", fmt.Sprint(sale.ItemID)); r.Code != 0 {
+	p.WaitSaleDrained(sale, within)
+	// Per item (each size of a sale in sizes): nothing oversold, Redis
+	// stock = MySQL stock; nobody with two live orders across them.
+	items := p.CheckItems(sale)
+	// The reconciler agrees on every item: exit 0, no drift.
+	if r := p.Reconcile("--item", itemIDs(sale)); r.Code != 0 {
 		tally.drift.Add(1)
 		t.Fatalf("reconciler exit %d after recovery:\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if over := inv.LiveUnits + inv.DBStock - sale.Stock; over > 0 {
-		tally.oversold.Add(over)
+	for i, it := range sale.All() {
+		inv := items[i]
+		if over := inv.LiveUnits + inv.DBStock - it.Stock; over > 0 {
+			tally.oversold.Add(over)
+		}
+		if d := inv.RedisStock - inv.DBStock; d != 0 {
+			tally.drift.Add(max(d, -d))
+		}
 	}
+	inv := pipelinetest.Total(items)
 	tally.duplicates.Add(inv.UsersWithTwoLive)
-	if d := inv.RedisStock - inv.DBStock; d != 0 {
-		tally.drift.Add(max(d, -d))
-	}
 	return inv
 }
 

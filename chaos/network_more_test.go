@@ -101,7 +101,7 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 	p.StartConsumer()
 	logOnFailure(t, api.Proc, "release")
 	sale := api.CreateBucketedSale(100, 1, 3)
-	live := startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait().accepted
+	live := startLoad(api, sale, users(10001, 5), 0, 5).wait().accepted
 	if len(live) != 5 || rs.Connections() == 0 {
 		t.Fatalf("%d of 5 warm-up orders accepted, %d connections through the api's Redis proxies", len(live), rs.Connections())
 	}
@@ -109,7 +109,7 @@ func bucketRepliesLost(t *testing.T, cluster bool) {
 
 	// bucket_take: the api cannot know whether units left the bucket.
 	rs.loseOne(t, "bucket_take", luaScript("bucket_take"))
-	l := startLoad(api, sale.ActivityID, users(1, 20), time.Second, 5)
+	l := startLoad(api, sale, users(1, 20), time.Second, 5)
 	rs.WaitLost(t, 1, 30*time.Second)
 	l.wait()
 	if n := refusedHoldNothing(t, p, sale, l); n != 1 || len(l.accepted) != 19 {
@@ -231,7 +231,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	}
 
 	// The closer's acquire and release answers, while unpaid orders come due.
-	l := startLoad(api, sale.ActivityID, users(1, 20), 0, 20).wait()
+	l := startLoad(api, sale, users(1, 20), 0, 20).wait()
 	if len(l.accepted) != 20 {
 		t.Fatalf("accepted %d of 20: %v", len(l.accepted), l.codes)
 	}
@@ -270,7 +270,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 	})
 
 	// The closer's renewal answer, in a pass slowed by latency.
-	l = startLoad(api, sale.ActivityID, users(201, 40), 0, 40).wait()
+	l = startLoad(api, sale, users(201, 40), 0, 40).wait()
 	if len(l.accepted) != 40 {
 		t.Fatalf("accepted %d of 40: %v", len(l.accepted), l.codes)
 	}
@@ -353,7 +353,7 @@ func repairRepliesLost(t *testing.T, cluster bool) {
 	// detection; it is off so that nothing but the reconciler writes.
 	p.StartConsumer("SECKILL_HEAL_EVERY=off")
 	sale := api.CreateSale(20, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 3), 0, 3).wait()
+	l := startLoad(api, sale, users(1, 3), 0, 3).wait()
 	if len(l.accepted) != 3 {
 		t.Fatalf("accepted %d of 3: %v", len(l.accepted), l.codes)
 	}

@@ -45,7 +45,7 @@ func kafkaProxy(t *testing.T) (*proxytest.Proxy, string) {
 	t.Helper()
 	px := proxytest.StartKafka(t)
 	countLost(t, px)
-	return px, "SECKILL_KAFKA_BROKERS=" + proxytest.KafkaProxied
+	return px, "SECKILL_KAFKA_BROKERS=" + proxytest.KafkaProxiedAddr()
 }
 
 // redisProxies are proxies in front of every Redis node a program uses:
@@ -198,7 +198,7 @@ func answersKept(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, 
 		if s := final[no].Status; s != order.Created && s != order.Failed {
 			t.Errorf("order %s of user %d ended %s, want CREATED or FAILED", no, u, s)
 		}
-		pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
+		pl, err := buyAgain(api, sale, final[no])
 		if err != nil || pl.Code != 202 || pl.OrderNo != no {
 			t.Errorf("user %d's key again: %d %s %q (%v), want 202 and order %s", u, pl.Code, pl.Error, pl.OrderNo, err, no)
 		}
@@ -235,7 +235,7 @@ func latencyScenario(t *testing.T, p *pipelinetest.Pipeline, px *proxytest.Proxy
 	t.Helper()
 	sale := api.CreateSale(200, 1)
 	px.Latency(200*time.Millisecond, 100*time.Millisecond)
-	l := startLoad(api, sale.ActivityID, users(1, 300), 12*time.Second, 20)
+	l := startLoad(api, sale, users(1, 300), 12*time.Second, 20)
 	time.Sleep(10 * time.Second)
 	px.Latency(0, 0)
 	l.wait()
@@ -287,10 +287,10 @@ func TestChaosNetMySQLCommitCut(t *testing.T) {
 	p.StartConsumer(dsn, "SECKILL_CONSUMER_BATCH=50", "SECKILL_ADMIN_ADDR="+admin, noSweep)
 	sale := api.CreateSale(150, 1)
 	// One order first, so the consumer is reading when the cut is armed.
-	first := startLoad(api, sale.ActivityID, users(10001, 1), 0, 1).wait()
+	first := startLoad(api, sale, users(10001, 1), 0, 1).wait()
 	p.WaitFinal(first.accepted, 60*time.Second)
 	px.CutAfter(proxytest.MySQLQuery("COMMIT"), 5*time.Second)
-	l := startLoad(api, sale.ActivityID, users(1, 200), 2*time.Second, 20)
+	l := startLoad(api, sale, users(1, 200), 2*time.Second, 20)
 	px.WaitLost(t, 1, 30*time.Second)
 	l.wait()
 	all := merge(first.accepted, l.accepted)
@@ -319,12 +319,12 @@ func TestChaosNetKafkaProduceCut(t *testing.T) {
 	api := p.StartAPI(brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
 	p.StartConsumer()
 	sale := api.CreateSale(1000, 1)
-	warm := startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()
+	warm := startLoad(api, sale, users(10001, 5), 0, 5).wait()
 	if px.Connections() == 0 {
 		t.Fatal("no connection through the Kafka proxy: the api bypassed it")
 	}
 	px.CutAfter(proxytest.KafkaRequest(proxytest.KafkaProduce), 3*time.Second)
-	l := startLoad(api, sale.ActivityID, users(1, 100), 2*time.Second, 20)
+	l := startLoad(api, sale, users(1, 100), 2*time.Second, 20)
 	px.WaitLost(t, 1, 30*time.Second)
 	l.wait()
 	t.Logf("produce cut: %d accepted, refused %v", len(l.accepted), l.codes)
@@ -343,17 +343,25 @@ func TestChaosNetKafkaProduceCut(t *testing.T) {
 // ends final and its key returns the same order_no.
 func TestChaosNetRedisScriptRepliesLost(t *testing.T) {
 	fault(t)
-	scriptRepliesLost(t, false)
+	scriptRepliesLost(t, false, false)
 }
 
 // N6. N5 on the Redis Cluster, a proxy in front of each node (the cluster
 // client must not resend a script whose answer it lost either).
 func TestChaosNetRedisClusterScriptRepliesLost(t *testing.T) {
 	fault(t)
-	scriptRepliesLost(t, true)
+	scriptRepliesLost(t, true, false)
 }
 
-func scriptRepliesLost(t *testing.T, cluster bool) {
+// N6s. N6 with a sale in eight sizes of uneven stock, some buyers clicking
+// on two sizes at once: every key of the sale is under its first item's
+// hash tag, on one node, and each lost answer is resolved per size.
+func TestChaosNetRedisClusterScriptRepliesLostSized(t *testing.T) {
+	fault(t)
+	scriptRepliesLost(t, true, true)
+}
+
+func scriptRepliesLost(t *testing.T, cluster, sized bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisCluster: cluster})
 	apiRedis, apiRedisEnv := redisProxy(t, cluster)
 	consumerRedis, consumerRedisEnv := redisProxy(t, cluster)
@@ -361,8 +369,8 @@ func scriptRepliesLost(t *testing.T, cluster bool) {
 	api := p.StartAPI(apiRedisEnv, brokers, "SECKILL_KAFKA_WRITE_TIMEOUT=1s")
 	p.StartConsumer(consumerRedisEnv, "SECKILL_CONSUMER_BATCH=20")
 	logOnFailure(t, api.Proc, "not confirmed")
-	sale := api.CreateSale(1000, 1)
-	loads := []*load{startLoad(api, sale.ActivityID, users(10001, 5), 0, 5).wait()}
+	sale := newSale(api, 1000, sized)
+	loads := []*load{startLoad(api, sale, users(10001, 5), 0, 5).wait()}
 	for name, rs := range map[string]redisProxies{"api": apiRedis, "consumer": consumerRedis} {
 		// The consumer connects when it first claims: give it a moment.
 		waittest.Until(t, 20*time.Second, "a connection through the "+name+"'s Redis proxies (else it bypassed them)",
@@ -371,7 +379,7 @@ func scriptRepliesLost(t *testing.T, cluster bool) {
 	phase := func(name string, from int64, px redisProxies, want int64, arm func()) {
 		t.Helper()
 		arm()
-		l := startLoad(api, sale.ActivityID, users(from, 30), time.Second, 10)
+		l := startLoad(api, sale, users(from, 30), time.Second, 10)
 		px.WaitLost(t, want, 30*time.Second)
 		l.wait()
 		t.Logf("%s answer lost: %d accepted, refused %v", name, len(l.accepted), l.codes)

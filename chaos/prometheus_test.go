@@ -51,7 +51,7 @@ func TestChaosPrometheusAlertsOnKafkaDown(t *testing.T) {
 	// A healthy sale, longer than the longest scaled for: (10 s): nothing
 	// may even be pending.
 	sale := api.CreateSale(1000, 1)
-	healthy := startLoad(api, sale.ActivityID, users(1, 120), 12*time.Second, 10)
+	healthy := startLoad(api, sale, users(1, 120), 12*time.Second, 10)
 	for done := false; !done; {
 		select {
 		case <-healthy.done:

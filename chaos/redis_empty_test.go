@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,11 +18,23 @@ import (
 // what repairs (chaos 12 shows the watch doing it on its own).
 func TestChaosRedisRestartEmpty(t *testing.T) {
 	fault(t)
+	redisRestartEmpty(t, false)
+}
+
+// 6s. 6 with a sale in eight sizes of uneven stock, some buyers clicking
+// on two sizes at once: the repair restores each size's stock and the
+// sale-wide quota keys, so no buyer buys a second size.
+func TestChaosRedisRestartEmptySized(t *testing.T) {
+	fault(t)
+	redisRestartEmpty(t, true)
+}
+
+func redisRestartEmpty(t *testing.T, sized bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
 	api := p.StartAPI()
 	p.StartConsumer("SECKILL_HEAL_EVERY=off")
-	sale := api.CreateSale(200, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 150), 3*time.Second, 20)
+	sale := newSale(api, 200, sized)
+	l := startLoad(api, sale, users(1, 150), 3*time.Second, 20)
 	time.Sleep(time.Second)
 	ctx := context.Background()
 	if err := p.Redis.FlushAll(ctx).Err(); err != nil {
@@ -35,7 +46,7 @@ func TestChaosRedisRestartEmpty(t *testing.T) {
 	t.Logf("during the sale: %d accepted, refused %v", len(l.accepted), l.codes)
 
 	// Not warmed: refused, nothing sold from nothing.
-	if pl, err := api.PlaceOrder(9001, "after-loss", sale.ActivityID, 1); err != nil || pl.Error != "NOT_WARMED" {
+	if pl, err := buy(api, sale, 9001, "after-loss"); err != nil || pl.Error != "NOT_WARMED" {
 		t.Fatalf("order after the loss: %+v %v, want 409 NOT_WARMED", pl, err)
 	}
 	// Every accepted order still reaches MySQL (the events were in Kafka).
@@ -47,20 +58,27 @@ func TestChaosRedisRestartEmpty(t *testing.T) {
 		got, err := p.DB.Orders(ctx, nos)
 		return err == nil && len(got) == len(nos)
 	})
-	item := fmt.Sprint(sale.ItemID)
+	item := itemIDs(sale)
 	if r := p.Reconcile("--item", item); r.Code != 1 {
 		t.Fatalf("reconciler before repair: exit %d, want 1 (not warmed)\n%s", r.Code, r.Stdout)
 	}
 	if r := p.Reconcile("--item", item, "--repair"); r.Code != 0 {
 		t.Fatalf("reconciler --repair: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	// Previous buyers cannot buy again; new buyers take exactly what is left.
+	// Previous buyers cannot buy again, their size or (in a sale in
+	// sizes) another; new buyers take exactly what is left.
 	for no, u := range l.accepted {
-		if pl, _ := api.PlaceOrder(u, "second-try", sale.ActivityID, 1); pl.Error != "ALREADY_PURCHASED" {
+		if pl, _ := buy(api, sale, u, "second-try"); pl.Error != "ALREADY_PURCHASED" {
 			t.Fatalf("user %d (order %s) could buy again after the repair: %+v", u, no, pl)
 		}
+		if !sale.Sized() {
+			continue
+		}
+		if pl, _ := api.PlaceOrderItem(u, "other-size", sale.ActivityID, otherSize(sale, u), 1); pl.Error != "ALREADY_PURCHASED" {
+			t.Fatalf("user %d (order %s) could buy another size after the repair: %+v", u, no, pl)
+		}
 	}
-	more := startLoad(api, sale.ActivityID, users(5001, 300), 2*time.Second, 20).wait()
+	more := startLoad(api, sale, users(5001, 300), 2*time.Second, 20).wait()
 	all := map[string]int64{}
 	for _, x := range []*load{l, more} {
 		for no, u := range x.accepted {
@@ -70,5 +88,10 @@ func TestChaosRedisRestartEmpty(t *testing.T) {
 	inv := settle(t, p, sale, all, 60*time.Second)
 	if inv.LiveOrders != 200 || inv.DBStock != 0 {
 		t.Fatalf("after the repair the sale ended at %+v, want all 200 units sold exactly", inv)
+	}
+	for _, it := range p.CheckItems(sale) {
+		if it.DBStock != 0 {
+			t.Fatalf("a size is left with %d units after the repair and 450 buyers: %+v", it.DBStock, it)
+		}
 	}
 }

@@ -287,7 +287,7 @@ func switchoverScenario(t *testing.T, how string) {
 	api := s.api(p.StartAPI())
 	consumer := s.proc(p.StartConsumer("SECKILL_CONSUMER_DRAIN_TIMEOUT=3s"))
 	sale := api.CreateSale(300, 1)
-	l := startLoad(api, sale.ActivityID, users(1, 220), 13*time.Second, 10)
+	l := startLoad(api, sale, users(1, 220), 13*time.Second, 10)
 	// About a third of the sale is created before the switch.
 	createdAtLeast(t, p, sale, 100)
 
@@ -309,7 +309,7 @@ func switchoverScenario(t *testing.T, how string) {
 	// Buyers keep buying through the old api during the switch (it needs
 	// Redis and Kafka to take an order), so the new consumer has orders to
 	// create however far the first load got.
-	during := startLoad(api, sale.ActivityID, users(501, 40), 8*time.Second, 5)
+	during := startLoad(api, sale, users(501, 40), 8*time.Second, 5)
 
 	// The switch-over.
 	stopAt := time.Now()
@@ -356,7 +356,7 @@ func switchoverScenario(t *testing.T, how string) {
 	if err := api.Stop(20 * time.Second); err != nil {
 		t.Logf("old api: %v", err)
 	}
-	more := startLoad(api2, sale.ActivityID, users(1001, 80), 2*time.Second, 10).wait()
+	more := startLoad(api2, sale, users(1001, 80), 2*time.Second, 10).wait()
 
 	refused := refusedHoldNothing(t, p, sale, l) + refusedHoldNothing(t, p, sale, during) + refusedHoldNothing(t, p, sale, more)
 	all := acceptedBy(l, during, more)
@@ -458,7 +458,7 @@ func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
 	s.proc(p.StartConsumer())
 	sale := api.CreateSale(200, 1)
 	// Orders while the standby receives: each commit acknowledged by it.
-	l := startLoad(api, sale.ActivityID, users(1, 60), 3*time.Second, 10).wait()
+	l := startLoad(api, sale, users(1, 60), 3*time.Second, 10).wait()
 	p.WaitFinal(l.accepted, 60*time.Second)
 	received, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
 	if err != nil {
@@ -467,7 +467,7 @@ func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
 	asyncBefore := p.Count("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_NO_TX'")
 	// Orders after it stopped receiving.
 	execOn(t, standby, "STOP SLAVE IO_THREAD")
-	tail := startLoad(api, sale.ActivityID, users(1001, 90), 4*time.Second, 10).wait()
+	tail := startLoad(api, sale, users(1001, 90), 4*time.Second, 10).wait()
 	p.WaitFinal(tail.accepted, 60*time.Second)
 	// Commits the primary made without the standby's acknowledgement.
 	async := p.Count("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_NO_TX'") - asyncBefore

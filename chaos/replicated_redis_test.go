@@ -84,7 +84,7 @@ func masterKilledScenario(t *testing.T, buckets int) {
 		}
 	})
 
-	l := startLoad(api, sale.ActivityID, users(1, 500), 15*time.Second, 10)
+	l := startLoad(api, sale, users(1, 500), 15*time.Second, 10)
 	ordersFlowing(t, p, sale)
 
 	// The replica falls behind: frozen, and its link cut on the master.
@@ -276,7 +276,7 @@ func TestReplicatedRedisManualFailover(t *testing.T) {
 	began := time.Now()
 	p, api, cons, sale, hot := replicatedSale(t, 600, 1)
 
-	l := startLoad(api, sale.ActivityID, users(1, 400), 12*time.Second, 10)
+	l := startLoad(api, sale, users(1, 400), 12*time.Second, 10)
 	ordersFlowing(t, p, sale)
 	mc := nodeClient(hot.master)
 	defer mc.Close()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -35,7 +36,15 @@ import (
 // Idempotency-Key (the records of orders made since the older state are
 // restored from MySQL), and once drained Redis stock equals MySQL stock.
 func TestChaosRedisRestoredFromOlderState(t *testing.T) {
-	restoreScenario(t, 1)
+	restoreScenario(t, 1, false)
+}
+
+// 12s. 12 with a sale in eight sizes of uneven stock, some buyers
+// clicking on two sizes at once: the watch repairs each size's stock and
+// the sale-wide quota keys and idempotency records, so a buyer with a live
+// order cannot buy another size either.
+func TestChaosRedisRestoredFromOlderStateSized(t *testing.T) {
+	restoreScenario(t, 1, true)
 }
 
 // 12b. The same with a bucketed item, whose older state is from before the
@@ -43,11 +52,11 @@ func TestChaosRedisRestoredFromOlderState(t *testing.T) {
 // all missing after the restore. The watch lays the buckets out again from
 // the activity's stock_buckets in MySQL.
 func TestChaosRedisRestoredFromOlderStateBucketed(t *testing.T) {
-	restoreScenario(t, 3)
+	restoreScenario(t, 3, false)
 }
 
-// redisFiles are the shared Redis's data directory and pid file (see
-// scripts/services).
+// redisFiles are the Redis's data directory and pid file under
+// scripts/services's folder (SECKILL_SERVICES_DIR, default .local).
 func redisFiles(t *testing.T) (root, aof, pidFile string) {
 	t.Helper()
 	if os.Getenv("SECKILL_SERVICES") == "docker" {
@@ -58,8 +67,9 @@ func redisFiles(t *testing.T) (root, aof, pidFile string) {
 		t.Fatal(err)
 	}
 	root = filepath.Dir(strings.TrimSpace(string(out)))
-	aof = filepath.Join(root, ".local", "data", "redis", "appendonlydir")
-	pidFile = filepath.Join(root, ".local", "run", "redis.pid")
+	dir := servicesDir(t)
+	aof = filepath.Join(dir, "data", "redis", "appendonlydir")
+	pidFile = filepath.Join(dir, "run", "redis.pid")
 	if _, err := os.Stat(aof); err != nil {
 		t.Skipf("no AOF directory of the shared Redis: %v", err)
 	}
@@ -67,7 +77,7 @@ func redisFiles(t *testing.T) (root, aof, pidFile string) {
 }
 
 func redisAnswers() bool {
-	c, err := net.DialTimeout("tcp", "127.0.0.1:6379", 200*time.Millisecond)
+	c, err := net.DialTimeout("tcp", redistest.Addr(), 200*time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -111,7 +121,7 @@ func killRedis(t *testing.T, pidFile string) {
 
 var healTook = regexp.MustCompile(`"msg":"Redis repaired from MySQL after data loss".*?"took":"([^"]+)"`)
 
-func restoreScenario(t *testing.T, buckets int) {
+func restoreScenario(t *testing.T, buckets int, sized bool) {
 	fault(t)
 	root, aof, pidFile := redisFiles(t)
 	older := filepath.Join(t.TempDir(), "appendonlydir")
@@ -163,9 +173,9 @@ func restoreScenario(t *testing.T, buckets int) {
 		copyDir(t, aof, older)
 		sale = api.CreateBucketedSale(stock, 1, buckets)
 	} else {
-		sale = api.CreateSale(stock, 1)
+		sale = newSale(api, stock, sized)
 	}
-	l := startLoad(api, sale.ActivityID, users(1, 600), 8*time.Second, 20)
+	l := startLoad(api, sale, users(1, 600), 8*time.Second, 20)
 	waittest.Until(t, 30*time.Second, "the first orders to be accepted", func() bool { return l.answered(202) >= 60 })
 	if buckets == 1 {
 		// Ten orders all the way through (CREATED, reservation
@@ -223,7 +233,7 @@ func restoreScenario(t *testing.T, buckets int) {
 	// Buyers whose orders were cancelled since the older state can buy
 	// again: their stale quota keys were removed by the repair.
 	for u := range cancelled {
-		pl, err := api.PlaceOrder(u, fmt.Sprintf("again-%d", u), sale.ActivityID, 1)
+		pl, err := buy(api, sale, u, fmt.Sprintf("again-%d", u))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,15 +247,20 @@ func restoreScenario(t *testing.T, buckets int) {
 
 	inv := settle(t, p, sale, all, 90*time.Second)
 
-	// Every buyer answered 202 retries with the same Idempotency-Key and
-	// gets the same order back. The older state had no idempotency record
-	// of the orders accepted after the copy; the repair restored them.
+	// Every buyer answered 202 retries with the same Idempotency-Key (and
+	// size) and gets the same order back. The older state had no
+	// idempotency record of the orders accepted after the copy; the repair
+	// restored them.
+	given, err := p.DB.Orders(ctx, orderNos(l.accepted))
+	if err != nil {
+		t.Fatal(err)
+	}
 	gap := 0
 	for no, u := range l.accepted {
 		if _, ok := beforeCopy[no]; !ok {
 			gap++
 		}
-		pl, err := api.PlaceOrder(u, fmt.Sprintf("k%d", u), sale.ActivityID, 1)
+		pl, err := buyAgain(api, sale, given[no])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +289,12 @@ func restoreScenario(t *testing.T, buckets int) {
 			continue
 		}
 		tried++
-		pl, err := api.PlaceOrderAs(o.UserID, "second-"+no, sale.ActivityID, 1)
+		// In a sale in sizes, of another size.
+		item := int64(0)
+		if sale.Sized() {
+			item = nextSize(sale, o.ItemID)
+		}
+		pl, err := api.PlaceOrderOf(o.UserID, "second-"+no, sale.ActivityID, item, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

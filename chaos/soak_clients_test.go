@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
@@ -35,6 +36,7 @@ type soakSale struct {
 	name                 string
 	ItemID, ActivityID   int64
 	Stock                int64
+	Items                []pipelinetest.SaleItem // F: its sizes (ItemID is the first); nil: the one item ItemID
 	PerUser              int
 	Buckets              int
 	Window               time.Duration
@@ -48,11 +50,53 @@ func (sl *soakSale) isOpen() bool { sl.mu.Lock(); defer sl.mu.Unlock(); return s
 
 func (sl *soakSale) perUser() int { sl.mu.Lock(); defer sl.mu.Unlock(); return sl.PerUser }
 
+// soakItem is one item a sale sells: a sale's one item, or a size of F.
+type soakItem struct {
+	name  string // "A", "F size 3"
+	sale  *soakSale
+	ID    int64
+	Stock int64 // initial
+}
+
+// key is the item's Redis keys' item (under its sale's hash tag).
+func (it soakItem) key() stockredis.Item { return stockredis.In(it.sale.ItemID, it.ID) }
+
+// items are the items of sl: its sizes, or its one item.
+func (sl *soakSale) items() []soakItem {
+	if len(sl.Items) == 0 {
+		return []soakItem{{name: sl.name, sale: sl, ID: sl.ItemID, Stock: sl.Stock}}
+	}
+	out := make([]soakItem, len(sl.Items))
+	for i, it := range sl.Items {
+		out[i] = soakItem{name: sl.name + " " + it.Label, sale: sl, ID: it.ID, Stock: it.Stock}
+	}
+	return out
+}
+
+// items are every item of every sale.
+func (s *soak) items() []soakItem {
+	var out []soakItem
+	for _, sl := range s.sales {
+		out = append(out, sl.items()...)
+	}
+	return out
+}
+
+// pickItem is the item of sl an order names: 0 (none) for a sale of one
+// item, else a random size.
+func (sl *soakSale) pickItem(r *rand.Rand) int64 {
+	if len(sl.Items) == 0 {
+		return 0
+	}
+	return sl.Items[r.IntN(len(sl.Items))].ID
+}
+
 // orderAnswer is one place-order request and its answer.
 type orderAnswer struct {
 	kind, api    string
 	user, key    string
 	activity     int64
+	item         int64 // 0: the request named none (a sale of one item)
 	qty          int
 	sent, got    time.Time
 	code         int
@@ -178,13 +222,15 @@ func (l *soakLog) adminf(format string, args ...any) {
 //   - C: ended by the operator at 45 % of the run;
 //   - D: a 20 s window, cancelled at 65 % of the run;
 //   - E: created to start in an hour, changed (start now, 2 units a
-//     buyer) and warmed up by the operator at 25 %.
+//     buyer) and warmed up by the operator at 25 %;
+//   - F: a sale in six sizes of uneven stock, an 8 s window; buyers also
+//     click on two of its sizes at once, with two keys (size-click).
 func (s *soak) setupSales() {
 	a := s.apis[0].API()
 	mk := func(name string, stock int64, o pipelinetest.SaleOptions) *soakSale {
 		o.Price, o.Currency = soakPrice, soakCurrency
 		sale := a.CreateSaleWith(stock, o)
-		return &soakSale{name: name, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Stock: stock,
+		return &soakSale{name: name, ItemID: sale.ItemID, ActivityID: sale.ActivityID, Stock: sale.Stock, Items: sale.Items,
 			PerUser: max(o.PerUserLimit, 1), Buckets: max(o.Buckets, 1), Window: o.PaymentWindow, open: true}
 	}
 	s.sales = []*soakSale{
@@ -208,9 +254,14 @@ func (s *soak) setupSales() {
 	}
 	s.sales = append(s.sales, &soakSale{name: "E", ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: 120, PerUser: 1, Buckets: 1,
 		endsAt: now.Add(2 * time.Hour)})
+	s.sales = append(s.sales, mk("F", 0, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 8 * time.Second,
+		Sizes: []int64{10, 35, 20, 50, 5, 30}}))
 	for _, sl := range s.sales {
 		s.t.Logf("sale %s: item %d activity %d stock %d per user %d buckets %d window %v",
 			sl.name, sl.ItemID, sl.ActivityID, sl.Stock, sl.PerUser, sl.Buckets, sl.Window)
+		for _, it := range sl.Items {
+			s.t.Logf("sale %s: %s item %d stock %d", sl.name, it.Label, it.ID, it.Stock)
+		}
 	}
 }
 
@@ -256,7 +307,7 @@ func (s *soak) buyer(w int, r *rand.Rand, stop time.Time) {
 		op string
 		n  int
 	}
-	mix := []weighted{{"order", 40}, {"double-click", 8}, {"replay", 10}, {"pay", 7}, {"cancel", 6},
+	mix := []weighted{{"order", 40}, {"double-click", 8}, {"size-click", 4}, {"replay", 10}, {"pay", 7}, {"cancel", 6},
 		{"notify", 10}, {"poll", 8}, {"restock", 2}, {"warmup", 1}}
 	total := 0
 	for _, m := range mix {
@@ -301,26 +352,45 @@ func (s *soak) step(w, i int, op string, r *rand.Rand) {
 	case "order":
 		sl := s.openSale(r)
 		user := strconv.Itoa(1000 + r.IntN(soakUsers))
-		s.place("order", r, user, fmt.Sprintf("k%d-%d-%d", s.seed, w, i), sl.ActivityID, 1+r.IntN(sl.perUser()))
+		s.place("order", r, user, fmt.Sprintf("k%d-%d-%d", s.seed, w, i), sl.ActivityID, sl.pickItem(r), 1+r.IntN(sl.perUser()))
 	case "double-click":
 		// The same key twice at once, on both instances or one.
 		sl := s.openSale(r)
 		user := strconv.Itoa(1000 + r.IntN(soakUsers))
 		key := fmt.Sprintf("d%d-%d-%d", s.seed, w, i)
 		qty := 1 + r.IntN(sl.PerUser)
+		item := sl.pickItem(r)
 		var wg sync.WaitGroup
 		for range 2 {
 			seed := r.Uint64()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.place("double-click", rand.New(rand.NewPCG(seed, 1)), user, key, sl.ActivityID, qty)
+				s.place("double-click", rand.New(rand.NewPCG(seed, 1)), user, key, sl.ActivityID, item, qty)
+			}()
+		}
+		wg.Wait()
+	case "size-click":
+		// Two sizes of F at once, each with its own key (two tabs): at
+		// most one live order may come of them.
+		sl := s.sales[5]
+		user := strconv.Itoa(1000 + r.IntN(soakUsers))
+		a := r.IntN(len(sl.Items))
+		b := (a + 1 + r.IntN(len(sl.Items)-1)) % len(sl.Items)
+		var wg sync.WaitGroup
+		for j, size := range []int{a, b} {
+			seed := r.Uint64()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.place("size-click", rand.New(rand.NewPCG(seed, 1)), user, fmt.Sprintf("s%d-%d-%d-%d", s.seed, w, i, j),
+					sl.ActivityID, sl.Items[size].ID, 1)
 			}()
 		}
 		wg.Wait()
 	case "replay":
 		if o, ok := s.log.randomOrder(r); ok {
-			s.place("replay", r, o.user, o.key, o.activity, o.qty)
+			s.place("replay", r, o.user, o.key, o.activity, o.item, o.qty)
 		}
 	case "pay", "cancel", "poll":
 		acc := s.log.randomAccepted(r)
@@ -366,11 +436,11 @@ func errText(err error) string {
 }
 
 // place sends one order and writes its answer down.
-func (s *soak) place(kind string, r *rand.Rand, user, key string, activity int64, qty int) {
+func (s *soak) place(kind string, r *rand.Rand, user, key string, activity, item int64, qty int) {
 	name, a := s.api(r)
 	sent := time.Now()
-	p, err := a.PlaceOrderAs(user, key, activity, qty)
-	s.log.addOrder(orderAnswer{kind: kind, api: name, user: user, key: key, activity: activity, qty: qty, sent: sent, got: time.Now(),
+	p, err := a.PlaceOrderOf(user, key, activity, item, qty)
+	s.log.addOrder(orderAnswer{kind: kind, api: name, user: user, key: key, activity: activity, item: item, qty: qty, sent: sent, got: time.Now(),
 		code: p.Code, orderNo: p.OrderNo, status: p.Status, errc: p.Error, neterr: err != nil})
 }
 
@@ -448,8 +518,8 @@ func (s *soak) restock(w, i int, r *rand.Rand) {
 	}
 	s.log.mu.Unlock()
 	if ra.key == "" {
-		sl := s.openSale(r)
-		ra = restockAnswer{item: sl.ItemID, key: fmt.Sprintf("r%d-%d-%d", s.seed, w, i), qty: int64(5 + r.IntN(16))}
+		its := s.openSale(r).items()
+		ra = restockAnswer{item: its[r.IntN(len(its))].ID, key: fmt.Sprintf("r%d-%d-%d", s.seed, w, i), qty: int64(5 + r.IntN(16))}
 	}
 	_, a := s.api(r)
 	var out struct {

@@ -181,7 +181,7 @@ func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
 			case pl.Code == 202:
 				after[pl.OrderNo] = user
 				reason[pl.OrderNo] = order.ReasonSaleEnded
-				if s == cancelled {
+				if s.ActivityID == cancelled.ActivityID {
 					reason[pl.OrderNo] = order.ReasonSaleCancelled
 				}
 				refusedBoth = false

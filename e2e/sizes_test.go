@@ -28,7 +28,7 @@ var dropStocks = []int64{2, 4, 7, 11, 17, 24, 28, 23, 16, 11, 8, 5}
 // the next size, until one is accepted or every size has answered. It
 // returns the accepted orders (order number -> buyer) and every refusal by
 // code.
-func sizedCrowd(t *testing.T, api *pipelinetest.API, s pipelinetest.SizedSale, from, n int64, concurrency int) (map[string]int64, map[string]int) {
+func sizedCrowd(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, from, n int64, concurrency int) (map[string]int64, map[string]int) {
 	t.Helper()
 	var (
 		mu       sync.Mutex
@@ -39,7 +39,7 @@ func sizedCrowd(t *testing.T, api *pipelinetest.API, s pipelinetest.SizedSale, f
 		sem      = make(chan struct{}, concurrency)
 	)
 	try := func(u int64, size int, key string) pipelinetest.Placed {
-		p, err := api.PlaceItemOrderAs(strconv.FormatInt(u, 10), key, s.ActivityID, s.Items[size].ItemID, 1)
+		p, err := api.PlaceOrderOf(strconv.FormatInt(u, 10), key, s.ActivityID, s.Items[size].ID, 1)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -125,7 +125,7 @@ func sizedDrop(t *testing.T, cluster bool, buckets int) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisCluster: cluster})
 	api1, api2 := p.StartAPI(), p.StartAPI()
 	p.StartConsumer()
-	sale := api1.CreateSizedSale(dropStocks, pipelinetest.SaleOptions{Buckets: buckets})
+	sale := api1.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: dropStocks, Buckets: buckets})
 
 	restocked := sale.Items[3]
 	var crowds sync.WaitGroup
@@ -141,7 +141,7 @@ func sizedDrop(t *testing.T, cluster bool, buckets int) {
 	// Mid-sale: the restock lands once, whichever times it is sent.
 	waitUnitsLeftBelow(t, api1, sale.ActivityID, 120)
 	for range 2 {
-		code, err := api1.Do("POST", fmt.Sprintf("/admin/v1/items/%d/restock", restocked.ItemID), 1, auth.RoleAdmin,
+		code, err := api1.Do("POST", fmt.Sprintf("/admin/v1/items/%d/restock", restocked.ID), 1, auth.RoleAdmin,
 			map[string]string{"Idempotency-Key": "mid-sale"}, map[string]any{"quantity": 5}, nil)
 		if err != nil || code != 200 {
 			t.Fatalf("restock: %d %v", code, err)
@@ -170,15 +170,15 @@ func sizedDrop(t *testing.T, cluster bool, buckets int) {
 		}
 		perItem[o.ItemID]++
 	}
-	p.WaitSizedDrained(sale, 30*time.Second)
+	p.WaitSaleDrained(sale, 30*time.Second)
 	restocked.Stock += 5
 	sale.Items[3] = restocked
 	for _, it := range sale.Items {
-		if perItem[it.ItemID] != it.Stock {
-			t.Errorf("size %s sold %d, want its exact stock %d", it.Label, perItem[it.ItemID], it.Stock)
+		if perItem[it.ID] != it.Stock {
+			t.Errorf("size %s sold %d, want its exact stock %d", it.Label, perItem[it.ID], it.Stock)
 		}
 	}
-	p.CheckSized(sale)
+	p.CheckItems(sale)
 	res := p.Reconcile("--json", "--recheck", "100ms", "--activity", strconv.FormatInt(sale.ActivityID, 10))
 	if res.Code != 0 {
 		t.Fatalf("reconciler after the drop: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
@@ -208,14 +208,14 @@ func TestSizedSaleRules(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
 	p.StartConsumer()
-	sale := api.CreateSizedSale([]int64{1, 2, 3}, pipelinetest.SaleOptions{PerUserLimit: 3, Price: 1000, Currency: "EUR"})
+	sale := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{1, 2, 3}, PerUserLimit: 3, Price: 1000, Currency: "EUR"})
 	s1, s2, s3 := sale.Items[0], sale.Items[1], sale.Items[2]
 	other := api.CreateSale(5, 3)
 	act := sale.ActivityID
 
 	place := func(user int64, key string, item int64, qty int) pipelinetest.Placed {
 		t.Helper()
-		pl, err := api.PlaceItemOrderAs(strconv.FormatInt(user, 10), key, act, item, qty)
+		pl, err := api.PlaceOrderOf(strconv.FormatInt(user, 10), key, act, item, qty)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,33 +232,33 @@ func TestSizedSaleRules(t *testing.T) {
 		t.Fatalf("an item the sale does not sell: %+v, want 400", pl)
 	}
 
-	first := place(1, "a", s2.ItemID, 1)
+	first := place(1, "a", s2.ID, 1)
 	if first.Code != 202 {
-		t.Fatalf("buyer 1, size S2: %+v", first)
+		t.Fatalf("buyer 1, size 2: %+v", first)
 	}
-	if pl := place(1, "b", s3.ItemID, 1); pl.Code != 409 || pl.Error != "ALREADY_PURCHASED" {
+	if pl := place(1, "b", s3.ID, 1); pl.Code != 409 || pl.Error != "ALREADY_PURCHASED" {
 		t.Fatalf("buyer 1, a second size: %+v, want 409 ALREADY_PURCHASED", pl)
 	}
 	for _, c := range []struct {
 		name string
 		item int64
 		qty  int
-	}{{"another size", s3.ItemID, 1}, {"another quantity", s2.ItemID, 2}} {
+	}{{"another size", s3.ID, 1}, {"another quantity", s2.ID, 2}} {
 		if pl := place(1, "a", c.item, c.qty); pl.Code != 422 || pl.Error != "IDEMPOTENCY_KEY_REUSED" {
 			t.Fatalf("the key replayed with %s: %+v, want 422 IDEMPOTENCY_KEY_REUSED", c.name, pl)
 		}
 	}
-	if pl := place(1, "a", s2.ItemID, 1); pl.Code != 202 || pl.OrderNo != first.OrderNo {
+	if pl := place(1, "a", s2.ID, 1); pl.Code != 202 || pl.OrderNo != first.OrderNo {
 		t.Fatalf("the key replayed with the same request: %+v, want 202 with %s", pl, first.OrderNo)
 	}
-	taken := place(2, "a", s1.ItemID, 1)
+	taken := place(2, "a", s1.ID, 1)
 	if taken.Code != 202 {
 		t.Fatalf("buyer 2, size S1: %+v", taken)
 	}
-	if pl := place(3, "a", s1.ItemID, 1); pl.Code != 409 || pl.Error != "SOLD_OUT" {
+	if pl := place(3, "a", s1.ID, 1); pl.Code != 409 || pl.Error != "SOLD_OUT" {
 		t.Fatalf("buyer 3, sold-out S1: %+v, want 409 SOLD_OUT", pl)
 	}
-	third := place(3, "b", s3.ItemID, 2)
+	third := place(3, "b", s3.ID, 2)
 	if third.Code != 202 {
 		t.Fatalf("buyer 3, size S3 after S1 sold out: %+v", third)
 	}
@@ -271,8 +271,8 @@ func TestSizedSaleRules(t *testing.T) {
 		Amount        int64
 	}
 	if code, err := api.Do("GET", "/api/v1/orders/"+third.OrderNo, 3, "", nil, nil, &view); err != nil || code != 200 ||
-		view.Status != "CREATED" || view.ItemID != s3.ItemID || view.Label != "S3" || view.Amount != 2000 {
-		t.Fatalf("buyer 3's order: %d %+v %v, want CREATED, item %d labelled S3, amount 2000", code, view, err, s3.ItemID)
+		view.Status != "CREATED" || view.ItemID != s3.ID || view.Label != "size 3" || view.Amount != 2000 {
+		t.Fatalf("buyer 3's order: %d %+v %v, want CREATED, item %d labelled size 3, amount 2000", code, view, err, s3.ID)
 	}
 
 	type pageItem struct {
@@ -294,7 +294,7 @@ func TestSizedSaleRules(t *testing.T) {
 			return err == nil && code == 200 && fmt.Sprint(page.Items) == want
 		})
 	}
-	want := fmt.Sprint([]pageItem{{s1.ItemID, "S1", 0, "SOLD_OUT", 1000}, {s2.ItemID, "S2", 1, "LIVE", 1000}, {s3.ItemID, "S3", 1, "LIVE", 1000}})
+	want := fmt.Sprint([]pageItem{{s1.ID, "size 1", 0, "SOLD_OUT", 1000}, {s2.ID, "size 2", 1, "LIVE", 1000}, {s3.ID, "size 3", 1, "LIVE", 1000}})
 	readPage(want)
 	if page.State != "LIVE" || page.UnitsLeft != 2 {
 		t.Fatalf("sale page %+v, want LIVE with 2 units left", page)
@@ -304,7 +304,7 @@ func TestSizedSaleRules(t *testing.T) {
 	if code, err := api.Do("POST", "/api/v1/orders/"+taken.OrderNo+"/cancel", 2, "", nil, nil, nil); err != nil || code != 200 {
 		t.Fatalf("cancel: %d %v", code, err)
 	}
-	readPage(fmt.Sprint([]pageItem{{s1.ItemID, "S1", 1, "LIVE", 1000}, {s2.ItemID, "S2", 1, "LIVE", 1000}, {s3.ItemID, "S3", 1, "LIVE", 1000}}))
+	readPage(fmt.Sprint([]pageItem{{s1.ID, "size 1", 1, "LIVE", 1000}, {s2.ID, "size 2", 1, "LIVE", 1000}, {s3.ID, "size 3", 1, "LIVE", 1000}}))
 
 	var summary struct {
 		UnitsSold int64 `json:"units_sold"`
@@ -319,9 +319,9 @@ func TestSizedSaleRules(t *testing.T) {
 		summary.Items[1].UnitsSold != 1 || summary.Items[2].UnitsSold != 2 {
 		t.Fatalf("summary: %d %+v %v", code, summary, err)
 	}
-	p.WaitSizedDrained(sale, 30*time.Second)
+	p.WaitSaleDrained(sale, 30*time.Second)
 	sale.Items[0].Stock, sale.Items[1].Stock, sale.Items[2].Stock = 1, 2, 3
-	p.CheckSized(sale)
+	p.CheckItems(sale)
 
 	// On a sale of one item too, the same key with another quantity is 422.
 	if pl, err := api.PlaceOrder(9, "q", other.ActivityID, 1); err != nil || pl.Code != 202 {
@@ -365,26 +365,26 @@ func restoresSizedSale(t *testing.T, cluster, heal bool) {
 	} else {
 		p.StartConsumer("SECKILL_HEAL_EVERY=off") // this is the reconciler's
 	}
-	sale := api.CreateSizedSale([]int64{3, 5, 8}, pipelinetest.SaleOptions{})
+	sale := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{3, 5, 8}})
 	bought := map[int64]string{}
 	accepted := map[string]int64{}
 	for u := int64(1); u <= 6; u++ {
 		size := sale.Items[int(u)%3]
-		pl, err := api.PlaceItemOrderAs(strconv.FormatInt(u, 10), fmt.Sprintf("k-%d", u), sale.ActivityID, size.ItemID, 1)
+		pl, err := api.PlaceOrderOf(strconv.FormatInt(u, 10), fmt.Sprintf("k-%d", u), sale.ActivityID, size.ID, 1)
 		if err != nil || pl.Code != 202 {
 			t.Fatalf("buyer %d: %+v %v", u, pl, err)
 		}
 		bought[u], accepted[pl.OrderNo] = pl.OrderNo, u
 	}
 	p.WaitFinal(accepted, 60*time.Second)
-	p.WaitSizedDrained(sale, 10*time.Second)
+	p.WaitSaleDrained(sale, 10*time.Second)
 	deletePrefix(t, p)
 
 	activity := strconv.FormatInt(sale.ActivityID, 10)
 	if heal {
 		waittest.Until(t, 30*time.Second, "the watch to restore every size", func() bool {
 			for _, it := range sale.Items {
-				snap, err := p.Store.Stock(context.Background(), sale.Item(it.ItemID))
+				snap, err := p.Store.Stock(context.Background(), sale.Item(it.ID))
 				if err != nil || !snap.Warmed {
 					return false
 				}
@@ -405,11 +405,11 @@ func restoresSizedSale(t *testing.T, cluster, heal bool) {
 	for u, no := range bought {
 		sub := strconv.FormatInt(u, 10)
 		other := sale.Items[(int(u)+1)%3]
-		if pl, err := api.PlaceItemOrderAs(sub, "new", sale.ActivityID, other.ItemID, 1); err != nil || pl.Error != "ALREADY_PURCHASED" {
+		if pl, err := api.PlaceOrderOf(sub, "new", sale.ActivityID, other.ID, 1); err != nil || pl.Error != "ALREADY_PURCHASED" {
 			t.Fatalf("buyer %d, another size after the repair: %+v %v, want ALREADY_PURCHASED", u, pl, err)
 		}
 		mine := sale.Items[int(u)%3]
-		if pl, err := api.PlaceItemOrderAs(sub, fmt.Sprintf("k-%d", u), sale.ActivityID, mine.ItemID, 1); err != nil || pl.Code != 202 || pl.OrderNo != no {
+		if pl, err := api.PlaceOrderOf(sub, fmt.Sprintf("k-%d", u), sale.ActivityID, mine.ID, 1); err != nil || pl.Code != 202 || pl.OrderNo != no {
 			t.Fatalf("buyer %d, the same key after the repair: %+v %v, want 202 with %s", u, pl, err, no)
 		}
 	}
@@ -418,8 +418,8 @@ func restoresSizedSale(t *testing.T, cluster, heal bool) {
 		t.Fatalf("new buyers took %d units, want the 10 left", len(more))
 	}
 	p.WaitFinal(more, 60*time.Second)
-	p.WaitSizedDrained(sale, 10*time.Second)
-	for i, inv := range p.CheckSized(sale) {
+	p.WaitSaleDrained(sale, 10*time.Second)
+	for i, inv := range p.CheckItems(sale) {
 		if inv.DBStock != 0 {
 			t.Fatalf("item %d: %+v, want sold out", i, inv)
 		}
@@ -501,15 +501,15 @@ func TestPatchItemsBeforeTheStart(t *testing.T) {
 		map[string]any{"items": []map[string]any{{"item_id": ids[1], "label": "M"}}}, &refused); err != nil || code != 409 || refused.Error.Code != "SETTING_LOCKED" {
 		t.Fatalf("PATCH items after the warm-up: %d %+v %v, want 409 SETTING_LOCKED", code, refused, err)
 	}
-	sale := pipelinetest.SizedSale{ActivityID: act, Items: []pipelinetest.SaleItem{{ItemID: ids[1], Label: "M", Stock: 3}, {ItemID: ids[0], Label: "S", Stock: 2}, {ItemID: ids[2], Label: "L", Stock: 4}}}
+	sale := pipelinetest.Sale{ItemID: ids[1], ActivityID: act, Stock: 9, Items: []pipelinetest.SaleItem{{ID: ids[1], Label: "M", Stock: 3}, {ID: ids[0], Label: "S", Stock: 2}, {ID: ids[2], Label: "L", Stock: 4}}}
 	waittest.Until(t, 20*time.Second, "the sale to open", func() bool { return !time.Now().Before(starts.Add(100 * time.Millisecond)) })
 	accepted, _ := sizedCrowd(t, api, sale, 1, 30, 10)
 	if len(accepted) != 9 {
 		t.Fatalf("accepted %d orders, want all 9 units of the three sizes", len(accepted))
 	}
 	p.WaitFinal(accepted, 60*time.Second)
-	p.WaitSizedDrained(sale, 20*time.Second)
-	p.CheckSized(sale)
+	p.WaitSaleDrained(sale, 20*time.Second)
+	p.CheckItems(sale)
 }
 
 // Units of a sized sale come back to their own size: from orders left
@@ -521,10 +521,10 @@ func TestSizedOrdersGiveTheirUnitsBackToTheirSize(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
 	p.StartConsumer("SECKILL_PAYMENT_WINDOW=2s", "SECKILL_CLOSER_EVERY=200ms")
-	sale := api.CreateSizedSale([]int64{2, 3, 4}, pipelinetest.SaleOptions{})
-	buy := func(s pipelinetest.SizedSale, u int64, size int) string {
+	sale := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{2, 3, 4}})
+	buy := func(s pipelinetest.Sale, u int64, size int) string {
 		t.Helper()
-		pl, err := api.PlaceItemOrderAs(strconv.FormatInt(u, 10), fmt.Sprintf("k-%d", size), s.ActivityID, s.Items[size].ItemID, 1)
+		pl, err := api.PlaceOrderOf(strconv.FormatInt(u, 10), fmt.Sprintf("k-%d", size), s.ActivityID, s.Items[size].ID, 1)
 		if err != nil || pl.Code != 202 {
 			t.Fatalf("buyer %d, size %d: %+v %v", u, size, pl, err)
 		}
@@ -542,14 +542,14 @@ func TestSizedOrdersGiveTheirUnitsBackToTheirSize(t *testing.T) {
 	waittest.Until(t, 30*time.Second, "three orders closed unpaid", func() bool {
 		return p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'CLOSED' AND released_at IS NOT NULL", sale.ActivityID) == 3
 	})
-	p.WaitSizedDrained(sale, 10*time.Second)
+	p.WaitSaleDrained(sale, 10*time.Second)
 	// Only the paid unit of size 3 is gone.
 	sale.Items[2].Stock = 4
-	inv := p.CheckSized(sale)
-	if inv[sale.Items[0].ItemID].DBStock != 2 || inv[sale.Items[1].ItemID].DBStock != 3 || inv[sale.Items[2].ItemID].DBStock != 3 {
+	inv := p.CheckItems(sale)
+	if inv[0].DBStock != 2 || inv[1].DBStock != 3 || inv[2].DBStock != 3 {
 		t.Fatalf("after the closes: %+v, want 2, 3 and 3 units left", inv)
 	}
-	if pl, _ := api.PlaceItemOrderAs("4", "again", sale.ActivityID, sale.Items[0].ItemID, 1); pl.Error != "ALREADY_PURCHASED" {
+	if pl, _ := api.PlaceOrderOf("4", "again", sale.ActivityID, sale.Items[0].ID, 1); pl.Error != "ALREADY_PURCHASED" {
 		t.Fatalf("the payer bought another size: %+v", pl)
 	}
 	again := buy(sale, 1, 1) // a closed order's buyer buys again, another size
@@ -562,9 +562,9 @@ func TestSizedOrdersGiveTheirUnitsBackToTheirSize(t *testing.T) {
 	waittest.Until(t, 30*time.Second, "the cancelled sale's order closed and released", func() bool {
 		return p.Count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NOT NULL", again) == 1
 	})
-	p.WaitSizedDrained(sale, 10*time.Second)
-	inv = p.CheckSized(sale)
-	if inv[sale.Items[1].ItemID].DBStock != 3 {
+	p.WaitSaleDrained(sale, 10*time.Second)
+	inv = p.CheckItems(sale)
+	if inv[1].DBStock != 3 {
 		t.Fatalf("after the cancel: %+v, want size 2 back at 3", inv)
 	}
 }

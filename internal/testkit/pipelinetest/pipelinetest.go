@@ -379,11 +379,36 @@ func (a *API) DoAs(method, path, sub, role string, headers map[string]string, bo
 	return resp.StatusCode, nil
 }
 
-// Sale is an item with a warmed, running activity.
+// Sale is an item, or several (a sale in sizes), with a warmed, running
+// activity.
 type Sale struct {
-	ItemID, ActivityID int64
-	Stock              int64
+	ItemID, ActivityID int64 // ItemID: the first item, whose hash tag the sale's keys share
+	Stock              int64 // of all its items
+	// Items are the sale's items with their initial stock, the first
+	// first; nil for a Sale written as a literal of one item (ItemID,
+	// Stock).
+	Items []SaleItem
 }
+
+// SaleItem is one item of a sale: a size.
+type SaleItem struct {
+	ID, Stock int64
+	Label     string
+}
+
+// All is s's items: Items, or the one item ItemID with Stock.
+func (s Sale) All() []SaleItem {
+	if len(s.Items) > 0 {
+		return s.Items
+	}
+	return []SaleItem{{ID: s.ItemID, Stock: s.Stock}}
+}
+
+// Sized says whether s sells several items (orders then name one).
+func (s Sale) Sized() bool { return len(s.Items) > 1 }
+
+// Item is the stockredis item of s with id (under s's hash tag).
+func (s Sale) Item(id int64) stockredis.Item { return stockredis.In(s.ItemID, id) }
 
 // CreateSale creates an item with stock and an activity running now for an
 // hour, and warms it up.
@@ -411,6 +436,21 @@ type SaleOptions struct {
 	// Currency is empty.
 	Price    int64
 	Currency string
+	// Sizes makes a sale of several items, one per entry, each with that
+	// stock (labelled "size 1", "size 2", ...); the stock argument is then
+	// ignored, the Sale's Stock being their sum. Empty: one item.
+	Sizes []int64
+}
+
+// CreateSizedSale creates a sale of len(sizes) items (its sizes), item i
+// with stock sizes[i], running now for an hour, and warms it up.
+func (a *API) CreateSizedSale(sizes []int64, perUserLimit int) Sale {
+	a.pipeline.t.Helper()
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	return a.CreateSaleWith(total, SaleOptions{PerUserLimit: perUserLimit, Sizes: sizes})
 }
 
 // CreateSaleWith creates an item with stock and an activity running now
@@ -419,21 +459,37 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	t := a.pipeline.t
 	t.Helper()
 	perUserLimit, buckets := max(o.PerUserLimit, 1), o.Buckets
-	var item struct {
-		ItemID int64 `json:"item_id"`
+	sizes := o.Sizes
+	if len(sizes) == 0 {
+		sizes = []int64{stock}
 	}
-	itemBody := map[string]any{"name": "test item", "stock": stock}
-	if o.Currency != "" {
-		itemBody["price"], itemBody["currency"] = o.Price, o.Currency
-	}
-	if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, itemBody, &item); err != nil || code != 201 {
-		t.Fatalf("create item: %d %v", code, err)
+	var items []SaleItem
+	for i, n := range sizes {
+		var item struct {
+			ItemID int64 `json:"item_id"`
+		}
+		itemBody := map[string]any{"name": "test item", "stock": n}
+		if o.Currency != "" {
+			itemBody["price"], itemBody["currency"] = o.Price, o.Currency
+		}
+		if code, err := a.Do("POST", "/admin/v1/items", 1, auth.RoleAdmin, nil, itemBody, &item); err != nil || code != 201 {
+			t.Fatalf("create item: %d %v", code, err)
+		}
+		items = append(items, SaleItem{ID: item.ItemID, Stock: n, Label: fmt.Sprintf("size %d", i+1)})
 	}
 	var act struct {
 		ActivityID int64 `json:"activity_id"`
 	}
 	now := time.Now().UTC()
-	body := map[string]any{"item_id": item.ItemID, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(time.Hour), "per_user_limit": perUserLimit}
+	body := map[string]any{"item_id": items[0].ID, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(time.Hour), "per_user_limit": perUserLimit}
+	if len(o.Sizes) > 0 {
+		list := make([]map[string]any, len(items))
+		for i, it := range items {
+			list[i] = map[string]any{"item_id": it.ID, "label": it.Label}
+		}
+		delete(body, "item_id")
+		body["items"] = list
+	}
 	if buckets > 1 {
 		body["stock_buckets"] = buckets
 	}
@@ -446,7 +502,14 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	if code, err := a.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", act.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
 		t.Fatalf("warmup: %d %v", code, err)
 	}
-	return Sale{ItemID: item.ItemID, ActivityID: act.ActivityID, Stock: stock}
+	sale := Sale{ItemID: items[0].ID, ActivityID: act.ActivityID, Stock: stock}
+	if len(o.Sizes) > 0 {
+		sale.Items, sale.Stock = items, 0
+		for _, it := range items {
+			sale.Stock += it.Stock
+		}
+	}
+	return sale
 }
 
 // NewSale is CreateSale without the API: the item and the activity are
@@ -486,6 +549,18 @@ func (a *API) PlaceOrder(user int64, key string, activity int64, qty int) (Place
 
 // PlaceOrderAs is PlaceOrder for the user whose id is sub.
 func (a *API) PlaceOrderAs(sub, key string, activity int64, qty int) (Placed, error) {
+	return a.PlaceOrderOf(sub, key, activity, 0, qty)
+}
+
+// PlaceOrderItem is PlaceOrder of item (a size) of a sale of several
+// items.
+func (a *API) PlaceOrderItem(user int64, key string, activity, item int64, qty int) (Placed, error) {
+	return a.PlaceOrderOf(strconv.FormatInt(user, 10), key, activity, item, qty)
+}
+
+// PlaceOrderOf posts one order of item of activity (no item_id when item
+// is 0) as the user whose id is sub.
+func (a *API) PlaceOrderOf(sub, key string, activity, item int64, qty int) (Placed, error) {
 	var body struct {
 		OrderNo string `json:"order_no"`
 		Status  string `json:"status"`
@@ -493,8 +568,11 @@ func (a *API) PlaceOrderAs(sub, key string, activity int64, qty int) (Placed, er
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	code, err := a.DoAs("POST", "/api/v1/orders", sub, "", map[string]string{"Idempotency-Key": key},
-		map[string]any{"activity_id": activity, "quantity": qty}, &body)
+	req := map[string]any{"activity_id": activity, "quantity": qty}
+	if item != 0 {
+		req["item_id"] = item
+	}
+	code, err := a.DoAs("POST", "/api/v1/orders", sub, "", map[string]string{"Idempotency-Key": key}, req, &body)
 	return Placed{Code: code, OrderNo: body.OrderNo, Status: body.Status, Error: body.Error.Code}, err
 }
 
@@ -533,62 +611,99 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 	return got
 }
 
-// WaitDrained polls until no reservation of item is in flight.
+// WaitDrained polls until no reservation of item (of a sale of one item)
+// is in flight.
 func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
 	p.t.Helper()
 	p.waitDrained(stockredis.One(item), timeout)
 }
 
-func (p *Pipeline) waitDrained(item stockredis.Item, timeout time.Duration) {
+// WaitSaleDrained polls until no reservation of any item of s is in flight.
+func (p *Pipeline) WaitSaleDrained(s Sale, timeout time.Duration) {
 	p.t.Helper()
-	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", item.ID), func() bool {
-		snap, err := p.Store.Stock(context.Background(), item)
+	for _, it := range s.All() {
+		p.waitDrained(s.Item(it.ID), timeout)
+	}
+}
+
+func (p *Pipeline) waitDrained(it stockredis.Item, timeout time.Duration) {
+	p.t.Helper()
+	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", it.ID), func() bool {
+		snap, err := p.Store.Stock(context.Background(), it)
 		return err == nil && snap.Inflight == 0
 	})
 }
 
-// Invariants are the pipeline's final values for one sale.
+// Invariants are the pipeline's final values for one sale, or one item of
+// it.
 type Invariants struct {
 	DBStock, RedisStock, Inflight int64
 	LiveOrders, LiveUnits         int64
 	UsersWithTwoLive              int64
 }
 
-// Check reads MySQL and Redis and fails the test unless, for the sale: no
-// unit is oversold (live units + MySQL stock = initial stock, MySQL stock
-// >= 0), no user holds two live orders, and Redis stock equals MySQL stock
-// with nothing in flight. It returns what it read.
+// Check reads MySQL and Redis and fails the test unless, for the sale and
+// each of its items: no unit is oversold (live units + MySQL stock =
+// initial stock, MySQL stock >= 0), no user holds two live orders (across
+// the sale's items), and Redis stock equals MySQL stock with nothing in
+// flight. It returns what it read, summed over the items.
 func (p *Pipeline) Check(s Sale) Invariants {
 	p.t.Helper()
-	ctx := context.Background()
+	return Total(p.CheckItems(s))
+}
+
+// Total is the sale's figures from its items' (CheckItems).
+func Total(items []Invariants) Invariants {
 	var inv Invariants
-	g := p.DB.Gorm().WithContext(ctx)
-	if err := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", s.ItemID).Scan(&inv.DBStock).Error; err != nil {
-		p.t.Fatal(err)
-	}
-	if err := g.Raw("SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM orders WHERE item_id = ? AND status IN ('CREATED','PAID')", s.ItemID).
-		Row().Scan(&inv.LiveOrders, &inv.LiveUnits); err != nil {
-		p.t.Fatal(err)
-	}
-	if err := g.Raw(`SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = ? AND status IN ('CREATED','PAID')
-		GROUP BY user_id HAVING COUNT(*) > 1) d`, s.ActivityID).Scan(&inv.UsersWithTwoLive).Error; err != nil {
-		p.t.Fatal(err)
-	}
-	snap, err := p.Store.Stock(ctx, stockredis.One(s.ItemID))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	inv.RedisStock, inv.Inflight = snap.Stock, snap.Inflight
-	if inv.DBStock < 0 || inv.LiveUnits+inv.DBStock != s.Stock {
-		p.t.Errorf("oversold: live units %d + MySQL stock %d != initial stock %d", inv.LiveUnits, inv.DBStock, s.Stock)
-	}
-	if inv.UsersWithTwoLive != 0 {
-		p.t.Errorf("%d users hold more than one live order", inv.UsersWithTwoLive)
-	}
-	if !snap.Warmed || inv.RedisStock != inv.DBStock || inv.Inflight != 0 {
-		p.t.Errorf("Redis stock %d (warmed %v, in flight %d) != MySQL stock %d", inv.RedisStock, snap.Warmed, inv.Inflight, inv.DBStock)
+	for _, it := range items {
+		inv.DBStock += it.DBStock
+		inv.RedisStock += it.RedisStock
+		inv.Inflight += it.Inflight
+		inv.LiveOrders += it.LiveOrders
+		inv.LiveUnits += it.LiveUnits
+		inv.UsersWithTwoLive = it.UsersWithTwoLive
 	}
 	return inv
+}
+
+// CheckItems is Check giving what it read per item, in the order of
+// s.All(); UsersWithTwoLive is the sale's in each.
+func (p *Pipeline) CheckItems(s Sale) []Invariants {
+	p.t.Helper()
+	ctx := context.Background()
+	g := p.DB.Gorm().WithContext(ctx)
+	var twoLive int64
+	if err := g.Raw(`SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = ? AND status IN ('CREATED','PAID')
+		GROUP BY user_id HAVING COUNT(*) > 1) d`, s.ActivityID).Scan(&twoLive).Error; err != nil {
+		p.t.Fatal(err)
+	}
+	if twoLive != 0 {
+		p.t.Errorf("%d users hold more than one live order", twoLive)
+	}
+	var out []Invariants
+	for _, it := range s.All() {
+		inv := Invariants{UsersWithTwoLive: twoLive}
+		if err := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", it.ID).Scan(&inv.DBStock).Error; err != nil {
+			p.t.Fatal(err)
+		}
+		if err := g.Raw("SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM orders WHERE item_id = ? AND status IN ('CREATED','PAID')", it.ID).
+			Row().Scan(&inv.LiveOrders, &inv.LiveUnits); err != nil {
+			p.t.Fatal(err)
+		}
+		snap, err := p.Store.Stock(ctx, s.Item(it.ID))
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		inv.RedisStock, inv.Inflight = snap.Stock, snap.Inflight
+		if inv.DBStock < 0 || inv.LiveUnits+inv.DBStock != it.Stock {
+			p.t.Errorf("item %d oversold: live units %d + MySQL stock %d != initial stock %d", it.ID, inv.LiveUnits, inv.DBStock, it.Stock)
+		}
+		if !snap.Warmed || inv.RedisStock != inv.DBStock || inv.Inflight != 0 {
+			p.t.Errorf("item %d: Redis stock %d (warmed %v, in flight %d) != MySQL stock %d", it.ID, inv.RedisStock, snap.Warmed, inv.Inflight, inv.DBStock)
+		}
+		out = append(out, inv)
+	}
+	return out
 }
 
 // Count runs a query whose answer is one integer (SELECT COUNT(*) ...) on

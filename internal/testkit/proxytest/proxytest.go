@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,11 +131,29 @@ const (
 	KafkaProxiedBound = "127.0.0.1:19093"
 )
 
+// KafkaProxiedAddr is KafkaProxied, or 127.0.0.1 with the port
+// SECKILL_KAFKA_PROXIED_PORT names: the listener of a private broker that
+// scripts/services started on other ports (the same variable sets it).
+func KafkaProxiedAddr() string { return portFromEnv("SECKILL_KAFKA_PROXIED_PORT", KafkaProxied) }
+
+// KafkaProxiedBoundAddr is KafkaProxiedBound, or 127.0.0.1 with the port
+// SECKILL_KAFKA_PROXIED_BOUND_PORT names.
+func KafkaProxiedBoundAddr() string {
+	return portFromEnv("SECKILL_KAFKA_PROXIED_BOUND_PORT", KafkaProxiedBound)
+}
+
+func portFromEnv(name, def string) string {
+	if p := os.Getenv(name); p != "" {
+		return "127.0.0.1:" + p
+	}
+	return def
+}
+
 // StartKafka starts a proxy in front of the broker's PROXIED listener;
-// clients given KafkaProxied as their broker stay behind it.
+// clients given KafkaProxiedAddr() as their broker stay behind it.
 func StartKafka(t testing.TB) *Proxy {
 	t.Helper()
-	return StartOn(t, KafkaProxied, KafkaProxiedBound, Kafka)
+	return StartOn(t, KafkaProxiedAddr(), KafkaProxiedBoundAddr(), Kafka)
 }
 
 // Addr is the address clients dial: host:port on 127.0.0.1.
