@@ -64,14 +64,16 @@ type Handler struct {
 
 // Handle decides every event and returns its outcome (see Outcome): final
 // (in MySQL, skipped, or poison for the router to dead-letter) or Retry.
-// An item whose Redis or MySQL fails retries its own events only. Every
-// step is idempotent, so handling an event again is always safe.
+// Events are taken by sale (the tag their order numbers name): one claim
+// per sale, one MySQL transaction for the orders of every sale of the
+// batch, then a confirm per item. A sale whose Redis fails retries its own
+// events only; when the one transaction fails, each sale is written alone,
+// so a sale MySQL refuses retries its own events only too. Every step is
+// idempotent, so handling an event again is always safe.
 func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
 	res := make([]orderevents.Result, len(events))
-	// By sale (the tag its order numbers name): one claim, one MySQL
-	// transaction for the orders of all its items, then a confirm per item.
-	byItem := map[int64][]int{}
-	var items []int64
+	byTag := map[int64]*saleBatch{}
+	var sales []*saleBatch
 	for i, e := range events {
 		if err := p.possible(ctx, e); errors.Is(err, errImpossible) {
 			res[i] = result(Poison, err)
@@ -80,23 +82,52 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 			res[i] = result(Retry, err) // MySQL could not say
 			continue
 		}
-		item := order.TagOf(e.OrderNo)
-		if _, ok := byItem[item]; !ok {
-			items = append(items, item)
+		tag := order.TagOf(e.OrderNo)
+		b, ok := byTag[tag]
+		if !ok {
+			b = &saleBatch{tag: tag}
+			byTag[tag] = b
+			sales = append(sales, b)
 		}
-		byItem[item] = append(byItem[item], i)
+		b.idx = append(b.idx, i)
+		b.events = append(b.events, e)
 	}
-	for _, item := range items {
-		idx := byItem[item]
-		evs := make([]order.Event, len(idx))
-		for j, i := range idx {
-			evs[j] = events[i]
+	for _, b := range sales {
+		b.bt = p.startBatch(ctx, b.tag, b.events)
+		p.claimSale(ctx, b)
+	}
+	p.writeSales(ctx, sales)
+	for _, b := range sales {
+		if !b.final {
+			b.res = p.settleSale(ctx, b)
 		}
-		for j, r := range p.handleSale(ctx, item, evs) {
-			res[idx[j]] = r
+		var err error
+		for j, r := range b.res {
+			if r.Outcome == orderevents.Retry && err == nil {
+				err = r.Err
+			}
+			b.bt.outcome(j, r)
+			res[b.idx[j]] = r
 		}
+		b.bt.end(err)
 	}
 	return res
+}
+
+// saleBatch is one sale's events in a batch (tag: its first item; they may
+// buy any of its items) and where their handling stands.
+type saleBatch struct {
+	tag    int64
+	idx    []int // the events' places in the batch
+	events []order.Event
+	bt     *batchTrace
+
+	res    []orderevents.Result
+	final  bool // res is the answer: nothing more to do
+	states []stockredis.State
+	reqs   []orderdb.Request
+	reqIdx []int // indexes into events of reqs
+	out    map[string]orderdb.Outcome
 }
 
 // retryAll answers Retry with err for n events.
@@ -108,70 +139,93 @@ func retryAll(n int, err error) []orderevents.Result {
 	return res
 }
 
-// handleSale claims, writes and confirms (or releases) the events of one
-// sale (tag, its first item: they may buy any of its items), traced when a
-// Tracer is set.
-func (p *Handler) handleSale(ctx context.Context, tag int64, events []order.Event) []orderevents.Result {
-	bt := p.startBatch(ctx, tag, events)
-	res := p.fulfilSale(ctx, tag, events, bt)
-	var err error
-	for i, r := range res {
-		if r.Outcome == orderevents.Retry && err == nil {
-			err = r.Err
-		}
-		bt.outcome(i, r)
-	}
-	bt.end(err)
-	return res
-}
-
-// fulfilSale claims, writes and confirms (or releases) one sale's events
-// (tag, its first item). A failure before MySQL's answer is known retries
-// them all; after it, only the events whose release failed.
-func (p *Handler) fulfilSale(ctx context.Context, tag int64, events []order.Event, bt *batchTrace) []orderevents.Result {
-	nos := make([]string, len(events))
-	for i, e := range events {
+// claimSale claims b's reservations (RESERVED -> CLAIMED: reservations are
+// sale-wide keys, so one script takes every item's) and lists the orders
+// to write; a failure retries the sale's events.
+func (p *Handler) claimSale(ctx context.Context, b *saleBatch) {
+	nos := make([]string, len(b.events))
+	for i, e := range b.events {
 		nos[i] = e.OrderNo
 	}
-	bctx := bt.context(ctx)
 	start := time.Now()
-	// Reservations are sale-wide keys: one claim takes every item's.
-	states, err := p.Stock.Claim(bctx, stockredis.One(tag), nos)
-	bt.stepAll("claim", start, err)
+	states, err := p.Stock.Claim(b.bt.context(ctx), stockredis.One(b.tag), nos)
+	b.bt.stepAll("claim", start, err)
 	if err != nil {
-		return retryAll(len(events), err)
+		b.res, b.final = retryAll(len(b.events), err), true
+		return
 	}
-	res := make([]orderevents.Result, len(events))
-	var reqs []orderdb.Request
-	var reqIdx []int
-	for i, e := range events {
+	b.states, b.res = states, make([]orderevents.Result, len(b.events))
+	for i, e := range b.events {
 		if states[i] == stockredis.StateReleased {
 			// The API gave this reservation back (publish failed); the
 			// event that reached Kafka anyway must not become an order.
-			res[i] = result(Skipped, nil)
+			b.res[i] = result(Skipped, nil)
 			continue
 		}
 		act, err := p.activity(ctx, e.ActivityID) // cached by possible
 		if err != nil {
-			return retryAll(len(events), err)
+			b.res, b.final = retryAll(len(b.events), err), true
+			return
 		}
 		// The order costs its item's price in the sale (activities never
 		// change price, so it is the price the buyer saw when the API
 		// reserved).
 		it, _ := act.Item(e.ItemID) // possible checked it is sold there
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: p.now().Add(act.PaymentWindowOr(p.PaymentWindow)),
+		b.reqs = append(b.reqs, orderdb.Request{Event: e, PayDeadline: p.now().Add(act.PaymentWindowOr(p.PaymentWindow)),
 			UnitPrice: it.SalePrice})
-		reqIdx = append(reqIdx, i)
+		b.reqIdx = append(b.reqIdx, i)
 	}
-	if len(reqs) == 0 {
-		return res
+	b.final = len(b.reqs) == 0
+}
+
+// writeSales writes the orders of every sale left in one MySQL transaction
+// (orderdb.DB.Fulfil takes orders of several items); if that fails, each
+// sale alone, so only the sales MySQL cannot take retry. A sale whose
+// write failed is final with its events to retry.
+func (p *Handler) writeSales(ctx context.Context, sales []*saleBatch) {
+	var writing []*saleBatch
+	var all []orderdb.Request
+	for _, b := range sales {
+		if !b.final {
+			writing = append(writing, b)
+			all = append(all, b.reqs...)
+		}
 	}
-	start = time.Now()
-	out, err := p.fulfil(bctx, tag, reqs)
-	bt.step("mysql transaction", start, err, reqIdx)
-	if err != nil {
-		return retryAll(len(events), err)
+	if len(writing) == 0 {
+		return
 	}
+	start := time.Now()
+	out, err := p.fulfil(writing[0].bt.context(ctx), writing[0].tag, all)
+	if err == nil || len(writing) == 1 {
+		for _, b := range writing {
+			b.bt.step("mysql transaction", start, err, b.reqIdx)
+			if err != nil {
+				b.res, b.final = retryAll(len(b.events), err), true
+				continue
+			}
+			b.out = out
+		}
+		return
+	}
+	for _, b := range writing {
+		start := time.Now()
+		out, err := p.fulfil(b.bt.context(ctx), b.tag, b.reqs)
+		b.bt.step("mysql transaction", start, err, b.reqIdx)
+		if err != nil {
+			b.res, b.final = retryAll(len(b.events), err), true
+			continue
+		}
+		b.out = out
+	}
+}
+
+// settleSale confirms in Redis the orders MySQL wrote for b and releases
+// those it refused. A failure of a confirm retries the sale's events; of
+// a release, only that event.
+func (p *Handler) settleSale(ctx context.Context, b *saleBatch) []orderevents.Result {
+	tag, events, bt, res, states, reqs, reqIdx, out := b.tag, b.events, b.bt, b.res, b.states, b.reqs, b.reqIdx, b.out
+	bctx := bt.context(ctx)
+	var err error
 	// A crash here leaves orders in MySQL whose reservations are CLAIMED
 	// and whose offsets are not committed: the redelivery must finish them.
 	failpoint.Inject("consumer-after-commit")
@@ -213,7 +267,7 @@ func (p *Handler) fulfilSale(ctx context.Context, tag int64, events []order.Even
 				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
-	start = time.Now()
+	start := time.Now()
 	for _, item := range confirmItems {
 		// In-flight sums and pending lists are each item's.
 		if _, err = p.Stock.Confirm(bctx, stockredis.In(tag, item), confirm[item]); err != nil {

@@ -393,3 +393,36 @@ func TestHandleExactTail(t *testing.T) {
 	}
 	e.wantStock(s.item, 0)
 }
+
+// One batch, two sales: their orders go into MySQL in one transaction, and
+// when that fails for one sale (its stock row held by another transaction
+// past MySQL's lock wait) the other sale's orders are still created and
+// confirmed; only the blocked sale's events are retried, and the retry
+// finishes them once the row is free.
+func TestHandleOneSaleMySQLCannotTakeDoesNotBlockTheOther(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	blocked, free := e.newSale(10, 1), e.newSale(10, 1)
+	batch := []order.Event{e.reserve(blocked, 1, 1), e.reserve(free, 2, 1), e.reserve(blocked, 3, 1), e.reserve(free, 4, 1)}
+	unlock := e.lockItem(blocked.item)
+	res := e.handler.Handle(ctx, batch)
+	unlock()
+	for i, ev := range batch {
+		want := fulfil.Created
+		if ev.ItemID == blocked.item {
+			want = fulfil.Retry
+		}
+		if fulfil.OutcomeOf(res[i]) != want {
+			t.Fatalf("event %d of item %d: %s %v, want %s", i, ev.ItemID, fulfil.OutcomeOf(res[i]), res[i].Err, want)
+		}
+	}
+	e.wantStock(free.item, 8)
+	retry := []order.Event{batch[0], batch[2]}
+	for i, r := range e.handler.Handle(ctx, retry) {
+		if fulfil.OutcomeOf(r) != fulfil.Created {
+			t.Fatalf("retry of event %d: %s %v, want Created", i, fulfil.OutcomeOf(r), r.Err)
+		}
+	}
+	e.wantStock(blocked.item, 8)
+}
