@@ -268,3 +268,22 @@ func TestWarmupRightAfterABucketChange(t *testing.T) {
 		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 }
+
+// A warm-up right after the operator ended a sale this instance has a
+// copy of (younger than order.ActivityTTL, so with the old end) works
+// from MySQL's row: 200, recorded, its keys timed by the new end. From the
+// copy it was a 503 "the sale changed while it warmed up" for no fault.
+func TestWarmupRightAfterAnEnd(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	_, sale := ts.openSale(t, 10, 1)
+	// A buyer: the instance caches the sale, with its old end.
+	ts.mustPlace(t, ts.url, buyerToken(t, 9), "before-the-end", sale)
+	if r := ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/end", sale), token: adminToken(t)}); r.status != 200 {
+		t.Fatalf("end: %d %s", r.status, r.body)
+	}
+	r := ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", sale), token: adminToken(t)})
+	if r.status != 200 {
+		t.Fatalf("warm-up right after the end: %d %s, want 200", r.status, r.body)
+	}
+}

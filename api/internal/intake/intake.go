@@ -419,7 +419,11 @@ func (s *Service) ClearSoldOut(item int64) {
 // stockredis.WarmupFrom), keeping it past the activity's end, and returns
 // the units loaded, over all its items.
 func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activityID int64) (order.Activity, int64, error) {
-	act, err := s.activity(ctx, activityID)
+	// MySQL's row as it is now, not this instance's copy: a copy up to
+	// order.ActivityTTL old may predate an end or cancel (its keys would be
+	// timed by the old end, and the warm-up not recorded: a 503 for no
+	// fault).
+	act, err := s.Activities.Activity(ctx, activityID)
 	if err != nil {
 		return order.Activity{}, 0, err
 	}
