@@ -8,14 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
-	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -312,21 +308,7 @@ func restoresEmptyRedis(t *testing.T, cluster bool) {
 	p.WaitDrained(sale.ItemID, 10*time.Second)
 
 	// Every key of this test's prefix, on every node: SCAN + DEL.
-	ctx := context.Background()
-	var deleted atomic.Int64 // the nodes are visited concurrently
-	err := redistest.ForEachNode(ctx, p.Redis, func(ctx context.Context, node redis.UniversalClient) error {
-		iter := node.Scan(ctx, 0, p.Prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-			deleted.Add(1)
-		}
-		return iter.Err()
-	})
-	if err != nil || deleted.Load() == 0 {
-		t.Fatalf("deleting the prefix's keys: %d deleted, %v", deleted.Load(), err)
-	}
+	deletePrefix(t, p)
 
 	rep := reconcile(t, p, 1)
 	it := rep.Items[0]

@@ -35,6 +35,15 @@ func sizedRes(it stockredis.Item, user int64, key string, qty int) stockredis.Re
 	return r
 }
 
+// newRedis is a Redis of the test's own prefix: the cluster's or the single
+// node's.
+func newRedis(t *testing.T, cluster bool) (redis.UniversalClient, string) {
+	if cluster {
+		return redistest.NewCluster(t)
+	}
+	return redistest.New(t)
+}
+
 func sizeStock(t *testing.T, s *stockredis.Store, it stockredis.Item) stockredis.Snapshot {
 	t.Helper()
 	snap, err := s.Stock(context.Background(), it)
@@ -53,13 +62,7 @@ func TestSizedSaleReserve(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
 			t.Parallel()
-			var rdb redis.UniversalClient
-			var prefix string
-			if cluster {
-				rdb, prefix = redistest.NewCluster(t)
-			} else {
-				rdb, prefix = redistest.New(t)
-			}
+			rdb, prefix := newRedis(t, cluster)
 			s := stockredis.New(rdb, prefix)
 			ctx := context.Background()
 			warmSizes(t, s, 1, 2, 3)
@@ -206,13 +209,7 @@ func TestReserveBatchesTheSizesOfASale(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
 			t.Parallel()
-			var rdb redis.UniversalClient
-			var prefix string
-			if cluster {
-				rdb, prefix = redistest.NewCluster(t)
-			} else {
-				rdb, prefix = redistest.New(t)
-			}
+			rdb, prefix := newRedis(t, cluster)
 			s := stockredis.New(rdb, prefix)
 			warmSizes(t, s, 20, 20, 20)
 			var evals atomic.Int64
