@@ -103,6 +103,12 @@ func TestRedisLostRequestNeverRan(t *testing.T) {
 		t.Fatalf("pipelined SET, INCR answered %q, %v; want at most +OK and then the connection closed", got, err)
 	}
 	p.WaitLost(t, 1, 5*time.Second)
+	// The SET went out on the proxy's own connection to Redis, which Redis
+	// may read after this test's direct GET: wait for it to land. Had the
+	// INCR gone out behind it, Redis would run both from one read.
+	waittest.Until(t, 5*time.Second, "the SET before the lost INCR ran", func() bool {
+		return direct.Exists(ctx, key).Val() == 1
+	})
 	if got, err := direct.Get(ctx, key).Int(); err != nil || got != 41 {
 		t.Fatalf("after the lost INCR request the value is %d (%v), want 41: the command never ran", got, err)
 	}
