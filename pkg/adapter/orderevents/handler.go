@@ -39,7 +39,7 @@ type Result struct {
 // Handler decides events; it knows nothing of Kafka.
 type Handler interface {
 	// Handle returns one Result per event, in order. Events of one call
-	// come from one partition, in offset order.
+	// may come from several partitions, each partition's in offset order.
 	Handle(ctx context.Context, events []order.Event) []Result
 	// DeadLettered is told of each poison message once the dead-letter
 	// topic holds it, with whatever its value decodes to (possibly a zero

@@ -38,9 +38,10 @@ type RouterConfig struct {
 
 // Router is the consume loop of a consumer group: it fetches messages,
 // splits them by partition, hands each partition's batches to the Handler
-// in offset order, retries what is not final with backoff, dead-letters
-// poison, and commits a batch's offsets only once every event of it is
-// final. Each partition moves on its own: one whose events keep failing
+// in offset order (the first attempts of several partitions' batches that
+// wait at once in one call: see gang), retries what is not final with
+// backoff, dead-letters poison, and commits a batch's offsets only once
+// every event of it is final. Each partition moves on its own: one whose events keep failing
 // is retried while the others commit and go on.
 type Router struct {
 	cfg     RouterConfig
@@ -119,11 +120,13 @@ func (r *Router) Run(ctx context.Context) error {
 	defer r.reader.Close()
 	queues := map[int]*partitionQueue{}
 	var wg sync.WaitGroup
+	g := startGang(r.handler, r.cfg.MaxBatch)
 	defer func() {
 		for _, q := range queues {
 			q.close()
 		}
 		wg.Wait()
+		g.stop()
 	}()
 	var errs fetchErrors
 	for {
@@ -145,7 +148,7 @@ func (r *Router) Run(ctx context.Context) error {
 				q = newPartitionQueue(maxPendingBatches * r.cfg.MaxBatch)
 				queues[p] = q
 				wg.Add(1)
-				go func() { defer wg.Done(); r.work(ctx, p, q) }()
+				go func() { defer wg.Done(); r.work(ctx, p, q, g) }()
 			}
 			if !q.push(ctx, part) {
 				// Not started: left uncommitted, redelivered.
@@ -175,14 +178,14 @@ func byPartition(batch []kafka.Message) [][]kafka.Message {
 // a batch takes whatever waits, up to MaxBatch, so a partition that fell
 // behind batches again. Once ctx is cancelled it finishes the batch in
 // hand and starts no other.
-func (r *Router) work(ctx context.Context, part int, q *partitionQueue) {
+func (r *Router) work(ctx context.Context, part int, q *partitionQueue, g *gang) {
 	for {
 		batch, ok := q.take(r.cfg.MaxBatch)
 		if !ok {
 			return
 		}
 		wctx, cancel := drainContext(ctx, r.cfg.DrainTimeout)
-		err := r.processAndCommit(wctx, part, batch)
+		err := r.processAndCommit(wctx, part, batch, g)
 		cancel()
 		if err != nil {
 			// Only when the drain deadline passed.
@@ -237,8 +240,10 @@ const (
 )
 
 // processAndCommit makes every message of one partition's batch final,
-// retrying only those that are not, then commits the batch's offsets.
-func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.Message) error {
+// retrying only those that are not, then commits the batch's offsets. The
+// first attempt goes through g, merged with other partitions' batches; a
+// retry goes to the handler alone.
+func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.Message, g *gang) error {
 	start := time.Now()
 	state := make([]msgState, len(batch))
 	deadLettered := 0 // every poison message is in the dead-letter topic once the batch is final
@@ -265,7 +270,11 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 			}
 		}
 		if len(evs) > 0 {
-			res := r.handler.Handle(ctx, evs)
+			handle := g.Handle
+			if attempt > 0 {
+				handle = r.handler.Handle
+			}
+			res := handle(ctx, evs)
 			for j, i := range idx {
 				var out Result
 				if j < len(res) {
