@@ -1,6 +1,6 @@
 // Package fulfil turns create-order events into MySQL orders, in batches:
 // claim the reservations in Redis, write the orders and take the stock in
-// one MySQL transaction per item, then confirm (or release) the
+// one MySQL transaction for the whole batch, then confirm (or release) the
 // reservations. It is a handler of the orderevents Router and knows nothing
 // of Kafka: it answers an outcome per event, and every step is idempotent,
 // so an event that is not final is simply handled again.
@@ -27,10 +27,11 @@ import (
 )
 
 // Stock is Redis as fulfilment uses it (*stockredis.Store): claim and
-// confirm a batch's reservations, give a refused order's back.
+// confirm a batch's reservations (every sale's in one round trip), give a
+// refused order's back.
 type Stock interface {
-	Claim(ctx context.Context, item stockredis.Item, orderNos []string) ([]stockredis.State, error)
-	Confirm(ctx context.Context, item stockredis.Item, orderNos []string) (int64, error)
+	ClaimAll(ctx context.Context, sales []stockredis.SaleOrders) ([][]stockredis.State, []error)
+	ConfirmAll(ctx context.Context, sales []stockredis.SaleOrders) ([]int64, []error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 	ReleaseCapped(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions, dbStock int64) (stockredis.Released, error)
 	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
@@ -65,8 +66,9 @@ type Handler struct {
 // Handle decides every event and returns its outcome (see Outcome): final
 // (in MySQL, skipped, or poison for the router to dead-letter) or Retry.
 // Events are taken by sale (the tag their order numbers name): one claim
-// per sale, one MySQL transaction for the orders of every sale of the
-// batch, then a confirm per item. A sale whose Redis fails retries its own
+// script per sale, one MySQL transaction for the orders of every sale of
+// the batch, then one confirm script per sale (the scripts of all the sales
+// in one pipeline each time). A sale whose Redis fails retries its own
 // events only; when the one transaction fails, each sale is written alone,
 // so a sale MySQL refuses retries its own events only too. Every step is
 // idempotent, so handling an event again is always safe.
@@ -94,13 +96,11 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 	}
 	for _, b := range sales {
 		b.bt = p.startBatch(ctx, b.tag, b.events)
-		p.claimSale(ctx, b)
 	}
+	p.claimSales(ctx, sales)
 	p.writeSales(ctx, sales)
+	p.settleSales(ctx, sales)
 	for _, b := range sales {
-		if !b.final {
-			b.res = p.settleSale(ctx, b)
-		}
 		var err error
 		for j, r := range b.res {
 			if r.Outcome == orderevents.Retry && err == nil {
@@ -128,6 +128,11 @@ type saleBatch struct {
 	reqs   []orderdb.Request
 	reqIdx []int // indexes into events of reqs
 	out    map[string]orderdb.Outcome
+
+	confirm    stockredis.SaleOrders // the orders to confirm, by item
+	confirmIdx []int                 // indexes into events of confirm's orders (when traced)
+	failed     []int                 // indexes into reqs of the orders MySQL refused
+	outOfStock map[int64]bool        // items MySQL had less of than Redis
 }
 
 // retryAll answers Retry with err for n events.
@@ -139,17 +144,29 @@ func retryAll(n int, err error) []orderevents.Result {
 	return res
 }
 
-// claimSale claims b's reservations (RESERVED -> CLAIMED: reservations are
-// sale-wide keys, so one script takes every item's) and lists the orders
-// to write; a failure retries the sale's events.
-func (p *Handler) claimSale(ctx context.Context, b *saleBatch) {
-	nos := make([]string, len(b.events))
-	for i, e := range b.events {
-		nos[i] = e.OrderNo
+// claimSales claims the reservations of every sale (RESERVED -> CLAIMED:
+// reservations are sale-wide keys, so one script takes every item's of a
+// sale) and lists the orders to write; a failure retries that sale's
+// events.
+func (p *Handler) claimSales(ctx context.Context, sales []*saleBatch) {
+	claims := make([]stockredis.SaleOrders, len(sales))
+	for i, b := range sales {
+		nos := make([]string, len(b.events))
+		for j, e := range b.events {
+			nos[j] = e.OrderNo
+		}
+		claims[i] = stockredis.SaleOrders{Ctx: b.bt.context(ctx), Tag: b.tag, OrderNos: [][]string{nos}}
 	}
 	start := time.Now()
-	states, err := p.Stock.Claim(b.bt.context(ctx), stockredis.One(b.tag), nos)
-	b.bt.stepAll("claim", start, err)
+	states, errs := p.Stock.ClaimAll(ctx, claims)
+	for i, b := range sales {
+		b.bt.stepAll("claim", start, errs[i])
+		p.claimed(ctx, b, states[i], errs[i])
+	}
+}
+
+// claimed takes in the claim of b's reservations.
+func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []stockredis.State, err error) {
 	if err != nil {
 		b.res, b.final = retryAll(len(b.events), err), true
 		return
@@ -219,22 +236,58 @@ func (p *Handler) writeSales(ctx context.Context, sales []*saleBatch) {
 	}
 }
 
-// settleSale confirms in Redis the orders MySQL wrote for b and releases
-// those it refused. A failure of a confirm retries the sale's events; of
-// a release, only that event.
-func (p *Handler) settleSale(ctx context.Context, b *saleBatch) []orderevents.Result {
-	tag, events, bt, res, states, reqs, reqIdx, out := b.tag, b.events, b.bt, b.res, b.states, b.reqs, b.reqIdx, b.out
-	bctx := bt.context(ctx)
-	var err error
+// settleSales confirms in Redis the orders MySQL wrote, one script per
+// sale in one pipeline, and releases those it refused. A failure of a
+// sale's confirm retries the sale's events; of a release, only that event.
+func (p *Handler) settleSales(ctx context.Context, sales []*saleBatch) {
 	// A crash here leaves orders in MySQL whose reservations are CLAIMED
 	// and whose offsets are not committed: the redelivery must finish them.
 	failpoint.Inject("consumer-after-commit")
-	confirm := map[int64][]string{} // by item
-	var confirmItems []int64
-	var confirmIdx []int           // indexes into events
-	var failed []int               // indexes into reqs
-	outOfStock := map[int64]bool{} // items MySQL had less of than Redis
-	for j, r := range reqs {
+	var settling []*saleBatch
+	for _, b := range sales {
+		if !b.final {
+			p.sortOut(ctx, b)
+			settling = append(settling, b)
+		}
+	}
+	if len(settling) == 0 {
+		return
+	}
+	start := time.Now()
+	// Sales with nothing to confirm send nothing.
+	var sending []stockredis.SaleOrders
+	var at []int // index into settling of each of sending
+	for i, b := range settling {
+		if len(b.confirm.Items) > 0 {
+			sending = append(sending, b.confirm)
+			at = append(at, i)
+		}
+	}
+	errs := make([]error, len(settling))
+	if len(sending) > 0 {
+		_, sent := p.Stock.ConfirmAll(ctx, sending)
+		for j, i := range at {
+			errs[i] = sent[j]
+		}
+	}
+	for i, b := range settling {
+		b.bt.step("confirm", start, errs[i], b.confirmIdx)
+		if errs[i] != nil {
+			b.res = retryAll(len(b.events), errs[i])
+			continue
+		}
+		p.releaseRefused(ctx, b)
+	}
+}
+
+// sortOut sets the result of each order of b MySQL answered for, and lists
+// those to confirm (by item) and those to release.
+func (p *Handler) sortOut(ctx context.Context, b *saleBatch) {
+	bt, res, reqIdx, out := b.bt, b.res, b.reqIdx, b.out
+	b.confirm = stockredis.SaleOrders{Ctx: bt.context(ctx), Tag: b.tag}
+	b.outOfStock = map[int64]bool{}
+	byItem := map[int64]int{} // index into b.confirm.Items
+	for j, r := range b.reqs {
 		e := r.Event
 		o := out[e.OrderNo]
 		i := reqIdx[j]
@@ -248,17 +301,22 @@ func (p *Handler) settleSale(ctx context.Context, b *saleBatch) []orderevents.Re
 		}
 		if o.Status == order.Failed {
 			if o.Reason == order.ReasonOutOfStock {
-				outOfStock[e.ItemID] = true
+				b.outOfStock[e.ItemID] = true
 			}
-			failed = append(failed, j)
+			b.failed = append(b.failed, j)
 			continue
 		}
-		if _, ok := confirm[e.ItemID]; !ok {
-			confirmItems = append(confirmItems, e.ItemID)
+		// In-flight sums and pending lists are each item's.
+		k, ok := byItem[e.ItemID]
+		if !ok {
+			k = len(b.confirm.Items)
+			byItem[e.ItemID] = k
+			b.confirm.Items = append(b.confirm.Items, e.ItemID)
+			b.confirm.OrderNos = append(b.confirm.OrderNos, nil)
 		}
-		confirm[e.ItemID] = append(confirm[e.ItemID], e.OrderNo)
+		b.confirm.OrderNos[k] = append(b.confirm.OrderNos[k], e.OrderNo)
 		if bt != nil {
-			confirmIdx = append(confirmIdx, i)
+			b.confirmIdx = append(b.confirmIdx, i)
 		}
 		if !o.Existing {
 			octx := bt.orderContext(ctx, i)
@@ -267,32 +325,27 @@ func (p *Handler) settleSale(ctx context.Context, b *saleBatch) []orderevents.Re
 				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
-	start := time.Now()
-	for _, item := range confirmItems {
-		// In-flight sums and pending lists are each item's.
-		if _, err = p.Stock.Confirm(bctx, stockredis.In(tag, item), confirm[item]); err != nil {
-			break
-		}
-	}
-	bt.step("confirm", start, err, confirmIdx)
-	if err != nil {
-		return retryAll(len(events), err)
-	}
+}
+
+// releaseRefused gives back in Redis what the orders of b that MySQL
+// refused held, once b's others are confirmed.
+func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
+	bt, res, states, reqs, reqIdx, out := b.bt, b.res, b.states, b.reqs, b.reqIdx, b.out
 	dbStock := map[int64]int64{}
-	for item := range outOfStock {
+	for item := range b.outOfStock {
 		// MySQL had less than Redis believed. Read what it has now (after
 		// this batch's orders are confirmed, so they no longer count as in
 		// flight): the releases below cap Redis at it.
 		n, err := p.DB.ItemStock(ctx, item)
 		if err != nil {
-			for _, j := range failed {
+			for _, j := range b.failed {
 				res[reqIdx[j]] = result(Retry, err)
 			}
-			return res
+			return
 		}
 		dbStock[item] = n
 	}
-	for _, j := range failed {
+	for _, j := range b.failed {
 		e := reqs[j].Event
 		o := out[e.OrderNo]
 		capAt, ok := dbStock[e.ItemID]
@@ -303,7 +356,6 @@ func (p *Handler) settleSale(ctx context.Context, b *saleBatch) []orderevents.Re
 			res[reqIdx[j]] = result(Retry, err)
 		}
 	}
-	return res
 }
 
 // release gives a refused order's stock and quota back in Redis; fresh

@@ -441,54 +441,23 @@ func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock st
 
 // Claim moves the reservations of orders (all of item) from RESERVED to
 // CLAIMED and returns the state each had before, in the same order.
-func (s *Store) Claim(ctx context.Context, item Item, orderNos []string) (_ []State, err error) {
+func (s *Store) Claim(ctx context.Context, item Item, orderNos []string) ([]State, error) {
 	if len(orderNos) == 0 {
 		return nil, nil
 	}
-	ctx, span := s.span(ctx, "claim", item)
-	if span.IsRecording() {
-		span.SetAttributes(tracing.AttrBatchSize.Int(len(orderNos)))
-	}
-	defer func() { endSpan(span, err) }()
-	k := s.Keys(item)
-	keys := make([]string, len(orderNos))
-	for i, no := range orderNos {
-		keys[i] = k.Reservation(no)
-	}
-	res, err := s.claim.Run(ctx, s.rdb, keys).StringSlice()
-	if err != nil {
-		return nil, unavailable("claim", err)
-	}
-	states := make([]State, len(res))
-	for i, st := range res {
-		states[i] = State(st)
-	}
-	return states, nil
+	states, errs := s.ClaimAll(ctx, []SaleOrders{{Tag: item.tagged().Tag, OrderNos: [][]string{orderNos}}})
+	return states[0], errs[0]
 }
 
-// Confirm marks the reservations of orders committed in MySQL as CONFIRMED.
-func (s *Store) Confirm(ctx context.Context, item Item, orderNos []string) (_ int64, err error) {
+// Confirm marks the reservations of orders committed in MySQL as CONFIRMED
+// and returns how many it moved.
+func (s *Store) Confirm(ctx context.Context, item Item, orderNos []string) (int64, error) {
 	if len(orderNos) == 0 {
 		return 0, nil
 	}
-	ctx, span := s.span(ctx, "confirm", item)
-	if span.IsRecording() {
-		span.SetAttributes(tracing.AttrBatchSize.Int(len(orderNos)))
-	}
-	defer func() { endSpan(span, err) }()
-	k := s.Keys(item)
-	keys := make([]string, 0, len(orderNos)+2)
-	keys = append(keys, k.Inflight(), k.Pending())
-	args := make([]any, len(orderNos))
-	for i, no := range orderNos {
-		keys = append(keys, k.Reservation(no))
-		args[i] = no
-	}
-	n, err := s.confirm.Run(ctx, s.rdb, keys, args...).Int64()
-	if err != nil {
-		return 0, unavailable("confirm", err)
-	}
-	return n, nil
+	item = item.tagged()
+	moved, errs := s.ConfirmAll(ctx, []SaleOrders{{Tag: item.Tag, Items: []int64{item.ID}, OrderNos: [][]string{orderNos}}})
+	return moved[0], errs[0]
 }
 
 // A StockReader is MySQL as a warm-up reads it (*orderdb.DB).
