@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -183,13 +184,13 @@ func (db *DB) fulfilBatch(ctx context.Context, reqs []Request) (map[string]strin
 			sums[r.Event.ItemID] += r.Event.Quantity
 			rows[i] = newRow(r, order.Created, "")
 		}
-		for _, item := range slices.Sorted(maps.Keys(sums)) {
-			sum := sums[item]
-			res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, item, sum)
+		if len(sums) > 0 {
+			res := takeStock(tx, sums)
 			if res.Error != nil {
 				return res.Error
 			}
-			if res.RowsAffected == 0 {
+			if res.RowsAffected != int64(len(sums)) {
+				// An item had less than its orders: each order alone.
 				return errFallback
 			}
 		}
@@ -208,6 +209,32 @@ func (db *DB) fulfilBatch(ctx context.Context, reqs []Request) (map[string]strin
 		return nil, false, wrap("fulfil batch", err)
 	}
 	return refused, true, nil
+}
+
+// takeStock runs the conditional stock update for every item of sums (the
+// units its orders take) in one statement: each item's row loses its sum
+// only where it has at least that much, so the rows affected are the items
+// that had enough. The rows are locked in item order (MySQL reads an IN
+// list on the primary key in key order), as one statement per item in
+// sorted order did.
+func takeStock(tx *gorm.DB, sums map[int64]int) *gorm.DB {
+	items := slices.Sorted(maps.Keys(sums))
+	if len(items) == 1 {
+		sum := sums[items[0]]
+		return tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", sum, items[0], sum)
+	}
+	var sum strings.Builder
+	args := make([]any, 0, 4*len(items)+len(items))
+	sum.WriteString("CASE item_id")
+	for _, item := range items {
+		sum.WriteString(" WHEN ? THEN ?")
+		args = append(args, item, sums[item])
+	}
+	sum.WriteString(" END")
+	// The same CASE twice (SET and WHERE), so its arguments twice.
+	args = append(args, args...)
+	args = append(args, items)
+	return tx.Exec("UPDATE item_stock SET stock = stock - "+sum.String()+" WHERE stock >= "+sum.String()+" AND item_id IN ?", args...)
 }
 
 // shareActivities reads the activities of reqs inside tx under a shared
