@@ -3,6 +3,7 @@ package stockredis
 import (
 	"context"
 	"maps"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,6 +17,23 @@ func (s *Store) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
 		calls[i] = reserveCall{r: r, first: s.Keys(One(r.ItemID)).Stock(), reply: make(chan reserveAnswer, 1)}
 	}
 	s.reserves.run(calls)
+	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))
+	for i, c := range calls {
+		a := <-c.reply
+		out[i], errs[i] = a.res, a.err
+	}
+	return out, errs
+}
+
+// ReserveAtOnce runs rs, of any unbucketed items of any sales, as one batch
+// of the reserver (one script per sale, the sales' at once), and returns
+// each order's answer.
+func (s *Store) ReserveAtOnce(rs []Reservation) ([]ReserveResult, []error) {
+	calls := make([]reserveCall, len(rs))
+	for i, r := range rs {
+		calls[i] = reserveCall{r: r, first: s.Keys(r.item()).Stock(), reply: make(chan reserveAnswer, 1)}
+	}
+	s.reserves.runAll(slices.Clone(calls)) // runAll sorts its slice in place
 	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))
 	for i, c := range calls {
 		a := <-c.reply

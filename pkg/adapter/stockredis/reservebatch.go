@@ -18,8 +18,12 @@ var errNotSent = errors.New("not sent")
 // reserveBatch bounds how many orders one run of the reserve script takes.
 const reserveBatch = 64
 
-// reserveWorkers is how many reserve scripts may be in flight at once.
+// reserveWorkers is how many batches of reserves may be in flight at once.
 const reserveWorkers = 4
+
+// reserveFanOut is how many scripts of one batch (one per sale) may be in
+// flight at once.
+const reserveFanOut = 8
 
 // reserveCall is one order waiting for the reserve script.
 type reserveCall struct {
@@ -58,8 +62,13 @@ func (b *reserver) start() {
 
 // runAll runs the script once for each sale (hash tag) of calls: the
 // orders of all its items with one stock key each in one run, and those of
-// a bucketed item by the bucket they took their units from.
+// a bucketed item by the bucket they took their units from. The runs of
+// different sales go at once, up to reserveFanOut (each is a command of its
+// own, never a pipeline: a client may send a pipeline again after a lost
+// answer, and a reserve must not run twice unseen). It reorders calls in
+// place.
 func (b *reserver) runAll(calls []reserveCall) {
+	var groups [][]reserveCall
 	for len(calls) > 0 {
 		head := calls[0]
 		group := calls[:0:0]
@@ -75,9 +84,23 @@ func (b *reserver) runAll(calls []reserveCall) {
 				rest = append(rest, c)
 			}
 		}
-		b.run(group)
+		groups = append(groups, group)
 		calls = rest
 	}
+	if len(groups) == 1 {
+		b.run(groups[0])
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, reserveFanOut)
+	for _, g := range groups {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			b.run(g)
+		})
+	}
+	wg.Wait()
 }
 
 // run runs the script for calls, all of one sale, and answers each.
