@@ -43,16 +43,34 @@ func (b *batcher) start() { b.queue = batch.Start(lookupWorkers, 4*lookupBatch, 
 
 func (b *batcher) answer(batch []lookup) {
 	byItem := map[int64][]lookup{}
+	var order []int64
 	for _, l := range batch {
+		if _, ok := byItem[l.item]; !ok {
+			order = append(order, l.item)
+		}
 		byItem[l.item] = append(byItem[l.item], l)
 	}
-	for _, ls := range byItem {
-		var keys []string
-		for _, l := range ls {
-			keys = append(keys, l.keys...)
+	// One MGET per hash tag, all in one pipeline: a batch of several
+	// sales' reads costs one round trip (one per node on a cluster), and a
+	// read is safe to send again.
+	cmds := make([]*redis.SliceCmd, len(order))
+	mget := func(c redis.Cmdable) {
+		for i, item := range order {
+			var keys []string
+			for _, l := range byItem[item] {
+				keys = append(keys, l.keys...)
+			}
+			cmds[i] = c.MGet(context.Background(), keys...)
 		}
-		vals, err := b.rdb.MGet(context.Background(), keys...).Result()
-		for _, l := range ls {
+	}
+	if len(order) == 1 {
+		mget(b.rdb)
+	} else {
+		_, _ = b.rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error { mget(p); return nil })
+	}
+	for i, item := range order {
+		vals, err := cmds[i].Result()
+		for _, l := range byItem[item] {
 			r := lookupResult{err: err}
 			if err != nil {
 				r.err = unavailable("read", err)
