@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -25,13 +24,19 @@ import (
 //
 // Beside the committed orders, one reservation is still on its way (MySQL
 // has not seen it: counted as in flight) and one was refused by MySQL
-// (FAILED, not released yet: its release gives its units back).
+// (FAILED, not released yet: its release gives its units back). On a
+// single node and on the cluster, where the scripts take the reservations'
+// keys beside the stock's (a CROSSSLOT error would fail them).
 func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
-	for _, buckets := range []int{1, 3} {
-		t.Run(fmt.Sprintf("buckets=%d", buckets), func(t *testing.T) {
+	for _, tc := range []struct {
+		buckets int
+		cluster bool
+	}{{1, false}, {3, false}, {1, true}, {3, true}} {
+		buckets := tc.buckets
+		t.Run(fmt.Sprintf("buckets=%d/cluster=%v", buckets, tc.cluster), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			rdb, prefix := redistest.New(t)
+			rdb, prefix := newRedis(t, tc.cluster)
 			s := stockredis.New(rdb, prefix)
 			db := mysqltest.New(t)
 			it, err := db.CreateItem(ctx, "sneaker", 30)
