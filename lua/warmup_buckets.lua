@@ -4,17 +4,30 @@
 --
 -- KEYS[1] bucket marker  <prefix>:{i<item>}:buckets  (the number of buckets)
 -- KEYS[2] inflight
--- ARGV[1] MySQL stock (read after ARGV[2])
--- ARGV[2] in-flight quantity read before the MySQL stock
--- ARGV[3] ttl of the marker (ms)
--- ARGV[4] the number of buckets (2..16)
+-- KEYS[3..] the reservation hashes of the item's pending orders read before
+--         the MySQL figure: first ARGV[4] of them whose orders MySQL had
+--         committed in the figure's snapshot, then the rest (as in
+--         lua/warmup.lua)
+-- ARGV[1] MySQL stock (read after KEYS[3..] were listed)
+-- ARGV[2] ttl of the marker (ms)
+-- ARGV[3] the number of buckets (2..16)
+-- ARGV[4] how many of KEYS[3..] MySQL had committed
 --
--- Returns sellable = MySQL stock - max(in flight then, in flight now), at
--- least 0.
+-- Returns sellable = MySQL stock - what is in flight and not in that stock
+-- (the inflight counter now, corrected order by order as lua/warmup.lua
+-- does), at least 0.
 local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
-local before = tonumber(ARGV[2])
-if before > inflight then inflight = before end
+local committed = tonumber(ARGV[4])
+for i = 3, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], 'state', 'qty')
+  if i - 2 <= committed then
+    if r[1] == 'RESERVED' or r[1] == 'CLAIMED' then inflight = inflight - tonumber(r[2]) end
+  elseif r[1] == 'CONFIRMED' then
+    inflight = inflight + tonumber(r[2])
+  end
+end
+if inflight < 0 then inflight = 0 end
 local want = tonumber(ARGV[1]) - inflight
 if want < 0 then want = 0 end
-redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[3])
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 return want

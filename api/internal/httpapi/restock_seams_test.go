@@ -266,8 +266,8 @@ type readThen struct {
 	once sync.Once
 }
 
-func (r *readThen) WarmupStock(ctx context.Context, item int64) (int64, int64, error) {
-	stock, last, err := r.DB.WarmupStock(ctx, item)
+func (r *readThen) WarmupStock(ctx context.Context, item int64, pending []string) (int64, int64, []string, error) {
+	stock, last, committed, err := r.DB.WarmupStock(ctx, item, pending)
 	r.once.Do(r.then)
-	return stock, last, err
+	return stock, last, committed, err
 }

@@ -2,8 +2,10 @@ package orderdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -91,23 +93,42 @@ func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) 
 // none) in one statement, so from one snapshot: the stock includes every
 // restock of the item up to that id and none after it, because an item's
 // restocks commit in id order (each holds the item's stock row locked from
-// before its insert until its commit). A warm-up loads this figure
-// (stockredis.StockReader). order.ErrNotFound: no such item.
-func (db *DB) WarmupStock(ctx context.Context, itemID int64) (stock, lastRestock int64, err error) {
-	var row struct {
-		Stock       int64
-		LastRestock int64
-	}
-	res := db.gdb.WithContext(ctx).Raw(`SELECT s.stock AS stock,
-		COALESCE((SELECT MAX(r.id) FROM restocks r WHERE r.item_id = s.item_id), 0) AS last_restock
-		FROM item_stock s WHERE s.item_id = ?`, itemID).Scan(&row)
-	if err = res.Error; err == nil && res.RowsAffected == 0 {
-		err = gorm.ErrRecordNotFound
-	}
+// before its insert until its commit). In the same snapshot (a read-only
+// REPEATABLE READ transaction) it lists the orders among pending (the
+// item's reservations Redis counts as in flight) that MySQL holds live,
+// CREATED or PAID: the stock read no longer has their units. A warm-up
+// loads this figure (stockredis.StockReader). order.ErrNotFound: no such
+// item.
+func (db *DB) WarmupStock(ctx context.Context, itemID int64, pending []string) (stock, lastRestock int64, committed []string, err error) {
+	err = db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row struct {
+			Stock       int64
+			LastRestock int64
+		}
+		res := tx.Raw(`SELECT s.stock AS stock,
+			COALESCE((SELECT MAX(r.id) FROM restocks r WHERE r.item_id = s.item_id), 0) AS last_restock
+			FROM item_stock s WHERE s.item_id = ?`, itemID).Scan(&row)
+		if res.Error == nil && res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		stock, lastRestock = row.Stock, row.LastRestock
+		for chunk := range slices.Chunk(pending, ListBatch) {
+			var nos []string
+			if err := tx.Model(&orderRow{}).Where("order_no IN ? AND live = 1", chunk).
+				Pluck("order_no", &nos).Error; err != nil {
+				return err
+			}
+			committed = append(committed, nos...)
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return 0, 0, wrap("read item stock", err)
+		return 0, 0, nil, wrap("read item stock", err)
 	}
-	return row.Stock, row.LastRestock, nil
+	return stock, lastRestock, committed, nil
 }
 
 // MarkRestocksWarmed records the item's restocks up to id upTo as applied:

@@ -375,8 +375,9 @@ func (s *Store) capBuckets(ctx context.Context, item Item, dbStock int64) error 
 // and its own (each adds its share to the buckets that hold it neither by
 // marker nor by figure, once): recording the figure then leaves no share
 // out, whatever happens next.
-func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl time.Duration, before int64, fig figure, force bool) (int64, int64, error) {
+func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (int64, int64, error) {
 	k := s.Keys(item)
+	res, committed := fig.reservations(k)
 	var cur bucketValues
 	var want int64
 	var wrote bool
@@ -385,8 +386,8 @@ func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl 
 		if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
 			return 0, 0, err
 		}
-		want, err = s.warmupBuckets.Run(ctx, s.rdb, []string{k.BucketMarker(), k.Inflight()},
-			fig.stock, before, ttl.Milliseconds(), buckets).Int64()
+		want, err = s.warmupBuckets.Run(ctx, s.rdb, append([]string{k.BucketMarker(), k.Inflight()}, res...),
+			fig.stock, ttl.Milliseconds(), buckets, committed).Int64()
 		if err != nil {
 			return 0, 0, unavailable("warmup", err)
 		}

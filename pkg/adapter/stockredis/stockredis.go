@@ -464,8 +464,11 @@ func (s *Store) Confirm(ctx context.Context, item Item, orderNos []string) (int6
 type StockReader interface {
 	// WarmupStock reads the item's stock and the id of its last restock
 	// (0: none) at one instant: the stock includes exactly the item's
-	// restocks up to that id (an item's restocks commit in id order).
-	WarmupStock(ctx context.Context, item int64) (stock, lastRestock int64, err error)
+	// restocks up to that id (an item's restocks commit in id order). At
+	// the same instant it lists the orders among pending that MySQL holds
+	// live (CREATED or PAID): committed, their units are out of the stock
+	// read, although Redis counts them in flight until their confirm.
+	WarmupStock(ctx context.Context, item int64, pending []string) (stock, lastRestock int64, committed []string, err error)
 	// MarkRestocksWarmed records the item's restocks up to id as applied
 	// in Redis: a warm-up loaded them with the stock.
 	MarkRestocksWarmed(ctx context.Context, item, upTo int64) error
@@ -476,10 +479,18 @@ type StockReader interface {
 }
 
 // WarmupFrom loads the item's sellable stock from MySQL: its stock (read
-// after this call has read the in-flight quantity) minus what is in
-// flight, split evenly over the buckets of a bucketed item (buckets > 1).
-// It never raises an existing stock key or bucket; it returns the Redis
-// stock afterwards.
+// after this call has read the item's pending reservations) minus what is
+// in flight and not in MySQL yet, split evenly over the buckets of a
+// bucketed item (buckets > 1). It never raises an existing stock key or
+// bucket; it returns the Redis stock afterwards.
+//
+// An order MySQL has committed whose confirm has not run is in Redis's
+// in-flight counter and out of MySQL's stock: the warm-up leaves it out of
+// what is in flight (the reconciler's "committed"), so its units are not
+// taken off twice. The pending reservations are read first, MySQL's stock
+// and which of them it has committed next, in one snapshot, and the
+// script corrects the in-flight counter by the state each of them is in
+// when it runs (see lua/warmup.lua).
 //
 // Restocks meet the warm-up through one record beside each stock key
 // (lua/restock.lua): a key written from MySQL's figure records, in the
@@ -491,9 +502,9 @@ type StockReader interface {
 // read again. The restocks the loaded stock carries are then recorded as
 // applied in MySQL.
 func (s *Store) WarmupFrom(ctx context.Context, item Item, buckets int, ttl time.Duration, db StockReader) (int64, error) {
-	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
-		stock, last, err := db.WarmupStock(ctx, item.ID)
-		return figure{stock: stock, lastRestock: last, known: true, restocks: db}, err
+	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context, pending []string) (figure, error) {
+		stock, last, committed, err := db.WarmupStock(ctx, item.ID, pending)
+		return figure{stock: stock, lastRestock: last, known: true, restocks: db, pending: pending, committed: committed}, err
 	})
 	if err != nil {
 		return 0, err
@@ -519,19 +530,44 @@ func (s *Store) Warmup(ctx context.Context, item Item, ttl time.Duration, dbStoc
 // is at most the sellable stock. It returns the sum of the buckets. Like
 // Warmup, it knows no restocks: a program warms up with WarmupFrom.
 func (s *Store) WarmupBuckets(ctx context.Context, item Item, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
-	n, _, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context) (figure, error) {
+	n, _, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context, pending []string) (figure, error) {
 		stock, err := dbStock(ctx)
-		return figure{stock: stock}, err
+		return figure{stock: stock, pending: pending}, err
 	})
 	return n, err
 }
 
 // figure is MySQL's stock as a warm-up read it: with the last restock it
-// includes when known.
+// includes when known, and the item's pending reservations read before it
+// with those of them MySQL had committed (nil when not known).
 type figure struct {
 	stock, lastRestock int64
 	known              bool
 	restocks           StockReader // lists restocks (known figures only)
+	pending, committed []string
+}
+
+// reservations are the keys and the count the warm-up scripts take to
+// correct the in-flight counter: the hashes of the committed orders first,
+// then of the other pending ones (see lua/warmup.lua).
+func (f figure) reservations(k Keys) (keys []string, committed int) {
+	done := make(map[string]bool, len(f.committed))
+	for _, no := range f.committed {
+		done[no] = true
+	}
+	keys = make([]string, 0, len(f.pending))
+	for _, no := range f.pending {
+		if done[no] {
+			keys = append(keys, k.Reservation(no))
+		}
+	}
+	committed = len(keys)
+	for _, no := range f.pending {
+		if !done[no] {
+			keys = append(keys, k.Reservation(no))
+		}
+	}
+	return keys, committed
 }
 
 // upto is the figure's restock watermark as the scripts take it (empty
@@ -560,21 +596,21 @@ const staleReads = 5
 // older than the Redis stock. covered is the last restock id up to which
 // both the figure and the Redis stock hold every restock (0: none, or the
 // figure's restocks are not known).
-func (s *Store) warmupFigure(ctx context.Context, item Item, buckets int, ttl time.Duration, read func(context.Context) (figure, error)) (n, covered int64, err error) {
+func (s *Store) warmupFigure(ctx context.Context, item Item, buckets int, ttl time.Duration, read func(ctx context.Context, pending []string) (figure, error)) (n, covered int64, err error) {
 	if err := s.checkWarmupLayout(ctx, item, buckets); err != nil {
 		return 0, 0, err
 	}
 	force := false
 	for attempt := 1; ; attempt++ {
-		before, fig, err := s.inflightThenDB(ctx, item, read)
+		fig, err := s.pendingThenDB(ctx, item, read)
 		if err != nil {
 			return 0, 0, err
 		}
 		var upto int64
 		if buckets > 1 {
-			n, upto, err = s.warmupBucketed(ctx, item, buckets, ttl, before, fig, force)
+			n, upto, err = s.warmupBucketed(ctx, item, buckets, ttl, fig, force)
 		} else {
-			n, upto, err = s.warmupOne(ctx, item, ttl, before, fig)
+			n, upto, err = s.warmupOne(ctx, item, ttl, fig)
 		}
 		if errors.Is(err, errBucketsRaced) {
 			force = true
@@ -602,10 +638,11 @@ func (s *Store) warmupFigure(ctx context.Context, item Item, buckets int, ttl ti
 
 // warmupOne is the warm-up of an item with one stock key. It returns the
 // stock and the last restock id the key is recorded to hold.
-func (s *Store) warmupOne(ctx context.Context, item Item, ttl time.Duration, before int64, fig figure) (int64, int64, error) {
+func (s *Store) warmupOne(ctx context.Context, item Item, ttl time.Duration, fig figure) (int64, int64, error) {
 	k := s.Keys(item)
-	r, err := s.warmup.Run(ctx, s.rdb, []string{k.Stock(), k.Inflight(), k.restockRecord()},
-		fig.stock, before, ttl.Milliseconds(), fig.upto()).Int64Slice()
+	res, committed := fig.reservations(k)
+	r, err := s.warmup.Run(ctx, s.rdb, append([]string{k.Stock(), k.Inflight(), k.restockRecord()}, res...),
+		fig.stock, ttl.Milliseconds(), fig.upto(), committed).Int64Slice()
 	if err != nil {
 		return 0, 0, unavailable("warmup", err)
 	}
@@ -618,20 +655,19 @@ func (s *Store) warmupOne(ctx context.Context, item Item, ttl time.Duration, bef
 	return r[0], r[1], nil
 }
 
-// inflightThenDB reads the item's in-flight quantity and then, in that
-// order, MySQL's stock: warmup subtracts the larger of the in-flight
-// quantity then and at its own run, so an order that commits in between is
-// never counted as sellable twice.
-func (s *Store) inflightThenDB(ctx context.Context, item Item, read func(context.Context) (figure, error)) (int64, figure, error) {
-	before, err := s.rdb.Get(ctx, s.Keys(item).Inflight()).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, figure{}, unavailable("read in flight", err)
-	}
-	fig, err := read(ctx)
+// pendingThenDB reads the item's pending reservations (RESERVED or
+// CLAIMED: what the in-flight counter sums) and then, in that order,
+// MySQL's figure with which of them MySQL has committed. Every order that
+// is in flight when the figure is read is among them, but for one reserved
+// in between; the warm-up script then sorts each of them by its state when
+// it runs: an order that commits (or is confirmed) in between is never
+// counted as sellable twice, nor a committed one taken off twice.
+func (s *Store) pendingThenDB(ctx context.Context, item Item, read func(ctx context.Context, pending []string) (figure, error)) (figure, error) {
+	pending, err := s.rdb.ZRange(ctx, s.Keys(item).Pending(), 0, -1).Result()
 	if err != nil {
-		return 0, figure{}, err
+		return figure{}, unavailable("read pending reservations", err)
 	}
-	return before, fig, nil
+	return read(ctx, pending)
 }
 
 // Snapshot is an item's stock as Redis sees it.
