@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -180,42 +182,37 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 // to its last unit in each sale, the one-per-buyer rule holds across a
 // sale's sizes and not across sales.
 func TestReserveBatchOfSeveralSales(t *testing.T) {
-	for _, cluster := range []bool{false, true} {
-		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
-			t.Parallel()
-			rdb, prefix := newRedis(t, cluster)
-			s := stockredis.New(rdb, prefix)
-			ctx := context.Background()
-			a, b := stockredis.One(item+20), stockredis.One(item+30)
-			for it, stock := range map[stockredis.Item]int64{a: 2, b: 1} {
-				if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
-					t.Fatal(err)
-				}
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool) {
+		ctx := context.Background()
+		a, b := stockredis.One(item+20), stockredis.One(item+30)
+		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1} {
+			if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
+				t.Fatal(err)
 			}
-			warmSizes(t, s, 1, 1, 1)
-			rs := []stockredis.Reservation{
-				sizedRes(a, 1, "k", 1), sizedRes(sizes[0], 1, "k", 1), sizedRes(b, 1, "k", 1),
-				sizedRes(a, 2, "k", 1), sizedRes(sizes[1], 1, "k2", 1), sizedRes(b, 2, "k", 1),
-				sizedRes(a, 3, "k", 1), sizedRes(sizes[2], 2, "k", 1),
+		}
+		warmSizes(t, s, 1, 1, 1)
+		rs := []stockredis.Reservation{
+			sizedRes(a, 1, "k", 1), sizedRes(sizes[0], 1, "k", 1), sizedRes(b, 1, "k", 1),
+			sizedRes(a, 2, "k", 1), sizedRes(sizes[1], 1, "k2", 1), sizedRes(b, 2, "k", 1),
+			sizedRes(a, 3, "k", 1), sizedRes(sizes[2], 2, "k", 1),
+		}
+		want := []error{nil, nil, nil, nil, order.ErrAlreadyPurchased, order.ErrSoldOut, order.ErrSoldOut, nil}
+		got, errs := s.ReserveAtOnce(rs)
+		for i, w := range want {
+			if !errors.Is(errs[i], w) || (w == nil) != (errs[i] == nil) {
+				t.Errorf("order %d (item %d, user %s): %v, want %v", i, rs[i].ItemID, rs[i].UserID, errs[i], w)
 			}
-			want := []error{nil, nil, nil, nil, order.ErrAlreadyPurchased, order.ErrSoldOut, order.ErrSoldOut, nil}
-			got, errs := s.ReserveAtOnce(rs)
-			for i, w := range want {
-				if !errors.Is(errs[i], w) || (w == nil) != (errs[i] == nil) {
-					t.Errorf("order %d (item %d, user %s): %v, want %v", i, rs[i].ItemID, rs[i].UserID, errs[i], w)
-				}
-				if w == nil && got[i].OrderNo != rs[i].OrderNo {
-					t.Errorf("order %d: answered for %s, want its own %s", i, got[i].OrderNo, rs[i].OrderNo)
-				}
+			if w == nil && got[i].OrderNo != rs[i].OrderNo {
+				t.Errorf("order %d: answered for %s, want its own %s", i, got[i].OrderNo, rs[i].OrderNo)
 			}
-			for _, w := range []struct {
-				it              stockredis.Item
-				stock, inflight int64
-			}{{a, 0, 2}, {b, 0, 1}, {sizes[0], 0, 1}, {sizes[1], 1, 0}, {sizes[2], 0, 1}} {
-				if snap := sizeStock(t, s, w.it); snap.Stock != w.stock || snap.Inflight != w.inflight {
-					t.Errorf("item %d: stock %d in flight %d, want %d and %d", w.it.ID, snap.Stock, snap.Inflight, w.stock, w.inflight)
-				}
+		}
+		for _, w := range []struct {
+			it              stockredis.Item
+			stock, inflight int64
+		}{{a, 0, 2}, {b, 0, 1}, {sizes[0], 0, 1}, {sizes[1], 1, 0}, {sizes[2], 0, 1}} {
+			if snap := sizeStock(t, s, w.it); snap.Stock != w.stock || snap.Inflight != w.inflight {
+				t.Errorf("item %d: stock %d in flight %d, want %d and %d", w.it.ID, snap.Stock, snap.Inflight, w.stock, w.inflight)
 			}
-		})
-	}
+		}
+	})
 }

@@ -44,6 +44,18 @@ func newRedis(t *testing.T, cluster bool) (redis.UniversalClient, string) {
 	return redistest.New(t)
 }
 
+// onSingleAndCluster runs f, in parallel, on a Store of the test's own
+// prefix on the single node and on the cluster.
+func onSingleAndCluster(t *testing.T, f func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool)) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
+			t.Parallel()
+			rdb, prefix := newRedis(t, cluster)
+			f(t, stockredis.New(rdb, prefix), rdb, cluster)
+		})
+	}
+}
+
 func sizeStock(t *testing.T, s *stockredis.Store, it stockredis.Item) stockredis.Snapshot {
 	t.Helper()
 	snap, err := s.Stock(context.Background(), it)
@@ -59,63 +71,58 @@ func sizeStock(t *testing.T, s *stockredis.Store, it stockredis.Item) stockredis
 // size sells out while the others sell on, and every key of the sale maps
 // to the first item's slot.
 func TestSizedSaleReserve(t *testing.T) {
-	for _, cluster := range []bool{false, true} {
-		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
-			t.Parallel()
-			rdb, prefix := newRedis(t, cluster)
-			s := stockredis.New(rdb, prefix)
-			ctx := context.Background()
-			warmSizes(t, s, 1, 2, 3)
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool) {
+		ctx := context.Background()
+		warmSizes(t, s, 1, 2, 3)
 
-			first := sizedRes(sizes[1], 1, "k1", 1)
-			if _, err := s.Reserve(ctx, first); err != nil {
+		first := sizedRes(sizes[1], 1, "k1", 1)
+		if _, err := s.Reserve(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		// The same buyer, another size, another key.
+		if _, err := s.Reserve(ctx, sizedRes(sizes[2], 1, "k2", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
+			t.Fatalf("a second size for the same buyer: %v, want ALREADY_PURCHASED", err)
+		}
+		// The same key replayed for another size finds the first order.
+		if got, err := s.Reserve(ctx, sizedRes(sizes[2], 1, "k1", 1)); err != nil || !got.Duplicate || got.OrderNo != first.OrderNo {
+			t.Fatalf("the key replayed for another size: %+v %v, want the first order", got, err)
+		}
+		// Size 0 has one unit: the next buyer takes it, the one after
+		// hears SOLD_OUT for it and still buys size 2.
+		if _, err := s.Reserve(ctx, sizedRes(sizes[0], 2, "k", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(ctx, sizedRes(sizes[0], 3, "k", 1)); !errors.Is(err, order.ErrSoldOut) {
+			t.Fatalf("a sold-out size: %v, want SOLD_OUT", err)
+		}
+		if _, err := s.Reserve(ctx, sizedRes(sizes[2], 3, "k", 1)); err != nil {
+			t.Fatalf("another size after one sold out: %v", err)
+		}
+		for i, want := range []struct{ stock, inflight int64 }{{0, 1}, {1, 1}, {2, 1}} {
+			if snap := sizeStock(t, s, sizes[i]); snap.Stock != want.stock || snap.Inflight != want.inflight {
+				t.Fatalf("size %d: %+v, want stock %d in flight %d", i, snap, want.stock, want.inflight)
+			}
+		}
+		if !cluster {
+			return
+		}
+		slot := func(key string) int64 {
+			n, err := rdb.ClusterKeySlot(ctx, key).Result()
+			if err != nil {
 				t.Fatal(err)
 			}
-			// The same buyer, another size, another key.
-			if _, err := s.Reserve(ctx, sizedRes(sizes[2], 1, "k2", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
-				t.Fatalf("a second size for the same buyer: %v, want ALREADY_PURCHASED", err)
-			}
-			// The same key replayed for another size finds the first order.
-			if got, err := s.Reserve(ctx, sizedRes(sizes[2], 1, "k1", 1)); err != nil || !got.Duplicate || got.OrderNo != first.OrderNo {
-				t.Fatalf("the key replayed for another size: %+v %v, want the first order", got, err)
-			}
-			// Size 0 has one unit: the next buyer takes it, the one after
-			// hears SOLD_OUT for it and still buys size 2.
-			if _, err := s.Reserve(ctx, sizedRes(sizes[0], 2, "k", 1)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Reserve(ctx, sizedRes(sizes[0], 3, "k", 1)); !errors.Is(err, order.ErrSoldOut) {
-				t.Fatalf("a sold-out size: %v, want SOLD_OUT", err)
-			}
-			if _, err := s.Reserve(ctx, sizedRes(sizes[2], 3, "k", 1)); err != nil {
-				t.Fatalf("another size after one sold out: %v", err)
-			}
-			for i, want := range []struct{ stock, inflight int64 }{{0, 1}, {1, 1}, {2, 1}} {
-				if snap := sizeStock(t, s, sizes[i]); snap.Stock != want.stock || snap.Inflight != want.inflight {
-					t.Fatalf("size %d: %+v, want stock %d in flight %d", i, snap, want.stock, want.inflight)
+			return n
+		}
+		want := slot(s.Keys(sizes[0]).Stock())
+		for _, it := range sizes {
+			k := s.Keys(it)
+			for _, key := range []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(first.OrderNo), k.Quota(7, "1"), k.Idem("1", "k1")} {
+				if got := slot(key); got != want {
+					t.Fatalf("key %s is on slot %d, the sale's first item on %d", key, got, want)
 				}
 			}
-			if !cluster {
-				return
-			}
-			slot := func(key string) int64 {
-				n, err := rdb.ClusterKeySlot(ctx, key).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-			want := slot(s.Keys(sizes[0]).Stock())
-			for _, it := range sizes {
-				k := s.Keys(it)
-				for _, key := range []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(first.OrderNo), k.Quota(7, "1"), k.Idem("1", "k1")} {
-					if got := slot(key); got != want {
-						t.Fatalf("key %s is on slot %d, the sale's first item on %d", key, got, want)
-					}
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // A sale of one item keeps every key name it had before sales had sizes:
@@ -206,68 +213,63 @@ func TestWarmedItemsNameTheirTag(t *testing.T) {
 // its 20, no buyer holds two orders, each replay finds its order, and the
 // runs of the script are far fewer than the orders.
 func TestReserveBatchesTheSizesOfASale(t *testing.T) {
-	for _, cluster := range []bool{false, true} {
-		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
-			t.Parallel()
-			rdb, prefix := newRedis(t, cluster)
-			s := stockredis.New(rdb, prefix)
-			warmSizes(t, s, 20, 20, 20)
-			var evals atomic.Int64
-			rdb.AddHook(evalCounter{n: &evals})
-			var mu sync.Mutex
-			holders := map[string]int{} // user -> orders held
-			var wg sync.WaitGroup
-			for u := range 400 {
-				wg.Go(func() {
-					ctx := context.Background()
-					tries := []stockredis.Reservation{sizedRes(sizes[u%3], int64(1000+u), "a", 1)}
-					if u%3 == 0 {
-						tries = append(tries, sizedRes(sizes[(u+1)%3], int64(1000+u), "b", 1))
-					}
-					var inner sync.WaitGroup
-					for _, r := range tries {
-						inner.Go(func() {
-							got, err := s.Reserve(ctx, r)
-							switch {
-							case err == nil:
-								mu.Lock()
-								holders[r.UserID]++
-								mu.Unlock()
-								again := r
-								again.OrderNo = gen.Next(r.Tag)
-								if replay, err := s.Reserve(ctx, again); err != nil || !replay.Duplicate || replay.OrderNo != got.OrderNo {
-									t.Errorf("buyer %s's replay: %+v %v, want %s", r.UserID, replay, err, got.OrderNo)
-								}
-							case errors.Is(err, order.ErrSoldOut), errors.Is(err, order.ErrAlreadyPurchased):
-							default:
-								t.Errorf("buyer %s: %v", r.UserID, err)
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool) {
+		warmSizes(t, s, 20, 20, 20)
+		var evals atomic.Int64
+		rdb.AddHook(evalCounter{n: &evals})
+		var mu sync.Mutex
+		holders := map[string]int{} // user -> orders held
+		var wg sync.WaitGroup
+		for u := range 400 {
+			wg.Go(func() {
+				ctx := context.Background()
+				tries := []stockredis.Reservation{sizedRes(sizes[u%3], int64(1000+u), "a", 1)}
+				if u%3 == 0 {
+					tries = append(tries, sizedRes(sizes[(u+1)%3], int64(1000+u), "b", 1))
+				}
+				var inner sync.WaitGroup
+				for _, r := range tries {
+					inner.Go(func() {
+						got, err := s.Reserve(ctx, r)
+						switch {
+						case err == nil:
+							mu.Lock()
+							holders[r.UserID]++
+							mu.Unlock()
+							again := r
+							again.OrderNo = gen.Next(r.Tag)
+							if replay, err := s.Reserve(ctx, again); err != nil || !replay.Duplicate || replay.OrderNo != got.OrderNo {
+								t.Errorf("buyer %s's replay: %+v %v, want %s", r.UserID, replay, err, got.OrderNo)
 							}
-						})
-					}
-					inner.Wait()
-				})
-			}
-			wg.Wait()
-			for user, n := range holders {
-				if n > 1 {
-					t.Fatalf("buyer %s holds %d orders", user, n)
+						case errors.Is(err, order.ErrSoldOut), errors.Is(err, order.ErrAlreadyPurchased):
+						default:
+							t.Errorf("buyer %s: %v", r.UserID, err)
+						}
+					})
 				}
+				inner.Wait()
+			})
+		}
+		wg.Wait()
+		for user, n := range holders {
+			if n > 1 {
+				t.Fatalf("buyer %s holds %d orders", user, n)
 			}
-			if len(holders) != 60 {
-				t.Fatalf("%d buyers hold an order, want 60", len(holders))
+		}
+		if len(holders) != 60 {
+			t.Fatalf("%d buyers hold an order, want 60", len(holders))
+		}
+		for i := range sizes {
+			if snap := sizeStock(t, s, sizes[i]); snap.Stock != 0 || snap.Inflight != 20 {
+				t.Fatalf("size %d: %+v, want sold out with 20 in flight", i, snap)
 			}
-			for i := range sizes {
-				if snap := sizeStock(t, s, sizes[i]); snap.Stock != 0 || snap.Inflight != 20 {
-					t.Fatalf("size %d: %+v, want sold out with 20 in flight", i, snap)
-				}
-			}
-			calls := int64(400 + 134 + 60) // first tries, second sizes, replays
-			if evals.Load() >= calls/2 {
-				t.Fatalf("%d script runs for %d reserves: the sizes' orders were not batched", evals.Load(), calls)
-			}
-			t.Logf("%d script runs for %d reserves", evals.Load(), calls)
-		})
-	}
+		}
+		calls := int64(400 + 134 + 60) // first tries, second sizes, replays
+		if evals.Load() >= calls/2 {
+			t.Fatalf("%d script runs for %d reserves: the sizes' orders were not batched", evals.Load(), calls)
+		}
+		t.Logf("%d script runs for %d reserves", evals.Load(), calls)
+	})
 }
 
 // evalCounter counts the scripts a client sends.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -384,47 +386,42 @@ func TestPriorOrdersBatchesLookups(t *testing.T) {
 // MGETs, one per sale, on a single node and on the cluster (where one MGET
 // over several sales would be refused), and each gets its own answer.
 func TestPriorOrdersOfSeveralSalesAtOnce(t *testing.T) {
-	for _, cluster := range []bool{false, true} {
-		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
-			t.Parallel()
-			rdb, prefix := newRedis(t, cluster)
-			s := stockredis.New(rdb, prefix)
-			ctx := context.Background()
-			sales := []stockredis.Item{stockredis.One(item + 20), stockredis.One(item + 30), sizes[1]}
-			for _, it := range sales {
-				if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool) {
+		ctx := context.Background()
+		sales := []stockredis.Item{stockredis.One(item + 20), stockredis.One(item + 30), sizes[1]}
+		for _, it := range sales {
+			if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := map[string]string{} // by sale and user
+		for i, it := range sales {
+			for u := int64(1); u <= 30; u++ {
+				if (u+int64(i))%3 == 0 {
+					continue // this user did not buy in this sale
+				}
+				r := sizedRes(it, u, "k", 1)
+				if _, err := s.Reserve(ctx, r); err != nil {
 					t.Fatal(err)
 				}
+				want[fmt.Sprint(i, "/", u)] = r.OrderNo
 			}
-			want := map[string]string{} // by sale and user
-			for i, it := range sales {
-				for u := int64(1); u <= 30; u++ {
-					if (u+int64(i))%3 == 0 {
-						continue // this user did not buy in this sale
+		}
+		var wg sync.WaitGroup
+		for i, it := range sales {
+			for u := int64(1); u <= 30; u++ {
+				wg.Go(func() {
+					prior, err := s.PriorOrders(ctx, it, 7, strconv.FormatInt(u, 10), "k")
+					if err != nil {
+						t.Error(err)
+						return
 					}
-					r := sizedRes(it, u, "k", 1)
-					if _, err := s.Reserve(ctx, r); err != nil {
-						t.Fatal(err)
+					if exp := want[fmt.Sprint(i, "/", u)]; prior.ByKey != exp || prior.QuotaHolder != exp {
+						t.Errorf("sale %d user %d: prior %q, quota held by %q; want %q", i, u, prior.ByKey, prior.QuotaHolder, exp)
 					}
-					want[fmt.Sprint(i, "/", u)] = r.OrderNo
-				}
+				})
 			}
-			var wg sync.WaitGroup
-			for i, it := range sales {
-				for u := int64(1); u <= 30; u++ {
-					wg.Go(func() {
-						prior, err := s.PriorOrders(ctx, it, 7, strconv.FormatInt(u, 10), "k")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if exp := want[fmt.Sprint(i, "/", u)]; prior.ByKey != exp || prior.QuotaHolder != exp {
-							t.Errorf("sale %d user %d: prior %q, quota held by %q; want %q", i, u, prior.ByKey, prior.QuotaHolder, exp)
-						}
-					})
-				}
-			}
-			wg.Wait()
-		})
-	}
+		}
+		wg.Wait()
+	})
 }
