@@ -1,6 +1,7 @@
 -- reserve: take stock for one or more orders, of one item or of several
--- items of one sale (its sizes: their keys share the sale's hash tag),
--- atomically, in one round trip. The orders are taken one after the other,
+-- items of one sale (its sizes: their keys share the sale's hash tag; on a
+-- single node, not a cluster, items of several sales), atomically, in one
+-- round trip. The orders are taken one after the other,
 -- each exactly as if it ran alone: a batch is only fewer round trips, never
 -- other answers.
 --

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/batch"
 )
@@ -52,8 +53,17 @@ type reserver struct {
 	rdb    redis.UniversalClient
 	prefix string
 	script *redis.Script
-	queue  chan reserveCall
-	once   sync.Once
+	// oneNode: rdb is a single Redis (not a cluster, a ring or a
+	// sentinel-led set), where one script may touch any keys, so the
+	// orders of several sales share one run.
+	oneNode bool
+	queue   chan reserveCall
+	once    sync.Once
+}
+
+func newReserver(rdb redis.UniversalClient, prefix string) *reserver {
+	_, oneNode := rdb.(*redis.Client)
+	return &reserver{rdb: rdb, prefix: prefix, script: redis.NewScript(lua.Source("reserve")), oneNode: oneNode}
 }
 
 func (b *reserver) start() {
@@ -62,11 +72,11 @@ func (b *reserver) start() {
 
 // runAll runs the script once for each sale (hash tag) of calls: the
 // orders of all its items with one stock key each in one run, and those of
-// a bucketed item by the bucket they took their units from. The runs of
-// different sales go at once, up to reserveFanOut (each is a command of its
-// own, never a pipeline: a client may send a pipeline again after a lost
-// answer, and a reserve must not run twice unseen). It reorders calls in
-// place.
+// a bucketed item by the bucket they took their units from. On a single
+// node the unbucketed orders of every sale share one run. The runs go at
+// once, up to reserveFanOut (each is a command of its own, never a
+// pipeline: a client may send a pipeline again after a lost answer, and a
+// reserve must not run twice unseen). It reorders calls in place.
 func (b *reserver) runAll(calls []reserveCall) {
 	var groups [][]reserveCall
 	for len(calls) > 0 {
@@ -74,7 +84,7 @@ func (b *reserver) runAll(calls []reserveCall) {
 		group := calls[:0:0]
 		rest := calls[:0]
 		for _, c := range calls {
-			same := c.r.item().Tag == head.r.item().Tag && c.bucket == head.bucket
+			same := (b.oneNode || c.r.item().Tag == head.r.item().Tag) && c.bucket == head.bucket
 			if head.bucket != "" {
 				same = same && c.r.item() == head.r.item() && c.first == head.first
 			}
@@ -103,14 +113,15 @@ func (b *reserver) runAll(calls []reserveCall) {
 	wg.Wait()
 }
 
-// run runs the script for calls, all of one sale, and answers each.
+// run runs the script for calls, all of one sale (or, on a single node, of
+// any sales), and answers each.
 func (b *reserver) run(calls []reserveCall) {
 	c0 := calls[0]
 	var items []reserveCall // the first call of each item, in order
-	index := map[int64]int{}
+	index := map[Item]int{} // by item and sale: an item may be sold by two sales
 	for _, c := range calls {
-		if _, ok := index[c.r.ItemID]; !ok {
-			index[c.r.ItemID] = len(items)
+		if _, ok := index[c.r.item()]; !ok {
+			index[c.r.item()] = len(items)
 			items = append(items, c)
 		}
 	}
@@ -128,7 +139,7 @@ func (b *reserver) run(calls []reserveCall) {
 		it := r.item()
 		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 		keys = append(keys, k.Reservation(r.OrderNo), k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey))
-		args = append(args, index[r.ItemID], r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
+		args = append(args, index[it], r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
 			r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds())
 	}
 	res, err := b.script.Run(context.Background(), b.rdb, keys, args...).Slice()

@@ -178,14 +178,17 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 }
 
 // One batch of the reserver holding orders of several sales runs a script
-// per sale, at once, and each order gets its own sale's answer: stock sells
+// per sale at once (on a single node, one script for all), and each order
+// gets its own sale's answer: stock sells
 // to its last unit in each sale, the one-per-buyer rule holds across a
 // sale's sizes and not across sales.
 func TestReserveBatchOfSeveralSales(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool) {
 		ctx := context.Background()
-		a, b := stockredis.One(item+20), stockredis.One(item+30)
-		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1} {
+		// Sale b sells a's item too, as its second item, from a stock of
+		// its own.
+		a, b, ab := stockredis.One(item+20), stockredis.One(item+30), stockredis.In(item+30, item+20)
+		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1, ab: 1} {
 			if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
 				t.Fatal(err)
 			}
@@ -194,9 +197,9 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 		rs := []stockredis.Reservation{
 			sizedRes(a, 1, "k", 1), sizedRes(sizes[0], 1, "k", 1), sizedRes(b, 1, "k", 1),
 			sizedRes(a, 2, "k", 1), sizedRes(sizes[1], 1, "k2", 1), sizedRes(b, 2, "k", 1),
-			sizedRes(a, 3, "k", 1), sizedRes(sizes[2], 2, "k", 1),
+			sizedRes(a, 3, "k", 1), sizedRes(sizes[2], 2, "k", 1), sizedRes(ab, 3, "k", 1),
 		}
-		want := []error{nil, nil, nil, nil, order.ErrAlreadyPurchased, order.ErrSoldOut, order.ErrSoldOut, nil}
+		want := []error{nil, nil, nil, nil, order.ErrAlreadyPurchased, order.ErrSoldOut, order.ErrSoldOut, nil, nil}
 		got, errs := s.ReserveAtOnce(rs)
 		for i, w := range want {
 			if !errors.Is(errs[i], w) || (w == nil) != (errs[i] == nil) {
@@ -209,7 +212,7 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 		for _, w := range []struct {
 			it              stockredis.Item
 			stock, inflight int64
-		}{{a, 0, 2}, {b, 0, 1}, {sizes[0], 0, 1}, {sizes[1], 1, 0}, {sizes[2], 0, 1}} {
+		}{{a, 0, 2}, {b, 0, 1}, {ab, 0, 1}, {sizes[0], 0, 1}, {sizes[1], 1, 0}, {sizes[2], 0, 1}} {
 			if snap := sizeStock(t, s, w.it); snap.Stock != w.stock || snap.Inflight != w.inflight {
 				t.Errorf("item %d: stock %d in flight %d, want %d and %d", w.it.ID, snap.Stock, snap.Inflight, w.stock, w.inflight)
 			}

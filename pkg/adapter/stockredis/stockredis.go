@@ -255,7 +255,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 	}
 	return &Store{
 		lookups:       &batcher{rdb: rdb},
-		reserves:      &reserver{rdb: rdb, prefix: prefix, script: redis.NewScript(lua.Source("reserve"))},
+		reserves:      newReserver(rdb, prefix),
 		rdb:           rdb,
 		prefix:        prefix,
 		claim:         redis.NewScript(lua.Source("claim")),
