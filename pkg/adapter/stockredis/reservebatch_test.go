@@ -219,3 +219,43 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 		}
 	})
 }
+
+// The answer of a reserve batch of several sales is lost: on a single node
+// (one script for all) every order of it hears an unknown outcome, on the
+// cluster (a script per sale, the next answer lost on each node) the orders
+// of each sale whose answer was lost do; never an answer from a second
+// run. Every script ran exactly once.
+func TestLostReplyReserveBatchOfSeveralSales(t *testing.T) {
+	forBoth(t, func(t *testing.T, l lossy) {
+		ctx := context.Background()
+		a, b := stockredis.One(item+20), stockredis.One(item+30)
+		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1} {
+			if _, err := l.direct.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.LoseNext("reserve")
+		_, errs := l.via.ReserveAtOnce([]stockredis.Reservation{sizedRes(a, 1, "k", 1), sizedRes(b, 1, "k", 1), sizedRes(a, 2, "k", 1)})
+		unknown := 0
+		for i, err := range errs {
+			var u *stockredis.UnknownOutcomeError
+			switch {
+			case errors.As(err, &u):
+				unknown++
+			case err != nil:
+				t.Fatalf("order %d: %v, want an answer or an unknown outcome", i, err)
+			}
+		}
+		if single := len(l.Proxies) == 1; single && (unknown != 3 || l.Lost() != 1) || !single && (unknown == 0 || l.Lost() == 0) {
+			t.Fatalf("%d orders of 3 heard an unknown outcome, %d answers lost (single node: want 3 and 1)", unknown, l.Lost())
+		}
+		for _, w := range []struct {
+			it              stockredis.Item
+			stock, inflight int64
+		}{{a, 0, 2}, {b, 0, 1}} {
+			if snap := sizeStock(t, l.direct, w.it); snap.Stock != w.stock || snap.Inflight != w.inflight {
+				t.Fatalf("item %d: stock %d in flight %d, want %d and %d: each script ran once", w.it.ID, snap.Stock, snap.Inflight, w.stock, w.inflight)
+			}
+		}
+	})
+}
