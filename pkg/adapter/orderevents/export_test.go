@@ -7,7 +7,13 @@ import (
 )
 
 // Writes is how many produce requests the publisher sent since the last call.
-func (p *Publisher) Writes() int64 { return p.w.Stats().Writes }
+func (p *Publisher) Writes() int64 { return p.prod.requests.Swap(0) }
+
+// Sent returns the publisher's lane writes, its produce requests and the
+// partitions they held, since it started.
+func (p *Publisher) Sent() (writes, requests, partitions int64) {
+	return p.prod.calls.Load(), p.prod.requests.Load(), p.prod.partitions.Load()
+}
 
 // WriteDue hands msgs to a lane's sender as if each had waited in the lane
 // until due, and returns each one's answer.

@@ -34,7 +34,7 @@ import (
 // delayed, and under load the batches grow with the round trip instead of
 // the queue.
 type Publisher struct {
-	w       *kafka.Writer
+	prod    *producer
 	timeout time.Duration
 	tracer  *tracing.Tracer
 
@@ -55,16 +55,13 @@ const (
 	// publishLanes is how many writes may be in flight at once for
 	// different items; an item always uses the same lane.
 	publishLanes = 4
-	// publishBatch bounds the events of one write (kafka-go's BatchSize).
+	// publishBatch bounds the events of one write: a partition's share of
+	// it stays well under the broker's 1 MiB limit of a record batch.
 	publishBatch = 1000
-	// kafkaLinger is how long kafka-go keeps a batch open for another
-	// call after a lane's write: the lane did the batching already.
-	kafkaLinger = 100 * time.Microsecond
 	// writeSpacing is the least time from the start of a lane's write to
 	// the start of its next: under a steady load whose round trip is
-	// shorter, the events of 2 ms go in one produce request (as kafka-go's
-	// own 2 ms batches did) instead of many small ones that cost the broker
-	// CPU. The first event after a quiet moment goes at once.
+	// shorter, the events of 2 ms go in one produce request instead of
+	// many small ones that cost the broker CPU. The first event after a quiet moment goes at once.
 	writeSpacing = 2 * time.Millisecond
 )
 
@@ -77,29 +74,13 @@ func NewPublisher(cfg Config) *Publisher {
 	p := &Publisher{
 		tracer:  cfg.Tracer,
 		timeout: timeout,
-		w: &kafka.Writer{
-			Addr:         kafka.TCP(cfg.Brokers...),
-			Topic:        cfg.Topic,
-			Balancer:     &kafka.Hash{},
-			RequiredAcks: kafka.RequireAll,
-			BatchSize:    publishBatch,
-			BatchBytes:   4 << 20,
-			BatchTimeout: kafkaLinger,
-			WriteTimeout: timeout,
-			ReadTimeout:  timeout,
-			// kafka-go resends a produce after a temporary broker error
-			// or a broken connection (a leader change, a broker restart).
-			// Unlike a Redis script, a produce is safe to send again: a
-			// second copy of an event is a duplicate the consumer already
-			// takes (orders are created once per order number, and a FAILED
-			// row is final). The caller still waits no longer than its
-			// deadline, and a copy that lands after it gave up meets the
-			// FAILED row the API recorded. 3, because 0 means kafka-go's 10.
-			MaxAttempts: 3,
-			// Its own transport, refreshing metadata every second: the
-			// shared default caches it for 6 s, so a topic created just
-			// before the first publish would be unknown for that long.
-			Transport: &kafka.Transport{MetadataTTL: time.Second, DialTimeout: timeout},
+		// Its own transport, refreshing metadata every second: the shared
+		// default caches it for 6 s, so a topic created just before the
+		// first publish would be unknown for that long.
+		prod: &producer{
+			tr:    &kafka.Transport{MetadataTTL: time.Second, DialTimeout: timeout},
+			addr:  kafka.TCP(cfg.Brokers...),
+			topic: cfg.Topic,
 		},
 		lanes: make([]chan publishing, publishLanes),
 	}
@@ -135,16 +116,10 @@ func (p *Publisher) write(waiting []publishing) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := p.w.WriteMessages(ctx, msgs...)
+	errs := p.prod.write(ctx, msgs)
 	cancel()
-	var each kafka.WriteErrors
-	perEvent := errors.As(err, &each) && len(each) == len(live)
 	for i, w := range live {
-		if perEvent {
-			w.done <- each[i]
-		} else {
-			w.done <- err
-		}
+		w.done <- errs[i]
 	}
 }
 
@@ -156,10 +131,10 @@ func (p *Publisher) write(waiting []publishing) {
 func (p *Publisher) Warm(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
 	defer cancel()
-	c := &kafka.Client{Addr: p.w.Addr, Transport: p.w.Transport}
+	c := &kafka.Client{Addr: p.prod.addr, Transport: p.prod.tr}
 	var offsets []kafka.OffsetRequest
 	for offsets == nil {
-		meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.w.Topic}})
+		meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.prod.topic}})
 		if err != nil {
 			return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
 		}
@@ -180,14 +155,14 @@ func (p *Publisher) Warm(ctx context.Context) error {
 		if offsets == nil {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("warm the publisher: topic %s not known yet: %w: %w", p.w.Topic, order.ErrUnavailable, ctx.Err())
+				return fmt.Errorf("warm the publisher: topic %s not known yet: %w: %w", p.prod.topic, order.ErrUnavailable, ctx.Err())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}
 	// ListOffsets goes to each partition's leader through the same pool a
 	// produce uses.
-	if _, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{p.w.Topic: offsets}}); err != nil {
+	if _, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{p.prod.topic: offsets}}); err != nil {
 		return fmt.Errorf("warm the publisher: %w: %w", order.ErrUnavailable, err)
 	}
 	return nil
@@ -221,10 +196,10 @@ func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
 	msg := kafka.Message{Key: ItemKey(tag), Value: b}
 	if p.tracer.On() {
 		var span trace.Span
-		ctx, span = p.tracer.Start(ctx, "publish "+p.w.Topic, trace.WithSpanKind(trace.SpanKindProducer))
+		ctx, span = p.tracer.Start(ctx, "publish "+p.prod.topic, trace.WithSpanKind(trace.SpanKindProducer))
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("messaging.system", "kafka"),
-				attribute.String("messaging.destination.name", p.w.Topic),
+				attribute.String("messaging.destination.name", p.prod.topic),
 				attribute.String("messaging.operation.type", "send"),
 				tracing.AttrOrderNo.String(e.OrderNo), tracing.AttrItemID.Int64(e.ItemID),
 				tracing.AttrActivityID.Int64(e.ActivityID))
@@ -283,5 +258,6 @@ func (p *Publisher) Close() error {
 	}
 	p.mu.Unlock()
 	p.sent.Wait()
-	return p.w.Close()
+	p.prod.tr.CloseIdleConnections()
+	return nil
 }

@@ -68,28 +68,16 @@ func readAll(t *testing.T, topic string) map[int][]order.Event {
 	return got
 }
 
-// A burst of one item's events (a flash sale) and a few of another item,
-// all published at once: each Publish answers nil only once its event is
-// in Kafka, every event is there once, one item's events share one
-// partition, and they went in far fewer produce requests than events.
-func TestPublishBurstGoesTogether(t *testing.T) {
-	topic := kafkatest.NewTopic(t, 4)
-	p := newPublisher(t, topic)
-	p.Writes()
-	const hot, cold = 400, 20
-	var wg sync.WaitGroup
+// publishAll publishes n events at once, the i-th of item itemOf(i), and
+// returns each one's item by order number once all are acknowledged.
+func publishAll(t *testing.T, p *orderevents.Publisher, n int, itemOf func(int) int64) map[string]int64 {
+	t.Helper()
 	sent := map[string]int64{}
-	var mu sync.Mutex
-	errs := make(chan error, hot+cold)
-	for i := range hot + cold {
-		item := int64(7)
-		if i >= hot {
-			item = 8
-		}
-		e := event(item, i)
-		mu.Lock()
-		sent[e.OrderNo] = item
-		mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		e := event(itemOf(i), i)
+		sent[e.OrderNo] = e.ItemID
 		wg.Go(func() { errs <- p.Publish(context.Background(), e) })
 	}
 	wg.Wait()
@@ -99,6 +87,24 @@ func TestPublishBurstGoesTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return sent
+}
+
+// A burst of one item's events (a flash sale) and a few of another item,
+// all published at once: each Publish answers nil only once its event is
+// in Kafka, every event is there once, one item's events share one
+// partition, and they went in far fewer produce requests than events.
+func TestPublishBurstGoesTogether(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 4)
+	p := newPublisher(t, topic)
+	p.Writes()
+	const hot, cold = 400, 20
+	sent := publishAll(t, p, hot+cold, func(i int) int64 {
+		if i >= hot {
+			return 8
+		}
+		return 7
+	})
 	writes := p.Writes()
 	got := readAll(t, topic)
 	seen := map[string]bool{}
@@ -125,13 +131,62 @@ func TestPublishBurstGoesTogether(t *testing.T) {
 	t.Logf("%d events in %d produce requests", hot+cold, writes)
 }
 
-// One lane write of 20 events reaches the broker and its answer is lost
-// (the link cut, and refused past the publisher's timeout): no event of
-// the write is answered nil, and every one is in Kafka (kafka-go may write
-// some twice: the consumer is idempotent). So each caller takes the
-// unknown-outcome path, which settles its own order.
+// Twenty drops at once, their events spread over a twelve-partition
+// topic and published together: every event lands once, in the partition
+// kafka.Hash gives its key (what the tests that pick a sale's partition
+// rely on), and a lane's write to several partitions is one produce
+// request, not one per partition.
+func TestPublishManySalesOneRequestPerWrite(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 12)
+	p := newPublisher(t, topic)
+	writes0, requests0, parts0 := p.Sent()
+	const sales, each = 20, 30
+	sent := publishAll(t, p, sales*each, func(i int) int64 { return int64(100 + i%sales) })
+	writes, requests, partsSent := p.Sent()
+	writes, requests, partsSent = writes-writes0, requests-requests0, partsSent-parts0
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seen := map[string]bool{}
+	parts := map[int]bool{}
+	for part, evs := range readAll(t, topic) {
+		for _, e := range evs {
+			item, ok := sent[e.OrderNo]
+			if !ok || seen[e.OrderNo] {
+				t.Fatalf("event %s in partition %d: sent %v, seen before %v", e.OrderNo, part, ok, seen[e.OrderNo])
+			}
+			seen[e.OrderNo] = true
+			want, err := kafkatest.PartitionOf(ctx, kafkatest.Brokers(), topic, orderevents.ItemKey(item))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if part != want {
+				t.Fatalf("item %d's event in partition %d, its key hashes to %d", item, part, want)
+			}
+			parts[part] = true
+		}
+	}
+	if len(seen) != sales*each {
+		t.Fatalf("%d events in Kafka, want %d", len(seen), sales*each)
+	}
+	// kafka-go's Writer sent one request per partition of a write; here
+	// a write to one broker is one request whatever its partitions.
+	if requests != writes {
+		t.Fatalf("%d lane writes sent as %d produce requests, want one each", writes, requests)
+	}
+	if partsSent <= requests {
+		t.Fatalf("%d produce requests held %d partitions in all: no write went to several partitions, the test proves nothing", requests, partsSent)
+	}
+	t.Logf("%d events of %d sales over %d partitions: %d writes, %d produce requests holding %d partitions", sales*each, sales, len(parts), writes, requests, partsSent)
+}
+
+// One lane write of 20 events of four sales (so to several partitions, in
+// one produce request) reaches the broker and its answer is lost (the link
+// cut, and refused past the publisher's timeout): no event of the write is
+// answered nil, and every one is in Kafka (a resend may write some twice:
+// the consumer is idempotent). So each caller takes the unknown-outcome
+// path, which settles its own order.
 func TestPublishLostAnswerReachesEveryEventOfTheWrite(t *testing.T) {
-	topic := kafkatest.NewTopic(t, 1)
+	topic := kafkatest.NewTopic(t, 4)
 	px := proxytest.StartKafka(t)
 	p := orderevents.NewPublisher(orderevents.Config{Brokers: []string{px.Addr()}, Topic: topic, WriteTimeout: time.Second})
 	t.Cleanup(func() { _ = p.Close() })
@@ -145,12 +200,12 @@ func TestPublishLostAnswerReachesEveryEventOfTheWrite(t *testing.T) {
 	var msgs []kafka.Message
 	sent := map[string]bool{}
 	for i := 1; i <= 20; i++ {
-		e := event(7, i)
+		e := event(int64(7+i%4), i)
 		b, err := e.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(7), Value: b})
+		msgs = append(msgs, kafka.Message{Key: orderevents.ItemKey(e.ItemID), Value: b})
 		sent[e.OrderNo] = true
 	}
 	for i, err := range p.WriteDue(time.Now().Add(time.Second), msgs...) {
@@ -159,14 +214,18 @@ func TestPublishLostAnswerReachesEveryEventOfTheWrite(t *testing.T) {
 		}
 	}
 	px.WaitLost(t, 1, 5*time.Second)
-	got := readAll(t, topic)[0]
-	for _, e := range got {
-		delete(sent, e.OrderNo)
+	n, parts := 0, 0
+	for _, evs := range readAll(t, topic) {
+		parts++
+		n += len(evs)
+		for _, e := range evs {
+			delete(sent, e.OrderNo)
+		}
 	}
 	if len(sent) != 0 {
 		t.Fatalf("%d events of the cut write are not in Kafka: the cut came before the produce landed", len(sent))
 	}
-	t.Logf("%d events in the topic after the cut write of 20", len(got))
+	t.Logf("%d events in %d partitions after the cut write of 20", n, parts)
 }
 
 // An event whose deadline passed while it waited in its lane is answered
