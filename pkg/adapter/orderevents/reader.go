@@ -45,6 +45,7 @@ func newReader(cfg RouterConfig, log *slog.Logger, failed func()) *kafka.Reader 
 		MinBytes:       1,
 		MaxBytes:       8 << 20,
 		MaxWait:        fetchWait,
+		Dialer:         &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: pacedDial(fetchSpacing)},
 		ReadBackoffMin: 10 * time.Millisecond,
 		ReadBackoffMax: 200 * time.Millisecond,
 		CommitInterval: commitEvery,
