@@ -15,7 +15,7 @@ func (p *Publisher) Sent() (writes, requests, partitions int64) {
 	return p.prod.calls.Load(), p.prod.requests.Load(), p.prod.partitions.Load()
 }
 
-// WriteDue hands msgs to a lane's sender as if each had waited in the lane
+// WriteDue hands msgs to the lane's sender as if each had waited in the lane
 // until due, and returns each one's answer.
 func (p *Publisher) WriteDue(due time.Time, msgs ...kafka.Message) []error {
 	waiting := make([]publishing, len(msgs))

@@ -20,7 +20,7 @@ import (
 // came meanwhile. An idle partition's fetch waits in the broker (fetchWait)
 // and the first event after a quiet moment is fetched at once: only events
 // that follow others by less than fetchSpacing wait, and at most that long.
-const fetchSpacing = 5 * time.Millisecond
+const fetchSpacing = 10 * time.Millisecond
 
 // apiFetch is the API key of Kafka's Fetch request.
 const apiFetch = 1

@@ -38,10 +38,10 @@ type producer struct {
 	tr      *kafka.Transport
 	addr    net.Addr
 	topic   string
+	balance kafka.Hash
 	// For the tests: write calls, produce requests sent, and the
 	// partitions those requests held in all.
 	calls, requests, partitions atomic.Int64
-	balance kafka.Hash
 }
 
 const (

@@ -19,28 +19,31 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
-// Publisher writes create-order events, keyed by item id so one item's
+// Publisher writes create-order events, keyed by sale so one sale's
 // orders stay in one partition, in order.
 //
-// Concurrent publishes are sent together. kafka-go writes one batch at a
-// time to a partition, and on its own it closes a batch after BatchTimeout
-// whatever the partition is doing, so a burst for one item (every order of
-// a flash sale goes to its item's partition) would become a queue of small
-// batches, each waiting for the acknowledgement of the one before, and the
-// 200th buyer of a first sale would wait for about 20 round trips. Here
-// each item's events go through one of a few lanes: a lane's sender takes
-// every event waiting and writes them in one call, so the events that
-// arrive while a write is in flight form the next one. A lone event is not
-// delayed, and under load the batches grow with the round trip instead of
-// the queue.
+// Concurrent publishes are sent together. Sent one by one, or in batches
+// closed after a fixed linger whatever the partition is doing, a burst for
+// one item (every order of a flash sale goes to its sale's partition)
+// would become a queue of small batches, each waiting for the
+// acknowledgement of the one before, and the 200th buyer of a first sale
+// would wait for about 20 round trips. Here every event goes through one
+// lane: its sender takes every event waiting and writes them at once, one
+// produce request per broker whatever the sales and partitions (producer),
+// so the events that arrive while a write is in flight form the next one.
+// A lone event is not delayed, and under load the batches grow with the
+// round trip instead of the queue. One lane is enough: a write to any
+// number of partitions is one request, and it was more lanes, each a
+// request of its own every writeSpacing, that cost twenty sales at once
+// more broker and api CPU per order than one sale.
 type Publisher struct {
 	prod    *producer
 	timeout time.Duration
 	tracer  *tracing.Tracer
 
-	mu     sync.RWMutex // held to queue an event; Close takes it to close the lanes
+	mu     sync.RWMutex // held to queue an event; Close takes it to close the lane
 	closed bool
-	lanes  []chan publishing
+	lane   chan publishing
 	sent   sync.WaitGroup
 }
 
@@ -52,13 +55,10 @@ type publishing struct {
 }
 
 const (
-	// publishLanes is how many writes may be in flight at once for
-	// different items; an item always uses the same lane.
-	publishLanes = 4
 	// publishBatch bounds the events of one write: a partition's share of
 	// it stays well under the broker's 1 MiB limit of a record batch.
 	publishBatch = 1000
-	// writeSpacing is the least time from the start of a lane's write to
+	// writeSpacing is the least time from the start of a write to
 	// the start of its next: under a steady load whose round trip is
 	// shorter, the events of 2 ms go in one produce request instead of
 	// many small ones that cost the broker CPU. The first event after a quiet moment goes at once.
@@ -82,16 +82,13 @@ func NewPublisher(cfg Config) *Publisher {
 			addr:  kafka.TCP(cfg.Brokers...),
 			topic: cfg.Topic,
 		},
-		lanes: make([]chan publishing, publishLanes),
+		lane: make(chan publishing, publishBatch),
 	}
-	for i := range p.lanes {
-		p.lanes[i] = make(chan publishing, publishBatch)
-		p.sent.Go(func() { batch.Drain(p.lanes[i], publishBatch, p.write) })
-	}
+	p.sent.Go(func() { batch.Drain(p.lane, publishBatch, p.write) })
 	return p
 }
 
-// write sends a lane's waiting events in one call and answers each. The
+// write sends the lane's waiting events in one call and answers each. The
 // call may take until the earliest of their deadlines; an event already
 // past its deadline is answered without being sent. It returns no sooner
 // than writeSpacing after it started.
@@ -191,7 +188,7 @@ func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
 	}
 	// Keyed by the sale's tag (its first item; the item itself for a sale
 	// of one), so a sale's events, whatever their sizes, share a partition
-	// and a lane and the consumer takes them in one batch.
+	// and the consumer takes them in one batch.
 	tag := order.TagOf(e.OrderNo)
 	msg := kafka.Message{Key: ItemKey(tag), Value: b}
 	if p.tracer.On() {
@@ -207,17 +204,17 @@ func (p *Publisher) Publish(ctx context.Context, e order.Event) (err error) {
 		defer func() { tracing.Fail(span, err); span.End() }()
 		msg.Headers = traceHeaders(ctx)
 	}
-	if err := p.send(ctx, msg, tag); err != nil {
+	if err := p.send(ctx, msg); err != nil {
 		return fmt.Errorf("publish order %s: %w: %w", e.OrderNo, order.ErrUnavailable, err)
 	}
 	return nil
 }
 
-// send queues msg in its item's lane and waits for the answer: at most
+// send queues msg in the lane and waits for the answer: at most
 // p.timeout in all, or until ctx ends while it is still queued. Once its
 // lane's sender has it, the answer is awaited even if ctx ends, so that
 // whatever happened to the event is what the caller hears.
-func (p *Publisher) send(ctx context.Context, msg kafka.Message, itemID int64) error {
+func (p *Publisher) send(ctx context.Context, msg kafka.Message) error {
 	deadline := time.Now().Add(p.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -230,14 +227,13 @@ func (p *Publisher) send(ctx context.Context, msg kafka.Message, itemID int64) e
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	w := publishing{msg: msg, deadline: deadline, done: make(chan error, 1)}
-	lane := p.lanes[uint64(itemID)%publishLanes]
 	p.mu.RLock()
 	if p.closed {
 		p.mu.RUnlock()
 		return fmt.Errorf("not sent: %w", io.ErrClosedPipe)
 	}
 	select {
-	case lane <- w:
+	case p.lane <- w:
 	case <-ctx.Done():
 		p.mu.RUnlock()
 		return fmt.Errorf("not sent: %w", ctx.Err())
@@ -246,15 +242,13 @@ func (p *Publisher) send(ctx context.Context, msg kafka.Message, itemID int64) e
 	return <-w.done
 }
 
-// Close sends what the lanes hold, then flushes and closes the writer. A
+// Close sends what the lane holds, then flushes and closes the writer. A
 // Publish after Close fails without sending.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
-		for _, l := range p.lanes {
-			close(l)
-		}
+		close(p.lane)
 	}
 	p.mu.Unlock()
 	p.sent.Wait()
