@@ -64,7 +64,7 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) []error {
 	now := time.Now()
 	for attempt := 1; len(left) > 0; attempt++ {
 		if attempt > 1 {
-			if !sleepCtx(ctx, time.Duration((attempt-1)*(attempt-1))*produceBackoff) {
+			if !sleep(ctx, time.Duration((attempt-1)*(attempt-1))*produceBackoff) {
 				break
 			}
 		}
@@ -219,17 +219,4 @@ func partitionIDs(n int) []int {
 		ids[i] = i
 	}
 	return ids
-}
-
-// sleepCtx waits d, or less if ctx ends first; it reports whether ctx is
-// still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

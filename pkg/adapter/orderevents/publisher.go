@@ -58,10 +58,11 @@ const (
 	// publishBatch bounds the events of one write: a partition's share of
 	// it stays well under the broker's 1 MiB limit of a record batch.
 	publishBatch = 1000
-	// writeSpacing is the least time from the start of a write to
-	// the start of its next: under a steady load whose round trip is
-	// shorter, the events of 2 ms go in one produce request instead of
-	// many small ones that cost the broker CPU. The first event after a quiet moment goes at once.
+	// writeSpacing is the least time from the start of a write to the
+	// start of its next: under a steady load whose round trip is shorter,
+	// the events of 2 ms go in one produce request instead of many small
+	// ones that cost the broker CPU. The first event after a quiet moment
+	// goes at once.
 	writeSpacing = 2 * time.Millisecond
 )
 
@@ -242,8 +243,8 @@ func (p *Publisher) send(ctx context.Context, msg kafka.Message) error {
 	return <-w.done
 }
 
-// Close sends what the lane holds, then flushes and closes the writer. A
-// Publish after Close fails without sending.
+// Close sends what the lane holds, then closes the connections. A Publish
+// after Close fails without sending.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if !p.closed {
