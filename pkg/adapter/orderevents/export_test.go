@@ -1,6 +1,8 @@
 package orderevents
 
 import (
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -28,4 +30,15 @@ func (p *Publisher) WriteDue(due time.Time, msgs ...kafka.Message) []error {
 		errs[i] = <-w.done
 	}
 	return errs
+}
+
+// NewGroupReader returns the router's reader on cfg.
+func NewGroupReader(cfg RouterConfig) *groupReader {
+	return newReader(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() {})
+}
+
+// Fetches returns the fetch requests the reader sent and the partitions
+// they asked for in all.
+func (r *groupReader) Fetches() (requests, partitions int64) {
+	return r.fetches.Load(), r.fetchedPartitions.Load()
 }

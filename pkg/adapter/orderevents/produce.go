@@ -121,15 +121,20 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) []error {
 	return errs
 }
 
-// leaders returns the leader of each partition of the topic, from the
-// transport's cached metadata (refreshed every MetadataTTL).
+// leaders returns the leader of each partition of the topic.
 func (p *producer) leaders(ctx context.Context) ([]int32, error) {
-	r, err := p.tr.RoundTrip(ctx, p.addr, &metadataAPI.Request{TopicNames: []string{p.topic}})
+	return topicLeaders(ctx, p.tr, p.addr, p.topic)
+}
+
+// topicLeaders returns the leader of each partition of topic, from tr's
+// cached metadata (refreshed every MetadataTTL).
+func topicLeaders(ctx context.Context, tr *kafka.Transport, addr net.Addr, topic string) ([]int32, error) {
+	r, err := tr.RoundTrip(ctx, addr, &metadataAPI.Request{TopicNames: []string{topic}})
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range r.(*metadataAPI.Response).Topics {
-		if t.Name != p.topic {
+		if t.Name != topic {
 			continue
 		}
 		if t.ErrorCode != 0 {
@@ -138,7 +143,7 @@ func (p *producer) leaders(ctx context.Context) ([]int32, error) {
 		leaders := make([]int32, len(t.Partitions))
 		for _, part := range t.Partitions {
 			if int(part.PartitionIndex) >= len(leaders) {
-				return nil, fmt.Errorf("topic %s: partition %d of %d", p.topic, part.PartitionIndex, len(leaders))
+				return nil, fmt.Errorf("topic %s: partition %d of %d", topic, part.PartitionIndex, len(leaders))
 			}
 			leaders[part.PartitionIndex] = part.LeaderID
 		}

@@ -45,7 +45,7 @@ type RouterConfig struct {
 // is retried while the others commit and go on.
 type Router struct {
 	cfg     RouterConfig
-	reader  *kafka.Reader
+	reader  *groupReader
 	dlq     *kafka.Writer
 	handler Handler
 	metrics Metrics
@@ -80,13 +80,12 @@ func NewRouter(cfg RouterConfig, h Handler, m Metrics, log *slog.Logger) *Router
 	}
 }
 
-// fetchErrors paces the router through fetch errors. kafka-go's partition
-// readers queue their errors among the messages, each already spaced by the
-// reader's backoff: during a broker outage hundreds pile up, and a fixed
-// pause after each would hold the messages behind them back long after the
-// brokers are back (with six partitions and a 20 s outage, minutes). So the
-// router pauses at most once a second, and logs at most once a second with
-// the count.
+// fetchErrors paces the router through fetch errors. The reader queues its
+// errors among the messages, each already spaced by its backoff: during a
+// broker outage many pile up, and a fixed pause after each would hold the
+// messages behind them back long after the brokers are back. So the router
+// pauses at most once a second, and logs at most once a second with the
+// count.
 type fetchErrors struct {
 	lastPause, lastLog time.Time
 	unlogged           int
@@ -106,7 +105,7 @@ func (f *fetchErrors) failed(ctx context.Context, log *slog.Logger, err error) {
 
 // maxPendingBatches bounds, in batches of MaxBatch messages, what may wait
 // for one partition's worker; past it, fetching waits for that partition
-// (kafka-go cannot pause one partition), so a partition stuck for long
+// (the reader cannot pause one partition), so a partition stuck for long
 // under a steady stream stalls the others only once this much waits.
 const maxPendingBatches = 10
 
