@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 )
 
@@ -109,4 +110,69 @@ func TestReaderFetchesEveryPartitionOfABrokerAtOnce(t *testing.T) {
 	if len(more) != 0 {
 		t.Fatalf("%d events published after the commit never came", len(more))
 	}
+}
+
+// Through a proxy that loses the answers of the first two fetches (the
+// broker ran them, the reader never hears, its connection closes) and
+// then of one offset commit: every event still comes once, each partition's
+// in offset order from the first, so a lost fetch answer is fetched again
+// from the same offsets. After the lost commit, the group's next member gets
+// every event published since (those the lost commit covered may come
+// again: the handler is idempotent), so nothing is lost.
+func TestReaderLostAnswers(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 4)
+	p := newPublisher(t, topic)
+	sent := publishAll(t, p, 40, func(i int) int64 { return int64(200 + i%8) })
+	px := proxytest.StartKafka(t)
+	px.LoseReply(proxytest.KafkaRequest(proxytest.KafkaFetch), 2)
+	cfg := orderevents.RouterConfig{Brokers: []string{px.Addr()}, Topic: topic, GroupID: kafkatest.Name("lost")}
+	r := orderevents.NewGroupReader(cfg)
+	got := readN(t, r, len(sent))
+	px.WaitLost(t, 2, 10*time.Second) // through the proxy, and both answers lost
+	next := map[int]int64{}
+	for _, m := range got {
+		e, err := orderevents.Decode(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := sent[e.OrderNo]; !ok {
+			t.Fatalf("event %s was not published", e.OrderNo)
+		}
+		delete(sent, e.OrderNo)
+		if m.Offset != next[m.Partition] {
+			t.Fatalf("partition %d: offset %d after a lost fetch answer, want %d", m.Partition, m.Offset, next[m.Partition])
+		}
+		next[m.Partition]++
+	}
+	if len(sent) != 0 {
+		t.Fatalf("%d events never came", len(sent))
+	}
+
+	px.LoseReply(proxytest.KafkaRequest(proxytest.KafkaOffsetCommit), 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.CommitMessages(ctx, got...); err != nil {
+		t.Fatal(err)
+	}
+	px.WaitLost(t, 3, 10*time.Second)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	more := publishAll(t, p, 10, func(i int) int64 { return int64(200 + i) })
+	r2 := orderevents.NewGroupReader(orderevents.RouterConfig{Brokers: kafkatest.Brokers(), Topic: topic, GroupID: cfg.GroupID})
+	defer r2.Close()
+	again := 0
+	for len(more) > 0 {
+		m := readN(t, r2, 1)[0]
+		e, err := orderevents.Decode(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := more[e.OrderNo]; ok {
+			delete(more, e.OrderNo)
+		} else {
+			again++
+		}
+	}
+	t.Logf("after the lost commit answer, the next member got %d events again beside the 10 new ones", again)
 }
