@@ -1,6 +1,7 @@
 package orderevents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -330,7 +331,7 @@ func (r *groupReader) fetchAll(ctx context.Context, parts []*partitionState) (bo
 	if err := r.resolve(ctx, parts); err != nil {
 		return false, err
 	}
-	leaders, err := r.leaders(ctx)
+	leaders, err := topicLeaders(ctx, r.tr, r.addr, r.topic)
 	if err != nil {
 		return false, err
 	}
@@ -392,12 +393,6 @@ func (r *groupReader) resolve(ctx context.Context, parts []*partitionState) erro
 	return nil
 }
 
-// leaders returns the leader of each partition of the topic, from the
-// transport's cached metadata (refreshed every MetadataTTL).
-func (r *groupReader) leaders(ctx context.Context) ([]int32, error) {
-	return topicLeaders(ctx, r.tr, r.addr, r.topic)
-}
-
 // fetcher fetches parts, which one broker leads, until ctx ends or a fetch
 // fails. A partition past the log's end is parked for a second while the
 // others go on; any other partition error ends the fetcher, so that the
@@ -433,7 +428,7 @@ func (r *groupReader) fetcher(ctx context.Context, parts []*partitionState, prog
 		// An event of a parked partition should not wait out a long poll.
 		maxWait := min(fetchWait, max(time.Until(wake), time.Millisecond))
 		msgs, err := r.fetch(ctx, ask, maxWait, byID)
-		if len(msgs) > 0 {
+		if err == nil || len(msgs) > 0 {
 			progressed.Store(true)
 		}
 		for _, m := range msgs {
@@ -446,7 +441,6 @@ func (r *groupReader) fetcher(ctx context.Context, parts []*partitionState, prog
 		if err != nil {
 			return err
 		}
-		progressed.Store(true)
 	}
 }
 
@@ -502,25 +496,18 @@ func (r *groupReader) fetch(ctx context.Context, ask []fetchAPI.RequestPartition
 					r.log.Warn("offset past the log's end; waiting for it", "partition", p.id, "offset", p.offset)
 					p.parked = time.Now().Add(time.Second)
 				default:
-					failed = cmpErr(failed, fmt.Errorf("fetch partition %d: %w", p.id, err))
+					failed = cmp.Or(failed, fmt.Errorf("fetch partition %d: %w", p.id, err))
 				}
 				continue
 			}
 			got, err := readRecords(r.topic, part, p)
 			msgs = append(msgs, got...)
 			if err != nil {
-				failed = cmpErr(failed, err)
+				failed = cmp.Or(failed, err)
 			}
 		}
 	}
 	return msgs, failed
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // readRecords returns a partition's fetched records from p's offset on
@@ -545,21 +532,21 @@ func readRecords(topic string, part fetchAPI.ResponsePartition, p *partitionStat
 			continue
 		}
 		key, err := readBytes(rec.Key)
+		var value []byte
 		if err == nil {
-			var value []byte
-			if value, err = readBytes(rec.Value); err == nil {
-				headers := make([]kafka.Header, len(rec.Headers))
-				copy(headers, rec.Headers)
-				msgs = append(msgs, kafka.Message{Topic: topic, Partition: p.id, Offset: rec.Offset,
-					HighWaterMark: part.HighWatermark, Key: key, Value: value, Headers: headers, Time: rec.Time})
-				p.offset = rec.Offset + 1
-				continue
+			value, err = readBytes(rec.Value)
+		}
+		if err != nil {
+			if len(msgs) > 0 {
+				return msgs, nil // fetched again from the next offset
 			}
+			return nil, fmt.Errorf("read partition %d at offset %d: %w", p.id, rec.Offset, err)
 		}
-		if len(msgs) > 0 {
-			return msgs, nil
-		}
-		return nil, fmt.Errorf("read partition %d at offset %d: %w", p.id, rec.Offset, err)
+		headers := make([]kafka.Header, len(rec.Headers))
+		copy(headers, rec.Headers)
+		msgs = append(msgs, kafka.Message{Topic: topic, Partition: p.id, Offset: rec.Offset,
+			HighWaterMark: part.HighWatermark, Key: key, Value: value, Headers: headers, Time: rec.Time})
+		p.offset = rec.Offset + 1
 	}
 }
 
