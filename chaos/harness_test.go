@@ -42,7 +42,7 @@ var scenarios struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pipelinetest.Main(m)
 	scenarios.Lock()
 	for _, s := range scenarios.list {
 		result := "ok"
