@@ -33,6 +33,9 @@ var (
 	// ErrTooBusy: an item has more orders in flight than one check of it
 	// reads at once; it is checked again later.
 	ErrTooBusy = errors.New("too many orders in flight to check now")
+	// ErrNotAdmitted: a sale with a waiting room refused an order without
+	// a valid, unused admission of the buyer's.
+	ErrNotAdmitted = errors.New("not admitted")
 )
 
 // Error is a domain error with a message chosen for the client: what a

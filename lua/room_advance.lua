@@ -1,0 +1,97 @@
+-- room_advance: lets the next positions of a sale's waiting room in, and
+-- reports where the room stands. Every api instance runs it about once a
+-- second per room; it depends only on the time it is given, so running it
+-- twice at one time admits nobody twice, and a lost answer needs nothing
+-- but the next run.
+--
+-- From the start (the room frozen first, as in room_join) it drops the
+-- admissions that expired unused, then admits positions in order while
+-- the rate allows (a token bucket of one second's admissions) and the
+-- units the outstanding admissions hold stay within the units left: each
+-- admission holds a grant of min(the per-user limit, left - held) units.
+-- Until every item of the sale is warmed it admits nobody.
+--
+-- KEYS[1..6] early, late, seq, frozen, adm, used (see room_join)
+-- KEYS[7] held    the units the admissions in adm hold (sum of grants)
+-- KEYS[8] next    the last position admitted
+-- KEYS[9] tick    hash: at (ms) and tokens, the rate's bucket
+-- KEYS[10..] the stock key of each item of the sale
+-- ARGV[1] now (ms)
+-- ARGV[2] the sale's start (ms)
+-- ARGV[3] admissions per second
+-- ARGV[4] an admission's lifetime (ms)
+-- ARGV[5] the most units one admission holds (the per-user limit, <= 1000)
+-- ARGV[6] the room's keys' lifetime (ms)
+-- ARGV[7] the most positions this run admits
+--
+-- Returns {started, joined, E, next, held, left, admitted}: left is -1
+-- while an item is not warmed; before the start only joined is set (the
+-- early joiners so far).
+local early, late, seq, frozen, adm = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local held_key, next_key, tick = KEYS[7], KEYS[8], KEYS[9]
+local now, starts = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rate, life, grant_max, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local cap = tonumber(ARGV[7])
+
+if now < starts and not redis.call('GET', frozen) then
+  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0}
+end
+local e = redis.call('GET', frozen)
+if not e then
+  e = redis.call('ZCARD', early)
+  redis.call('SET', frozen, e, 'PX', ttl)
+end
+e = tonumber(e)
+local joined = e + tonumber(redis.call('GET', seq) or 0)
+
+-- Admissions that expired unused (expiry <= now) give their units back.
+local cut = '(' .. string.format('%.0f', (now + 1) * 1024)
+local gone = redis.call('ZRANGEBYSCORE', adm, '-inf', cut, 'WITHSCORES')
+local held = tonumber(redis.call('GET', held_key) or 0)
+for i = 2, #gone, 2 do
+  held = held - tonumber(gone[i]) % 1024
+end
+if #gone > 0 then redis.call('ZREMRANGEBYSCORE', adm, '-inf', cut) end
+
+local left = 0
+for k = 10, #KEYS do
+  local s = redis.call('GET', KEYS[k])
+  if not s then
+    left = -1
+    break
+  end
+  left = left + math.max(tonumber(s), 0)
+end
+
+local at = tonumber(redis.call('HGET', tick, 'at') or starts)
+local tokens = tonumber(redis.call('HGET', tick, 'tokens') or 0)
+if now > at then
+  tokens = math.min(rate, tokens + rate * (now - at) / 1000)
+  at = now
+end
+
+local nxt = tonumber(redis.call('GET', next_key) or 0)
+local admitted = 0
+while nxt < joined and tokens >= 1 and held < left and admitted < cap do
+  local user
+  if nxt < e then
+    user = redis.call('ZRANGE', early, nxt, nxt)[1]
+  else
+    user = redis.call('ZRANGEBYSCORE', late, nxt - e + 1, nxt - e + 1)[1]
+  end
+  nxt = nxt + 1
+  if user then
+    local g = math.min(grant_max, left - held)
+    redis.call('ZADD', adm, string.format('%.0f', (now + life) * 1024 + g), user)
+    held = held + g
+    tokens = tokens - 1
+    admitted = admitted + 1
+  end
+end
+
+redis.call('SET', held_key, held, 'PX', ttl)
+redis.call('SET', next_key, nxt, 'PX', ttl)
+redis.call('HSET', tick, 'at', at, 'tokens', tostring(tokens))
+redis.call('PEXPIRE', tick, ttl)
+redis.call('PEXPIRE', adm, ttl)
+return {1, joined, e, nxt, held, left, admitted}

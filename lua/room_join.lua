@@ -1,0 +1,67 @@
+-- room_join: a buyer's place in a sale's waiting room, joining it first
+-- when asked to. A buyer has one place: joining again returns it, so a
+-- lost answer is resolved by joining again.
+--
+-- Before the start (and until the room is frozen) a join goes in early,
+-- scored by the buyer's rank (room.Rank: the committed seed's order); it
+-- has no position yet. The first call from the start freezes the room:
+-- early joiners then take positions 1..E by rank, and later joiners
+-- queue behind them in arrival order (E + their sequence number).
+--
+-- KEYS[1] early   sorted set: user by rank
+-- KEYS[2] late    sorted set: user by sequence number (1, 2, ...)
+-- KEYS[3] seq     the last sequence number given
+-- KEYS[4] frozen  E, the early joiners' count, set once from the start
+-- KEYS[5] adm     sorted set: user by expiry (ms) * 1024 + grant, the
+--                 admissions not yet used
+-- KEYS[6] used    hash: user -> the score their admission had when an
+--                 order used it
+-- ARGV[1] user id
+-- ARGV[2] rank (an integer below 2^53)
+-- ARGV[3] now (ms)
+-- ARGV[4] the sale's start (ms)
+-- ARGV[5] the room's keys' lifetime (ms)
+-- ARGV[6] 'join' or 'look' (look never adds the buyer)
+--
+-- Returns {joined, position, E, admission, used}: joined 0 when the buyer
+-- is not in the room (look only); position -1 before the freeze;
+-- admission the buyer's unused admission's score or -1; used the score of
+-- the admission an order used, or -1.
+local early, late, seq, frozen, adm, used = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local user, now, starts, ttl = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+
+local e = redis.call('GET', frozen)
+if not e and now >= starts then
+  e = redis.call('ZCARD', early)
+  redis.call('SET', frozen, e, 'PX', ttl)
+end
+e = tonumber(e or -1)
+
+local function scores()
+  return tonumber(redis.call('ZSCORE', adm, user) or -1), tonumber(redis.call('HGET', used, user) or -1)
+end
+
+if redis.call('ZSCORE', early, user) then
+  local pos = -1
+  if e >= 0 then pos = redis.call('ZRANK', early, user) + 1 end
+  local a, u = scores()
+  return {1, pos, e, a, u}
+end
+local s = redis.call('ZSCORE', late, user)
+if s then
+  local a, u = scores()
+  return {1, e + tonumber(s), e, a, u}
+end
+if ARGV[6] ~= 'join' then
+  return {0, -1, e, -1, -1}
+end
+if e < 0 then
+  redis.call('ZADD', early, ARGV[2], user)
+  redis.call('PEXPIRE', early, ttl)
+  return {1, -1, -1, -1, -1}
+end
+local n = redis.call('INCR', seq)
+redis.call('ZADD', late, n, user)
+redis.call('PEXPIRE', seq, ttl)
+redis.call('PEXPIRE', late, ttl)
+return {1, e + n, e, -1, -1}

@@ -1,0 +1,157 @@
+package stockredis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/room"
+)
+
+// Room is one sale's waiting room as its scripts see it (lua/room_*.lua).
+// Its keys share the sale's hash tag, so its scripts read the items' stock
+// on a cluster too.
+type Room struct {
+	ActivityID int64
+	// Items are the sale's items, its first one first (the tag).
+	Items    []Item
+	StartsAt time.Time
+	Settings room.Settings
+	// GrantMax is the most units one admission holds: the sale's per-user
+	// limit.
+	GrantMax int
+	// KeysUntil is when the room's keys may go (the sale's keys' end).
+	KeysUntil time.Time
+}
+
+// grantScale packs an admission's expiry and grant in one score: expiry
+// (ms) * grantScale + grant, below 2^53 for any expiry before year 2250.
+const grantScale = 1024
+
+// roomKeys are the room's keys in the order the scripts take them.
+func (s *Store) roomKeys(r Room) []string {
+	g := s.Keys(r.Items[0]).group() + "room:" + strconv.FormatInt(r.ActivityID, 10) + ":"
+	keys := make([]string, 0, 9+len(r.Items))
+	for _, part := range []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick"} {
+		keys = append(keys, g+part)
+	}
+	for _, it := range r.Items {
+		keys = append(keys, s.Keys(it).Stock())
+	}
+	return keys
+}
+
+func (r Room) keysTTL(now time.Time) int64 {
+	return max(r.KeysUntil.Sub(now), time.Minute).Milliseconds()
+}
+
+// Place is a buyer's place in a room.
+type Place struct {
+	// Joined is false for a buyer who did not join (a look only).
+	Joined bool
+	// Position is the buyer's place in line from 1; 0 before the room
+	// froze at the start (an early joiner's position is not known yet).
+	Position int64
+	// Admission is when the buyer's unused admission expires (zero: none),
+	// and Grant the units it holds.
+	Admission time.Time
+	Grant     int
+	// Used is true once an order used the buyer's admission; UsedExpires
+	// is when that admission expires (the order's retries need it).
+	Used        bool
+	UsedExpires time.Time
+}
+
+var (
+	roomJoinScript    = redis.NewScript(lua.Source("room_join"))
+	roomAdvanceScript = redis.NewScript(lua.Source("room_advance"))
+)
+
+// roomAttempts is how often a join or look runs when its answer is lost:
+// either is idempotent, so running it again is the resolution.
+const roomAttempts = 3
+
+// JoinRoom puts user in the room (rank: room.Rank of the sale's seed) and
+// returns their place; joining again returns the same place.
+func (s *Store) JoinRoom(ctx context.Context, r Room, user string, rank uint64, now time.Time) (Place, error) {
+	return s.roomPlace(ctx, r, user, rank, now, "join")
+}
+
+// LookRoom returns user's place without joining (Joined false if absent).
+func (s *Store) LookRoom(ctx context.Context, r Room, user string, now time.Time) (Place, error) {
+	return s.roomPlace(ctx, r, user, 0, now, "look")
+}
+
+func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64, now time.Time, mode string) (Place, error) {
+	keys := s.roomKeys(r)[:6]
+	var v []int64
+	var err error
+	for range roomAttempts {
+		v, err = roomJoinScript.Run(ctx, s.rdb, keys, user, rank, now.UnixMilli(), r.StartsAt.UnixMilli(),
+			r.keysTTL(now), mode).Int64Slice()
+		if err == nil || !MayHaveRun(unavailable("room "+mode, err)) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return Place{}, unavailable("room "+mode, err)
+	}
+	if len(v) != 5 {
+		return Place{}, unavailable("room "+mode, errors.New("unexpected answer"))
+	}
+	p := Place{Joined: v[0] == 1, Position: max(v[1], 0)}
+	if v[3] >= 0 {
+		p.Admission, p.Grant = time.UnixMilli(v[3]/grantScale).UTC(), int(v[3]%grantScale)
+	}
+	if v[4] >= 0 {
+		p.Used, p.UsedExpires = true, time.UnixMilli(v[4]/grantScale).UTC()
+	}
+	return p, nil
+}
+
+// RoomState is where a room stands after an advance.
+type RoomState struct {
+	// Started is false before the sale's start (only Joined is set then:
+	// the early joiners so far).
+	Started bool
+	// Joined is every buyer in the room; Early those who came before the
+	// start (positions 1..Early).
+	Joined, Early int64
+	// Next is the last position admitted: every position up to it was
+	// admitted once.
+	Next int64
+	// Held is the units the unused admissions hold; Left the units left to
+	// sell over every item, -1 while an item is not warmed.
+	Held, Left int64
+	// Admitted is how many positions this run let in.
+	Admitted int64
+}
+
+// SoldOut reports whether no unit is left and none is held: no waiter can
+// be admitted until units come back.
+func (st RoomState) SoldOut() bool { return st.Started && st.Left == 0 }
+
+// advanceCap bounds the positions one run admits: the script blocks Redis
+// while it runs (about a microsecond per admission).
+const advanceCap = 10_000
+
+// AdvanceRoom admits the next positions the rate and the units left allow
+// at now, and returns the room's state. It may run on every instance at
+// once: it admits by the time it is given, never by how often it runs. A
+// lost answer is an error; the next run (its effect is kept) is the
+// resolution.
+func (s *Store) AdvanceRoom(ctx context.Context, r Room, now time.Time) (RoomState, error) {
+	v, err := roomAdvanceScript.Run(ctx, s.rdb, s.roomKeys(r), now.UnixMilli(), r.StartsAt.UnixMilli(),
+		r.Settings.AdmitPerSecond, r.Settings.AdmissionTTL.Milliseconds(), r.GrantMax, r.keysTTL(now), advanceCap).Int64Slice()
+	if err != nil {
+		return RoomState{}, unavailable("room advance", err)
+	}
+	if len(v) != 7 {
+		return RoomState{}, unavailable("room advance", errors.New("unexpected answer"))
+	}
+	return RoomState{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6]}, nil
+}
