@@ -1,13 +1,16 @@
 -- release: give one reservation's stock and quota back, at most once.
 --
 -- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending, KEYS[4] reservation hash,
--- KEYS[5] quota, KEYS[6] idempotency record
+-- KEYS[5] quota, KEYS[6] idempotency record; with ARGV[4] '1', KEYS[7..9]
+-- the sale's room's adm, used and held keys (see room_join.lua)
 -- ARGV[1] order_no
 -- ARGV[2] the states this release may start from, comma-separated
 --         (the API: RESERVED; the consumer: CLAIMED; cancel/timeout: CONFIRMED)
 -- ARGV[3] reason
 -- ARGV[4] '1' to forget the idempotency record too (the API answered 503, so
---         a retry with the same key must be able to try again), else '0'
+--         a retry with the same key must be able to try again), else '0';
+--         with '1' an admission the reservation used is given back too,
+--         granting the reservation's quantity, so that retry is admitted
 -- ARGV[5] MySQL's stock, or '' : when given, stock is then capped at what
 --         MySQL can still fulfil (MySQL stock - in flight), so units MySQL
 --         refused are not sold again (the consumer's OUT_OF_STOCK release)
@@ -75,6 +78,14 @@ if not bucket and ARGV[5] ~= '' then
   end
 end
 forget()
+local adm = redis.call('HGET', KEYS[4], 'adm')
+if adm and ARGV[4] == '1' and KEYS[9] then
+  -- Expired or not: the room's next advance drops it if it is.
+  local user = redis.call('HGET', KEYS[4], 'user')
+  redis.call('ZADD', KEYS[7], string.format('%.0f', math.floor(tonumber(adm) / 1024) * 1024 + qty), user)
+  redis.call('HDEL', KEYS[8], user)
+  redis.call('INCRBY', KEYS[9], qty)
+end
 redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
 if bucket then return {1, state, bucket, qty} end
 return {1, state}

@@ -10,14 +10,19 @@
 --         one item and a batch of one) the bucket the caller already took
 --         the quantity from (bucket_take): the stock is then neither checked
 --         nor taken here, the bucket is recorded in the reservation, and on
---         a refusal the caller gives the units back to it (bucket_give)
+--         a refusal the caller gives the units back to it (bucket_give);
+--         'room' for orders of one sale with a waiting room (its items
+--         have one stock key each): each order must hold an unused,
+--         unexpired admission (see room_join.lua) granting its quantity,
+--         and a reserved order uses it up
 -- ARGV[3 .. 2+m] the item id of each item j (0-based) of the batch
 -- KEYS, three per item j at 1+3j:
 --   stock     units Redis may still sell (string integer); for a bucketed
 --             item the bucket marker instead
 --   inflight  sum of quantities in RESERVED or CLAIMED
 --   pending   sorted set: order_no by reserved-at (ms)
--- then three keys per order i (0-based), at 1+3m+3i:
+-- in room mode, then the room's adm, used and held keys (r = 3; else r = 0)
+-- then three keys per order i (0-based), at 1+3m+r+3i:
 --   res    reservation hash of this order
 --   quota  the user's quota in the activity: the order_no holding it
 --   idem   the user's idempotency record: the order_no this key made
@@ -30,10 +35,15 @@
 --   -1, 0           not warmed (no stock key, or no bucket marker)
 --   -2, order_no    duplicate idempotency key: the order it produced
 --   -3, order_no    the user holds a live order in the activity
+--   -5, 0           room mode: no unused, unexpired admission
+--   -6, grant       room mode: the quantity is above the admission's grant
 --   -4, stock       not enough stock
 --    1, stock       reserved; stock is what is left (-1 for a bucketed item)
 local m = tonumber(ARGV[1])
 local bucket = ARGV[2] or ''
+local room = bucket == 'room'
+local r, used_grants = 0, 0
+if room then bucket, r = '', 3 end
 local stock, taken, pending = {}, {}, {}
 for j = 0, m - 1 do
   stock[j] = redis.call('GET', KEYS[1 + 3 * j])
@@ -41,13 +51,14 @@ for j = 0, m - 1 do
   taken[j], pending[j] = 0, {}
 end
 local out = {}
-for i = 0, (#KEYS - 3 * m) / 3 - 1 do
-  local k = 1 + 3 * m + 3 * i
+for i = 0, (#KEYS - 3 * m - r) / 3 - 1 do
+  local k = 1 + 3 * m + r + 3 * i
   local res, quota, idem = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   local a = 3 + m + 9 * i
   local j = tonumber(ARGV[a])
   local no, qty, at = ARGV[a + 1], tonumber(ARGV[a + 4]), ARGV[a + 5]
   local code, val = 1, -1
+  local admission
   if not stock[j] then
     code, val = -1, 0
   else
@@ -58,7 +69,15 @@ for i = 0, (#KEYS - 3 * m) / 3 - 1 do
       local holder = redis.call('GET', quota)
       if holder then
         code, val = -3, holder
-      elseif bucket == '' and stock[j] < qty then
+      elseif room then
+        admission = tonumber(redis.call('ZSCORE', KEYS[1 + 3 * m], ARGV[a + 2]) or -1)
+        if admission < 0 or math.floor(admission / 1024) <= tonumber(at) then
+          code, val = -5, 0
+        elseif qty > admission % 1024 then
+          code, val = -6, admission % 1024
+        end
+      end
+      if code == 1 and bucket == '' and stock[j] < qty then
         code, val = -4, stock[j]
       end
     end
@@ -75,6 +94,16 @@ for i = 0, (#KEYS - 3 * m) / 3 - 1 do
     redis.call('HSET', res, 'state', 'RESERVED', 'user', ARGV[a + 2], 'activity', ARGV[a + 3],
       'item', ARGV[3 + j], 'qty', qty, 'at', at, 'key', ARGV[a + 6])
     if bucket ~= '' then redis.call('HSET', res, 'bucket', bucket) end
+    if room then
+      -- The admission is used up; the reservation keeps it, so a release
+      -- the api's 503 asks for gives it back (release.lua).
+      local user, sc = ARGV[a + 2], string.format('%.0f', admission)
+      redis.call('ZREM', KEYS[1 + 3 * m], user)
+      redis.call('HSET', KEYS[2 + 3 * m], user, sc)
+      redis.call('PEXPIRE', KEYS[2 + 3 * m], ARGV[a + 7])
+      redis.call('HSET', res, 'adm', sc)
+      used_grants = used_grants + admission % 1024
+    end
     redis.call('PEXPIRE', res, ARGV[a + 8])
     redis.call('SET', quota, no, 'PX', ARGV[a + 7])
     redis.call('SET', idem, no, 'PX', ARGV[a + 7])
@@ -82,6 +111,7 @@ for i = 0, (#KEYS - 3 * m) / 3 - 1 do
   out[#out + 1] = code
   out[#out + 1] = val
 end
+if used_grants > 0 then redis.call('DECRBY', KEYS[3 + 3 * m], used_grants) end
 -- Each item's sums, written once (the script is atomic: nothing sees the
 -- keys in between).
 for j = 0, m - 1 do

@@ -31,8 +31,11 @@ type reserveCall struct {
 	r      Reservation
 	reply  chan reserveAnswer
 	first  string // KEYS[1]: the item's stock key (or bucket marker)
-	bucket string // ARGV[2]
+	bucket string // ARGV[2]: "", a bucket, or roomMode
 }
+
+// roomMode is ARGV[2] of a run of orders of a sale with a waiting room.
+const roomMode = "room"
 
 type reserveAnswer struct {
 	res ReserveResult
@@ -85,7 +88,12 @@ func (b *reserver) runAll(calls []reserveCall) {
 		rest := calls[:0]
 		for _, c := range calls {
 			same := (b.oneNode || c.r.item().Tag == head.r.item().Tag) && c.bucket == head.bucket
-			if head.bucket != "" {
+			switch head.bucket {
+			case "":
+			case roomMode:
+				// One room's keys a run: one sale.
+				same = same && c.r.item().Tag == head.r.item().Tag && c.r.ActivityID == head.r.ActivityID
+			default:
 				same = same && c.r.item() == head.r.item() && c.first == head.first
 			}
 			if same {
@@ -125,7 +133,7 @@ func (b *reserver) run(calls []reserveCall) {
 			items = append(items, c)
 		}
 	}
-	keys := make([]string, 0, 3*len(items)+3*len(calls))
+	keys := make([]string, 0, 3*len(items)+3+3*len(calls))
 	args := make([]any, 0, 2+len(items)+9*len(calls))
 	args = append(args, len(items), c0.bucket)
 	for _, c := range items {
@@ -133,6 +141,10 @@ func (b *reserver) run(calls []reserveCall) {
 		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 		keys = append(keys, c.first, k.Inflight(), k.Pending())
 		args = append(args, it.ID)
+	}
+	if c0.bucket == roomMode {
+		k := Keys{prefix: b.prefix, tag: c0.r.item().Tag}
+		keys = append(keys, k.room(c0.r.ActivityID, "adm"), k.room(c0.r.ActivityID, "used"), k.room(c0.r.ActivityID, "held"))
 	}
 	for _, c := range calls {
 		r := c.r
@@ -175,6 +187,11 @@ func reserveResult(orderNo string, code, val any) (ReserveResult, error) {
 	case -4:
 		left, _ := val.(int64)
 		return ReserveResult{Left: left}, order.ErrSoldOut
+	case -5:
+		return ReserveResult{}, order.Errorf(order.ErrNotAdmitted, "the admission was used by an order, or expired: poll the queue again")
+	case -6:
+		grant, _ := val.(int64)
+		return ReserveResult{}, order.Errorf(order.ErrInvalidArgument, "your admission holds %d units: order at most that many", grant)
 	}
 	return ReserveResult{}, fmt.Errorf("reserve: unexpected reply %v %v", code, val)
 }

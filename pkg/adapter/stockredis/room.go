@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/pkg/domain/room"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // Room is one sale's waiting room as its scripts see it (lua/room_*.lua).
@@ -20,7 +20,7 @@ type Room struct {
 	// Items are the sale's items, its first one first (the tag).
 	Items    []Item
 	StartsAt time.Time
-	Settings room.Settings
+	Settings order.WaitingRoom
 	// GrantMax is the most units one admission holds: the sale's per-user
 	// limit.
 	GrantMax int
@@ -32,12 +32,17 @@ type Room struct {
 // (ms) * grantScale + grant, below 2^53 for any expiry before year 2250.
 const grantScale = 1024
 
+// room is the key part of activity's room, beside the sale's other keys.
+func (k Keys) room(activity int64, part string) string {
+	return k.group() + "room:" + strconv.FormatInt(activity, 10) + ":" + part
+}
+
 // roomKeys are the room's keys in the order the scripts take them.
 func (s *Store) roomKeys(r Room) []string {
-	g := s.Keys(r.Items[0]).group() + "room:" + strconv.FormatInt(r.ActivityID, 10) + ":"
+	k := s.Keys(r.Items[0])
 	keys := make([]string, 0, 9+len(r.Items))
 	for _, part := range []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick"} {
-		keys = append(keys, g+part)
+		keys = append(keys, k.room(r.ActivityID, part))
 	}
 	for _, it := range r.Items {
 		keys = append(keys, s.Keys(it).Stock())

@@ -3,6 +3,7 @@ package stockredis_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -20,8 +22,8 @@ var roomStart = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 // newRoom is a room over the three sizes, starting at roomStart.
 func newRoom(admit, grantMax int) stockredis.Room {
-	return stockredis.Room{ActivityID: 9, Items: sizes, StartsAt: roomStart, GrantMax: grantMax,
-		Settings: room.Settings{AdmitPerSecond: admit, AdmissionTTL: 2 * time.Minute}, KeysUntil: roomStart.Add(time.Hour)}
+	return stockredis.Room{ActivityID: 7, Items: sizes, StartsAt: roomStart, GrantMax: grantMax,
+		Settings: order.WaitingRoom{AdmitPerSecond: admit, AdmissionTTL: 2 * time.Minute}, KeysUntil: roomStart.Add(time.Hour)}
 }
 
 func join(t *testing.T, s *stockredis.Store, r stockredis.Room, seed room.Seed, user string, at time.Time) stockredis.Place {
@@ -240,5 +242,160 @@ func TestRoomLostAnswers(t *testing.T) {
 		if st.Admitted != 0 || st.Next != 2 || st.Held != 2 || st.Joined != 2 {
 			t.Fatalf("the advance run again: %+v, want both admitted once by the lost run", st)
 		}
+		// An order whose answer is lost used the admission once: its retry
+		// with the same key finds it.
+		o := res(0, "k1", 1)
+		o.UserID, o.At, o.Room = "u1", roomStart.Add(4*time.Second), true
+		l.LoseNext("reserve")
+		if _, err := l.via.Reserve(context.Background(), o); !stockredis.MayHaveRun(err) {
+			t.Fatalf("reserve with its answer lost: %v", err)
+		}
+		again := o
+		again.OrderNo = gen.Next(item)
+		if got, err := l.via.Reserve(context.Background(), again); err != nil || !got.Duplicate || got.OrderNo != o.OrderNo {
+			t.Fatalf("the retry: %+v, %v, want the lost run's order %s", got, err, o.OrderNo)
+		}
+		if st := advance(t, l.direct, r, roomStart.Add(4*time.Second)); st.Held != 1 || st.Left != 4 {
+			t.Fatalf("after the order: %+v, want 1 unit held (u2's) of 4 left", st)
+		}
+	})
+}
+
+// roomRes is an order of user for size it at at, in the room's sale.
+func roomRes(it stockredis.Item, user, key string, qty int, at time.Time) stockredis.Reservation {
+	r := sizedRes(it, 0, key, qty)
+	r.UserID, r.At, r.Room = user, at, true
+	return r
+}
+
+// An order in a sale with a room needs an unused admission granting its
+// quantity, and uses it up; a retry with the same key finds its order; a
+// release the api's 503 asks for gives the admission back.
+func TestRoomOrdersUseAdmissions(t *testing.T) {
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
+		ctx := context.Background()
+		r := newRoom(100, 2)
+		byPos := joinEarly(t, s, r, 10)
+		warmSizes(t, s, 3, 0, 4)
+		at := roomStart.Add(time.Second)
+		if st := advance(t, s, r, at); st.Next != 4 || st.Held != 7 {
+			t.Fatalf("advance: %+v, want 4 admitted holding 7", st)
+		}
+		refused := func(what string, rr stockredis.Reservation, code error) {
+			t.Helper()
+			if _, err := s.Reserve(ctx, rr); !errors.Is(err, code) {
+				t.Fatalf("%s: %v, want %v", what, err, code)
+			}
+		}
+		refused("a waiter", roomRes(sizes[0], byPos[4], "k", 1, at), order.ErrNotAdmitted)
+		refused("a stranger", roomRes(sizes[0], "stranger", "k", 1, at), order.ErrNotAdmitted)
+		refused("above the grant", roomRes(sizes[0], byPos[0], "k", 3, at), order.ErrInvalidArgument)
+		refused("at the admission's expiry", roomRes(sizes[2], byPos[3], "k", 1, at.Add(2*time.Minute)), order.ErrNotAdmitted)
+		if got := sizeStock(t, s, sizes[0]); got.Stock != 3 || got.Inflight != 0 {
+			t.Fatalf("refusals reserved something: %+v", got)
+		}
+
+		first := roomRes(sizes[0], byPos[0], "k1", 2, at)
+		got, err := s.Reserve(ctx, first)
+		if err != nil || got.Left != 1 {
+			t.Fatalf("admitted order: %+v, %v", got, err)
+		}
+		if p := look(t, s, r, byPos[0], at); !p.Admission.IsZero() || !p.Used || !p.UsedExpires.Equal(at.Add(2*time.Minute)) {
+			t.Fatalf("after the order: %+v, want the admission used", p)
+		}
+		again := first
+		again.OrderNo = gen.Next(item)
+		if dup, err := s.Reserve(ctx, again); err != nil || !dup.Duplicate || dup.OrderNo != first.OrderNo {
+			t.Fatalf("retry with the same key: %+v, %v, want the first order", dup, err)
+		}
+		refused("another key", roomRes(sizes[2], byPos[0], "k2", 1, at), order.ErrAlreadyPurchased)
+		if st := advance(t, s, r, at); st.Held != 5 || st.Left != 5 || st.Admitted != 0 {
+			t.Fatalf("after one order: %+v, want 5 held of 5 left", st)
+		}
+
+		// The api answered 503 and releases: the buyer's retry is admitted.
+		rel, err := s.Release(ctx, ref(first), stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		if err != nil || !rel.Released {
+			t.Fatalf("release: %+v, %v", rel, err)
+		}
+		if st := advance(t, s, r, at); st.Held != 7 || st.Left != 7 {
+			t.Fatalf("after the release: %+v, want 7 held of 7 left", st)
+		}
+		retry := first
+		retry.OrderNo = gen.Next(item)
+		if got, err := s.Reserve(ctx, retry); err != nil || got.Duplicate {
+			t.Fatalf("the retry after a 503: %+v, %v, want a new reservation", got, err)
+		}
+	})
+}
+
+// Buyers order as soon as they are admitted, on every size, while units
+// come back and the room advances: the units the admissions hold never
+// exceed the units left, and every order that got stock held an admission.
+func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
+		ctx := context.Background()
+		r := newRoom(400, 2)
+		byPos := joinEarly(t, s, r, 300)
+		warmSizes(t, s, 20, 15, 25)
+		admitted := map[string]bool{}
+		var mu sync.Mutex
+		var orders []stockredis.Reservation
+		var wg sync.WaitGroup
+		buy := func(u string, at time.Time) {
+			// Up to 2 units, as many as the admission grants, of the first
+			// size with stock; else 1 of the first size with one.
+			for _, qty := range []int{min(1+len(u)%2, look(t, s, r, u, at).Grant), 1} {
+				for _, it := range sizes {
+					rr := roomRes(it, u, "k-"+u, qty, at)
+					_, err := s.Reserve(ctx, rr)
+					if err == nil {
+						mu.Lock()
+						orders = append(orders, rr)
+						mu.Unlock()
+						return
+					}
+					if !errors.Is(err, order.ErrSoldOut) {
+						t.Errorf("%s: %v", u, err)
+						return
+					}
+				}
+			}
+		}
+		var st stockredis.RoomState
+		for tick := range 60 {
+			at := roomStart.Add(time.Duration(tick*50) * time.Millisecond)
+			st = advance(t, s, r, at)
+			if st.Held > st.Left {
+				t.Fatalf("tick %d: %d units held, %d left", tick, st.Held, st.Left)
+			}
+			for _, u := range byPos[:st.Next] {
+				if !admitted[u] {
+					admitted[u] = true
+					wg.Go(func() { buy(u, at) })
+				}
+			}
+			if tick%10 == 9 && tick < 40 {
+				wg.Wait()
+				// A closed unpaid order: its units go to the next in line.
+				o := orders[0]
+				orders = orders[1:]
+				if _, err := s.Release(ctx, ref(o), stockredis.ReleaseOptions{Reason: "UNPAID", From: []stockredis.State{stockredis.StateReserved}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tick > 40 {
+				wg.Wait()
+			}
+		}
+		st = advance(t, s, r, roomStart.Add(time.Minute))
+		var units int64
+		for _, o := range orders {
+			units += int64(o.Quantity)
+		}
+		if st.Left != 0 || st.Held != 0 || units != 60 {
+			t.Fatalf("at the end: %+v with %d units in %d orders, want the 60 units sold and nothing held", st, units, len(orders))
+		}
+		t.Logf("%d admitted, %d orders hold the 60 units", len(admitted), len(orders))
 	})
 }

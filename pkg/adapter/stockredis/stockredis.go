@@ -298,6 +298,9 @@ type Reservation struct {
 	// Tag is the sale's first item (order.Activity.ItemID), whose hash tag
 	// the keys share; 0 means ItemID. The order number names it too.
 	Tag int64
+	// Room is true for a sale with a waiting room: the order must hold an
+	// admission of the buyer's (see Room), and uses it up.
+	Room bool
 }
 
 // item is where the reservation's keys are.
@@ -318,7 +321,12 @@ type ReserveResult struct {
 // order.ErrAlreadyPurchased or order.ErrSoldOut for the refusals, and an
 // error wrapping order.ErrUnavailable when Redis cannot be reached.
 func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, error) {
-	if r.Buckets > 1 {
+	switch {
+	case r.Room && r.Buckets > 1:
+		return ReserveResult{}, fmt.Errorf("reserve: a sale with a waiting room has one stock key an item: %w", order.ErrInvalidArgument)
+	case r.Room:
+		return s.runReserve(ctx, r, s.Keys(r.item()).Stock(), roomMode)
+	case r.Buckets > 1:
 		return s.reserveBucketed(ctx, r)
 	}
 	return s.runReserve(ctx, r, s.Keys(r.item()).Stock(), "")
@@ -410,6 +418,7 @@ func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock st
 	forget := "0"
 	if o.FreeKey {
 		forget = "1"
+		keys = append(keys, k.room(r.ActivityID, "adm"), k.room(r.ActivityID, "used"), k.room(r.ActivityID, "held"))
 	}
 	from := make([]string, len(o.From))
 	for i, st := range o.From {

@@ -28,6 +28,8 @@ type Activity struct {
 	// CancelledAt is when an operator cancelled the sale (its EndsAt moved
 	// there too); zero when not cancelled.
 	CancelledAt time.Time
+	// Room is the sale's waiting room; the zero value is none.
+	Room WaitingRoom
 }
 
 // Refusal returns why the sale refuses an order of quantity units reserved

@@ -39,6 +39,9 @@ func mac(key []byte, body string) []byte {
 	return m.Sum(nil)
 }
 
+// equalMAC compares two MACs in constant time.
+func equalMAC(a, b []byte) bool { return hmac.Equal(a, b) }
+
 // Verify checks token for activity and user at now: signed with key, for
 // that sale and buyer, not expired. Every refusal is order.ErrNotAdmitted
 // with the reason.
@@ -50,9 +53,8 @@ func Verify(key []byte, token string, activityID int64, userID string, now time.
 	if len(parts) != 5 || parts[0] != admissionVersion || len(token) > 512 {
 		return Admission{}, order.Errorf(order.ErrNotAdmitted, "the admission is not one this sale issued")
 	}
-	want := mac(key, strings.Join(parts[:4], "."))
 	got, err := b64.DecodeString(parts[4])
-	if err != nil || !hmac.Equal(got, want) {
+	if err != nil || !equalMAC(got, mac(key, strings.Join(parts[:4], "."))) {
 		return Admission{}, order.Errorf(order.ErrNotAdmitted, "the admission is not one this sale issued")
 	}
 	act, err1 := strconv.ParseInt(parts[1], 10, 64)

@@ -1,6 +1,6 @@
-// Package room holds the rules of a sale's waiting room: its settings, the
-// fair order of the buyers who came before the start, and the signed
-// admission that lets a buyer order.
+// Package room holds the rules of a sale's waiting room (its settings are
+// order.WaitingRoom): the fair order of the buyers who came before the
+// start, and the signed admission that lets a buyer order.
 //
 // A room sits beside the stock. From the sale's start it admits positions
 // in order, at up to AdmitPerSecond, and only while the units its
@@ -18,69 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"time"
-
-	"github.com/seckill/seckill/pkg/domain/order"
 )
-
-// Bounds of the settings.
-const (
-	MaxAdmitPerSecond   = 100_000
-	DefaultAdmissionTTL = 120 * time.Second
-	MinAdmissionTTL     = 10 * time.Second
-	MaxAdmissionTTL     = time.Hour
-	MaxProofOfWorkBits  = 24
-)
-
-// Settings are a sale's waiting room. The zero value is no room.
-type Settings struct {
-	// AdmitPerSecond is the most positions admitted per second (1-100,000);
-	// 0 is no room.
-	AdmitPerSecond int
-	// AdmissionTTL is how long an admission may be used.
-	AdmissionTTL time.Duration
-	// ProofOfWorkBits is the leading zero bits a join's solution must
-	// have (0: no challenge).
-	ProofOfWorkBits int
-	// OpensAt is when buyers may join; zero: from the sale's creation.
-	OpensAt time.Time
-}
-
-// On reports whether the sale has a room.
-func (s Settings) On() bool { return s.AdmitPerSecond > 0 }
-
-// NewSettings are the settings an operator gave: admit is required; ttl
-// (seconds) and bits may be left out (nil).
-func NewSettings(admit, ttlSeconds, bits *int, opensAt *time.Time) (Settings, error) {
-	if admit == nil {
-		return Settings{}, order.Errorf(order.ErrInvalidArgument, "waiting_room.admit_per_second is required")
-	}
-	s := Settings{AdmitPerSecond: *admit, AdmissionTTL: DefaultAdmissionTTL}
-	if ttlSeconds != nil {
-		s.AdmissionTTL = time.Duration(*ttlSeconds) * time.Second
-	}
-	if bits != nil {
-		s.ProofOfWorkBits = *bits
-	}
-	if opensAt != nil {
-		s.OpensAt = *opensAt
-	}
-	return s, s.Validate()
-}
-
-// Validate checks the bounds, with a message naming the field.
-func (s Settings) Validate() error {
-	switch {
-	case s.AdmitPerSecond < 1 || s.AdmitPerSecond > MaxAdmitPerSecond:
-		return order.Errorf(order.ErrInvalidArgument, "waiting_room.admit_per_second must be from 1 to %d", MaxAdmitPerSecond)
-	case s.AdmissionTTL < MinAdmissionTTL || s.AdmissionTTL > MaxAdmissionTTL || s.AdmissionTTL%time.Second != 0:
-		return order.Errorf(order.ErrInvalidArgument, "waiting_room.admission_ttl_seconds must be from %d to %d",
-			int(MinAdmissionTTL/time.Second), int(MaxAdmissionTTL/time.Second))
-	case s.ProofOfWorkBits < 0 || s.ProofOfWorkBits > MaxProofOfWorkBits:
-		return order.Errorf(order.ErrInvalidArgument, "waiting_room.proof_of_work_bits must be from 0 to %d", MaxProofOfWorkBits)
-	}
-	return nil
-}
 
 // Seed orders the buyers who joined before the start. It is drawn when the
 // room is made and only its Commitment is shown until the start, so

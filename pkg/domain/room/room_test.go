@@ -2,6 +2,7 @@ package room_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,40 +10,6 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func TestNewSettings(t *testing.T) {
-	open := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	s, err := room.NewSettings(ptr(500), nil, nil, &open)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (room.Settings{AdmitPerSecond: 500, AdmissionTTL: 120 * time.Second, OpensAt: open}); s != want {
-		t.Fatalf("settings %+v, want %+v", s, want)
-	}
-	for _, tc := range []struct {
-		name             string
-		admit, ttl, bits *int
-		field            string
-	}{
-		{"admit left out", nil, nil, nil, "admit_per_second is required"},
-		{"admit zero", ptr(0), nil, nil, "admit_per_second must be"},
-		{"admit too many", ptr(100_001), nil, nil, "admit_per_second must be"},
-		{"ttl too short", ptr(1), ptr(9), nil, "admission_ttl_seconds"},
-		{"ttl too long", ptr(1), ptr(3601), nil, "admission_ttl_seconds"},
-		{"bits negative", ptr(1), nil, ptr(-1), "proof_of_work_bits"},
-		{"bits too many", ptr(1), nil, ptr(25), "proof_of_work_bits"},
-	} {
-		_, err := room.NewSettings(tc.admit, tc.ttl, tc.bits, nil)
-		if !errors.Is(err, order.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("%s: %v, want an invalid argument naming %q", tc.name, err, tc.field)
-		}
-	}
-	if (room.Settings{}).On() {
-		t.Fatal("the zero settings are a room")
-	}
-}
 
 func TestRankIsTheSeedsAndFitsAScore(t *testing.T) {
 	a, b := room.NewSeed(), room.NewSeed()
@@ -98,6 +65,52 @@ func TestAdmission(t *testing.T) {
 		_, err := room.Verify(key, tc.token, tc.activity, tc.user, tc.at)
 		if !errors.Is(err, order.ErrNotAdmitted) || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: %v, want not admitted: %q", tc.name, err, tc.why)
+		}
+	}
+}
+
+// solve counts up until the solution has bits leading zero bits, as the
+// waiting page does.
+func solve(challenge string, bits int) string {
+	for n := 0; ; n++ {
+		if s := strconv.Itoa(n); room.Work(challenge, s) >= bits {
+			return s
+		}
+	}
+}
+
+func TestProofOfWork(t *testing.T) {
+	key := []byte("the sale's admission key")
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	c := room.NewChallenge(key, 7, "1001", now)
+	if c == room.NewChallenge(key, 7, "1001", now) {
+		t.Fatal("two challenges alike")
+	}
+	sol := solve(c, 12)
+	if err := room.CheckWork(key, c, sol, 7, "1001", 12, now.Add(time.Minute)); err != nil {
+		t.Fatalf("a solution of 12 bits: %v", err)
+	}
+	weak := solve(c, 0)
+	for weak != "" && room.Work(c, weak) >= 12 {
+		weak = "x" + weak
+	}
+	for _, tc := range []struct {
+		name, challenge, solution, user string
+		activity                        int64
+		at                              time.Time
+		why                             string
+	}{
+		{"no challenge", "", sol, "1001", 7, now, "asks for proof of work"},
+		{"no solution", c, "", "1001", 7, now, "asks for proof of work"},
+		{"forged", room.NewChallenge([]byte("other"), 7, "1001", now), sol, "1001", 7, now, "not one this sale issued"},
+		{"another buyer", c, sol, "1002", 7, now, "another sale or buyer"},
+		{"another sale", c, sol, "1001", 8, now, "another sale or buyer"},
+		{"expired", c, sol, "1001", 7, now.Add(room.ChallengeTTL + time.Millisecond), "expired"},
+		{"too weak", c, weak, "1001", 7, now, "leading zero bits"},
+	} {
+		err := room.CheckWork(key, tc.challenge, tc.solution, tc.activity, tc.user, 12, tc.at)
+		if !errors.Is(err, order.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v, want an invalid argument: %q", tc.name, err, tc.why)
 		}
 	}
 }
