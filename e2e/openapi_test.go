@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/domain/payment"
+	"github.com/seckill/seckill/pkg/domain/room"
 )
 
 const specFile = "../docs/openapi.yaml"
@@ -431,6 +433,46 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	if len(sizedSummary.Items) != 3 || sizedSummary.Items[0].ItemID != eu41 || sizedSummary.Items[2].Label != "EU 43" {
 		t.Errorf("the summary of a sale in sizes: %+v", sizedSummary)
 	}
+
+	// A sale with a waiting room: create it, join, poll, order with and
+	// without the admission.
+	roomItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"ticket","stock":2}`}, 201), "item_id")
+	withRoom := func(room string) string {
+		return strings.TrimSuffix(activity(roomItem, now.Add(-time.Minute), now.Add(time.Hour)), "}") + `,"waiting_room":` + room + `}`
+	}
+	roomSale := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
+		body: withRoom(`{"admit_per_second":100,"proof_of_work_bits":1}`)}, 201), "activity_id")
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: withRoom(`{"admission_ttl_seconds":60}`)}, 400)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: withRoom(`{"admit_per_second":1,"other":1}`)}, 400)
+	sc.do(base, specCall{method: "POST", path: warm(roomSale), token: admin}, 200)
+	queuePath := fmt.Sprintf("/api/v1/activities/%d/queue", roomSale)
+	var ch struct {
+		Challenge string `json:"challenge"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: queuePath + "/challenge", token: buyer}, 200), &ch); err != nil {
+		t.Fatal(err)
+	}
+	solution := "0"
+	for n := 1; room.Work(ch.Challenge, solution) < 1; n++ {
+		solution = strconv.Itoa(n)
+	}
+	sc.do(base, specCall{method: "GET", path: queuePath, token: buyer}, 404)  // not joined yet
+	sc.do(base, specCall{method: "POST", path: queuePath, token: buyer}, 400) // no proof of work
+	sc.do(base, specCall{method: "POST", path: queuePath, token: buyer, body: fmt.Sprintf(`{"challenge":%q,"solution":%q}`, ch.Challenge, solution)}, 200)
+	sc.do(base, specCall{method: "POST", path: fmt.Sprintf("/api/v1/activities/%d/queue", open), token: buyer}, 404) // no room
+	sc.do(base, specCall{method: "GET", path: queuePath}, 401)
+	var adm struct {
+		State     string `json:"state"`
+		Admission string `json:"admission"`
+	}
+	waittest.Until(t, 5*time.Second, "the buyer admitted", func() bool {
+		err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: queuePath, token: buyer}, 200), &adm)
+		return err == nil && adm.State == "ADMITTED"
+	})
+	sc.do(base, place(buyer, "room-0", roomSale), 403) // NOT_ADMITTED: no X-Admission
+	roomOrder := place(buyer, "room-1", roomSale)
+	roomOrder.header["X-Admission"] = adm.Admission
+	sc.do(base, roomOrder, 202)
 
 	// Changing a sale before it starts; ending and cancelling one.
 	actPath := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d", a) }

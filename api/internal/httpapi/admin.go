@@ -91,6 +91,8 @@ type createActivityBody struct {
 	StockBuckets         optional[int]    `json:"stock_buckets"`
 	SalePrice            optional[int64]  `json:"sale_price"`
 	Currency             optional[string] `json:"currency"`
+	// WaitingRoom left out (or null) is a sale without a room.
+	WaitingRoom *waitingRoomBody `json:"waiting_room"`
 }
 
 // saleItemBody is one entry of a sale's items.
@@ -131,6 +133,8 @@ type ActivityView struct {
 	StockBuckets         int            `json:"stock_buckets"`
 	SalePrice            *int64         `json:"sale_price,omitempty"`
 	Currency             string         `json:"currency,omitempty"`
+	// WaitingRoom is left out for a sale without one.
+	WaitingRoom *WaitingRoomView `json:"waiting_room,omitempty"`
 }
 
 func (s *Server) createActivity(c *gin.Context) {
@@ -157,6 +161,15 @@ func (s *Server) createActivity(c *gin.Context) {
 	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	if b.WaitingRoom != nil {
+		if a.Room, err = b.WaitingRoom.waitingRoom(); err == nil {
+			err = a.CheckRoom()
+		}
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
 	}
 	if err := refuseNull(field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {
 		s.fail(c, err)

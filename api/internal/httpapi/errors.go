@@ -53,6 +53,7 @@ var domainErrors = []struct {
 	{order.ErrActivityStarted, http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"},
 	{order.ErrSettingLocked, http.StatusConflict, "SETTING_LOCKED", "the sale's keys in Redis depend on this setting; it cannot change now"},
 	{order.ErrStockLimit, http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"},
+	{order.ErrNotAdmitted, http.StatusForbidden, "NOT_ADMITTED", "this sale has a waiting room: order with the admission its queue gives you"},
 	{order.ErrNotWarmed, http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"},
 	{order.ErrNotPayable, http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"},
 	{order.ErrNotCancellable, http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"},

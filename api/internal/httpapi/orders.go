@@ -60,7 +60,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 	user := claimsOf(c).UserID
 	placed, err := s.intake.Place(c.Request.Context(), intake.PlaceRequest{
 		UserID: user, ActivityID: body.ActivityID, ItemID: body.ItemID.Value, Quantity: q,
-		IdempotencyKey: key, RequestID: c.GetString(ctxRequestID),
+		IdempotencyKey: key, RequestID: c.GetString(ctxRequestID), Admission: c.GetHeader("X-Admission"),
 	})
 	if err != nil {
 		s.fail(c, err)

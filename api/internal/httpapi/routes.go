@@ -33,6 +33,9 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	buyer.GET("/orders/:order_no", s.getOrder)
 	buyer.POST("/orders/:order_no/pay", s.payOrder)
 	buyer.POST("/orders/:order_no/cancel", s.cancelOrder)
+	buyer.POST("/activities/:id/queue", s.joinQueue)
+	buyer.GET("/activities/:id/queue", s.pollQueue)
+	buyer.GET("/activities/:id/queue/challenge", s.queueChallenge)
 
 	admin := r.Group("/admin/v1", s.limitIP, s.authenticate(true))
 	admin.POST("/items", s.createItem)

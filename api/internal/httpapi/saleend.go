@@ -16,7 +16,7 @@ func activityView(a order.Activity) ActivityView {
 	sale := priceView(a.SalePrice)
 	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, Items: saleItemsView(a), StartsAt: a.StartsAt.UTC(),
 		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
-		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency}
+		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency, WaitingRoom: waitingRoomView(a.Room)}
 }
 
 // CancelledView is the body of a cancelled sale.

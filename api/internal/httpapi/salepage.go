@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
 )
 
 // SalePageTTL is how long this instance serves a sale page from memory
@@ -48,6 +49,14 @@ type SalePage struct {
 	UnitsLeft int64 `json:"units_left"`
 	// Items are the sale's items (its sizes), each with its units left.
 	Items []SalePageItem `json:"items"`
+	// WaitingRoom is true for a sale whose buyers queue first
+	// (/api/v1/activities/{id}/queue) and order with their admission.
+	WaitingRoom bool `json:"waiting_room"`
+	// SeedCommitment is SHA-256 of the seed that orders the buyers who
+	// joined before the start; Seed is the seed itself, shown from the
+	// start, so anyone can check the order (docs/api.md).
+	SeedCommitment string `json:"seed_commitment,omitempty"`
+	Seed           string `json:"seed,omitempty"`
 }
 
 // SalePageItem is one item on the sale page.
@@ -204,7 +213,15 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		page.Items = append(page.Items, pi)
 	}
 	// SOLD_OUT only when every item is: the total is then 0.
-	page.State = saleState(act, page.UnitsLeft, s.salePages.now())
+	now := s.salePages.now()
+	page.State = saleState(act, page.UnitsLeft, now)
+	if act.Room.On() {
+		seed := room.Seed(act.Room.Seed)
+		page.WaitingRoom, page.SeedCommitment = true, seed.Commitment()
+		if !now.Before(act.StartsAt) {
+			page.Seed = seed.String()
+		}
+	}
 	if price := priceView(act.SalePrice); price.Price != nil {
 		page.SalePrice, page.Currency = price.Price, price.Currency
 	}

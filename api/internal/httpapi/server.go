@@ -41,6 +41,7 @@ type Server struct {
 	unmatched      *metrics.Route
 
 	salePages *salePages
+	rooms     *rooms
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
@@ -74,6 +75,7 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
+	s.rooms = &rooms{stock: svc.Stock}
 	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {
 		o(s)

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -58,6 +59,9 @@ type Stock interface {
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
+	JoinRoom(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error)
+	LookRoom(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error)
+	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error)
 }
 
 // Service places orders.
@@ -96,6 +100,9 @@ type PlaceRequest struct {
 	Quantity       int
 	IdempotencyKey string
 	RequestID      string
+	// Admission is the buyer's admission (X-Admission) in a sale with a
+	// waiting room; ignored in a sale without one.
+	Admission string
 }
 
 // Placed is an accepted order.
@@ -137,6 +144,14 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		return Placed{}, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
+	if act.Room.On() {
+		// Signed by the sale's key: a forged, expired or another buyer's
+		// or sale's admission goes no further (no Redis, no MySQL); the
+		// reserve script then checks it is unused.
+		if _, err := room.Verify(act.Room.Key[:], r.Admission, act.ID, r.UserID, now); err != nil {
+			return Placed{}, err
+		}
+	}
 	if s.flaggedSoldOut(item.ID, now) {
 		// The flag only ever refuses, and in the reserve script's order: a
 		// replayed key still gets its order back and a buyer holding an
@@ -177,7 +192,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		OrderNo: no, UserID: r.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
-		Buckets: act.StockBuckets,
+		Buckets: act.StockBuckets, Room: act.Room.On(),
 	}
 	// The stock generation before the script: a refusal that raced a
 	// restock or a release here (ClearSoldOut) must not flag the units it

@@ -440,6 +440,11 @@ type SaleOptions struct {
 	// stock (labelled "size 1", "size 2", ...); the stock argument is then
 	// ignored, the Sale's Stock being their sum. Empty: one item.
 	Sizes []int64
+	// StartsIn starts the sale that long from now (0: it started a minute
+	// ago); it runs for an hour from its start.
+	StartsIn time.Duration
+	// WaitingRoom is the activity's "waiting_room" (nil: none).
+	WaitingRoom map[string]any
 }
 
 // CreateSizedSale creates a sale of len(sizes) items (its sizes), item i
@@ -481,7 +486,14 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 		ActivityID int64 `json:"activity_id"`
 	}
 	now := time.Now().UTC()
-	body := map[string]any{"item_id": items[0].ID, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(time.Hour), "per_user_limit": perUserLimit}
+	start, end := now.Add(-time.Minute), now.Add(time.Hour)
+	if o.StartsIn > 0 {
+		start, end = now.Add(o.StartsIn), now.Add(o.StartsIn+time.Hour)
+	}
+	body := map[string]any{"item_id": items[0].ID, "starts_at": start, "ends_at": end, "per_user_limit": perUserLimit}
+	if o.WaitingRoom != nil {
+		body["waiting_room"] = o.WaitingRoom
+	}
 	if len(o.Sizes) > 0 {
 		list := make([]map[string]any, len(items))
 		for i, it := range items {

@@ -175,10 +175,15 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 		if err := tx.Create(&row).Error; err != nil {
 			return err
 		}
+		a.ID = row.ID
+		if a.Room.On() {
+			if err := tx.Create(ptr(newRoomRow(a.ID, a.Room))).Error; err != nil {
+				return err
+			}
+		}
 		if !labelled(a) {
 			return nil
 		}
-		a.ID = row.ID
 		return tx.Create(saleItemRows(a)).Error
 	})
 	if err != nil {
@@ -190,12 +195,21 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 
 // Activity returns one activity, order.ErrNotFound if none.
 func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
-	var row activityRow
+	// With its room in the same query: a sale page reads the sale every
+	// second, in two queries (this and its items).
+	var row activityRoomRow
 	tx := db.gdb.WithContext(ctx)
-	if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+	err := tx.Table("activities").Select("activities.*, "+roomColumns).
+		Joins("LEFT JOIN activity_rooms ON activity_rooms.activity_id = activities.id").
+		Where("activities.id = ?", id).Take(&row).Error
+	if err != nil {
 		return order.Activity{}, wrap("read activity", err)
 	}
-	a, err := withItemsOne(tx, row.activity())
+	a := row.Activity.activity()
+	if row.Room.AdmitPerSecond > 0 {
+		a.Room = row.Room.room()
+	}
+	a, err = withItemsOne(tx, a)
 	return a, wrap("read activity", err)
 }
 

@@ -1,0 +1,312 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/api/internal/intake"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
+)
+
+// QueueState is where a buyer stands in a sale's waiting room.
+type QueueState string
+
+// The queue's states.
+const (
+	QueueWaiting  QueueState = "WAITING"
+	QueueAdmitted QueueState = "ADMITTED"
+	QueueSoldOut  QueueState = "SOLD_OUT"
+	QueueEnded    QueueState = "ENDED"
+	// QueueExpired: the buyer's admission expired unused; its units went
+	// to the next in line.
+	QueueExpired QueueState = "EXPIRED"
+)
+
+// QueueView is the body of the queue's join and poll.
+type QueueView struct {
+	State QueueState `json:"state"`
+	// Position is the buyer's place in line from 1: null before the start
+	// for those who joined before it (their order is drawn at the start).
+	Position *int64 `json:"position"`
+	// Ahead is how many positions are still to be admitted before the
+	// buyer's; ETASeconds how long that takes at the room's pace.
+	Ahead      int64 `json:"ahead"`
+	ETASeconds int64 `json:"eta_seconds"`
+	// PollAfterMS is when to poll again.
+	PollAfterMS int64 `json:"poll_after_ms"`
+	// Admission is the signed admission, sent as X-Admission with the
+	// order, until AdmissionExpiresAt.
+	Admission          string     `json:"admission,omitempty"`
+	AdmissionExpiresAt *time.Time `json:"admission_expires_at,omitempty"`
+}
+
+// roomPollTTL is how old a room's state may be when a poll reads it: each
+// instance advances each room it is asked about about once a second,
+// whatever the number of polls.
+const roomPollTTL = time.Second
+
+// maxPlaces bounds the buyers' places one instance keeps per room; past
+// it a poll reads Redis.
+const maxPlaces = 1 << 20
+
+// rooms is this instance's view of the rooms it is asked about.
+type rooms struct {
+	stock intake.Stock
+
+	mu sync.Mutex
+	m  map[int64]*roomView
+}
+
+// roomView is one room: its state (one flight at a time) and the places of
+// the buyers this instance answered.
+type roomView struct {
+	mu      sync.Mutex
+	st      stockredis.RoomState
+	at      time.Time     // when st was read; zero: never
+	loading chan struct{} // closed when the advance under way ends
+	err     error
+	places  map[string]cachedPlace
+}
+
+// cachedPlace is a buyer's place as last read, and whether it was read
+// after their position was admitted (the admission, or its absence, is
+// then known for good).
+type cachedPlace struct {
+	p          stockredis.Place
+	afterAdmit bool
+}
+
+func (rs *rooms) view(id int64) *roomView {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[int64]*roomView{}
+	}
+	v := rs.m[id]
+	if v == nil {
+		v = &roomView{places: map[string]cachedPlace{}}
+		rs.m[id] = v
+	}
+	return v
+}
+
+// state is the room's state at most roomPollTTL old: the first poll after
+// that advances the room (every instance may), the others wait for it.
+func (rs *rooms) state(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error) {
+	v := rs.view(r.ActivityID)
+	v.mu.Lock()
+	if !v.at.IsZero() && now.Sub(v.at) < roomPollTTL && v.err == nil {
+		st := v.st
+		v.mu.Unlock()
+		return st, nil
+	}
+	wait := v.loading
+	if wait == nil {
+		wait = make(chan struct{})
+		v.loading = wait
+		v.mu.Unlock()
+		// Its own context: one poll giving up does not fail the others.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		st, err := rs.stock.AdvanceRoom(actx, r, now)
+		cancel()
+		v.mu.Lock()
+		v.st, v.err, v.at, v.loading = st, err, now, nil
+		close(wait)
+		v.mu.Unlock()
+	} else {
+		v.mu.Unlock()
+	}
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return stockredis.RoomState{}, ctx.Err()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.st, v.err
+}
+
+// place is the buyer's place: from memory while nothing it says can have
+// changed, else read from Redis (joining first when join is set).
+func (rs *rooms) place(ctx context.Context, r stockredis.Room, user string, rank uint64, join bool,
+	st stockredis.RoomState, now time.Time) (stockredis.Place, error) {
+	v := rs.view(r.ActivityID)
+	v.mu.Lock()
+	c, ok := v.places[user]
+	v.mu.Unlock()
+	admitted := c.p.Position > 0 && c.p.Position <= st.Next
+	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!admitted || c.afterAdmit) {
+		return c.p, nil
+	}
+	var p stockredis.Place
+	var err error
+	if join {
+		p, err = rs.stock.JoinRoom(ctx, r, user, rank, now)
+	} else {
+		p, err = rs.stock.LookRoom(ctx, r, user, now)
+	}
+	if err != nil {
+		return p, err
+	}
+	if p.Joined {
+		v.mu.Lock()
+		if len(v.places) < maxPlaces {
+			v.places[user] = cachedPlace{p: p, afterAdmit: p.Position > 0 && p.Position <= st.Next}
+		}
+		v.mu.Unlock()
+	}
+	return p, nil
+}
+
+// storeRoom is the sale's room as its scripts see it.
+func (s *Server) storeRoom(a order.Activity) stockredis.Room {
+	items := make([]stockredis.Item, 0, len(a.Items))
+	for _, id := range a.ItemIDs() {
+		items = append(items, stockredis.In(a.ItemID, id))
+	}
+	return stockredis.Room{ActivityID: a.ID, Items: items, StartsAt: a.StartsAt, Settings: a.Room,
+		GrantMax: a.PerUserLimit, KeysUntil: a.KeysLiveUntil(s.intake.PaymentWindow)}
+}
+
+// roomSale is the sale of the path's id with a room, or false after
+// answering 404 (no such sale, or one without a room).
+func (s *Server) roomSale(c *gin.Context) (order.Activity, bool) {
+	id, ok := pathID(c)
+	if !ok {
+		return order.Activity{}, false
+	}
+	a, err := s.intake.Activity(c.Request.Context(), id)
+	if err == nil && !a.Room.On() {
+		err = order.Errorf(order.ErrNotFound, "sale %d has no waiting room: order directly", id)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return order.Activity{}, false
+	}
+	return a, true
+}
+
+// joinQueue puts the buyer in the sale's waiting room (once: joining again
+// from anywhere answers the same place) and answers where they stand.
+func (s *Server) joinQueue(c *gin.Context) {
+	s.queue(c, true)
+}
+
+// pollQueue answers where the buyer stands, from this instance's memory
+// but for the room's state, read once a second per instance.
+func (s *Server) pollQueue(c *gin.Context) {
+	s.queue(c, false)
+}
+
+// JoinBody is the body of a join: the proof of work a room with
+// proof_of_work_bits asks for (else no body, or an empty object).
+type JoinBody struct {
+	Challenge string `json:"challenge"`
+	Solution  string `json:"solution"`
+}
+
+func (s *Server) queue(c *gin.Context, join bool) {
+	a, ok := s.roomSale(c)
+	if !ok {
+		return
+	}
+	now, user := s.intake.Now(), claimsOf(c).UserID
+	if !now.Before(a.EndsAt) {
+		c.JSON(http.StatusOK, QueueView{State: QueueEnded})
+		return
+	}
+	if join {
+		if now.Before(a.Room.OpensAt) {
+			s.fail(c, order.Errorf(order.ErrActivityNotActive, "the waiting room opens at %s", a.Room.OpensAt.UTC().Format(time.RFC3339)))
+			return
+		}
+		var b JoinBody
+		if c.Request.ContentLength != 0 && !s.decodeOr400(c, &b) {
+			return
+		}
+		if a.Room.ProofOfWorkBits > 0 {
+			if err := room.CheckWork(a.Room.Key[:], b.Challenge, b.Solution, a.ID, user, a.Room.ProofOfWorkBits, now); err != nil {
+				s.fail(c, err)
+				return
+			}
+		}
+	}
+	ctx := c.Request.Context()
+	r := s.storeRoom(a)
+	st, err := s.rooms.state(ctx, r, now)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p, err := s.rooms.place(ctx, r, user, room.Rank(a.Room.Seed, user), join, st, now)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !p.Joined {
+		s.fail(c, order.Errorf(order.ErrNotFound, "you are not in this sale's queue: join it first (POST)"))
+		return
+	}
+	c.JSON(http.StatusOK, queueView(a, user, p, st, now))
+}
+
+// queueView is what the buyer at p is told at now.
+func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, now time.Time) QueueView {
+	v := QueueView{State: QueueWaiting}
+	if p.Position > 0 {
+		pos := p.Position
+		v.Position = &pos
+	}
+	expires := p.Admission
+	if p.Used {
+		expires = p.UsedExpires // the order's retries need it
+	}
+	rate := int64(a.Room.AdmitPerSecond)
+	switch {
+	case !expires.IsZero() && now.Before(expires):
+		v.State, v.PollAfterMS = QueueAdmitted, 5000
+		v.Admission = room.Sign(a.Room.Key[:], room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})
+		v.AdmissionExpiresAt = &expires
+	case !expires.IsZero() || (p.Position > 0 && p.Position <= st.Next):
+		v.State, v.PollAfterMS = QueueExpired, 0
+	case st.SoldOut():
+		// Units may still come back (an unpaid order closed, a cancel):
+		// the waiter keeps their place and polls slowly.
+		v.State, v.PollAfterMS = QueueSoldOut, 5000
+	case !st.Started:
+		v.ETASeconds = int64(a.StartsAt.Sub(now).Round(time.Second) / time.Second)
+		v.PollAfterMS = min(max(a.StartsAt.Sub(now).Milliseconds()/2, 500), 5000)
+	default:
+		v.Ahead = max(p.Position-st.Next-1, 0)
+		v.ETASeconds = (v.Ahead + rate - 1) / rate
+		// Close to the front: every second; far back: up to every 10 s.
+		v.PollAfterMS = min(max(v.ETASeconds*1000/4, 1000), 10000)
+	}
+	return v
+}
+
+// ChallengeView is the body of the queue's challenge.
+type ChallengeView struct {
+	Challenge string    `json:"challenge"`
+	Bits      int       `json:"bits"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// queueChallenge gives the buyer a proof-of-work challenge for joining the
+// sale's room: find a solution whose room.Work has Bits leading zero bits
+// and join with both. Signed, so nothing is kept.
+func (s *Server) queueChallenge(c *gin.Context) {
+	a, ok := s.roomSale(c)
+	if !ok {
+		return
+	}
+	now := s.intake.Now()
+	c.JSON(http.StatusOK, ChallengeView{Challenge: room.NewChallenge(a.Room.Key[:], a.ID, claimsOf(c).UserID, now),
+		Bits: a.Room.ProofOfWorkBits, ExpiresAt: now.Add(room.ChallengeTTL).UTC()})
+}

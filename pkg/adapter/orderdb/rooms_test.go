@@ -1,0 +1,46 @@
+package orderdb_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
+)
+
+// A sale's room is written with the sale and read back with it, in the
+// same query; a sale without one reads back without one.
+func TestSaleWithARoomReadsBack(t *testing.T) {
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	it, err := db.CreateItem(ctx, "sneaker", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
+	want := order.WaitingRoom{AdmitPerSecond: 250, AdmissionTTL: 90 * time.Second, ProofOfWorkBits: 12,
+		OpensAt: start.Add(-30 * time.Minute), Seed: room.NewSeed(), Key: room.NewSeed()}
+	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, Room: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Activity(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Room.OpensAt.Equal(want.OpensAt) {
+		got.Room.OpensAt = want.OpensAt
+	}
+	if got.Room != want || !got.EndsAt.Equal(start.Add(time.Hour)) {
+		t.Fatalf("read back %+v, want %+v", got.Room, want)
+	}
+	plain, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start.Add(2 * time.Hour), EndsAt: start.Add(3 * time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Activity(ctx, plain.ID); err != nil || got.Room.On() || got.PerUserLimit != 1 {
+		t.Fatalf("a sale without a room read back as %+v, %v", got, err)
+	}
+}
