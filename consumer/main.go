@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
+	"github.com/seckill/seckill/consumer/internal/redisloss"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
@@ -80,8 +81,12 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 
 	stopPasses := startPasses(ctx, newPasses(cfg, stores{rdb: rdb, store: store, db: db, pub: pub, clk: clk}, reg, log))
 	cm := metrics.NewConsumer(reg)
+	// An order written to MySQL whose reservation Redis lost is recorded
+	// as a loss, so a watch (this consumer's or another's) repairs Redis
+	// from MySQL after it: a repair that ran before it counted its unit
+	// as unsold (fulfil.Handler.Losses).
 	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: cfg.window, Log: log, Metrics: cm, Tracer: tracer,
-		Now: clk.Now}
+		Now: clk.Now, Losses: &redisloss.Reporter{Record: db, Marker: redisloss.MarkerKey(cfg.redis.Prefix)}}
 	// The loop drains what it holds before it returns; the passes stop
 	// after it, and the stores close after them.
 	err = orderevents.NewRouter(cfg.loop, handler, cm, log).Run(ctx)

@@ -45,12 +45,23 @@ type Orders interface {
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
 }
 
+// Losses hears of the orders MySQL holds live whose reservations Redis
+// did not have when they were claimed (*redisloss.Reporter): Redis lost
+// data, and those orders reached MySQL after it did.
+type Losses interface {
+	ReservationsMissing(ctx context.Context, orderNos []string) error
+}
+
 // Handler fulfils batches of events; the orderevents Router feeds it.
 type Handler struct {
 	Stock         Stock
 	DB            Orders
 	PaymentWindow time.Duration
 	Log           *slog.Logger
+	// Losses is told of every order MySQL holds live whose claim found no
+	// reservation, before its event is final (see reportMissing); nil
+	// tells no one.
+	Losses Losses
 	// Metrics records how long orders stayed PENDING; nil records nothing.
 	Metrics *metrics.Consumer
 	// Tracer traces each item's batch and, in each sampled order's own
@@ -132,6 +143,7 @@ type saleBatch struct {
 	confirm    stockredis.SaleOrders // the orders to confirm, by item
 	confirmIdx []int                 // indexes into events of confirm's orders (when traced)
 	failed     []int                 // indexes into reqs of the orders MySQL refused
+	missing    []int                 // indexes into events of the live orders whose claim found no reservation
 	outOfStock map[int64]bool        // items MySQL had less of than Redis
 }
 
@@ -253,6 +265,7 @@ func (p *Handler) settleSales(ctx context.Context, sales []*saleBatch) {
 	if len(settling) == 0 {
 		return
 	}
+	p.reportMissing(ctx, settling)
 	start := time.Now()
 	// Sales with nothing to confirm send nothing.
 	var sending []stockredis.SaleOrders
@@ -318,6 +331,9 @@ func (p *Handler) sortOut(ctx context.Context, b *saleBatch) {
 		if bt != nil {
 			b.confirmIdx = append(b.confirmIdx, i)
 		}
+		if b.states[i] == stockredis.StateMissing {
+			b.missing = append(b.missing, i)
+		}
 		if !o.Existing {
 			octx := bt.orderContext(ctx, i)
 			p.Metrics.FulfilDelayTrace(time.Since(e.ReservedAt), tracing.TraceID(octx))
@@ -325,6 +341,69 @@ func (p *Handler) sortOut(ctx context.Context, b *saleBatch) {
 				"user_id", e.UserID, "item_id", e.ItemID, "status", order.Created)
 		}
 	}
+}
+
+// reportMissing tells Losses of the live orders of the batch whose claim
+// found no reservation, and answers Retry for them when it cannot: their
+// events are final only once it was told.
+//
+// Such an order was reserved in a Redis that has lost it since (it came
+// back from an older state, or failed over to a lagging replica) while its
+// event waited in Kafka or in the router's backoff, which reaches 5 s while
+// Redis is down. The repair after the loss (the consumer's watch, the
+// reconciler) sets Redis from MySQL: stock to MySQL's minus what Redis has
+// in flight, quota keys and reservations for the live orders MySQL holds.
+// A pass that read MySQL before this order's commit counted its unit as
+// unsold and gave its buyer no quota key, and nothing Redis holds tells a
+// later pass otherwise: the order has no pending entry and adds nothing in
+// flight, and the confirm that follows finds no reservation to move. Here
+// is the interleaving (the chaos suite's restore scenarios, one stock key
+// or buckets alike):
+//
+//  1. The API reserves the order in Redis, publishes it, answers 202.
+//  2. Redis dies before the consumer claims it; the claim fails and the
+//     batch waits out the router's backoff.
+//  3. Redis comes back without the order; the watch repairs the item from
+//     MySQL (no order yet) and closes the incident after a pass that finds
+//     Redis and MySQL agreeing.
+//  4. The batch is handled again: the claim finds MISSING, MySQL takes the
+//     order and its unit.
+//
+// Redis then sells that unit a second time (stock one above MySQL for
+// good, until MySQL refuses an order as OUT_OF_STOCK after its 202) and
+// the buyer can reserve again. The watch had no way to know that the
+// orders the loss concerned had all reached MySQL; the claim that finds
+// the reservation missing is the evidence, after the commit. So the
+// consumer records the loss again (the watch's record in MySQL), and a
+// watch runs its checked repair pass after that, which reads MySQL with
+// the order in it: it restores the order's reservation and quota key and
+// sets the stock. A crash between the commit and the record leaves the
+// event not final: its redelivery finds the reservation still missing
+// (or restored by a pass that ran after the commit) and tells again.
+func (p *Handler) reportMissing(ctx context.Context, sales []*saleBatch) {
+	if p.Losses == nil {
+		return
+	}
+	var nos []string
+	for _, b := range sales {
+		for _, i := range b.missing {
+			nos = append(nos, b.events[i].OrderNo)
+		}
+	}
+	if len(nos) == 0 {
+		return
+	}
+	err := p.Losses.ReservationsMissing(ctx, nos)
+	if err != nil {
+		for _, b := range sales {
+			for _, i := range b.missing {
+				b.res[i] = result(Retry, fmt.Errorf("record the missing reservation of order %s: %w", b.events[i].OrderNo, err))
+			}
+		}
+		return
+	}
+	p.Log.WarnContext(ctx, "orders written to MySQL whose reservations Redis lost; Redis is repaired from MySQL after them",
+		"orders", len(nos), "order_no", nos[0])
 }
 
 // releaseRefused gives back in Redis what the orders of b that MySQL

@@ -426,3 +426,54 @@ func TestHandleOneSaleMySQLCannotTakeDoesNotBlockTheOther(t *testing.T) {
 	}
 	e.wantStock(blocked.item, 8)
 }
+
+// losses records what the handler reports as missing reservations, and
+// fails while err is set.
+type losses struct {
+	told [][]string
+	err  error
+}
+
+func (l *losses) ReservationsMissing(_ context.Context, nos []string) error {
+	if l.err != nil {
+		return l.err
+	}
+	l.told = append(l.told, append([]string(nil), nos...))
+	return nil
+}
+
+// An order MySQL takes whose reservation Redis lost (claim MISSING) is
+// reported before its event is final, so the repair after the loss runs
+// again after its commit (redisloss.Reporter); a reservation Redis has is
+// not, nor an order MySQL refuses (it took no unit). When the report
+// fails, that event alone is retried, and its redelivery (MySQL has the
+// order by then) reports it again.
+func TestHandleReportsOrdersWhoseReservationsRedisLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.newSale(10, 1)
+	l := &losses{err: errors.New("mysql down")}
+	h := &fulfil.Handler{Stock: e.handler.Stock, DB: e.handler.DB, PaymentWindow: e.handler.PaymentWindow, Log: e.handler.Log,
+		Losses: l}
+	kept := e.reserve(s, 1, 1)
+	lost := e.event(s, 2, 1)
+	again := e.event(s, 1, 1) // user 1 holds a live order: MySQL refuses it
+	res := h.Handle(context.Background(), []order.Event{kept, lost, again})
+	want := []fulfil.Outcome{fulfil.Created, fulfil.Retry, fulfil.Failed}
+	for i, r := range res {
+		if got := fulfil.OutcomeOf(r); got != want[i] {
+			t.Fatalf("event %d with the report failing: %s (%v), want %s", i, got, r.Err, want[i])
+		}
+	}
+	if e.status(lost.OrderNo) != order.Created {
+		t.Fatalf("the order whose reservation is missing: %q in MySQL, want CREATED", e.status(lost.OrderNo))
+	}
+	l.err = nil
+	res = h.Handle(context.Background(), []order.Event{lost})
+	if got := fulfil.OutcomeOf(res[0]); got != fulfil.Existing {
+		t.Fatalf("redelivery: %s (%v), want existing", got, res[0].Err)
+	}
+	if len(l.told) != 1 || len(l.told[0]) != 1 || l.told[0][0] != lost.OrderNo {
+		t.Fatalf("told %v, want [[%s]]", l.told, lost.OrderNo)
+	}
+}
