@@ -121,6 +121,16 @@ def keep_sale_items(body):
     body["items"] = items
 
 
+def keep_waiting_room(body):
+    """Makes a sale's waiting room one the api takes (pkg/domain/order CheckRoom): its opens_at
+    before the sale's starts_at, and one stock key per item (no stock_buckets above 1)."""
+    room, starts = body["waiting_room"], when(body.get("starts_at"))
+    opens = when(room.get("opens_at"))
+    if opens is not None and starts is not None and opens >= starts:
+        room["opens_at"] = rfc3339(starts - datetime.timedelta(hours=1))
+    body.pop("stock_buckets", None)
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if not positive(case):
@@ -138,6 +148,8 @@ def before_call(context, case, kwargs):
             body["currency"] = "EUR"
         if isinstance(body.get("items"), list):
             keep_sale_items(body)
+        if isinstance(body.get("waiting_room"), dict):
+            keep_waiting_room(body)
     elif op == "patchActivity" and body is not None and ("starts_at" in body or "ends_at" in body):
         page = sale_page(case.path_parameters.get("id"))
         starts = body.get("starts_at", page and page["starts_at"])
