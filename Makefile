@@ -27,7 +27,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak
+.PHONY: help up down status build test rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak browser
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
@@ -56,6 +56,7 @@ test: up rules ## run every test with -race against the real services, the api f
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
 	API_FUZZ_SEED=$${API_FUZZ_SEED:-$(API_FUZZ_CI_SEED)} scripts/api-fuzz
 	@$(MAKE) --no-print-directory keycloak
+	@$(MAKE) --no-print-directory browser
 	@$(MAKE) --no-print-directory chaos-run
 	@$(MAKE) --no-print-directory chaos-cluster
 	@$(MAKE) --no-print-directory soak
@@ -87,6 +88,11 @@ api-fuzz: up ## Schemathesis, every check, against docs/openapi.yaml and a live 
 keycloak: ## start Keycloak and run the end-to-end sign-in test against it
 	scripts/services up keycloak
 	go test -race -tags keycloak -count=1 -timeout 10m -run '^TestKeycloak' $(GOTESTFLAGS) ./e2e/
+
+# The waiting page in Debian's Chromium, headless (installed by scripts/services tool chromium).
+browser: ## open the waiting page in a headless browser: join, wait, buy; a second tab; sold out
+	scripts/services tool chromium
+	go test -race -tags browser -count=1 -timeout 10m -run '^TestWaitingPage' $(GOTESTFLAGS) ./e2e/
 
 run: ## run the whole pipeline locally (scripts/dev-run)
 	scripts/dev-run

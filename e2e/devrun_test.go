@@ -182,6 +182,28 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("the order of a size: %d %v, want the label EU 42", status, o)
 	}
 
+	// The drop with a waiting room: its waiting page's address, signed in
+	// as a buyer, serves the page; the sale says it has a room.
+	room := regexp.MustCompile(`(http://\S+)/sale/(\d+)#token=(\S+)`).FindStringSubmatch(text)
+	if room == nil {
+		t.Fatalf("no waiting page address in the banner:\n%s", text)
+	}
+	pageResp, err := http.Get(room[1] + "/sale/" + room[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(pageResp.Body)
+	pageResp.Body.Close()
+	if pageResp.StatusCode != http.StatusOK || !strings.Contains(string(html), "/static/sale.js") {
+		t.Fatalf("the waiting page: %d %.200s", pageResp.StatusCode, html)
+	}
+	if status, page := d.call(t, "GET", "/api/v1/activities/"+room[2], "", ""); status != http.StatusOK || page["waiting_room"] != true {
+		t.Fatalf("the sale page of the drop with a room: %d %v", status, page)
+	}
+	if status, q := d.call(t, "GET", "/api/v1/activities/"+room[2]+"/queue", room[3], ""); status != http.StatusNotFound {
+		t.Fatalf("the buyer of the address polls before joining: %d %v, want 404", status, q)
+	}
+
 	d.interrupt(t)
 }
 

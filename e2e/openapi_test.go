@@ -51,6 +51,13 @@ func loadSpec(t *testing.T) *openapi3.T {
 }
 
 // newSpecCheck validates answers of the apis at bases.
+// The waiting page's types are text, checked against a string schema.
+func init() {
+	for _, ct := range []string{"text/html", "text/javascript", "text/css"} {
+		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.FileBodyDecoder)
+	}
+}
+
 func newSpecCheck(t *testing.T, bases ...string) *specCheck {
 	t.Helper()
 	doc := loadSpec(t)
@@ -469,6 +476,10 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 		err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: queuePath, token: buyer}, 200), &adm)
 		return err == nil && adm.State == "ADMITTED"
 	})
+	sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/sale/%d", roomSale)}, 200) // the waiting page
+	sc.do(base, specCall{method: "GET", path: "/sale/x"}, 404)
+	sc.do(base, specCall{method: "GET", path: "/static/sale.js"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/static/sale.css"}, 200)
 	sc.do(base, place(buyer, "room-0", roomSale), 403) // NOT_ADMITTED: no X-Admission
 	roomOrder := place(buyer, "room-1", roomSale)
 	roomOrder.header["X-Admission"] = adm.Admission

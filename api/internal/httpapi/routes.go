@@ -23,6 +23,9 @@ func (s *Server) addRoutes(r *gin.Engine) {
 
 	// The sale page needs no token: the crowd refreshes it before the drop.
 	r.GET("/api/v1/activities/:id", s.limitIP, s.salePageView)
+	// The waiting page: HTML and its two files, the same for every sale.
+	r.GET("/sale/:id", s.limitIP, s.waitingPage)
+	r.GET("/static/:file", s.limitIP, s.staticFile)
 
 	// Signed by the payment provider, not by a buyer's token.
 	r.POST("/payments/v1/notifications", s.paymentNotification)
