@@ -488,6 +488,8 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	// Changing a sale before it starts; ending and cancelling one.
 	actPath := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d", a) }
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, body: `{"per_user_limit":2}`}, 200)
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, body: `{"waiting_room":{"admit_per_second":5}}`}, 200)
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, body: `{"stock_buckets":2}`}, 400) // not with a room
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin,
 		body: fmt.Sprintf(`{"ends_at":%q}`, now.Add(30*time.Minute).Format(time.RFC3339))}, 400) // before starts_at
 	sc.do(base, specCall{method: "PATCH", path: actPath(open), token: admin, body: `{"per_user_limit":2}`}, 409)

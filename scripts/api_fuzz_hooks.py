@@ -150,11 +150,21 @@ def before_call(context, case, kwargs):
             keep_sale_items(body)
         if isinstance(body.get("waiting_room"), dict):
             keep_waiting_room(body)
-    elif op == "patchActivity" and body is not None and ("starts_at" in body or "ends_at" in body):
+    elif op == "patchActivity" and body is not None:
         page = sale_page(case.path_parameters.get("id"))
-        starts = body.get("starts_at", page and page["starts_at"])
-        ends = body.get("ends_at", page and page["ends_at"])
-        keep_sale_times(body, starts, ends)
+        if "starts_at" in body or "ends_at" in body:
+            starts = body.get("starts_at", page and page["starts_at"])
+            ends = body.get("ends_at", page and page["ends_at"])
+            keep_sale_times(body, starts, ends)
+        if isinstance(body.get("waiting_room"), dict) or (page and page.get("waiting_room")):
+            room = body.get("waiting_room")
+            if isinstance(room, dict) and "starts_at" not in body and page:
+                body["starts_at"] = page["starts_at"]
+                keep_waiting_room(body)
+                if body["starts_at"] == page["starts_at"]:
+                    del body["starts_at"]
+            else:
+                keep_waiting_room(body)
     elif op == "placeOrder" and body is not None:
         page = sale_page(body.get("activity_id", 0))
         if page and isinstance(body.get("quantity"), int) and body["quantity"] > page["per_user_limit"]:

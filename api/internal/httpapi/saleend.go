@@ -92,6 +92,8 @@ type patchActivityBody struct {
 	Items        []saleItemBody      `json:"items"`
 	// Currency is that of the items' sale prices (default: each item's).
 	Currency optional[string] `json:"currency"`
+	// WaitingRoom sets the sale's room (its seed stays once drawn).
+	WaitingRoom *waitingRoomBody `json:"waiting_room"`
 }
 
 // patchActivity changes a sale's times, per-user limit, bucket count or
@@ -116,7 +118,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		t.Value = t.Value.Truncate(timePrecision)
 	}
 	sc := order.SaleChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr(),
-		StockBuckets: b.StockBuckets.ptr()}
+		StockBuckets: b.StockBuckets.ptr(), Room: b.WaitingRoom != nil}
 	if b.Items != nil {
 		sc.Items = make([]order.NewSaleItem, len(b.Items))
 		for i, it := range b.Items {
@@ -133,6 +135,14 @@ func (s *Server) patchActivity(c *gin.Context) {
 	}
 	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
 		StockBuckets: sc.StockBuckets}
+	if b.WaitingRoom != nil {
+		r, err := b.WaitingRoom.waitingRoom()
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		ch.Room = &r
+	}
 	if b.Items != nil {
 		items, err := s.saleItems(c.Request.Context(), b.Items, b.Currency.ptr())
 		if err != nil {

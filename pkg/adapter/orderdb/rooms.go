@@ -1,7 +1,11 @@
 package orderdb
 
 import (
+	"errors"
 	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -52,3 +56,44 @@ type activityRoomRow struct {
 const roomColumns = "activity_rooms.activity_id AS room_activity_id, activity_rooms.admit_per_second AS room_admit_per_second, " +
 	"activity_rooms.admission_ttl_seconds AS room_admission_ttl_seconds, activity_rooms.proof_of_work_bits AS room_proof_of_work_bits, " +
 	"activity_rooms.opens_at AS room_opens_at, activity_rooms.seed AS room_seed, activity_rooms.admission_key AS room_admission_key"
+
+// changeRoom writes ch's room for the sale of row (locked), starting at
+// starts, checked against the sale as the change leaves it.
+func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts time.Time) error {
+	var cur roomRow
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", row.ID).Take(&cur).Error
+	has := err == nil
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return err
+	}
+	if ch.Room == nil && (!has || ch.StockBuckets == nil && ch.StartsAt == nil) {
+		return nil
+	}
+	a := order.Activity{StartsAt: starts, StockBuckets: row.StockBuckets}
+	if ch.StockBuckets != nil {
+		a.StockBuckets = *ch.StockBuckets
+	}
+	if has {
+		a.Room = cur.room()
+	}
+	if ch.Room != nil {
+		seed, key := a.Room.Seed, a.Room.Key
+		a.Room = *ch.Room
+		if has {
+			a.Room.Seed, a.Room.Key = seed, key
+		}
+	}
+	if err := a.CheckRoom(); err != nil {
+		return err
+	}
+	if ch.Room == nil {
+		return nil
+	}
+	next := newRoomRow(row.ID, a.Room)
+	if !has {
+		return tx.Create(&next).Error
+	}
+	return tx.Model(&roomRow{}).Where("activity_id = ?", row.ID).Updates(map[string]any{
+		"admit_per_second": next.AdmitPerSecond, "admission_ttl_seconds": next.AdmissionTTLSeconds,
+		"proof_of_work_bits": next.ProofOfWorkBits, "opens_at": next.OpensAt}).Error
+}

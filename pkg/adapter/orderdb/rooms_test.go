@@ -2,10 +2,13 @@ package orderdb_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -42,5 +45,38 @@ func TestSaleWithARoomReadsBack(t *testing.T) {
 	}
 	if got, err := db.Activity(ctx, plain.ID); err != nil || got.Room.On() || got.PerUserLimit != 1 {
 		t.Fatalf("a sale without a room read back as %+v, %v", got, err)
+	}
+}
+
+// A sale gets a room, or a room changes, before the start; the seed drawn
+// first stays (its commitment is public); a room refuses buckets.
+func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	it, err := db.CreateItem(ctx, "ticket", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	start := now.Add(2 * time.Hour).Truncate(time.Millisecond).UTC()
+	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := order.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
+	got, err := db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &first}, now)
+	if err != nil || got.Room != first {
+		t.Fatalf("a room by PATCH: %+v, %v; want %+v", got.Room, err, first)
+	}
+	second := order.WaitingRoom{AdmitPerSecond: 99, AdmissionTTL: 2 * time.Minute, ProofOfWorkBits: 4, Seed: room.NewSeed(), Key: room.NewSeed()}
+	got, err = db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &second}, now)
+	if err != nil || got.Room.AdmitPerSecond != 99 || got.Room.ProofOfWorkBits != 4 || got.Room.Seed != first.Seed || got.Room.Key != first.Key {
+		t.Fatalf("a changed room: %+v, %v; want the new settings with the first seed and key", got.Room, err)
+	}
+	two := 2
+	if _, err := db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{StockBuckets: &two, Guard: &orderdb.KeyGuard{Now: now,
+		KeysUntil: func(order.Activity) time.Time { return now }}}, now); !errors.Is(err, order.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "waiting_room") {
+		t.Fatalf("buckets for a sale with a room: %v, want an invalid argument", err)
 	}
 }

@@ -57,6 +57,9 @@ type ActivityChange struct {
 	// Guard checks a new StockBuckets or Items against the items' live
 	// keys (see checkChange); required with either.
 	Guard *KeyGuard
+	// Room sets the sale's waiting room: a room it has keeps its seed and
+	// key (the seed's commitment is public), a new one takes Room's.
+	Room *order.WaitingRoom
 }
 
 // sale is the change as the domain reads it.
@@ -104,6 +107,9 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 			set["stock_buckets"] = *ch.StockBuckets
 		}
 		if err := order.CheckSaleTimes(starts, ends, now); err != nil {
+			return err
+		}
+		if err := changeRoom(tx, row, ch, starts); err != nil {
 			return err
 		}
 		lists, err := checkChange(tx, row, ch)

@@ -94,6 +94,9 @@ type SaleChange struct {
 	StockBuckets     *int
 	// Items replaces the sale's items (CheckSaleItems); nil keeps them.
 	Items []NewSaleItem
+	// Room is true when the change sets the sale's waiting room (checked
+	// by NewWaitingRoom and Activity.CheckRoom).
+	Room bool
 }
 
 // Check refuses (ErrInvalidArgument) a change of nothing, or one whose
@@ -101,8 +104,8 @@ type SaleChange struct {
 // against the sale's others when it is read (CheckSaleTimes), and whether
 // the sale may still change by CheckChangeable.
 func (c SaleChange) Check() error {
-	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil && c.Items == nil {
-		return Errorf(ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items")
+	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil && c.Items == nil && !c.Room {
+		return Errorf(ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room")
 	}
 	if c.Items != nil {
 		if err := CheckSaleItems(c.Items); err != nil {
