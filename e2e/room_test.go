@@ -62,11 +62,22 @@ func orderAdmitted(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, use
 // buyers' orders are taken; every waiter hears SOLD_OUT once it is; a
 // cancelled order admits the next in line.
 func TestWaitingRoomEndToEnd(t *testing.T) {
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
+	t.Parallel()
+	roomEndToEnd(t, false)
+}
+
+// The same on Redis Cluster: the room's keys share the sale's hash tag.
+func TestWaitingRoomEndToEndOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	roomEndToEnd(t, true)
+}
+
+func roomEndToEnd(t *testing.T, cluster bool) {
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3, RedisCluster: cluster})
 	api := p.StartAPI()
 	p.StartConsumer()
 	ctx := context.Background()
-	startsIn := 4 * time.Second
+	startsIn := 8 * time.Second
 	s := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{3, 2}, StartsIn: startsIn,
 		WaitingRoom: map[string]any{"admit_per_second": 50, "admission_ttl_seconds": 60}})
 	started := time.Now().Add(startsIn)
@@ -99,6 +110,14 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	wg.Wait()
 	if pl := orderAdmitted(t, api, s, 1, s.Items[0].ID, "early", ""); pl.Code != 409 {
 		t.Fatalf("an order before the start: %+v, want 409", pl)
+	}
+	// The room lives in Redis: an api started afresh knows everyone.
+	api.Kill()
+	api = p.StartAPI()
+	for u := int64(1); u <= n; u++ {
+		if pl := queue(t, api, "GET", s, u); pl.State != "WAITING" || pl.Position != nil {
+			t.Fatalf("buyer %d polling a new api: %+v, want WAITING", u, pl)
+		}
 	}
 	time.Sleep(time.Until(started.Add(200 * time.Millisecond)))
 
