@@ -37,7 +37,10 @@ type Call struct {
 	Token string
 	// IdempotencyKey, if set, is sent as the Idempotency-Key header.
 	IdempotencyKey string
-	Body           []byte
+	// Admission, if set, is sent as the X-Admission header (an order in a
+	// sale with a waiting room).
+	Admission string
+	Body      []byte
 }
 
 // Do sends c and reads the whole answer into buf (reset first). A status
@@ -59,6 +62,9 @@ func Do(ctx context.Context, hc *http.Client, c Call, buf *bytes.Buffer) (int, e
 	}
 	if c.IdempotencyKey != "" {
 		req.Header["Idempotency-Key"] = []string{c.IdempotencyKey}
+	}
+	if c.Admission != "" {
+		req.Header["X-Admission"] = []string{c.Admission}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -98,6 +98,10 @@ func TestRawClient(t *testing.T) {
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusConflict)
+			if a := r.Header.Get("X-Admission"); a != "" {
+				fmt.Fprintf(w, `{"admission":%q}`, a)
+				return
+			}
 			fmt.Fprintf(w, `{"auth":%q,"key":%q,"body":%q}`, r.Header.Get("Authorization"), r.Header.Get("Idempotency-Key"), body)
 		}
 	}))
@@ -120,6 +124,8 @@ func TestRawClient(t *testing.T) {
 			call:   Call{Method: "POST", URL: srv.URL + "/api", Token: "tok", IdempotencyKey: "k1", Body: []byte(`{"a":1}`)},
 			status: 409, body: `{"auth":"Bearer tok","key":"k1","body":"{\"a\":1}"}`,
 		},
+		{name: "an admission", call: Call{Method: "POST", URL: srv.URL + "/api", Admission: "a1.6.9.x.y", Body: []byte("{}")}, status: 409,
+			body: `{"admission":"a1.6.9.x.y"}`},
 		{name: "chunked answer", call: Call{Method: "GET", URL: srv.URL + "/chunked"}, status: 202, body: "part0;part1;part2;"},
 		{name: "the connection is reused after chunks", call: Call{Method: "POST", URL: srv.URL + "/x", Body: []byte("{}")}, status: 409,
 			body: `{"auth":"","key":"","body":"{}"}`},

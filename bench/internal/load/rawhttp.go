@@ -101,6 +101,11 @@ func (r *Raw) Do(ctx context.Context, w int, c Call, buf *bytes.Buffer) (int, er
 		b = append(b, c.IdempotencyKey...)
 		b = append(b, "\r\n"...)
 	}
+	if c.Admission != "" {
+		b = append(b, "X-Admission: "...)
+		b = append(b, c.Admission...)
+		b = append(b, "\r\n"...)
+	}
 	if c.Body != nil {
 		b = append(b, "Content-Type: application/json\r\n"...)
 	}
