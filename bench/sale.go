@@ -66,6 +66,16 @@ func (e *env) adminCall(ctx context.Context, method, path string, body, out any,
 // per-user limit is quantity and whose stock is split over buckets, and
 // warms it up.
 func (e *env) newSale(ctx context.Context, name string, stock int64, quantity, buckets int) (sale, error) {
+	now := time.Now().UTC()
+	return e.makeSale(ctx, name, stock, quantity, map[string]any{
+		"starts_at": now.Add(-time.Minute), "ends_at": now.Add(3 * time.Hour), "stock_buckets": buckets,
+	})
+}
+
+// makeSale creates an item with stock and an activity selling it with
+// per-user limit quantity and the activity fields in act (its times at
+// least), and warms it up.
+func (e *env) makeSale(ctx context.Context, name string, stock int64, quantity int, act map[string]any) (sale, error) {
 	s := sale{stock: stock, quantity: quantity}
 	var item struct {
 		ItemID int64 `json:"item_id"`
@@ -77,17 +87,17 @@ func (e *env) newSale(ctx context.Context, name string, stock int64, quantity, b
 	}
 	s.item = item.ItemID
 	e.items = append(e.items, s.item)
-	now := time.Now().UTC()
-	var act struct {
+	body := map[string]any{"item_id": s.item, "per_user_limit": quantity}
+	for k, v := range act {
+		body[k] = v
+	}
+	var created struct {
 		ActivityID int64 `json:"activity_id"`
 	}
-	if err := e.adminCall(ctx, http.MethodPost, "/admin/v1/activities", map[string]any{
-		"item_id": s.item, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(3 * time.Hour), "per_user_limit": quantity,
-		"stock_buckets": buckets,
-	}, &act, http.StatusCreated); err != nil {
+	if err := e.adminCall(ctx, http.MethodPost, "/admin/v1/activities", body, &created, http.StatusCreated); err != nil {
 		return s, err
 	}
-	s.activity = act.ActivityID
+	s.activity = created.ActivityID
 	if err := e.adminCall(ctx, http.MethodPost, fmt.Sprintf("/admin/v1/activities/%d/warmup", s.activity), nil, nil, http.StatusOK); err != nil {
 		return s, err
 	}

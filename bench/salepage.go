@@ -13,7 +13,6 @@ import (
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/verify"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 )
 
 // salePage: the crowd refreshing one live sale's page (GET
@@ -36,7 +35,7 @@ func (e *env) salePage(ctx context.Context, sh shape) (*report.Run, string, erro
 	for i, base := range e.apis {
 		urls[i] = fmt.Sprintf("%s/api/v1/activities/%d", base, s.activity)
 	}
-	before, err := e.mgetCalls(ctx)
+	before, err := e.commandCalls(ctx, "mget")
 	if err != nil {
 		return nil, "", err
 	}
@@ -45,21 +44,16 @@ func (e *env) salePage(ctx context.Context, sh shape) (*report.Run, string, erro
 	live := []byte(`"state":"LIVE"`)
 	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: sh.duration, Progress: update},
 		func(ctx context.Context, w int, _ int64) load.Outcome {
-			api, slot := spread(w, len(b.doers))
-			b.sent[w]++
-			st, err := b.doers[api].Do(ctx, slot, load.Call{Method: http.MethodGet, URL: urls[api]}, &b.bufs[w])
-			if err != nil {
-				b.errOnce.Do(func() { b.firstErr = err })
-			}
-			o := load.Classify(st, b.bufs[w].Bytes())
-			if o == load.Accepted && !bytes.Contains(b.bufs[w].Bytes(), live) {
+			st, body := b.do(ctx, w, urls, load.Call{Method: http.MethodGet})
+			o := load.Classify(st, body)
+			if o == load.Accepted && !bytes.Contains(body, live) {
 				return load.ClientError // a page that is not the live sale's
 			}
 			return o
 		})
 	done()
 	ctx = context.WithoutCancel(ctx)
-	after, err := e.mgetCalls(ctx)
+	after, err := e.commandCalls(ctx, "mget")
 	if err != nil {
 		return nil, "", err
 	}
@@ -67,14 +61,9 @@ func (e *env) salePage(ctx context.Context, sh shape) (*report.Run, string, erro
 	r.CPU = stopCPU()
 	r.Violations = []verify.Violation{} // it checks no order invariant: it places none
 	// Reading the page sells nothing: both stores still hold the stock.
-	if r.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
+	if err := e.readStock(ctx, r, s); err != nil {
 		return r, "", err
 	}
-	snap, err := e.store.Stock(ctx, stockredis.One(s.item))
-	if err != nil {
-		return r, "", err
-	}
-	r.RedisStock = snap.Stock
 	if len(b.doers) > 1 {
 		r.APIRequests = b.perAPI()
 	}
@@ -88,9 +77,20 @@ func (e *env) salePage(ctx context.Context, sh shape) (*report.Run, string, erro
 	return r, note, nil
 }
 
-// mgetCalls sums the MGET calls every Redis node has served since it
-// started (INFO commandstats).
-func (e *env) mgetCalls(ctx context.Context) (int64, error) {
+// readStock puts sale s's MySQL and Redis stock in r.
+func (e *env) readStock(ctx context.Context, r *report.Run, s sale) error {
+	var err error
+	if r.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
+		return err
+	}
+	snap, err := e.store.Stock(ctx, s.stockItem())
+	r.RedisStock = snap.Stock
+	return err
+}
+
+// commandCalls sums the calls of the named commands (lower case, as INFO
+// commandstats names them) every Redis node has served since it started.
+func (e *env) commandCalls(ctx context.Context, names ...string) (int64, error) {
 	var total int64
 	err := forEachNode(ctx, e.rdb, func(ctx context.Context, node redis.UniversalClient) error {
 		info, err := node.Info(ctx, "commandstats").Result()
@@ -98,12 +98,14 @@ func (e *env) mgetCalls(ctx context.Context) (int64, error) {
 			return err
 		}
 		for _, line := range strings.Split(info, "\n") {
-			rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_mget:calls=")
-			if !ok {
-				continue
+			for _, name := range names {
+				rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
+				if !ok {
+					continue
+				}
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
+				total += n
 			}
-			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
-			total += n
 		}
 		return nil
 	})

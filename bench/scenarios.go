@@ -78,23 +78,24 @@ func (e *env) newBuyers(bases []string, conns int, activity int64, quantity int,
 
 // place sends one order request for user with key from worker w.
 func (b *buyers) place(ctx context.Context, w int, user int64, key string) load.Outcome {
-	return b.send(ctx, w, user, key, b.body, -1)
+	return b.send(ctx, w, user, key, b.body, -1, "")
+}
+
+// placeAdmitted sends one order request for user with key and the
+// admission a sale's waiting room gave (X-Admission).
+func (b *buyers) placeAdmitted(ctx context.Context, w int, user int64, key, admission string) load.Outcome {
+	return b.send(ctx, w, user, key, b.body, -1, admission)
 }
 
 // placeItem sends one order request for the item bodies[pick] names.
 func (b *buyers) placeItem(ctx context.Context, w int, user int64, key string, pick int) load.Outcome {
-	return b.send(ctx, w, user, key, b.bodies[pick], pick)
+	return b.send(ctx, w, user, key, b.bodies[pick], pick, "")
 }
 
-func (b *buyers) send(ctx context.Context, w int, user int64, key string, body []byte, pick int) load.Outcome {
+func (b *buyers) send(ctx context.Context, w int, user int64, key string, body []byte, pick int, admission string) load.Outcome {
 	sent := time.Since(b.t0)
-	api, slot := spread(w, len(b.doers))
-	b.sent[w]++
-	st, err := b.doers[api].Do(ctx, slot, load.Call{Method: http.MethodPost, URL: b.urls[api], Token: b.tokens.For(user),
-		IdempotencyKey: key, Body: body}, &b.bufs[w])
-	if err != nil {
-		b.errOnce.Do(func() { b.firstErr = err })
-	}
+	st, _ := b.do(ctx, w, b.urls, load.Call{Method: http.MethodPost, Token: b.tokens.For(user),
+		IdempotencyKey: key, Admission: admission, Body: body})
 	o := load.Classify(st, b.bufs[w].Bytes())
 	if o == load.Accepted || b.all {
 		a := answer{user: user, key: key, sent: sent, done: time.Since(b.t0), outcome: o, pick: pick}
@@ -108,6 +109,20 @@ func (b *buyers) send(ctx context.Context, w int, user int64, key string, body [
 		b.answers[w] = append(b.answers[w], a)
 	}
 	return o
+}
+
+// do sends c from worker w to its API (spread), at that API's URL in urls,
+// and returns the status and the body (worker w's buffer: read it before
+// w's next request). The first transport error is kept.
+func (b *buyers) do(ctx context.Context, w int, urls []string, c load.Call) (int, []byte) {
+	api, slot := spread(w, len(b.doers))
+	b.sent[w]++
+	c.URL = urls[api]
+	st, err := b.doers[api].Do(ctx, slot, c, &b.bufs[w])
+	if err != nil {
+		b.errOnce.Do(func() { b.firstErr = err })
+	}
+	return st, b.bufs[w].Bytes()
 }
 
 // perAPI is how many requests went to each API; call it after the load.
