@@ -113,6 +113,13 @@ Scenarios (--scenario, comma-separated, default all):
   salepage    the crowd refreshing a live sale's page, GET /api/v1/activities/{id} with no token
               (500 connections, 15s, stock 1000): pages/s, and the MGETs Redis served meanwhile
               (not in all)
+  queue       a sale with a waiting room (stock 1000, 2,000 admissions/s): 100,000 buyers (--users)
+              join in a burst before the start over 500 connections, then poll the queue as fast as
+              the connections allow until 15s (--duration) after the start, ordering with their
+              admission once admitted: joins/s, polls/s against the pages/s of salepage (added when
+              --scenario does not name it), starts_at to sold out, the most admissions outstanding
+              against the units left, and every accepted order checked for its buyer's admission
+              (not in all)
   floor       the flash load against a Gin server that does what the api does before it touches
               stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
               answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
@@ -141,7 +148,7 @@ Flags:
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
 	fs.Float64Var(&c.flashRate, "flash-rate", 5000, "arrival rate of the flash-rate scenario, requests/s")
 	fs.Int64Var(&c.stock, "stock", 0, "initial stock (default: the scenario's)")
-	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000); flash and sustained use a new buyer per request")
+	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000), queue's joiners (100000); flash and sustained use a new buyer per request")
 	fs.Int64Var(&c.orders, "orders", 1_000_000, "orders of the sale the reconcile scenario builds (one buyer each; stock 1.2x unless --stock)")
 	fs.IntVar(&c.clicks, "clicks", 10, "clicks per buyer (clickers)")
 	fs.Float64Var(&c.retries, "retry-fraction", 0.2, "fraction of clicks retried with the same Idempotency-Key (clickers)")
@@ -311,23 +318,31 @@ Flags:
 }
 
 // extraScenarios run only when --scenario names them.
-var extraScenarios = []string{"reference", "buckets", "salepage", "floor", "reconcile", "sizes", "drops"}
+var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "floor", "reconcile", "sizes", "drops"}
 
-// withOneItemLoads adds flash and sustained before the first of sizes and
-// drops when they are not asked for: those report their figures as ratios
-// to the one-item loads of the same run.
+// withOneItemLoads adds the loads other scenarios are read against when
+// --scenario does not name them: flash and sustained before the first of
+// sizes and drops (their figures are ratios to the one-item loads of the
+// same run), and salepage before queue (its polls/s against pages/s).
 func withOneItemLoads(names []string) []string {
-	at := slices.IndexFunc(names, func(s string) bool { return s == "sizes" || s == "drops" })
-	if at < 0 {
-		return names
-	}
-	var add []string
-	for _, s := range []string{"flash", "sustained"} {
-		if !slices.Contains(names, s) {
-			add = append(add, s)
+	out := slices.Clone(names)
+	for _, dep := range []struct {
+		before []string
+		add    []string
+	}{{[]string{"sizes", "drops"}, []string{"flash", "sustained"}}, {[]string{"queue"}, []string{"salepage"}}} {
+		at := slices.IndexFunc(out, func(s string) bool { return slices.Contains(dep.before, s) })
+		if at < 0 {
+			continue
 		}
+		var add []string
+		for _, s := range dep.add {
+			if !slices.Contains(out, s) {
+				add = append(add, s)
+			}
+		}
+		out = slices.Insert(out, at, add...)
 	}
-	return slices.Insert(slices.Clone(names), at, add...)
+	return out
 }
 
 // sizesOf is how many items each sale of a sized scenario has.
@@ -400,6 +415,8 @@ var defaults = map[string]shape{
 	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
 	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
+	// queue: users join, then poll until duration after the sale's start.
+	"queue":      {connections: 500, duration: 15 * time.Second, stock: 1000, users: 100_000},
 	"idle":       {duration: 10 * time.Second},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
 	"floor":      {connections: 500, duration: 10 * time.Second},

@@ -81,6 +81,16 @@ func TestParseFlags(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "queue brings the sale page it is read against", args: []string{"--scenario", "queue", "--users", "5000"},
+			scenarios: []string{"salepage", "queue"},
+			check: func(t *testing.T, o options) {
+				if sh := o.shapeOf("queue"); sh.users != 5000 || sh.stock != 1000 || sh.connections != 500 {
+					t.Errorf("queue shape %+v; want 5000 users, stock 1000, 500 connections", sh)
+				}
+			},
+		},
+		{name: "a sale page asked for is not added again", args: []string{"--scenario", "queue,salepage"}, scenarios: []string{"queue", "salepage"}},
 		{name: "sizes not in all", args: []string{"--scenario", "all"}, scenarios: scenarioNames},
 		{name: "one size is no sale of sizes", args: []string{"--scenario", "sizes", "--sizes", "1"}, wantErr: true},
 		{name: "too many sizes", args: []string{"--scenario", "sizes", "--sizes", "101"}, wantErr: true},

@@ -222,6 +222,17 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			}
 			tracingLabel(r, o.tracing, o.traceSample)
 		}
+		// keepAllButLast keeps the runs of a scenario of several but the
+		// last, which it returns (nil for none) to be kept and logged below.
+		keepAllButLast := func(runs []*report.Run) *report.Run {
+			if len(runs) == 0 {
+				return nil
+			}
+			for _, first := range runs[:len(runs)-1] {
+				keep(first)
+			}
+			return runs[len(runs)-1]
+		}
 		switch name {
 		case "flash", "flash-rate":
 			r, err = e.flash(ctx, name, sh, o.buckets)
@@ -259,17 +270,16 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 				e.meter.say("%s", note)
 				rep.Notes = append(rep.Notes, note)
 			}
+		case "queue":
+			var runs []*report.Run
+			runs, err = e.queueScenario(ctx, sh)
+			r = keepAllButLast(runs)
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
 		case "first-sale":
 			var runs []*report.Run
 			runs, err = e.firstSale(ctx, sh)
-			for _, first := range runs[:max(len(runs)-1, 0)] {
-				keep(first)
-			}
-			if len(runs) > 0 {
-				r = runs[len(runs)-1]
-			}
+			r = keepAllButLast(runs)
 		case "floor":
 			r, err = e.floor(ctx, sh)
 		case "reconcile":

@@ -167,6 +167,67 @@ type Run struct {
 	APIRequests []int64 `json:"requests_per_api,omitempty"`
 	// CPU is where the machine's CPU went while the load ran.
 	CPU *cpu.Usage `json:"cpu,omitempty"`
+	// Queue is the queue scenario's figures (its poll run).
+	Queue *Queue `json:"queue,omitempty"`
+}
+
+// Queue is a sale with a waiting room under a crowd: the joins before the
+// start, the polls after, and what the room let through.
+type Queue struct {
+	Buyers         int64 `json:"buyers"`
+	AdmitPerSecond int   `json:"admit_per_second"`
+	// JoinsPerSecond is the join phase's answers over its length; Late
+	// counts joins answered with a position (after the start: in arrival
+	// order, not drawn), JoinErrors joins not answered WAITING.
+	JoinSeconds    float64 `json:"join_s"`
+	JoinsPerSecond float64 `json:"joins_per_s"`
+	Late           int64   `json:"joined_after_start"`
+	JoinErrors     int64   `json:"join_errors"`
+	// StartMargin is from the joins' end to starts_at (negative: the
+	// sale started during the joins).
+	StartMargin float64 `json:"start_margin_s"`
+	// Polls over PollSeconds, the poll phase from the joins' end; every
+	// poll not answered 200 is a PollError.
+	PollSeconds    float64       `json:"poll_s"`
+	Polls          int64         `json:"polls"`
+	PollsPerSecond float64       `json:"polls_per_s"`
+	PollErrors     int64         `json:"poll_errors"`
+	PollLatency    stats.Summary `json:"poll_latency"`
+	// Admitted is the buyers a poll told ADMITTED; Ordered those answered
+	// 202 with their admission.
+	Admitted int64 `json:"admitted"`
+	Ordered  int64 `json:"ordered"`
+	// SoldOutAfter is from starts_at to the first sample of Redis stock 0;
+	// AllToldAfter to the poll that told the last waiter SOLD_OUT (-1:
+	// not within the poll phase; ToldSoldOut of Waiters were).
+	SoldOutAfter float64 `json:"sold_out_after_start_s"`
+	AllToldAfter float64 `json:"all_told_sold_out_after_start_s"`
+	ToldSoldOut  int64   `json:"told_sold_out"`
+	Waiters      int64   `json:"waiters"`
+	// The room's units held by unused admissions against the units left,
+	// sampled from Redis every SampleMs: the most held - left (never
+	// above 0 if the room keeps its promise) and the most held.
+	Samples         int   `json:"samples"`
+	SampleMs        int   `json:"sample_ms"`
+	MaxHeldOverLeft int64 `json:"max_held_minus_left"`
+	MaxHeld         int64 `json:"max_held"`
+	// The scripts Redis ran (EVALSHA and EVAL, INFO commandstats): per
+	// join, and over the poll phase before the start and from it.
+	ScriptsPerJoin     float64 `json:"redis_scripts_per_join"`
+	ScriptsBeforeStart int64   `json:"redis_scripts_polls_before_start"`
+	ScriptsFromStart   int64   `json:"redis_scripts_from_start"`
+	// Probes are the orders sent without the buyer's admission, by kind.
+	Probes []Probe `json:"probes"`
+}
+
+// Probe counts one kind of order sent without a valid admission of the
+// buyer's, and how the api answered them.
+type Probe struct {
+	Kind    string           `json:"kind"`
+	Want    string           `json:"want"`
+	Sent    int64            `json:"sent"`
+	Got     map[string]int64 `json:"got"` // "403 NOT_ADMITTED": n
+	Correct int64            `json:"answered_as_wanted"`
 }
 
 // TopologyRow is one scenario run on the plain topology (one Kafka broker,
@@ -332,6 +393,7 @@ func Markdown(w io.Writer, r *Report) {
 		}
 		p("\n")
 	}
+	queueTables(p, r)
 	reconcileTables(p, r)
 	replicationTable(p, r)
 	tracingTable(p, r)
