@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill/seckill/bench/internal/load"
@@ -114,6 +115,7 @@ type qWorker struct {
 	due      dueHeap
 	todo     []qAction
 	polls    int64
+	before   int64 // polls sent before the start
 	pollErrs int64
 	pollLat  []time.Duration
 	orders   []int64 // by load.Outcome
@@ -132,7 +134,14 @@ type queueRun struct {
 	workers  []qWorker
 	startsAt time.Time
 	t0       time.Time // the poll phase's start
+	// settled counts the buyers done waiting: ordered, or told SOLD_OUT.
+	settled atomic.Int64
 }
+
+// queueOvertime is how long past sh.duration after the start the polls
+// go on while some buyer is not settled (admitted and not yet ordered, or
+// never told SOLD_OUT).
+const queueOvertime = 60 * time.Second
 
 // queueScenario runs the queue scenario: the join phase's run
 // ("queue-join") and the poll phase's ("queue", with the figures).
@@ -239,7 +248,11 @@ func (e *env) queueScenario(ctx context.Context, sh shape) ([]*report.Run, error
 			q.workers[w].probes[k] = map[string]int64{}
 		}
 	}
+	// The polls run until sh.duration after the start, and on while a
+	// buyer is not settled, up to queueOvertime more.
 	pollFor := time.Until(q.startsAt.Add(sh.duration)).Round(100 * time.Millisecond)
+	minEnd := time.Now().Add(pollFor)
+	settledAll := func() bool { return q.settled.Load() >= int64(n) && time.Now().After(minEnd) }
 	sampler := e.sampleRoom(ctx, s, q.startsAt)
 	// The scripts Redis ran by the start: the polls before it should
 	// cost none but the room's advance, once a second per API.
@@ -256,7 +269,7 @@ func (e *env) queueScenario(ctx context.Context, sh shape) ([]*report.Run, error
 	q.t0 = time.Now()
 	b.t0 = q.t0
 	stopCPU = e.measureCPU()
-	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: pollFor, Progress: update}, q.step)
+	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: pollFor + queueOvertime, Until: settledAll, Progress: update}, q.step)
 	done()
 	pollCPU := stopCPU()
 	pollEnd := time.Now()
@@ -269,7 +282,7 @@ func (e *env) queueScenario(ctx context.Context, sh shape) ([]*report.Run, error
 	qs.ScriptsBeforeStart, qs.ScriptsFromStart = startScripts-joinsAfter, pollAfter-startScripts
 	qs.Samples, qs.MaxHeldOverLeft, qs.MaxHeld, qs.SoldOutAfter = room.samples, room.maxOver, room.maxHeld, room.soldOutAfter
 
-	r := runResult(name, shape{connections: sh.connections, duration: pollFor, stock: sh.stock}, s, res)
+	r := runResult(name, shape{connections: sh.connections, duration: pollEnd.Sub(q.t0).Round(100 * time.Millisecond), stock: sh.stock}, s, res)
 	r.CPU, r.Buyers, r.Queue = pollCPU, int64(n), qs
 	q.tally(qs, r, pollEnd)
 	e.meter.say("%s: load done, waiting for the pipeline to drain", name)
@@ -346,6 +359,9 @@ func (q *queueRun) step(ctx context.Context, w int, _ int64) load.Outcome {
 	began := time.Now()
 	st, body := q.b.do(ctx, w, q.urls, load.Call{Method: http.MethodGet, Token: q.b.tokens.For(q.base + int64(i))})
 	qw.polls++
+	if began.Before(q.startsAt) {
+		qw.before++
+	}
 	qw.pollLat = append(qw.pollLat, time.Since(began))
 	o := load.Classify(st, body)
 	after := time.Duration(jsonInt(body, "poll_after_ms")) * time.Millisecond
@@ -366,6 +382,7 @@ func (q *queueRun) step(ctx context.Context, w int, _ int64) load.Outcome {
 	case bytes.Contains(body, stateSoldOut):
 		if bu.toldSold == 0 {
 			bu.toldSold = max(time.Since(q.startsAt), time.Nanosecond)
+			q.settled.Add(1)
 		}
 	case bytes.Contains(body, stateWaiting):
 		if !qw.probed && w%10 == 0 && time.Now().After(q.startsAt) && !bytes.Contains(body, noPosition) {
@@ -373,6 +390,9 @@ func (q *queueRun) step(ctx context.Context, w int, _ int64) load.Outcome {
 			qw.todo = append(qw.todo, qAction{i, probeWaiting})
 		}
 	default: // EXPIRED or ENDED: nothing more to wait for
+		if bu.toldSold == 0 {
+			q.settled.Add(1)
+		}
 		return o
 	}
 	heap.Push(&qw.due, qDue{due: time.Since(q.t0) + after, buyer: i})
@@ -388,13 +408,17 @@ func (q *queueRun) order(ctx context.Context, w, i int) load.Outcome {
 	bu.tries++
 	if o == load.Accepted {
 		bu.ordered = true
+		if bu.toldSold == 0 {
+			q.settled.Add(1)
+		}
 		if i%queueProbeEvery == 0 {
 			qw.todo = append(qw.todo, qAction{i, probeReused})
 		}
 		return o
 	}
 	if o == load.Already || bu.tries >= queueOrderTries {
-		return o // the report's outcomes show it
+		q.settled.Add(1) // it will not order: the report's outcomes show why
+		return o
 	}
 	heap.Push(&qw.due, qDue{due: time.Since(q.t0) + 100*time.Millisecond, buyer: i})
 	return o
@@ -450,6 +474,7 @@ func (q *queueRun) tally(qs *report.Queue, r *report.Run, end time.Time) {
 	for w := range q.workers {
 		qw := &q.workers[w]
 		qs.Polls += qw.polls
+		qs.PollsBeforeStart += qw.before
 		qs.PollErrors += qw.pollErrs
 		for _, d := range qw.pollLat {
 			stats.Record(h, d)
@@ -470,6 +495,10 @@ func (q *queueRun) tally(qs *report.Queue, r *report.Run, end time.Time) {
 	qs.PollLatency = stats.Summarize(h)
 	qs.PollSeconds = end.Sub(q.t0).Seconds()
 	qs.PollsPerSecond = stats.Rate(qs.Polls, end.Sub(q.t0))
+	if q.startsAt.After(q.t0) && end.After(q.startsAt) {
+		qs.PollsPerSecondBeforeStart = stats.Rate(qs.PollsBeforeStart, q.startsAt.Sub(q.t0))
+		qs.PollsPerSecondFromStart = stats.Rate(qs.Polls-qs.PollsBeforeStart, end.Sub(q.startsAt))
+	}
 	qs.Probes = probes
 	var last time.Duration
 	for i := range q.buyers {

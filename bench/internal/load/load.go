@@ -81,6 +81,9 @@ type Config struct {
 	// may still be started (open model). Those not started by then are
 	// counted as Dropped. Default 5s.
 	Grace time.Duration
+	// Until, if set, is asked before each operation of the closed model:
+	// true ends the run early, as the end of Duration does.
+	Until func() bool
 	// Progress, if set, is called about every 200ms with the operations
 	// finished so far, and once more at the end.
 	Progress func(elapsed time.Duration, done int64)
@@ -191,7 +194,7 @@ func Run(ctx context.Context, cfg Config, op Op) Result {
 			go func() {
 				defer wg.Done()
 				var local []Sample
-				for ctx.Err() == nil {
+				for ctx.Err() == nil && (cfg.Until == nil || !cfg.Until()) {
 					seq := next.Add(1) - 1
 					if cfg.Ops > 0 && seq >= cfg.Ops {
 						break

@@ -52,6 +52,16 @@ func TestRunClosedModelStopsAfterOps(t *testing.T) {
 // In the open model an operation's latency counts from when it was due: a
 // server that stalls for a while makes every request due meanwhile slow,
 // not just the one that hit the stall.
+func TestRunClosedModelStopsWhenUntilSays(t *testing.T) {
+	var n atomic.Int64
+	res := Run(context.Background(), Config{Workers: 4, Duration: time.Minute, Until: func() bool { return n.Load() >= 100 }},
+		func(context.Context, int, int64) Outcome { n.Add(1); return Accepted })
+	// Each worker may be past the check when the hundredth op ends.
+	if got := len(res.Samples); got < 100 || got > 103 {
+		t.Fatalf("%d operations; want 100 to 103", got)
+	}
+}
+
 func TestRunOpenModelMeasuresFromDueTime(t *testing.T) {
 	const rate = 200.0
 	res := Run(context.Background(), Config{Workers: 1, Rate: rate, Ops: 20}, func(_ context.Context, _ int, seq int64) Outcome {

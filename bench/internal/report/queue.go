@@ -58,6 +58,11 @@ func queueTables(p func(string, ...any), r *Report) {
 		}
 		p("| polls | %s polls/s (%d in %.1f s, %d not 200), P50 %s ms, P99 %s ms; %s |\n",
 			num(q.PollsPerSecond), q.Polls, q.PollSeconds, q.PollErrors, ms(q.PollLatency.P50Ms), ms(q.PollLatency.P99Ms), vs)
+		if pages > 0 && q.PollsPerSecondFromStart > 0 {
+			p("| polls before / from the start | %s / %s polls/s (%.2f× / %.2f× the pages/s); %d polls before the start |\n",
+				num(q.PollsPerSecondBeforeStart), num(q.PollsPerSecondFromStart), stats.Ratio(q.PollsPerSecondBeforeStart, pages),
+				stats.Ratio(q.PollsPerSecondFromStart, pages), q.PollsBeforeStart)
+		}
 		p("| admitted / ordered | %d told ADMITTED, %d orders accepted with their admission |\n", q.Admitted, q.Ordered)
 		p("| starts_at → sold out | %s in Redis (stock 0); %s until every waiter was told SOLD_OUT (%d of %d) |\n",
 			seconds(q.SoldOutAfter), seconds(q.AllToldAfter), q.ToldSoldOut, q.Waiters)

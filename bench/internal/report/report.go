@@ -188,11 +188,16 @@ type Queue struct {
 	StartMargin float64 `json:"start_margin_s"`
 	// Polls over PollSeconds, the poll phase from the joins' end; every
 	// poll not answered 200 is a PollError.
-	PollSeconds    float64       `json:"poll_s"`
-	Polls          int64         `json:"polls"`
-	PollsPerSecond float64       `json:"polls_per_s"`
-	PollErrors     int64         `json:"poll_errors"`
-	PollLatency    stats.Summary `json:"poll_latency"`
+	PollSeconds    float64 `json:"poll_s"`
+	Polls          int64   `json:"polls"`
+	PollsPerSecond float64 `json:"polls_per_s"`
+	PollErrors     int64   `json:"poll_errors"`
+	// The polls sent before the start (every one answered from the api's
+	// memory) and their rate, and the rate of those from the start.
+	PollsBeforeStart          int64         `json:"polls_before_start"`
+	PollsPerSecondBeforeStart float64       `json:"polls_per_s_before_start"`
+	PollsPerSecondFromStart   float64       `json:"polls_per_s_from_start"`
+	PollLatency               stats.Summary `json:"poll_latency"`
 	// Admitted is the buyers a poll told ADMITTED; Ordered those answered
 	// 202 with their admission.
 	Admitted int64 `json:"admitted"`
