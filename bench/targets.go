@@ -107,6 +107,12 @@ func targets(rep *report.Report) []report.Target {
 			add("sustained vs raw per-order MySQL", "≥ 2×", fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, pl.OrdersPerSecond, ref.MySQLPerSecond), ratio >= 2)
 		}
 	}
+	for _, r := range rep.Runs {
+		if ratio, pages := rep.PollsToPages(r); pages > 0 {
+			add(r.Name+": polls/s vs the sale page's pages/s of the same run", "≥ 1×",
+				fmt.Sprintf("%.2f× (%.0f / %.0f)", ratio, r.Queue.PollsPerSecond, pages), ratio >= 1)
+		}
+	}
 	out = append(out, sizedTargets(rep)...)
 	for _, rc := range rep.Reconcile {
 		if st := rc.Step("clean check"); st != nil {
