@@ -72,6 +72,13 @@ type roomView struct {
 	loading chan struct{} // closed when the advance under way ends
 	err     error
 	places  map[string]cachedPlace
+
+	// early is every early joiner's position, read once after the start
+	// (the early set is frozen then): their first polls after the start
+	// need no Redis read of their own. earlyLoading is closed when the
+	// read under way ends.
+	early        map[string]int64
+	earlyLoading chan struct{}
 }
 
 // cachedPlace is a buyer's place as last read, and whether it was read
@@ -140,6 +147,17 @@ func (rs *rooms) place(ctx context.Context, r stockredis.Room, user string, rank
 	v.mu.Lock()
 	c, ok := v.places[user]
 	v.mu.Unlock()
+	if st.Started && (!ok || c.p.Position == 0) {
+		// An early joiner's position, from the frozen early set.
+		if pos, found := rs.earlyPosition(ctx, v, r, st, user); found {
+			c, ok = cachedPlace{p: stockredis.Place{Joined: true, Position: pos}}, true
+			v.mu.Lock()
+			if len(v.places) < maxPlaces {
+				v.places[user] = c
+			}
+			v.mu.Unlock()
+		}
+	}
 	admitted := c.p.Position > 0 && c.p.Position <= st.Next
 	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!admitted || c.afterAdmit) {
 		return c.p, nil
@@ -162,6 +180,41 @@ func (rs *rooms) place(ctx context.Context, r stockredis.Room, user string, rank
 		v.mu.Unlock()
 	}
 	return p, nil
+}
+
+// earlyPosition is user's position among the early joiners, from the
+// frozen early set this instance reads once (one flight); false when the
+// user is not an early joiner, or the read failed (the caller then reads
+// the user's place alone).
+func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, r stockredis.Room, st stockredis.RoomState, user string) (int64, bool) {
+	v.mu.Lock()
+	if v.early == nil && v.earlyLoading == nil && st.Early > 0 {
+		wait := make(chan struct{})
+		v.earlyLoading = wait
+		v.mu.Unlock()
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		early, err := rs.stock.EarlyPositions(lctx, r, st.Early)
+		cancel()
+		v.mu.Lock()
+		if err == nil {
+			v.early = early
+		}
+		v.earlyLoading = nil
+		close(wait)
+	}
+	wait := v.earlyLoading
+	v.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	pos, ok := v.early[user]
+	return pos, ok
 }
 
 // storeRoom is the sale's room as its scripts see it.

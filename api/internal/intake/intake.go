@@ -62,6 +62,7 @@ type Stock interface {
 	JoinRoom(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error)
 	LookRoom(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error)
 	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error)
+	EarlyPositions(ctx context.Context, r stockredis.Room, early int64) (map[string]int64, error)
 }
 
 // Service places orders.

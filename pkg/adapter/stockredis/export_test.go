@@ -56,3 +56,6 @@ func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (ma
 	})
 	return out, err
 }
+
+// Small chunks, so the tests read the early joiners in several.
+func init() { earlyChunk = 300 }

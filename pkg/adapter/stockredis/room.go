@@ -160,3 +160,29 @@ func (s *Store) AdvanceRoom(ctx context.Context, r Room, now time.Time) (RoomSta
 	}
 	return RoomState{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6]}, nil
 }
+
+// earlyChunk is how many early joiners one ZRANGE of EarlyPositions reads.
+var earlyChunk int64 = 10_000 // smaller in the tests (export_test.go)
+
+// EarlyPositions returns every early joiner's position once the room has
+// frozen (early is RoomState.Early): the early set no longer changes, so an
+// api instance reads it once and answers those buyers' polls from memory.
+// It reads in chunks, each a short command; a lost answer is an error and
+// the next call reads again (it writes nothing).
+func (s *Store) EarlyPositions(ctx context.Context, r Room, early int64) (map[string]int64, error) {
+	key := s.roomKeys(r)[0]
+	out := make(map[string]int64, early)
+	for from := int64(0); from < early; from += earlyChunk {
+		users, err := s.rdb.ZRange(ctx, key, from, min(from+earlyChunk, early)-1).Result()
+		if err != nil {
+			return nil, unavailable("room early positions", err)
+		}
+		for i, u := range users {
+			out[u] = from + int64(i) + 1
+		}
+		if int64(len(users)) < min(earlyChunk, early-from) {
+			return nil, unavailable("room early positions", errors.New("the early joiners changed after the freeze"))
+		}
+	}
+	return out, nil
+}

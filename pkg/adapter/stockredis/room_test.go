@@ -110,6 +110,16 @@ func TestRoomFairOrder(t *testing.T) {
 			}
 			order[i], pos[i] = int64(i+1), p.Position
 		}
+		// An api instance reads them all at once, in chunks: the same.
+		all, err := s.EarlyPositions(context.Background(), r, n)
+		if err != nil || len(all) != n {
+			t.Fatalf("early positions: %d, %v", len(all), err)
+		}
+		for i, u := range users {
+			if all[u] != pos[i] {
+				t.Fatalf("%s: position %d read alone, %d read with the others", u, pos[i], all[u])
+			}
+		}
 		if rho := spearman(order, pos); rho > 0.1 || rho < -0.1 {
 			t.Fatalf("Spearman rho of join order and position %.3f, want |rho| < 0.1", rho)
 		}
