@@ -144,7 +144,7 @@ func (s *soak) finalReplays() {
 	for _, k := range keys {
 		o := seen[k]
 		s.log.op("final-replay")
-		s.place("final-replay", r, o.user, o.key, o.activity, o.item, o.qty)
+		s.placeAdmitted("final-replay", r, o.user, o.key, o.activity, o.item, o.qty, o.admission)
 	}
 }
 
@@ -644,6 +644,40 @@ func (s *soak) check() *soakReport {
 		br = append(br, fmt.Sprintf("sale E ends at %v, created to end at %v", ends, e.endsAt))
 	}
 	add("refused-change-writes-nothing", "sale E's end after a refused PATCH", br)
+
+	// 14. Sale G, with a waiting room: every order of it that did not fail
+	// is a buyer's who was told ADMITTED, and every order sent without an
+	// admission was refused. (The order's reserved_at is the api's shared
+	// clock, which the clock-skew fault moves: no comparison of times.)
+	br = nil
+	g0 := s.sales[6]
+	admitted := map[string]bool{}
+	joins, admits := 0, 0
+	for _, q := range s.log.queue {
+		if q.code == 200 {
+			joins++
+		}
+		if q.state == "ADMITTED" {
+			admits++
+			admitted[q.user] = true
+		}
+	}
+	gOrders := 0
+	for _, o := range dbo {
+		if o.activity != g0.ActivityID || o.status == "FAILED" {
+			continue
+		}
+		gOrders++
+		if !admitted[o.user] {
+			br = append(br, fmt.Sprintf("order %s of user %s in sale G (%s), who was never told ADMITTED", o.orderNo, o.user, o.status))
+		}
+	}
+	for _, o := range s.log.orders {
+		if o.activity == g0.ActivityID && o.admission == "" && o.code/100 == 2 {
+			br = append(br, fmt.Sprintf("an order of sale G without an admission answered %d %s (%s, key %s)", o.code, o.orderNo, o.kind, o.key))
+		}
+	}
+	add("room-orders-admitted", fmt.Sprintf("sale G: %d joins answered, %d told ADMITTED, %d orders that did not fail", joins, admits, gOrders), br)
 
 	for _, pr := range s.programs {
 		pr.mu.Lock()

@@ -103,6 +103,7 @@ type orderAnswer struct {
 	orderNo      string
 	status, errc string
 	neterr       bool
+	admission    string // sent in X-Admission (sale G)
 }
 
 // actAnswer is a buyer's pay or cancel, or a GET of an order.
@@ -156,6 +157,15 @@ type soakLog struct {
 	accepted map[string]*accepted
 	accList  []*accepted
 	txs      []noteAnswer
+	queue    []queueAnswer
+}
+
+// queueAnswer is a buyer's join of sale G's queue.
+type queueAnswer struct {
+	user   string
+	code   int
+	state  string
+	neterr bool
 }
 
 func newSoakLog() *soakLog {
@@ -256,6 +266,11 @@ func (s *soak) setupSales() {
 		endsAt: now.Add(2 * time.Hour)})
 	s.sales = append(s.sales, mk("F", 0, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 8 * time.Second,
 		Sizes: []int64{10, 35, 20, 50, 5, 30}}))
+	// G: a drop with a waiting room, from a few seconds in (the first
+	// joins come before its start); orders need an admission.
+	s.sales = append(s.sales, mk("G", 0, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 8 * time.Second,
+		Sizes: []int64{30, 30}, StartsIn: 5 * time.Second,
+		WaitingRoom: map[string]any{"admit_per_second": 5, "admission_ttl_seconds": 20}}))
 	for _, sl := range s.sales {
 		s.t.Logf("sale %s: item %d activity %d stock %d per user %d buckets %d window %v",
 			sl.name, sl.ItemID, sl.ActivityID, sl.Stock, sl.PerUser, sl.Buckets, sl.Window)
@@ -308,7 +323,7 @@ func (s *soak) buyer(w int, r *rand.Rand, stop time.Time) {
 		n  int
 	}
 	mix := []weighted{{"order", 40}, {"double-click", 8}, {"size-click", 4}, {"replay", 10}, {"pay", 7}, {"cancel", 6},
-		{"notify", 10}, {"poll", 8}, {"restock", 2}, {"warmup", 1}}
+		{"notify", 10}, {"poll", 8}, {"restock", 2}, {"warmup", 1}, {"queue", 6}}
 	total := 0
 	for _, m := range mix {
 		total += m.n
@@ -390,7 +405,26 @@ func (s *soak) step(w, i int, op string, r *rand.Rand) {
 		wg.Wait()
 	case "replay":
 		if o, ok := s.log.randomOrder(r); ok {
-			s.place("replay", r, o.user, o.key, o.activity, o.item, o.qty)
+			s.placeAdmitted("replay", r, o.user, o.key, o.activity, o.item, o.qty, o.admission)
+		}
+	case "queue":
+		// Sale G's queue: join (again: the same place) and, once admitted,
+		// order with the admission.
+		// Two hundred of the buyers, so a buyer polls again before their
+		// 20 s admission expires.
+		sl := s.sales[6]
+		user := strconv.Itoa(1000 + r.IntN(200))
+		_, a := s.api(r)
+		var q struct {
+			State     string `json:"state"`
+			Admission string `json:"admission"`
+		}
+		code, err := a.DoAs("POST", fmt.Sprintf("/api/v1/activities/%d/queue", sl.ActivityID), user, "", nil, nil, &q)
+		s.log.mu.Lock()
+		s.log.queue = append(s.log.queue, queueAnswer{user: user, code: code, state: q.State, neterr: err != nil})
+		s.log.mu.Unlock()
+		if code == 200 && q.State == "ADMITTED" {
+			s.placeAdmitted("queue", r, user, fmt.Sprintf("q%d-%d-%d", s.seed, w, i), sl.ActivityID, sl.pickItem(r), 1, q.Admission)
 		}
 	case "pay", "cancel", "poll":
 		acc := s.log.randomAccepted(r)
@@ -437,11 +471,16 @@ func errText(err error) string {
 
 // place sends one order and writes its answer down.
 func (s *soak) place(kind string, r *rand.Rand, user, key string, activity, item int64, qty int) {
+	s.placeAdmitted(kind, r, user, key, activity, item, qty, "")
+}
+
+// placeAdmitted is place with an admission to sale G ("" for none).
+func (s *soak) placeAdmitted(kind string, r *rand.Rand, user, key string, activity, item int64, qty int, admission string) {
 	name, a := s.api(r)
 	sent := time.Now()
-	p, err := a.PlaceOrderOf(user, key, activity, item, qty)
+	p, err := a.PlaceOrderAdmitted(user, key, activity, item, qty, admission)
 	s.log.addOrder(orderAnswer{kind: kind, api: name, user: user, key: key, activity: activity, item: item, qty: qty, sent: sent, got: time.Now(),
-		code: p.Code, orderNo: p.OrderNo, status: p.Status, errc: p.Error, neterr: err != nil})
+		code: p.Code, orderNo: p.OrderNo, status: p.Status, errc: p.Error, neterr: err != nil, admission: admission})
 }
 
 // notify sends the provider's notification for an order some buyer was

@@ -52,6 +52,9 @@ for i = 2, #gone, 2 do
   held = held - tonumber(gone[i]) % 1024
 end
 if #gone > 0 then redis.call('ZREMRANGEBYSCORE', adm, '-inf', cut) end
+-- Never below nothing: a Redis brought back from an older state may hold
+-- a held count older than the admissions the reserves used since.
+if held < 0 then held = 0 end
 
 local left = 0
 for k = 10, #KEYS do

@@ -573,6 +573,12 @@ func (a *API) PlaceOrderItem(user int64, key string, activity, item int64, qty i
 // PlaceOrderOf posts one order of item of activity (no item_id when item
 // is 0) as the user whose id is sub.
 func (a *API) PlaceOrderOf(sub, key string, activity, item int64, qty int) (Placed, error) {
+	return a.PlaceOrderAdmitted(sub, key, activity, item, qty, "")
+}
+
+// PlaceOrderAdmitted is PlaceOrderOf with the buyer's admission to a sale
+// with a waiting room in X-Admission (none when "").
+func (a *API) PlaceOrderAdmitted(sub, key string, activity, item int64, qty int, admission string) (Placed, error) {
 	var body struct {
 		OrderNo string `json:"order_no"`
 		Status  string `json:"status"`
@@ -584,7 +590,11 @@ func (a *API) PlaceOrderOf(sub, key string, activity, item int64, qty int) (Plac
 	if item != 0 {
 		req["item_id"] = item
 	}
-	code, err := a.DoAs("POST", "/api/v1/orders", sub, "", map[string]string{"Idempotency-Key": key}, req, &body)
+	h := map[string]string{"Idempotency-Key": key}
+	if admission != "" {
+		h["X-Admission"] = admission
+	}
+	code, err := a.DoAs("POST", "/api/v1/orders", sub, "", h, req, &body)
 	return Placed{Code: code, OrderNo: body.OrderNo, Status: body.Status, Error: body.Error.Code}, err
 }
 

@@ -72,7 +72,8 @@ func TestSaleChangeCheck(t *testing.T) {
 		want   string
 	}{
 		{"a new end", SaleChange{EndsAt: &at}, ""},
-		{"nothing", SaleChange{}, "invalid argument: give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items"},
+		{"nothing", SaleChange{}, "invalid argument: give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room"},
+		{"a room alone", SaleChange{Room: true}, ""},
 		{"0 buckets", SaleChange{StockBuckets: n(0)}, "invalid argument: stock_buckets must be from 1 to 16"},
 		{"a limit of 1001", SaleChange{PerUserLimit: n(1001)}, "invalid argument: per_user_limit must be from 1 to 1000"},
 	} {
