@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,9 +59,7 @@ const maxPlaces = 1 << 20
 // rooms is this instance's view of the rooms it is asked about.
 type rooms struct {
 	stock intake.Stock
-
-	mu sync.Mutex
-	m  map[int64]*roomView
+	m     sync.Map // activity id -> *roomView
 }
 
 // roomView is one room: its state (one flight at a time) and the places of
@@ -90,23 +89,17 @@ type cachedPlace struct {
 }
 
 func (rs *rooms) view(id int64) *roomView {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.m == nil {
-		rs.m = map[int64]*roomView{}
+	if v, ok := rs.m.Load(id); ok {
+		return v.(*roomView)
 	}
-	v := rs.m[id]
-	if v == nil {
-		v = &roomView{places: map[string]cachedPlace{}}
-		rs.m[id] = v
-	}
-	return v
+	v, _ := rs.m.LoadOrStore(id, &roomView{places: map[string]cachedPlace{}})
+	return v.(*roomView)
 }
 
 // state is the room's state at most roomPollTTL old: the first poll after
 // that advances the room (every instance may), the others wait for it.
-func (rs *rooms) state(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error) {
-	v := rs.view(r.ActivityID)
+func (rs *rooms) state(ctx context.Context, id int64, room func() stockredis.Room, now time.Time) (stockredis.RoomState, error) {
+	v := rs.view(id)
 	v.mu.Lock()
 	if !v.at.IsZero() && now.Sub(v.at) < roomPollTTL && v.err == nil {
 		st := v.st
@@ -120,7 +113,7 @@ func (rs *rooms) state(ctx context.Context, r stockredis.Room, now time.Time) (s
 		v.mu.Unlock()
 		// Its own context: one poll giving up does not fail the others.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		st, err := rs.stock.AdvanceRoom(actx, r, now)
+		st, err := rs.stock.AdvanceRoom(actx, room(), now)
 		cancel()
 		v.mu.Lock()
 		v.st, v.err, v.at, v.loading = st, err, now, nil
@@ -141,15 +134,15 @@ func (rs *rooms) state(ctx context.Context, r stockredis.Room, now time.Time) (s
 
 // place is the buyer's place: from memory while nothing it says can have
 // changed, else read from Redis (joining first when join is set).
-func (rs *rooms) place(ctx context.Context, r stockredis.Room, user string, rank uint64, join bool,
+func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Room, user string, rank func() uint64, join bool,
 	st stockredis.RoomState, now time.Time) (stockredis.Place, error) {
-	v := rs.view(r.ActivityID)
+	v := rs.view(id)
 	v.mu.Lock()
 	c, ok := v.places[user]
 	v.mu.Unlock()
 	if st.Started && (!ok || c.p.Position == 0) {
 		// An early joiner's position, from the frozen early set.
-		if pos, found := rs.earlyPosition(ctx, v, r, st, user); found {
+		if pos, found := rs.earlyPosition(ctx, v, room, st, user); found {
 			c, ok = cachedPlace{p: stockredis.Place{Joined: true, Position: pos}}, true
 			v.mu.Lock()
 			if len(v.places) < maxPlaces {
@@ -165,9 +158,9 @@ func (rs *rooms) place(ctx context.Context, r stockredis.Room, user string, rank
 	var p stockredis.Place
 	var err error
 	if join {
-		p, err = rs.stock.JoinRoom(ctx, r, user, rank, now)
+		p, err = rs.stock.JoinRoom(ctx, room(), user, rank(), now)
 	} else {
-		p, err = rs.stock.LookRoom(ctx, r, user, now)
+		p, err = rs.stock.LookRoom(ctx, room(), user, now)
 	}
 	if err != nil {
 		return p, err
@@ -186,14 +179,14 @@ func (rs *rooms) place(ctx context.Context, r stockredis.Room, user string, rank
 // frozen early set this instance reads once (one flight); false when the
 // user is not an early joiner, or the read failed (the caller then reads
 // the user's place alone).
-func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, r stockredis.Room, st stockredis.RoomState, user string) (int64, bool) {
+func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, room func() stockredis.Room, st stockredis.RoomState, user string) (int64, bool) {
 	v.mu.Lock()
 	if v.early == nil && v.earlyLoading == nil && st.Early > 0 {
 		wait := make(chan struct{})
 		v.earlyLoading = wait
 		v.mu.Unlock()
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		early, err := rs.stock.EarlyPositions(lctx, r, st.Early)
+		early, err := rs.stock.EarlyPositions(lctx, room(), st.Early)
 		cancel()
 		v.mu.Lock()
 		if err == nil {
@@ -291,13 +284,14 @@ func (s *Server) queue(c *gin.Context, join bool) {
 		}
 	}
 	ctx := c.Request.Context()
-	r := s.storeRoom(a)
-	st, err := s.rooms.state(ctx, r, now)
+	// Built only when Redis is read: most polls are answered from memory.
+	storeRoom := func() stockredis.Room { return s.storeRoom(a) }
+	st, err := s.rooms.state(ctx, a.ID, storeRoom, now)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	p, err := s.rooms.place(ctx, r, user, room.Rank(a.Room.Seed, user), join, st, now)
+	p, err := s.rooms.place(ctx, a.ID, storeRoom, user, func() uint64 { return room.Rank(a.Room.Seed, user) }, join, st, now)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -306,7 +300,38 @@ func (s *Server) queue(c *gin.Context, join bool) {
 		s.fail(c, order.Errorf(order.ErrNotFound, "you are not in this sale's queue: join it first (POST)"))
 		return
 	}
-	c.JSON(http.StatusOK, queueView(a, user, p, st, now))
+	c.Data(http.StatusOK, "application/json; charset=utf-8", queueView(a, user, p, st, now).appendJSON(nil))
+}
+
+// appendJSON is v as encoding/json writes it, without its reflection: the
+// crowd polls this answer. Every string in it is a state, a token of
+// base64url and dots, or a time, none needing escapes.
+func (v QueueView) appendJSON(b []byte) []byte {
+	b = append(b, `{"state":"`...)
+	b = append(b, v.State...)
+	b = append(b, `","position":`...)
+	if v.Position == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *v.Position, 10)
+	}
+	b = append(b, `,"ahead":`...)
+	b = strconv.AppendInt(b, v.Ahead, 10)
+	b = append(b, `,"eta_seconds":`...)
+	b = strconv.AppendInt(b, v.ETASeconds, 10)
+	b = append(b, `,"poll_after_ms":`...)
+	b = strconv.AppendInt(b, v.PollAfterMS, 10)
+	if v.Admission != "" {
+		b = append(b, `,"admission":"`...)
+		b = append(b, v.Admission...)
+		b = append(b, '"')
+	}
+	if v.AdmissionExpiresAt != nil {
+		b = append(b, `,"admission_expires_at":"`...)
+		b = v.AdmissionExpiresAt.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }
 
 // queueView is what the buyer at p is told at now.
