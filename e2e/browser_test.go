@@ -114,6 +114,9 @@ func TestWaitingPageInABrowser(t *testing.T) {
 	if got := text(t, ann, "#position"); got != "drawn at the start" {
 		t.Fatalf("before the start the page shows the place %q", got)
 	}
+	if got := text(t, ann, "#title"); got != "test item" {
+		t.Fatalf("the page's title is %q, want the sale's name", got)
+	}
 	screenshot(t, ann, "waiting")
 	again := tab(t, b, page(1001)) // the same buyer, a second tab
 	waitPhase(t, again, "waiting", 20*time.Second)

@@ -35,7 +35,9 @@ const (
 
 // SalePage is the body of GET /api/v1/activities/{id}.
 type SalePage struct {
-	ActivityID   int64     `json:"activity_id"`
+	ActivityID int64 `json:"activity_id"`
+	// Name is the sale's first item's name.
+	Name         string    `json:"name,omitempty"`
 	ItemID       int64     `json:"item_id"`
 	StartsAt     time.Time `json:"starts_at"`
 	EndsAt       time.Time `json:"ends_at"`
@@ -182,7 +184,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	page := SalePage{ActivityID: act.ID, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
+	page := SalePage{ActivityID: act.ID, Name: act.Name, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
 		PerUserLimit: act.PerUserLimit, Items: make([]SalePageItem, 0, len(act.Items))}
 	items := make([]stockredis.Item, len(act.Items))
 	for i, it := range act.Items {

@@ -195,17 +195,19 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 
 // Activity returns one activity, order.ErrNotFound if none.
 func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
-	// With its room in the same query: a sale page reads the sale every
-	// second, in two queries (this and its items).
+	// With its room and its first item's name in the same query: a sale
+	// page reads the sale every second, in two queries (this and its items).
 	var row activityRoomRow
 	tx := db.gdb.WithContext(ctx)
-	err := tx.Table("activities").Select("activities.*, "+roomColumns).
+	err := tx.Table("activities").Select("activities.*, items.name AS item_name, "+roomColumns).
+		Joins("JOIN items ON items.id = activities.item_id").
 		Joins("LEFT JOIN activity_rooms ON activity_rooms.activity_id = activities.id").
 		Where("activities.id = ?", id).Take(&row).Error
 	if err != nil {
 		return order.Activity{}, wrap("read activity", err)
 	}
 	a := row.Activity.activity()
+	a.Name = row.ItemName
 	if row.Room.AdmitPerSecond > 0 {
 		a.Room = row.Room.room()
 	}

@@ -49,6 +49,7 @@ func (row roomRow) room() order.WaitingRoom {
 type activityRoomRow struct {
 	Activity activityRow `gorm:"embedded"`
 	Room     roomRow     `gorm:"embedded;embeddedPrefix:room_"`
+	ItemName string      // the sale's first item's name
 }
 
 // roomColumns selects a sale's room beside its row (LEFT JOIN

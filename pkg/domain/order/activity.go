@@ -30,6 +30,9 @@ type Activity struct {
 	CancelledAt time.Time
 	// Room is the sale's waiting room; the zero value is none.
 	Room WaitingRoom
+	// Name is what buyers see the sale as: its first item's name (read
+	// with the sale; empty where it was not).
+	Name string
 }
 
 // Refusal returns why the sale refuses an order of quantity units reserved

@@ -68,8 +68,9 @@ async function loadSale() {
     throw new Error(r.body.error ? r.body.error.message : "the sale cannot be read (" + r.status + ")");
   }
   sale = r.body;
-  $("title").textContent = "Sale " + sale.activity_id;
-  document.title = "Sale " + sale.activity_id;
+  const name = sale.name || "Sale " + sale.activity_id;
+  $("title").textContent = name;
+  document.title = name;
   const price = money(sale.sale_price, sale.currency);
   $("sale-state").textContent = sale.state.replace("_", " ").toLowerCase() + (price ? " · " + price : "") +
     " · from " + new Date(sale.starts_at).toLocaleString();
