@@ -5,6 +5,7 @@ package chaos
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,7 +117,7 @@ func roomRepliesLost(t *testing.T, cluster bool) {
 				seen[u].admitted = true
 				if u%10 == 0 {
 					// An order without the admission reserves nothing.
-					if pl := orderWith(api, sale, u, sale.Items[0].ID, fmt.Sprintf("bare-%d", u), ""); pl.Code != 403 {
+					if pl, _ := api.PlaceOrderAdmitted(strconv.FormatInt(u, 10), fmt.Sprintf("bare-%d", u), sale.ActivityID, sale.Items[0].ID, 1, ""); pl.Code != 403 {
 						t.Errorf("buyer %d's order without the admission: %+v", u, pl)
 					}
 					unadmitted.Add(1)
@@ -124,8 +125,9 @@ func roomRepliesLost(t *testing.T, cluster bool) {
 				for _, it := range sale.Items {
 					var got pipelinetest.Placed
 					retry(func() (int, error) {
-						got = orderWith(api, sale, u, it.ID, fmt.Sprintf("room-%d", u), pl.Admission)
-						return got.Code, nil
+						var err error
+						got, err = api.PlaceOrderAdmitted(strconv.FormatInt(u, 10), fmt.Sprintf("room-%d", u), sale.ActivityID, it.ID, 1, pl.Admission)
+						return got.Code, err
 					})
 					if got.Code == 202 {
 						seen[u].orderNo = got.OrderNo
@@ -173,23 +175,4 @@ func roomRepliesLost(t *testing.T, cluster bool) {
 	}
 	t.Logf("%d orders, %d waiters told SOLD_OUT, %d orders without an admission refused, answers lost %d",
 		len(accepted), soldOut, unadmitted.Load(), apiRedis.Lost())
-}
-
-// orderWith places an order of item as user with admission (none when "").
-func orderWith(api *pipelinetest.API, sale pipelinetest.Sale, user, item int64, key, admission string) pipelinetest.Placed {
-	var body struct {
-		OrderNo string `json:"order_no"`
-		Error   struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	h := map[string]string{"Idempotency-Key": key}
-	if admission != "" {
-		h["X-Admission"] = admission
-	}
-	code, err := api.Do("POST", "/api/v1/orders", user, "", h, map[string]any{"activity_id": sale.ActivityID, "item_id": item}, &body)
-	if err != nil {
-		code = 0
-	}
-	return pipelinetest.Placed{Code: code, OrderNo: body.OrderNo, Error: body.Error.Code}
 }

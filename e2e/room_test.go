@@ -39,21 +39,11 @@ func queue(t *testing.T, api *pipelinetest.API, method string, s pipelinetest.Sa
 // orderAdmitted places an order of s's item as user with the admission.
 func orderAdmitted(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user int64, item int64, key, admission string) pipelinetest.Placed {
 	t.Helper()
-	var body struct {
-		OrderNo string `json:"order_no"`
-		Error   struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	h := map[string]string{"Idempotency-Key": key}
-	if admission != "" {
-		h["X-Admission"] = admission
-	}
-	code, err := api.Do("POST", "/api/v1/orders", user, "", h, map[string]any{"activity_id": s.ActivityID, "item_id": item}, &body)
+	pl, err := api.PlaceOrderAdmitted(strconv.FormatInt(user, 10), key, s.ActivityID, item, 1, admission)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pipelinetest.Placed{Code: code, OrderNo: body.OrderNo, Error: body.Error.Code}
+	return pl
 }
 
 // A sale with a waiting room, end to end: buyers who join before the start
@@ -274,18 +264,7 @@ func TestWaitingRoomProofOfWork(t *testing.T) {
 	if code, err := api.Do("GET", path+"/challenge", 7, "", nil, nil, &ch); err != nil || code != 200 || ch.Bits != 10 {
 		t.Fatalf("challenge: %d %v %+v", code, err, ch)
 	}
-	solution := ""
-	for n := 0; ; n++ {
-		if solution = strconv.Itoa(n); room.Work(ch.Challenge, solution) >= ch.Bits {
-			break
-		}
-	}
-	weak := ""
-	for n := 0; ; n++ {
-		if weak = strconv.Itoa(n); room.Work(ch.Challenge, weak) < ch.Bits {
-			break
-		}
-	}
+	solution, weak := pipelinetest.Solve(ch.Challenge, ch.Bits), pipelinetest.Unsolved(ch.Challenge, ch.Bits)
 	for name, c := range map[string]struct {
 		user int64
 		body any

@@ -144,11 +144,7 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 		// An early joiner's position, from the frozen early set.
 		if pos, found := rs.earlyPosition(ctx, v, room, st, user); found {
 			c, ok = cachedPlace{p: stockredis.Place{Joined: true, Position: pos}}, true
-			v.mu.Lock()
-			if len(v.places) < maxPlaces {
-				v.places[user] = c
-			}
-			v.mu.Unlock()
+			v.keep(user, c)
 		}
 	}
 	admitted := c.p.Position > 0 && c.p.Position <= st.Next
@@ -166,13 +162,18 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 		return p, err
 	}
 	if p.Joined {
-		v.mu.Lock()
-		if len(v.places) < maxPlaces {
-			v.places[user] = cachedPlace{p: p, afterAdmit: p.Position > 0 && p.Position <= st.Next}
-		}
-		v.mu.Unlock()
+		v.keep(user, cachedPlace{p: p, afterAdmit: p.Position > 0 && p.Position <= st.Next})
 	}
 	return p, nil
+}
+
+// keep remembers user's place, up to maxPlaces buyers.
+func (v *roomView) keep(user string, c cachedPlace) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.places) < maxPlaces {
+		v.places[user] = c
+	}
 }
 
 // earlyPosition is user's position among the early joiners, from the

@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
 )
 
 // Secret is the JWT secret the test processes use.
@@ -596,6 +597,26 @@ func (a *API) PlaceOrderAdmitted(sub, key string, activity, item int64, qty int,
 	}
 	code, err := a.DoAs("POST", "/api/v1/orders", sub, "", h, req, &body)
 	return Placed{Code: code, OrderNo: body.OrderNo, Status: body.Status, Error: body.Error.Code}, err
+}
+
+// Solve is a solution of a waiting room's proof of work with at least bits
+// leading zero bits (room.Work), found by counting up from 0 as the
+// waiting page does.
+func Solve(challenge string, bits int) string {
+	for n := 0; ; n++ {
+		if s := strconv.Itoa(n); room.Work(challenge, s) >= bits {
+			return s
+		}
+	}
+}
+
+// Unsolved is the first count whose proof of work falls short of bits.
+func Unsolved(challenge string, bits int) string {
+	for n := 0; ; n++ {
+		if s := strconv.Itoa(n); room.Work(challenge, s) < bits {
+			return s
+		}
+	}
 }
 
 // OrderStatus polls one order's status as user.

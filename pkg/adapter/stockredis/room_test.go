@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
@@ -267,6 +268,39 @@ func TestRoomLostAnswers(t *testing.T) {
 		}
 		if st := advance(t, l.direct, r, roomStart.Add(4*time.Second)); st.Held != 1 || st.Left != 4 {
 			t.Fatalf("after the order: %+v, want 1 unit held (u2's) of 4 left", st)
+		}
+		// The api's 503 release, its answer lost: run again, it finds the
+		// reservation released and gives the admission back only once.
+		free := stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}
+		l.LoseNext("release")
+		if _, err := l.via.Release(context.Background(), ref(o), free); !stockredis.MayHaveRun(err) {
+			t.Fatalf("release with its answer lost: %v", err)
+		}
+		if rel, err := l.via.Release(context.Background(), ref(o), free); err != nil || !rel.Gone() || rel.Released {
+			t.Fatalf("the release run again: %+v, %v, want it found released", rel, err)
+		}
+		if st := advance(t, l.direct, r, roomStart.Add(4*time.Second)); st.Held != 2 || st.Left != 5 {
+			t.Fatalf("after the release: %+v, want u1's admission back once: 2 held of 5 left", st)
+		}
+
+		// The early joiners' read, its answer lost: a read, so the client
+		// may send it again on its own; either way it gives them all.
+		early := r
+		early.ActivityID = 8
+		for _, u := range []string{"e1", "e2", "e3"} {
+			join(t, l.direct, early, seed, u, roomStart.Add(-time.Minute))
+		}
+		look(t, l.direct, early, "e1", roomStart) // freezes the room
+		for _, x := range l.Proxies {
+			x.LoseReply(proxytest.RedisCommand("ZRANGE"), 1)
+		}
+		lost := l.Lost()
+		all, err := l.via.EarlyPositions(context.Background(), early, 3)
+		if err != nil && stockredis.MayHaveRun(err) {
+			all, err = l.via.EarlyPositions(context.Background(), early, 3)
+		}
+		if err != nil || len(all) != 3 || l.Lost() != lost+1 {
+			t.Fatalf("early positions with an answer lost (%d lost): %v, %v", l.Lost()-lost, all, err)
 		}
 	})
 }
