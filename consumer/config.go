@@ -25,6 +25,7 @@ type settings struct {
 	sweepAfter  time.Duration
 	sweepEvery  time.Duration
 	closeEvery  time.Duration
+	drawEvery   time.Duration
 	healEvery   time.Duration // 0: no watch for lost Redis data
 	warmupLead  time.Duration // 0: no warm-up
 	admin       metrics.AdminConfig
@@ -53,6 +54,7 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		sweepAfter:  env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second),
 		sweepEvery:  env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second),
 		closeEvery:  env.Duration("SECKILL_CLOSER_EVERY", time.Second),
+		drawEvery:   env.Duration("SECKILL_DRAW_EVERY", time.Second),
 		healEvery:   config.HealEvery(env),
 		warmupLead:  config.WarmupLead(env),
 		admin:       config.Admin(env, "127.0.0.1:9100"),

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/clock"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -79,7 +80,20 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	pub := orderevents.NewPublisher(cfg.kafka)
 	defer pub.Close()
 
-	stopPasses := startPasses(ctx, newPasses(cfg, stores{rdb: rdb, store: store, db: db, pub: pub, clk: clk}, reg, log))
+	// The draws' orders are numbered with the key the api signs its
+	// numbers with, so the api vouches for them (order.NumberGenerator).
+	var numberKey []byte
+	if err := waitFor(ctx, log, "order number key", func(ctx context.Context) (err error) {
+		numberKey, err = db.OrderNumberKey(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	numbers, err := order.NewSignedNumberGenerator(numberKey)
+	if err != nil {
+		return err
+	}
+	stopPasses := startPasses(ctx, newPasses(cfg, stores{rdb: rdb, store: store, db: db, pub: pub, clk: clk, numbers: numbers}, reg, log))
 	cm := metrics.NewConsumer(reg)
 	// An order written to MySQL whose reservation Redis lost is recorded
 	// as a loss, so a watch (this consumer's or another's) repairs Redis

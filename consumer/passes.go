@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
+	"github.com/seckill/seckill/consumer/internal/drawer"
 	"github.com/seckill/seckill/consumer/internal/redisloss"
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/consumer/internal/unpaid"
@@ -17,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/clock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
@@ -37,6 +39,8 @@ type stores struct {
 	db    *orderdb.DB
 	pub   *orderevents.Publisher
 	clk   *clock.Clock
+	// numbers makes the draws' order numbers, signed as the api's are.
+	numbers *order.NumberGenerator
 }
 
 // newPasses builds the sweep, the closer and, when configured, the heal
@@ -56,6 +60,8 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
 		},
+		&drawer.Drawer{DB: st.db, Stock: st.store, Publisher: st.pub, Numbers: st.numbers, Locker: locker, Every: s.drawEvery,
+			PaymentWindow: s.window, Log: log, Now: st.clk.Now},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under

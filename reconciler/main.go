@@ -114,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up a run after this long")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: reconciler [flags]
+       reconciler verify-draw (--url URL --activity ID | --file PATH)
 
 Checks that Redis and MySQL agree on every item with a live activity (or the
 ones picked with --item/--activity) and prints a report. Configuration comes
@@ -168,6 +169,9 @@ func (l *idList) Set(v string) error {
 
 // run is the whole program; its error carries the exit code (exitError).
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "verify-draw" {
+		return verifyDraw(ctx, args[1:], stdout, stderr)
+	}
 	env := config.New(lookup)
 	log := logs.New(stderr, config.LogLevel(env))
 	opts, err := parseFlags(args, stderr)

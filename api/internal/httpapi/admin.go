@@ -93,6 +93,10 @@ type createActivityBody struct {
 	Currency             optional[string] `json:"currency"`
 	// WaitingRoom left out (or null) is a sale without a room.
 	WaitingRoom *waitingRoomBody `json:"waiting_room"`
+	// Mode is "first_come" (left out) or "draw", which needs
+	// EntriesCloseAt.
+	Mode           string     `json:"mode"`
+	EntriesCloseAt *time.Time `json:"entries_close_at"`
 }
 
 // saleItemBody is one entry of a sale's items.
@@ -135,6 +139,9 @@ type ActivityView struct {
 	Currency             string         `json:"currency,omitempty"`
 	// WaitingRoom is left out for a sale without one.
 	WaitingRoom *WaitingRoomView `json:"waiting_room,omitempty"`
+	Mode        string           `json:"mode"`
+	// Draw is left out for a first-come sale.
+	Draw *DrawView `json:"draw,omitempty"`
 }
 
 func (s *Server) createActivity(c *gin.Context) {
@@ -170,6 +177,10 @@ func (s *Server) createActivity(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+	}
+	if err := s.saleDraw(&a, b.Mode, b.EntriesCloseAt); err != nil {
+		s.fail(c, err)
+		return
 	}
 	if err := refuseNull(field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {
 		s.fail(c, err)

@@ -54,6 +54,7 @@ var domainErrors = []struct {
 	{order.ErrSettingLocked, http.StatusConflict, "SETTING_LOCKED", "the sale's keys in Redis depend on this setting; it cannot change now"},
 	{order.ErrStockLimit, http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"},
 	{order.ErrNotAdmitted, http.StatusForbidden, "NOT_ADMITTED", "this sale has a waiting room: order with the admission its queue gives you"},
+	{order.ErrDrawSale, http.StatusConflict, "DRAW_SALE", "this sale is a draw: enter it at /api/v1/activities/{id}/entries"},
 	{order.ErrNotWarmed, http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"},
 	{order.ErrNotPayable, http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"},
 	{order.ErrNotCancellable, http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"},

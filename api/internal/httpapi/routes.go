@@ -26,6 +26,8 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	// The waiting page: HTML and its two files, the same for every sale.
 	r.GET("/sale/:id", s.limitIP, s.waitingPage)
 	r.GET("/static/:file", s.limitIP, s.staticFile)
+	// A draw's record is public: anyone may check it (draw.Verify).
+	r.GET("/api/v1/activities/:id/draw", s.limitIP, s.drawRecord)
 
 	// Signed by the payment provider, not by a buyer's token.
 	r.POST("/payments/v1/notifications", s.paymentNotification)
@@ -39,6 +41,8 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	buyer.POST("/activities/:id/queue", s.joinQueue)
 	buyer.GET("/activities/:id/queue", s.pollQueue)
 	buyer.GET("/activities/:id/queue/challenge", s.queueChallenge)
+	buyer.POST("/activities/:id/entries", s.enterDraw)
+	buyer.GET("/activities/:id/entries/me", s.myEntry)
 
 	admin := r.Group("/admin/v1", s.limitIP, s.authenticate(true))
 	admin.POST("/items", s.createItem)

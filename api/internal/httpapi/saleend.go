@@ -16,7 +16,8 @@ func activityView(a order.Activity) ActivityView {
 	sale := priceView(a.SalePrice)
 	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, Items: saleItemsView(a), StartsAt: a.StartsAt.UTC(),
 		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
-		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency, WaitingRoom: waitingRoomView(a.Room)}
+		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency, WaitingRoom: waitingRoomView(a.Room),
+		Mode: a.Mode(), Draw: drawView(a.Draw)}
 }
 
 // CancelledView is the body of a cancelled sale.

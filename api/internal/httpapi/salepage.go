@@ -59,6 +59,10 @@ type SalePage struct {
 	// start, so anyone can check the order (docs/api.md).
 	SeedCommitment string `json:"seed_commitment,omitempty"`
 	Seed           string `json:"seed,omitempty"`
+	// Mode is "first_come" or "draw"; Draw is a draw's state, left out for
+	// a first-come sale.
+	Mode string        `json:"mode"`
+	Draw *SalePageDraw `json:"draw,omitempty"`
 }
 
 // SalePageItem is one item on the sale page.
@@ -223,6 +227,15 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		if !now.Before(act.StartsAt) {
 			page.Seed = seed.String()
 		}
+	}
+	page.Mode = act.Mode()
+	if act.Draw.On() {
+		sum, err := s.db.DrawSummary(ctx, act.ID)
+		if err != nil {
+			return nil, err
+		}
+		page.Draw = &SalePageDraw{State: drawState(sum.State, act, now), Entries: sum.Entries,
+			Commitment: room.Seed(act.Draw.Seed).Commitment(), EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
 	}
 	if price := priceView(act.SalePrice); price.Price != nil {
 		page.SalePrice, page.Currency = price.Price, price.Currency

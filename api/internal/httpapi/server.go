@@ -41,6 +41,8 @@ type Server struct {
 	unmatched      *metrics.Route
 
 	salePages *salePages
+	// drawRecords are the draws published once drawn.
+	drawRecords drawRecords
 	rooms     *rooms
 
 	paymentSecret  []byte

@@ -125,6 +125,9 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if err != nil {
 		return Placed{}, err
 	}
+	if act.Draw.On() {
+		return Placed{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
+	}
 	if err := act.CheckQuantity(r.Quantity); err != nil {
 		return Placed{}, err
 	}

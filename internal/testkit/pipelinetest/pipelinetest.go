@@ -446,6 +446,9 @@ type SaleOptions struct {
 	StartsIn time.Duration
 	// WaitingRoom is the activity's "waiting_room" (nil: none).
 	WaitingRoom map[string]any
+	// EntriesCloseIn makes the sale a draw ("mode": "draw") whose entries
+	// close that long from now (0: a first-come sale).
+	EntriesCloseIn time.Duration
 }
 
 // CreateSizedSale creates a sale of len(sizes) items (its sizes), item i
@@ -494,6 +497,9 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	body := map[string]any{"item_id": items[0].ID, "starts_at": start, "ends_at": end, "per_user_limit": perUserLimit}
 	if o.WaitingRoom != nil {
 		body["waiting_room"] = o.WaitingRoom
+	}
+	if o.EntriesCloseIn > 0 {
+		body["mode"], body["entries_close_at"] = "draw", now.Add(o.EntriesCloseIn)
 	}
 	if len(o.Sizes) > 0 {
 		list := make([]map[string]any, len(items))

@@ -181,6 +181,11 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 				return err
 			}
 		}
+		if a.Draw.On() {
+			if err := createDraw(tx, a.ID, a.Draw); err != nil {
+				return err
+			}
+		}
 		if !labelled(a) {
 			return nil
 		}
@@ -199,9 +204,10 @@ func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
 	// page reads the sale every second, in two queries (this and its items).
 	var row activityRoomRow
 	tx := db.gdb.WithContext(ctx)
-	err := tx.Table("activities").Select("activities.*, items.name AS item_name, "+roomColumns).
+	err := tx.Table("activities").Select("activities.*, items.name AS item_name, "+roomColumns+", "+drawSelect).
 		Joins("JOIN items ON items.id = activities.item_id").
 		Joins("LEFT JOIN activity_rooms ON activity_rooms.activity_id = activities.id").
+		Joins("LEFT JOIN activity_draws ON activity_draws.activity_id = activities.id").
 		Where("activities.id = ?", id).Take(&row).Error
 	if err != nil {
 		return order.Activity{}, wrap("read activity", err)
@@ -211,6 +217,7 @@ func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
 	if row.Room.AdmitPerSecond > 0 {
 		a.Room = row.Room.room()
 	}
+	a.Draw = row.Draw.draw()
 	a, err = withItemsOne(tx, a)
 	return a, wrap("read activity", err)
 }

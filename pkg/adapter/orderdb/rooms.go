@@ -49,6 +49,7 @@ func (row roomRow) room() order.WaitingRoom {
 type activityRoomRow struct {
 	Activity activityRow `gorm:"embedded"`
 	Room     roomRow     `gorm:"embedded;embeddedPrefix:room_"`
+	Draw     drawColumns `gorm:"embedded;embeddedPrefix:draw_"`
 	ItemName string      // the sale's first item's name
 }
 

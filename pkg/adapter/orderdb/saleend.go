@@ -112,6 +112,9 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if err := changeRoom(tx, row, ch, starts); err != nil {
 			return err
 		}
+		if err := changeDraw(tx, row, ch, starts, ends, now); err != nil {
+			return err
+		}
 		lists, err := checkChange(tx, row, ch)
 		if err != nil {
 			return err

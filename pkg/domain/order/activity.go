@@ -30,6 +30,8 @@ type Activity struct {
 	CancelledAt time.Time
 	// Room is the sale's waiting room; the zero value is none.
 	Room WaitingRoom
+	// Draw is the sale's draw; the zero value is a first-come sale.
+	Draw Draw
 	// Name is what buyers see the sale as: its first item's name (read
 	// with the sale; empty where it was not).
 	Name string

@@ -36,6 +36,9 @@ var (
 	// ErrNotAdmitted: a sale with a waiting room refused an order without
 	// a valid, unused admission of the buyer's.
 	ErrNotAdmitted = errors.New("not admitted")
+	// ErrDrawSale: a draw sale takes entries, not orders; its orders are
+	// the winners' and the alternates', made by the draw.
+	ErrDrawSale = errors.New("draw sale")
 )
 
 // Error is a domain error with a message chosen for the client: what a

@@ -1,0 +1,243 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/draw"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// EntryBody is the body of POST /api/v1/activities/{id}/entries.
+type EntryBody struct {
+	// ItemID is the size entered for: required for a sale of several
+	// items; left out for a sale of one. null is refused.
+	ItemID optional[int64] `json:"item_id,omitzero"`
+	// Quantity left out is 1; null is refused.
+	Quantity optional[int] `json:"quantity,omitzero"`
+}
+
+// The states of an entry, as GET .../entries/me answers them.
+const (
+	EntryEntered     = "ENTERED"      // before the draw
+	EntryWon         = "WON"          // drawn, or an alternate the stock came back to: it has an order
+	EntryAlternate   = "ALTERNATE"    // waits, in rank order, for units of its size to come back
+	EntryNotSelected = "NOT_SELECTED" // the sale ended without giving it units
+)
+
+// EntryView is a buyer's entry.
+type EntryView struct {
+	EntryID    string    `json:"entry_id"`
+	ActivityID int64     `json:"activity_id"`
+	ItemID     int64     `json:"item_id"`
+	Quantity   int       `json:"quantity"`
+	State      string    `json:"state"`
+	EnteredAt  time.Time `json:"entered_at"`
+	// OrderNo is the order made for a WON entry (once it is made: the
+	// consumer does so within seconds of the draw).
+	OrderNo string `json:"order_no,omitempty"`
+	// AlternateRank is an ALTERNATE's place among its size's alternates
+	// still waiting: 1 is next.
+	AlternateRank int64 `json:"alternate_rank,omitempty"`
+}
+
+func entryView(e orderdb.Entry, a order.Activity, now time.Time) EntryView {
+	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC(),
+		OrderNo: e.OrderNo}
+	over := !now.Before(a.EndsAt) || !a.CancelledAt.IsZero()
+	switch {
+	case e.OrderNo != "" || e.Outcome == draw.Won:
+		v.State = EntryWon
+	case over:
+		v.State = EntryNotSelected
+	case e.Outcome == draw.Alternate:
+		v.State, v.AlternateRank = EntryAlternate, e.AlternatesBefore+1
+	default:
+		v.State = EntryEntered
+	}
+	return v
+}
+
+// drawSale is the path's sale, which must be a draw.
+func (s *Server) drawSale(c *gin.Context) (order.Activity, bool) {
+	id, ok := pathID(c)
+	if !ok {
+		return order.Activity{}, false
+	}
+	a, err := s.intake.Activity(c.Request.Context(), id)
+	if err == nil && !a.Draw.On() {
+		err = order.Errorf(order.ErrNotFound, "sale %d is not a draw: order it at /api/v1/orders", id)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return order.Activity{}, false
+	}
+	return a, true
+}
+
+// enterDraw records the buyer's entry: 201 for a new one, 200 with the
+// entry they made before (unchanged) when they entered already, so a
+// retry is safe whatever became of the first answer.
+func (s *Server) enterDraw(c *gin.Context) {
+	a, ok := s.drawSale(c)
+	if !ok {
+		return
+	}
+	var b EntryBody
+	if c.Request.ContentLength != 0 && !s.decodeOr400(c, &b) {
+		return
+	}
+	if err := refuseNull(field{"quantity", b.Quantity}, field{"item_id", b.ItemID}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	q := 1
+	if b.Quantity.Set {
+		q = b.Quantity.Value
+	}
+	if err := a.CheckQuantity(q); err != nil {
+		s.fail(c, err)
+		return
+	}
+	chosen, err := a.ChooseItem(b.ItemID.Value)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ctx, now, user := c.Request.Context(), s.intake.Now(), claimsOf(c).UserID
+	if !a.EntriesOpenAt(now) {
+		// A retry after the close still finds the entry it made.
+		if e, err := s.db.EntryOf(ctx, a.ID, user); err == nil {
+			c.JSON(http.StatusOK, entryView(e, a, now))
+			return
+		}
+		s.fail(c, order.Errorf(order.ErrActivityNotActive, "the draw takes entries from %s until %s",
+			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339)))
+		return
+	}
+	e, created, err := s.db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: q, At: now})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	c.JSON(status, entryView(e, a, now))
+}
+
+// myEntry answers the buyer's entry and what became of it.
+func (s *Server) myEntry(c *gin.Context) {
+	a, ok := s.drawSale(c)
+	if !ok {
+		return
+	}
+	e, err := s.db.EntryOf(c.Request.Context(), a.ID, claimsOf(c).UserID)
+	if errors.Is(err, order.ErrNotFound) {
+		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, entryView(e, a, s.intake.Now()))
+}
+
+// drawRecords keeps each sale's published draw once it is DRAWN: it never
+// changes after.
+type drawRecords struct {
+	m sync.Map // activity id -> []byte
+}
+
+// drawRecord publishes the sale's draw to anyone (no token): the
+// commitment, and once drawn everything draw.Verify recomputes.
+func (s *Server) drawRecord(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	if b, ok := s.drawRecords.m.Load(id); ok {
+		c.Data(http.StatusOK, "application/json; charset=utf-8", b.([]byte))
+		return
+	}
+	ctx := c.Request.Context()
+	a, err := s.intake.Activity(ctx, id)
+	if err == nil && !a.Draw.On() {
+		err = order.Errorf(order.ErrNotFound, "sale %d is not a draw", id)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	rec, err := s.db.DrawRecord(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	rec.State = drawState(rec.State, a, s.intake.Now())
+	b, err := json.Marshal(rec)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if rec.State == draw.StateDrawn {
+		s.drawRecords.m.Store(id, b)
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+}
+
+// drawState is the state the api shows for a draw MySQL has in state: an
+// OPEN one is CLOSED from entries_close_at (its list is then frozen, and
+// the draw runs within seconds) or once the sale ended.
+func drawState(state string, a order.Activity, now time.Time) string {
+	if state == draw.StateOpen && (!now.Before(a.Draw.EntriesCloseAt) || !a.ActiveAt(now) && !now.Before(a.StartsAt)) {
+		return draw.StateClosed
+	}
+	return state
+}
+
+// SalePageDraw is a draw sale's draw on its page.
+type SalePageDraw struct {
+	State          string    `json:"state"`
+	Entries        int64     `json:"entries"`
+	Commitment     string    `json:"commitment"`
+	EntriesCloseAt time.Time `json:"entries_close_at"`
+}
+
+// DrawView is a draw sale's draw in the admin's answers.
+type DrawView struct {
+	EntriesCloseAt time.Time `json:"entries_close_at"`
+	Commitment     string    `json:"commitment"`
+}
+
+func drawView(d order.Draw) *DrawView {
+	if !d.On() {
+		return nil
+	}
+	return &DrawView{EntriesCloseAt: d.EntriesCloseAt.UTC(), Commitment: draw.Seed(d.Seed).Commitment()}
+}
+
+// saleDraw sets a new sale's draw as the operator asked for it (mode,
+// entries_close_at), with a fresh seed.
+func (s *Server) saleDraw(a *order.Activity, mode string, closes *time.Time) error {
+	if closes != nil {
+		at := closes.Truncate(timePrecision)
+		closes = &at
+	}
+	d, err := order.NewDraw(mode, closes)
+	if err != nil {
+		return err
+	}
+	if d.On() {
+		d.Seed = draw.NewSeed()
+	}
+	a.Draw = d
+	return a.CheckDraw(s.intake.Now())
+}

@@ -1,0 +1,235 @@
+// Package draw holds the rules of a draw sale: a sale that takes entries
+// for a window instead of orders, then picks its winners at random in a way
+// anyone can check from the published record alone.
+//
+// The scheme, in order:
+//
+//  1. When the sale is made, a secret seed of 32 random bytes is drawn and
+//     only its commitment, SHA-256(seed) in hex, is shown.
+//  2. Buyers enter from the start until entries_close_at: one entry a buyer,
+//     naming a size (item) and a quantity. Each entry gets a random id.
+//  3. At entries_close_at the list is frozen. Its digest is SHA-256 of the
+//     lines "<entry_id>,<item_id>,<quantity>\n", one an entry, sorted by
+//     entry id (byte order), in hex.
+//  4. Each entry's key is HMAC-SHA256(key = the seed's 32 bytes, message =
+//     the entry id's text). The entries in ascending order of their keys
+//     (compared as bytes) are the ranking.
+//  5. Walking the ranking from the top, an entry wins when its quantity fits
+//     the units of its size not yet won (each size starts with its stock at
+//     the draw); every other entry is an alternate of its size, in the same
+//     order. Units that come back later (a winner who does not pay, a
+//     cancel, a restock) go to the first alternate of that size, in ranking
+//     order, whose quantity fits them.
+//  6. The record (seed, digest, stock of each size, every entry in ranking
+//     order with its outcome) is published; Verify recomputes all of it.
+package draw
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/seckill/seckill/pkg/domain/room"
+)
+
+// Seed is the draw's secret: room.Seed (32 random bytes, committed to by
+// SHA-256 before the entries).
+type Seed = room.Seed
+
+// ParseSeed reads a seed from its hex form.
+func ParseSeed(s string) (Seed, error) {
+	var seed Seed
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(seed) {
+		return seed, errors.New("the seed is not 64 hex digits")
+	}
+	copy(seed[:], b)
+	return seed, nil
+}
+
+// The states of a draw, in the order they come.
+const (
+	StateOpen   = "OPEN"   // entries are taken (from the sale's start)
+	StateClosed = "CLOSED" // entries_close_at passed: the list is frozen, not yet drawn
+	StateDrawn  = "DRAWN"  // the winners are picked and the record is published
+)
+
+// The outcomes of an entry at the draw.
+const (
+	Won       = "WON"
+	Alternate = "ALTERNATE"
+)
+
+// Entry is one buyer's entry as the record shows it (no personal data).
+type Entry struct {
+	ID       string `json:"entry_id"`
+	ItemID   int64  `json:"item_id"`
+	Quantity int    `json:"quantity"`
+}
+
+// Ranked is an entry in the ranking, with its outcome at the draw.
+type Ranked struct {
+	Entry
+	Outcome string `json:"outcome"`
+}
+
+// Size is a size's stock when the draw ran.
+type Size struct {
+	ItemID int64 `json:"item_id"`
+	Stock  int64 `json:"stock"`
+}
+
+// EntryIDLen is how long an entry id is: 32 lowercase hex digits (16
+// random bytes).
+const EntryIDLen = 32
+
+// ValidEntryID reports whether id has the form of an entry id.
+func ValidEntryID(id string) bool {
+	if len(id) != EntryIDLen {
+		return false
+	}
+	for i := range len(id) {
+		c := id[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Digest is the frozen list's digest: SHA-256, in hex, of one line
+// "<entry_id>,<item_id>,<quantity>\n" an entry, sorted by entry id.
+func Digest(entries []Entry) string {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
+	h := sha256.New()
+	var line []byte
+	for _, e := range sorted {
+		line = append(line[:0], e.ID...)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, e.ItemID, 10)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, int64(e.Quantity), 10)
+		line = append(line, '\n')
+		h.Write(line)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Key is an entry's key in the ranking: HMAC-SHA256(seed, entry id).
+func Key(seed Seed, entryID string) [sha256.Size]byte {
+	m := hmac.New(sha256.New, seed[:])
+	m.Write([]byte(entryID))
+	var k [sha256.Size]byte
+	m.Sum(k[:0])
+	return k
+}
+
+// Pick ranks entries by their keys under seed and gives each its outcome
+// against stock, the units of each size (by item id): the whole draw.
+// Equal keys (a 2⁻²⁵⁶ chance) fall back to the entry ids.
+func Pick(seed Seed, entries []Entry, stock map[int64]int64) []Ranked {
+	type keyed struct {
+		key [sha256.Size]byte
+		e   Entry
+	}
+	ks := make([]keyed, len(entries))
+	for i, e := range entries {
+		ks[i] = keyed{Key(seed, e.ID), e}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if c := bytes.Compare(a.key[:], b.key[:]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.e.ID, b.e.ID)
+	})
+	left := make(map[int64]int64, len(stock))
+	for id, n := range stock {
+		left[id] = n
+	}
+	out := make([]Ranked, len(ks))
+	for i, k := range ks {
+		out[i] = Ranked{Entry: k.e, Outcome: Alternate}
+		if q := int64(k.e.Quantity); q <= left[k.e.ItemID] {
+			left[k.e.ItemID] -= q
+			out[i].Outcome = Won
+		}
+	}
+	return out
+}
+
+// Record is a sale's draw as GET /api/v1/activities/{id}/draw publishes
+// it. Seed, Digest, Sizes and Entries are there once the state is DRAWN.
+type Record struct {
+	ActivityID int64  `json:"activity_id"`
+	State      string `json:"state"`
+	Commitment string `json:"commitment"`
+	Seed       string `json:"seed,omitempty"`
+	Digest     string `json:"entries_digest,omitempty"`
+	// Sizes is each size's stock when the draw ran, in the sale's order.
+	Sizes []Size `json:"sizes,omitempty"`
+	// Entries is every entry, in ranking order.
+	Entries []Ranked `json:"entries,omitempty"`
+}
+
+// Verify recomputes rec from what it publishes: the commitment from the
+// seed, the digest from the entries, the ranking from the seed and the
+// entry ids, and each entry's outcome from the ranking and the sizes'
+// stock. It returns every mismatch it found, joined; nil when the record
+// holds.
+func Verify(rec Record) error {
+	if rec.State != StateDrawn {
+		return fmt.Errorf("the draw is %s, not %s: there is nothing to verify yet", rec.State, StateDrawn)
+	}
+	seed, err := ParseSeed(rec.Seed)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if got := seed.Commitment(); got != rec.Commitment {
+		errs = append(errs, fmt.Errorf("commitment: SHA-256 of the seed is %s, the record says %s", got, rec.Commitment))
+	}
+	entries := make([]Entry, len(rec.Entries))
+	seen := make(map[string]bool, len(rec.Entries))
+	for i, e := range rec.Entries {
+		entries[i] = e.Entry
+		if seen[e.ID] {
+			errs = append(errs, fmt.Errorf("entry %s is listed twice", e.ID))
+		}
+		seen[e.ID] = true
+	}
+	if got := Digest(entries); got != rec.Digest {
+		errs = append(errs, fmt.Errorf("entries_digest: the entries hash to %s, the record says %s", got, rec.Digest))
+	}
+	stock := make(map[int64]int64, len(rec.Sizes))
+	for _, s := range rec.Sizes {
+		stock[s.ItemID] = s.Stock
+	}
+	want := Pick(seed, entries, stock)
+	ranked := 0
+	for i, w := range want {
+		got := rec.Entries[i]
+		switch {
+		case got.ID != w.ID:
+			if ranked < 5 {
+				errs = append(errs, fmt.Errorf("rank %d: the seed ranks entry %s there, the record lists %s", i+1, w.ID, got.ID))
+			}
+			ranked++
+		case got.Outcome != w.Outcome:
+			errs = append(errs, fmt.Errorf("rank %d, entry %s: the draw makes it %s, the record says %s", i+1, w.ID, w.Outcome, got.Outcome))
+		}
+	}
+	if ranked > 5 {
+		errs = append(errs, fmt.Errorf("%d entries in all are out of their rank", ranked))
+	}
+	return errors.Join(errs...)
+}
+
+// NewSeed draws a seed from the system's random source.
+func NewSeed() Seed { return room.NewSeed() }
