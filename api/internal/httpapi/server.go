@@ -43,7 +43,7 @@ type Server struct {
 	salePages *salePages
 	// drawRecords are the draws published once drawn.
 	drawRecords drawRecords
-	rooms     *rooms
+	rooms       *rooms
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
