@@ -480,6 +480,51 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	roomOrder.header["X-Admission"] = adm.Admission
 	sc.do(base, roomOrder, 202)
 
+	// A draw sale: enter, enter again, the buyer's entry, the record
+	// before and after the draw (the consumer draws it at the close).
+	drawItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"sneaker","stock":1}`}, 201), "item_id")
+	withDraw := func(closes time.Time) string {
+		return strings.TrimSuffix(activity(drawItem, now.Add(-time.Minute), now.Add(time.Hour)), "}") +
+			fmt.Sprintf(`,"mode":"draw","entries_close_at":%q}`, closes.Format(time.RFC3339Nano))
+	}
+	closes := time.Now().Add(4 * time.Second)
+	drawSale := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: withDraw(closes)}, 201), "activity_id")
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: withDraw(now.Add(2 * time.Hour))}, 400) // after ends_at
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
+		body: strings.TrimSuffix(withDraw(closes), "}") + `,"mode":"lottery"}`}, 400)
+	sc.do(base, specCall{method: "POST", path: warm(drawSale), token: admin}, 200)
+	entries := fmt.Sprintf("/api/v1/activities/%d/entries", drawSale)
+	drawPath := fmt.Sprintf("/api/v1/activities/%d/draw", drawSale)
+	sc.do(base, specCall{method: "GET", path: drawPath}, 200) // OPEN: the commitment only
+	sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/api/v1/activities/%d", drawSale)}, 200)
+	sc.do(base, specCall{method: "GET", path: entries + "/me", token: buyer}, 404)
+	sc.do(base, specCall{method: "POST", path: entries, token: buyer, body: `{"quantity":0}`}, 400)
+	sc.do(base, specCall{method: "POST", path: entries, token: buyer, body: `{"quantity":1}`}, 201)
+	sc.do(base, specCall{method: "POST", path: entries, token: buyer}, 200) // entered already
+	sc.do(base, specCall{method: "POST", path: entries, token: buyerB, body: `{}`}, 201)
+	sc.do(base, specCall{method: "POST", path: entries}, 401)
+	sc.do(base, specCall{method: "POST", path: fmt.Sprintf("/api/v1/activities/%d/entries", open), token: buyer}, 404) // not a draw
+	sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/api/v1/activities/%d/draw", open)}, 404)
+	sc.do(base, specCall{method: "GET", path: entries + "/me", token: buyer}, 200)
+	sc.do(base, place(buyer, "draw-direct", drawSale), 409) // DRAW_SALE
+	var rec struct {
+		State string `json:"state"`
+	}
+	waittest.Until(t, 30*time.Second, "the draw drawn", func() bool {
+		err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: drawPath}, 200), &rec)
+		return err == nil && rec.State == "DRAWN"
+	})
+	sc.do(base, specCall{method: "POST", path: entries, token: pipelinetest.Token(12, ""), body: `{}`}, 409) // closed
+	var mine struct {
+		State string `json:"state"`
+	}
+	waittest.Until(t, 30*time.Second, "the buyers' entries WON or ALTERNATE", func() bool {
+		a := json.Unmarshal(sc.do(base, specCall{method: "GET", path: entries + "/me", token: buyer}, 200), &mine)
+		sa := mine.State
+		b := json.Unmarshal(sc.do(base, specCall{method: "GET", path: entries + "/me", token: buyerB}, 200), &mine)
+		return a == nil && b == nil && (sa == "WON" && mine.State == "ALTERNATE" || sa == "ALTERNATE" && mine.State == "WON")
+	})
+
 	// Changing a sale before it starts; ending and cancelling one.
 	actPath := func(a int64) string { return fmt.Sprintf("/admin/v1/activities/%d", a) }
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, body: `{"per_user_limit":2}`}, 200)

@@ -1,0 +1,334 @@
+package orderdb_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/draw"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// drawSale makes a draw sale of len(stocks) sizes, started a minute ago,
+// whose entries close at closes.
+func drawSale(t *testing.T, db *mysqltest.DB, closes time.Time, stocks ...int64) order.Activity {
+	t.Helper()
+	ctx := context.Background()
+	var items []order.SaleItem
+	for i, n := range stocks {
+		it, err := db.CreateItem(ctx, "sneaker", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, order.SaleItem{ItemID: it.ID, Label: "size " + strconv.Itoa(i+1)})
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a, err := db.CreateActivity(ctx, order.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
+		EndsAt: now.Add(time.Hour), PerUserLimit: 2, Draw: order.Draw{EntriesCloseAt: closes.UTC().Truncate(time.Millisecond), Seed: draw.NewSeed()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestDrawSaleReadsBack(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := drawSale(t, db, closes, 3, 4)
+	got, err := db.Activity(context.Background(), a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Draw.EntriesCloseAt.Equal(closes) || got.Draw.Seed != a.Draw.Seed || got.Mode() != order.ModeDraw || len(got.Items) != 2 {
+		t.Fatalf("read back %+v, want the draw closing at %v with its seed", got.Draw, closes)
+	}
+	sum, err := db.DrawSummary(context.Background(), a.ID)
+	if err != nil || sum.State != draw.StateOpen || sum.Entries != 0 {
+		t.Fatalf("summary %+v, %v", sum, err)
+	}
+}
+
+// Entrants keep entering while the draw runs: the ranking has exactly the
+// entries that committed (every one the api answered 201 for), the count
+// matches, and every entry after that was refused, none half written.
+func TestDrawFreezesTheListExactly(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := drawSale(t, db, closes, 5, 5, 5)
+	var (
+		accepted, refused atomic.Int64
+		next              atomic.Int64
+		wg                sync.WaitGroup
+		stop              = make(chan struct{})
+	)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				u := next.Add(1)
+				// The api's clock says the entries are still open; the
+				// draw's, that they closed: the lock decides.
+				_, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.FormatInt(u, 10),
+					ItemID: a.Items[u%3].ItemID, Quantity: 1 + int(u%2), At: closes.Add(-time.Millisecond)})
+				switch {
+				case errors.Is(err, order.ErrActivityNotActive):
+					refused.Add(1)
+					if refused.Load() > 50 {
+						return
+					}
+				case err != nil:
+					t.Errorf("enter %d: %v", u, err)
+					return
+				case created:
+					accepted.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	res, err := db.RunDraw(ctx, a.ID, closes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if !res.Ran || int64(res.Entries) != accepted.Load() || refused.Load() == 0 {
+		t.Fatalf("the draw took %d entries (ran %v); %d were accepted, %d refused", res.Entries, res.Ran, accepted.Load(), refused.Load())
+	}
+	var inTable, inRanking int64
+	g := db.Gorm()
+	g.Raw("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", a.ID).Scan(&inTable)
+	g.Raw("SELECT COUNT(*) FROM draw_results WHERE activity_id = ?", a.ID).Scan(&inRanking)
+	sum, _ := db.DrawSummary(ctx, a.ID)
+	if inTable != accepted.Load() || inRanking != inTable || sum.Entries != inTable || sum.State != draw.StateDrawn {
+		t.Fatalf("entries: %d accepted, %d in the table, %d ranked, %d counted (%s)", accepted.Load(), inTable, inRanking, sum.Entries, sum.State)
+	}
+	rec, err := db.DrawRecord(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := draw.Verify(rec); err != nil {
+		t.Fatalf("the record does not verify: %v", err)
+	}
+	won := map[int64]int64{}
+	for _, e := range rec.Entries {
+		if e.Outcome == draw.Won {
+			won[e.ItemID] += int64(e.Quantity)
+		}
+	}
+	for _, it := range a.Items {
+		if won[it.ItemID] > 5 || won[it.ItemID] < 4 {
+			t.Errorf("size %d: %d units won of 5", it.ItemID, won[it.ItemID])
+		}
+	}
+	// Drawn once: another run does nothing.
+	if again, err := db.RunDraw(ctx, a.ID, closes.Add(time.Second)); err != nil || again.Ran {
+		t.Fatalf("a second draw: %+v, %v", again, err)
+	}
+}
+
+// A draw is not run before its close, nor for a sale that ended or was
+// cancelled first.
+func TestDrawRunsOnlyWhenDue(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := drawSale(t, db, closes, 2)
+	if res, err := db.RunDraw(ctx, a.ID, closes.Add(-time.Millisecond)); err != nil || res.Ran {
+		t.Fatalf("a draw before its close: %+v, %v", res, err)
+	}
+	due, err := db.DrawsDue(ctx, closes)
+	if err != nil || len(due) != 1 || due[0] != a.ID {
+		t.Fatalf("due at the close: %v, %v", due, err)
+	}
+	if _, err := db.EndActivity(ctx, a.ID, time.Now(), true); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := db.DrawsDue(ctx, closes); err != nil || len(due) != 0 {
+		t.Fatalf("a cancelled sale is still due: %v, %v", due, err)
+	}
+	if res, err := db.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
+		t.Fatalf("a cancelled sale drawn: %+v, %v", res, err)
+	}
+}
+
+// Entering again returns the first entry unchanged, whatever the second
+// request asks for; the count is one.
+func TestEnterTwiceKeepsTheFirstEntry(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	a := drawSale(t, db, time.Now().Add(time.Minute), 2, 2)
+	now := time.Now()
+	first, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[0].ItemID, Quantity: 1, At: now})
+	if err != nil || !created || !draw.ValidEntryID(first.ID) {
+		t.Fatalf("first entry: %+v %v %v", first, created, err)
+	}
+	again, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[1].ItemID, Quantity: 2, At: now})
+	if err != nil || created || again.ID != first.ID || again.ItemID != first.ItemID || again.Quantity != 1 {
+		t.Fatalf("entering again: %+v %v %v; first %+v", again, created, err, first)
+	}
+	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 1 {
+		t.Fatalf("%d entries counted, want 1", sum.Entries)
+	}
+}
+
+// The COMMIT of an entry reaches MySQL and its answer is lost: the retry
+// finds the entry it made (not a second one), and the count is one.
+func TestEnterLostCommitRetryFindsIt(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	p, via := proxiedOrderDB(t, db)
+	ctx := context.Background()
+	a := drawSale(t, db, time.Now().Add(time.Minute), 2)
+	e := orderdb.NewEntry{ActivityID: a.ID, UserID: "bo", ItemID: a.ItemID, Quantity: 1, At: time.Now()}
+	cutCommit(p)
+	if _, _, err := via.Enter(ctx, e); err == nil {
+		t.Fatal("the entry's answer was cut, yet Enter returned no error")
+	}
+	waitCutOver(t, via)
+	got, created, err := via.Enter(ctx, e)
+	if err != nil || created {
+		t.Fatalf("retry: %+v created %v, %v; want the entry the lost commit made", got, created, err)
+	}
+	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 1 {
+		t.Fatalf("%d entries counted, want 1", sum.Entries)
+	}
+}
+
+// The COMMIT of the draw reaches MySQL and its answer is lost: the next run
+// finds it drawn and draws nothing again.
+func TestRunDrawLostCommitDrawsOnce(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	p, via := proxiedOrderDB(t, db)
+	ctx := context.Background()
+	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := drawSale(t, db, closes, 3)
+	for u := range 12 {
+		if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutCommit(p)
+	if _, err := via.RunDraw(ctx, a.ID, closes); err == nil {
+		t.Fatal("the draw's answer was cut, yet RunDraw returned no error")
+	}
+	waitCutOver(t, via)
+	if res, err := via.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
+		t.Fatalf("the run after the lost commit: %+v, %v; want nothing left to draw", res, err)
+	}
+	rec, err := db.DrawRecord(ctx, a.ID)
+	if err != nil || len(rec.Entries) != 12 {
+		t.Fatalf("record of %d entries, %v", len(rec.Entries), err)
+	}
+	if err := draw.Verify(rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An entry is numbered for one order only; a number is taken back only
+// from an alternate not yet issued.
+func TestNumberPickKeepsTheFirstNumber(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := drawSale(t, db, closes, 1)
+	for _, u := range []string{"a", "b", "c"} {
+		if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: u, ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.RunDraw(ctx, a.ID, closes); err != nil {
+		t.Fatal(err)
+	}
+	winners, err := db.WinnersWithoutOrders(ctx, a.ID, 10)
+	if err != nil || len(winners) != 1 {
+		t.Fatalf("winners %+v, %v", winners, err)
+	}
+	w := winners[0]
+	if no, err := db.NumberPick(ctx, w.EntryID, "n1"); err != nil || no != "n1" {
+		t.Fatalf("first number: %q %v", no, err)
+	}
+	if no, err := db.NumberPick(ctx, w.EntryID, "n2"); err != nil || no != "n1" {
+		t.Fatalf("second number: %q %v, want the first kept", no, err)
+	}
+	if err := db.Unnumber(ctx, w.EntryID, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if un, _ := db.Unissued(ctx, a.ID, 10); len(un) != 1 || un[0].OrderNo != "n1" {
+		t.Fatalf("a winner's number was taken back: %+v", un)
+	}
+	alts, err := db.NextAlternates(ctx, a.ID, a.ItemID, 1, 10)
+	if err != nil || len(alts) != 2 || alts[0].Rank > alts[1].Rank {
+		t.Fatalf("alternates %+v, %v", alts, err)
+	}
+	if _, err := db.NumberPick(ctx, alts[0].EntryID, "n3"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := db.EntryOf(ctx, a.ID, alts[1].UserID)
+	if err != nil || e.Outcome != draw.Alternate || e.AlternatesBefore != 0 {
+		t.Fatalf("the second alternate with the first numbered: %+v, %v", e, err)
+	}
+	if err := db.Unnumber(ctx, alts[0].EntryID, "n3"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := db.EntryOf(ctx, a.ID, alts[1].UserID); e.AlternatesBefore != 1 {
+		t.Fatalf("the second alternate once the first waits again: %+v", e)
+	}
+	if err := db.MarkIssued(ctx, w.EntryID, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if un, _ := db.Unissued(ctx, a.ID, 10); len(un) != 0 {
+		t.Fatalf("issued picks still listed: %+v", un)
+	}
+}
+
+// A change of the sale keeps entries_close_at between its start and end.
+func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	it, err := db.CreateItem(ctx, "sneaker", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
+		Draw: order.Draw{EntriesCloseAt: start.Add(30 * time.Minute), Seed: draw.NewSeed()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []orderdb.ActivityChange{
+		{EndsAt: ptrTo(start.Add(20 * time.Minute))},
+		{StartsAt: ptrTo(start.Add(40 * time.Minute))},
+		{StockBuckets: ptrTo(2)},
+	} {
+		if _, err := db.PatchActivity(ctx, a.ID, ch, time.Now()); !errors.Is(err, order.ErrInvalidArgument) {
+			t.Errorf("change %+v: %v, want ErrInvalidArgument", ch, err)
+		} else {
+			t.Log(err)
+		}
+	}
+	if _, err := db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
+		t.Fatalf("a later end: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
