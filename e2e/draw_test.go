@@ -383,7 +383,8 @@ func TestDrawEndToEnd(t *testing.T) {
 		t.Errorf("%d paid orders, want 103 (100 units and 3 restocked)", n)
 	}
 	p.Check(s)
-	if r := p.Reconcile("--activity", strconv.FormatInt(s.ActivityID, 10)); r.Code != 0 {
+	act := strconv.FormatInt(s.ActivityID, 10)
+	if r := p.Reconcile("--activity", act); r.Code != 0 || !strings.Contains(r.Stdout, "activity "+act+": holds (5000 entries, 100 won, 24 alternates") {
 		t.Errorf("reconciler after the draw and its roll-downs: exit %d\n%s", r.Code, r.Stdout)
 	}
 
@@ -394,4 +395,13 @@ func TestDrawEndToEnd(t *testing.T) {
 	waittest.Until(t, 5*time.Second, "an alternate NOT_SELECTED after the end", func() bool {
 		return myEntry(t, api, s, userOf(alternates[s.Items[4].ID][0])).State == "NOT_SELECTED"
 	})
+	// A ranking changed in MySQL after the draw no longer recomputes: the
+	// reconciler says so.
+	last := alternates[s.Items[4].ID][len(alternates[s.Items[4].ID])-1]
+	if err := p.DB.Gorm().Exec("UPDATE draw_results SET outcome = 'WON' WHERE entry_id = ?", last.EntryID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Reconcile("--activity", act); r.Code != 1 || !strings.Contains(r.Stdout, "the record does not recompute") {
+		t.Errorf("reconciler after a pick was changed: exit %d\n%s", r.Code, r.Stdout)
+	}
 }

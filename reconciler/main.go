@@ -352,21 +352,36 @@ func (r *reconciler) check(ctx context.Context) error {
 		drift[it.ItemID] = d
 	}
 	r.metrics.Drift(drift)
+	draws, err := r.checkDraws(lctx)
+	if err != nil {
+		return fail(exitFailed, r.why(l, fmt.Errorf("check draws: %w", err)))
+	}
 	if r.opts.json {
 		err = rep.WriteJSON(r.stdout)
-	} else {
-		err = rep.WriteTable(r.stdout)
+	} else if err = rep.WriteTable(r.stdout); err == nil {
+		err = writeDraws(r.stdout, draws)
 	}
 	if err != nil {
 		return fail(exitFailed, fmt.Errorf("write report: %w", err))
 	}
 	code := rep.ExitCode()
+	for _, d := range draws {
+		for _, p := range d.problems {
+			r.log.Log(ctx, logs.Alert, "draw does not hold", "activity_id", d.activity, "problem", p)
+			code = max(code, exitDrift)
+		}
+	}
 	r.log.Info("reconcile finished", "summary", rep.Summary(), "exit_code", code, "fence", l.Fence(),
 		"took", rep.FinishedAt.Sub(rep.StartedAt).Round(time.Millisecond).String())
 	if code != exitAgree {
 		msg := rep.Summary()
 		for _, it := range unchecked {
 			msg += fmt.Sprintf("; item %d unchecked: %s", it.ItemID, it.Error)
+		}
+		for _, d := range draws {
+			if len(d.problems) > 0 {
+				msg += fmt.Sprintf("; the draw of activity %d does not hold", d.activity)
+			}
 		}
 		return fail(code, errors.New(msg))
 	}

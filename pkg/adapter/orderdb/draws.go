@@ -468,3 +468,45 @@ func (db *DB) Unnumber(ctx context.Context, entryID, no string) error {
 		UpdateColumn("order_no", nil).Error
 	return wrap("unnumber pick", err)
 }
+
+// DrawSales lists the draw sales that end after endsAfter, or the ones
+// of ids among them when ids is not nil.
+func (db *DB) DrawSales(ctx context.Context, endsAfter time.Time, ids []int64) ([]int64, error) {
+	q := db.gdb.WithContext(ctx).Table("activity_draws").
+		Joins("JOIN activities ON activities.id = activity_draws.activity_id").Where("activities.ends_at > ?", endsAfter.UTC())
+	if ids != nil {
+		q = q.Where("activity_draws.activity_id IN ?", nonEmpty(ids))
+	}
+	var out []int64
+	err := q.Order("activity_draws.activity_id").Pluck("activity_draws.activity_id", &out).Error
+	return out, wrap("list draw sales", err)
+}
+
+// DrawAudit is what MySQL holds of a drawn sale's orders.
+type DrawAudit struct {
+	// Numbered picks have an order number; Issued ones had their event
+	// reach Kafka; Promoted are alternates given units after the draw.
+	Numbered, Issued, Promoted int64
+	// Stray are orders of the sale no pick names: none may exist (a draw
+	// sale takes no order but its picks').
+	Stray int64
+	// Missing are issued picks whose order MySQL does not have (yet: an
+	// order still on its way counts until the pipeline drains).
+	Missing int64
+}
+
+// DrawAudit reads the audit of the sale's draw.
+func (db *DB) DrawAudit(ctx context.Context, activity int64) (DrawAudit, error) {
+	var a DrawAudit
+	g := db.gdb.WithContext(ctx)
+	err := g.Raw(`SELECT COALESCE(SUM(order_no IS NOT NULL), 0) AS numbered, COALESCE(SUM(issued), 0) AS issued,
+		COALESCE(SUM(outcome = ? AND order_no IS NOT NULL), 0) AS promoted,
+		COALESCE(SUM(issued = 1 AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = draw_results.order_no)), 0) AS missing
+		FROM draw_results WHERE activity_id = ?`, draw.Alternate, activity).Scan(&a).Error
+	if err != nil {
+		return a, wrap("audit draw", err)
+	}
+	err = g.Raw(`SELECT COUNT(*) FROM orders o WHERE o.activity_id = ?
+		AND NOT EXISTS (SELECT 1 FROM draw_results r WHERE r.order_no = o.order_no)`, activity).Scan(&a.Stray).Error
+	return a, wrap("audit draw", err)
+}
