@@ -131,6 +131,42 @@ def keep_waiting_room(body):
     body.pop("stock_buckets", None)
 
 
+def keep_draw(body):
+    """Makes a new sale's draw one the api takes (pkg/domain/order CheckDraw): entries_close_at
+    only with mode draw, and then in the future, after starts_at and before ends_at, with no
+    waiting room and one stock key per item. A sale that ends too soon for that is made first
+    come."""
+    if body.get("mode") != "draw":
+        body.pop("entries_close_at", None)
+        return
+    body.pop("waiting_room", None)
+    body.pop("stock_buckets", None)
+    starts, ends = when(body.get("starts_at")), when(body.get("ends_at"))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if starts is None or ends is None or ends <= now + datetime.timedelta(seconds=30):
+        body["mode"] = "first_come"
+        body.pop("entries_close_at", None)
+        return
+    lo = max(starts, now + datetime.timedelta(seconds=10))
+    body["entries_close_at"] = rfc3339(lo + (ends - lo) / 2)
+
+
+def keep_draw_change(body, page):
+    """Keeps a change of a draw sale within its draw: starts_at before entries_close_at, ends_at
+    after it, no waiting room, no stock buckets (what cannot be kept is left out)."""
+    closes = when(((page or {}).get("draw") or {}).get("entries_close_at"))
+    if closes is None:
+        return
+    body.pop("waiting_room", None)
+    body.pop("stock_buckets", None)
+    if "starts_at" in body and (when(body["starts_at"]) is None or when(body["starts_at"]) >= closes):
+        del body["starts_at"]
+    if "ends_at" in body and (when(body["ends_at"]) is None or when(body["ends_at"]) <= closes):
+        del body["ends_at"]
+    if not body:
+        body["per_user_limit"] = 1
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if not positive(case):
@@ -150,6 +186,7 @@ def before_call(context, case, kwargs):
             keep_sale_items(body)
         if isinstance(body.get("waiting_room"), dict):
             keep_waiting_room(body)
+        keep_draw(body)
     elif op == "patchActivity" and body is not None:
         page = sale_page(case.path_parameters.get("id"))
         if "starts_at" in body or "ends_at" in body:
@@ -165,6 +202,15 @@ def before_call(context, case, kwargs):
                     del body["starts_at"]
             else:
                 keep_waiting_room(body)
+        if page and page.get("mode") == "draw":
+            keep_draw_change(body, page)
+    elif op == "enterDraw" and isinstance(case.body, dict):
+        page = sale_page(case.path_parameters.get("id"))
+        if page and isinstance(body.get("quantity"), int) and body["quantity"] > page["per_user_limit"]:
+            body["quantity"] = page["per_user_limit"]
+        items = [it["item_id"] for it in (page or {}).get("items") or []]
+        if items and (body.get("item_id") not in items if "item_id" in body else len(items) > 1):
+            body["item_id"] = items[0]
     elif op == "placeOrder" and body is not None:
         page = sale_page(body.get("activity_id", 0))
         if page and isinstance(body.get("quantity"), int) and body["quantity"] > page["per_user_limit"]:

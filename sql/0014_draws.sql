@@ -21,7 +21,7 @@ CREATE TABLE activity_draws (
 -- draw_entries: one entry a buyer a sale (the api writes them, before the
 -- draw only).
 CREATE TABLE draw_entries (
-  entry_id    CHAR(32)       NOT NULL,
+  entry_id    BINARY(32)     NOT NULL,
   activity_id BIGINT         NOT NULL,
   user_id     VARBINARY(512) NOT NULL,
   item_id     BIGINT         NOT NULL,
@@ -40,12 +40,12 @@ CREATE TABLE draw_entries (
 CREATE TABLE draw_results (
   activity_id BIGINT         NOT NULL,
   draw_rank   INT            NOT NULL,
-  entry_id    CHAR(32)       NOT NULL,
+  entry_id    BINARY(32)     NOT NULL,
   item_id     BIGINT         NOT NULL,
   quantity    INT            NOT NULL,
   user_id     VARBINARY(512) NOT NULL,
   outcome     VARCHAR(9)     NOT NULL,
-  order_no    VARCHAR(48)    NULL,
+  order_no    VARBINARY(48)  NULL,
   issued      TINYINT(1)     NOT NULL DEFAULT 0,
   PRIMARY KEY (activity_id, draw_rank),
   UNIQUE KEY uk_draw_results_entry (entry_id),

@@ -75,7 +75,11 @@ func NewOn(t testing.TB, base string) *DB {
 		raw.Exec("DROP DATABASE IF EXISTS " + name)
 		raw.Close()
 	})
-	if err := db.Migrate(ctx); err != nil {
+	// Fourteen migrations' DDL, each committed with a flush: on a loaded
+	// machine (tests in parallel beside a soak) they take seconds.
+	mctx, mcancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer mcancel()
+	if err := db.Migrate(mctx); err != nil {
 		t.Fatalf("mysqltest: migrate: %v", err)
 	}
 	return &DB{DB: db, Name: name, DSN: dsn}

@@ -186,6 +186,11 @@ func TestEnterTwiceKeepsTheFirstEntry(t *testing.T) {
 	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 1 {
 		t.Fatalf("%d entries counted, want 1", sum.Entries)
 	}
+	// Buyer ids compare byte for byte: "Ann" is not "ann".
+	other, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "Ann", ItemID: a.Items[1].ItemID, Quantity: 1, At: now})
+	if err != nil || !created || other.ID == first.ID {
+		t.Fatalf("another buyer whose id differs in case: %+v %v %v", other, created, err)
+	}
 }
 
 // The COMMIT of an entry reaches MySQL and its answer is lost: the retry
