@@ -48,11 +48,15 @@ type EntryView struct {
 }
 
 func entryView(e orderdb.Entry, a order.Activity, now time.Time) EntryView {
-	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC(),
-		OrderNo: e.OrderNo}
+	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC()}
+	if e.Issued {
+		// Only an order whose event reached Kafka: an alternate's number
+		// may still be taken back when its reserve is refused.
+		v.OrderNo = e.OrderNo
+	}
 	over := !now.Before(a.EndsAt) || !a.CancelledAt.IsZero()
 	switch {
-	case e.OrderNo != "" || e.Outcome == draw.Won:
+	case e.Issued || e.Outcome == draw.Won:
 		v.State = EntryWon
 	case over:
 		v.State = EntryNotSelected

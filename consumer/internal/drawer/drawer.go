@@ -160,7 +160,7 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 		return err
 	}
 	for _, p := range unissued {
-		ok, err := d.place(ctx, a, p, p.OrderNo)
+		ok, err := d.place(ctx, a, p, p.OrderNo, false)
 		if err != nil {
 			return err
 		}
@@ -175,11 +175,11 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 		return err
 	}
 	for _, p := range winners {
-		no, err := d.DB.NumberPick(ctx, p.EntryID, d.Numbers.NextFor(a.ItemID, p.UserID))
+		no, fresh, err := d.number(ctx, a, p)
 		if err != nil {
 			return err
 		}
-		ok, err := d.place(ctx, a, p, no)
+		ok, err := d.place(ctx, a, p, no, fresh)
 		if err != nil {
 			return err
 		}
@@ -225,11 +225,11 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 				if int64(p.Quantity) > left {
 					continue
 				}
-				no, err := d.DB.NumberPick(ctx, p.EntryID, d.Numbers.NextFor(a.ItemID, p.UserID))
+				no, fresh, err := d.number(ctx, a, p)
 				if err != nil {
 					return err
 				}
-				ok, err := d.place(ctx, a, p, no)
+				ok, err := d.place(ctx, a, p, no, fresh)
 				if err != nil {
 					return err
 				}
@@ -252,11 +252,24 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 // entry, whatever number a retry brings.
 func Key(entryID string) string { return "draw-" + entryID }
 
+// number gives the pick an order number, or returns the one it has, and
+// reports whether the number is the one made here: no reserve can have
+// run with it before.
+func (d *Drawer) number(ctx context.Context, a order.Activity, p orderdb.Pick) (string, bool, error) {
+	mine := d.Numbers.NextFor(a.ItemID, p.UserID)
+	no, err := d.DB.NumberPick(ctx, p.EntryID, mine)
+	return no, no == mine, err
+}
+
 // place reserves the pick's order no and publishes its event, and reports
 // whether it did (false: Redis has not the units for it now). A retry
 // after a lost answer finds the reservation by the entry's key, and the
-// consumer takes a second event of the same order as the first.
-func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no string) (bool, error) {
+// consumer takes a second event of the same order as the first. fresh
+// says no reserve ran with no before: only then does a refusal prove
+// that no order of that number exists, so that an alternate's number may
+// be taken back (a reserve of an older number may have run, its answer
+// lost, and the record of its key be gone with a Redis that lost data).
+func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no string, fresh bool) (bool, error) {
 	now := d.Now()
 	quotaTTL, err := a.RecordsLifetime(now)
 	if err != nil {
@@ -274,9 +287,14 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 	})
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
-		if p.Outcome == draw.Alternate {
+		if p.Outcome == draw.Alternate && fresh {
 			// Its place stays: it waits for the next units.
 			return false, d.DB.Unnumber(ctx, p.EntryID, no)
+		}
+		if p.Outcome == draw.Alternate {
+			// Kept numbered: its reserve is tried again while the sale is on.
+			d.Log.Warn("an alternate's order was reserved before and Redis refuses it now", "activity_id", a.ID, "entry_id", p.EntryID, "order_no", no)
+			return false, nil
 		}
 		d.Log.Warn("a winner's units are not in Redis yet", "activity_id", a.ID, "entry_id", p.EntryID, "item_id", item.ID)
 		return false, nil

@@ -124,10 +124,12 @@ type Entry struct {
 	Rank    int
 	Outcome string
 	// OrderNo is the order made for it: a winner's, or an alternate's that
-	// units came back to.
+	// units came back to; Issued once that order's event reached Kafka
+	// (before, the order may still not come of it, for an alternate).
 	OrderNo string
-	// AlternatesBefore is, for an alternate without an order, how many of
-	// its size's alternates without one come before it.
+	Issued  bool
+	// AlternatesBefore is, for an alternate without an issued order, how
+	// many of its size's alternates without a number come before it.
 	AlternatesBefore int64
 }
 
@@ -185,10 +187,11 @@ func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, 
 		DrawRank *int
 		Outcome  *string
 		OrderNo  *string
+		Issued   *bool
 	}
 	tx := db.gdb.WithContext(ctx)
 	err := tx.Table("draw_entries").
-		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.order_no").
+		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.order_no, draw_results.issued").
 		Joins("LEFT JOIN draw_results ON draw_results.entry_id = draw_entries.entry_id").
 		Where("draw_entries.activity_id = ? AND draw_entries.user_id = ?", activity, user).Take(&row).Error
 	if err != nil {
@@ -201,7 +204,8 @@ func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, 
 	if row.OrderNo != nil {
 		e.OrderNo = *row.OrderNo
 	}
-	if e.Outcome == draw.Alternate && e.OrderNo == "" {
+	e.Issued = row.Issued != nil && *row.Issued
+	if e.Outcome == draw.Alternate && !e.Issued {
 		err = tx.Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND draw_rank < ? AND order_no IS NULL",
 			activity, e.ItemID, draw.Alternate, e.Rank).Count(&e.AlternatesBefore).Error
 	}
