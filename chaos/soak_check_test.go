@@ -237,10 +237,14 @@ func (s *soak) check() *soakReport {
 	ctx := context.Background()
 	s.finalReplays()
 	s.finalRestocks()
+	drawSettled, drawWhy := s.settleDraw()
 	drained, why := s.drain()
 	rep := &soakReport{seed: s.seed, duration: s.sched.Duration, faults: s.faultsRun, answers: map[string]int{}}
 	if !drained {
 		rep.notes = append(rep.notes, "the pipeline did not drain within 3 minutes: "+why)
+	}
+	if !drawSettled {
+		rep.notes = append(rep.notes, "sale H's draw did not settle within 2 minutes: "+drawWhy)
 	}
 	s.log.mu.Lock()
 	defer s.log.mu.Unlock()
@@ -679,6 +683,47 @@ func (s *soak) check() *soakReport {
 	}
 	add("room-orders-admitted", fmt.Sprintf("sale G: %d joins answered, %d told ADMITTED, %d orders that did not fail", joins, admits, gOrders), br)
 
+	// 15. Sale H, a draw: exact. Its record verifies, each size's winners
+	// fill its stock, each order of it is one pick's and each pick has one
+	// at most, every winner and numbered pick has its order issued and
+	// final, the units winners left went to the next alternates in rank
+	// order, nothing oversold, Redis = MySQL, the reconciler and its
+	// verify-draw clean (drawBreaches); and every entry answered 201 or 200
+	// is the buyer's one entry.
+	h := s.sales[7]
+	sizes := make([]drawSize, len(h.Items))
+	for i, it := range h.Items {
+		sizes[i] = drawSize{Name: "H " + it.Label, ID: it.ID, Stock: it.Stock}
+	}
+	summary, br := drawBreaches(s.p, s.apis[0].API(), h.ActivityID, sizes)
+	if !drawSettled {
+		br = append(br, "not settled: "+drawWhy)
+	}
+	type entryRow struct{ UserID, EntryID string }
+	var rowsH []entryRow
+	if err := g.Raw("SELECT user_id, entry_id FROM draw_entries WHERE activity_id = ?", h.ActivityID).Scan(&rowsH).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	entryOf := map[string]string{}
+	for _, e := range rowsH {
+		entryOf[e.UserID] = e.EntryID
+	}
+	entered, enteredAgain := 0, 0
+	for _, e := range s.log.entries {
+		if e.code != 200 && e.code != 201 {
+			continue
+		}
+		if e.code == 201 {
+			entered++
+		} else {
+			enteredAgain++
+		}
+		if entryOf[e.user] != e.entryID {
+			br = append(br, fmt.Sprintf("user %s was answered %d with entry %s; MySQL holds %q", e.user, e.code, e.entryID, entryOf[e.user]))
+		}
+	}
+	add("draw-exact", fmt.Sprintf("sale H: %s; entries answered 201 %d, 200 %d", summary, entered, enteredAgain), br)
+
 	for _, pr := range s.programs {
 		pr.mu.Lock()
 		rep.notes = append(rep.notes, pr.unplanned...)
@@ -690,6 +735,63 @@ func (s *soak) check() *soakReport {
 		}
 	}
 	return rep
+}
+
+// settleDraw waits (up to 2 minutes) until sale H's draw has run and its
+// orders stand still, paying each of its CREATED orders as its buyer
+// would: every winner and numbered pick issued with its order in MySQL, no
+// CREATED order left, and no size with units free in Redis while an
+// alternate of it waits. Else each order closed unpaid gives its unit to
+// the next alternate, whose order closes in its turn, while the checks
+// read.
+func (s *soak) settleDraw() (bool, string) {
+	ctx := context.Background()
+	h := s.sales[7]
+	g := s.p.DB.Gorm().WithContext(ctx)
+	why := ""
+	r := rand.New(rand.NewPCG(s.seed, 98))
+	ok := pollUntil(time.Now().Add(2*time.Minute), 500*time.Millisecond, func() bool {
+		s.supervise()
+		var state string
+		if err := g.Raw("SELECT state FROM activity_draws WHERE activity_id = ?", h.ActivityID).Scan(&state).Error; err != nil || state != "DRAWN" {
+			why = fmt.Sprintf("the draw is %q (%v)", state, err)
+			return false
+		}
+		picks, err := drawPicks(s.p, h.ActivityID)
+		if err != nil {
+			why = err.Error()
+			return false
+		}
+		waiting := map[int64]bool{}
+		still := true
+		for _, pk := range picks {
+			switch {
+			case pk.OrderNo == "" && pk.Outcome == "WON":
+				why, still = fmt.Sprintf("winner %s has no order", pk.EntryID), false
+			case pk.OrderNo == "":
+				waiting[pk.ItemID] = true
+			case !pk.Issued || pk.Status == "" || pk.Status == "PENDING":
+				why, still = fmt.Sprintf("pick %s's order %s not issued or not in MySQL (%q)", pk.EntryID, pk.OrderNo, pk.Status), false
+			case pk.Status == "CREATED":
+				why, still = fmt.Sprintf("pick %s's order %s CREATED", pk.EntryID, pk.OrderNo), false
+				s.log.op("final-draw-pay")
+				_, a := s.api(r)
+				_, _ = a.DoAs("POST", "/api/v1/orders/"+pk.OrderNo+"/pay", pk.UserID, "", nil, nil, nil)
+			}
+		}
+		if !still {
+			return false
+		}
+		for _, it := range h.items() {
+			snap, err := s.p.Store.Stock(ctx, it.key())
+			if err != nil || snap.Inflight != 0 || snap.Stock > 0 && waiting[it.ID] {
+				why = fmt.Sprintf("%s: Redis stock %d, in flight %d, alternates waiting %v (%v)", it.name, snap.Stock, snap.Inflight, waiting[it.ID], err)
+				return false
+			}
+		}
+		return true
+	})
+	return ok, why
 }
 
 // keptReservations lists the orders an api kept reserved because neither

@@ -44,6 +44,7 @@ type soakSale struct {
 	open                 bool      // buyers are sent to it
 	endedAt, cancelledAt time.Time // when the operator's end or cancel was first answered 200
 	endsAt               time.Time // E: the end it was created with
+	entriesClose         time.Time // H: when its draw's entries close
 }
 
 func (sl *soakSale) isOpen() bool { sl.mu.Lock(); defer sl.mu.Unlock(); return sl.open }
@@ -158,6 +159,15 @@ type soakLog struct {
 	accList  []*accepted
 	txs      []noteAnswer
 	queue    []queueAnswer
+	entries  []entryAnswer
+}
+
+// entryAnswer is a buyer's entry in sale H's draw.
+type entryAnswer struct {
+	user    string
+	code    int
+	entryID string
+	neterr  bool
 }
 
 // queueAnswer is a buyer's join of sale G's queue.
@@ -234,7 +244,9 @@ func (l *soakLog) adminf(format string, args ...any) {
 //   - E: created to start in an hour, changed (start now, 2 units a
 //     buyer) and warmed up by the operator at 25 %;
 //   - F: a sale in six sizes of uneven stock, an 8 s window; buyers also
-//     click on two of its sizes at once, with two keys (size-click).
+//     click on two of its sizes at once, with two keys (size-click);
+//   - G: a waiting room, from 5 s in;
+//   - H: a draw in four sizes (drawStep).
 func (s *soak) setupSales() {
 	a := s.apis[0].API()
 	mk := func(name string, stock int64, o pipelinetest.SaleOptions) *soakSale {
@@ -271,6 +283,14 @@ func (s *soak) setupSales() {
 	s.sales = append(s.sales, mk("G", 0, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 8 * time.Second,
 		Sizes: []int64{30, 30}, StartsIn: 5 * time.Second,
 		WaitingRoom: map[string]any{"admit_per_second": 5, "admission_ttl_seconds": 20}}))
+	// H: a draw in four sizes, its entries open for the first 30 % of the
+	// run (at least 15 s), a 10 s payment window: winners who do not pay
+	// or cancel leave their units to alternates.
+	closeIn := max(15*time.Second, s.sched.Duration*3/10)
+	h := mk("H", 0, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 10 * time.Second,
+		Sizes: []int64{10, 15, 10, 5}, EntriesCloseIn: closeIn})
+	h.entriesClose = time.Now().Add(closeIn)
+	s.sales = append(s.sales, h)
 	for _, sl := range s.sales {
 		s.t.Logf("sale %s: item %d activity %d stock %d per user %d buckets %d window %v",
 			sl.name, sl.ItemID, sl.ActivityID, sl.Stock, sl.PerUser, sl.Buckets, sl.Window)
@@ -323,7 +343,7 @@ func (s *soak) buyer(w int, r *rand.Rand, stop time.Time) {
 		n  int
 	}
 	mix := []weighted{{"order", 40}, {"double-click", 8}, {"size-click", 4}, {"replay", 10}, {"pay", 7}, {"cancel", 6},
-		{"notify", 10}, {"poll", 8}, {"restock", 2}, {"warmup", 1}, {"queue", 6}}
+		{"notify", 10}, {"poll", 8}, {"restock", 2}, {"warmup", 1}, {"queue", 6}, {"draw", 8}}
 	total := 0
 	for _, m := range mix {
 		total += m.n
@@ -426,30 +446,15 @@ func (s *soak) step(w, i int, op string, r *rand.Rand) {
 		if code == 200 && q.State == "ADMITTED" {
 			s.placeAdmitted("queue", r, user, fmt.Sprintf("q%d-%d-%d", s.seed, w, i), sl.ActivityID, sl.pickItem(r), 1, q.Admission)
 		}
+	case "draw":
+		s.drawStep(r)
 	case "pay", "cancel", "poll":
 		acc := s.log.randomAccepted(r)
 		if acc == nil {
 			return
 		}
 		_, a := s.api(r)
-		var b struct {
-			Status string `json:"status"`
-			Error  struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		sent := time.Now()
-		var code int
-		var err error
-		if op == "poll" {
-			code, err = a.DoAs("GET", "/api/v1/orders/"+acc.orderNo, acc.user, "", nil, nil, &b)
-		} else {
-			code, err = a.DoAs("POST", "/api/v1/orders/"+acc.orderNo+"/"+op, acc.user, "", nil, nil, &b)
-		}
-		s.log.mu.Lock()
-		s.log.acts = append(s.log.acts, actAnswer{verb: op, orderNo: acc.orderNo, user: acc.user, sent: sent, code: code,
-			status: b.Status, errc: b.Error.Code, neterr: err != nil})
-		s.log.mu.Unlock()
+		s.act(a, op, acc.orderNo, acc.user)
 	case "notify":
 		s.notify(w, i, r)
 	case "restock":
@@ -460,6 +465,62 @@ func (s *soak) step(w, i int, op string, r *rand.Rand) {
 		code, err := a.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/warmup", sl.ActivityID), 1, auth.RoleAdmin, nil, nil, nil)
 		s.log.adminf("warm-up of sale %s: %d %v", sl.name, code, errText(err))
 	}
+}
+
+// drawEntrants is the buyers who enter sale H: few enough that most get
+// to enter, and many more than its units.
+const drawEntrants = 300
+
+// drawStep is a buyer of sale H: before its entries close, an entry (again,
+// for some: the same entry back); after, a look at their entry and, when
+// it won an order, paying it (most), cancelling it, or leaving it to close
+// unpaid.
+func (s *soak) drawStep(r *rand.Rand) {
+	h := s.sales[7]
+	_, a := s.api(r)
+	user := strconv.Itoa(1000 + r.IntN(drawEntrants))
+	if time.Now().Before(h.entriesClose) {
+		code, e, err := enterDraw(a, h.ActivityID, user, h.pickItem(r))
+		s.log.mu.Lock()
+		s.log.entries = append(s.log.entries, entryAnswer{user: user, code: code, entryID: e.EntryID, neterr: err != nil})
+		s.log.mu.Unlock()
+		return
+	}
+	code, e, err := myDrawEntry(a, h.ActivityID, user)
+	if err != nil || code != 200 || e.State != "WON" || e.OrderNo == "" {
+		return
+	}
+	verb := "pay"
+	switch n := r.IntN(20); {
+	case n < 3:
+		verb = "cancel"
+	case n < 7:
+		return // leaves it unpaid
+	}
+	s.act(a, verb, e.OrderNo, user)
+}
+
+// act sends a buyer's pay, cancel or poll ("pay", "cancel", "poll") of an
+// order and writes its answer down.
+func (s *soak) act(a *pipelinetest.API, verb, orderNo, user string) {
+	var b struct {
+		Status string `json:"status"`
+		Error  struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	sent := time.Now()
+	var code int
+	var err error
+	if verb == "poll" {
+		code, err = a.DoAs("GET", "/api/v1/orders/"+orderNo, user, "", nil, nil, &b)
+	} else {
+		code, err = a.DoAs("POST", "/api/v1/orders/"+orderNo+"/"+verb, user, "", nil, nil, &b)
+	}
+	s.log.mu.Lock()
+	s.log.acts = append(s.log.acts, actAnswer{verb: verb, orderNo: orderNo, user: user, sent: sent, code: code,
+		status: b.Status, errc: b.Error.Code, neterr: err != nil})
+	s.log.mu.Unlock()
 }
 
 func errText(err error) string {
