@@ -106,7 +106,7 @@ func TestDrawEndToEnd(t *testing.T) {
 	// The window outlasts the consumer group's rebalance after two of its
 	// members died (the last orders come up to ~20 s after the first).
 	const entrants, window = 5000, 40 * time.Second
-	closeIn := 12 * time.Second
+	closeIn := 40 * time.Second // 5,000 entries under -race on a loaded machine: below 400/s
 	s := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{20, 20, 20, 20, 20}, EntriesCloseIn: closeIn, PaymentWindow: window})
 	closes := time.Now().Add(closeIn)
 
