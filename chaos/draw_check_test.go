@@ -15,59 +15,6 @@ import (
 // What the chaos suite's draw scenarios (draw_test.go) and the soak's sale
 // H share: an entry request, and the check of a drawn sale's final values.
 
-// drawEntry is an answer of POST .../entries or GET .../entries/me.
-type drawEntry struct {
-	EntryID       string `json:"entry_id"`
-	ItemID        int64  `json:"item_id"`
-	State         string `json:"state"`
-	OrderNo       string `json:"order_no"`
-	AlternateRank int64  `json:"alternate_rank"`
-	Error         struct {
-		Code string `json:"code"`
-	} `json:"error"`
-}
-
-// enterDraw sends user's entry of one unit of item in the draw sale
-// activity once, and returns the status (0 with an error: no answer).
-func enterDraw(api *pipelinetest.API, activity int64, user string, item int64) (int, drawEntry, error) {
-	var e drawEntry
-	code, err := api.DoAs("POST", fmt.Sprintf("/api/v1/activities/%d/entries", activity), user, "", nil,
-		map[string]any{"item_id": item, "quantity": 1}, &e)
-	return code, e, err
-}
-
-// myDrawEntry reads user's entry in the draw sale activity.
-func myDrawEntry(api *pipelinetest.API, activity int64, user string) (int, drawEntry, error) {
-	var e drawEntry
-	code, err := api.DoAs("GET", fmt.Sprintf("/api/v1/activities/%d/entries/me", activity), user, "", nil, nil, &e)
-	return code, e, err
-}
-
-// drawPick is one row of the ranking with the order its order number
-// names ("" when MySQL has no such order).
-type drawPick struct {
-	Rank     int
-	EntryID  string
-	ItemID   int64
-	Quantity int
-	UserID   string
-	Outcome  string
-	OrderNo  string
-	Issued   bool
-	Status   string
-}
-
-// drawPicks reads the sale's ranking, in rank order, with each pick's
-// order.
-func drawPicks(p *pipelinetest.Pipeline, activity int64) ([]drawPick, error) {
-	var rows []drawPick
-	err := p.DB.Gorm().Raw(`SELECT r.draw_rank AS `+"`rank`"+`, r.entry_id, r.item_id, r.quantity, r.user_id, r.outcome,
-		COALESCE(r.order_no, '') AS order_no, r.issued, COALESCE(o.status, '') AS status
-		FROM draw_results r LEFT JOIN orders o ON o.order_no = r.order_no
-		WHERE r.activity_id = ? ORDER BY r.draw_rank`, activity).Scan(&rows).Error
-	return rows, err
-}
-
 // drawSize is one size of a draw sale and the units it was created with.
 type drawSize struct {
 	Name      string
@@ -110,7 +57,7 @@ func drawBreaches(p *pipelinetest.Pipeline, api *pipelinetest.API, activity int6
 	if err := draw.Verify(rec); err != nil {
 		fail("the published record does not verify: %v", err)
 	}
-	picks, err := drawPicks(p, activity)
+	picks, err := p.Picks(activity)
 	if err != nil {
 		return "", []string{fmt.Sprintf("read the ranking: %v", err)}
 	}
@@ -157,7 +104,7 @@ func drawBreaches(p *pipelinetest.Pipeline, api *pipelinetest.API, activity int6
 		FROM orders WHERE activity_id = ?`, activity).Scan(&orders).Error; err != nil {
 		return "", []string{fmt.Sprintf("read the sale's orders: %v", err)}
 	}
-	byNo, byEntry := map[string]drawPick{}, map[string]drawPick{}
+	byNo, byEntry := map[string]pipelinetest.Pick{}, map[string]pipelinetest.Pick{}
 	for _, pk := range picks {
 		byEntry[pk.EntryID] = pk
 		if pk.OrderNo != "" {

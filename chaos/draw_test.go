@@ -150,11 +150,11 @@ func drawRepliesLost(t *testing.T, mysqlKafka bool) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			user := strconv.FormatInt(u, 10)
-			var e drawEntry
+			var e pipelinetest.Entry
 			code, failed := retry(func() (int, error) {
 				var err error
 				var c int
-				c, e, err = enterDraw(entries, sale.ActivityID, user, sizeOf(sale, u))
+				c, e, err = entries.Enter(user, sale.ActivityID, sizeOf(sale, u))
 				return c, err
 			})
 			if failed > 0 {
@@ -166,7 +166,7 @@ func drawRepliesLost(t *testing.T, mysqlKafka bool) {
 				return
 			}
 			if u%10 == 0 {
-				c, again, err := enterDraw(admin, sale.ActivityID, user, nextSize(sale, sizeOf(sale, u)))
+				c, again, err := admin.Enter(user, sale.ActivityID, nextSize(sale, sizeOf(sale, u)))
 				if err != nil || c != 200 || again.EntryID != e.EntryID || again.ItemID != e.ItemID {
 					t.Errorf("entrant %d entering again: %d %+v %v, first %+v", u, c, again, err, e)
 				}
@@ -199,9 +199,9 @@ func drawRepliesLost(t *testing.T, mysqlKafka bool) {
 	} else {
 		redisPx.LoseReply(luaScript("reserve"), 3)
 	}
-	picksOf := func() []drawPick {
+	picksOf := func() []pipelinetest.Pick {
 		t.Helper()
-		picks, err := drawPicks(p, sale.ActivityID)
+		picks, err := p.Picks(sale.ActivityID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func drawRepliesLost(t *testing.T, mysqlKafka bool) {
 	} else {
 		redisPx.LoseReply(luaScript("reserve"), 3)
 	}
-	act := func(pk drawPick, verb string) {
+	act := func(pk pipelinetest.Pick, verb string) {
 		t.Helper()
 		u, _ := strconv.ParseInt(pk.UserID, 10, 64)
 		code, _ := retry(func() (int, error) {

@@ -757,7 +757,7 @@ func (s *soak) settleDraw() (bool, string) {
 			why = fmt.Sprintf("the draw is %q (%v)", state, err)
 			return false
 		}
-		picks, err := drawPicks(s.p, h.ActivityID)
+		picks, err := s.p.Picks(h.ActivityID)
 		if err != nil {
 			why = err.Error()
 			return false

@@ -480,13 +480,13 @@ func (s *soak) drawStep(r *rand.Rand) {
 	_, a := s.api(r)
 	user := strconv.Itoa(1000 + r.IntN(drawEntrants))
 	if time.Now().Before(h.entriesClose) {
-		code, e, err := enterDraw(a, h.ActivityID, user, h.pickItem(r))
+		code, e, err := a.Enter(user, h.ActivityID, h.pickItem(r))
 		s.log.mu.Lock()
 		s.log.entries = append(s.log.entries, entryAnswer{user: user, code: code, entryID: e.EntryID, neterr: err != nil})
 		s.log.mu.Unlock()
 		return
 	}
-	code, e, err := myDrawEntry(a, h.ActivityID, user)
+	code, e, err := a.MyEntry(user, h.ActivityID)
 	if err != nil || code != 200 || e.State != "WON" || e.OrderNo == "" {
 		return
 	}

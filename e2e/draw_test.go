@@ -18,61 +18,28 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
 
-// entry is an answer of the entries routes.
-type entry struct {
-	Code          int
-	EntryID       string `json:"entry_id"`
-	ItemID        int64  `json:"item_id"`
-	Quantity      int    `json:"quantity"`
-	State         string `json:"state"`
-	OrderNo       string `json:"order_no"`
-	AlternateRank int64  `json:"alternate_rank"`
-	Error         struct {
-		Code string `json:"code"`
-	} `json:"error"`
-}
-
-func enter(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user, item int64) entry {
+func enter(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user, item int64) pipelinetest.Entry {
 	t.Helper()
-	var e entry
-	code, err := api.Do("POST", fmt.Sprintf("/api/v1/activities/%d/entries", s.ActivityID), user, "", nil,
-		map[string]any{"item_id": item, "quantity": 1}, &e)
+	_, e, err := api.Enter(strconv.FormatInt(user, 10), s.ActivityID, item)
 	if err != nil {
 		t.Errorf("enter as %d: %v", user, err)
 	}
-	e.Code = code
 	return e
 }
 
-func myEntry(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user int64) entry {
+func myEntry(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user int64) pipelinetest.Entry {
 	t.Helper()
-	var e entry
-	code, err := api.Do("GET", fmt.Sprintf("/api/v1/activities/%d/entries/me", s.ActivityID), user, "", nil, nil, &e)
+	code, e, err := api.MyEntry(strconv.FormatInt(user, 10), s.ActivityID)
 	if err != nil || code != 200 {
 		t.Fatalf("entry of %d: %d %v", user, code, err)
 	}
 	return e
 }
 
-// drawRow is one entry of the ranking as MySQL has it.
-type drawRow struct {
-	Rank    int
-	EntryID string
-	ItemID  int64
-	UserID  string
-	Outcome string
-	OrderNo string
-	Status  string // of its order: "" when it has none (yet)
-}
-
 // ranking reads the sale's ranking with each pick's order.
-func ranking(t *testing.T, p *pipelinetest.Pipeline, activity int64) []drawRow {
+func ranking(t *testing.T, p *pipelinetest.Pipeline, activity int64) []pipelinetest.Pick {
 	t.Helper()
-	var rows []drawRow
-	err := p.DB.Gorm().Raw(`SELECT r.draw_rank AS `+"`rank`"+`, r.entry_id, r.item_id, r.user_id, r.outcome,
-		COALESCE(r.order_no, '') AS order_no, COALESCE(o.status, '') AS status
-		FROM draw_results r LEFT JOIN orders o ON o.order_no = r.order_no
-		WHERE r.activity_id = ? ORDER BY r.draw_rank`, activity).Scan(&rows).Error
+	rows, err := p.Picks(activity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +47,8 @@ func ranking(t *testing.T, p *pipelinetest.Pipeline, activity int64) []drawRow {
 }
 
 // bySize splits rows by size and outcome, in rank order.
-func bySize(rows []drawRow, outcome string) map[int64][]drawRow {
-	out := map[int64][]drawRow{}
+func bySize(rows []pipelinetest.Pick, outcome string) map[int64][]pipelinetest.Pick {
+	out := map[int64][]pipelinetest.Pick{}
 	for _, r := range rows {
 		if r.Outcome == outcome {
 			out[r.ItemID] = append(out[r.ItemID], r)
@@ -289,7 +256,7 @@ func TestDrawEndToEnd(t *testing.T) {
 
 	// Winners of sizes 2-5 pay; size 1's do not, so its first 20 alternates
 	// get its units when the closer closes their orders, and no others.
-	pay := func(r drawRow) {
+	pay := func(r pipelinetest.Pick) {
 		t.Helper()
 		u, _ := strconv.ParseInt(r.UserID, 10, 64)
 		if code, err := api.Do("POST", "/api/v1/orders/"+r.OrderNo+"/pay", u, "", nil, nil, nil); err != nil || code != 200 {
@@ -302,8 +269,8 @@ func TestDrawEndToEnd(t *testing.T) {
 		}
 	}
 	size1 := s.Items[0].ID
-	promoted := func(item int64) []drawRow {
-		var out []drawRow
+	promoted := func(item int64) []pipelinetest.Pick {
+		var out []pipelinetest.Pick
 		for _, r := range ranking(t, p, s.ActivityID) {
 			if r.Outcome == draw.Alternate && r.ItemID == item && r.OrderNo != "" {
 				out = append(out, r)
@@ -313,7 +280,7 @@ func TestDrawEndToEnd(t *testing.T) {
 	}
 	waittest.Until(t, window+30*time.Second, "size 1's first 20 alternates given orders", func() bool {
 		got := promoted(size1)
-		return len(got) == 20 && !slices.ContainsFunc(got, func(r drawRow) bool { return r.Status != "CREATED" })
+		return len(got) == 20 && !slices.ContainsFunc(got, func(r pipelinetest.Pick) bool { return r.Status != "CREATED" })
 	})
 	got := promoted(size1)
 	for i, r := range got {
@@ -345,7 +312,7 @@ func TestDrawEndToEnd(t *testing.T) {
 	s.Items[1].Stock += 3
 	waittest.Until(t, 30*time.Second, "the restocked units given to size 2's first 3 alternates", func() bool {
 		got := promoted(size2)
-		return len(got) == 3 && !slices.ContainsFunc(got, func(r drawRow) bool { return r.Status != "CREATED" })
+		return len(got) == 3 && !slices.ContainsFunc(got, func(r pipelinetest.Pick) bool { return r.Status != "CREATED" })
 	})
 	for i, r := range promoted(size2) {
 		if r.EntryID != alternates[size2][i].EntryID {
@@ -360,7 +327,7 @@ func TestDrawEndToEnd(t *testing.T) {
 	}
 
 	// What the buyers see.
-	userOf := func(r drawRow) int64 { u, _ := strconv.ParseInt(r.UserID, 10, 64); return u }
+	userOf := func(r pipelinetest.Pick) int64 { u, _ := strconv.ParseInt(r.UserID, 10, 64); return u }
 	w := winners[s.Items[2].ID][0]
 	if e := myEntry(t, api, s, userOf(w)); e.State != "WON" || e.OrderNo != w.OrderNo || e.EntryID != w.EntryID {
 		t.Errorf("a winner's entry: %+v, want WON with %s", e, w.OrderNo)

@@ -175,11 +175,7 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 		return err
 	}
 	for _, p := range winners {
-		no, fresh, err := d.number(ctx, a, p)
-		if err != nil {
-			return err
-		}
-		ok, err := d.place(ctx, a, p, no, fresh)
+		ok, err := d.issue(ctx, a, p)
 		if err != nil {
 			return err
 		}
@@ -225,11 +221,7 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 				if int64(p.Quantity) > left {
 					continue
 				}
-				no, fresh, err := d.number(ctx, a, p)
-				if err != nil {
-					return err
-				}
-				ok, err := d.place(ctx, a, p, no, fresh)
+				ok, err := d.issue(ctx, a, p)
 				if err != nil {
 					return err
 				}
@@ -252,13 +244,16 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 // entry, whatever number a retry brings.
 func Key(entryID string) string { return "draw-" + entryID }
 
-// number gives the pick an order number, or returns the one it has, and
-// reports whether the number is the one made here: no reserve can have
-// run with it before.
-func (d *Drawer) number(ctx context.Context, a order.Activity, p orderdb.Pick) (string, bool, error) {
+// issue gives a pick without a number one, or finds the one it has, then
+// places its order (place). A number made here is fresh: no reserve can
+// have run with it before.
+func (d *Drawer) issue(ctx context.Context, a order.Activity, p orderdb.Pick) (bool, error) {
 	mine := d.Numbers.NextFor(a.ItemID, p.UserID)
 	no, err := d.DB.NumberPick(ctx, p.EntryID, mine)
-	return no, no == mine, err
+	if err != nil {
+		return false, err
+	}
+	return d.place(ctx, a, p, no, no == mine)
 }
 
 // place reserves the pick's order no and publishes its event, and reports
