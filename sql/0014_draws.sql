@@ -36,7 +36,10 @@ CREATE TABLE draw_entries (
 -- sets the draw DRAWN (so it is all there or not at all). order_no is the
 -- order made for the entry: a winner's, or an alternate's the stock came
 -- back to; it is set before the order is reserved, so an entry has one
--- order at most, and issued once its event reached Kafka.
+-- order at most, and issued once its event reached Kafka. alternate is an
+-- alternate's place among its size's alternates (1, 2, ...): its place in
+-- line now is that less the alternates before it given orders since, which
+-- idx_draw_results_size reads without the ones still waiting.
 CREATE TABLE draw_results (
   activity_id BIGINT         NOT NULL,
   draw_rank   INT            NOT NULL,
@@ -45,11 +48,12 @@ CREATE TABLE draw_results (
   quantity    INT            NOT NULL,
   user_id     VARBINARY(512) NOT NULL,
   outcome     VARCHAR(9)     NOT NULL,
+  alternate   INT            NULL,
   order_no    VARBINARY(48)  NULL,
   issued      TINYINT(1)     NOT NULL DEFAULT 0,
   PRIMARY KEY (activity_id, draw_rank),
   UNIQUE KEY uk_draw_results_entry (entry_id),
   UNIQUE KEY uk_draw_results_order (order_no),
-  KEY idx_draw_results_size (activity_id, item_id, outcome, draw_rank),
+  KEY idx_draw_results_size (activity_id, item_id, outcome, order_no, draw_rank),
   CONSTRAINT chk_draw_results_outcome CHECK (outcome IN ('WON', 'ALTERNATE'))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/lock"
@@ -174,17 +175,12 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range winners {
-		ok, err := d.issue(ctx, a, p)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			waiting = true
-			continue
-		}
-		st.Ordered++
+	ordered, short, err := d.issueAll(ctx, a, winners)
+	st.Ordered += ordered
+	if err != nil {
+		return err
 	}
+	waiting = waiting || short
 	if waiting || len(winners) == batch {
 		// A winner's units are not reserved yet: nothing is free for an
 		// alternate until they are.
@@ -243,6 +239,42 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 // Key is the idempotency key of the order made for an entry: one order an
 // entry, whatever number a retry brings.
 func Key(entryID string) string { return "draw-" + entryID }
+
+// parallel is how many winners' orders one pass places at once: each is
+// a reserve, a publish and two MySQL writes, mostly waiting.
+const parallel = 16
+
+// issueAll issues picks (issue), parallel at a time, and returns how many
+// got their order, whether any could not have it now, and the first error.
+func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb.Pick) (int, bool, error) {
+	var (
+		mu      sync.Mutex
+		ordered int
+		short   bool
+		first   error
+		wg      sync.WaitGroup
+		slots   = make(chan struct{}, parallel)
+	)
+	for _, p := range picks {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			ok, err := d.issue(ctx, a, p)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && first == nil:
+				first = err
+			case err == nil && ok:
+				ordered++
+			case err == nil:
+				short = true
+			}
+		})
+	}
+	wg.Wait()
+	return ordered, short, first
+}
 
 // issue gives a pick without a number one, or finds the one it has, then
 // places its order (place). A number made here is fresh: no reserve can

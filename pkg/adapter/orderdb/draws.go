@@ -70,6 +70,7 @@ type resultRow struct {
 	Quantity   int
 	UserID     string
 	Outcome    string
+	Alternate  *int
 	OrderNo    *string
 	Issued     bool
 }
@@ -183,15 +184,16 @@ func (r entryRow) entry() Entry {
 // order.ErrNotFound if they have none.
 func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, error) {
 	var row struct {
-		Entry    entryRow `gorm:"embedded"`
-		DrawRank *int
-		Outcome  *string
-		OrderNo  *string
-		Issued   *bool
+		Entry     entryRow `gorm:"embedded"`
+		DrawRank  *int
+		Outcome   *string
+		Alternate *int
+		OrderNo   *string
+		Issued    *bool
 	}
 	tx := db.gdb.WithContext(ctx)
 	err := tx.Table("draw_entries").
-		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.order_no, draw_results.issued").
+		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.alternate, draw_results.order_no, draw_results.issued").
 		Joins("LEFT JOIN draw_results ON draw_results.entry_id = draw_entries.entry_id").
 		Where("draw_entries.activity_id = ? AND draw_entries.user_id = ?", activity, user).Take(&row).Error
 	if err != nil {
@@ -205,9 +207,14 @@ func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, 
 		e.OrderNo = *row.OrderNo
 	}
 	e.Issued = row.Issued != nil && *row.Issued
-	if e.Outcome == draw.Alternate && !e.Issued {
-		err = tx.Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND draw_rank < ? AND order_no IS NULL",
-			activity, e.ItemID, draw.Alternate, e.Rank).Count(&e.AlternatesBefore).Error
+	if e.Outcome == draw.Alternate && !e.Issued && row.Alternate != nil {
+		// Its place among the size's alternates less the ones before it
+		// given a number since: a read of those alone (few: as many as
+		// units came back), not of the whole line.
+		var numbered int64
+		err = tx.Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NOT NULL AND draw_rank < ?",
+			activity, e.ItemID, draw.Alternate, e.Rank).Count(&numbered).Error
+		e.AlternatesBefore = int64(*row.Alternate) - 1 - numbered
 	}
 	return e, wrap("read entry", err)
 }
@@ -310,12 +317,16 @@ func (db *DB) RunDraw(ctx context.Context, activity int64, now time.Time) (Drawn
 		copy(seed[:], d.Seed)
 		ranked := draw.Pick(seed, entries, stock)
 		results := make([]resultRow, len(ranked))
+		alternates := map[int64]int{}
 		for i, r := range ranked {
 			results[i] = resultRow{ActivityID: activity, DrawRank: i + 1, EntryID: r.ID, ItemID: r.ItemID, Quantity: r.Quantity,
 				UserID: users[r.ID], Outcome: r.Outcome}
 			if r.Outcome == draw.Won {
 				out.Winners++
+				continue
 			}
+			alternates[r.ItemID]++
+			results[i].Alternate = ptr(alternates[r.ItemID])
 		}
 		if len(results) > 0 {
 			if err := tx.CreateInBatches(results, resultBatch).Error; err != nil {
@@ -386,16 +397,27 @@ func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, erro
 		}
 	}
 	rec.Entries = make([]draw.Ranked, 0, d.Entries)
-	var batch []resultRow
-	err := tx.Select("draw_rank", "entry_id", "item_id", "quantity", "outcome").Where("activity_id = ?", activity).
-		Order("draw_rank").FindInBatches(&batch, 10_000, func(*gorm.DB, int) error {
+	// Paged by rank (FindInBatches pages by a single-column primary key,
+	// which draw_results has not).
+	for last := 0; ; {
+		var batch []resultRow
+		err := tx.Select("draw_rank", "entry_id", "item_id", "quantity", "outcome").Where("activity_id = ? AND draw_rank > ?", activity, last).
+			Order("draw_rank").Limit(recordPage).Find(&batch).Error
+		if err != nil {
+			return draw.Record{}, wrap("read draw", err)
+		}
 		for _, r := range batch {
 			rec.Entries = append(rec.Entries, draw.Ranked{Entry: draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}, Outcome: r.Outcome})
 		}
-		return nil
-	}).Error
-	return rec, wrap("read draw", err)
+		if len(batch) < recordPage {
+			return rec, nil
+		}
+		last = batch[len(batch)-1].DrawRank
+	}
 }
+
+// recordPage is how many ranking rows one read of a record takes.
+var recordPage = 10_000
 
 // Pick is an entry of the ranking the draw gives (or has given) an order.
 type Pick struct {

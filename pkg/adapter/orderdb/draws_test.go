@@ -305,6 +305,44 @@ func TestNumberPickKeepsTheFirstNumber(t *testing.T) {
 	}
 }
 
+// A record longer than a page reads whole, in rank order, and verifies;
+// each alternate's place in line counts its size's alternates only.
+func TestDrawRecordReadsPageByPage(t *testing.T) {
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := drawSale(t, db, closes, 2, 3)
+	for u := range 25 {
+		if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.Items[u%2].ItemID, Quantity: 1, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.RunDraw(ctx, a.ID, closes); err != nil {
+		t.Fatal(err)
+	}
+	defer orderdb.SetRecordPage(10)()
+	rec, err := db.DrawRecord(ctx, a.ID)
+	if err != nil || len(rec.Entries) != 25 {
+		t.Fatalf("record of %d entries, %v; want 25", len(rec.Entries), err)
+	}
+	if err := draw.Verify(rec); err != nil {
+		t.Fatal(err)
+	}
+	place := map[int64]int64{}
+	for _, e := range rec.Entries {
+		if e.Outcome != draw.Alternate {
+			continue
+		}
+		place[e.ItemID]++
+		var user string
+		db.Gorm().Raw("SELECT user_id FROM draw_results WHERE entry_id = ?", e.ID).Scan(&user)
+		got, err := db.EntryOf(ctx, a.ID, user)
+		if err != nil || got.AlternatesBefore != place[e.ItemID]-1 {
+			t.Fatalf("alternate %s of size %d: %d before it, want %d (%v)", e.ID, e.ItemID, got.AlternatesBefore, place[e.ItemID]-1, err)
+		}
+	}
+}
+
 // A change of the sale keeps entries_close_at between its start and end.
 func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 	t.Parallel()
