@@ -110,9 +110,10 @@ func sizeLabel(i int) string { return "EU " + strconv.Itoa(36+i) }
 
 // newDrop creates sizes items holding stock in a bell shape over them, one
 // activity selling them all running now (per-user limit quantity, stock
-// split over buckets in every item), and warms it up. Each returned sale is
-// one size, with the drop's activity and first item.
-func (e *env) newDrop(ctx context.Context, name string, stock int64, quantity, buckets, sizes int) ([]sale, error) {
+// split over buckets in every item, and the fields of extra over those),
+// and warms it up. Each returned sale is one size, with the drop's
+// activity and first item.
+func (e *env) newDrop(ctx context.Context, name string, stock int64, quantity, buckets, sizes int, extra map[string]any) ([]sale, error) {
 	out := make([]sale, sizes)
 	items := make([]map[string]any, sizes)
 	for i, units := range bellStock(stock, sizes) {
@@ -132,10 +133,14 @@ func (e *env) newDrop(ctx context.Context, name string, stock int64, quantity, b
 	var act struct {
 		ActivityID int64 `json:"activity_id"`
 	}
-	if err := e.adminCall(ctx, http.MethodPost, "/admin/v1/activities", map[string]any{
+	body := map[string]any{
 		"items": items, "starts_at": now.Add(-time.Minute), "ends_at": now.Add(3 * time.Hour), "per_user_limit": quantity,
 		"stock_buckets": buckets,
-	}, &act, http.StatusCreated); err != nil {
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	if err := e.adminCall(ctx, http.MethodPost, "/admin/v1/activities", body, &act, http.StatusCreated); err != nil {
 		return nil, err
 	}
 	for i := range out {
@@ -156,7 +161,7 @@ func (e *env) newDrop(ctx context.Context, name string, stock int64, quantity, b
 func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int, lasting bool) (*report.Run, error) {
 	var all []sale // every size of every drop, drop by drop
 	for d := range drops {
-		s, err := e.newDrop(ctx, fmt.Sprintf("%s-%d", name, d), sh.stock, e.opts.quantity, e.opts.buckets, sizes)
+		s, err := e.newDrop(ctx, fmt.Sprintf("%s-%d", name, d), sh.stock, e.opts.quantity, e.opts.buckets, sizes, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -261,15 +266,7 @@ func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int
 			}
 			obs[k] = t.obs
 			labels[k] = fmt.Sprintf("drop %d item %d (%s)", d+1, all[i].item, all[i].label)
-			r.Accepted += t.obs.Accepted
-			r.Created += t.created
-			r.Failed += t.failed
-			r.UnitsSold += t.obs.LiveUnits
-			r.DBStock += t.obs.DBStock
-			r.RedisStock += t.obs.RedisStock
-			if k == 0 {
-				r.ExtraLive += t.obs.ExtraLiveOrders
-			}
+			addItem(r, t, k == 0)
 		}
 		r.Violations = append(r.Violations, verify.CheckItems(labels, obs)...)
 	}
@@ -291,6 +288,21 @@ func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int
 	}
 	e.chart(r)
 	return r, nil
+}
+
+// addItem adds one item's tally to the run of a sale of several items; the
+// sale's extra live orders come with its first item (each item's tally
+// carries the sale's count).
+func addItem(r *report.Run, t tally, first bool) {
+	r.Accepted += t.obs.Accepted
+	r.Created += t.created
+	r.Failed += t.failed
+	r.UnitsSold += t.obs.LiveUnits
+	r.DBStock += t.obs.DBStock
+	r.RedisStock += t.obs.RedisStock
+	if first {
+		r.ExtraLive += t.obs.ExtraLiveOrders
+	}
 }
 
 // stockLeft is the MySQL stock of every item of sales, summed.
