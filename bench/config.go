@@ -120,6 +120,13 @@ Scenarios (--scenario, comma-separated, default all):
               --scenario does not name it), starts_at to sold out, the most admissions outstanding
               against the units left, and every accepted order checked for its buyer's admission
               (not in all)
+  draw        a draw sale ("mode": "draw") of 5 sizes (--sizes) holding 1,000 units (--stock) in a bell
+              shape: 100,000 buyers (--users) enter once each over 500 connections, a size each picked
+              Zipf-like (--size-skew); at entries_close_at (set from a calibration of 5,000 entries) the
+              consumer draws and gives each winner an order: entries/s against flash's req/s (added when
+              --scenario does not name it) and the raw MySQL transaction's, close to DRAWN and to every
+              winner's order CREATED, the record checked with draw.Verify, each size's stock won, one
+              order a winner (not in all)
   floor       the flash load against a Gin server that does what the api does before it touches
               stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
               answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
@@ -148,7 +155,7 @@ Flags:
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
 	fs.Float64Var(&c.flashRate, "flash-rate", 5000, "arrival rate of the flash-rate scenario, requests/s")
 	fs.Int64Var(&c.stock, "stock", 0, "initial stock (default: the scenario's)")
-	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000), queue's joiners (100000); flash and sustained use a new buyer per request")
+	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000), queue's joiners (100000), draw's entrants (100000); flash and sustained use a new buyer per request")
 	fs.Int64Var(&c.orders, "orders", 1_000_000, "orders of the sale the reconcile scenario builds (one buyer each; stock 1.2x unless --stock)")
 	fs.IntVar(&c.clicks, "clicks", 10, "clicks per buyer (clickers)")
 	fs.Float64Var(&c.retries, "retry-fraction", 0.2, "fraction of clicks retried with the same Idempotency-Key (clickers)")
@@ -161,9 +168,9 @@ Flags:
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "secret of the running API's tokens with --api (default $SECKILL_JWT_SECRET)")
 	fs.IntVar(&c.buckets, "buckets", 1, "stock buckets of every sale's activity (1-16; the activity's stock_buckets)")
 	fs.IntVar(&c.vsBuckets, "vs-buckets", 3, "the buckets scenario's second run uses this many stock buckets (2-16)")
-	fs.IntVar(&c.sizes, "sizes", 0, "items (sizes) of each sale of the sizes and drops scenarios, 2-100 (default: 12 for sizes, 10 for drops)")
+	fs.IntVar(&c.sizes, "sizes", 0, "items (sizes) of each sale of the sizes, drops and draw scenarios, 2-100 (default: 12 for sizes, 10 for drops, 5 for draw)")
 	fs.IntVar(&c.drops, "drops", 20, "sales at once in the drops scenario, 1-100")
-	fs.Float64Var(&c.skew, "size-skew", 1, "how the buyers of sizes and drops favour a few sizes: the size of popularity rank r is picked in proportion to 1/r^skew (0: evenly; 0-4)")
+	fs.Float64Var(&c.skew, "size-skew", 1, "how the buyers of sizes, drops and draw favour a few sizes: the size of popularity rank r is picked in proportion to 1/r^skew (0: evenly; 0-4)")
 	fs.StringVar(&c.redisAddr, "redis-addr", strings.Join(env.List("SECKILL_REDIS_ADDRS", []string{env.String("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}), ","),
 		"Redis address, or a cluster's seed nodes comma-separated ($SECKILL_REDIS_ADDRS or $SECKILL_REDIS_ADDR)")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", env.Bool("SECKILL_REDIS_CLUSTER", false), "Redis is a cluster ($SECKILL_REDIS_CLUSTER); the started programs get the same")
@@ -257,7 +264,7 @@ Flags:
 	if c.skew < 0 || c.skew > 4 {
 		problems = append(problems, "--size-skew must be from 0 to 4")
 	}
-	for _, name := range []string{"sizes", "drops"} {
+	for _, name := range []string{"sizes", "drops", "draw"} {
 		if c.has(name) && c.stock > 0 && c.stock < int64(c.sizesOf(name)) {
 			problems = append(problems, fmt.Sprintf("--stock must give every size of a drop of %s a unit (at least %d)", name, c.sizesOf(name)))
 		}
@@ -318,18 +325,19 @@ Flags:
 }
 
 // extraScenarios run only when --scenario names them.
-var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "floor", "reconcile", "sizes", "drops"}
+var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "draw", "floor", "reconcile", "sizes", "drops"}
 
 // withOneItemLoads adds the loads other scenarios are read against when
 // --scenario does not name them: flash and sustained before the first of
 // sizes and drops (their figures are ratios to the one-item loads of the
-// same run), and salepage before queue (its polls/s against pages/s).
+// same run), salepage before queue (its polls/s against pages/s) and
+// flash before draw (its entries/s against flash's req/s).
 func withOneItemLoads(names []string) []string {
 	out := slices.Clone(names)
 	for _, dep := range []struct {
 		before []string
 		add    []string
-	}{{[]string{"sizes", "drops"}, []string{"flash", "sustained"}}, {[]string{"queue"}, []string{"salepage"}}} {
+	}{{[]string{"sizes", "drops"}, []string{"flash", "sustained"}}, {[]string{"queue"}, []string{"salepage"}}, {[]string{"draw"}, []string{"flash"}}} {
 		at := slices.IndexFunc(out, func(s string) bool { return slices.Contains(dep.before, s) })
 		if at < 0 {
 			continue
@@ -352,6 +360,8 @@ func (c options) sizesOf(name string) int {
 		return c.sizes
 	case name == "drops":
 		return 10
+	case name == "draw":
+		return 5
 	default:
 		return 12
 	}
@@ -417,6 +427,7 @@ var defaults = map[string]shape{
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
 	// queue: users join, then poll until duration after the sale's start.
 	"queue":      {connections: 500, duration: 15 * time.Second, stock: 1000, users: 100_000},
+	"draw":       {connections: 500, stock: 1000, users: 100_000}, // users enter once each; stock is over the sizes
 	"idle":       {duration: 10 * time.Second},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
 	"floor":      {connections: 500, duration: 10 * time.Second},

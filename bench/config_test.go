@@ -91,6 +91,17 @@ func TestParseFlags(t *testing.T) {
 			},
 		},
 		{name: "a sale page asked for is not added again", args: []string{"--scenario", "queue,salepage"}, scenarios: []string{"queue", "salepage"}},
+		{
+			name: "draw brings the flash it is read against", args: []string{"--scenario", "draw"},
+			scenarios: []string{"flash", "draw"},
+			check: func(t *testing.T, o options) {
+				if sh := o.shapeOf("draw"); sh.users != 100_000 || sh.stock != 1000 || sh.connections != 500 || o.sizesOf("draw") != 5 {
+					t.Errorf("draw shape %+v, %d sizes; want 100000 users, stock 1000, 500 connections, 5 sizes", sh, o.sizesOf("draw"))
+				}
+			},
+		},
+		{name: "a flash asked for is not added again", args: []string{"--scenario", "draw,flash"}, scenarios: []string{"draw", "flash"}},
+		{name: "draw: less stock than sizes", args: []string{"--scenario", "draw", "--stock", "4"}, wantErr: true},
 		{name: "sizes not in all", args: []string{"--scenario", "all"}, scenarios: scenarioNames},
 		{name: "one size is no sale of sizes", args: []string{"--scenario", "sizes", "--sizes", "1"}, wantErr: true},
 		{name: "too many sizes", args: []string{"--scenario", "sizes", "--sizes", "101"}, wantErr: true},

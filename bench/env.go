@@ -406,10 +406,15 @@ func (e *env) cleanup(ctx context.Context) error {
 					break
 				}
 			}
-			// A sale of several items lists them in activity_items, and a
-			// sale with a waiting room has its row in activity_rooms: those
-			// rows go first (they refer to the activity and the item).
+			// A sale of several items lists them in activity_items, a
+			// sale with a waiting room has its row in activity_rooms and a
+			// draw its rows in activity_draws, draw_entries and
+			// draw_results: those rows go first (they refer to the
+			// activity and the item).
 			for _, q := range []string{"DELETE FROM activity_rooms WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM draw_results WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM draw_entries WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM activity_draws WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
 				"DELETE FROM activity_items WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
 				"DELETE FROM activity_items WHERE item_id = ?", "DELETE FROM activities WHERE item_id = ?",
 				"DELETE FROM item_stock WHERE item_id = ?", "DELETE FROM items WHERE id = ?"} {

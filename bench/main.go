@@ -274,6 +274,10 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			var runs []*report.Run
 			runs, err = e.queueScenario(ctx, sh)
 			r = keepAllButLast(runs)
+		case "draw":
+			var runs []*report.Run
+			runs, err = e.drawScenario(ctx, sh)
+			r = keepAllButLast(runs)
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
 		case "first-sale":

@@ -10,18 +10,7 @@ import (
 
 // SalePageOf is the salepage run of the same session as the queue run q
 // (the labels after the name, a topology's or tracing's, alike), or nil.
-func (r *Report) SalePageOf(q *Run) *Run {
-	rest, ok := strings.CutPrefix(q.Name, "queue")
-	if !ok {
-		return nil
-	}
-	for _, run := range r.Runs {
-		if run.Name == "salepage"+rest {
-			return run
-		}
-	}
-	return nil
-}
+func (r *Report) SalePageOf(q *Run) *Run { return r.peer(q, "queue", "salepage") }
 
 // PollsToPages is the queue run's polls/s as a ratio to the pages/s of
 // the sale page in the same session (0 without one).

@@ -169,6 +169,8 @@ type Run struct {
 	CPU *cpu.Usage `json:"cpu,omitempty"`
 	// Queue is the queue scenario's figures (its poll run).
 	Queue *Queue `json:"queue,omitempty"`
+	// Draw is the draw scenario's figures (its draw run).
+	Draw *Draw `json:"draw,omitempty"`
 }
 
 // Queue is a sale with a waiting room under a crowd: the joins before the
@@ -399,6 +401,7 @@ func Markdown(w io.Writer, r *Report) {
 		p("\n")
 	}
 	queueTables(p, r)
+	drawTables(p, r)
 	reconcileTables(p, r)
 	replicationTable(p, r)
 	tracingTable(p, r)
