@@ -121,12 +121,12 @@ Scenarios (--scenario, comma-separated, default all):
               against the units left, and every accepted order checked for its buyer's admission
               (not in all)
   draw        a draw sale ("mode": "draw") of 5 sizes (--sizes) holding 1,000 units (--stock) in a bell
-              shape: 100,000 buyers (--users) enter once each over 500 connections, a size each picked
-              Zipf-like (--size-skew); at entries_close_at (set from a calibration of 5,000 entries) the
-              consumer draws and gives each winner an order: entries/s against flash's req/s (added when
-              --scenario does not name it) and the raw MySQL transaction's, close to DRAWN and to every
-              winner's order CREATED, the record checked with draw.Verify, each size's stock won, one
-              order a winner (not in all)
+              shape: up to 100,000 buyers (--users) enter once each over 500 connections, a size each
+              picked Zipf-like (--size-skew), until entries_close_at 60s (--duration) on; the consumer then
+              draws and gives each winner an order: entries/s against flash's req/s (added when --scenario
+              does not name it) and the raw MySQL transaction's, close to DRAWN and to every winner's
+              order CREATED, the record checked with draw.Verify, each size's stock won, one order a
+              winner (not in all)
   floor       the flash load against a Gin server that does what the api does before it touches
               stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
               answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
@@ -427,7 +427,7 @@ var defaults = map[string]shape{
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
 	// queue: users join, then poll until duration after the sale's start.
 	"queue":      {connections: 500, duration: 15 * time.Second, stock: 1000, users: 100_000},
-	"draw":       {connections: 500, stock: 1000, users: 100_000}, // users enter once each; stock is over the sizes
+	"draw":       {connections: 500, duration: 60 * time.Second, stock: 1000, users: 100_000}, // duration: the entries' window
 	"idle":       {duration: 10 * time.Second},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
 	"floor":      {connections: 500, duration: 10 * time.Second},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -29,15 +28,11 @@ import (
 // stock won and that every winner has one order.
 
 const (
-	// drawCalibration is how many entries, on a scratch draw, measure
-	// the entry rate the close is set by.
-	drawCalibration = 5000
-	// The close is the expected length of the entries times
-	// drawCloseFactor, plus drawCloseMargin.
-	drawCloseFactor = 1.2
-	drawCloseMargin = 2 * time.Second
-	// drawReEnterEvery: one buyer in this many enters again after the
-	// entries (each must get its first entry back).
+	// drawLead is from the sale's making to the start of its entries'
+	// window: the time to warm it up.
+	drawLead = time.Second
+	// drawReEnterEvery: one buyer in this many who entered enters again
+	// once the winners have their orders (each must get its entry back).
 	drawReEnterEvery = 100
 	// drawPollEvery is how often MySQL is read for the draw's state and
 	// the winners' orders.
@@ -46,14 +41,6 @@ const (
 	// to every winner's order.
 	drawWait = 2 * time.Minute
 )
-
-// drawCloseAt is when the entries close for requests entry requests sent
-// at rate a second from now: their expected length with room to spare,
-// to the millisecond.
-func drawCloseAt(now time.Time, requests int64, rate float64) time.Time {
-	expect := time.Duration(float64(requests) / rate * drawCloseFactor * float64(time.Second))
-	return now.Add(expect + drawCloseMargin).Truncate(time.Millisecond)
-}
 
 // wonWanted is how many of a size's entries must win: as many as its
 // stock holds, every entry asking quantity units (the draw's first fit
@@ -165,70 +152,49 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 		d.rngs[w] = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 
-	// The entry rate on this machine, now, on a draw of the same sizes
-	// that closes much later: the real draw's close is set by it.
-	now := time.Now().UTC()
-	scratch, err := e.newDrop(ctx, name+"-calibration", int64(sizes), q, 1, sizes, drawFields(now.Add(time.Hour)))
-	if err != nil {
-		return nil, err
-	}
-	d.use(e.apis, scratch, q)
-	k := min(n, drawCalibration)
-	cal := load.Run(ctx, load.Config{Workers: sh.connections, Ops: k}, func(ctx context.Context, w int, seq int64) load.Outcome {
-		o, _, _ := d.send(ctx, w, seq, d.demand.pick(d.rngs[w].Float64()))
-		return o
-	})
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	rate := stats.Rate(cal.Count(load.Accepted), cal.Elapsed)
-	if rate <= 0 {
-		return nil, errors.New("calibration: no entry accepted")
-	}
-	reEntries := (n + drawReEnterEvery - 1) / drawReEnterEvery
-	closes := drawCloseAt(time.Now().UTC(), n+reEntries, rate)
+	// The window: entries close sh.duration after the sale is warmed up;
+	// the buyers enter until then, or until every one of them did.
+	closes := time.Now().UTC().Add(drawLead + sh.duration).Truncate(time.Millisecond)
 	all, err := e.newDrop(ctx, name, sh.stock, q, 1, sizes, drawFields(closes))
 	if err != nil {
 		return nil, err
 	}
-	e.meter.say("%s: %d calibration entries at %.0f/s; entries close in %.1f s", name, k, rate, time.Until(closes).Seconds())
 	d.use(e.apis, all, q)
 	whole := sale{item: all[0].item, activity: all[0].activity, stock: sh.stock, quantity: q}
-	dr := &report.Draw{Entrants: n, Sizes: sizes, Units: sh.stock, CalibrationPerSecond: rate, PollMs: int(drawPollEvery / time.Millisecond)}
+	dr := &report.Draw{Entrants: n, Sizes: sizes, Units: sh.stock, WindowSeconds: time.Until(closes).Seconds(), PollMs: int(drawPollEvery / time.Millisecond)}
 
-	// The entries: every buyer once, then one in drawReEnterEvery again.
-	update, done := e.meter.track(name+"-entries", 0, n)
+	// Entries sell nothing: the stock shown for them is the sale's as the
+	// window opens (the drawer starts on it at the close).
+	var stocks report.Run
+	if err := e.readStocks(ctx, &stocks, all); err != nil {
+		return nil, err
+	}
+	update, done := e.meter.track(name+"-entries", time.Until(closes), 0)
 	b.t0 = time.Now()
 	stopCPU := e.measureCPU()
-	entries := load.Run(ctx, load.Config{Workers: sh.connections, Ops: n, Progress: update}, d.enter)
+	entries := load.Run(ctx, load.Config{Workers: sh.connections, Ops: n, Duration: time.Until(closes), Progress: update}, d.enter)
 	done()
-	er := runResult(name+"-entries", shape{connections: sh.connections, stock: sh.stock}, whole, entries)
+	dr.CloseMargin = time.Until(closes).Seconds()
+	er := runResult(name+"-entries", shape{connections: sh.connections, duration: sh.duration, stock: sh.stock}, whole, entries)
 	er.CPU, er.Buyers = stopCPU(), n
 	er.Violations = []verify.Violation{} // it places no order
+	er.DBStock, er.RedisStock = stocks.DBStock, stocks.RedisStock
 	runs := []*report.Run{er}
-	if err := e.readStocks(ctx, er, all); err != nil {
-		return runs, err
-	}
+	// A 2xx other than 201 ENTERED counts in the run as a client error:
+	// accepted here means a new entry.
 	dr.EntrySeconds, dr.EntriesAccepted, dr.EntryLatency = entries.Elapsed.Seconds(), er.Outcomes["accepted"], er.Latency
-	// A 2xx other than 201 ENTERED is counted in the run as a client
-	// error: accepted here means new entries.
 	dr.EntriesPerSecond = stats.Rate(dr.EntriesAccepted, entries.Elapsed)
+	for _, w := range d.workers {
+		dr.Late += w.late
+	}
+	dr.EntryErrors = int64(len(entries.Samples)) - dr.EntriesAccepted - dr.Late
 	if ctx.Err() != nil {
 		return runs, ctx.Err()
 	}
-	again := load.Run(ctx, load.Config{Workers: sh.connections, Ops: reEntries}, d.reEnter)
-	dr.CloseMargin = time.Until(closes).Seconds()
-	for _, w := range d.workers {
-		dr.Late, dr.ReEntries, dr.ReEntrySame = dr.Late+w.late, dr.ReEntries+w.reSent, dr.ReEntrySame+w.reSame
-	}
-	dr.EntryErrors = int64(len(entries.Samples)) - dr.EntriesAccepted - dr.Late
-	r := runResult(name, shape{connections: sh.connections, stock: sh.stock}, whole, again)
-	r.Buyers, r.Draw = n, dr
-	runs = append(runs, r)
 
 	// The close, the draw and the winners' orders.
-	e.meter.say("%s: %d entries in %.1f s (%.0f/s); waiting %.1f s for the close", name, dr.EntriesAccepted, dr.EntrySeconds,
-		dr.EntriesPerSecond, max(dr.CloseMargin, 0))
+	e.meter.say("%s: %d entries in %.1f s (%.0f/s), %d refused at the close; waiting %.1f s for it", name, dr.EntriesAccepted, dr.EntrySeconds,
+		dr.EntriesPerSecond, dr.Late, max(dr.CloseMargin, 0))
 	select {
 	case <-ctx.Done():
 		return runs, ctx.Err()
@@ -237,10 +203,20 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 	ctx = context.WithoutCancel(ctx) // an interrupt from here on still checks what the draw did
 	stopCPU = e.measureCPU()
 	err = e.awaitDraw(ctx, whole.activity, closes, dr)
-	r.CPU = stopCPU()
+	drawCPU := stopCPU()
 	if err != nil {
 		return runs, err
 	}
+	// Buyers who entered come back once the winners have their orders:
+	// each must get the entry it made.
+	reEntries := (dr.EntriesAccepted + drawReEnterEvery - 1) / drawReEnterEvery
+	again := load.Run(ctx, load.Config{Workers: sh.connections, Ops: reEntries}, d.reEnter)
+	for _, w := range d.workers {
+		dr.ReEntries, dr.ReEntrySame = dr.ReEntries+w.reSent, dr.ReEntrySame+w.reSame
+	}
+	r := runResult(name, shape{connections: sh.connections, stock: sh.stock}, whole, again)
+	r.Buyers, r.Draw, r.CPU = n, dr, drawCPU
+	runs = append(runs, r)
 	if dr.DrawnAfter < 0 {
 		r.Violations = []verify.Violation{{Invariant: invDrawRan, By: 1,
 			Detail: fmt.Sprintf("the draw was not DRAWN within %s of entries_close_at", drawWait)}}
@@ -353,7 +329,7 @@ func (e *env) awaitDraw(ctx context.Context, activity int64, closes time.Time, d
 const (
 	invDrawRan          = "draw-ran"
 	invRecordVerifies   = "draw-record-verifies"
-	invRecordEntries    = "draw-record-lists-the-accepted-entries"
+	invListed           = "draw-lists-the-accepted-entries"
 	invSizeWonStock     = "each-size-won-its-stock"
 	invWinnerOneOrder   = "every-winner-one-order"
 	invOnlyWinners      = "only-winners-ordered"
@@ -376,18 +352,26 @@ func (e *env) checkDraw(ctx context.Context, r *report.Run, d *drawRun, sizes []
 	r.DrainSeconds = took.Seconds()
 	activity := sizes[0].activity
 
-	// The record, as anyone reads it, and its verdict.
+	// The record, as anyone reads it, and its verdict; MySQL's ranking
+	// stands in for the other checks when it could not be read.
 	var out []verify.Violation
 	rec, size, took, err := e.fetchRecord(ctx, activity)
-	if err != nil {
-		return nil, err
-	}
 	dr.RecordBytes, dr.RecordSeconds, dr.RecordEntries = size, took.Seconds(), int64(len(rec.Entries))
-	start := time.Now()
-	verr := draw.Verify(rec)
-	dr.VerifySeconds = time.Since(start).Seconds()
-	if verr != nil {
-		dr.VerifyError = verr.Error()
+	ranking, atDraw := rec.Entries, rec.Sizes
+	if err != nil {
+		dr.VerifyError = "not read: " + err.Error()
+		out = append(out, verify.Violation{Invariant: invRecordVerifies, By: 1, Detail: "the record could not be read: " + err.Error()})
+		if ranking, err = e.ranking(ctx, activity); err != nil {
+			return out, err
+		}
+		atDraw = nil
+	} else {
+		start := time.Now()
+		if verr := draw.Verify(rec); verr != nil {
+			dr.VerifyError = verr.Error()
+			out = append(out, verify.Violation{Invariant: invRecordVerifies, By: 1, Detail: verr.Error()})
+		}
+		dr.VerifySeconds = time.Since(start).Seconds()
 	}
 	entered := map[string]int64{}
 	perSize := make([]int64, len(sizes))
@@ -401,7 +385,9 @@ func (e *env) checkDraw(ctx context.Context, r *report.Run, d *drawRun, sizes []
 	for _, s := range sizes {
 		stock[s.item] = s.stock
 	}
-	out = append(out, checkRecord(rec, verr, entered, stock, r.Quantity, faults)...)
+	out = append(out, checkListed(ranking, entered, faults)...)
+	out = append(out, checkSizes(ranking, atDraw, stock, r.Quantity)...)
+	won, _ := wonBySize(ranking)
 
 	// Every winner's order, and no other, in MySQL.
 	var rows []winnerRow
@@ -435,13 +421,7 @@ func (e *env) checkDraw(ctx context.Context, r *report.Run, d *drawRun, sizes []
 		obs[i], labels[i] = t.obs, fmt.Sprintf("item %d (%s)", s.item, s.label)
 		live += t.created
 		addItem(r, t, i == 0)
-		won := int64(0)
-		for _, x := range rec.Entries {
-			if x.ItemID == s.item && x.Outcome == draw.Won {
-				won++
-			}
-		}
-		dr.PerSize = append(dr.PerSize, report.DrawSize{Label: s.label, ItemID: s.item, Stock: s.stock, Entries: perSize[i], Won: won, Orders: t.created})
+		dr.PerSize = append(dr.PerSize, report.DrawSize{Label: s.label, ItemID: s.item, Stock: s.stock, Entries: perSize[i], Won: won[s.item], Orders: t.created})
 	}
 	out = append(out, verify.CheckItems(labels, obs)...)
 	out = append(out, checkWinners(rows, live)...)
@@ -456,6 +436,26 @@ func (e *env) checkDraw(ctx context.Context, r *report.Run, d *drawRun, sizes []
 	}
 	if v := e.checkSalePage(ctx, activity, rec.Commitment, int64(len(entered))); v != nil {
 		out = append(out, *v)
+	}
+	return out, nil
+}
+
+// ranking reads the sale's ranking from MySQL (draw_results), in rank
+// order: what the record would list.
+func (e *env) ranking(ctx context.Context, activity int64) ([]draw.Ranked, error) {
+	var rows []struct {
+		EntryID  string
+		ItemID   int64
+		Quantity int
+		Outcome  string
+	}
+	if err := e.db.Gorm().WithContext(ctx).Raw("SELECT entry_id, item_id, quantity, outcome FROM draw_results WHERE activity_id = ? ORDER BY draw_rank",
+		activity).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read the ranking: %w", err)
+	}
+	out := make([]draw.Ranked, len(rows))
+	for i, r := range rows {
+		out[i] = draw.Ranked{Entry: draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}, Outcome: r.Outcome}
 	}
 	return out, nil
 }
@@ -512,26 +512,16 @@ func (e *env) checkSalePage(ctx context.Context, activity int64, commitment stri
 		Detail: fmt.Sprintf("want mode draw, state DRAWN, %d entries and the record's commitment; last page %s", entries, last)}
 }
 
-// checkRecord judges the published record against what the bench saw:
-// it verifies (verr is draw.Verify's verdict), it lists exactly the
-// entries answered 201 (entered: entry id → size; up to faults more may
-// be there, entries whose answer was lost), with the size each named, and
-// each size's stock at the draw is the sale's (stock) and won by as many
-// of its entries as it holds (each asking quantity units).
-func checkRecord(rec draw.Record, verr error, entered map[string]int64, stock map[int64]int64, quantity int, faults int64) []verify.Violation {
-	var out []verify.Violation
-	if verr != nil {
-		out = append(out, verify.Violation{Invariant: invRecordVerifies, By: 1, Detail: verr.Error()})
-	}
-	listed := make(map[string]bool, len(rec.Entries))
+// checkListed judges a draw's ranking (the record's, or MySQL's when the
+// record could not be read) against what the bench saw: it lists exactly
+// the entries answered 201 (entered: entry id → size; up to faults more
+// may be there, entries whose answer was lost), each under the size it
+// named.
+func checkListed(ranking []draw.Ranked, entered map[string]int64, faults int64) []verify.Violation {
+	listed := make(map[string]bool, len(ranking))
 	var unknown, moved int64
-	won, entries := map[int64]int64{}, map[int64]int64{}
-	for _, x := range rec.Entries {
+	for _, x := range ranking {
 		listed[x.ID] = true
-		entries[x.ItemID]++
-		if x.Outcome == draw.Won {
-			won[x.ItemID]++
-		}
 		item, ok := entered[x.ID]
 		switch {
 		case !ok:
@@ -548,36 +538,59 @@ func checkRecord(rec draw.Record, verr error, entered map[string]int64, stock ma
 			example = id
 		}
 	}
-	if missing > 0 || moved > 0 || unknown > faults {
-		detail := fmt.Sprintf("%d entries answered 201 are not in the record (e.g. %q), %d are listed under another size, %d listed were never answered 201 (%d requests failed)",
-			missing, example, moved, unknown, faults)
-		out = append(out, verify.Violation{Invariant: invRecordEntries, By: missing + moved + max(unknown-faults, 0), Detail: detail})
+	if missing == 0 && moved == 0 && unknown <= faults {
+		return nil
 	}
-	atDraw := map[int64]int64{}
-	for _, s := range rec.Sizes {
-		atDraw[s.ItemID] = s.Stock
-	}
+	return []verify.Violation{{Invariant: invListed, By: missing + moved + max(unknown-faults, 0),
+		Detail: fmt.Sprintf("%d entries answered 201 are not in the draw (e.g. %q), %d are listed under another size, %d listed were never answered 201 (%d requests failed)",
+			missing, example, moved, unknown, faults)}}
+}
+
+// checkSizes judges each size of a draw's ranking: its stock at the draw
+// (atDraw, the record's; nil when unknown) is the sale's, and as many of
+// its entries won as it holds (each asking quantity units).
+func checkSizes(ranking []draw.Ranked, atDraw []draw.Size, stock map[int64]int64, quantity int) []verify.Violation {
+	won, entries := wonBySize(ranking)
 	var off int64
 	var wrong []string
-	for item, units := range stock {
-		want := wonWanted(units, entries[item], quantity)
-		if got, ok := atDraw[item]; !ok || got != units {
-			off++
-			wrong = append(wrong, fmt.Sprintf("item %d: stock at the draw %d, want %d", item, got, units))
+	if atDraw != nil {
+		at := map[int64]int64{}
+		for _, s := range atDraw {
+			at[s.ItemID] = s.Stock
 		}
-		if won[item] != want {
+		for item, units := range stock {
+			if got, ok := at[item]; !ok || got != units {
+				off++
+				wrong = append(wrong, fmt.Sprintf("item %d: stock at the draw %d, want %d", item, got, units))
+			}
+		}
+		if len(atDraw) != len(stock) {
+			off++
+			wrong = append(wrong, fmt.Sprintf("the record has %d sizes, the sale %d", len(atDraw), len(stock)))
+		}
+	}
+	for item, units := range stock {
+		if want := wonWanted(units, entries[item], quantity); won[item] != want {
 			off += abs(won[item] - want)
 			wrong = append(wrong, fmt.Sprintf("item %d: %d of %d entries won, want %d (stock %d)", item, won[item], entries[item], want, units))
 		}
 	}
-	if len(rec.Sizes) != len(stock) {
-		off++
-		wrong = append(wrong, fmt.Sprintf("the record has %d sizes, the sale %d", len(rec.Sizes), len(stock)))
+	if off == 0 {
+		return nil
 	}
-	if off > 0 {
-		out = append(out, verify.Violation{Invariant: invSizeWonStock, By: off, Detail: fmt.Sprint(wrong)})
+	return []verify.Violation{{Invariant: invSizeWonStock, By: off, Detail: fmt.Sprint(wrong)}}
+}
+
+// wonBySize counts a ranking's winners and entries by size.
+func wonBySize(ranking []draw.Ranked) (won, entries map[int64]int64) {
+	won, entries = map[int64]int64{}, map[int64]int64{}
+	for _, x := range ranking {
+		entries[x.ItemID]++
+		if x.Outcome == draw.Won {
+			won[x.ItemID]++
+		}
 	}
-	return out
+	return won, entries
 }
 
 func abs(v int64) int64 {

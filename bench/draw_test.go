@@ -4,35 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/seckill/seckill/bench/internal/verify"
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
-
-func TestDrawCloseAt(t *testing.T) {
-	now := time.Date(2026, 12, 2, 5, 0, 0, 123456789, time.UTC)
-	tests := []struct {
-		name     string
-		requests int64
-		rate     float64
-		want     time.Duration
-	}{
-		{name: "10 s of entries: 12 s and the margin", requests: 10_000, rate: 1000, want: 14 * time.Second},
-		{name: "a fraction of a second", requests: 1, rate: 1000, want: 2*time.Second + 1200*time.Microsecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := drawCloseAt(now, tt.requests, tt.rate)
-			if want := now.Add(tt.want).Truncate(time.Millisecond); !got.Equal(want) {
-				t.Errorf("drawCloseAt = %s, want %s", got, want)
-			}
-			if got.Nanosecond()%int(time.Millisecond) != 0 {
-				t.Errorf("drawCloseAt = %s, not to the millisecond", got)
-			}
-		})
-	}
-}
 
 func TestWonWanted(t *testing.T) {
 	tests := []struct {
@@ -82,7 +57,7 @@ func invariants(vs []verify.Violation) []string {
 	return out
 }
 
-func TestCheckRecord(t *testing.T) {
+func TestCheckListedAndSizes(t *testing.T) {
 	stock := map[int64]int64{1: 3, 2: 5}
 	tests := []struct {
 		name   string
@@ -94,12 +69,12 @@ func TestCheckRecord(t *testing.T) {
 		{
 			name:   "the first winner left out",
 			change: func(rec *draw.Record, _ map[string]int64) { rec.Entries = rec.Entries[1:] },
-			want:   []string{invRecordVerifies, invRecordEntries, invSizeWonStock},
+			want:   []string{invRecordVerifies, invListed, invSizeWonStock},
 		},
 		{
 			name:   "an entry the bench never heard of, no request failed",
 			change: func(_ *draw.Record, entered map[string]int64) { delete(entered, fmt.Sprintf("%032x", 3)) },
-			want:   []string{invRecordEntries},
+			want:   []string{invListed},
 		},
 		{
 			name:   "an entry whose answer was lost may be listed",
@@ -110,7 +85,7 @@ func TestCheckRecord(t *testing.T) {
 		{
 			name:   "an entry listed under another size",
 			change: func(_ *draw.Record, entered map[string]int64) { entered[fmt.Sprintf("%032x", 2)] = 2 },
-			want:   []string{invRecordEntries},
+			want:   []string{invListed},
 		},
 		{
 			name: "one winner too many, the outcome changed",
@@ -148,7 +123,12 @@ func TestCheckRecord(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, entered := drawnRecord(40, stock)
 			tt.change(&rec, entered)
-			got := invariants(checkRecord(rec, draw.Verify(rec), entered, stock, 1, tt.faults))
+			var vs []verify.Violation
+			if err := draw.Verify(rec); err != nil {
+				vs = append(vs, verify.Violation{Invariant: invRecordVerifies})
+			}
+			vs = append(append(vs, checkListed(rec.Entries, entered, tt.faults)...), checkSizes(rec.Entries, rec.Sizes, stock, 1)...)
+			got := invariants(vs)
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("invariants broken %v, want %v", got, tt.want)
 			}
@@ -187,5 +167,22 @@ func TestCheckWinners(t *testing.T) {
 				t.Errorf("invariants broken %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestCheckSizesWithoutTheRecord(t *testing.T) {
+	stock := map[int64]int64{1: 3, 2: 5}
+	rec, _ := drawnRecord(40, stock)
+	if vs := checkSizes(rec.Entries, nil, stock, 1); len(vs) != 0 {
+		t.Errorf("MySQL's ranking as drawn: %v, want none", vs)
+	}
+	// A size the sale sells but nobody entered wins nothing, as wanted.
+	if vs := checkSizes(rec.Entries, nil, map[int64]int64{1: 3, 2: 5, 3: 7}, 1); len(vs) != 0 {
+		t.Errorf("a size without entries: %v, want none", vs)
+	}
+	rec.Entries = rec.Entries[:len(rec.Entries)-1]
+	rec.Entries[0].Outcome = draw.Alternate
+	if got := invariants(checkSizes(rec.Entries, nil, stock, 1)); fmt.Sprint(got) != fmt.Sprint([]string{invSizeWonStock}) {
+		t.Errorf("a winner lost: %v, want %s", got, invSizeWonStock)
 	}
 }

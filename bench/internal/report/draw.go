@@ -14,23 +14,25 @@ type Draw struct {
 	Entrants int64 `json:"entrants"`
 	Sizes    int   `json:"sizes"`
 	Units    int64 `json:"units"`
-	// CalibrationPerSecond is the entry rate of the scratch sale that set
-	// entries_close_at; CloseMargin is from the last entry's answer to
-	// entries_close_at (negative: entries were still sent at the close).
-	CalibrationPerSecond float64 `json:"calibration_entries_per_s"`
-	CloseMargin          float64 `json:"close_margin_s"`
+	// WindowSeconds is from the start of the entries to
+	// entries_close_at; CloseMargin from the last entry's answer to the
+	// close (about 0 or below when the window, not the crowd, ended the
+	// entries).
+	WindowSeconds float64 `json:"window_s"`
+	CloseMargin   float64 `json:"close_margin_s"`
 	// EntriesPerSecond is the new entries (201) over the entry phase;
 	// EntryLatency every entry request's latency. Late counts entries
-	// refused because the list had closed, EntryErrors any other answer
-	// than a 201 ENTERED.
+	// refused because the list had closed (in flight at the close),
+	// EntryErrors any other answer than a 201 ENTERED.
 	EntrySeconds     float64       `json:"entry_s"`
 	EntriesAccepted  int64         `json:"entries_accepted"`
 	EntriesPerSecond float64       `json:"entries_per_s"`
 	EntryLatency     stats.Summary `json:"entry_latency"`
 	Late             int64         `json:"entries_after_close"`
 	EntryErrors      int64         `json:"entry_errors"`
-	// ReEntries were sent once more by buyers who had entered; ReEntrySame
-	// of them were answered 200 with the buyer's first entry.
+	// ReEntries were sent once more, after the winners' orders, by buyers
+	// who had entered; ReEntrySame of them were answered 200 with the
+	// buyer's entry.
 	ReEntries   int64 `json:"re_entries"`
 	ReEntrySame int64 `json:"re_entries_same_entry"`
 	// From entries_close_at: the drawer pass that ran the draw began
@@ -95,8 +97,8 @@ func drawTables(p func(string, ...any), r *Report) {
 			continue
 		}
 		p("### %s: a draw sale\n\n", run.Name)
-		p("%d entrants over %d connections, %d sizes holding %d units; the close set from a calibration at %s entries/s.\n\n",
-			d.Entrants, run.Connections, d.Sizes, d.Units, num(d.CalibrationPerSecond))
+		p("Up to %d entrants over %d connections for a window of %.1f s; %d sizes holding %d units.\n\n",
+			d.Entrants, run.Connections, d.WindowSeconds, d.Sizes, d.Units)
 		p("| figure | result |\n|---|---|\n")
 		var vs []string
 		if f := r.peer(run, "draw", "flash"); f != nil && f.Throughput > 0 {
@@ -114,11 +116,15 @@ func drawTables(p func(string, ...any), r *Report) {
 			against = strings.Join(vs, "; ") + ", same run"
 		}
 		l := d.EntryLatency
-		p("| entries | **%s entries/s** (%d accepted in %.1f s), P50 %s ms, P90 %s ms, P99 %s ms, P99.9 %s ms, max %s ms; %d after the close, %d other answers |\n",
+		p("| entries | **%s entries/s** (%d accepted in %.1f s), P50 %s ms, P90 %s ms, P99 %s ms, P99.9 %s ms, max %s ms; %d refused at the close, %d other answers |\n",
 			num(d.EntriesPerSecond), d.EntriesAccepted, d.EntrySeconds, ms(l.P50Ms), ms(l.P90Ms), ms(l.P99Ms), ms(l.P999Ms), ms(l.MaxMs), d.Late, d.EntryErrors)
 		p("| entries vs one-item loads | %s |\n", against)
-		p("| entering again | %d of %d answered 200 with the buyer's first entry |\n", d.ReEntrySame, d.ReEntries)
-		p("| entries_close_at | %.1f s after the last entry's answer |\n", d.CloseMargin)
+		p("| entering again, after the draw | %d of %d answered 200 with the buyer's entry |\n", d.ReEntrySame, d.ReEntries)
+		ended := "the window ended the entries"
+		if d.CloseMargin > 0.05 {
+			ended = fmt.Sprintf("every entrant was in %.1f s before the close", d.CloseMargin)
+		}
+		p("| entries_close_at | %s |\n", ended)
 		p("| close → draw | the drawer's pass began %s after the close, the draw was DRAWN %s after it (read every %d ms) |\n",
 			seconds(d.PassAfter), seconds(d.DrawnAfter), d.PollMs)
 		p("| close → winners' orders | first reserved %s after the close, every one CREATED %s after it: %d of %d winners, **%s orders/s** from DRAWN |\n",

@@ -552,10 +552,15 @@ func PerUnit(u *cpu.Usage, pct float64, n int64) float64 {
 }
 
 // PerOrderUnit says what a run's CPU is divided by: created orders for a
-// run whose every answer is an order (sustained), answers otherwise.
+// run whose every answer is an order (sustained), the winners' orders for
+// a draw's (its CPU is from the close to the last of them), answers
+// otherwise.
 func PerOrderUnit(run *Run) (string, int64) {
 	if run.Pipeline != nil {
 		return "created order", run.Outcomes["accepted"]
+	}
+	if run.Draw != nil {
+		return "winner's order", run.Created
 	}
 	return "answer", run.Requests
 }

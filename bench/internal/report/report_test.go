@@ -211,7 +211,7 @@ func TestMarkdownDraw(t *testing.T) {
 	r := sample()
 	r.Reference = &Reference{MySQLPerSecond: 2000}
 	r.Runs = append(r.Runs, &Run{Name: "draw (replicated)", Connections: 500, Violations: []verify.Violation{}, Draw: &Draw{
-		Entrants: 1000, Sizes: 2, Units: 10, CalibrationPerSecond: 900, EntrySeconds: 2, EntriesAccepted: 1000, EntriesPerSecond: 500,
+		Entrants: 1000, Sizes: 2, Units: 10, WindowSeconds: 60, EntrySeconds: 2, EntriesAccepted: 1000, EntriesPerSecond: 500,
 		EntryLatency: stats.Summary{P50Ms: 100, P99Ms: 400}, ReEntries: 10, ReEntrySame: 10, CloseMargin: 1.5, PollMs: 20,
 		PassAfter: 0.3, DrawnAfter: 0.5, FirstReservedAfter: 0.5, AllCreatedAfter: -1, Winners: 10, WinnerOrders: 9,
 		WinnerOrdersPerSecond: 0, RecordBytes: 2_500_000, RecordSeconds: 0.2, RecordEntries: 1000, VerifyError: "rank 1: x",
@@ -226,7 +226,9 @@ func TestMarkdownDraw(t *testing.T) {
 		"### draw (replicated): a draw sale",
 		"| entries | **500 entries/s** (1000 accepted in 2.0 s)",
 		"| entries vs one-item loads | 0.50× flash's 1000 req/s; 0.25× the raw MySQL insert + hot-row update's 2000 tx/s, same run |",
-		"| entering again | 10 of 10 answered 200 with the buyer's first entry |",
+		"| entering again, after the draw | 10 of 10 answered 200 with the buyer's entry |",
+		"| entries_close_at | every entrant was in 1.5 s before the close |",
+		"Up to 1000 entrants over 500 connections for a window of 60.0 s; 2 sizes holding 10 units.",
 		"the drawer's pass began 0.30 s after the close, the draw was DRAWN 0.50 s after it (read every 20 ms)",
 		"every one CREATED not within the run after it: 9 of 10 winners",
 		"draw.Verify **does not hold**: rank 1: x",
