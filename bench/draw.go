@@ -318,9 +318,15 @@ func (e *env) awaitDraw(ctx context.Context, activity int64, closes time.Time, d
 		return fmt.Errorf("read the winners' order times: %w", err)
 	}
 	dr.FirstReservedAfter = sinceClose(t.First, closes)
+	// The draw committed before its first winner was reserved: on a busy
+	// MySQL the bench may read DRAWN later than that.
+	from := drawn
+	if t.First != nil && t.First.Before(from) {
+		from = *t.First
+	}
 	if t.N >= dr.Winners && t.Last != nil {
 		dr.AllCreatedAfter = sinceClose(t.Last, closes)
-		dr.WinnerOrdersPerSecond = stats.Rate(dr.Winners, t.Last.Sub(drawn))
+		dr.WinnerOrdersPerSecond = stats.Rate(dr.Winners, t.Last.Sub(from))
 	}
 	return nil
 }

@@ -47,7 +47,8 @@ type Draw struct {
 	AllCreatedAfter    float64 `json:"all_winners_created_after_close_s"`
 	// Winners is the record's WON entries, WinnerOrders those whose order
 	// is CREATED (or PAID) in MySQL; WinnerOrdersPerSecond is Winners
-	// over DRAWN → last CREATED.
+	// over DRAWN (read, or the first reservation if earlier) → last
+	// CREATED.
 	Winners               int64   `json:"winners"`
 	WinnerOrders          int64   `json:"winners_with_orders"`
 	WinnerOrdersPerSecond float64 `json:"winners_orders_per_s"`
