@@ -139,7 +139,8 @@ var errEntered = errors.New("already entered")
 // Enter records a buyer's entry and reports whether it is new. A buyer who
 // entered already gets that entry back, unchanged, so a retry of a request
 // whose answer was lost finds the entry it made. An entry after the list
-// froze (entries_close_at, or the draw ran) is order.ErrActivityNotActive.
+// froze (entries_close_at, or the draw ran) or the sale ended (MySQL's
+// ends_at, an end or a cancel included) is order.ErrActivityNotActive.
 func (db *DB) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 	var b [draw.EntryIDLen / 2]byte
 	_, _ = rand.Read(b[:])
@@ -155,7 +156,12 @@ func (db *DB) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 		// Last, so the draw row's lock is held only to the commit: the draw
 		// takes it first, so an entry either commits before the list is
 		// read or finds the draw no longer OPEN.
+		// The sale's end is MySQL's too: an instance whose copy of the
+		// sale predates an end or cancel (up to order.ActivityTTL old)
+		// takes no entry after it.
 		res := tx.Model(&drawRow{}).Where("activity_id = ? AND state = ? AND entries_close_at > ?", e.ActivityID, draw.StateOpen, e.At.UTC()).
+			Where("EXISTS (SELECT 1 FROM activities WHERE activities.id = ? AND activities.ends_at > ? AND activities.cancelled_at IS NULL)",
+				e.ActivityID, e.At.UTC()).
 			UpdateColumn("entries", gorm.Expr("entries + 1"))
 		if res.Error != nil {
 			return res.Error

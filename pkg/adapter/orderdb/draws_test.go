@@ -167,6 +167,27 @@ func TestDrawRunsOnlyWhenDue(t *testing.T) {
 	}
 }
 
+// An instance whose copy of the sale predates its end still asks MySQL:
+// no entry is taken after an end or a cancel, whatever the copy says.
+func TestEnterAfterTheSaleEndedIsRefused(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	for _, cancel := range []bool{false, true} {
+		a := drawSale(t, db, time.Now().Add(time.Minute), 2)
+		if _, err := db.EndActivity(ctx, a.ID, time.Now(), cancel); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "late", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
+		if !errors.Is(err, order.ErrActivityNotActive) {
+			t.Fatalf("an entry after the sale ended (cancel %v): %v, want ErrActivityNotActive", cancel, err)
+		}
+		if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 0 {
+			t.Fatalf("%d entries counted after the end", sum.Entries)
+		}
+	}
+}
+
 // Entering again returns the first entry unchanged, whatever the second
 // request asks for; the count is one.
 func TestEnterTwiceKeepsTheFirstEntry(t *testing.T) {
