@@ -70,19 +70,7 @@ func entryView(e orderdb.Entry, a order.Activity, now time.Time) EntryView {
 
 // drawSale is the path's sale, which must be a draw.
 func (s *Server) drawSale(c *gin.Context) (order.Activity, bool) {
-	id, ok := pathID(c)
-	if !ok {
-		return order.Activity{}, false
-	}
-	a, err := s.intake.Activity(c.Request.Context(), id)
-	if err == nil && !a.Draw.On() {
-		err = order.Errorf(order.ErrNotFound, "sale %d is not a draw: order it at /api/v1/orders", id)
-	}
-	if err != nil {
-		s.fail(c, err)
-		return order.Activity{}, false
-	}
-	return a, true
+	return s.saleOf(c, func(a order.Activity) bool { return a.Draw.On() }, "sale %d is not a draw: order it at /api/v1/orders")
 }
 
 // enterDraw records the buyer's entry: 201 for a new one, 200 with the
@@ -171,15 +159,11 @@ func (s *Server) drawRecord(c *gin.Context) {
 		c.Data(http.StatusOK, "application/json; charset=utf-8", b.([]byte))
 		return
 	}
-	ctx := c.Request.Context()
-	a, err := s.intake.Activity(ctx, id)
-	if err == nil && !a.Draw.On() {
-		err = order.Errorf(order.ErrNotFound, "sale %d is not a draw", id)
-	}
-	if err != nil {
-		s.fail(c, err)
+	a, ok := s.saleOf(c, func(a order.Activity) bool { return a.Draw.On() }, "sale %d is not a draw")
+	if !ok {
 		return
 	}
+	ctx := c.Request.Context()
 	rec, err := s.db.DrawRecord(ctx, id)
 	if err != nil {
 		s.fail(c, err)

@@ -224,13 +224,20 @@ func (s *Server) storeRoom(a order.Activity) stockredis.Room {
 // roomSale is the sale of the path's id with a room, or false after
 // answering 404 (no such sale, or one without a room).
 func (s *Server) roomSale(c *gin.Context) (order.Activity, bool) {
+	return s.saleOf(c, func(a order.Activity) bool { return a.Room.On() }, "sale %d has no waiting room: order directly")
+}
+
+// saleOf is the sale of the path's id (this instance's copy) when is
+// reports true for it, or false after answering 404: for no such sale, and
+// for one is reports false for, with not (formatted with the id).
+func (s *Server) saleOf(c *gin.Context, is func(order.Activity) bool, not string) (order.Activity, bool) {
 	id, ok := pathID(c)
 	if !ok {
 		return order.Activity{}, false
 	}
 	a, err := s.intake.Activity(c.Request.Context(), id)
-	if err == nil && !a.Room.On() {
-		err = order.Errorf(order.ErrNotFound, "sale %d has no waiting room: order directly", id)
+	if err == nil && !is(a) {
+		err = order.Errorf(order.ErrNotFound, not, id)
 	}
 	if err != nil {
 		s.fail(c, err)
