@@ -57,6 +57,24 @@ func (r *soakReport) broken() []string {
 	return out
 }
 
+// verdict is the report's notes and its broken promises with their
+// breaches: what a failed run is about, in a few lines.
+func (r *soakReport) verdict() string {
+	var b strings.Builder
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "soak: note: %s\n", n)
+	}
+	for _, p := range r.promises {
+		if !p.held {
+			fmt.Fprintf(&b, "soak: promise %s BROKEN: %s\n", p.name, p.detail)
+			for _, br := range p.breaches {
+				fmt.Fprintf(&b, "soak:     %s\n", br)
+			}
+		}
+	}
+	return b.String()
+}
+
 func (r *soakReport) String() string {
 	var b strings.Builder
 	nf, no := 0, 0

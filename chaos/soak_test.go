@@ -54,8 +54,12 @@ func TestSoak(t *testing.T) {
 	}
 	sched := makeSchedule(seed, d)
 	fmt.Print(sched)
+	// verdict is printed again last, below the programs' logs the helpers
+	// print when a test fails (a CI log's tail then names what broke).
+	var verdict string
 	t.Cleanup(func() {
 		if t.Failed() {
+			fmt.Print(verdict)
 			fmt.Printf("soak: FAILED with seed %d (replay: make soak SEED=%d DURATION=%v)\n", seed, seed, d)
 		}
 	})
@@ -71,6 +75,7 @@ func TestSoak(t *testing.T) {
 	s.heal()
 	rep := s.check()
 	fmt.Print(rep)
+	verdict = rep.verdict()
 	if !rep.ok() {
 		t.Errorf("soak: seed %d: promises broken: %s", seed, strings.Join(rep.broken(), "; "))
 	}

@@ -72,8 +72,13 @@ func NewOn(t testing.TB, base string) *DB {
 	}
 	t.Cleanup(func() {
 		db.Close()
+		defer raw.Close()
+		if t.Failed() {
+			// What the test left is the evidence: kept, and named.
+			t.Logf("mysqltest: the failed test's database is kept: %s on %s", name, cfg.Addr)
+			return
+		}
 		raw.Exec("DROP DATABASE IF EXISTS " + name)
-		raw.Close()
 	})
 	// Fourteen migrations' DDL, each committed with a flush: on a loaded
 	// machine (tests in parallel beside a soak) they take seconds.

@@ -61,6 +61,11 @@ func connect(t testing.TB, rdb redis.UniversalClient, addr string) (redis.Univer
 	}
 	prefix := "t" + randHex(6)
 	t.Cleanup(func() {
+		defer rdb.Close()
+		if t.Failed() {
+			t.Logf("redistest: the failed test's keys are kept: %s:* on %s", prefix, addr)
+			return
+		}
 		ctx := context.Background()
 		_ = ForEachNode(ctx, rdb, func(ctx context.Context, node redis.UniversalClient) error {
 			iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
@@ -69,7 +74,6 @@ func connect(t testing.TB, rdb redis.UniversalClient, addr string) (redis.Univer
 			}
 			return iter.Err()
 		})
-		rdb.Close()
 	})
 	return rdb, prefix
 }
