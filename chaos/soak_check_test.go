@@ -61,18 +61,31 @@ func (r *soakReport) broken() []string {
 // breaches: what a failed run is about, in a few lines.
 func (r *soakReport) verdict() string {
 	var b strings.Builder
-	for _, n := range r.notes {
-		fmt.Fprintf(&b, "soak: note: %s\n", n)
-	}
+	r.writeNotes(&b)
 	for _, p := range r.promises {
 		if !p.held {
-			fmt.Fprintf(&b, "soak: promise %s BROKEN: %s\n", p.name, p.detail)
-			for _, br := range p.breaches {
-				fmt.Fprintf(&b, "soak:     %s\n", br)
-			}
+			p.write(&b)
 		}
 	}
 	return b.String()
+}
+
+func (r *soakReport) writeNotes(b *strings.Builder) {
+	for _, n := range r.notes {
+		fmt.Fprintf(b, "soak: note: %s\n", n)
+	}
+}
+
+// write prints the promise's line and, when broken, its breaches.
+func (p *promise) write(b *strings.Builder) {
+	verdict := "held"
+	if !p.held {
+		verdict = "BROKEN"
+	}
+	fmt.Fprintf(b, "soak: promise %-34s %-6s %s\n", p.name, verdict, p.detail)
+	for _, br := range p.breaches {
+		fmt.Fprintf(b, "soak:     %s\n", br)
+	}
 }
 
 func (r *soakReport) String() string {
@@ -94,18 +107,9 @@ func (r *soakReport) String() string {
 	fmt.Fprintf(&b, "soak: faults by kind: %s\n", countsLine(r.faults))
 	fmt.Fprintf(&b, "soak: operations by kind: %s\n", countsLine(r.ops))
 	fmt.Fprintf(&b, "soak: order answers: %s\n", countsLine(r.answers))
-	for _, n := range r.notes {
-		fmt.Fprintf(&b, "soak: note: %s\n", n)
-	}
+	r.writeNotes(&b)
 	for _, p := range r.promises {
-		verdict := "held"
-		if !p.held {
-			verdict = "BROKEN"
-		}
-		fmt.Fprintf(&b, "soak: promise %-34s %-6s %s\n", p.name, verdict, p.detail)
-		for _, br := range p.breaches {
-			fmt.Fprintf(&b, "soak:     %s\n", br)
-		}
+		p.write(&b)
 	}
 	fmt.Fprintf(&b, "soak: seed %d, faults %d (%s), ops %d (%s), promises %d/%d held\n",
 		r.seed, nf, countsLine(r.faults), no, countsLine(r.ops), held, len(r.promises))
