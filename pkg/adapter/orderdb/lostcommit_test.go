@@ -201,6 +201,10 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	}
 
 	first := time.Now().UTC().Truncate(time.Millisecond)
+	before, err := db.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cutCommit(p)
 	if a, err := via.EndActivity(ctx, act.ID, first, true); err == nil {
 		t.Fatalf("cancel answered through a cut COMMIT: %+v", a)
@@ -216,8 +220,9 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked := cancelledAt()
-	if !ended.EndsAt.Equal(first) || marked == nil || !marked.Equal(first) {
-		t.Fatalf("after the lost COMMIT: ends_at %s, cancelled_at %v; want both %s", ended.EndsAt, marked, first)
+	if !ended.EndsAt.Equal(first) || marked == nil || marked.Before(before.Truncate(time.Millisecond)) {
+		t.Fatalf("after the lost COMMIT: ends_at %s, cancelled_at %v; want ends_at %s and the cancel marked by MySQL's clock, not before %s",
+			ended.EndsAt, marked, first, before)
 	}
 
 	waitCutOver(t, via)
@@ -228,7 +233,68 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	if !retry.EndsAt.Equal(first) {
 		t.Fatalf("the retry moved ends_at to %s, want it left at %s", retry.EndsAt, first)
 	}
-	if again := cancelledAt(); again == nil || !again.Equal(first) {
-		t.Fatalf("the retry moved cancelled_at to %v, want it left at %s", again, first)
+	if again := cancelledAt(); again == nil || !again.Equal(*marked) {
+		t.Fatalf("the retry moved cancelled_at to %v, want it left at %s", again, marked)
+	}
+}
+
+// A cancel that waits for a payment holding the sale's row (the shared
+// lock Pay and RecordPayment take) is recorded after that payment: the
+// order's updated_at is never later than the sale's cancelled_at, although
+// the cancel's caller read its clock before the wait.
+func TestCancelIsRecordedAfterThePaymentItWaitedFor(t *testing.T) {
+	t.Parallel()
+	db, item := setup(t, 10)
+	ctx := context.Background()
+	r := req(item, 1, 1)
+	no := r.Event.OrderNo
+	if out, err := db.Fulfil(ctx, []orderdb.Request{r}); err != nil || out[no].Status != order.Created {
+		t.Fatalf("fixture order %+v (%v), want CREATED", out[no], err)
+	}
+	g := db.Gorm().WithContext(ctx)
+	tx := g.Begin()
+	if tx.Error != nil {
+		t.Fatal(tx.Error)
+	}
+	defer tx.Rollback()
+	// What Pay does, held open: the sale's row in share mode, then the
+	// order paid.
+	var sale struct{ CancelledAt *time.Time }
+	if err := tx.Raw("SELECT cancelled_at FROM activities WHERE id = ? LOCK IN SHARE MODE", r.Event.ActivityID).
+		Scan(&sale).Error; err != nil || sale.CancelledAt != nil {
+		t.Fatalf("sale's row: cancelled_at %v (%v), want a sale not cancelled", sale.CancelledAt, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.EndActivity(ctx, r.Event.ActivityID, time.Now(), true)
+		done <- err
+	}()
+	// The cancel has read its clock and waits for the row.
+	time.Sleep(300 * time.Millisecond)
+	if res := tx.Exec("UPDATE orders SET status = 'PAID' WHERE order_no = ? AND status = 'CREATED'", no); res.Error != nil || res.RowsAffected != 1 {
+		t.Fatalf("pay inside the held transaction: %v, %d rows", res.Error, res.RowsAffected)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the cancel committed while a payment held the sale's row: %v", err)
+	default:
+	}
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		UpdatedAt   time.Time
+		CancelledAt time.Time
+	}
+	if err := g.Raw(`SELECT o.updated_at, a.cancelled_at FROM orders o JOIN activities a ON a.id = o.activity_id
+		WHERE o.order_no = ?`, no).Scan(&got).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got.UpdatedAt.After(got.CancelledAt) {
+		t.Fatalf("order paid at %s, sale cancelled at %s: the record says paid after the cancel it came before",
+			got.UpdatedAt.Format(time.StampMilli), got.CancelledAt.Format(time.StampMilli))
 	}
 }

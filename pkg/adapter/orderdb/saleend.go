@@ -13,7 +13,8 @@ import (
 // EndActivity ends a running sale at now: ends_at moves to now (the API
 // instances refuse new orders once their copy of the activity, at most
 // order.ActivityTTL old, shows it). cancel also marks it cancelled
-// (cancelled_at), after which the closer closes its CREATED orders. Ending
+// (cancelled_at, the moment the cancel took effect by MySQL's clock: the
+// first cancel's), after which the closer closes its CREATED orders. Ending
 // a sale that has ended already changes nothing (cancelling one still marks
 // it); a sale that has not started is order.ErrActivityNotActive: change its
 // times instead.
@@ -33,7 +34,11 @@ func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, cancel b
 			set["ends_at"] = now
 		}
 		if cancel {
-			set["cancelled_at"] = gorm.Expr("COALESCE(cancelled_at, ?)", now)
+			// MySQL's clock when the cancel takes effect, after the lock:
+			// a payment the cancel waited for (saleCancelled) committed
+			// before this statement, so its updated_at, by the same clock,
+			// is never later. now was read before the wait.
+			set["cancelled_at"] = gorm.Expr("COALESCE(cancelled_at, NOW(3))")
 		}
 		if len(set) == 0 {
 			return nil
