@@ -142,7 +142,7 @@ type saleBatch struct {
 
 	confirm    stockredis.SaleOrders // the orders to confirm, by item
 	confirmIdx []int                 // indexes into events of confirm's orders (when traced)
-	failed     []int                 // indexes into reqs of the orders MySQL refused
+	failed     []int                 // indexes into reqs of the orders to release: MySQL refused (FAILED) or closed (CLOSED) them
 	missing    []int                 // indexes into events of the live orders whose claim found no reservation
 	outOfStock map[int64]bool        // items MySQL had less of than Redis
 }
@@ -312,7 +312,13 @@ func (p *Handler) sortOut(ctx context.Context, b *saleBatch) {
 		default:
 			res[i] = result(Created, nil)
 		}
-		if o.Status == order.Failed {
+		if o.Status == order.Failed || o.Status == order.Closed {
+			// A CLOSED order is a redelivery whose reservation may be
+			// live again: Redis came back from a state older than the
+			// close's release, whose credit went with it, while MySQL
+			// has the units back. A confirm would keep them out of Redis
+			// stock for good; the release gives them back, once (the
+			// closer's release, if it has not run, then finds RELEASED).
 			if o.Reason == order.ReasonOutOfStock {
 				b.outOfStock[e.ItemID] = true
 			}
@@ -407,7 +413,7 @@ func (p *Handler) reportMissing(ctx context.Context, sales []*saleBatch) {
 }
 
 // releaseRefused gives back in Redis what the orders of b that MySQL
-// refused held, once b's others are confirmed.
+// refused or closed held, once b's others are confirmed.
 func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
 	bt, res, states, reqs, reqIdx, out := b.bt, b.res, b.states, b.reqs, b.reqIdx, b.out
 	dbStock := map[int64]int64{}
@@ -431,24 +437,28 @@ func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
 		if !ok {
 			capAt = -1
 		}
-		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Reason, states[reqIdx[j]], !o.Existing, capAt); err != nil {
+		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Status, o.Reason, states[reqIdx[j]], !o.Existing, capAt); err != nil {
 			res[reqIdx[j]] = result(Retry, err)
 		}
 	}
 }
 
-// release gives a refused order's stock and quota back in Redis; fresh
-// says the order became FAILED in this batch (not a redelivery). For an
+// release gives the stock and quota of an order MySQL refused (status
+// FAILED) or closed (CLOSED) back in Redis, from a live reservation
+// (RESERVED or CLAIMED; a CONFIRMED one of a closed order is the closer's);
+// fresh says the order became FAILED in this batch (not a redelivery). For an
 // order MySQL refused for lack of stock, dbStock (>= 0) caps Redis stock at
 // what MySQL can still fulfil, in the same script.
 // The release script runs under sctx's span (the order's, or the batch's
 // for an order whose trace is not sampled); ctx is the lines' context.
-func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason string, claimState stockredis.State, fresh bool, dbStock int64) error {
+func (p *Handler) release(ctx, sctx context.Context, e order.Event, status order.Status, reason string, claimState stockredis.State, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == stockredis.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
 		// the reconciler aligns Redis with MySQL.
-		log.WarnContext(ctx, "order failed; its reservation is missing in Redis", "reason", reason, "status", order.Failed)
+		if status == order.Failed {
+			log.WarnContext(ctx, "order failed; its reservation is missing in Redis", "reason", reason, "status", status)
+		}
 		return nil
 	}
 	ref := stockredis.EventRef(e)
@@ -468,6 +478,12 @@ func (p *Handler) release(ctx, sctx context.Context, e order.Event, reason strin
 		return err
 	}
 	released, state := rel.Released, rel.State
+	if status == order.Closed {
+		if released {
+			log.InfoContext(ctx, "order closed already; its live reservation released", "reason", reason, "status", status)
+		}
+		return nil
+	}
 	if released && reason == order.ReasonOutOfStock {
 		log.Log(ctx, logs.Alert, "Redis and MySQL disagree: MySQL had no stock for a reservation Redis accepted",
 			"reason", reason, "quantity", e.Quantity, "status", order.Failed)

@@ -250,6 +250,21 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 			}
 			return nil
 		}, fulfil.Failed, order.Failed},
+		// Created, cancelled and its release recorded, and then Redis came
+		// back from an older state: the redelivery finds the reservation
+		// live again while MySQL has the unit back.
+		{"closed and released", func(e *env, s sale, ev order.Event) func() {
+			if _, err := e.db.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+				e.t.Fatal(err)
+			}
+			if tr, err := e.db.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+				e.t.Fatalf("close: %+v %v", tr, err)
+			}
+			if err := e.db.MarkReleased(ctx, ev.OrderNo); err != nil {
+				e.t.Fatal(err)
+			}
+			return nil
+		}, fulfil.Existing, order.Closed},
 		{"transient error", func(e *env, s sale, _ order.Event) func() { return e.lockItem(s.item) }, fulfil.Retry, ""},
 	}
 	for _, c := range claims {
@@ -279,6 +294,11 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 					wantState = stockredis.StateReleased
 				case m.outcome == fulfil.Failed:
 					// A confirmed reservation is never released by the consumer.
+				case m.status == order.Closed && c.name != stockredis.StateConfirmed:
+					// Released, not confirmed: MySQL has the unit back.
+					wantState = stockredis.StateReleased
+				case m.status == order.Closed:
+					// A confirmed one is the closer's to release.
 				default:
 					wantState = stockredis.StateConfirmed
 				}
@@ -290,6 +310,9 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 				}
 				if got := e.status(ev.OrderNo); got != wantStatus {
 					t.Errorf("MySQL status %q, want %q", got, wantStatus)
+				}
+				if m.status == order.Closed && wantState == stockredis.StateReleased {
+					e.wantStock(s.item, 10)
 				}
 				if unlock == nil {
 					return

@@ -1,9 +1,9 @@
 // Package sweep finds stranded reservations, ones still unconfirmed long
 // after they were made (the API died between reserving and publishing, the
 // publish outcome was unknown, or the API gave the order up in MySQL when
-// Redis could not be told), and finishes them: it confirms or releases
-// those MySQL already decided, and re-publishes the rest (the consumer is
-// idempotent). It never releases a reservation MySQL has not decided: a
+// Redis could not be told), and finishes them: it confirms those MySQL
+// holds live, releases those it failed or closed, and re-publishes the
+// rest (the consumer is idempotent). It never releases a reservation MySQL has not decided: a
 // consumer may be inside its transaction. A reservation (or an item) a
 // sweep fails on is reported and skipped for a while (package backoff);
 // the sweep goes on with the others.
@@ -253,23 +253,28 @@ func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string,
 	}
 	log := s.Log.With("order_no", no, "user_id", info.UserID, "item_id", item.ID)
 	if o, ok := inDB[no]; ok {
-		if o.Status == order.Failed {
-			// MySQL's FAILED row is final, so even a CLAIMED reservation
-			// may go: no consumer can create this order any more. An
-			// order the API gave up (it answered 503) frees its key.
-			rel, err := s.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
-				From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
-				FreeKey: order.AnsweredUnavailable(o.FailureReason)})
-			if err != nil {
-				return false, err
-			}
-			if rel.Released {
-				st.Released++
-				log.Info("stranded reservation released", "reason", o.FailureReason)
-			}
-			return false, nil
+		if o.Status.Live() {
+			return true, nil
 		}
-		return true, nil
+		// MySQL's FAILED row is final, so even a CLAIMED reservation may
+		// go: no consumer can create this order any more. An order the
+		// API gave up (it answered 503) frees its key. A CLOSED order has
+		// its units back in MySQL, yet its reservation is live: Redis came
+		// back from a state older than the close's release, whose credit
+		// went with it (or that release has not run yet, and then finds
+		// RELEASED). A confirm would keep its units out of Redis stock for
+		// good; the release gives them back, as the closer's does.
+		rel, err := s.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+			From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
+			FreeKey: o.Status == order.Failed && order.AnsweredUnavailable(o.FailureReason)})
+		if err != nil {
+			return false, err
+		}
+		if rel.Released {
+			st.Released++
+			log.Info("stranded reservation released", "status", o.Status, "reason", o.FailureReason)
+		}
+		return false, nil
 	}
 	switch info.State {
 	case stockredis.StateReserved:

@@ -59,6 +59,11 @@ func TestSweepOnce(t *testing.T) {
 			claim(t, p, ev)
 			abandon(order.ReasonOutOfStock)(t, p, ev)
 		}, sweep.Stats{Released: 1}, stockredis.StateReleased, 0, false},
+		// Created, confirmed, cancelled and released, then Redis came back
+		// from a state older than all that: the reservation is RESERVED
+		// again, its units out of Redis stock, while MySQL has them back.
+		{"closed and released in MySQL, reserved again", 2 * after, closedAndReleased,
+			sweep.Stats{Released: 1}, stockredis.StateReleased, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,7 +100,30 @@ func TestSweepOnce(t *testing.T) {
 			if freed := errors.Is(err, redis.Nil); freed != c.keyFreed || (err != nil && !freed) {
 				t.Errorf("idempotency key read: %v, want freed %v", err, c.keyFreed)
 			}
+			// What MySQL has decided is settled in Redis; what it has not
+			// is still in flight.
+			snap, err := p.Store.Stock(ctx, stockredis.One(ev.ItemID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if db, err := p.DB.ItemStock(ctx, ev.ItemID); err != nil || snap.Stock+snap.Inflight != db {
+				t.Errorf("Redis stock %d + in flight %d != MySQL stock %d (%v)", snap.Stock, snap.Inflight, db, err)
+			}
 		})
+	}
+}
+
+func closedAndReleased(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := p.DB.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		t.Fatalf("close: %+v %v", tr, err)
+	}
+	if err := p.DB.MarkReleased(ctx, ev.OrderNo); err != nil {
+		t.Fatal(err)
 	}
 }
 
