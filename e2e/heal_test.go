@@ -182,6 +182,39 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 	}
 }
 
+// healRig is a sale of 10 (one per buyer) with an api and a consumer whose
+// data-loss watch ticks every 100ms.
+type healRig struct {
+	t        *testing.T
+	p        *pipelinetest.Pipeline
+	api      *pipelinetest.API
+	consumer *pipelinetest.Proc
+	sale     pipelinetest.Sale
+	// marker is the watch's generation marker
+	// (consumer/internal/redisloss.MarkerKey).
+	marker string
+}
+
+func newHealRig(t *testing.T) healRig {
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	consumer := p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+	return healRig{t: t, p: p, api: api, consumer: consumer, sale: api.CreateSale(10, 1), marker: p.Prefix + ":heal:generation"}
+}
+
+// markerPast waits until the watch's marker exists and is not was, and
+// returns it.
+func (h healRig) markerPast(was string) string {
+	h.t.Helper()
+	var v string
+	waittest.Until(h.t, 10*time.Second, "the watch's generation marker past "+strconv.Quote(was), func() bool {
+		var err error
+		v, err = h.p.Redis.Get(context.Background(), h.marker).Result()
+		return err == nil && v != was
+	})
+	return v
+}
+
 // Redis is brought back from a copy older than three CREATED orders, while
 // no consumer runs; the next consumer heals it from MySQL. Then one buyer
 // cancels and another lets the payment window pass (the consumer's
@@ -191,26 +224,12 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 // both releases found none and Redis stayed two units below MySQL.
 func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 	t.Parallel()
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
-	rdb := p.Redis
+	h := newHealRig(t)
+	p, rdb, api, consumer, sale, marker := h.p, h.p.Redis, h.api, h.consumer, h.sale, h.marker
 	ctx := context.Background()
-	marker := p.Prefix + ":heal:generation"
-	api := p.StartAPI()
-	consumer := p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
-	sale := api.CreateSale(10, 1)
-	markerPast := func(was string) string {
-		t.Helper()
-		var v string
-		waittest.Until(t, 10*time.Second, "the watch's generation marker past "+strconv.Quote(was), func() bool {
-			var err error
-			v, err = rdb.Get(ctx, marker).Result()
-			return err == nil && v != was
-		})
-		return v
-	}
-	markerPast("")
+	h.markerPast("")
 	before := snapshotPrefix(t, rdb, p.Prefix)
-	old := markerPast("")
+	old := h.markerPast("")
 	var nos []string
 	for u := int64(1); u <= 3; u++ {
 		nos = append(nos, buy(t, p, api, u, "close-after-heal", sale.ActivityID))
@@ -254,5 +273,80 @@ func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 	rep := reconcile(t, p, 0)
 	if it := rep.Items[0]; it.Verdict != "ok" || it.Drift != 0 {
 		t.Fatalf("reconciler after the closes: %+v", it)
+	}
+}
+
+// Redis is brought back from a copy taken while an order was still on its
+// way (RESERVED), after the order was created, cancelled and released: the
+// reservation is live again, its unit out of Redis stock, while MySQL has
+// the unit back. The heal finds nothing to repair (the read counts the
+// reservation as releasing) and closes its incident; the sweep then meets
+// the stranded reservation and releases it, as the closer would, so Redis
+// and MySQL agree with nothing in flight. When the sweep confirmed it, as
+// for a live order, Redis stayed one unit below MySQL for good.
+func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
+	t.Parallel()
+	h := newHealRig(t)
+	p, rdb, api, consumer, sale, marker := h.p, h.p.Redis, h.api, h.consumer, h.sale, h.marker
+	ctx := context.Background()
+	item := stockredis.One(sale.ItemID)
+	h.markerPast("")
+	if err := consumer.Stop(30 * time.Second); err != nil {
+		t.Fatalf("stop the consumer: %v", err)
+	}
+	placedAt := time.Now()
+	pl, err := api.PlaceOrder(1, "back-live", sale.ActivityID, 1)
+	if err != nil || pl.Code != 202 {
+		t.Fatalf("order: %+v %v", pl, err)
+	}
+	before := snapshotPrefix(t, rdb, p.Prefix)
+	old, err := rdb.Get(ctx, marker).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	consumer = p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
+	if o := p.WaitFinal(map[string]int64{pl.OrderNo: 1}, 30*time.Second)[pl.OrderNo]; o.Status != order.Created {
+		t.Fatalf("order %s: %+v", pl.OrderNo, o)
+	}
+	if code, b := act(t, api, "1", pl.OrderNo, "cancel"); code != 200 || b.Status != "CLOSED" {
+		t.Fatalf("cancel: %d %+v", code, b)
+	}
+	waittest.Until(t, 10*time.Second, "the cancel's release recorded, and the watch's record past generation "+strconv.FormatInt(old, 10), func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND released_at IS NOT NULL", pl.OrderNo) == 1 &&
+			p.Count("SELECT COALESCE(MAX(generation), 0) FROM redis_watches WHERE marker = ?", marker) > old
+	})
+	if err := consumer.Stop(30 * time.Second); err != nil {
+		t.Fatalf("stop the consumer: %v", err)
+	}
+	rewindPrefix(t, rdb, p.Prefix, before)
+	if info, err := p.Store.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReserved {
+		t.Fatalf("the rewound reservation: %+v %v, want RESERVED", info, err)
+	}
+	if snap, err := p.Store.Stock(ctx, item); err != nil || snap.Stock != 9 || snap.Inflight != 1 {
+		t.Fatalf("the rewound stock: %+v %v, want 9 with 1 in flight", snap, err)
+	}
+
+	// The sweep takes the reservation for stranded only once the heal,
+	// every 100ms, has run its passes and closed its incident.
+	after := time.Since(placedAt) + 3*time.Second
+	consumer = p.StartConsumer("SECKILL_HEAL_EVERY=100ms", "SECKILL_SWEEP_AFTER="+after.String(), "SECKILL_SWEEP_EVERY=500ms")
+	waittest.Until(t, 10*time.Second, "the heal to detect the rewind and close its incident", func() bool {
+		return p.Count("SELECT COUNT(*) FROM redis_watches WHERE marker = ? AND losses > 0 AND healed >= losses", marker) == 1
+	})
+	waittest.Until(t, 30*time.Second, "Redis stock 10 with nothing in flight", func() bool {
+		snap, err := p.Store.Stock(ctx, item)
+		return err == nil && snap.Stock == 10 && snap.Inflight == 0
+	})
+	if info, err := p.Store.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReleased {
+		t.Fatalf("the reservation after the sweep: %+v %v, want RELEASED", info, err)
+	}
+	p.Check(sale)
+	rep := reconcile(t, p, 0)
+	if it := rep.Items[0]; it.Verdict != "ok" || it.Drift != 0 {
+		t.Fatalf("reconciler: %+v", it)
+	}
+	if l := consumer.Log(); !strings.Contains(l, "stranded reservation released") {
+		t.Fatalf("the consumer did not log the release:\n%s", l)
 	}
 }
