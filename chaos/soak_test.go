@@ -147,7 +147,7 @@ func startPrivateServices(t *testing.T) *privateServices {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("stop the soak's services: %v\n%s", err, b)
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SOAK_KEEP") != "" {
 			fmt.Printf("soak: the private services' folder (logs, data) is kept: %s\n", dir)
 			return
 		}
