@@ -147,7 +147,7 @@ func startPrivateServices(t *testing.T) *privateServices {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("stop the soak's services: %v\n%s", err, b)
 		}
-		if t.Failed() || os.Getenv("SOAK_KEEP") != "" {
+		if keepFolder(t) {
 			fmt.Printf("soak: the private services' folder (logs, data) is kept: %s\n", dir)
 			return
 		}
@@ -230,7 +230,7 @@ func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices
 	s := &soak{t: t, seed: seed, sched: sched, svc: svc, p: p, programs: map[string]*program{},
 		log: newSoakLog(), faultsRun: map[string]int{}, restoreAt: map[int]string{}}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if keepFolder(t) {
 			s.saveLogs()
 		}
 	})
@@ -306,8 +306,12 @@ func (s *soak) launch(pr *program) {
 	pr.procs = append(pr.procs, pr.proc)
 }
 
+// keepFolder says whether the private services' folder stays after the
+// run, with every program's log: when it failed, or SOAK_KEEP is set.
+func keepFolder(t *testing.T) bool { return t.Failed() || os.Getenv("SOAK_KEEP") != "" }
+
 // saveLogs writes every program's log to the private services' folder
-// (kept when the run failed): log/programs/<name>-<start>.log.
+// (see keepFolder): log/programs/<name>-<start>.log.
 func (s *soak) saveLogs() {
 	dir := filepath.Join(s.svc.dir, "log", "programs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
