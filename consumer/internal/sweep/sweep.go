@@ -3,10 +3,10 @@
 // publish outcome was unknown, or the API gave the order up in MySQL when
 // Redis could not be told), and finishes them: it confirms those MySQL
 // holds live, releases those it failed or closed, and re-publishes the
-// rest (the consumer is idempotent). It never releases a reservation MySQL has not decided: a
-// consumer may be inside its transaction. A reservation (or an item) a
-// sweep fails on is reported and skipped for a while (package backoff);
-// the sweep goes on with the others.
+// rest (the consumer is idempotent). It never releases a reservation
+// MySQL has not decided: a consumer may be inside its transaction. A
+// reservation (or an item) a sweep fails on is reported and skipped for a
+// while (package backoff); the sweep goes on with the others.
 package sweep
 
 import (
@@ -266,7 +266,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string,
 		// good; the release gives them back, as the closer's does.
 		rel, err := s.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
 			From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
-			FreeKey: o.Status == order.Failed && order.AnsweredUnavailable(o.FailureReason)})
+			FreeKey: order.AnsweredUnavailable(o.FailureReason)})
 		if err != nil {
 			return false, err
 		}
