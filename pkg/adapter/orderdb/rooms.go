@@ -60,8 +60,9 @@ const roomColumns = "activity_rooms.activity_id AS room_activity_id, activity_ro
 	"activity_rooms.opens_at AS room_opens_at, activity_rooms.seed AS room_seed, activity_rooms.admission_key AS room_admission_key"
 
 // changeRoom writes ch's room for the sale of row (locked), starting at
-// starts, checked against the sale as the change leaves it.
-func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts time.Time) error {
+// starts, checked against the sale as the change leaves it, and in time
+// for every instance to see it before the start (order.CheckRoomInTime).
+func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts, now time.Time) error {
 	var cur roomRow
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", row.ID).Take(&cur).Error
 	has := err == nil
@@ -86,6 +87,9 @@ func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts time.Tim
 		}
 	}
 	if err := a.CheckRoom(); err != nil {
+		return err
+	}
+	if err := order.CheckRoomInTime(has, true, row.StartsAt, starts, now); err != nil {
 		return err
 	}
 	if ch.Room == nil {

@@ -80,3 +80,72 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 		t.Fatalf("buckets for a sale with a room: %v, want an invalid argument", err)
 	}
 }
+
+// A room reaches every instance before the sale opens, or it is refused:
+// an instance sells from a copy of the sale up to order.ActivityMaxStale
+// old, and one that never saw the room would take orders without
+// admissions. So a room is added, and the start of a sale with a room
+// moved earlier, only while the sale starts more than order.RoomGuard
+// later; nothing of a refused change is written.
+func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	it, err := db.CreateItem(ctx, "ticket", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sale := func(starts time.Time) order.Activity {
+		t.Helper()
+		a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(10 * time.Hour), PerUserLimit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	newRoom := func() *order.WaitingRoom {
+		return &order.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
+	}
+	hasRoom := func(id int64) bool {
+		t.Helper()
+		a, err := db.Activity(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Room.On()
+	}
+
+	soon := sale(now.Add(order.RoomGuard - time.Second))
+	if _, err := db.PatchActivity(ctx, soon.ID, orderdb.ActivityChange{Room: newRoom()}, now); !errors.Is(err, order.ErrSettingLocked) {
+		t.Fatalf("a room added %v before the start: %v, want ErrSettingLocked", order.RoomGuard-time.Second, err)
+	}
+	if hasRoom(soon.ID) {
+		t.Fatal("the refused room was written")
+	}
+
+	later := sale(now.Add(2 * time.Hour))
+	if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{Room: newRoom()}, now); err != nil {
+		t.Fatalf("a room added 2 h before the start: %v", err)
+	}
+	// The room exists now: a start moved to within the guard could reach an
+	// instance whose copy predates the room.
+	early := now.Add(order.RoomGuard - time.Second)
+	if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &early}, now); !errors.Is(err, order.ErrSettingLocked) {
+		t.Fatalf("the start of a sale with a room moved to %v from now: %v, want ErrSettingLocked", order.RoomGuard-time.Second, err)
+	}
+	if a, err := db.Activity(ctx, later.ID); err != nil || !a.StartsAt.Equal(later.StartsAt) {
+		t.Fatalf("after the refused move the sale starts at %v (%v), want %v", a.StartsAt, err, later.StartsAt)
+	}
+	for _, starts := range []time.Time{now.Add(order.RoomGuard + time.Minute), now.Add(3 * time.Hour)} {
+		if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, now); err != nil {
+			t.Fatalf("the start of a sale with a room moved to %v from now: %v", starts.Sub(now), err)
+		}
+	}
+	// A later start keeps the room as far ahead of it as it was: allowed
+	// even when the clock has come close (the room was set in time).
+	closer := now.Add(3*time.Hour - order.RoomGuard + time.Second)
+	starts := now.Add(4 * time.Hour)
+	if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, closer); err != nil {
+		t.Fatalf("the start moved later, %v before the old start: %v", order.RoomGuard-time.Second, err)
+	}
+}

@@ -114,7 +114,7 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if err := order.CheckSaleTimes(starts, ends, now); err != nil {
 			return err
 		}
-		if err := changeRoom(tx, row, ch, starts); err != nil {
+		if err := changeRoom(tx, row, ch, starts, now); err != nil {
 			return err
 		}
 		if err := changeDraw(tx, row, ch, starts, ends, now); err != nil {

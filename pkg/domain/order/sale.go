@@ -134,6 +134,31 @@ func CheckChangeable(starts, now time.Time) error {
 	return nil
 }
 
+// RoomGuard is how long before its start a sale must have its waiting
+// room: an instance sells from a copy of the sale up to ActivityMaxStale
+// old (and every instance stops changing at SettingsGuard), so a room set
+// later could still be unknown to an instance when the sale opens, and
+// that instance would take orders without admissions.
+const RoomGuard = ActivityMaxStale + SettingsGuard
+
+// CheckRoomInTime refuses (ErrSettingLocked) a change that leaves a sale
+// with a waiting room and could reach some instance only after the sale
+// opens: a room added (hadRoom false) to a sale that starts at starts less
+// than RoomGuard after now, or the start of a sale with a room moved
+// earlier (from oldStarts) to less than RoomGuard after now. (A start moved
+// later keeps the room as far ahead of it as the room's own change was.)
+func CheckRoomInTime(hadRoom, hasRoom bool, oldStarts, starts, now time.Time) error {
+	if !hasRoom || (hadRoom && !starts.Before(oldStarts)) || !now.After(starts.Add(-RoomGuard)) {
+		return nil
+	}
+	what := "a waiting room can be added"
+	if hadRoom {
+		what = "the start of a sale with a waiting room can move earlier"
+	}
+	return Errorf(ErrSettingLocked, "%s only while the sale starts more than %s later (at %s: an instance may sell from a copy of the sale up to %s old, and must know the room before the sale opens)",
+		what, RoomGuard, now.Add(RoomGuard).UTC().Format(time.RFC3339), ActivityMaxStale)
+}
+
 func checkPerUserLimit(n int) error {
 	if n < 1 || n > MaxQuantity {
 		return Errorf(ErrInvalidArgument, "per_user_limit must be from 1 to %d", MaxQuantity)
