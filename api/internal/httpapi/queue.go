@@ -27,6 +27,10 @@ const (
 	// QueueExpired: the buyer's admission expired unused; its units went
 	// to the next in line.
 	QueueExpired QueueState = "EXPIRED"
+	// QueueOrdered: the buyer holds an order in the sale (OrderNo): their
+	// turn is done, whatever became of the admission since; the order's
+	// own status says what is left to do (pay).
+	QueueOrdered QueueState = "ORDERED"
 )
 
 // QueueView is the body of the queue's join and poll.
@@ -45,6 +49,8 @@ type QueueView struct {
 	// order, until AdmissionExpiresAt.
 	Admission          string     `json:"admission,omitempty"`
 	AdmissionExpiresAt *time.Time `json:"admission_expires_at,omitempty"`
+	// OrderNo is the order the buyer holds in the sale (state ORDERED).
+	OrderNo string `json:"order_no,omitempty"`
 }
 
 // roomPollTTL is how old a room's state may be when a poll reads it: each
@@ -308,7 +314,17 @@ func (s *Server) queue(c *gin.Context, join bool) {
 		s.fail(c, order.Errorf(order.ErrNotFound, "you are not in this sale's queue: join it first (POST)"))
 		return
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", queueView(a, user, p, st, now).appendJSON(nil))
+	var held string
+	if (p.Position > 0 && p.Position <= st.Next) || !p.Admission.IsZero() || p.Used {
+		// Only a buyer let in can hold an order: one shared read for
+		// them, none for the waiters. Not kept: the order may yet be
+		// given back (a 503's release returns the admission).
+		if held, err = s.intake.HeldOrder(ctx, a, user); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", queueView(a, user, p, st, held, now).appendJSON(nil))
 }
 
 // appendJSON is v as encoding/json writes it, without its reflection: the
@@ -339,11 +355,18 @@ func (v QueueView) appendJSON(b []byte) []byte {
 		b = v.AdmissionExpiresAt.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
+	if v.OrderNo != "" {
+		// An order number: letters, digits and '-'.
+		b = append(b, `,"order_no":"`...)
+		b = append(b, v.OrderNo...)
+		b = append(b, '"')
+	}
 	return append(b, '}')
 }
 
-// queueView is what the buyer at p is told at now.
-func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, now time.Time) QueueView {
+// queueView is what the buyer at p, holding the order held ("" for none),
+// is told at now.
+func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, held string, now time.Time) QueueView {
 	v := QueueView{State: QueueWaiting}
 	if p.Position > 0 {
 		pos := p.Position
@@ -355,6 +378,9 @@ func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.
 	}
 	rate := int64(a.Room.AdmitPerSecond)
 	switch {
+	case held != "":
+		// Their turn is done: a retry of the order needs its key only.
+		v.State, v.OrderNo, v.PollAfterMS = QueueOrdered, held, 0
 	case !expires.IsZero() && now.Before(expires):
 		v.State, v.PollAfterMS = QueueAdmitted, 5000
 		v.Admission = room.Sign(a.Room.Key[:], room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})
