@@ -2,11 +2,15 @@ package e2e_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/lua"
 )
 
 // queueAnswer is the queue's answer with what queuePlace leaves out.
@@ -112,5 +116,83 @@ func TestWaitingRoomKeyOutlivesTheAdmission(t *testing.T) {
 	p.WaitSaleDrained(s, 30*time.Second)
 	if inv := p.Check(s); inv.LiveUnits != 1 || inv.RedisStock != 1 || inv.DBStock != 1 {
 		t.Fatalf("at the end: %+v, want one unit in the one order and one left", inv)
+	}
+}
+
+// A poll by a buyer who has not joined costs the sale's hot slot no Redis
+// call once the instance knows them absent: a look found them not in the
+// room and a state read after it counts as many buyers (nobody joined
+// since, on any instance). A buyer who then joins, on this instance or
+// another, is told their place.
+func TestWaitingRoomStrangersPollFromMemory(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	link := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
+	counted := p.StartAPI("SECKILL_REDIS_ADDR=" + link.Addr())
+	// Every run of the room's place script through counted's Redis
+	// connection (a matcher that counts and never matches: nothing is lost).
+	var looks atomic.Int64
+	isLook := proxytest.RedisScript(lua.Source("room_join"))
+	link.LoseRequest(func(r proxytest.Request) bool {
+		if isLook(r) {
+			looks.Add(1)
+		}
+		return false
+	}, 1)
+	s := api.CreateSaleWith(5, pipelinetest.SaleOptions{WaitingRoom: map[string]any{"admit_per_second": 10}})
+	queue(t, api, "POST", s, 1)
+
+	const stranger, other = 99, 98
+	path := fmt.Sprintf("/api/v1/activities/%d/queue", s.ActivityID)
+	poll := func(a *pipelinetest.API, user int64) int {
+		t.Helper()
+		code, err := a.Do("GET", path, user, "", nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	waittest.Until(t, 5*time.Second, "a stranger's poll answered without a look", func() bool {
+		before := looks.Load()
+		if code := poll(counted, stranger); code != 404 {
+			t.Fatalf("a stranger's poll: %d, want 404", code)
+		}
+		return looks.Load() == before
+	})
+	if looks.Load() == 0 {
+		t.Fatal("no look counted: the first poll of a stranger must have read Redis")
+	}
+	// Polls spread over more than a second: the room's state is read
+	// again in between (nobody joined), and no poll looks.
+	before := looks.Load()
+	for range 30 {
+		if code := poll(counted, stranger); code != 404 {
+			t.Fatalf("a stranger's poll: %d, want 404", code)
+		}
+		time.Sleep(50 * time.Millisecond) // pacing, not a wait for anything
+	}
+	if n := looks.Load() - before; n != 0 {
+		t.Fatalf("30 polls by a buyer who has not joined ran the room's place script %d times, want 0", n)
+	}
+
+	// The stranger joins on the other instance: this one tells them their
+	// place once its state has counted the join (within about a second).
+	if pl := queue(t, api, "POST", s, stranger); pl.Position == nil || *pl.Position != 2 {
+		t.Fatalf("the stranger's join: %+v, want position 2", pl)
+	}
+	waittest.Until(t, 5*time.Second, "the joined stranger's place on the instance that knew them absent", func() bool {
+		return poll(counted, stranger) == 200
+	})
+	if pl := queue(t, counted, "GET", s, stranger); pl.Position == nil || *pl.Position != 2 {
+		t.Fatalf("the stranger's place: %+v, want position 2", pl)
+	}
+	// One known absent who joins on this instance is told at once.
+	if code := poll(counted, other); code != 404 {
+		t.Fatalf("another stranger's poll: %d, want 404", code)
+	}
+	queue(t, counted, "POST", s, other)
+	if pl := queue(t, counted, "GET", s, other); pl.Position == nil || *pl.Position != 3 {
+		t.Fatalf("a buyer who joined here, polling: %+v, want position 3", pl)
 	}
 }

@@ -77,6 +77,12 @@ type roomView struct {
 	loading chan struct{} // closed when the advance under way ends
 	err     error
 	places  map[string]cachedPlace
+	// advances counts the advances started; stFrom is the one st came
+	// from (an absence is known only from a state read after its look).
+	advances, stFrom uint64
+	// absent are buyers a look found not in the room, with how many were
+	// in it then (Place.Count) and the advances started by then.
+	absent map[string]absence
 
 	// early is every early joiner's position, read once after the start
 	// (the early set is frozen then): their first polls after the start
@@ -84,6 +90,13 @@ type roomView struct {
 	// read under way ends.
 	early        map[string]int64
 	earlyLoading chan struct{}
+}
+
+// absence is a look that found a buyer not in the room: count buyers were
+// in it, and advances advances had started when its answer came.
+type absence struct {
+	count    int64
+	advances uint64
 }
 
 // cachedPlace is a buyer's place as last read, and whether it was read
@@ -98,7 +111,7 @@ func (rs *rooms) view(id int64) *roomView {
 	if v, ok := rs.m.Load(id); ok {
 		return v.(*roomView)
 	}
-	v, _ := rs.m.LoadOrStore(id, &roomView{places: map[string]cachedPlace{}})
+	v, _ := rs.m.LoadOrStore(id, &roomView{places: map[string]cachedPlace{}, absent: map[string]absence{}})
 	return v.(*roomView)
 }
 
@@ -116,13 +129,15 @@ func (rs *rooms) state(ctx context.Context, id int64, room func() stockredis.Roo
 	if wait == nil {
 		wait = make(chan struct{})
 		v.loading = wait
+		v.advances++
+		from := v.advances
 		v.mu.Unlock()
 		// Its own context: one poll giving up does not fail the others.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		st, err := rs.stock.AdvanceRoom(actx, room(), now)
 		cancel()
 		v.mu.Lock()
-		v.st, v.err, v.at, v.loading = st, err, now, nil
+		v.st, v.err, v.at, v.loading, v.stFrom = st, err, now, nil, from
 		close(wait)
 		v.mu.Unlock()
 	} else {
@@ -157,12 +172,18 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!admitted || c.afterAdmit) {
 		return c.p, nil
 	}
+	if !ok && !join && v.stillAbsent(user) {
+		return stockredis.Place{}, nil
+	}
 	var p stockredis.Place
 	var err error
 	if join {
 		p, err = rs.stock.JoinRoom(ctx, room(), user, rank(), now)
 	} else {
 		p, err = rs.stock.LookRoom(ctx, room(), user, now)
+		if err == nil && !p.Joined {
+			v.rememberAbsent(user, p.Count)
+		}
 	}
 	if err != nil {
 		return p, err
@@ -173,10 +194,36 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 	return p, nil
 }
 
+// stillAbsent reports whether user, whom a look found not in the room, is
+// still not in it as far as the room's state says: a state read by an
+// advance started after that look counts as many buyers as the look did,
+// so nobody joined in between, on any instance. A buyer who has not joined
+// then costs no Redis call; one who joined on another instance since the
+// last advance started (at most about roomPollTTL ago) is told to join,
+// which answers their place.
+func (v *roomView) stillAbsent(user string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	a, ok := v.absent[user]
+	return ok && v.err == nil && v.stFrom > a.advances && v.st.Joined == a.count
+}
+
+// rememberAbsent remembers that a look that has just answered found user
+// not in the room of count buyers (up to maxPlaces buyers): only an
+// advance started from now on ran after it in Redis.
+func (v *roomView) rememberAbsent(user string, count int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.absent[user]; ok || len(v.absent) < maxPlaces {
+		v.absent[user] = absence{count: count, advances: v.advances}
+	}
+}
+
 // keep remembers user's place, up to maxPlaces buyers.
 func (v *roomView) keep(user string, c cachedPlace) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	delete(v.absent, user)
 	if len(v.places) < maxPlaces {
 		v.places[user] = c
 	}

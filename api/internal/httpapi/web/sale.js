@@ -165,6 +165,10 @@ async function waitInQueue() {
     await sleep(q.status === 200 && q.body.poll_after_ms > 0 ? q.body.poll_after_ms : 2000);
     if (q.status === 200 && q.body.state === "SOLD_OUT") await loadSale().catch(() => {});
     q = await call("GET", path);
+    // An instance that has not seen the join yet (it was made on another
+    // within the last second or so) says to join: joining again answers
+    // the same place.
+    if (q.status === 404) q = await join();
   }
 }
 
