@@ -27,6 +27,10 @@ const (
 	// QueueExpired: the buyer's admission expired unused; its units went
 	// to the next in line.
 	QueueExpired QueueState = "EXPIRED"
+	// QueueOrdered: the buyer holds an order in the sale (OrderNo): their
+	// turn is done, whatever became of the admission since; the order's
+	// own status says what is left to do (pay).
+	QueueOrdered QueueState = "ORDERED"
 )
 
 // QueueView is the body of the queue's join and poll.
@@ -45,6 +49,8 @@ type QueueView struct {
 	// order, until AdmissionExpiresAt.
 	Admission          string     `json:"admission,omitempty"`
 	AdmissionExpiresAt *time.Time `json:"admission_expires_at,omitempty"`
+	// OrderNo is the order the buyer holds in the sale (state ORDERED).
+	OrderNo string `json:"order_no,omitempty"`
 }
 
 // roomPollTTL is how old a room's state may be when a poll reads it: each
@@ -71,6 +77,12 @@ type roomView struct {
 	loading chan struct{} // closed when the advance under way ends
 	err     error
 	places  map[string]cachedPlace
+	// advances counts the advances started; stFrom is the one st came
+	// from (an absence is known only from a state read after its look).
+	advances, stFrom uint64
+	// absent are buyers a look found not in the room, with how many were
+	// in it then (Place.Count) and the advances started by then.
+	absent map[string]absence
 
 	// early is every early joiner's position, read once after the start
 	// (the early set is frozen then): their first polls after the start
@@ -78,6 +90,13 @@ type roomView struct {
 	// read under way ends.
 	early        map[string]int64
 	earlyLoading chan struct{}
+}
+
+// absence is a look that found a buyer not in the room: count buyers were
+// in it, and advances advances had started when its answer came.
+type absence struct {
+	count    int64
+	advances uint64
 }
 
 // cachedPlace is a buyer's place as last read, and whether it was read
@@ -92,7 +111,7 @@ func (rs *rooms) view(id int64) *roomView {
 	if v, ok := rs.m.Load(id); ok {
 		return v.(*roomView)
 	}
-	v, _ := rs.m.LoadOrStore(id, &roomView{places: map[string]cachedPlace{}})
+	v, _ := rs.m.LoadOrStore(id, &roomView{places: map[string]cachedPlace{}, absent: map[string]absence{}})
 	return v.(*roomView)
 }
 
@@ -110,13 +129,15 @@ func (rs *rooms) state(ctx context.Context, id int64, room func() stockredis.Roo
 	if wait == nil {
 		wait = make(chan struct{})
 		v.loading = wait
+		v.advances++
+		from := v.advances
 		v.mu.Unlock()
 		// Its own context: one poll giving up does not fail the others.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		st, err := rs.stock.AdvanceRoom(actx, room(), now)
 		cancel()
 		v.mu.Lock()
-		v.st, v.err, v.at, v.loading = st, err, now, nil
+		v.st, v.err, v.at, v.loading, v.stFrom = st, err, now, nil, from
 		close(wait)
 		v.mu.Unlock()
 	} else {
@@ -151,12 +172,18 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!admitted || c.afterAdmit) {
 		return c.p, nil
 	}
+	if !ok && !join && v.stillAbsent(user) {
+		return stockredis.Place{}, nil
+	}
 	var p stockredis.Place
 	var err error
 	if join {
 		p, err = rs.stock.JoinRoom(ctx, room(), user, rank(), now)
 	} else {
 		p, err = rs.stock.LookRoom(ctx, room(), user, now)
+		if err == nil && !p.Joined {
+			v.rememberAbsent(user, p.Count)
+		}
 	}
 	if err != nil {
 		return p, err
@@ -167,10 +194,36 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 	return p, nil
 }
 
+// stillAbsent reports whether user, whom a look found not in the room, is
+// still not in it as far as the room's state says: a state read by an
+// advance started after that look counts as many buyers as the look did,
+// so nobody joined in between, on any instance. A buyer who has not joined
+// then costs no Redis call; one who joined on another instance since the
+// last advance started (at most about roomPollTTL ago) is told to join,
+// which answers their place.
+func (v *roomView) stillAbsent(user string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	a, ok := v.absent[user]
+	return ok && v.err == nil && v.stFrom > a.advances && v.st.Joined == a.count
+}
+
+// rememberAbsent remembers that a look that has just answered found user
+// not in the room of count buyers (up to maxPlaces buyers): only an
+// advance started from now on ran after it in Redis.
+func (v *roomView) rememberAbsent(user string, count int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.absent[user]; ok || len(v.absent) < maxPlaces {
+		v.absent[user] = absence{count: count, advances: v.advances}
+	}
+}
+
 // keep remembers user's place, up to maxPlaces buyers.
 func (v *roomView) keep(user string, c cachedPlace) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	delete(v.absent, user)
 	if len(v.places) < maxPlaces {
 		v.places[user] = c
 	}
@@ -308,7 +361,17 @@ func (s *Server) queue(c *gin.Context, join bool) {
 		s.fail(c, order.Errorf(order.ErrNotFound, "you are not in this sale's queue: join it first (POST)"))
 		return
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", queueView(a, user, p, st, now).appendJSON(nil))
+	var held string
+	if (p.Position > 0 && p.Position <= st.Next) || !p.Admission.IsZero() || p.Used {
+		// Only a buyer let in can hold an order: one shared read for
+		// them, none for the waiters. Not kept: the order may yet be
+		// given back (a 503's release returns the admission).
+		if held, err = s.intake.HeldOrder(ctx, a, user); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", queueView(a, user, p, st, held, now).appendJSON(nil))
 }
 
 // appendJSON is v as encoding/json writes it, without its reflection: the
@@ -339,11 +402,18 @@ func (v QueueView) appendJSON(b []byte) []byte {
 		b = v.AdmissionExpiresAt.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
+	if v.OrderNo != "" {
+		// An order number: letters, digits and '-'.
+		b = append(b, `,"order_no":"`...)
+		b = append(b, v.OrderNo...)
+		b = append(b, '"')
+	}
 	return append(b, '}')
 }
 
-// queueView is what the buyer at p is told at now.
-func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, now time.Time) QueueView {
+// queueView is what the buyer at p, holding the order held ("" for none),
+// is told at now.
+func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, held string, now time.Time) QueueView {
 	v := QueueView{State: QueueWaiting}
 	if p.Position > 0 {
 		pos := p.Position
@@ -355,6 +425,9 @@ func queueView(a order.Activity, user string, p stockredis.Place, st stockredis.
 	}
 	rate := int64(a.Room.AdmitPerSecond)
 	switch {
+	case held != "":
+		// Their turn is done: a retry of the order needs its key only.
+		v.State, v.OrderNo, v.PollAfterMS = QueueOrdered, held, 0
 	case !expires.IsZero() && now.Before(expires):
 		v.State, v.PollAfterMS = QueueAdmitted, 5000
 		v.Admission = room.Sign(a.Room.Key[:], room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})

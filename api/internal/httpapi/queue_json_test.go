@@ -16,6 +16,7 @@ func TestQueueViewJSONIsEncodingJSONs(t *testing.T) {
 		{State: QueueAdmitted, Position: &pos, PollAfterMS: 5000, Admission: "a1.7.1796177983836.Ym9i.qMS0IMBP-_x", AdmissionExpiresAt: &at},
 		{State: QueueSoldOut, Position: &pos, PollAfterMS: 5000},
 		{State: QueueEnded},
+		{State: QueueOrdered, Position: &pos, OrderNo: "01KBFX4Q0M3V8W6J2N5R7T9Y1Z-42"},
 	} {
 		want, err := json.Marshal(v)
 		if err != nil {

@@ -53,6 +53,7 @@ type Stock interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
+	HeldOrder(ctx context.Context, item stockredis.Item, activity int64, user string) (string, error)
 	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
 	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
@@ -150,10 +151,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	}
 	if act.Room.On() {
 		// Signed by the sale's key: a forged, expired or another buyer's
-		// or sale's admission goes no further (no Redis, no MySQL); the
-		// reserve script then checks it is unused.
+		// or sale's admission reserves nothing; the reserve script then
+		// checks it is unused.
 		if _, err := room.Verify(act.Room.Key[:], r.Admission, act.ID, r.UserID, now); err != nil {
-			return Placed{}, err
+			return s.notAdmitted(ctx, r, item, err)
 		}
 	}
 	if s.flaggedSoldOut(item.ID, now) {
@@ -239,6 +240,28 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	s.Log.InfoContext(ctx, "order reserved", "order_no", no, "request_id", r.RequestID,
 		"user_id", r.UserID, "item_id", item.ID, "activity_id", act.ID, "status", order.Pending)
 	return Placed{OrderNo: no, Status: order.Pending}, nil
+}
+
+// notAdmitted answers an order of a room sale without a valid admission
+// in the reserve script's order (key, quota, admission): the key first, so
+// a retry of an order this key placed gets it back whatever became of the
+// admission since (expired, used, or not sent); then a buyer holding an
+// order in the sale hears ALREADY_PURCHASED; only then refused is the
+// refusal. One read, shared with concurrent requests (one MGET answers
+// many); a valid admission never pays it, the script answers a replayed
+// key. When Redis cannot be read the buyer hears 503, not a refusal: the
+// key may have an order.
+func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
+	prior, err := s.Stock.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
+	switch {
+	case err != nil:
+		return Placed{}, fmt.Errorf("look up the key of an order without admission: %w", err)
+	case prior.ByKey != "":
+		return s.replay(ctx, r, item, prior.ByKey)
+	case prior.QuotaHolder != "":
+		return Placed{}, order.ErrAlreadyPurchased
+	}
+	return Placed{}, refused
 }
 
 // giveUp handles a reservation the API cannot confirm: its publish failed
@@ -386,6 +409,13 @@ func (s *Service) replay(ctx context.Context, r PlaceRequest, item stockredis.It
 func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order, error) {
 	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, s.Numbers, user, orderNo)
 	return o, err
+}
+
+// HeldOrder is the number of the order user holds in the sale (the one
+// holding their quota: placed and not failed, closed or cancelled), "" for
+// none. One shared read (see stockredis.Store.PriorOrders).
+func (s *Service) HeldOrder(ctx context.Context, a order.Activity, user string) (string, error) {
+	return s.Stock.HeldOrder(ctx, stockredis.In(a.ItemID, a.ItemID), a.ID, user)
 }
 
 // Activity is the sale as this instance's copy has it (at most

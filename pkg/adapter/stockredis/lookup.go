@@ -126,3 +126,14 @@ func (s *Store) PriorOrders(ctx context.Context, item Item, activity int64, user
 	}
 	return PriorOrders{ByKey: vals[0], QuotaHolder: vals[1]}, nil
 }
+
+// HeldOrder returns the order holding user's quota in the activity (the
+// order they hold in the sale), "" for none: the read PriorOrders makes,
+// without a key, through the same shared MGETs.
+func (s *Store) HeldOrder(ctx context.Context, item Item, activity int64, user string) (string, error) {
+	vals, err := s.lookups.get(ctx, item, s.Keys(item).Quota(activity, user))
+	if err != nil {
+		return "", err
+	}
+	return vals[0], nil
+}

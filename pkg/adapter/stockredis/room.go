@@ -69,6 +69,10 @@ type Place struct {
 	// is when that admission expires (the order's retries need it).
 	Used        bool
 	UsedExpires time.Time
+	// Count is, for a buyer not in the room (Joined false), how many
+	// buyers are in it, as RoomState.Joined counts them: while it stays
+	// the same, nobody joined since the look, this buyer neither.
+	Count int64
 }
 
 var (
@@ -105,10 +109,10 @@ func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64,
 	if err != nil {
 		return Place{}, unavailable("room "+mode, err)
 	}
-	if len(v) != 5 {
+	if len(v) != 6 {
 		return Place{}, unavailable("room "+mode, errors.New("unexpected answer"))
 	}
-	p := Place{Joined: v[0] == 1, Position: max(v[1], 0)}
+	p := Place{Joined: v[0] == 1, Position: max(v[1], 0), Count: max(v[5], 0)}
 	if v[3] >= 0 {
 		p.Admission, p.Grant = time.UnixMilli(v[3]/grantScale).UTC(), int(v[3]%grantScale)
 	}

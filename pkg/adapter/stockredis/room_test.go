@@ -91,6 +91,11 @@ func TestRoomFairOrder(t *testing.T) {
 		if p := join(t, s, r, seed, users[5], roomStart.Add(-time.Second)); p.Position != 0 {
 			t.Fatalf("joining again before the start: %+v", p)
 		}
+		// A look at a buyer not in the room counts those who are, as the
+		// advance does: the api knows a stranger absent while it holds.
+		if p := look(t, s, r, "stranger", roomStart.Add(-time.Millisecond)); p.Joined || p.Count != n {
+			t.Fatalf("a stranger's look before the start: %+v, want not joined and a count of %d", p, n)
+		}
 		if st := advance(t, s, r, roomStart.Add(-time.Millisecond)); st.Started || st.Joined != n {
 			t.Fatalf("before the start: %+v, want %d early joiners and not started", st, n)
 		}
@@ -141,8 +146,11 @@ func TestRoomFairOrder(t *testing.T) {
 				t.Fatalf("late joiner %d joining again: %+v", i, p)
 			}
 		}
-		if p := look(t, s, r, "stranger", roomStart); p.Joined {
-			t.Fatalf("a look added the buyer: %+v", p)
+		if p := look(t, s, r, "stranger", roomStart); p.Joined || p.Count != n+50 {
+			t.Fatalf("a look added the buyer, or miscounted the room: %+v, want a count of %d", p, n+50)
+		}
+		if st := advance(t, s, r, roomStart.Add(time.Second)); st.Joined != n+50 {
+			t.Fatalf("the advance counts %d in the room, the look %d", st.Joined, n+50)
 		}
 	})
 }

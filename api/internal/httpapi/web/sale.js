@@ -131,6 +131,7 @@ const stateText = {
   SOLD_OUT: "Sold out for now. You keep your place: if units come back, the next in line get them.",
   ENDED: "The sale has ended.",
   EXPIRED: "Your turn expired before you bought.",
+  ORDERED: "You bought in this sale: your order is below.",
 };
 
 let admissionExpiry = null;
@@ -145,6 +146,8 @@ function renderQueue(q) {
   $("eta").textContent = q.state === "WAITING" ? (q.eta_seconds > 0 ? "about " + q.eta_seconds + " s" : "any moment") : "–";
 }
 
+// waitInQueue polls the queue until the buyer's turn: it returns the
+// queue's last answer (ADMITTED, ORDERED, ENDED or EXPIRED).
 async function waitInQueue() {
   const path = "/api/v1/activities/" + activity + "/queue";
   let q = await call("GET", path);
@@ -155,14 +158,17 @@ async function waitInQueue() {
       say("");
       const st = q.body.state;
       phase(st.toLowerCase());
-      if (st === "ADMITTED") return q.body.admission;
-      if (st === "ENDED" || st === "EXPIRED") return null;
+      if (st === "ADMITTED" || st === "ORDERED" || st === "ENDED" || st === "EXPIRED") return q.body;
     } else {
       say(q.body.error ? q.body.error.message : "The queue cannot be reached; retrying.");
     }
     await sleep(q.status === 200 && q.body.poll_after_ms > 0 ? q.body.poll_after_ms : 2000);
     if (q.status === 200 && q.body.state === "SOLD_OUT") await loadSale().catch(() => {});
     q = await call("GET", path);
+    // An instance that has not seen the join yet (it was made on another
+    // within the last second or so) says to join: joining again answers
+    // the same place.
+    if (q.status === 404) q = await join();
   }
 }
 
@@ -230,8 +236,15 @@ async function main() {
   }
   let admission = null;
   if (sale.waiting_room) {
-    admission = await waitInQueue();
-    if (!admission) return;
+    const q = await waitInQueue();
+    if (q.state === "ORDERED") {
+      // The buyer holds an order (bought in another tab, or before a lost
+      // answer): show it, to be paid, not a turn that expired.
+      await follow(q.order_no);
+      return;
+    }
+    if (q.state !== "ADMITTED") return;
+    admission = q.admission;
     await loadSale().catch(() => {});
     $("admission").textContent = "Your turn lasts until " + new Date(admissionExpiry).toLocaleTimeString() + ".";
   }
