@@ -26,7 +26,8 @@ import (
 // drop MySQL's guard and, before the close, swap the seed (verify-draw
 // fails: the stored commitment no longer matches), then the commitment to
 // match (the record recomputes by itself, as it did in issue 41; the
-// buyers' receipts catch it).
+// buyers' receipts catch it). A restock of A during its entries is in A's
+// record with its time.
 func TestDrawCommitmentHoldsTheOperator(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
@@ -100,6 +101,12 @@ func TestDrawCommitmentHoldsTheOperator(t *testing.T) {
 	}
 	refused(a, "after the first entry")
 	refused(b, "after the first entry")
+	// A restock of A's first size during its entries moves the stock its
+	// draw gives out: its record lists it, with its time.
+	restockedAt := time.Now()
+	if r := restock(t, api, a.Items[0].ID, "during-entries", 1); r.Code != 200 || r.Replayed {
+		t.Fatalf("restock during the entries: %+v", r)
+	}
 
 	// B's operator drops the guard and swaps the seed before the close.
 	if time.Now().After(closes.Add(-time.Second)) {
@@ -138,8 +145,17 @@ func TestDrawCommitmentHoldsTheOperator(t *testing.T) {
 		}
 	}
 
-	// A: the genuine receipts hold, one or many.
+	// A: the genuine receipts hold, one or many; the restock is shown.
+	recA := record(a)
+	if len(recA.Restocks) != 1 || recA.Restocks[0].ItemID != a.Items[0].ID || recA.Restocks[0].Quantity != 1 ||
+		recA.Restocks[0].At.Before(restockedAt.Add(-time.Second)) || !recA.Restocks[0].At.Before(closes) || recA.Sizes[0].Stock != 3 {
+		t.Errorf("A's record: restocks %+v, sizes %+v; want the one restock of item %d during the entries, stock 3", recA.Restocks, recA.Sizes, a.Items[0].ID)
+	}
+	if rb := record(b); len(rb.Restocks) != 0 {
+		t.Errorf("B's record lists restocks it never had: %+v", rb.Restocks)
+	}
 	expect("of A with its receipts", verify(a, receipts[a.ActivityID]...), 0, "3 receipts name that commitment")
+	expect("of A shows its restock", verify(a), 0, fmt.Sprintf("restocked before the draw: item %d +1 at", a.Items[0].ID))
 	expect("of A with one receipt", verify(a, receipts[a.ActivityID][0]), 0, "1 receipts name that commitment")
 	edited := func(path, name string, edit func(map[string]any)) string {
 		t.Helper()

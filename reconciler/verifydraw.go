@@ -119,6 +119,10 @@ flags:
 		fmt.Fprintf(stdout, "; %d receipts name that commitment and their entries are in the record", len(held))
 	}
 	fmt.Fprintln(stdout)
+	// Restocks moved the stock the draw gave out: the auditor judges them.
+	for _, r := range rec.Restocks {
+		fmt.Fprintf(stdout, "  restocked before the draw: item %d +%d at %s\n", r.ItemID, r.Quantity, r.At.UTC().Format(time.RFC3339Nano))
+	}
 	return nil
 }
 

@@ -421,6 +421,11 @@ func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, erro
 			return draw.Record{}, fmt.Errorf("read draw %d: its sizes: %w", activity, err)
 		}
 	}
+	restocks, err := drawRestocks(tx, activity, rec.Sizes, d.DrawnAt)
+	if err != nil {
+		return draw.Record{}, wrap("read draw", err)
+	}
+	rec.Restocks = restocks
 	rec.Entries = make([]draw.Ranked, 0, d.Entries)
 	// Paged by rank (FindInBatches pages by a single-column primary key,
 	// which draw_results has not).
@@ -439,6 +444,30 @@ func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, erro
 		}
 		last = batch[len(batch)-1].DrawRank
 	}
+}
+
+// drawRestocks lists the restocks of sizes recorded from the sale's
+// start to its draw at drawn, in time order.
+func drawRestocks(tx *gorm.DB, activity int64, sizes []draw.Size, drawn *time.Time) ([]draw.Restock, error) {
+	if len(sizes) == 0 || drawn == nil {
+		return nil, nil
+	}
+	items := make([]int64, len(sizes))
+	for i, s := range sizes {
+		items[i] = s.ItemID
+	}
+	var rows []restockRow
+	err := tx.Select("id", "item_id", "quantity", "created_at").
+		Where("item_id IN ? AND created_at <= ? AND created_at >= (SELECT starts_at FROM activities WHERE id = ?)", items, drawn.UTC(), activity).
+		Order("created_at, id").Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	out := make([]draw.Restock, len(rows))
+	for i, r := range rows {
+		out[i] = draw.Restock{ItemID: r.ItemID, Quantity: r.Quantity, At: r.CreatedAt.UTC()}
+	}
+	return out, nil
 }
 
 // recordPage is how many ranking rows one read of a record takes.

@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -169,8 +170,18 @@ func Pick(seed Seed, entries []Entry, stock map[int64]int64) []Ranked {
 	return out
 }
 
+// Restock is units added to a size, as its restock recorded them: the
+// record lists those from the sale's start to the draw, which moved the
+// stock the draw gave out (Sizes), so an auditor sees when and how much.
+type Restock struct {
+	ItemID   int64     `json:"item_id"`
+	Quantity int64     `json:"quantity"`
+	At       time.Time `json:"at"`
+}
+
 // Record is a sale's draw as GET /api/v1/activities/{id}/draw publishes
-// it. Seed, Digest, Sizes and Entries are there once the state is DRAWN.
+// it. Seed, Digest, Sizes, Restocks and Entries are there once the state
+// is DRAWN.
 type Record struct {
 	ActivityID int64  `json:"activity_id"`
 	State      string `json:"state"`
@@ -179,6 +190,10 @@ type Record struct {
 	Digest     string `json:"entries_digest,omitempty"`
 	// Sizes is each size's stock when the draw ran, in the sale's order.
 	Sizes []Size `json:"sizes,omitempty"`
+	// Restocks are the restocks of the sizes recorded from the sale's
+	// start to the draw, in time order (information: Verify recomputes
+	// nothing from them).
+	Restocks []Restock `json:"restocks,omitempty"`
 	// Entries is every entry, in ranking order.
 	Entries []Ranked `json:"entries,omitempty"`
 }
