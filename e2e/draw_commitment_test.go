@@ -182,6 +182,13 @@ func TestDrawCommitmentHoldsTheOperator(t *testing.T) {
 		m["entry_id"] = strings.Repeat("0", 8) + id[8:]
 	})
 	expect("of A with a receipt of an entry not in the record", verify(a, missing), 1, "is missing from the record")
+	refusal := filepath.Join(dir, "refusal.json")
+	if err := os.WriteFile(refusal, []byte(`{"error":{"code":"ACTIVITY_NOT_ACTIVE"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := verify(a, refusal); r.Code != 2 || !strings.Contains(r.Stderr, "not an entry's receipt") {
+		t.Errorf("verify-draw with a refusal for a receipt: exit %d, want 2 saying it is no receipt\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
 
 	// B: its record's seed no longer matches the commitment it was made
 	// with, receipts or not.

@@ -50,8 +50,8 @@ record's commitment, and its entry must be in the record with its item and
 quantity: the commitment was fixed when the sale was made, so a record
 drawn with another seed, or without an entry, fails here.
 
-Exit codes: 0 the record holds, 1 it does not (every mismatch is printed),
-2 the record could not be read.
+Exit codes: 0 the record holds (and keeps every receipt), 1 it does not
+(every mismatch is printed), 2 the record or a receipt could not be read.
 
 flags:
 `)
@@ -136,6 +136,9 @@ func readReceipts(files []string) ([]draw.Receipt, error) {
 		}
 		if err := json.Unmarshal(body, &out[i]); err != nil {
 			return nil, fmt.Errorf("receipt %s is not an entry's answer: %w", f, err)
+		}
+		if err := out[i].Check(); err != nil {
+			return nil, fmt.Errorf("receipt %s: %w", f, err)
 		}
 	}
 	return out, nil

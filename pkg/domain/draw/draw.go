@@ -263,14 +263,23 @@ type Receipt struct {
 	Commitment string `json:"commitment"`
 }
 
+// Check reports whether r has what a receipt needs: an entry id and the
+// commitment it was answered with.
+func (r Receipt) Check() error {
+	if !ValidEntryID(r.EntryID) || r.Commitment == "" {
+		return fmt.Errorf("not an entry's receipt: it needs entry_id (%d hex digits) and commitment", EntryIDLen)
+	}
+	return nil
+}
+
 // CheckReceipt holds rec to a buyer's receipt: the same sale, the same
 // commitment (fixed when the sale was made, so a record whose commitment
 // differs is not the draw the buyer entered), and, once drawn, the entry
 // in the ranking with its item and quantity. It returns every breach,
 // joined; nil when the record keeps the receipt.
 func (rec Record) CheckReceipt(r Receipt) error {
-	if !ValidEntryID(r.EntryID) || r.Commitment == "" {
-		return fmt.Errorf("not an entry's receipt: it needs entry_id (%d hex digits) and commitment", EntryIDLen)
+	if err := r.Check(); err != nil {
+		return err
 	}
 	var errs []error
 	if r.ActivityID != rec.ActivityID {
