@@ -18,26 +18,40 @@ import (
 // maxRecord bounds a draw record read (a million entries is about 100 MB).
 const maxRecord = 1 << 30
 
+// receiptFiles is --receipt, given once a receipt.
+type receiptFiles []string
+
+func (f *receiptFiles) String() string     { return strings.Join(*f, ",") }
+func (f *receiptFiles) Set(v string) error { *f = append(*f, v); return nil }
+
 // verifyDraw is "reconciler verify-draw": it reads a draw's published
 // record from the api (--url, --activity) or a saved copy (--file) and
-// recomputes it (draw.Verify) from the record alone, needing no store.
+// recomputes it (draw.Verify) from the record alone, needing no store,
+// then holds it to each buyer's receipt given (--receipt: an entry's
+// answer as the buyer received it; draw.Record.CheckReceipt).
 // Exit 0: the record holds; 1: it does not (each mismatch is printed); 2:
-// it could not be read.
+// it or a receipt could not be read.
 func verifyDraw(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconciler verify-draw", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "the api's base `URL` (e.g. http://127.0.0.1:8080): reads GET /api/v1/activities/{id}/draw")
 	activity := fs.Int64("activity", 0, "the draw sale's `id` (with --url)")
 	file := fs.String("file", "", "a saved copy of the draw record (`path`; - for standard input) instead of --url")
+	var receipts receiptFiles
+	fs.Var(&receipts, "receipt", "a buyer's receipt: the JSON `file` of their entry's answer (POST .../entries or GET .../entries/me); repeat for more")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: reconciler verify-draw (--url URL --activity ID | --file PATH)
+		fmt.Fprintf(fs.Output(), `usage: reconciler verify-draw (--url URL --activity ID | --file PATH) [--receipt FILE]...
 
 Recomputes a draw from its published record alone: the commitment from the
 seed, the digest from the entries, the ranking from the seed and the entry
-ids, and each entry's outcome from the ranking and the sizes' stock.
+ids, and each entry's outcome from the ranking and the sizes' stock. Each
+--receipt (an entry's answer as its buyer received it) must name the
+record's commitment, and its entry must be in the record with its item and
+quantity: the commitment was fixed when the sale was made, so a record
+drawn with another seed, or without an entry, fails here.
 
-Exit codes: 0 the record holds, 1 it does not (every mismatch is printed),
-2 the record could not be read.
+Exit codes: 0 the record holds (and keeps every receipt), 1 it does not
+(every mismatch is printed), 2 the record or a receipt could not be read.
 
 flags:
 `)
@@ -76,12 +90,22 @@ flags:
 	if err := json.Unmarshal(body, &rec); err != nil {
 		return fail(exitFailed, fmt.Errorf("%s is not a draw record: %w", from, err))
 	}
-	if err := draw.Verify(rec); err != nil {
+	held, err := readReceipts(receipts)
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	breaches := draw.Verify(rec)
+	for i, r := range held {
+		if err := rec.CheckReceipt(r); err != nil {
+			breaches = errors.Join(breaches, fmt.Errorf("receipt %s: %w", receipts[i], err))
+		}
+	}
+	if breaches != nil {
 		fmt.Fprintf(stdout, "draw of activity %d does NOT hold:\n", rec.ActivityID)
-		for _, line := range strings.Split(err.Error(), "\n") {
+		for _, line := range strings.Split(breaches.Error(), "\n") {
 			fmt.Fprintf(stdout, "  - %s\n", line)
 		}
-		return fail(exitDrift, fmt.Errorf("the draw of activity %d does not match its record", rec.ActivityID))
+		return fail(exitDrift, fmt.Errorf("the draw of activity %d does not match its record or its buyers' receipts", rec.ActivityID))
 	}
 	won := 0
 	for _, e := range rec.Entries {
@@ -89,9 +113,35 @@ flags:
 			won++
 		}
 	}
-	fmt.Fprintf(stdout, "draw of activity %d holds: %d entries, %d won, %d alternates; the seed matches commitment %s, the entries digest %s, and the ranking and every outcome recompute\n",
+	fmt.Fprintf(stdout, "draw of activity %d holds: %d entries, %d won, %d alternates; the seed matches commitment %s, the entries digest %s, and the ranking and every outcome recompute",
 		rec.ActivityID, len(rec.Entries), won, len(rec.Entries)-won, rec.Commitment, rec.Digest)
+	if len(held) > 0 {
+		fmt.Fprintf(stdout, "; %d receipts name that commitment and their entries are in the record", len(held))
+	}
+	fmt.Fprintln(stdout)
+	// Restocks moved the stock the draw gave out: the auditor judges them.
+	for _, r := range rec.Restocks {
+		fmt.Fprintf(stdout, "  restocked before the draw: item %d +%d at %s\n", r.ItemID, r.Quantity, r.At.UTC().Format(time.RFC3339Nano))
+	}
 	return nil
+}
+
+// readReceipts reads each receipt file: an entry's answer, as JSON.
+func readReceipts(files []string) ([]draw.Receipt, error) {
+	out := make([]draw.Receipt, len(files))
+	for i, f := range files {
+		body, err := readRecordFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("receipt %s: %w", f, err)
+		}
+		if err := json.Unmarshal(body, &out[i]); err != nil {
+			return nil, fmt.Errorf("receipt %s is not an entry's answer: %w", f, err)
+		}
+		if err := out[i].Check(); err != nil {
+			return nil, fmt.Errorf("receipt %s: %w", f, err)
+		}
+	}
+	return out, nil
 }
 
 func readRecordFile(path string) ([]byte, error) {

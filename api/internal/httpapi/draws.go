@@ -45,10 +45,15 @@ type EntryView struct {
 	// AlternateRank is an ALTERNATE's place among its size's alternates
 	// still waiting: 1 is next.
 	AlternateRank int64 `json:"alternate_rank,omitempty"`
+	// Commitment is the draw's, fixed when the sale was made: with the
+	// entry id, item and quantity it makes this answer the buyer's receipt
+	// (reconciler verify-draw --receipt holds the published record to it).
+	Commitment string `json:"commitment"`
 }
 
 func entryView(e orderdb.Entry, a order.Activity, now time.Time) EntryView {
-	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC()}
+	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC(),
+		Commitment: a.Draw.Commitment}
 	if e.Issued {
 		// Only an order whose event reached Kafka: an alternate's number
 		// may still be taken back when its reserve is refused.
@@ -209,7 +214,7 @@ func drawView(d order.Draw) *DrawView {
 	if !d.On() {
 		return nil
 	}
-	return &DrawView{EntriesCloseAt: d.EntriesCloseAt.UTC(), Commitment: draw.Seed(d.Seed).Commitment()}
+	return &DrawView{EntriesCloseAt: d.EntriesCloseAt.UTC(), Commitment: d.Commitment}
 }
 
 // saleDraw sets a new sale's draw as the operator asked for it (mode,
@@ -225,7 +230,10 @@ func (s *Server) saleDraw(a *order.Activity, mode string, closes *time.Time) err
 	}
 	if d.On() {
 		d.Seed = draw.NewSeed()
+		// What MySQL stores with it (orderdb's createDraw) and every answer
+		// shows from then on.
+		d.Commitment = draw.Seed(d.Seed).Commitment()
 	}
 	a.Draw = d
-	return a.CheckDraw(s.intake.Now())
+	return a.CheckDraw(s.intake.Now(), s.intake.PaymentWindow)
 }

@@ -135,7 +135,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		return
 	}
 	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
-		StockBuckets: sc.StockBuckets}
+		StockBuckets: sc.StockBuckets, PaymentWindow: s.intake.PaymentWindow}
 	if b.WaitingRoom != nil {
 		r, err := b.WaitingRoom.waitingRoom()
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -236,7 +235,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 			return nil, err
 		}
 		page.Draw = &SalePageDraw{State: drawState(sum.State, act, now), Entries: sum.Entries,
-			Commitment: draw.Seed(act.Draw.Seed).Commitment(), EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
+			Commitment: act.Draw.Commitment, EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
 	}
 	if price := priceView(act.SalePrice); price.Price != nil {
 		page.SalePrice, page.Currency = price.Price, price.Currency

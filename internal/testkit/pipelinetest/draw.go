@@ -13,6 +13,7 @@ type Entry struct {
 	State         string `json:"state"`
 	OrderNo       string `json:"order_no"`
 	AlternateRank int64  `json:"alternate_rank"`
+	Commitment    string `json:"commitment"`
 	Error         struct {
 		Code string `json:"code"`
 	} `json:"error"`

@@ -22,11 +22,14 @@ type drawRow struct {
 	ActivityID     int64 `gorm:"primaryKey"`
 	EntriesCloseAt time.Time
 	Seed           []byte
-	State          string
-	Entries        int64
-	EntriesDigest  *string
-	Sizes          *string
-	DrawnAt        *time.Time
+	// Commitment is SHA-256 of Seed when the draw was made (0015); MySQL
+	// refuses a change of either.
+	Commitment    string
+	State         string
+	Entries       int64
+	EntriesDigest *string
+	Sizes         *string
+	DrawnAt       *time.Time
 }
 
 func (drawRow) TableName() string { return "activity_draws" }
@@ -36,9 +39,11 @@ func (drawRow) TableName() string { return "activity_draws" }
 type drawColumns struct {
 	EntriesCloseAt *time.Time
 	Seed           []byte
+	Commitment     *string
 }
 
-const drawSelect = "activity_draws.entries_close_at AS draw_entries_close_at, activity_draws.seed AS draw_seed"
+const drawSelect = "activity_draws.entries_close_at AS draw_entries_close_at, activity_draws.seed AS draw_seed, " +
+	"activity_draws.commitment AS draw_commitment"
 
 func (c drawColumns) draw() order.Draw {
 	if c.EntriesCloseAt == nil {
@@ -46,6 +51,9 @@ func (c drawColumns) draw() order.Draw {
 	}
 	d := order.Draw{EntriesCloseAt: *c.EntriesCloseAt}
 	copy(d.Seed[:], c.Seed)
+	if c.Commitment != nil {
+		d.Commitment = *c.Commitment
+	}
 	return d
 }
 
@@ -77,9 +85,11 @@ type resultRow struct {
 
 func (resultRow) TableName() string { return "draw_results" }
 
-// createDraw writes a new sale's draw (in the sale's transaction).
+// createDraw writes a new sale's draw (in the sale's transaction), with
+// its commitment: SHA-256 of its seed, fixed from now on.
 func createDraw(tx *gorm.DB, activity int64, d order.Draw) error {
-	return tx.Create(&drawRow{ActivityID: activity, EntriesCloseAt: d.EntriesCloseAt.UTC(), Seed: d.Seed[:], State: draw.StateOpen}).Error
+	return tx.Create(&drawRow{ActivityID: activity, EntriesCloseAt: d.EntriesCloseAt.UTC(), Seed: d.Seed[:],
+		Commitment: draw.Seed(d.Seed).Commitment(), State: draw.StateOpen}).Error
 }
 
 // changeDraw checks a change of the sale of row against its draw, if it
@@ -93,14 +103,15 @@ func changeDraw(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, n
 	if err != nil {
 		return err
 	}
-	a := order.Activity{StartsAt: starts, EndsAt: ends, StockBuckets: row.StockBuckets, Draw: order.Draw{EntriesCloseAt: d.EntriesCloseAt}}
+	a := row.activity()
+	a.StartsAt, a.EndsAt, a.Draw = starts, ends, order.Draw{EntriesCloseAt: d.EntriesCloseAt}
 	if ch.StockBuckets != nil {
 		a.StockBuckets = *ch.StockBuckets
 	}
 	if ch.Room != nil {
 		a.Room = *ch.Room
 	}
-	return a.CheckDraw(now)
+	return a.CheckDraw(now, ch.PaymentWindow)
 }
 
 // NewEntry is a buyer's entry as the api takes it.
@@ -139,8 +150,9 @@ var errEntered = errors.New("already entered")
 // Enter records a buyer's entry and reports whether it is new. A buyer who
 // entered already gets that entry back, unchanged, so a retry of a request
 // whose answer was lost finds the entry it made. An entry after the list
-// froze (entries_close_at, or the draw ran) or the sale ended (MySQL's
-// ends_at, an end or a cancel included) is order.ErrActivityNotActive.
+// froze (entries_close_at, or the draw ran), before the sale started
+// (MySQL's starts_at) or after it ended (MySQL's ends_at, an end or a
+// cancel included) is order.ErrActivityNotActive.
 func (db *DB) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 	var b [draw.EntryIDLen / 2]byte
 	_, _ = rand.Read(b[:])
@@ -156,17 +168,21 @@ func (db *DB) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 		// Last, so the draw row's lock is held only to the commit: the draw
 		// takes it first, so an entry either commits before the list is
 		// read or finds the draw no longer OPEN.
-		// The sale's end is MySQL's too: an instance whose copy of the
-		// sale predates an end or cancel (up to order.ActivityTTL old)
-		// takes no entry after it.
+		// The sale's window is MySQL's too: an instance whose copy of the
+		// sale predates an end, a cancel or a later start (up to
+		// order.ActivityTTL old) takes no entry outside it.
 		res := tx.Model(&drawRow{}).Where("activity_id = ? AND state = ? AND entries_close_at > ?", e.ActivityID, draw.StateOpen, e.At.UTC()).
-			Where("EXISTS (SELECT 1 FROM activities WHERE activities.id = ? AND activities.ends_at > ? AND activities.cancelled_at IS NULL)",
-				e.ActivityID, e.At.UTC()).
+			Where(`EXISTS (SELECT 1 FROM activities WHERE activities.id = ? AND activities.starts_at <= ? AND activities.ends_at > ?
+				AND activities.cancelled_at IS NULL)`, e.ActivityID, e.At.UTC(), e.At.UTC()).
 			UpdateColumn("entries", gorm.Expr("entries + 1"))
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
+			var a activityRow
+			if tx.Select("starts_at").Where("id = ?", e.ActivityID).Take(&a).Error == nil && e.At.Before(a.StartsAt) {
+				return order.Errorf(order.ErrActivityNotActive, "the sale starts at %s: entries open then", a.StartsAt.UTC().Format(time.RFC3339Nano))
+			}
 			return order.Errorf(order.ErrActivityNotActive, "the draw's entries are closed")
 		}
 		return nil
@@ -387,12 +403,15 @@ func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, erro
 	if err := tx.Where("activity_id = ?", activity).Take(&d).Error; err != nil {
 		return draw.Record{}, wrap("read draw", err)
 	}
-	var seed draw.Seed
-	copy(seed[:], d.Seed)
-	rec := draw.Record{ActivityID: activity, State: d.State, Commitment: seed.Commitment()}
+	// The commitment as stored when the sale was made, not recomputed from
+	// the seed: a seed changed since no longer matches it, and draw.Verify
+	// says so.
+	rec := draw.Record{ActivityID: activity, State: d.State, Commitment: d.Commitment}
 	if d.State != draw.StateDrawn {
 		return rec, nil
 	}
+	var seed draw.Seed
+	copy(seed[:], d.Seed)
 	rec.Seed = seed.String()
 	if d.EntriesDigest != nil {
 		rec.Digest = *d.EntriesDigest
@@ -402,6 +421,11 @@ func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, erro
 			return draw.Record{}, fmt.Errorf("read draw %d: its sizes: %w", activity, err)
 		}
 	}
+	restocks, err := drawRestocks(tx, activity, rec.Sizes, d.DrawnAt)
+	if err != nil {
+		return draw.Record{}, wrap("read draw", err)
+	}
+	rec.Restocks = restocks
 	rec.Entries = make([]draw.Ranked, 0, d.Entries)
 	// Paged by rank (FindInBatches pages by a single-column primary key,
 	// which draw_results has not).
@@ -420,6 +444,30 @@ func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, erro
 		}
 		last = batch[len(batch)-1].DrawRank
 	}
+}
+
+// drawRestocks lists the restocks of sizes recorded from the sale's
+// start to its draw at drawn, in time order.
+func drawRestocks(tx *gorm.DB, activity int64, sizes []draw.Size, drawn *time.Time) ([]draw.Restock, error) {
+	if len(sizes) == 0 || drawn == nil {
+		return nil, nil
+	}
+	items := make([]int64, len(sizes))
+	for i, s := range sizes {
+		items[i] = s.ItemID
+	}
+	var rows []restockRow
+	err := tx.Select("id", "item_id", "quantity", "created_at").
+		Where("item_id IN ? AND created_at <= ? AND created_at >= (SELECT starts_at FROM activities WHERE id = ?)", items, drawn.UTC(), activity).
+		Order("created_at, id").Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	out := make([]draw.Restock, len(rows))
+	for i, r := range rows {
+		out[i] = draw.Restock{ItemID: r.ItemID, Quantity: r.Quantity, At: r.CreatedAt.UTC()}
+	}
+	return out, nil
 }
 
 // recordPage is how many ranking rows one read of a record takes.

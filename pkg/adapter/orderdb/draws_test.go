@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -364,25 +365,36 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 	}
 }
 
-// A change of the sale keeps entries_close_at between its start and end.
-func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
-	t.Parallel()
-	db := mysqltest.New(t)
+// laterDrawSale makes a draw sale of one item that starts at start, runs
+// an hour, and whose entries close half an hour in.
+func laterDrawSale(t *testing.T, db *mysqltest.DB, start time.Time) order.Activity {
+	t.Helper()
 	ctx := context.Background()
 	it, err := db.CreateItem(ctx, "sneaker", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
 		Draw: order.Draw{EntriesCloseAt: start.Add(30 * time.Minute), Seed: draw.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// A change of the sale keeps entries_close_at between its start and end,
+// the payment window before the end.
+func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	start := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	a := laterDrawSale(t, db, start)
 	for _, ch := range []orderdb.ActivityChange{
 		{EndsAt: ptrTo(start.Add(20 * time.Minute))},
 		{StartsAt: ptrTo(start.Add(40 * time.Minute))},
 		{StockBuckets: ptrTo(2)},
+		{EndsAt: ptrTo(start.Add(40 * time.Minute)), PaymentWindow: 15 * time.Minute},
 	} {
 		if _, err := db.PatchActivity(ctx, a.ID, ch, time.Now()); !errors.Is(err, order.ErrInvalidArgument) {
 			t.Errorf("change %+v: %v, want ErrInvalidArgument", ch, err)
@@ -396,3 +408,107 @@ func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// An instance whose copy of the sale says it started, while MySQL's row
+// says it starts later (a start moved later since the copy was read), takes
+// no entry before MySQL's start.
+func TestEnterBeforeTheSaleStartedIsRefused(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	start := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	a := laterDrawSale(t, db, start)
+	_, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "early", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
+	if !errors.Is(err, order.ErrActivityNotActive) || !strings.Contains(err.Error(), "starts at") {
+		t.Fatalf("an entry before MySQL's start: %v, want ErrActivityNotActive naming the start", err)
+	}
+	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 0 {
+		t.Fatalf("%d entries counted before the start", sum.Entries)
+	}
+	var rows int64
+	if err := db.Gorm().Raw("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", a.ID).Scan(&rows).Error; err != nil || rows != 0 {
+		t.Fatalf("%d entry rows written before the start (%v)", rows, err)
+	}
+	if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "on time", ItemID: a.ItemID, Quantity: 1, At: start}); err != nil {
+		t.Fatalf("an entry at the start: %v", err)
+	}
+}
+
+// MySQL holds the draw's commitment apart from its seed, as SHA-256 of the
+// seed the sale was made with, and refuses a change of either, whoever
+// asks: before the first entry and after it. The record publishes the
+// stored commitment.
+func TestDrawCommitmentIsFixedInMySQL(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	a := drawSale(t, db, time.Now().Add(time.Minute), 2)
+	want := a.Draw.Seed
+	commitment := draw.Seed(want).Commitment()
+	g := db.Gorm().WithContext(ctx)
+	refused := func(when string) {
+		t.Helper()
+		for what, q := range map[string]string{
+			"seed":       "UPDATE activity_draws SET seed = UNHEX(SHA2('another', 256)) WHERE activity_id = ?",
+			"commitment": "UPDATE activity_draws SET commitment = SHA2('another', 256) WHERE activity_id = ?",
+			"both":       "UPDATE activity_draws SET seed = UNHEX(SHA2('another', 256)), commitment = SHA2(UNHEX(SHA2('another', 256)), 256) WHERE activity_id = ?",
+		} {
+			err := g.Exec(q, a.ID).Error
+			if err == nil || !strings.Contains(err.Error(), "activity_draws.") {
+				t.Errorf("%s: an UPDATE of the %s: %v, want MySQL's refusal", when, what, err)
+			}
+		}
+		var row struct {
+			Seed       []byte
+			Commitment string
+		}
+		if err := g.Raw("SELECT seed, commitment FROM activity_draws WHERE activity_id = ?", a.ID).Scan(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		if string(row.Seed) != string(want[:]) || row.Commitment != commitment {
+			t.Fatalf("%s: seed %x commitment %s, want %x and %s", when, row.Seed, row.Commitment, want, commitment)
+		}
+		got, err := db.Activity(ctx, a.ID)
+		if err != nil || got.Draw.Commitment != commitment {
+			t.Fatalf("%s: the sale reads commitment %q (%v), want %s", when, got.Draw.Commitment, err, commitment)
+		}
+		rec, err := db.DrawRecord(ctx, a.ID)
+		if err != nil || rec.Commitment != commitment {
+			t.Fatalf("%s: the record's commitment %q (%v), want %s", when, rec.Commitment, err, commitment)
+		}
+	}
+	refused("before any entry")
+	if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "u1", ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	refused("after the first entry")
+}
+
+// A database with draws made before 0015 gives each its commitment from
+// its seed, and from then on refuses a change of either.
+func TestMigrationGivesOldDrawsTheirCommitment(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	a := drawSale(t, db, time.Now().Add(time.Minute), 2)
+	g := db.Gorm().WithContext(ctx)
+	for _, q := range []string{
+		"DROP TRIGGER activity_draws_fixed",
+		"ALTER TABLE activity_draws DROP COLUMN commitment",
+		"DELETE FROM schema_migrations WHERE version = '0015_draw_commitment'",
+	} {
+		if err := g.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	rec, err := db.DrawRecord(ctx, a.ID)
+	if want := draw.Seed(a.Draw.Seed).Commitment(); err != nil || rec.Commitment != want {
+		t.Fatalf("an old draw's commitment after the migration: %q (%v), want %s", rec.Commitment, err, want)
+	}
+	if err := g.Exec("UPDATE activity_draws SET seed = UNHEX(SHA2('x', 256)) WHERE activity_id = ?", a.ID).Error; err == nil {
+		t.Fatal("the seed of an old draw changed after the migration")
+	}
+}

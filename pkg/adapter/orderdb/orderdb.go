@@ -164,19 +164,26 @@ func (db *DB) Migrate(ctx context.Context) error {
 }
 
 // splitStatements splits a schema file on semicolons that end a line,
-// dropping comment lines.
+// dropping comment lines. A line "DELIMITER x" makes x the end of a
+// statement instead, until "DELIMITER ;", as in the mysql client: a
+// trigger's body holds semicolons of its own.
 func splitStatements(body string) []string {
 	var out []string
 	var cur strings.Builder
+	delim := ";"
 	for _, line := range strings.Split(body, "\n") {
 		t := strings.TrimSpace(line)
 		if t == "" || strings.HasPrefix(t, "--") {
 			continue
 		}
+		if d, ok := strings.CutPrefix(t, "DELIMITER "); ok {
+			delim = strings.TrimSpace(d)
+			continue
+		}
 		cur.WriteString(line)
 		cur.WriteByte('\n')
-		if strings.HasSuffix(t, ";") {
-			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+		if strings.HasSuffix(t, delim) {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), delim))
 			cur.Reset()
 		}
 	}

@@ -65,6 +65,10 @@ type ActivityChange struct {
 	// Room sets the sale's waiting room: a room it has keeps its seed and
 	// key (the seed's commitment is public), a new one takes Room's.
 	Room *order.WaitingRoom
+	// PaymentWindow is the programs' payment window, a sale's without its
+	// own: a draw's close must leave it before the end
+	// (order.Activity.CheckDraw).
+	PaymentWindow time.Duration
 }
 
 // sale is the change as the domain reads it.

@@ -5,7 +5,8 @@
 // The scheme, in order:
 //
 //  1. When the sale is made, a secret seed of 32 random bytes is drawn and
-//     only its commitment, SHA-256(seed) in hex, is shown.
+//     only its commitment, SHA-256(seed) in hex, is shown; the commitment
+//     is stored apart from the seed and neither changes afterwards.
 //  2. Buyers enter from the start until entries_close_at: one entry a buyer,
 //     naming a size (item) and a quantity. Each entry gets a random id.
 //  3. At entries_close_at the list is frozen. Its digest is SHA-256 of the
@@ -22,6 +23,10 @@
 //     order, whose quantity fits them.
 //  6. The record (seed, digest, stock of each size, every entry in ranking
 //     order with its outcome) is published; Verify recomputes all of it.
+//  7. Each entry's answer carries the commitment: it is the buyer's
+//     receipt, and CheckReceipt holds the record to it (the same
+//     commitment, the entry in the list), so a record made with another
+//     seed, or without an entry, is caught by any buyer who kept theirs.
 package draw
 
 import (
@@ -34,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -164,8 +170,18 @@ func Pick(seed Seed, entries []Entry, stock map[int64]int64) []Ranked {
 	return out
 }
 
+// Restock is units added to a size, as its restock recorded them: the
+// record lists those from the sale's start to the draw, which moved the
+// stock the draw gave out (Sizes), so an auditor sees when and how much.
+type Restock struct {
+	ItemID   int64     `json:"item_id"`
+	Quantity int64     `json:"quantity"`
+	At       time.Time `json:"at"`
+}
+
 // Record is a sale's draw as GET /api/v1/activities/{id}/draw publishes
-// it. Seed, Digest, Sizes and Entries are there once the state is DRAWN.
+// it. Seed, Digest, Sizes, Restocks and Entries are there once the state
+// is DRAWN.
 type Record struct {
 	ActivityID int64  `json:"activity_id"`
 	State      string `json:"state"`
@@ -174,6 +190,10 @@ type Record struct {
 	Digest     string `json:"entries_digest,omitempty"`
 	// Sizes is each size's stock when the draw ran, in the sale's order.
 	Sizes []Size `json:"sizes,omitempty"`
+	// Restocks are the restocks of the sizes recorded from the sale's
+	// start to the draw, in time order (information: Verify recomputes
+	// nothing from them).
+	Restocks []Restock `json:"restocks,omitempty"`
 	// Entries is every entry, in ranking order.
 	Entries []Ranked `json:"entries,omitempty"`
 }
@@ -227,6 +247,57 @@ func Verify(rec Record) error {
 	}
 	if ranked > 5 {
 		errs = append(errs, fmt.Errorf("%d entries in all are out of their rank", ranked))
+	}
+	return errors.Join(errs...)
+}
+
+// Receipt is what a buyer keeps of their entry: the entry's answer as they
+// received it (POST /api/v1/activities/{id}/entries or GET .../entries/me),
+// which names the entry and the commitment the sale was made with. Other
+// fields of the answer are ignored.
+type Receipt struct {
+	EntryID    string `json:"entry_id"`
+	ActivityID int64  `json:"activity_id"`
+	ItemID     int64  `json:"item_id"`
+	Quantity   int    `json:"quantity"`
+	Commitment string `json:"commitment"`
+}
+
+// Check reports whether r has what a receipt needs: an entry id and the
+// commitment it was answered with.
+func (r Receipt) Check() error {
+	if !ValidEntryID(r.EntryID) || r.Commitment == "" {
+		return fmt.Errorf("not an entry's receipt: it needs entry_id (%d hex digits) and commitment", EntryIDLen)
+	}
+	return nil
+}
+
+// CheckReceipt holds rec to a buyer's receipt: the same sale, the same
+// commitment (fixed when the sale was made, so a record whose commitment
+// differs is not the draw the buyer entered), and, once drawn, the entry
+// in the ranking with its item and quantity. It returns every breach,
+// joined; nil when the record keeps the receipt.
+func (rec Record) CheckReceipt(r Receipt) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
+	var errs []error
+	if r.ActivityID != rec.ActivityID {
+		errs = append(errs, fmt.Errorf("entry %s is of activity %d, the record of activity %d", r.EntryID, r.ActivityID, rec.ActivityID))
+	}
+	if r.Commitment != rec.Commitment {
+		errs = append(errs, fmt.Errorf("commitment: entry %s was answered with %s, the record says %s", r.EntryID, r.Commitment, rec.Commitment))
+	}
+	if rec.State != StateDrawn {
+		return errors.Join(errs...)
+	}
+	i := slices.IndexFunc(rec.Entries, func(e Ranked) bool { return e.ID == r.EntryID })
+	switch {
+	case i < 0:
+		errs = append(errs, fmt.Errorf("entry %s (item %d, quantity %d) is missing from the record", r.EntryID, r.ItemID, r.Quantity))
+	case rec.Entries[i].ItemID != r.ItemID || rec.Entries[i].Quantity != r.Quantity:
+		errs = append(errs, fmt.Errorf("entry %s was answered for item %d, quantity %d; the record lists item %d, quantity %d",
+			r.EntryID, r.ItemID, r.Quantity, rec.Entries[i].ItemID, rec.Entries[i].Quantity))
 	}
 	return errors.Join(errs...)
 }

@@ -165,3 +165,40 @@ func TestValidEntryID(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckReceipt(t *testing.T) {
+	rec := record(t, 30, 5)
+	e := rec.Entries[17]
+	genuine := draw.Receipt{EntryID: e.ID, ActivityID: rec.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, Commitment: rec.Commitment}
+	open := draw.Record{ActivityID: rec.ActivityID, State: draw.StateOpen, Commitment: rec.Commitment}
+	other := draw.NewSeed().Commitment()
+	for _, tc := range []struct {
+		name string
+		rec  draw.Record
+		edit func(*draw.Receipt)
+		want string // in the error; "" when the record keeps the receipt
+	}{
+		{"genuine", rec, func(*draw.Receipt) {}, ""},
+		{"genuine, before the draw", open, func(*draw.Receipt) {}, ""},
+		{"another commitment", rec, func(r *draw.Receipt) { r.Commitment = other }, "commitment: entry " + e.ID + " was answered with " + other},
+		{"another commitment, before the draw", open, func(r *draw.Receipt) { r.Commitment = other }, "the record says " + rec.Commitment},
+		{"an entry not in the record", rec, func(r *draw.Receipt) { r.EntryID = strings.Repeat("0", 32) }, "is missing from the record"},
+		{"another item", rec, func(r *draw.Receipt) { r.ItemID++ }, "the record lists item"},
+		{"another quantity", rec, func(r *draw.Receipt) { r.Quantity++ }, "the record lists item"},
+		{"another sale", rec, func(r *draw.Receipt) { r.ActivityID++ }, "the record of activity 7"},
+		{"no commitment", rec, func(r *draw.Receipt) { r.Commitment = "" }, "not an entry's receipt"},
+		{"no entry id", rec, func(r *draw.Receipt) { r.EntryID = "" }, "not an entry's receipt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := genuine
+			tc.edit(&r)
+			err := tc.rec.CheckReceipt(r)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -15,9 +15,13 @@ const (
 // is a first-come sale.
 type Draw struct {
 	EntriesCloseAt time.Time
-	// Seed ranks the entries (draw.Seed); its SHA-256 is public from the
-	// sale's making, the seed itself once the draw ran.
+	// Seed ranks the entries (draw.Seed); the seed itself is public once
+	// the draw ran.
 	Seed [32]byte
+	// Commitment is SHA-256 of the seed, in hex, as it was when the sale
+	// was made: public from then on, stored apart from the seed and never
+	// changed, so a seed changed afterwards no longer matches it.
+	Commitment string
 }
 
 // On reports whether the sale is a draw.
@@ -51,9 +55,11 @@ func NewDraw(mode string, closes *time.Time) (Draw, error) {
 }
 
 // CheckDraw checks the sale's draw against its other settings, at now (the
-// shared clock's time when the sale is made).
-func (a Activity) CheckDraw(now time.Time) error {
+// shared clock's time when the sale is made), its payment window being
+// its own or def (the programs' window).
+func (a Activity) CheckDraw(now time.Time, def time.Duration) error {
 	c := a.Draw.EntriesCloseAt
+	w := a.PaymentWindowOr(def)
 	switch {
 	case !a.Draw.On():
 		return nil
@@ -69,6 +75,12 @@ func (a Activity) CheckDraw(now time.Time) error {
 		// The winners buy within the sale: the consumer refuses an order
 		// reserved at or after ends_at.
 		return Errorf(ErrInvalidArgument, "entries_close_at must be before ends_at: the winners and alternates buy between the two")
+	case a.EndsAt.Sub(c) < w:
+		// The draw runs at the close and its winners' orders are made
+		// within seconds: each must have its whole window to pay before
+		// the sale ends.
+		return Errorf(ErrInvalidArgument, "entries_close_at must leave at least the payment window (%s) before ends_at, so the winners have it to pay: it is %s before",
+			w, a.EndsAt.Sub(c))
 	}
 	return nil
 }
