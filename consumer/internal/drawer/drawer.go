@@ -48,6 +48,7 @@ type DB interface {
 type Stock interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
+	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
 }
 
 // Publisher sends create-order events; an error means the event may or may
@@ -236,10 +237,6 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 	return nil
 }
 
-// Key is the idempotency key of the order made for an entry: one order an
-// entry, whatever number a retry brings.
-func Key(entryID string) string { return "draw-" + entryID }
-
 // parallel is how many winners' orders one pass places at once: each is
 // a reserve, a publish and two MySQL writes, mostly waiting.
 const parallel = 16
@@ -307,7 +304,10 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		return false, err
 	}
 	item := stockredis.In(a.ItemID, p.ItemID)
-	key := Key(p.EntryID)
+	key, err := d.key(ctx, a, item, p, no, fresh)
+	if err != nil {
+		return false, err
+	}
 	res, err := d.Stock.Reserve(ctx, stockredis.Reservation{
 		OrderNo: no, UserID: p.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: a.ID, Quantity: p.Quantity,
 		IdempotencyKey: key, At: now, QuotaTTL: quotaTTL, ReservationTTL: reservationTTL, Buckets: a.StockBuckets,
@@ -339,4 +339,24 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		return false, fmt.Errorf("publish the order of entry %s: %w", p.EntryID, err)
 	}
 	return true, d.DB.MarkIssued(ctx, p.EntryID, no)
+}
+
+// key is the idempotency key pick p's order no is reserved with:
+// order.DrawKey, which no buyer can send, unless a reserve of no before
+// the upgrade holds the form before (order.LegacyDrawKey; a number that
+// is fresh was never reserved): a retry finds its reservation by that key
+// and publishes its event with it, as the first attempt did.
+func (d *Drawer) key(ctx context.Context, a order.Activity, item stockredis.Item, p orderdb.Pick, no string, fresh bool) (string, error) {
+	if fresh {
+		return order.DrawKey(p.EntryID), nil
+	}
+	legacy := order.LegacyDrawKey(p.EntryID)
+	prior, err := d.Stock.PriorOrders(ctx, item, a.ID, p.UserID, legacy)
+	if err != nil {
+		return "", fmt.Errorf("read the order of entry %s: %w", p.EntryID, err)
+	}
+	if prior.ByKey == no {
+		return legacy, nil
+	}
+	return order.DrawKey(p.EntryID), nil
 }
