@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // One pick whose reserve keeps failing is backed off on its own; the rest
@@ -91,5 +92,66 @@ func TestDrawPickFailingBacksOffAlone(t *testing.T) {
 		if n := p.Count("SELECT COUNT(*) FROM orders WHERE item_id = ? AND status IN ('CREATED', 'PAID')", item); n != want {
 			t.Errorf("item %d: %d live orders, want %d", item, n, want)
 		}
+	}
+}
+
+// A pick numbered and reserved before the upgrade, under the drawer's key
+// of then (draw-<entry>), goes on with that key: the drawer finds its
+// reservation by it, publishes its event and marks it issued; one order,
+// its unit taken once.
+func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	api := p.StartAPI()
+	s := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{1}, EntriesCloseIn: 3 * time.Second})
+	size := s.Items[0].ID
+	enter(t, api, s, 1, size)
+	ctx := context.Background()
+	// The drawer of before: the draw, the winner's number, its reserve
+	// under the old key; then it stopped (its event never published).
+	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw to run", func() bool {
+		res, err := p.DB.RunDraw(ctx, s.ActivityID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Ran
+	})
+	winners, err := p.DB.WinnersWithoutOrders(ctx, s.ActivityID, 10)
+	if err != nil || len(winners) != 1 {
+		t.Fatalf("winners: %+v %v", winners, err)
+	}
+	w := winners[0]
+	no, err := p.DB.NumberPick(ctx, w.EntryID, order.NewNumberGenerator().NextFor(s.ItemID, w.UserID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := order.LegacyDrawKey(w.EntryID)
+	if _, err := p.Store.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: w.UserID, ItemID: size, Tag: s.ItemID,
+		ActivityID: s.ActivityID, Quantity: 1, IdempotencyKey: old, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+
+	p.StartConsumer("SECKILL_DRAW_EVERY=200ms")
+	// Issued: the drawer itself found the reservation and published it (the
+	// sweep would publish a reservation left RESERVED too, but a drawer
+	// that reserves under the new key is refused, the quota held by its
+	// own order, and retries the pick for as long as the sale runs).
+	waittest.UntilEvery(t, 60*time.Second, 200*time.Millisecond, "the winner's order, issued by the drawer", func() bool {
+		return p.Count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'CREATED'", no) == 1 &&
+			p.Count("SELECT COUNT(*) FROM draw_results WHERE entry_id = ? AND issued", w.EntryID) == 1
+	})
+	if n := p.Count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND idempotency_key = ?", no, old); n != 1 {
+		t.Errorf("the order is not keyed %q", old)
+	}
+	if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ?", s.ActivityID); n != 1 {
+		t.Errorf("%d orders of the sale, want the winner's", n)
+	}
+	p.WaitSaleDrained(s, 30*time.Second)
+	snap, err := p.Store.Stock(ctx, stockredis.In(s.ItemID, size))
+	if err != nil || snap.Stock != 0 {
+		t.Errorf("Redis stock %+v %v, want 0: the unit taken once", snap, err)
+	}
+	if db, err := p.DB.ItemStock(ctx, size); err != nil || db != 0 {
+		t.Errorf("MySQL stock %d %v, want 0", db, err)
 	}
 }
