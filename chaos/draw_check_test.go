@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/domain/draw"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // What the chaos suite's draw scenarios (draw_test.go) and the soak's sale
@@ -124,9 +125,9 @@ func drawBreaches(p *pipelinetest.Pipeline, api *pipelinetest.API, activity int6
 		pk, ok := byNo[o.OrderNo]
 		switch {
 		case !ok:
-			entry, _ := strings.CutPrefix(o.IdempotencyKey, "draw-")
+			entry, _ := order.DrawEntryOf(o.IdempotencyKey)
 			fail("order %s (%s, key %s) is no pick's: entry %s names %q", o.OrderNo, o.Status, o.IdempotencyKey, entry, byEntry[entry].OrderNo)
-		case o.IdempotencyKey != "draw-"+pk.EntryID || o.UserID != pk.UserID || o.ItemID != pk.ItemID || o.Quantity != pk.Quantity:
+		case o.IdempotencyKey != order.DrawKey(pk.EntryID) || o.UserID != pk.UserID || o.ItemID != pk.ItemID || o.Quantity != pk.Quantity:
 			fail("order %s (key %s, user %s, item %d, %d units) is not pick %s's (user %s, item %d, %d units)",
 				o.OrderNo, o.IdempotencyKey, o.UserID, o.ItemID, o.Quantity, pk.EntryID, pk.UserID, pk.ItemID, pk.Quantity)
 		}

@@ -61,7 +61,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
 		},
 		&drawer.Drawer{DB: st.db, Stock: st.store, Publisher: st.pub, Numbers: st.numbers, Locker: locker, Every: s.drawEvery,
-			PaymentWindow: s.window, Log: log, Now: st.clk.Now},
+			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Picks: backoff.New(metrics.PassDraw, log, failures)},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under

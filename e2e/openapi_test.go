@@ -223,8 +223,12 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: buyer, body: activity(item, now, now.Add(time.Hour))}, 403)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", body: activity(item, now, now.Add(time.Hour))}, 401)
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: big}, 413)
+	// One sale owns an item at a time: another of item while open runs is a
+	// 409; a sale of an item of its own is made.
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin, body: activity(item, now, now.Add(time.Hour))}, 409)
+	priced := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"priced","stock":1,"price":2000,"currency":"EUR"}`}, 201), "item_id")
 	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities", token: admin,
-		body: strings.TrimSuffix(activity(item, now, now.Add(time.Hour)), "}") + `,"sale_price":1500}`}, 201)
+		body: strings.TrimSuffix(activity(priced, now, now.Add(time.Hour)), "}") + `,"sale_price":1500}`}, 201)
 	restocked := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"restocked","stock":1}`}, 201), "item_id")
 	restockPath := fmt.Sprintf("/admin/v1/items/%d/restock", restocked)
 	rk := map[string]string{"Idempotency-Key": "spec-restock"}
@@ -533,6 +537,8 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin,
 		body: fmt.Sprintf(`{"ends_at":%q}`, now.Add(30*time.Minute).Format(time.RFC3339))}, 400) // before starts_at
 	sc.do(base, specCall{method: "PATCH", path: actPath(open), token: admin, body: `{"per_user_limit":2}`}, 409)
+	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: admin, // into open's window
+		body: fmt.Sprintf(`{"starts_at":%q}`, now.Add(30*time.Minute).Format(time.RFC3339))}, 409)
 	sc.do(base, specCall{method: "PATCH", path: actPath(999999999), token: admin, body: `{"per_user_limit":2}`}, 404)
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), token: buyer, body: `{"per_user_limit":2}`}, 403)
 	sc.do(base, specCall{method: "PATCH", path: actPath(future), body: `{"per_user_limit":2}`}, 401)

@@ -75,7 +75,7 @@ func TestErrorContract(t *testing.T) {
 	now := time.Now()
 	openItem, open := ts.openSale(t, 10, 2)
 	soldOutItem, soldOut := ts.openSale(t, 0, 1)
-	future := ts.newActivity(t, openItem, now.Add(time.Hour), now.Add(2*time.Hour), 1)
+	future := ts.newActivity(t, openItem, now.Add(2*time.Hour), now.Add(3*time.Hour), 1) // after open's end
 	past := ts.newActivity(t, openItem, now.Add(-2*time.Hour), now.Add(-time.Hour), 1)
 	coldItem := ts.newItem(t, 5)
 	cold := ts.newActivity(t, coldItem, now.Add(-time.Minute), now.Add(time.Hour), 1)

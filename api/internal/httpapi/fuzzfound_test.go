@@ -77,7 +77,7 @@ func TestFuzzerFindings(t *testing.T) {
 	t.Run("PATCH: ends_at not after starts_at", func(t *testing.T) {
 		starts := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 		ends := starts.Add(time.Hour)
-		id := ts.newActivity(t, item, starts, ends, 1)
+		id := ts.newActivity(t, ts.newItem(t, 10), starts, ends, 1) // an item of its own: the open sale runs until then
 		path := fmt.Sprintf("/admin/v1/activities/%d", id)
 		at := func(t time.Time) string { return t.Format(time.RFC3339) }
 		for _, body := range []string{

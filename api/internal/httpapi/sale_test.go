@@ -88,11 +88,18 @@ func TestPrices(t *testing.T) {
 		r.decode(t, &a)
 		return a
 	}
+	// Each sale of an item of its own (one sale owns an item at a time),
+	// priced like it or plain.
+	likeIt := func() int64 {
+		var other httpapi.ItemView
+		post("/admin/v1/items", `{"name":"sneaker","stock":10,"price":2500,"currency":"EUR"}`).decode(t, &other)
+		return other.ItemID
+	}
 	listPrice := created(activity(it.ItemID, ""))
-	ownPrice := created(activity(it.ItemID, `,"sale_price":1999`))
-	ownPriceAndCurrency := created(activity(it.ItemID, `,"sale_price":1500,"currency":"EUR"`))
+	ownPrice := created(activity(likeIt(), `,"sale_price":1999`))
+	ownPriceAndCurrency := created(activity(likeIt(), `,"sale_price":1500,"currency":"EUR"`))
 	unpriced := created(activity(plain, ""))
-	pricedOnUnpriced := created(activity(plain, `,"sale_price":300,"currency":"USD"`))
+	pricedOnUnpriced := created(activity(ts.newItem(t, 10), `,"sale_price":300,"currency":"USD"`))
 	for _, c := range []struct {
 		name     string
 		got      httpapi.ActivityView

@@ -8,9 +8,18 @@
 // conditional insert.
 //
 // Units reach alternates only through Redis's stock: once every winner's
-// order is reserved, units of a size that are free again (a winner's order
-// closed unpaid, cancelled or failed; a restock) go to that size's first
-// alternates, in ranking order, whose quantity fits them.
+// order of a size is reserved, units of it that are free again (a winner's
+// order closed unpaid, cancelled or failed; a restock) go to that size's
+// first alternates, in ranking order, whose quantity fits them.
+//
+// A pick whose order fails (its reserve refused for another reason than
+// stock, a store that does not answer) is backed off on its own (Picks):
+// the pass reports it, skips it until its backoff ends, and goes on with
+// the other picks. What it holds back is only what it must: a winner
+// without its reservation holds its size's alternates (its units are in
+// Redis's stock but are its own), and an alternate holds the alternates
+// after it in its size (they come in rank order); every other winner and
+// every other size goes on.
 package drawer
 
 import (
@@ -21,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
@@ -48,6 +58,7 @@ type DB interface {
 type Stock interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
+	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
 }
 
 // Publisher sends create-order events; an error means the event may or may
@@ -72,6 +83,9 @@ type Drawer struct {
 	Log           *slog.Logger
 	// Now is the shared clock.
 	Now func() time.Time
+	// Picks backs off the picks whose order failed, by entry id (nil:
+	// each is tried again at every pass).
+	Picks *backoff.Records
 }
 
 // batch bounds the picks one pass handles of each kind, for each sale.
@@ -86,7 +100,9 @@ func (d *Drawer) Run(ctx context.Context) {
 	periodic.Every(ctx, every, func(ctx context.Context) {
 		st, err := d.Once(ctx)
 		switch {
-		case errors.Is(err, lock.ErrNotAcquired), ctx.Err() != nil:
+		case errors.Is(err, lock.ErrNotAcquired):
+			d.Picks.Idle()
+		case ctx.Err() != nil:
 		case err != nil:
 			d.Log.Warn("drawer pass failed", "err", err)
 		}
@@ -141,12 +157,71 @@ func (d *Drawer) Once(ctx context.Context) (Stats, error) {
 			errs = append(errs, fmt.Errorf("activity %d: %w", id, err))
 		}
 	}
+	d.Picks.Report()
 	return st, errors.Join(errs...)
 }
 
+// held is what a sale's picks that could not have their order now hold
+// back in this pass, by size (item id). Safe for concurrent use.
+type held struct {
+	mu sync.Mutex
+	// winners: a winner of the size has no reservation (refused, failed
+	// or backed off): its units are not free for an alternate.
+	winners map[int64]bool
+	// alternates: an alternate of the size failed or is backed off: the
+	// ones after it wait, in rank order.
+	alternates map[int64]bool
+}
+
+func newHeld() *held { return &held{winners: map[int64]bool{}, alternates: map[int64]bool{}} }
+
+// hold records that p could not have its order now.
+func (h *held) hold(p orderdb.Pick) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.Outcome == draw.Won {
+		h.winners[p.ItemID] = true
+	} else {
+		h.alternates[p.ItemID] = true
+	}
+}
+
+// size reports whether the alternates of item wait this pass: a winner of
+// it or an alternate before them is held.
+func (h *held) size(item int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.winners[item] || h.alternates[item]
+}
+
+// try places p's order with place unless p is backed off, and reports
+// whether it got it; a failure is p's alone (given to d.Picks, held in
+// h), never the pass's, unless ctx ended.
+func (d *Drawer) try(ctx context.Context, a order.Activity, p orderdb.Pick, h *held, place func() (bool, error)) (bool, error) {
+	if !d.Picks.Due(p.EntryID) {
+		h.hold(p)
+		return false, nil
+	}
+	ok, err := place()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false, err
+	case err != nil:
+		d.Picks.Failed(p.EntryID, err, "activity_id", a.ID, "entry_id", p.EntryID, "item_id", p.ItemID, "outcome", p.Outcome)
+		h.hold(p)
+		return false, nil
+	case ok:
+		d.Picks.Succeeded(p.EntryID, "activity_id", a.ID, "entry_id", p.EntryID)
+	case p.Outcome == draw.Won:
+		h.hold(p)
+	}
+	return ok, nil
+}
+
 // orders gives the drawn sale's picks their orders: first any numbered one
-// whose event is not known to be in Kafka, then the winners, then, when
-// every winner has its order, the alternates the free units fit.
+// whose event is not known to be in Kafka, then the winners, then, for each
+// size whose winners all have their orders, the alternates the free units
+// fit. A pick that fails holds back only what it must (see held).
 func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 	a, err := d.DB.Activity(ctx, id)
 	if err != nil {
@@ -155,43 +230,41 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 	if !a.ActiveAt(d.Now()) {
 		return nil
 	}
-	waiting := false
+	h := newHeld()
 	unissued, err := d.DB.Unissued(ctx, id, batch)
 	if err != nil {
 		return err
 	}
 	for _, p := range unissued {
-		ok, err := d.place(ctx, a, p, p.OrderNo, false)
+		ok, err := d.try(ctx, a, p, h, func() (bool, error) { return d.place(ctx, a, p, p.OrderNo, false) })
 		if err != nil {
 			return err
 		}
 		if ok {
 			st.Ordered++
-		} else if p.Outcome == draw.Won {
-			waiting = true
 		}
 	}
 	winners, err := d.DB.WinnersWithoutOrders(ctx, id, batch)
 	if err != nil {
 		return err
 	}
-	ordered, short, err := d.issueAll(ctx, a, winners)
+	ordered, err := d.issueAll(ctx, a, winners, h)
 	st.Ordered += ordered
 	if err != nil {
 		return err
 	}
-	waiting = waiting || short
-	if waiting || len(winners) == batch {
-		// A winner's units are not reserved yet: nothing is free for an
-		// alternate until they are.
+	if len(winners) == batch {
+		// More winners than one pass lists: which sizes they hold is not
+		// known yet, so no size's units are free for an alternate.
 		return nil
 	}
-	return d.alternates(ctx, a, st)
+	return d.alternates(ctx, a, h, st)
 }
 
 // alternates gives each size's free units, as Redis counts them, to its
-// first alternates in ranking order whose quantity fits.
-func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) error {
+// first alternates in ranking order whose quantity fits; a size that h
+// holds back waits for the next pass.
+func (d *Drawer) alternates(ctx context.Context, a order.Activity, h *held, st *Stats) error {
 	items := make([]stockredis.Item, len(a.Items))
 	for i, it := range a.Items {
 		items[i] = stockredis.In(a.ItemID, it.ItemID)
@@ -202,10 +275,10 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 	}
 	for i, it := range items {
 		left := snaps[i].Stock
-		if !snaps[i].Warmed {
+		if !snaps[i].Warmed || h.size(it.ID) {
 			continue
 		}
-		for left > 0 {
+		for left > 0 && !h.size(it.ID) {
 			next, err := d.DB.NextAlternates(ctx, a.ID, it.ID, left, 50)
 			if err != nil {
 				return err
@@ -217,9 +290,12 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 				if int64(p.Quantity) > left {
 					continue
 				}
-				ok, err := d.issue(ctx, a, p)
+				ok, err := d.try(ctx, a, p, h, func() (bool, error) { return d.issue(ctx, a, p) })
 				if err != nil {
 					return err
+				}
+				if h.size(it.ID) {
+					break // it keeps its place: the ones after it wait
 				}
 				if !ok {
 					// Redis had fewer units than it showed: the next
@@ -236,21 +312,16 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, st *Stats) er
 	return nil
 }
 
-// Key is the idempotency key of the order made for an entry: one order an
-// entry, whatever number a retry brings.
-func Key(entryID string) string { return "draw-" + entryID }
-
 // parallel is how many winners' orders one pass places at once: each is
 // a reserve, a publish and two MySQL writes, mostly waiting.
 const parallel = 16
 
-// issueAll issues picks (issue), parallel at a time, and returns how many
-// got their order, whether any could not have it now, and the first error.
-func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb.Pick) (int, bool, error) {
+// issueAll issues picks (issue), parallel at a time, each as d.try does,
+// and returns how many got their order; an error means ctx ended.
+func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb.Pick, h *held) (int, error) {
 	var (
 		mu      sync.Mutex
 		ordered int
-		short   bool
 		first   error
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, parallel)
@@ -259,7 +330,7 @@ func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			ok, err := d.issue(ctx, a, p)
+			ok, err := d.try(ctx, a, p, h, func() (bool, error) { return d.issue(ctx, a, p) })
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -267,13 +338,11 @@ func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb
 				first = err
 			case err == nil && ok:
 				ordered++
-			case err == nil:
-				short = true
 			}
 		})
 	}
 	wg.Wait()
-	return ordered, short, first
+	return ordered, first
 }
 
 // issue gives a pick without a number one, or finds the one it has, then
@@ -307,7 +376,10 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		return false, err
 	}
 	item := stockredis.In(a.ItemID, p.ItemID)
-	key := Key(p.EntryID)
+	key, err := d.key(ctx, a, item, p, no, fresh)
+	if err != nil {
+		return false, err
+	}
 	res, err := d.Stock.Reserve(ctx, stockredis.Reservation{
 		OrderNo: no, UserID: p.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: a.ID, Quantity: p.Quantity,
 		IdempotencyKey: key, At: now, QuotaTTL: quotaTTL, ReservationTTL: reservationTTL, Buckets: a.StockBuckets,
@@ -339,4 +411,24 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		return false, fmt.Errorf("publish the order of entry %s: %w", p.EntryID, err)
 	}
 	return true, d.DB.MarkIssued(ctx, p.EntryID, no)
+}
+
+// key is the idempotency key pick p's order no is reserved with:
+// order.DrawKey, which no buyer can send, unless a reserve of no before
+// the upgrade holds the form before (order.LegacyDrawKey; a number that
+// is fresh was never reserved): a retry finds its reservation by that key
+// and publishes its event with it, as the first attempt did.
+func (d *Drawer) key(ctx context.Context, a order.Activity, item stockredis.Item, p orderdb.Pick, no string, fresh bool) (string, error) {
+	if fresh {
+		return order.DrawKey(p.EntryID), nil
+	}
+	legacy := order.LegacyDrawKey(p.EntryID)
+	prior, err := d.Stock.PriorOrders(ctx, item, a.ID, p.UserID, legacy)
+	if err != nil {
+		return "", fmt.Errorf("read the order of entry %s: %w", p.EntryID, err)
+	}
+	if prior.ByKey == no {
+		return legacy, nil
+	}
+	return order.DrawKey(p.EntryID), nil
 }

@@ -151,7 +151,7 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 		a.Items = []order.SaleItem{{ItemID: a.ItemID, SalePrice: a.SalePrice}}
 	}
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		lists := map[int64]order.Money{}
+		lists, othersOf := map[int64]order.Money{}, map[int64][]order.Activity{}
 		for _, item := range lockOrder(a.ItemIDs()) {
 			it, others, err := lockItemSales(tx, item, 0)
 			if err != nil {
@@ -160,15 +160,22 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 				}
 				return err
 			}
-			if g != nil {
-				if err := g.checkLayout(item, a.ItemID, others, row.StockBuckets); err != nil {
-					return fmt.Errorf("item %d: %w", item, err)
-				}
-			}
-			lists[item] = money(it.Price, it.Currency)
+			lists[item], othersOf[item] = money(it.Price, it.Currency), others
 		}
 		if err := priceItems(a.Items, lists); err != nil {
 			return err
+		}
+		if g != nil {
+			for _, item := range lockOrder(a.ItemIDs()) {
+				if err := order.CheckOneOwner(a, item, othersOf[item], g.Now); err != nil {
+					return err
+				}
+			}
+			for _, item := range lockOrder(a.ItemIDs()) {
+				if err := g.checkLayout(item, a.ItemID, othersOf[item], row.StockBuckets); err != nil {
+					return fmt.Errorf("item %d: %w", item, err)
+				}
+			}
 		}
 		a.SalePrice = a.Items[0].SalePrice
 		row.SalePrice, row.Currency = priceColumns(a.SalePrice)
@@ -190,7 +197,7 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 			return nil
 		}
 		return tx.Create(saleItemRows(a)).Error
-	})
+	}, itemSalesTx)
 	if err != nil {
 		return order.Activity{}, wrap("create activity", err)
 	}
@@ -257,7 +264,7 @@ func wrap(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, order.ErrNotFound)
 	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument),
 		errors.Is(err, order.ErrActivityNotActive), errors.Is(err, order.ErrActivityStarted),
-		errors.Is(err, order.ErrSettingLocked):
+		errors.Is(err, order.ErrSettingLocked), errors.Is(err, order.ErrItemInAnotherSale):
 		return fmt.Errorf("%s: %w", op, err)
 	case isTransient(err):
 		return fmt.Errorf("%s: %w: %w", op, order.ErrUnavailable, err)

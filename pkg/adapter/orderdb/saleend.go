@@ -89,7 +89,9 @@ func (ch ActivityChange) sale() order.SaleChange {
 // The result must still be within the range of order.CheckSaleTimes
 // (order.ErrInvalidArgument).
 // Once the sale was warmed up, its bucket count, its items and a later end
-// are order.ErrSettingLocked (checkChange).
+// are order.ErrSettingLocked (checkChange). A window or items that overlap
+// another sale of one of its items are order.ErrItemInAnotherSale
+// (checkOwner).
 func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
@@ -124,6 +126,9 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 		if err := changeDraw(tx, row, ch, starts, ends, now); err != nil {
 			return err
 		}
+		if err := checkOwner(tx, row, ch, starts, ends, now); err != nil {
+			return err
+		}
 		lists, err := checkChange(tx, row, ch)
 		if err != nil {
 			return err
@@ -153,7 +158,7 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 			return nil
 		}
 		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
-	})
+	}, itemSalesTx)
 	if err != nil {
 		return order.Activity{}, wrap("change activity", err)
 	}

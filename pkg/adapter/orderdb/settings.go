@@ -2,6 +2,7 @@ package orderdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,17 +33,27 @@ type KeyGuard struct {
 // CreateSale is CreateActivity refusing, with order.ErrSettingLocked, a
 // sale whose bucket count contradicts the item's live keys: Redis's (g.Live)
 // or those of another sale of the item laid out otherwise whose keys may
-// still live. It holds the item's row locked meanwhile, so two such
-// changes of one item happen one after the other. Nothing is written when
-// it refuses.
+// still live; and, with order.ErrItemInAnotherSale, a sale whose window
+// overlaps another sale of one of its items that is neither cancelled nor
+// over at g.Now (order.CheckOneOwner). It holds the items' rows locked
+// meanwhile (itemSalesTx), so two such changes of one item happen one
+// after the other. Nothing is written when it refuses.
 func (db *DB) CreateSale(ctx context.Context, a order.Activity, g KeyGuard) (order.Activity, error) {
 	return db.createActivity(ctx, a, &g)
 }
 
+// itemSalesTx is how a transaction that calls lockItemSales runs: READ
+// COMMITTED, so the item's sales it reads once it holds the item's row are
+// those every earlier holder committed (under REPEATABLE READ the read
+// would come from a snapshot taken at the transaction's first read, maybe
+// before the lock was granted, and miss a sale committed in between).
+var itemSalesTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
 // lockItemSales locks item's row inside tx (every change of the bucket
-// count or the grouping of the item's sales does, so they happen one at a
-// time) and returns its sales other than except: those whose first item it
-// is and those that list it among their items.
+// count, the grouping, the window or the items of the item's sales does, so
+// they happen one at a time) and returns its sales other than except: those
+// whose first item it is and those that list it among their items. tx runs
+// with itemSalesTx.
 func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, error) {
 	var it itemRow
 	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", item).Take(&it).Error; err != nil {
@@ -122,6 +133,39 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]ord
 		lists[item] = money(it.Price, it.Currency)
 	}
 	return lists, nil
+}
+
+// checkOwner refuses (order.ErrItemInAnotherSale), inside tx with the
+// activity's row locked, a change of its window or items that leaves the
+// sale, from starts to ends, overlapping another sale of one of its items
+// that still owns it at now (order.CheckOneOwner). It locks the items' rows
+// in lockOrder, as a create of a sale of them does, so of two such changes
+// of one item the second sees the first.
+func checkOwner(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, now time.Time) error {
+	if ch.StartsAt == nil && ch.EndsAt == nil && ch.Items == nil {
+		return nil
+	}
+	a, err := withItemsOne(tx, row.activity())
+	if err != nil {
+		return err
+	}
+	a.StartsAt, a.EndsAt = starts, ends
+	if ch.Items != nil {
+		a.Items = ch.Items
+	}
+	for _, item := range lockOrder(a.ItemIDs()) {
+		_, others, err := lockItemSales(tx, item, row.ID)
+		if err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return order.Errorf(order.ErrNotFound, "item %d does not exist", item)
+			}
+			return err
+		}
+		if err := order.CheckOneOwner(a, item, others, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keySettingsChange reports whether ch changes a setting the sale's keys

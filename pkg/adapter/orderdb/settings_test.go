@@ -24,7 +24,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	item := it.ID
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Millisecond) // as MySQL keeps it
 	g := orderdb.KeyGuard{Now: now, KeysUntil: func(a order.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
 	const n = 16
 	var wg sync.WaitGroup
@@ -33,7 +33,9 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = db.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour),
+			// Windows one after the other: one sale owns an item at a time.
+			at := now.Add(time.Duration(i+1) * time.Hour)
+			_, errs[i] = db.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: at, EndsAt: at.Add(time.Hour),
 				PerUserLimit: 1, StockBuckets: 1 + i%2}, g)
 		}()
 	}

@@ -36,7 +36,7 @@ func (e Event) Validate() error {
 		return fmt.Errorf("unknown event version %d", e.Version)
 	case !ValidOrderNo(e.OrderNo):
 		return fmt.Errorf("bad order_no %q", e.OrderNo)
-	case !ValidIdempotencyKey(e.IdempotencyKey):
+	case !ValidEventKey(e.IdempotencyKey):
 		return fmt.Errorf("bad idempotency_key %q", e.IdempotencyKey)
 	case !ValidUserID(e.UserID):
 		return fmt.Errorf("bad user_id %q", e.UserID)

@@ -30,6 +30,7 @@ const (
 	PassWarmup = "warmup"
 	PassCloser = "closer"
 	PassSweep  = "sweep"
+	PassDraw   = "draw"
 )
 
 // NewPasses registers the pass metrics on reg, with a zero series for each
@@ -37,14 +38,14 @@ const (
 func NewPasses(reg prometheus.Registerer) *Passes {
 	m := &Passes{
 		failures: counterVec(reg, "pass", "record_failures_total",
-			"Records (a sale to warm up, an order to close, a reservation to sweep) a periodic pass failed on; each is skipped for its backoff (5 s doubling to 5 min) while the pass goes on with the others.",
+			"Records (a sale to warm up, an order to close, a reservation to sweep, a draw's pick to order) a periodic pass failed on; each is skipped for its backoff (5 s doubling to 5 min) while the pass goes on with the others.",
 			"pass"),
 		skipped: gaugeVec(reg, "pass", "records_skipped",
 			"Records a periodic pass is skipping now, until their backoff after a failure ends (set at the end of each pass).",
 			"pass"),
 		byPass: map[string]passSeries{},
 	}
-	for _, p := range []string{PassWarmup, PassCloser, PassSweep} {
+	for _, p := range []string{PassWarmup, PassCloser, PassSweep, PassDraw} {
 		m.series(p)
 	}
 	return m
