@@ -90,13 +90,13 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "ticket", 5)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	sale := func(starts time.Time) order.Activity {
 		t.Helper()
+		it, err := db.CreateItem(ctx, "ticket", 5) // an item each: one sale owns an item at a time
+		if err != nil {
+			t.Fatal(err)
+		}
 		a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(10 * time.Hour), PerUserLimit: 1})
 		if err != nil {
 			t.Fatal(err)
