@@ -7,10 +7,13 @@
 // the reserve script, keyed by the entry, then Kafka and the consumer's
 // conditional insert.
 //
-// Units reach alternates only through Redis's stock: once every winner's
-// order of a size is reserved, units of it that are free again (a winner's
-// order closed unpaid, cancelled or failed; a restock) go to that size's
-// first alternates, in ranking order, whose quantity fits them.
+// Units reach alternates only through Redis's stock, and only as many as
+// MySQL says came back: once every winner's order of a size is reserved,
+// units of it that are free again in both stores (a winner's order closed
+// unpaid, cancelled or failed; a restock) go to that size's first
+// alternates, in ranking order, whose quantity fits them. An alternate
+// whose order MySQL still fails for stock waits in its place again and is
+// promoted anew, under the same key, when units come back.
 //
 // A pick whose order fails (its reserve refused for another reason than
 // stock, a store that does not answer) is backed off on its own (Picks):
@@ -52,6 +55,9 @@ type DB interface {
 	NumberPick(ctx context.Context, entryID, no string) (string, error)
 	MarkIssued(ctx context.Context, entryID, no string) error
 	Unnumber(ctx context.Context, entryID, no string) error
+	DrawFree(ctx context.Context, activity int64, items []int64) (map[int64]int64, error)
+	ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error)
+	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
 // Stock is Redis as the drawer uses it (*stockredis.Store).
@@ -59,6 +65,7 @@ type Stock interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 }
 
 // Publisher sends create-order events; an error means the event may or may
@@ -231,6 +238,13 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 		return nil
 	}
 	h := newHeld()
+	// An alternate whose order found no stock in MySQL waits in its place
+	// again before anything is promoted.
+	if n, err := d.DB.ReturnFailedAlternates(ctx, id); err != nil {
+		return err
+	} else if n > 0 {
+		d.Log.Warn("alternates whose orders failed wait in their places again", "activity_id", id, "alternates", n)
+	}
 	unissued, err := d.DB.Unissued(ctx, id, batch)
 	if err != nil {
 		return err
@@ -261,9 +275,12 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 	return d.alternates(ctx, a, h, st)
 }
 
-// alternates gives each size's free units, as Redis counts them, to its
-// first alternates in ranking order whose quantity fits; a size that h
-// holds back waits for the next pass.
+// alternates gives each size's free units to its first alternates in
+// ranking order whose quantity fits; a size that h holds back waits for
+// the next pass. The units free are the fewer of what Redis counts (a
+// reserve needs them there) and what MySQL says came back (DrawFree): a
+// Redis stock the heal has not checked yet (restored from a copy taken
+// before orders were made) promotes nobody.
 func (d *Drawer) alternates(ctx context.Context, a order.Activity, h *held, st *Stats) error {
 	items := make([]stockredis.Item, len(a.Items))
 	for i, it := range a.Items {
@@ -273,8 +290,12 @@ func (d *Drawer) alternates(ctx context.Context, a order.Activity, h *held, st *
 	if err != nil {
 		return err
 	}
+	free, err := d.DB.DrawFree(ctx, a.ID, a.ItemIDs())
+	if err != nil {
+		return err
+	}
 	for i, it := range items {
-		left := snaps[i].Stock
+		left := min(snaps[i].Stock, free[it.ID])
 		if !snaps[i].Warmed || h.size(it.ID) {
 			continue
 		}
@@ -380,10 +401,21 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 	if err != nil {
 		return false, err
 	}
-	res, err := d.Stock.Reserve(ctx, stockredis.Reservation{
+	r := stockredis.Reservation{
 		OrderNo: no, UserID: p.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: a.ID, Quantity: p.Quantity,
 		IdempotencyKey: key, At: now, QuotaTTL: quotaTTL, ReservationTTL: reservationTTL, Buckets: a.StockBuckets,
-	})
+	}
+	res, err := d.Stock.Reserve(ctx, r)
+	if err == nil && res.Duplicate && res.OrderNo != no && fresh {
+		// A fresh number: the key names the entry's earlier attempt. Once
+		// MySQL failed that one for good, it frees the key and this
+		// attempt reserves (once: a key that still names another order
+		// is the error below).
+		if err := d.retire(ctx, p, res.OrderNo); err != nil {
+			return false, err
+		}
+		res, err = d.Stock.Reserve(ctx, r)
+	}
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
 		if p.Outcome == draw.Alternate && fresh {
@@ -411,6 +443,31 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		return false, fmt.Errorf("publish the order of entry %s: %w", p.EntryID, err)
 	}
 	return true, d.DB.MarkIssued(ctx, p.EntryID, no)
+}
+
+// retire frees the entry's key from its earlier order prior, which MySQL
+// must hold FAILED (final: it never becomes an order, so its reservation
+// and the key may go, as the sweep releases them), else an error and the
+// pick is tried again later. A release whose answer was lost is repeated
+// by that retry and finds its work done.
+func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error {
+	o, err := d.DB.Order(ctx, prior)
+	if err != nil {
+		return fmt.Errorf("entry %s: read its earlier order %s: %w", p.EntryID, prior, err)
+	}
+	if o.Status != order.Failed || o.UserID != p.UserID {
+		return fmt.Errorf("entry %s: its key names order %s (%s), not failed", p.EntryID, prior, o.Status)
+	}
+	rel, err := d.Stock.Release(ctx, stockredis.OrderRef(o), stockredis.ReleaseOptions{Reason: o.FailureReason,
+		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
+	if err != nil {
+		return fmt.Errorf("entry %s: free its key from order %s: %w", p.EntryID, prior, err)
+	}
+	if !rel.Gone() {
+		return fmt.Errorf("entry %s: its earlier order %s is still %s in Redis", p.EntryID, prior, rel.State)
+	}
+	d.Log.Info("an alternate's failed order retired; promoted again", "entry_id", p.EntryID, "failed_order_no", prior)
+	return nil
 }
 
 // key is the idempotency key pick p's order no is reserved with:

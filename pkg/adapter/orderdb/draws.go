@@ -212,11 +212,14 @@ func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, 
 		Alternate *int
 		OrderNo   *string
 		Issued    *bool
+		// OrderStatus is the status of the order MySQL holds for OrderNo.
+		OrderStatus *string
 	}
 	tx := db.gdb.WithContext(ctx)
 	err := tx.Table("draw_entries").
-		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.alternate, draw_results.order_no, draw_results.issued").
+		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.alternate, draw_results.order_no, draw_results.issued, orders.status AS order_status").
 		Joins("LEFT JOIN draw_results ON draw_results.entry_id = draw_entries.entry_id").
+		Joins("LEFT JOIN orders ON orders.order_no = draw_results.order_no").
 		Where("draw_entries.activity_id = ? AND draw_entries.user_id = ?", activity, user).Take(&row).Error
 	if err != nil {
 		return Entry{}, wrap("read entry", err)
@@ -225,17 +228,25 @@ func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, 
 	if row.DrawRank != nil {
 		e.Rank, e.Outcome = *row.DrawRank, *row.Outcome
 	}
-	if row.OrderNo != nil {
+	e.Issued = row.Issued != nil && *row.Issued
+	switch {
+	case e.Outcome == draw.Alternate && row.OrderStatus != nil && *row.OrderStatus == string(order.Failed):
+		// Its order found no stock: it waits in its place again (the
+		// drawer takes the number back, ReturnFailedAlternates), never a
+		// winner with a failed order.
+		e.Issued = false
+	case row.OrderNo != nil:
 		e.OrderNo = *row.OrderNo
 	}
-	e.Issued = row.Issued != nil && *row.Issued
 	if e.Outcome == draw.Alternate && !e.Issued && row.Alternate != nil {
 		// Its place among the size's alternates less the ones before it
 		// given a number since: a read of those alone (few: as many as
 		// units came back), not of the whole line.
 		var numbered int64
-		err = tx.Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NOT NULL AND draw_rank < ?",
-			activity, e.ItemID, draw.Alternate, e.Rank).Count(&numbered).Error
+		err = tx.Table("draw_results").Joins("LEFT JOIN orders ON orders.order_no = draw_results.order_no").
+			Where("draw_results.activity_id = ? AND draw_results.item_id = ? AND draw_results.outcome = ? AND draw_results.order_no IS NOT NULL AND draw_results.draw_rank < ?",
+				activity, e.ItemID, draw.Alternate, e.Rank).
+			Where("orders.status IS NULL OR orders.status <> ?", string(order.Failed)).Count(&numbered).Error
 		e.AlternatesBefore = int64(*row.Alternate) - 1 - numbered
 	}
 	return e, wrap("read entry", err)
@@ -549,6 +560,48 @@ func (db *DB) Unnumber(ctx context.Context, entryID, no string) error {
 	return wrap("unnumber pick", err)
 }
 
+// DrawFree is, for each of items (the drawn sale's sizes), the units
+// MySQL says are free for its alternates: the size's stock in MySQL less
+// the units of the sale's picks numbered for an order MySQL does not hold
+// yet (reserved in Redis, or on their way through Kafka). Only what MySQL
+// took back counts: a closed, cancelled or refused order, a restock. A
+// Redis stock above it (a Redis restored from a copy taken before orders
+// were made, which the heal has not checked yet) gives alternates
+// nothing. A draw sale takes no order but its picks', so this is every
+// unit of the size not held by an order.
+func (db *DB) DrawFree(ctx context.Context, activity int64, items []int64) (map[int64]int64, error) {
+	var rows []struct {
+		ItemID int64
+		Free   int64
+	}
+	err := db.gdb.WithContext(ctx).Raw(`SELECT s.item_id, s.stock - COALESCE((SELECT SUM(r.quantity) FROM draw_results r
+		WHERE r.activity_id = ? AND r.item_id = s.item_id AND r.order_no IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = r.order_no)), 0) AS free
+		FROM item_stock s WHERE s.item_id IN ?`, activity, nonEmpty(items)).Scan(&rows).Error
+	if err != nil {
+		return nil, wrap("read the draw's free units", err)
+	}
+	free := make(map[int64]int64, len(rows))
+	for _, r := range rows {
+		free[r.ItemID] = r.Free
+	}
+	return free, nil
+}
+
+// ReturnFailedAlternates takes the order number back from every alternate
+// of the sale whose order MySQL recorded FAILED (the consumer found no
+// stock for it: its units were not truly free): it is an alternate
+// waiting in its place again, and is promoted with a new order when units
+// come back. The FAILED order stays, named by the entry's key
+// (order.DrawKey), a retired attempt. One statement, so a retry after a
+// lost answer finds nothing more to do. It returns how many it took back.
+func (db *DB) ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error) {
+	res := db.gdb.WithContext(ctx).Exec(`UPDATE draw_results r JOIN orders o ON o.order_no = r.order_no
+		SET r.order_no = NULL, r.issued = 0
+		WHERE r.activity_id = ? AND r.outcome = ? AND o.status = ?`, activity, draw.Alternate, string(order.Failed))
+	return res.RowsAffected, wrap("return failed alternates", res.Error)
+}
+
 // DrawSales lists the draw sales that end after endsAfter, or the ones
 // of ids among them when ids is not nil.
 func (db *DB) DrawSales(ctx context.Context, endsAfter time.Time, ids []int64) ([]int64, error) {
@@ -567,8 +620,9 @@ type DrawAudit struct {
 	// Numbered picks have an order number; Issued ones had their event
 	// reach Kafka; Promoted are alternates given units after the draw.
 	Numbered, Issued, Promoted int64
-	// Stray are orders of the sale no pick names: none may exist (a draw
-	// sale takes no order but its picks').
+	// Stray are orders of the sale no pick names (but a pick's retired
+	// attempts, FAILED): none may exist (a draw sale takes no order but its
+	// picks').
 	Stray int64
 	// Missing are issued picks whose order MySQL does not have (yet: an
 	// order still on its way counts until the pipeline drains).
@@ -586,7 +640,11 @@ func (db *DB) DrawAudit(ctx context.Context, activity int64) (DrawAudit, error) 
 	if err != nil {
 		return a, wrap("audit draw", err)
 	}
+	// A FAILED order keyed by one of the sale's entries is a retired
+	// attempt of that entry's (ReturnFailedAlternates took its number back).
 	err = g.Raw(`SELECT COUNT(*) FROM orders o WHERE o.activity_id = ?
-		AND NOT EXISTS (SELECT 1 FROM draw_results r WHERE r.order_no = o.order_no)`, activity).Scan(&a.Stray).Error
+		AND NOT EXISTS (SELECT 1 FROM draw_results r WHERE r.order_no = o.order_no)
+		AND NOT (o.status = ? AND EXISTS (SELECT 1 FROM draw_results r WHERE r.activity_id = o.activity_id
+			AND o.idempotency_key = CONCAT(?, r.entry_id)))`, activity, string(order.Failed), order.DrawKey("")).Scan(&a.Stray).Error
 	return a, wrap("audit draw", err)
 }
