@@ -574,10 +574,12 @@ func (db *DB) DrawFree(ctx context.Context, activity int64, items []int64) (map[
 		ItemID int64
 		Free   int64
 	}
+	// The outcomes named so that idx_draw_results_size reads only the
+	// numbered picks of each size, not the whole ranking.
 	err := db.gdb.WithContext(ctx).Raw(`SELECT s.item_id, s.stock - COALESCE((SELECT SUM(r.quantity) FROM draw_results r
-		WHERE r.activity_id = ? AND r.item_id = s.item_id AND r.order_no IS NOT NULL
+		WHERE r.activity_id = ? AND r.item_id = s.item_id AND r.outcome IN ? AND r.order_no IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = r.order_no)), 0) AS free
-		FROM item_stock s WHERE s.item_id IN ?`, activity, nonEmpty(items)).Scan(&rows).Error
+		FROM item_stock s WHERE s.item_id IN ?`, activity, []string{draw.Won, draw.Alternate}, nonEmpty(items)).Scan(&rows).Error
 	if err != nil {
 		return nil, wrap("read the draw's free units", err)
 	}
@@ -593,13 +595,32 @@ func (db *DB) DrawFree(ctx context.Context, activity int64, items []int64) (map[
 // stock for it: its units were not truly free): it is an alternate
 // waiting in its place again, and is promoted with a new order when units
 // come back. The FAILED order stays, named by the entry's key
-// (order.DrawKey), a retired attempt. One statement, so a retry after a
+// (order.DrawKey), a retired attempt. It finds them with a read that locks
+// nothing (the drawer runs it every pass), then takes each number back
+// only while the entry still has it; FAILED is final, so a retry after a
 // lost answer finds nothing more to do. It returns how many it took back.
 func (db *DB) ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error) {
-	res := db.gdb.WithContext(ctx).Exec(`UPDATE draw_results r JOIN orders o ON o.order_no = r.order_no
-		SET r.order_no = NULL, r.issued = 0
-		WHERE r.activity_id = ? AND r.outcome = ? AND o.status = ?`, activity, draw.Alternate, string(order.Failed))
-	return res.RowsAffected, wrap("return failed alternates", res.Error)
+	g := db.gdb.WithContext(ctx)
+	var failed []struct {
+		EntryID string
+		OrderNo string
+	}
+	err := g.Raw(`SELECT r.entry_id, r.order_no FROM draw_results r JOIN orders o ON o.order_no = r.order_no
+		WHERE r.activity_id = ? AND r.outcome = ? AND r.order_no IS NOT NULL AND o.status = ?`,
+		activity, draw.Alternate, string(order.Failed)).Scan(&failed).Error
+	if err != nil {
+		return 0, wrap("return failed alternates", err)
+	}
+	var n int64
+	for _, f := range failed {
+		res := g.Model(&resultRow{}).Where("entry_id = ? AND order_no = ?", f.EntryID, f.OrderNo).
+			UpdateColumns(map[string]any{"order_no": nil, "issued": false})
+		if res.Error != nil {
+			return n, wrap("return failed alternates", res.Error)
+		}
+		n += res.RowsAffected
+	}
+	return n, nil
 }
 
 // DrawSales lists the draw sales that end after endsAfter, or the ones
