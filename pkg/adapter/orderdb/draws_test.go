@@ -512,3 +512,36 @@ func TestMigrationGivesOldDrawsTheirCommitment(t *testing.T) {
 		t.Fatal("the seed of an old draw changed after the migration")
 	}
 }
+
+// A draw row inserted without its commitment, as a program of the version
+// before 0015 does during a rolling upgrade, is taken and gets the SHA-256
+// of its seed (0016): the sale reads back, and publishes, the commitment to
+// its seed like any other; the commitment then stays fixed.
+func TestDrawInsertedWithoutCommitmentGetsItsSeeds(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	it, err := db.CreateItem(ctx, "sneaker", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := draw.NewSeed()
+	g := db.Gorm().WithContext(ctx)
+	if err := g.Exec("INSERT INTO activity_draws (activity_id, entries_close_at, seed) VALUES (?, ?, ?)",
+		a.ID, now.Add(30*time.Minute), seed[:]).Error; err != nil {
+		t.Fatalf("the previous version's insert of a draw: %v", err)
+	}
+	want := draw.Seed(seed).Commitment()
+	got, err := db.Activity(ctx, a.ID)
+	if err != nil || got.Draw.Commitment != want {
+		t.Fatalf("the draw's commitment %q (%v), want the seed's %s", got.Draw.Commitment, err, want)
+	}
+	if err := g.Exec("UPDATE activity_draws SET commitment = SHA2('another', 256) WHERE activity_id = ?", a.ID).Error; err == nil {
+		t.Fatal("the commitment filled in changed afterwards")
+	}
+}
