@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // drawOfTwo makes a draw of one size of 2 units with 4 entrants (users
@@ -117,9 +118,26 @@ func TestDrawPromotesOnlyUnitsMySQLTookBack(t *testing.T) {
 // unit then leaves MySQL (by hand, as a second store's drift would); the
 // next drawer publishes the order and the consumer fails it OUT_OF_STOCK.
 // A restock brings a unit back: the first alternate, not the second, gets
-// it, with a new order, CREATED.
+// it, with a new order, CREATED. In "retire's answer lost" the drawer had
+// already numbered the alternate anew when the release that frees its key
+// from the failed order went unanswered (the pick left numbered, the key
+// still naming the failed order): the next pass retires that order and
+// reserves the new number all the same.
 func TestDrawAlternateWhoseOrderFailedKeepsItsPlace(t *testing.T) {
 	t.Parallel()
+	for _, lostRetire := range []bool{false, true} {
+		name := "promoted again"
+		if lostRetire {
+			name = "retire's answer lost"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			alternateWhoseOrderFailed(t, lostRetire)
+		})
+	}
+}
+
+func alternateWhoseOrderFailed(t *testing.T, lostRetire bool) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
 	fast := []string{"SECKILL_DRAW_EVERY=200ms"}
@@ -166,6 +184,17 @@ func TestDrawAlternateWhoseOrderFailedKeepsItsPlace(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	if lostRetire {
+		var entry string
+		p.DB.Gorm().Raw("SELECT entry_id FROM draw_results WHERE activity_id = ? AND user_id = ?", s.ActivityID, strconv.FormatInt(first, 10)).Scan(&entry)
+		waittest.Until(t, 30*time.Second, "the drawer to take the failed order's number back", func() bool {
+			return p.Count("SELECT COUNT(*) FROM draw_results WHERE entry_id = ? AND order_no IS NULL", entry) == 1
+		})
+		fresh := order.NewNumberGenerator().NextFor(s.ItemID, strconv.FormatInt(first, 10))
+		if no, err := p.DB.NumberPick(context.Background(), entry, fresh); err != nil || no != fresh {
+			t.Fatalf("number the alternate anew: %s %v", no, err)
+		}
+	}
 	if r := restock(t, api, size, "back-1", 1); r.Code != 200 && r.Code != 201 {
 		t.Fatalf("restock: %+v", r)
 	}

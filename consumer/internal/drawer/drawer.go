@@ -406,11 +406,14 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		IdempotencyKey: key, At: now, QuotaTTL: quotaTTL, ReservationTTL: reservationTTL, Buckets: a.StockBuckets,
 	}
 	res, err := d.Stock.Reserve(ctx, r)
-	if err == nil && res.Duplicate && res.OrderNo != no && fresh {
-		// A fresh number: the key names the entry's earlier attempt. Once
-		// MySQL failed that one for good, it frees the key and this
-		// attempt reserves (once: a key that still names another order
-		// is the error below).
+	if err == nil && res.Duplicate && res.OrderNo != no && (fresh || p.Outcome == draw.Alternate) {
+		// The key names the entry's earlier attempt: a number of an
+		// alternate's is new after a failed order (ReturnFailedAlternates),
+		// or fresh, and a reserve of it sets the key to it; so no reserve
+		// of no ran since the key was set, a retire whose answer was lost
+		// included. Once MySQL failed that attempt for good, it frees the
+		// key and this attempt reserves (once: a key that still names
+		// another order is the error below).
 		if err := d.retire(ctx, p, res.OrderNo); err != nil {
 			return false, err
 		}
