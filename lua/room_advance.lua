@@ -15,7 +15,9 @@
 -- KEYS[7] held    the units the admissions in adm hold (sum of grants)
 -- KEYS[8] next    the last position admitted
 -- KEYS[9] tick    hash: at (ms) and tokens, the rate's bucket
--- KEYS[10..] the stock key of each item of the sale
+-- KEYS[10] gen    the room's generation (see room_join): without it the
+--                 script answers {-1} and touches nothing
+-- KEYS[11..] the stock key of each item of the sale
 -- ARGV[1] now (ms)
 -- ARGV[2] the sale's start (ms)
 -- ARGV[3] admissions per second
@@ -24,17 +26,22 @@
 -- ARGV[6] the room's keys' lifetime (ms)
 -- ARGV[7] the most positions this run admits
 --
--- Returns {started, joined, E, next, held, left, admitted}: left is -1
--- while an item is not warmed; before the start only joined is set (the
--- early joiners so far).
+-- Returns {started, joined, E, next, held, left, admitted, gen}, or {-1}
+-- when the room has no generation: left is -1 while an item is not
+-- warmed; before the start only joined (the early joiners so far) and gen
+-- are set.
 local early, late, seq, frozen, adm = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local held_key, next_key, tick = KEYS[7], KEYS[8], KEYS[9]
 local now, starts = tonumber(ARGV[1]), tonumber(ARGV[2])
 local rate, life, grant_max, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local cap = tonumber(ARGV[7])
 
+local gen = redis.call('GET', KEYS[10])
+if not gen then return {-1} end
+gen = tonumber(gen)
+
 if now < starts and not redis.call('GET', frozen) then
-  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0}
+  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen}
 end
 local e = redis.call('GET', frozen)
 if not e then
@@ -57,7 +64,7 @@ if #gone > 0 then redis.call('ZREMRANGEBYSCORE', adm, '-inf', cut) end
 if held < 0 then held = 0 end
 
 local left = 0
-for k = 10, #KEYS do
+for k = 11, #KEYS do
   local s = redis.call('GET', KEYS[k])
   if not s then
     left = -1
@@ -97,4 +104,4 @@ redis.call('SET', next_key, nxt, 'PX', ttl)
 redis.call('HSET', tick, 'at', at, 'tokens', tostring(tokens))
 redis.call('PEXPIRE', tick, ttl)
 redis.call('PEXPIRE', adm, ttl)
-return {1, joined, e, nxt, held, left, admitted}
+return {1, joined, e, nxt, held, left, admitted, gen}

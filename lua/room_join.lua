@@ -16,6 +16,10 @@
 --                 admissions not yet used
 -- KEYS[6] used    hash: user -> the score their admission had when an
 --                 order used it
+-- KEYS[7] gen     the room's generation (activity_rooms.gen), set last by
+--                 the room's build from MySQL (stockredis.BuildRoom): a
+--                 room without it was never built or was lost, and the
+--                 script answers {-1} and touches nothing
 -- ARGV[1] user id
 -- ARGV[2] rank (an integer below 2^53)
 -- ARGV[3] now (ms)
@@ -23,14 +27,21 @@
 -- ARGV[5] the room's keys' lifetime (ms)
 -- ARGV[6] 'join' or 'look' (look never adds the buyer)
 --
--- Returns {joined, position, E, admission, used, count}: joined 0 when the
--- buyer is not in the room (look only); position -1 before the freeze;
+-- Returns {joined, position, E, admission, used, count, gen}, or {-1} when
+-- the room has no generation: joined 0 when the buyer is not in the room
+-- (look only), 1 when they were, 2 when this call added them (their join
+-- is to be recorded in MySQL before it is answered); position -1 before
+-- the freeze;
 -- admission the buyer's unused admission's score or -1; used the score of
 -- the admission an order used, or -1; count, for a buyer not in the room,
 -- how many are (as room_advance counts them: the early joiners so far
 -- before the freeze, E + the sequence after), else -1.
 local early, late, seq, frozen, adm, used = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local user, now, starts, ttl = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+
+local gen = redis.call('GET', KEYS[7])
+if not gen then return {-1} end
+gen = tonumber(gen)
 
 local e = redis.call('GET', frozen)
 if not e and now >= starts then
@@ -47,25 +58,25 @@ if redis.call('ZSCORE', early, user) then
   local pos = -1
   if e >= 0 then pos = redis.call('ZRANK', early, user) + 1 end
   local a, u = scores()
-  return {1, pos, e, a, u, -1}
+  return {1, pos, e, a, u, -1, gen}
 end
 local s = redis.call('ZSCORE', late, user)
 if s then
   local a, u = scores()
-  return {1, e + tonumber(s), e, a, u, -1}
+  return {1, e + tonumber(s), e, a, u, -1, gen}
 end
 if ARGV[6] ~= 'join' then
   local count = redis.call('ZCARD', early)
   if e >= 0 then count = e + tonumber(redis.call('GET', seq) or 0) end
-  return {0, -1, e, -1, -1, count}
+  return {0, -1, e, -1, -1, count, gen}
 end
 if e < 0 then
   redis.call('ZADD', early, ARGV[2], user)
   redis.call('PEXPIRE', early, ttl)
-  return {1, -1, -1, -1, -1, -1}
+  return {2, -1, -1, -1, -1, -1, gen}
 end
 local n = redis.call('INCR', seq)
 redis.call('ZADD', late, n, user)
 redis.call('PEXPIRE', seq, ttl)
 redis.call('PEXPIRE', late, ttl)
-return {1, e + n, e, -1, -1, -1}
+return {2, e + n, e, -1, -1, -1, gen}

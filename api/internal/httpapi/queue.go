@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
+	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
 // QueueState is where a buyer stands in a sale's waiting room.
@@ -62,9 +63,14 @@ const roomPollTTL = time.Second
 // it a poll reads Redis.
 const maxPlaces = 1 << 20
 
-// rooms is this instance's view of the rooms it is asked about.
+// rooms is this instance's view of the rooms it is asked about. Every
+// memory it keeps of a room belongs to one generation of it (a room Redis
+// lost is rebuilt under the next, waitingroom): a state read with another
+// generation drops the rest, so no answer from memory outlives the room
+// it came from by more than roomPollTTL.
 type rooms struct {
 	stock intake.Stock
+	svc   *waitingroom.Service
 	m     sync.Map // activity id -> *roomView
 }
 
@@ -80,6 +86,9 @@ type roomView struct {
 	// advances counts the advances started; stFrom is the one st came
 	// from (an absence is known only from a state read after its look).
 	advances, stFrom uint64
+	// gen is the room's generation the places, absences and early
+	// positions below were read in.
+	gen int64
 	// absent are buyers a look found not in the room, with how many were
 	// in it then (Place.Count) and the advances started by then.
 	absent map[string]absence
@@ -90,6 +99,19 @@ type roomView struct {
 	// read under way ends.
 	early        map[string]int64
 	earlyLoading chan struct{}
+}
+
+// setState records st, read from the advance started as the from-th, and
+// forgets what this instance remembered of another generation of the
+// room. v.mu is held.
+func (v *roomView) setState(st stockredis.RoomState, err error, at time.Time, from uint64) {
+	v.st, v.err, v.at, v.stFrom = st, err, at, from
+	if err == nil && st.Gen != v.gen {
+		v.gen = st.Gen
+		v.places = map[string]cachedPlace{}
+		v.absent = map[string]absence{}
+		v.early = nil
+	}
 }
 
 // absence is a look that found a buyer not in the room: count buyers were
@@ -134,10 +156,11 @@ func (rs *rooms) state(ctx context.Context, id int64, room func() stockredis.Roo
 		v.mu.Unlock()
 		// Its own context: one poll giving up does not fail the others.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		st, err := rs.stock.AdvanceRoom(actx, room(), now)
+		st, err := rs.svc.Advance(actx, room(), now)
 		cancel()
 		v.mu.Lock()
-		v.st, v.err, v.at, v.loading, v.stFrom = st, err, now, nil, from
+		v.setState(st, err, now, from)
+		v.loading = nil
 		close(wait)
 		v.mu.Unlock()
 	} else {
@@ -160,11 +183,12 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 	v := rs.view(id)
 	v.mu.Lock()
 	c, ok := v.places[user]
+	ok = ok && c.p.Gen == st.Gen
 	v.mu.Unlock()
 	if st.Started && (!ok || c.p.Position == 0) {
 		// An early joiner's position, from the frozen early set.
 		if pos, found := rs.earlyPosition(ctx, v, room, st, user); found {
-			c, ok = cachedPlace{p: stockredis.Place{Joined: true, Position: pos}}, true
+			c, ok = cachedPlace{p: stockredis.Place{Joined: true, Position: pos, Gen: st.Gen, Early: st.Early}}, true
 			v.keep(user, c)
 		}
 	}
@@ -172,23 +196,23 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!admitted || c.afterAdmit) {
 		return c.p, nil
 	}
-	if !ok && !join && v.stillAbsent(user) {
+	if !ok && !join && v.stillAbsent(user, st.Gen) {
 		return stockredis.Place{}, nil
 	}
 	var p stockredis.Place
 	var err error
 	if join {
-		p, err = rs.stock.JoinRoom(ctx, room(), user, rank(), now)
+		p, err = rs.svc.Join(ctx, room(), user, rank(), now)
 	} else {
-		p, err = rs.stock.LookRoom(ctx, room(), user, now)
+		p, err = rs.svc.Look(ctx, room(), user, now)
 		if err == nil && !p.Joined {
-			v.rememberAbsent(user, p.Count)
+			v.rememberAbsent(user, p.Count, p.Gen)
 		}
 	}
 	if err != nil {
 		return p, err
 	}
-	if p.Joined {
+	if p.Joined && p.Gen == st.Gen {
 		v.keep(user, cachedPlace{p: p, afterAdmit: p.Position > 0 && p.Position <= st.Next})
 	}
 	return p, nil
@@ -201,28 +225,35 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 // then costs no Redis call; one who joined on another instance since the
 // last advance started (at most about roomPollTTL ago) is told to join,
 // which answers their place.
-func (v *roomView) stillAbsent(user string) bool {
+func (v *roomView) stillAbsent(user string, gen int64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	a, ok := v.absent[user]
-	return ok && v.err == nil && v.stFrom > a.advances && v.st.Joined == a.count
+	return ok && v.err == nil && v.gen == gen && v.stFrom > a.advances && v.st.Joined == a.count
 }
 
 // rememberAbsent remembers that a look that has just answered found user
 // not in the room of count buyers (up to maxPlaces buyers): only an
 // advance started from now on ran after it in Redis.
-func (v *roomView) rememberAbsent(user string, count int64) {
+func (v *roomView) rememberAbsent(user string, count, gen int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if gen != v.gen {
+		return
+	}
 	if _, ok := v.absent[user]; ok || len(v.absent) < maxPlaces {
 		v.absent[user] = absence{count: count, advances: v.advances}
 	}
 }
 
-// keep remembers user's place, up to maxPlaces buyers.
+// keep remembers user's place, up to maxPlaces buyers, when it is of the
+// generation the view holds.
 func (v *roomView) keep(user string, c cachedPlace) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if c.p.Gen != v.gen {
+		return
+	}
 	delete(v.absent, user)
 	if len(v.places) < maxPlaces {
 		v.places[user] = c
@@ -235,7 +266,7 @@ func (v *roomView) keep(user string, c cachedPlace) {
 // the user's place alone).
 func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, room func() stockredis.Room, st stockredis.RoomState, user string) (int64, bool) {
 	v.mu.Lock()
-	if v.early == nil && v.earlyLoading == nil && st.Early > 0 {
+	if v.early == nil && v.earlyLoading == nil && st.Early > 0 && st.Gen == v.gen {
 		wait := make(chan struct{})
 		v.earlyLoading = wait
 		v.mu.Unlock()
@@ -243,7 +274,9 @@ func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, room func() sto
 		early, err := rs.stock.EarlyPositions(lctx, room(), st.Early)
 		cancel()
 		v.mu.Lock()
-		if err == nil {
+		// Kept only if the room is still of the generation it was read
+		// in (a rebuild meanwhile drops it with the rest).
+		if err == nil && st.Gen == v.gen {
 			v.early = early
 		}
 		v.earlyLoading = nil
@@ -260,6 +293,9 @@ func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, room func() sto
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if st.Gen != v.gen {
+		return 0, false
+	}
 	pos, ok := v.early[user]
 	return pos, ok
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
 const (
@@ -78,6 +79,9 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
 	s.rooms = &rooms{stock: svc.Stock}
+	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
+		s.rooms.svc = waitingroom.New(st, db, log, now)
+	}
 	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {
 		o(s)

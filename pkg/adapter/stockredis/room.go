@@ -3,6 +3,8 @@ package stockredis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,11 +39,20 @@ func (k Keys) room(activity int64, part string) string {
 	return k.group() + "room:" + strconv.FormatInt(activity, 10) + ":" + part
 }
 
+// roomParts name the room's keys in the order the scripts take them.
+var roomParts = []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick", "gen"}
+
+// ErrRoomLost is the room scripts' answer when the room has no generation
+// in Redis: it was never built, or Redis lost it (emptied, restarted
+// empty), or a build is under way. Nothing was read or written; the room
+// is to be built from MySQL (BuildRoom) and the call made again.
+var ErrRoomLost = errors.New("the waiting room is not in Redis")
+
 // roomKeys are the room's keys in the order the scripts take them.
 func (s *Store) roomKeys(r Room) []string {
 	k := s.Keys(r.Items[0])
-	keys := make([]string, 0, 9+len(r.Items))
-	for _, part := range []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick"} {
+	keys := make([]string, 0, len(roomParts)+len(r.Items))
+	for _, part := range roomParts {
 		keys = append(keys, k.room(r.ActivityID, part))
 	}
 	for _, it := range r.Items {
@@ -58,6 +69,13 @@ func (r Room) keysTTL(now time.Time) int64 {
 type Place struct {
 	// Joined is false for a buyer who did not join (a look only).
 	Joined bool
+	// Added is true when this call put the buyer in the room: their join
+	// is to be recorded before it is answered.
+	Added bool
+	// Gen is the room's generation the place belongs to; Early the early
+	// joiners' count once the room froze (a late joiner's number in the
+	// generation is Position - Early).
+	Gen, Early int64
 	// Position is the buyer's place in line from 1; 0 before the room
 	// froze at the start (an early joiner's position is not known yet).
 	Position int64
@@ -96,7 +114,8 @@ func (s *Store) LookRoom(ctx context.Context, r Room, user string, now time.Time
 }
 
 func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64, now time.Time, mode string) (Place, error) {
-	keys := s.roomKeys(r)[:6]
+	all := s.roomKeys(r)
+	keys := append(all[:6:6], all[9])
 	var v []int64
 	var err error
 	for range roomAttempts {
@@ -109,10 +128,13 @@ func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64,
 	if err != nil {
 		return Place{}, unavailable("room "+mode, err)
 	}
-	if len(v) != 6 {
+	if len(v) == 1 && v[0] == -1 {
+		return Place{}, ErrRoomLost
+	}
+	if len(v) != 7 {
 		return Place{}, unavailable("room "+mode, errors.New("unexpected answer"))
 	}
-	p := Place{Joined: v[0] == 1, Position: max(v[1], 0), Count: max(v[5], 0)}
+	p := Place{Joined: v[0] >= 1, Added: v[0] == 2, Position: max(v[1], 0), Count: max(v[5], 0), Gen: v[6], Early: max(v[2], 0)}
 	if v[3] >= 0 {
 		p.Admission, p.Grant = time.UnixMilli(v[3]/grantScale).UTC(), int(v[3]%grantScale)
 	}
@@ -138,6 +160,9 @@ type RoomState struct {
 	Held, Left int64
 	// Admitted is how many positions this run let in.
 	Admitted int64
+	// Gen is the room's generation: a state of another generation than a
+	// place remembered says the room was rebuilt since.
+	Gen int64
 }
 
 // SoldOut reports whether no unit is left and none is held: no waiter can
@@ -159,10 +184,14 @@ func (s *Store) AdvanceRoom(ctx context.Context, r Room, now time.Time) (RoomSta
 	if err != nil {
 		return RoomState{}, unavailable("room advance", err)
 	}
-	if len(v) != 7 {
+	if len(v) == 1 && v[0] == -1 {
+		return RoomState{}, ErrRoomLost
+	}
+	if len(v) != 8 {
 		return RoomState{}, unavailable("room advance", errors.New("unexpected answer"))
 	}
-	return RoomState{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6]}, nil
+	return RoomState{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6],
+		Gen: v[7]}, nil
 }
 
 // earlyChunk is how many early joiners one ZRANGE of EarlyPositions reads.
@@ -189,4 +218,100 @@ func (s *Store) EarlyPositions(ctx context.Context, r Room, early int64) (map[st
 		}
 	}
 	return out, nil
+}
+
+// RoomImage is a room as its record in MySQL rebuilds it.
+type RoomImage struct {
+	// Gen is the generation the built room has.
+	Gen int64
+	// Early are the buyers who joined before the start with their ranks
+	// (room.Rank), Late those who joined after it, in the order they did.
+	Early []RankedJoin
+	Late  []string
+	// Frozen is set when the room is built from its start on: the early
+	// joiners then hold positions 1..len(Early).
+	Frozen bool
+	// Next is the last position taken as admitted: the leading positions
+	// whose buyers' turn is done.
+	Next int64
+}
+
+// RankedJoin is an early joiner and their rank.
+type RankedJoin struct {
+	UserID string
+	Rank   uint64
+}
+
+var roomBuildScript = redis.NewScript(lua.Source("room_build"))
+
+// roomBuildChunk is how many members one add of a build writes.
+const roomBuildChunk = 2000
+
+// BeginRoomBuild starts a build of r's room under token: the room loses its
+// generation and keys, so every join, look and advance answers ErrRoomLost
+// until FinishRoomBuild with the same token (or another build) commits.
+// A lost answer is resolved by calling it again.
+func (s *Store) BeginRoomBuild(ctx context.Context, r Room, token string, life time.Duration) error {
+	if err := roomBuildScript.Run(ctx, s.rdb, s.roomBuildKeys(r), "begin", token, life.Milliseconds()).Err(); err != nil {
+		return unavailable("room build", err)
+	}
+	return nil
+}
+
+// FinishRoomBuild writes img as r's room under token and gives it its
+// generation last. It answers ErrRoomLost when another build began since
+// (this one then wrote nothing more). Every step may run again after a
+// lost answer: it writes the same members and values.
+func (s *Store) FinishRoomBuild(ctx context.Context, r Room, token string, img RoomImage, now time.Time) error {
+	keys := s.roomBuildKeys(r)
+	run := func(args ...any) error {
+		ok, err := roomBuildScript.Run(ctx, s.rdb, keys, args...).Int64()
+		if err != nil {
+			return unavailable("room build", err)
+		}
+		if ok != 1 {
+			return fmt.Errorf("%w: another build of the room began", ErrRoomLost)
+		}
+		return nil
+	}
+	for chunk := range slices.Chunk(img.Early, roomBuildChunk) {
+		args := []any{"add", token, "early"}
+		for _, j := range chunk {
+			args = append(args, j.Rank, j.UserID)
+		}
+		if err := run(args...); err != nil {
+			return err
+		}
+	}
+	for from := 0; from < len(img.Late); from += roomBuildChunk {
+		args := []any{"add", token, "late"}
+		for i, u := range img.Late[from:min(from+roomBuildChunk, len(img.Late))] {
+			args = append(args, from+i+1, u)
+		}
+		if err := run(args...); err != nil {
+			return err
+		}
+	}
+	frozen := -1
+	if img.Frozen {
+		frozen = len(img.Early)
+	}
+	return run("commit", token, img.Gen, len(img.Late), frozen, img.Next, now.UnixMilli(), r.keysTTL(now))
+}
+
+func (s *Store) roomBuildKeys(r Room) []string {
+	keys := s.roomKeys(r)[:len(roomParts)]
+	return append(keys, s.Keys(r.Items[0]).room(r.ActivityID, "building"))
+}
+
+// RoomGen returns r's room's generation in Redis, false when it has none.
+func (s *Store) RoomGen(ctx context.Context, r Room) (int64, bool, error) {
+	g, err := s.rdb.Get(ctx, s.roomKeys(r)[9]).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, unavailable("room generation", err)
+	}
+	return g, true, nil
 }

@@ -27,6 +27,19 @@ func newRoom(admit, grantMax int) stockredis.Room {
 		Settings: order.WaitingRoom{AdmitPerSecond: admit, AdmissionTTL: 2 * time.Minute}, KeysUntil: roomStart.Add(time.Hour)}
 }
 
+// buildRoom writes img as r's room at now (a room never built answers
+// stockredis.ErrRoomLost).
+func buildRoom(t *testing.T, s *stockredis.Store, r stockredis.Room, img stockredis.RoomImage, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.BeginRoomBuild(ctx, r, "t", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRoomBuild(ctx, r, "t", img, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func join(t *testing.T, s *stockredis.Store, r stockredis.Room, seed room.Seed, user string, at time.Time) stockredis.Place {
 	t.Helper()
 	p, err := s.JoinRoom(context.Background(), r, user, room.Rank(seed, user), at)
@@ -71,6 +84,7 @@ func spearman(a, b []int64) float64 {
 func TestRoomFairOrder(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		r, seed := newRoom(100, 1), room.NewSeed()
+		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		const n = 2000
 		users := make([]string, n)
 		for i := range users {
@@ -177,6 +191,7 @@ func joinEarly(t *testing.T, s *stockredis.Store, r stockredis.Room, n int) []st
 func TestRoomAdmitsWhatTheStockAllows(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, _ bool) {
 		r := newRoom(4, 2) // 4 a second, up to 2 units an admission
+		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		byPos := joinEarly(t, s, r, 30)
 		if st := advance(t, s, r, roomStart.Add(5*time.Second)); st.Left != -1 || st.Admitted != 0 {
 			t.Fatalf("before the warm-up: %+v, want nobody admitted and left -1", st)
@@ -244,6 +259,7 @@ func TestRoomLostAnswers(t *testing.T) {
 	forBoth(t, func(t *testing.T, l lossy) {
 		r := newRoom(100, 1)
 		r.Items = []stockredis.Item{stockredis.One(item)}
+		buildRoom(t, l.direct, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		seed := room.NewSeed()
 		l.LoseNext("room_join")
 		p, err := l.via.JoinRoom(context.Background(), r, "u1", room.Rank(seed, "u1"), roomStart.Add(time.Second))
@@ -295,6 +311,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		// may send it again on its own; either way it gives them all.
 		early := r
 		early.ActivityID = 8
+		buildRoom(t, l.direct, early, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		for _, u := range []string{"e1", "e2", "e3"} {
 			join(t, l.direct, early, seed, u, roomStart.Add(-time.Minute))
 		}
@@ -327,6 +344,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		ctx := context.Background()
 		r := newRoom(100, 2)
+		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		byPos := joinEarly(t, s, r, 10)
 		warmSizes(t, s, 3, 0, 4)
 		at := roomStart.Add(time.Second)
@@ -388,6 +406,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		ctx := context.Background()
 		r := newRoom(400, 2)
+		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		byPos := joinEarly(t, s, r, 300)
 		warmSizes(t, s, 20, 15, 25)
 		admitted := map[string]bool{}
@@ -449,5 +468,57 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 			t.Fatalf("at the end: %+v with %d units in %d orders, want the 60 units sold and nothing held", st, units, len(orders))
 		}
 		t.Logf("%d admitted, %d orders hold the 60 units", len(admitted), len(orders))
+	})
+}
+
+// A room without its generation answers ErrRoomLost to a join, a look and
+// an advance and writes nothing; a build gives back its joiners (early by
+// rank, late in order, positions after the admitted ones) under the
+// generation it names, and a build that stalled while a later one began
+// writes nothing over it.
+func TestRoomBuild(t *testing.T) {
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
+		ctx := context.Background()
+		r, seed := newRoom(100, 1), room.NewSeed()
+		at := roomStart.Add(time.Second)
+		if _, err := s.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, stockredis.ErrRoomLost) {
+			t.Fatalf("join of a room never built: %v, want ErrRoomLost", err)
+		}
+		if _, err := s.AdvanceRoom(ctx, r, at); !errors.Is(err, stockredis.ErrRoomLost) {
+			t.Fatalf("advance of a room never built: %v, want ErrRoomLost", err)
+		}
+		if _, ok, err := s.RoomGen(ctx, r); ok || err != nil {
+			t.Fatalf("generation of a room never built: %v %v", ok, err)
+		}
+		early := []stockredis.RankedJoin{{UserID: "e1", Rank: room.Rank(seed, "e1")}, {UserID: "e2", Rank: room.Rank(seed, "e2")}}
+		slices.SortFunc(early, func(a, b stockredis.RankedJoin) int { return cmp.Compare(a.Rank, b.Rank) })
+		img := stockredis.RoomImage{Gen: 3, Early: early, Late: []string{"l1", "l2"}, Frozen: true, Next: 1}
+		// A stalled build: a later one began, so its writes go nowhere.
+		if err := s.BeginRoomBuild(ctx, r, "old", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		buildRoom(t, s, r, img, at)
+		if err := s.FinishRoomBuild(ctx, r, "old", stockredis.RoomImage{Gen: 9, Late: []string{"intruder"}}, at); !errors.Is(err, stockredis.ErrRoomLost) {
+			t.Fatalf("the stalled build's finish: %v, want ErrRoomLost", err)
+		}
+		if g, ok, err := s.RoomGen(ctx, r); g != 3 || !ok || err != nil {
+			t.Fatalf("generation %d %v %v, want 3", g, ok, err)
+		}
+		want := map[string]int64{early[0].UserID: 1, early[1].UserID: 2, "l1": 3, "l2": 4}
+		for u, pos := range want {
+			if p := look(t, s, r, u, at); !p.Joined || p.Position != pos || p.Gen != 3 || p.Added {
+				t.Fatalf("%s after the build: %+v, want position %d of generation 3", u, p, pos)
+			}
+		}
+		if p := look(t, s, r, "intruder", at); p.Joined {
+			t.Fatalf("the stalled build wrote %+v", p)
+		}
+		if p := join(t, s, r, seed, "new", at); p.Position != 5 || !p.Added || p.Early != 2 {
+			t.Fatalf("a join after the build: %+v, want position 5, added", p)
+		}
+		warmSizes(t, s, 3, 0, 4)
+		if st := advance(t, s, r, at.Add(2*time.Second)); st.Gen != 3 || st.Next < 2 || st.Joined != 5 {
+			t.Fatalf("advance after the build: %+v, want admissions from position 2", st)
+		}
 	})
 }

@@ -1,0 +1,60 @@
+-- room_build: writes a sale's waiting room from its record in MySQL, the
+-- way the room is rebuilt after Redis lost it (stockredis.BuildRoom). A
+-- build is three steps, each one call: begin, add (as often as needed),
+-- commit. Between begin and commit the room has no generation, so
+-- room_join and room_advance touch nothing and answer {-1}. A build
+-- holds a token from begin: a later begin (another build) replaces it, and
+-- an add or commit carrying another token does nothing and answers 0, so
+-- a build that stalled can never write over the one after it.
+--
+-- KEYS[1..10] early, late, seq, frozen, adm, used, held, next, tick, gen
+--             (see room_join and room_advance)
+-- KEYS[11]    building: the token of the build under way
+-- ARGV[1] 'begin', 'add' or 'commit'
+-- ARGV[2] the build's token
+-- begin:  ARGV[3] the build's lifetime (ms): removes the generation and
+--         every other key of the room, then records the token
+-- add:    ARGV[3] 'early' or 'late', then score, member pairs for that
+--         sorted set (early: the rank; late: the sequence number)
+-- commit: ARGV[3] the generation, ARGV[4] the last sequence number,
+--         ARGV[5] the early joiners' count E once the room froze (-1
+--         before the start), ARGV[6] the last position admitted, ARGV[7]
+--         now (ms), ARGV[8] the room's keys' lifetime (ms): sets them, no
+--         admission outstanding (held 0), the rate's bucket empty from
+--         now once the room froze (before, it fills from the start as in
+--         a room never lost), and the generation last
+--
+-- Returns 1, or 0 when the token is not the build's under way.
+local op, token = ARGV[1], ARGV[2]
+local building = KEYS[11]
+
+if op == 'begin' then
+  for i = 1, 10 do redis.call('DEL', KEYS[i]) end
+  redis.call('SET', building, token, 'PX', ARGV[3])
+  return 1
+end
+if redis.call('GET', building) ~= token then return 0 end
+
+if op == 'add' then
+  local key = KEYS[1]
+  if ARGV[3] == 'late' then key = KEYS[2] end
+  for i = 4, #ARGV, 2 do
+    redis.call('ZADD', key, ARGV[i], ARGV[i + 1])
+  end
+  return 1
+end
+
+local ttl = ARGV[8]
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ttl)
+if tonumber(ARGV[5]) >= 0 then
+  redis.call('SET', KEYS[4], ARGV[5], 'PX', ttl)
+  redis.call('HSET', KEYS[9], 'at', ARGV[7], 'tokens', '0')
+  redis.call('PEXPIRE', KEYS[9], ttl)
+end
+redis.call('SET', KEYS[7], 0, 'PX', ttl)
+redis.call('SET', KEYS[8], ARGV[6], 'PX', ttl)
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('SET', KEYS[10], ARGV[3], 'PX', ttl)
+redis.call('DEL', building)
+return 1

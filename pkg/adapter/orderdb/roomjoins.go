@@ -1,0 +1,173 @@
+package orderdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// RoomJoin is a buyer's join of a sale's waiting room as room_joins (0017)
+// keeps it: Gen is the room's generation the join was answered in, Seq the
+// late joiner's sequence number in it (0 for a buyer who joined before the
+// start, NULL in the table).
+type RoomJoin struct {
+	UserID   string
+	Gen      int64
+	Seq      int64
+	JoinedAt time.Time
+}
+
+type roomJoinRow struct {
+	ActivityID int64  `gorm:"primaryKey"`
+	UserID     string `gorm:"primaryKey"`
+	Gen        int64
+	Seq        *int64
+	JoinedAt   time.Time
+}
+
+func (roomJoinRow) TableName() string { return "room_joins" }
+
+// ErrRoomJoinConflict is RecordRoomJoins' answer for a join whose place
+// another buyer's record already holds, or whose buyer's record names
+// another place: the room in Redis came back from an older state.
+var ErrRoomJoinConflict = errors.New("the room's record holds another place for this join")
+
+// RecordRoomJoins writes joins of activity's room, one statement for the
+// lot, and returns, for each, nil when MySQL now holds it. A join whose
+// buyer already has a record keeps that record: with rejoin[i] set, any
+// record of the buyer will do (an answered join asked again, whose place a
+// rebuild may have renumbered); without, the record must name the same
+// place, else its error is ErrRoomJoinConflict, as it is when another buyer
+// holds the place. Sent again after a lost answer, it finds its own rows.
+func (db *DB) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJoin, rejoin []bool) ([]error, error) {
+	rows := make([]roomJoinRow, len(joins))
+	for i, j := range joins {
+		rows[i] = roomJoinRow{ActivityID: activity, UserID: j.UserID, Gen: j.Gen, JoinedAt: j.JoinedAt.UTC()}
+		if j.Seq > 0 {
+			seq := j.Seq
+			rows[i].Seq = &seq
+		}
+	}
+	g := db.gdb.WithContext(ctx)
+	res := g.Clauses(clause.Insert{Modifier: "IGNORE"}).Create(&rows)
+	if res.Error != nil {
+		return nil, wrap("record room joins", res.Error)
+	}
+	out := make([]error, len(joins))
+	if res.RowsAffected == int64(len(rows)) {
+		return out, nil
+	}
+	// Some were there already (a retry, a rejoin) or collided: read back
+	// what MySQL holds for these buyers and these places.
+	users := make([]string, len(joins))
+	for i, j := range joins {
+		users[i] = j.UserID
+	}
+	var have []roomJoinRow
+	if err := g.Where("activity_id = ? AND user_id IN ?", activity, users).Find(&have).Error; err != nil {
+		return nil, wrap("read room joins back", err)
+	}
+	byUser := make(map[string]roomJoinRow, len(have))
+	for _, h := range have {
+		byUser[h.UserID] = h
+	}
+	for i, r := range rows {
+		h, ok := byUser[r.UserID]
+		switch {
+		case ok && rejoin[i]:
+		case ok && h.Gen == r.Gen && (h.Seq == nil) == (r.Seq == nil) && (h.Seq == nil || *h.Seq == *r.Seq):
+		default:
+			out[i] = fmt.Errorf("%w: buyer %q, generation %d, place %v", ErrRoomJoinConflict, r.UserID, r.Gen, seqText(r.Seq))
+		}
+	}
+	return out, nil
+}
+
+func seqText(s *int64) string {
+	if s == nil {
+		return "early"
+	}
+	return fmt.Sprint(*s)
+}
+
+// RoomJoins returns every join of activity's room: the early joiners
+// (Seq 0) in no order, then the late ones in the order they joined, by
+// generation and sequence number (equal places, left by a Redis brought
+// back from an older copy before the second join was refused, by user id).
+func (db *DB) RoomJoins(ctx context.Context, activity int64) ([]RoomJoin, error) {
+	var rows []roomJoinRow
+	err := db.gdb.WithContext(ctx).Where("activity_id = ?", activity).
+		Order("seq IS NOT NULL, gen, seq, user_id").Find(&rows).Error
+	if err != nil {
+		return nil, wrap("read room joins", err)
+	}
+	out := make([]RoomJoin, len(rows))
+	for i, r := range rows {
+		out[i] = RoomJoin{UserID: r.UserID, Gen: r.Gen, JoinedAt: r.JoinedAt}
+		if r.Seq != nil {
+			out[i].Seq = *r.Seq
+		}
+	}
+	return out, nil
+}
+
+// BuyersWithOrders returns the buyers who hold an order of any status in
+// activity: their turn in the room is done.
+func (db *DB) BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error) {
+	var users []string
+	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Distinct("user_id").
+		Where("activity_id = ?", activity).Pluck("user_id", &users).Error
+	if err != nil {
+		return nil, wrap("read the sale's buyers", err)
+	}
+	out := make(map[string]bool, len(users))
+	for _, u := range users {
+		out[u] = true
+	}
+	return out, nil
+}
+
+// RoomRebuild runs build holding the lock of activity's room row, with
+// the room's generation as MySQL has it (activity_rooms.gen); when build
+// answers a generation above it, that is recorded before the lock goes.
+// Rebuilds of one room, from any instance, run one at a time.
+func (db *DB) RoomRebuild(ctx context.Context, activity int64, build func(gen int64) (int64, error)) error {
+	return wrap("rebuild the waiting room", db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row struct{ Gen int64 }
+		err := tx.Raw("SELECT gen FROM activity_rooms WHERE activity_id = ? FOR UPDATE", activity).Scan(&row).Error
+		if err != nil {
+			return err
+		}
+		next, err := build(row.Gen)
+		if err != nil || next <= row.Gen {
+			return err
+		}
+		return tx.Exec("UPDATE activity_rooms SET gen = ? WHERE activity_id = ?", next, activity).Error
+	}))
+}
+
+// RoomGeneration returns activity's room's generation (activity_rooms.gen):
+// how many times it was built in Redis, 0 before the first.
+func (db *DB) RoomGeneration(ctx context.Context, activity int64) (int64, error) {
+	var row struct{ Gen int64 }
+	err := db.gdb.WithContext(ctx).Raw("SELECT gen FROM activity_rooms WHERE activity_id = ?", activity).Scan(&row).Error
+	return row.Gen, wrap("read the room's generation", err)
+}
+
+// LiveRoomSales returns the sales with a waiting room that have not ended
+// at now.
+func (db *DB) LiveRoomSales(ctx context.Context, now time.Time) ([]int64, error) {
+	var ids []int64
+	err := db.gdb.WithContext(ctx).Raw("SELECT a.id FROM activities a JOIN activity_rooms r ON r.activity_id = a.id WHERE a.ends_at > ?",
+		now.UTC()).Scan(&ids).Error
+	if err != nil {
+		return nil, wrap("read the sales with a room", err)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}

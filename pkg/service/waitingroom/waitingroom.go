@@ -1,0 +1,372 @@
+// Package waitingroom keeps a sale's waiting room whole when Redis loses
+// it. Redis holds the room (lua/room_*.lua) and answers every join, look
+// and advance; MySQL holds its record (room_joins, 0017): every join that
+// put a buyer in the room is written there before the buyer hears their
+// place. A room Redis lost (emptied, restarted empty, brought back from an
+// older copy) is rebuilt from that record under a new generation, so
+// everyone told a place keeps it relative to the others and nobody who
+// joined after the loss goes ahead of them (ADR 0005, "Losing the room").
+//
+// How a loss is seen: the room's generation key goes with the rest of the
+// room, and every room script answers stockredis.ErrRoomLost without it,
+// so the first join, look or advance after an emptying starts a rebuild. A
+// room brought back from an older copy keeps a generation; the consumer's
+// data-loss watch rebuilds every live room when it sees such a loss
+// (RebuildAll), and a join that hands out a place MySQL holds for another
+// buyer starts one too.
+package waitingroom
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
+	"github.com/seckill/seckill/pkg/foundation/batch"
+)
+
+// Rooms is Redis as the room uses it (*stockredis.Store).
+type Rooms interface {
+	JoinRoom(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error)
+	LookRoom(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error)
+	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error)
+	BeginRoomBuild(ctx context.Context, r stockredis.Room, token string, life time.Duration) error
+	FinishRoomBuild(ctx context.Context, r stockredis.Room, token string, img stockredis.RoomImage, now time.Time) error
+	RoomGen(ctx context.Context, r stockredis.Room) (int64, bool, error)
+}
+
+// Records is MySQL as the room uses it (*orderdb.DB).
+type Records interface {
+	RecordRoomJoins(ctx context.Context, activity int64, joins []orderdb.RoomJoin, rejoin []bool) ([]error, error)
+	RoomJoins(ctx context.Context, activity int64) ([]orderdb.RoomJoin, error)
+	BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error)
+	RoomRebuild(ctx context.Context, activity int64, build func(gen int64) (int64, error)) error
+	RoomGeneration(ctx context.Context, activity int64) (int64, error)
+}
+
+// RecordDeadline is the longest a join may take from its call to Redis to
+// its record's commit and still be answered; past it the join answers
+// unavailable (the buyer joins again and hears their place then). A
+// rebuild reads the record RecordDeadline + recordMargin after it took the
+// room's generation away, so every join answered from the old room is in
+// what it reads.
+const RecordDeadline = 2 * time.Second
+
+const recordMargin = 500 * time.Millisecond
+
+// Service is the waiting room's use cases.
+type Service struct {
+	rooms   Rooms
+	records Records
+	log     *slog.Logger
+	now     func() time.Time
+
+	queue chan *pending
+
+	mu         sync.Mutex
+	rebuilding map[int64]bool
+	// sleep waits out the joins in flight (time.Sleep but for tests).
+	sleep func(context.Context, time.Duration) error
+}
+
+// pending is a join waiting for its record.
+type pending struct {
+	activity int64
+	join     orderdb.RoomJoin
+	rejoin   bool
+	done     chan error
+}
+
+// New returns the service; its record writer runs until the process ends.
+func New(rooms Rooms, records Records, log *slog.Logger, now func() time.Time) *Service {
+	s := &Service{rooms: rooms, records: records, log: log, now: now, rebuilding: map[int64]bool{}, sleep: sleepCtx}
+	s.queue = batch.Start(4, 8192, 500, s.record)
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errRebuilding is the answer while a room is rebuilt.
+func errRebuilding(activity int64) error {
+	return order.Errorf(order.ErrUnavailable, "the waiting room of sale %d is being rebuilt after Redis lost it; try again in a second", activity)
+}
+
+// Join puts user in r's room (rank: room.Rank of the sale's seed) and
+// returns their place once MySQL holds their join. Joining again returns
+// the same place.
+func (s *Service) Join(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error) {
+	start := time.Now()
+	p, err := s.rooms.JoinRoom(ctx, r, user, rank, now)
+	if s.built(ctx, r, err) {
+		start = time.Now()
+		p, err = s.rooms.JoinRoom(ctx, r, user, rank, now)
+	}
+	if err != nil {
+		return p, s.lost(r, err)
+	}
+	j := orderdb.RoomJoin{UserID: user, Gen: p.Gen, JoinedAt: now}
+	if p.Position > p.Early {
+		// A late join: its number in the generation. (An early joiner's
+		// place is their rank, computed again by a rebuild.)
+		j.Seq = p.Position - p.Early
+	}
+	done := make(chan error, 1)
+	select {
+	case s.queue <- &pending{activity: r.ActivityID, join: j, rejoin: !p.Added, done: done}:
+	case <-ctx.Done():
+		return stockredis.Place{}, ctx.Err()
+	}
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return stockredis.Place{}, ctx.Err()
+	}
+	switch {
+	case errors.Is(err, orderdb.ErrRoomJoinConflict):
+		s.log.Warn("waiting room: a join's place is another buyer's in MySQL; Redis came back from an older copy, rebuilding",
+			"activity_id", r.ActivityID, "err", err)
+		s.startRebuild(r, true)
+		return stockredis.Place{}, errRebuilding(r.ActivityID)
+	case err != nil:
+		return stockredis.Place{}, err
+	case time.Since(start) > RecordDeadline:
+		return stockredis.Place{}, order.Errorf(order.ErrUnavailable, "recording the join took longer than %v; join again", RecordDeadline)
+	}
+	return p, nil
+}
+
+// record writes a batch of joins, one statement per sale.
+func (s *Service) record(b []*pending) {
+	by := map[int64][]*pending{}
+	for _, p := range b {
+		by[p.activity] = append(by[p.activity], p)
+	}
+	for activity, ps := range by {
+		joins, rejoin := make([]orderdb.RoomJoin, len(ps)), make([]bool, len(ps))
+		for i, p := range ps {
+			joins[i], rejoin[i] = p.join, p.rejoin
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), RecordDeadline)
+		errs, err := s.records.RecordRoomJoins(ctx, activity, joins, rejoin)
+		cancel()
+		for i, p := range ps {
+			if err != nil {
+				p.done <- err
+			} else {
+				p.done <- errs[i]
+			}
+		}
+	}
+}
+
+// Look returns user's place without joining.
+func (s *Service) Look(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error) {
+	p, err := s.rooms.LookRoom(ctx, r, user, now)
+	if s.built(ctx, r, err) {
+		p, err = s.rooms.LookRoom(ctx, r, user, now)
+	}
+	return p, s.lost(r, err)
+}
+
+// Advance admits the next positions at now (stockredis.AdvanceRoom).
+func (s *Service) Advance(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error) {
+	st, err := s.rooms.AdvanceRoom(ctx, r, now)
+	if s.built(ctx, r, err) {
+		st, err = s.rooms.AdvanceRoom(ctx, r, now)
+	}
+	return st, s.lost(r, err)
+}
+
+// built makes a room that was never built (generation 0 in MySQL: nobody
+// joined it yet) when err says Redis has none, at once, and reports
+// whether it did: the call is then made again. A room that was built
+// before is rebuilt in the background instead (lost), because its rebuild
+// waits for the joins in flight.
+func (s *Service) built(ctx context.Context, r stockredis.Room, err error) bool {
+	if !errors.Is(err, stockredis.ErrRoomLost) {
+		return false
+	}
+	gen, gerr := s.records.RoomGeneration(ctx, r.ActivityID)
+	if gerr != nil || gen != 0 {
+		return false
+	}
+	if err := s.Rebuild(ctx, r, false); err != nil {
+		s.log.Warn("waiting room: making the room failed", "activity_id", r.ActivityID, "err", err)
+		return false
+	}
+	return true
+}
+
+// lost starts a rebuild of r's room when err says Redis has none, and
+// answers unavailable meanwhile.
+func (s *Service) lost(r stockredis.Room, err error) error {
+	if !errors.Is(err, stockredis.ErrRoomLost) {
+		return err
+	}
+	s.startRebuild(r, false)
+	return errRebuilding(r.ActivityID)
+}
+
+// startRebuild rebuilds r's room in the background, once at a time per
+// room on this instance (other instances wait for MySQL's lock and then
+// find it built).
+func (s *Service) startRebuild(r stockredis.Room, force bool) {
+	s.mu.Lock()
+	if s.rebuilding[r.ActivityID] {
+		s.mu.Unlock()
+		return
+	}
+	s.rebuilding[r.ActivityID] = true
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.rebuilding, r.ActivityID)
+			s.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Rebuild(ctx, r, force); err != nil {
+			s.log.Error("waiting room: rebuild failed; the next call tries again", "activity_id", r.ActivityID, "err", err)
+		}
+	}()
+}
+
+// Rebuild writes r's room from MySQL's record under a new generation. Not
+// forced, it does nothing when Redis holds the generation MySQL has (the
+// room is whole, or another instance just rebuilt it); forced, it always
+// rebuilds (Redis may hold an older copy of the room under the current
+// generation). Rebuilds of one room run one at a time, whichever instance
+// runs them.
+func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, force bool) error {
+	return s.records.RoomRebuild(ctx, r.ActivityID, func(gen int64) (int64, error) {
+		if !force {
+			have, ok, err := s.rooms.RoomGen(ctx, r)
+			if err != nil {
+				return 0, err
+			}
+			if ok && have == gen {
+				return gen, nil
+			}
+		}
+		began := time.Now()
+		token := newToken()
+		if err := s.rooms.BeginRoomBuild(ctx, r, token, time.Minute); err != nil {
+			return 0, err
+		}
+		if gen > 0 {
+			// Joins the old room answered land in MySQL within
+			// RecordDeadline of their call to Redis, or are never told.
+			if err := s.sleep(ctx, RecordDeadline+recordMargin); err != nil {
+				return 0, err
+			}
+		}
+		joins, err := s.records.RoomJoins(ctx, r.ActivityID)
+		if err != nil {
+			return 0, err
+		}
+		done, err := s.records.BuyersWithOrders(ctx, r.ActivityID)
+		if err != nil {
+			return 0, err
+		}
+		now := s.now()
+		img := Image(r.Settings.Seed, joins, done, !now.Before(r.StartsAt))
+		img.Gen = gen + 1
+		if err := s.rooms.FinishRoomBuild(ctx, r, token, img, now); err != nil {
+			return 0, err
+		}
+		s.log.Warn("waiting room: rebuilt from MySQL", "activity_id", r.ActivityID, "generation", img.Gen,
+			"early", len(img.Early), "late", len(img.Late), "next", img.Next, "took_ms", time.Since(began).Milliseconds())
+		return img.Gen, nil
+	})
+}
+
+// Image is the room the record joins rebuilds, for a seed: the early
+// joiners by rank, then the late ones in the order they joined; from the
+// start (frozen) the leading positions whose buyers hold an order (done)
+// are taken as admitted, so admissions resume at the first buyer whose
+// turn is not over.
+func Image(seed room.Seed, joins []orderdb.RoomJoin, done map[string]bool, frozen bool) stockredis.RoomImage {
+	img := stockredis.RoomImage{Frozen: frozen}
+	for _, j := range joins {
+		if j.Seq == 0 {
+			img.Early = append(img.Early, stockredis.RankedJoin{UserID: j.UserID, Rank: room.Rank(seed, j.UserID)})
+		} else {
+			img.Late = append(img.Late, j.UserID)
+		}
+	}
+	// As the early sorted set orders them: by rank, then by member bytes.
+	slices.SortFunc(img.Early, func(a, b stockredis.RankedJoin) int {
+		if a.Rank != b.Rank {
+			if a.Rank < b.Rank {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.UserID < b.UserID:
+			return -1
+		case a.UserID > b.UserID:
+			return 1
+		}
+		return 0
+	})
+	if !frozen {
+		return img
+	}
+	for _, j := range img.Early {
+		if !done[j.UserID] {
+			return img
+		}
+		img.Next++
+	}
+	for _, u := range img.Late {
+		if !done[u] {
+			return img
+		}
+		img.Next++
+	}
+	return img
+}
+
+// RebuildAll rebuilds every room of a sale not ended at now (forced): the
+// consumer's data-loss watch runs it when Redis came back from an older
+// state, which leaves rooms their generation. room makes a sale's room as
+// its scripts see it.
+func (s *Service) RebuildAll(ctx context.Context, ids []int64, room func(context.Context, int64) (stockredis.Room, error)) error {
+	var errs []error
+	for _, id := range ids {
+		r, err := room(ctx, id)
+		if err == nil {
+			err = s.Rebuild(ctx, r, true)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sale %d: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
