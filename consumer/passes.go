@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,7 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/reconcile"
+	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
 // pass is a periodic job that runs beside the fulfilment loop until its
@@ -71,8 +73,23 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 		repairer := &redisloss.Repairer{Locker: locker, Checker: &reconcile.Checker{
 			Stock: st.store.Reconciler(), DB: st.db, Log: log.With("component", "heal"), Warmer: st.store,
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
+		// A Redis brought back from an older copy keeps the rooms'
+		// generations: the watch rebuilds them from MySQL too.
+		rooms := waitingroom.New(st.store, st.db, log.With("component", "heal"), st.clk.Now)
+		roomOf := func(ctx context.Context, id int64) (stockredis.Room, error) {
+			a, err := st.db.Activity(ctx, id)
+			return waitingroom.StoreRoom(a, s.window), err
+		}
+		rebuildRooms := func(ctx context.Context, lostBy time.Time) error {
+			ids, err := st.db.LiveRoomSales(ctx, st.clk.Now())
+			if err != nil {
+				return err
+			}
+			return rooms.RebuildAll(ctx, ids, lostBy, roomOf)
+		}
 		passes = append(passes, &redisloss.Watch{Redis: st.rdb, Marker: redisloss.MarkerKey(s.redis.Prefix), Record: st.db,
-			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg)})
+			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg),
+			Rooms: rebuildRooms, Now: st.clk.Now})
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {

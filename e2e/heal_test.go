@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,17 +63,7 @@ func rewindPrefix(t *testing.T, rdb redis.UniversalClient, prefix string, s snap
 
 func prefixKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()
-	var mu sync.Mutex // the nodes are visited concurrently
-	var keys []string
-	err := redistest.ForEachNode(context.Background(), rdb, func(ctx context.Context, node redis.UniversalClient) error {
-		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
-	})
+	keys, err := redistest.Keys(context.Background(), rdb, prefix+":*")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,4 +24,6 @@ CREATE TABLE room_joins (
   UNIQUE KEY uk_room_joins_place (activity_id, gen, seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
-ALTER TABLE activity_rooms ADD COLUMN gen INT NOT NULL DEFAULT 0;
+-- rebuilt_at is when the room was last built in Redis: a repair after a
+-- loss seen at some time skips a room already rebuilt since.
+ALTER TABLE activity_rooms ADD COLUMN gen INT NOT NULL DEFAULT 0, ADD COLUMN rebuilt_at DATETIME(3) NULL;

@@ -302,12 +302,7 @@ func (rs *rooms) earlyPosition(ctx context.Context, v *roomView, room func() sto
 
 // storeRoom is the sale's room as its scripts see it.
 func (s *Server) storeRoom(a order.Activity) stockredis.Room {
-	items := make([]stockredis.Item, 0, len(a.Items))
-	for _, id := range a.ItemIDs() {
-		items = append(items, stockredis.In(a.ItemID, id))
-	}
-	return stockredis.Room{ActivityID: a.ID, Items: items, StartsAt: a.StartsAt, Settings: a.Room,
-		GrantMax: a.PerUserLimit, KeysUntil: a.KeysLiveUntil(s.intake.PaymentWindow)}
+	return waitingroom.StoreRoom(a, s.intake.PaymentWindow)
 }
 
 // roomSale is the sale of the path's id with a room, or false after

@@ -112,6 +112,15 @@ type Watch struct {
 	Every   time.Duration
 	Log     *slog.Logger
 	Metrics *metrics.Heal
+	// Rooms, if set, rebuilds the waiting rooms of the sales not ended
+	// that were not built after lostBy, from MySQL: a Redis brought back
+	// from an older copy keeps a room's generation, so no room script
+	// notices it by itself. It runs once per incident (again when Redis
+	// is lost again meanwhile); the incident stays open until it ran
+	// cleanly. Now is the shared clock lostBy is read on (time.Now if
+	// nil).
+	Rooms func(ctx context.Context, lostBy time.Time) error
+	Now   func() time.Time
 
 	// the incident being repaired, if any
 	incident *incident
@@ -128,6 +137,10 @@ type incident struct {
 	// failing is the error of each item the last pass could not check or
 	// repair, by item id (logged when it starts or changes).
 	failing map[int64]string
+	// lostBy is when the loss the rooms are rebuilt for was seen (on the
+	// shared clock); roomsDone is set once they were.
+	lostBy    time.Time
+	roomsDone bool
 }
 
 func (w *Watch) every() time.Duration {
@@ -218,11 +231,12 @@ func (w *Watch) open(ctx context.Context, rec orderdb.RedisWatch, reason string)
 			w.Log.Log(ctx, logs.Alert, "a recorded loss of Redis data is not repaired yet; repairing it from MySQL",
 				"reason", reason, "detail", rec.LastLoss, "losses", rec.Losses, "healed", rec.Healed)
 		}
-		w.incident = &incident{at: time.Now(), reason: reason, covers: rec.Losses}
+		w.incident = &incident{at: time.Now(), reason: reason, covers: rec.Losses, lostBy: w.now()}
 	case in != nil && rec.Losses > in.covers:
 		// Lost again while repairing (seen here or by another watch):
 		// what was repaired may be gone.
 		in.covers, in.repaired = rec.Losses, false
+		in.lostBy, in.roomsDone = w.now(), false
 	}
 }
 
@@ -255,6 +269,7 @@ func (w *Watch) repair(ctx context.Context) {
 	in.passes++
 	start := time.Now()
 	repaired, err := w.Repair(ctx)
+	roomsOK := w.rooms(ctx, in)
 	if err != nil {
 		var pe *PassError
 		if errors.As(err, &pe) {
@@ -274,6 +289,10 @@ func (w *Watch) repair(ctx context.Context) {
 		return
 	}
 	w.items(ctx, in, nil)
+	if !roomsOK {
+		w.Metrics.Pass(metrics.HealPassPartial)
+		return
+	}
 	if repaired {
 		w.Metrics.Pass(metrics.HealPassRepaired)
 	} else {
@@ -298,6 +317,30 @@ func (w *Watch) repair(ctx context.Context) {
 			"took", took.Round(time.Millisecond).String())
 		w.close(ctx)
 	}
+}
+
+func (w *Watch) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+// rooms rebuilds the waiting rooms once per incident (Rooms) and reports
+// whether that is done.
+func (w *Watch) rooms(ctx context.Context, in *incident) bool {
+	if w.Rooms == nil || in.roomsDone {
+		return true
+	}
+	if err := w.Rooms(ctx, in.lostBy); err != nil {
+		if ctx.Err() == nil {
+			w.Log.Warn("rebuilding the waiting rooms after Redis data loss failed; retrying", "reason", in.reason,
+				"err", err, "retry_in", w.every().String())
+		}
+		return false
+	}
+	in.roomsDone = true
+	return true
 }
 
 // items notes the items a pass could not check or repair (pe nil: none):

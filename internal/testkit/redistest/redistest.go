@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,6 +86,22 @@ func ForEachNode(ctx context.Context, rdb redis.UniversalClient, f func(context.
 		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
 	}
 	return f(ctx, rdb)
+}
+
+// Keys returns the keys matching pattern on every node (SCAN).
+func Keys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var mu sync.Mutex // the nodes are visited concurrently
+	var keys []string
+	err := ForEachNode(ctx, rdb, func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	})
+	return keys, err
 }
 
 func randHex(n int) string {

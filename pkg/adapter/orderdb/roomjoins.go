@@ -133,21 +133,30 @@ func (db *DB) BuyersWithOrders(ctx context.Context, activity int64) (map[string]
 }
 
 // RoomRebuild runs build holding the lock of activity's room row, with
-// the room's generation as MySQL has it (activity_rooms.gen); when build
-// answers a generation above it, that is recorded before the lock goes.
-// Rebuilds of one room, from any instance, run one at a time.
-func (db *DB) RoomRebuild(ctx context.Context, activity int64, build func(gen int64) (int64, error)) error {
+// the room's generation as MySQL has it (activity_rooms.gen) and when it
+// was last built (zero: never); when build answers a generation above it,
+// that is recorded, built at now() once build returned, before the lock
+// goes. Rebuilds of one
+// room, from any instance, run one at a time.
+func (db *DB) RoomRebuild(ctx context.Context, activity int64, now func() time.Time, build func(gen int64, builtAt time.Time) (int64, error)) error {
 	return wrap("rebuild the waiting room", db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row struct{ Gen int64 }
-		err := tx.Raw("SELECT gen FROM activity_rooms WHERE activity_id = ? FOR UPDATE", activity).Scan(&row).Error
+		var row struct {
+			Gen       int64
+			RebuiltAt *time.Time
+		}
+		err := tx.Raw("SELECT gen, rebuilt_at FROM activity_rooms WHERE activity_id = ? FOR UPDATE", activity).Scan(&row).Error
 		if err != nil {
 			return err
 		}
-		next, err := build(row.Gen)
+		var at time.Time
+		if row.RebuiltAt != nil {
+			at = *row.RebuiltAt
+		}
+		next, err := build(row.Gen, at)
 		if err != nil || next <= row.Gen {
 			return err
 		}
-		return tx.Exec("UPDATE activity_rooms SET gen = ? WHERE activity_id = ?", next, activity).Error
+		return tx.Exec("UPDATE activity_rooms SET gen = ?, rebuilt_at = ? WHERE activity_id = ?", next, now().UTC(), activity).Error
 	}))
 }
 

@@ -49,7 +49,7 @@ type Records interface {
 	RecordRoomJoins(ctx context.Context, activity int64, joins []orderdb.RoomJoin, rejoin []bool) ([]error, error)
 	RoomJoins(ctx context.Context, activity int64) ([]orderdb.RoomJoin, error)
 	BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error)
-	RoomRebuild(ctx context.Context, activity int64, build func(gen int64) (int64, error)) error
+	RoomRebuild(ctx context.Context, activity int64, now func() time.Time, build func(gen int64, builtAt time.Time) (int64, error)) error
 	RoomGeneration(ctx context.Context, activity int64) (int64, error)
 }
 
@@ -143,7 +143,7 @@ func (s *Service) Join(ctx context.Context, r stockredis.Room, user string, rank
 	case errors.Is(err, orderdb.ErrRoomJoinConflict):
 		s.log.Warn("waiting room: a join's place is another buyer's in MySQL; Redis came back from an older copy, rebuilding",
 			"activity_id", r.ActivityID, "err", err)
-		s.startRebuild(r, true)
+		s.startRebuild(r, s.now())
 		return stockredis.Place{}, errRebuilding(r.ActivityID)
 	case err != nil:
 		return stockredis.Place{}, err
@@ -208,7 +208,7 @@ func (s *Service) built(ctx context.Context, r stockredis.Room, err error) bool 
 	if gerr != nil || gen != 0 {
 		return false
 	}
-	if err := s.Rebuild(ctx, r, false); err != nil {
+	if err := s.Rebuild(ctx, r, time.Time{}); err != nil {
 		s.log.Warn("waiting room: making the room failed", "activity_id", r.ActivityID, "err", err)
 		return false
 	}
@@ -221,14 +221,14 @@ func (s *Service) lost(r stockredis.Room, err error) error {
 	if !errors.Is(err, stockredis.ErrRoomLost) {
 		return err
 	}
-	s.startRebuild(r, false)
+	s.startRebuild(r, time.Time{})
 	return errRebuilding(r.ActivityID)
 }
 
-// startRebuild rebuilds r's room in the background, once at a time per
-// room on this instance (other instances wait for MySQL's lock and then
-// find it built).
-func (s *Service) startRebuild(r stockredis.Room, force bool) {
+// startRebuild rebuilds r's room in the background (Rebuild), once at a
+// time per room on this instance (other instances wait for MySQL's lock
+// and then find it built).
+func (s *Service) startRebuild(r stockredis.Room, lostBy time.Time) {
 	s.mu.Lock()
 	if s.rebuilding[r.ActivityID] {
 		s.mu.Unlock()
@@ -244,28 +244,26 @@ func (s *Service) startRebuild(r stockredis.Room, force bool) {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.Rebuild(ctx, r, force); err != nil {
+		if err := s.Rebuild(ctx, r, lostBy); err != nil {
 			s.log.Error("waiting room: rebuild failed; the next call tries again", "activity_id", r.ActivityID, "err", err)
 		}
 	}()
 }
 
-// Rebuild writes r's room from MySQL's record under a new generation. Not
-// forced, it does nothing when Redis holds the generation MySQL has (the
-// room is whole, or another instance just rebuilt it); forced, it always
-// rebuilds (Redis may hold an older copy of the room under the current
-// generation). Rebuilds of one room run one at a time, whichever instance
-// runs them.
-func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, force bool) error {
-	return s.records.RoomRebuild(ctx, r.ActivityID, func(gen int64) (int64, error) {
-		if !force {
-			have, ok, err := s.rooms.RoomGen(ctx, r)
-			if err != nil {
-				return 0, err
-			}
-			if ok && have == gen {
-				return gen, nil
-			}
+// Rebuild writes r's room from MySQL's record under a new generation,
+// unless Redis holds the generation MySQL has and, when lostBy is set (a
+// loss that leaves the generation, Redis brought back from an older copy,
+// was seen by then), the room was built after lostBy: the room is whole,
+// or another instance just rebuilt it. Rebuilds of one room run one at a
+// time, whichever instance runs them.
+func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, lostBy time.Time) error {
+	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time) (int64, error) {
+		have, ok, err := s.rooms.RoomGen(ctx, r)
+		if err != nil {
+			return 0, err
+		}
+		if ok && have == gen && (lostBy.IsZero() || builtAt.After(lostBy)) {
+			return gen, nil
 		}
 		began := time.Now()
 		token := newToken()
@@ -347,22 +345,39 @@ func Image(seed room.Seed, joins []orderdb.RoomJoin, done map[string]bool, froze
 	return img
 }
 
-// RebuildAll rebuilds every room of a sale not ended at now (forced): the
-// consumer's data-loss watch runs it when Redis came back from an older
-// state, which leaves rooms their generation. room makes a sale's room as
-// its scripts see it.
-func (s *Service) RebuildAll(ctx context.Context, ids []int64, room func(context.Context, int64) (stockredis.Room, error)) error {
-	var errs []error
-	for _, id := range ids {
-		r, err := room(ctx, id)
-		if err == nil {
-			err = s.Rebuild(ctx, r, true)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sale %d: %w", id, err))
-		}
+// RebuildAll rebuilds the rooms of ids that were not built after lostBy:
+// the consumer's data-loss watch runs it for the sales not ended when it
+// sees that Redis lost data, since a Redis brought back from an older copy
+// leaves rooms a generation. room makes a sale's room as its scripts see
+// it.
+// The rooms are rebuilt side by side: each waits out its joins in flight.
+func (s *Service) RebuildAll(ctx context.Context, ids []int64, lostBy time.Time, room func(context.Context, int64) (stockredis.Room, error)) error {
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			r, err := room(ctx, id)
+			if err == nil {
+				err = s.Rebuild(ctx, r, lostBy)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("sale %d: %w", id, err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// StoreRoom is sale a's room as its scripts see it; its keys live as long
+// as the sale's (order.Activity.KeysLiveUntil with the payment window).
+func StoreRoom(a order.Activity, paymentWindow time.Duration) stockredis.Room {
+	items := make([]stockredis.Item, 0, len(a.Items))
+	for _, id := range a.ItemIDs() {
+		items = append(items, stockredis.In(a.ItemID, id))
+	}
+	return stockredis.Room{ActivityID: a.ID, Items: items, StartsAt: a.StartsAt, Settings: a.Room,
+		GrantMax: a.PerUserLimit, KeysUntil: a.KeysLiveUntil(paymentWindow)}
 }
 
 func newToken() string {
