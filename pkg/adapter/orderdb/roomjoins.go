@@ -100,8 +100,12 @@ func seqText(s *int64) string {
 // generation and sequence number (equal places, left by a Redis brought
 // back from an older copy before the second join was refused, by user id).
 func (db *DB) RoomJoins(ctx context.Context, activity int64) ([]RoomJoin, error) {
+	return roomJoins(db.gdb.WithContext(ctx), activity)
+}
+
+func roomJoins(g *gorm.DB, activity int64) ([]RoomJoin, error) {
 	var rows []roomJoinRow
-	err := db.gdb.WithContext(ctx).Where("activity_id = ?", activity).
+	err := g.Where("activity_id = ?", activity).
 		Order("seq IS NOT NULL, gen, seq, user_id").Find(&rows).Error
 	if err != nil {
 		return nil, wrap("read room joins", err)
@@ -119,8 +123,12 @@ func (db *DB) RoomJoins(ctx context.Context, activity int64) ([]RoomJoin, error)
 // BuyersWithOrders returns the buyers who hold an order of any status in
 // activity: their turn in the room is done.
 func (db *DB) BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error) {
+	return buyersWithOrders(db.gdb.WithContext(ctx), activity)
+}
+
+func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
 	var users []string
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Distinct("user_id").
+	err := g.Model(&orderRow{}).Distinct("user_id").
 		Where("activity_id = ?", activity).Pluck("user_id", &users).Error
 	if err != nil {
 		return nil, wrap("read the sale's buyers", err)
@@ -136,9 +144,12 @@ func (db *DB) BuyersWithOrders(ctx context.Context, activity int64) (map[string]
 // the room's generation as MySQL has it (activity_rooms.gen) and when it
 // was last built (zero: never); when build answers a generation above it,
 // that is recorded, built at now() once build returned, before the lock
-// goes. Rebuilds of one
-// room, from any instance, run one at a time.
-func (db *DB) RoomRebuild(ctx context.Context, activity int64, now func() time.Time, build func(gen int64, builtAt time.Time) (int64, error)) error {
+// goes. build reads the room's joins and the buyers who hold an order
+// through read, on the transaction's connection, as MySQL has them when
+// read is called. Rebuilds of one room, from any instance, run one at a
+// time.
+func (db *DB) RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
+	build func(gen int64, builtAt time.Time, read func() ([]RoomJoin, map[string]bool, error)) (int64, error)) error {
 	return wrap("rebuild the waiting room", db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
 			Gen       int64
@@ -152,7 +163,15 @@ func (db *DB) RoomRebuild(ctx context.Context, activity int64, now func() time.T
 		if row.RebuiltAt != nil {
 			at = *row.RebuiltAt
 		}
-		next, err := build(row.Gen, at)
+		read := func() ([]RoomJoin, map[string]bool, error) {
+			joins, err := roomJoins(tx, activity)
+			if err != nil {
+				return nil, nil, err
+			}
+			done, err := buyersWithOrders(tx, activity)
+			return joins, done, err
+		}
+		next, err := build(row.Gen, at, read)
 		if err != nil || next <= row.Gen {
 			return err
 		}

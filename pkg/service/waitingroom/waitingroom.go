@@ -47,9 +47,8 @@ type Rooms interface {
 // Records is MySQL as the room uses it (*orderdb.DB).
 type Records interface {
 	RecordRoomJoins(ctx context.Context, activity int64, joins []orderdb.RoomJoin, rejoin []bool) ([]error, error)
-	RoomJoins(ctx context.Context, activity int64) ([]orderdb.RoomJoin, error)
-	BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error)
-	RoomRebuild(ctx context.Context, activity int64, now func() time.Time, build func(gen int64, builtAt time.Time) (int64, error)) error
+	RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
+		build func(gen int64, builtAt time.Time, read func() ([]orderdb.RoomJoin, map[string]bool, error)) (int64, error)) error
 	RoomGeneration(ctx context.Context, activity int64) (int64, error)
 }
 
@@ -74,6 +73,9 @@ type Service struct {
 
 	mu         sync.Mutex
 	rebuilding map[int64]bool
+	// making is the first build of a room under way on this instance:
+	// other calls wait for it instead of queueing on MySQL's lock.
+	making map[int64]chan struct{}
 	// sleep waits out the joins in flight (time.Sleep but for tests).
 	sleep func(context.Context, time.Duration) error
 }
@@ -88,7 +90,8 @@ type pending struct {
 
 // New returns the service; its record writer runs until the process ends.
 func New(rooms Rooms, records Records, log *slog.Logger, now func() time.Time) *Service {
-	s := &Service{rooms: rooms, records: records, log: log, now: now, rebuilding: map[int64]bool{}, sleep: sleepCtx}
+	s := &Service{rooms: rooms, records: records, log: log, now: now, rebuilding: map[int64]bool{}, making: map[int64]chan struct{}{},
+		sleep: sleepCtx}
 	s.queue = batch.Start(4, 8192, 500, s.record)
 	return s
 }
@@ -205,10 +208,36 @@ func (s *Service) built(ctx context.Context, r stockredis.Room, err error) bool 
 		return false
 	}
 	gen, gerr := s.records.RoomGeneration(ctx, r.ActivityID)
-	if gerr != nil || gen != 0 {
+	if gerr != nil {
 		return false
 	}
-	if err := s.Rebuild(ctx, r, time.Time{}); err != nil {
+	if gen != 0 {
+		// Another call made it (or rebuilt it) since this one looked.
+		have, ok, err := s.rooms.RoomGen(ctx, r)
+		return err == nil && ok && have == gen
+	}
+	s.mu.Lock()
+	wait, under := s.making[r.ActivityID]
+	if !under {
+		wait = make(chan struct{})
+		s.making[r.ActivityID] = wait
+	}
+	s.mu.Unlock()
+	if under {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false
+		}
+		have, ok, err := s.rooms.RoomGen(ctx, r)
+		return err == nil && ok && have > 0
+	}
+	err = s.Rebuild(ctx, r, time.Time{})
+	s.mu.Lock()
+	delete(s.making, r.ActivityID)
+	close(wait)
+	s.mu.Unlock()
+	if err != nil {
 		s.log.Warn("waiting room: making the room failed", "activity_id", r.ActivityID, "err", err)
 		return false
 	}
@@ -257,7 +286,7 @@ func (s *Service) startRebuild(r stockredis.Room, lostBy time.Time) {
 // or another instance just rebuilt it. Rebuilds of one room run one at a
 // time, whichever instance runs them.
 func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, lostBy time.Time) error {
-	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time) (int64, error) {
+	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time, read func() ([]orderdb.RoomJoin, map[string]bool, error)) (int64, error) {
 		have, ok, err := s.rooms.RoomGen(ctx, r)
 		if err != nil {
 			return 0, err
@@ -277,11 +306,7 @@ func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, lostBy time.Ti
 				return 0, err
 			}
 		}
-		joins, err := s.records.RoomJoins(ctx, r.ActivityID)
-		if err != nil {
-			return 0, err
-		}
-		done, err := s.records.BuyersWithOrders(ctx, r.ActivityID)
+		joins, done, err := read()
 		if err != nil {
 			return 0, err
 		}
