@@ -438,10 +438,7 @@ func (r *roomLossRig) buy(api *pipelinetest.API, u int64, a roomAnswer) {
 	if r.refused[u] {
 		return
 	}
-	pl, err := api.PlaceOrderAdmitted(strconv.FormatInt(u, 10), fmt.Sprintf("room-loss-%d", u), r.s.ActivityID, 0, 1, a.Admission)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	pl := orderAdmitted(r.t, api, r.s, u, 0, fmt.Sprintf("room-loss-%d", u), a.Admission)
 	switch {
 	case pl.Code == http.StatusAccepted || pl.Code == http.StatusOK:
 		if had := r.orders[u]; had == "" {
