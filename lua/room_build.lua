@@ -24,7 +24,9 @@
 --         now once the room froze (before, it fills from the start as in
 --         a room never lost), and the generation last
 --
--- Returns 1, or 0 when the token is not the build's under way.
+-- Returns 1, or 0 when the token is not the build's under way (a commit
+-- whose generation is already the room's, sent again after its answer was
+-- lost, returns 1).
 local op, token = ARGV[1], ARGV[2]
 local building = KEYS[11]
 
@@ -33,7 +35,11 @@ if op == 'begin' then
   redis.call('SET', building, token, 'PX', ARGV[3])
   return 1
 end
-if redis.call('GET', building) ~= token then return 0 end
+if redis.call('GET', building) ~= token then
+  -- A commit sent again after its answer was lost finds its own work done.
+  if op == 'commit' and redis.call('GET', KEYS[10]) == ARGV[3] then return 1 end
+  return 0
+end
 
 if op == 'add' then
   local key = KEYS[1]

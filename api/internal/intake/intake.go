@@ -41,6 +41,7 @@ type Activities interface {
 // gives up (see orderdb.DB.Abandon).
 type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
+	OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error)
 	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
 }
 
@@ -224,6 +225,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// The buyer hears 503, which promises that nothing stays reserved:
 		// take back whatever the script may have reserved.
 		return s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
+	case errors.Is(err, order.ErrNotAdmitted):
+		// The script found no order of the key and no such admission:
+		// both may be records Redis lost.
+		return s.refuseUnlessMySQLHasKey(ctx, r, item, err)
 	case err != nil:
 		return Placed{}, err
 	case res.Duplicate && res.OrderNo != no:
@@ -250,7 +255,8 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 // refusal. One read, shared with concurrent requests (one MGET answers
 // many); a valid admission never pays it, the script answers a replayed
 // key. When Redis cannot be read the buyer hears 503, not a refusal: the
-// key may have an order.
+// key may have an order. A key Redis does not know is looked up in MySQL
+// before the refusal (Redis may have lost it).
 func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
 	prior, err := s.Stock.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
 	switch {
@@ -260,6 +266,23 @@ func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockred
 		return s.replay(ctx, r, item, prior.ByKey)
 	case prior.QuotaHolder != "":
 		return Placed{}, order.ErrAlreadyPurchased
+	}
+	return s.refuseUnlessMySQLHasKey(ctx, r, item, refused)
+}
+
+// refuseUnlessMySQLHasKey answers refused (an order refused for want of an
+// admission, after Redis knew no order of its key) unless MySQL has an
+// order of the key: Redis may have lost the key's record (emptied, or
+// brought back from an older copy, before the heal puts it back), and
+// MySQL's order is then the answer, as the script's replay would have
+// given it.
+func (s *Service) refuseUnlessMySQLHasKey(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
+	o, err := s.Orders.OrderOfKey(ctx, r.ActivityID, r.UserID, r.IdempotencyKey)
+	switch {
+	case err == nil:
+		return s.replay(ctx, r, item, o.OrderNo)
+	case !errors.Is(err, order.ErrNotFound):
+		return Placed{}, fmt.Errorf("look up the key of an order without admission in MySQL: %w", err)
 	}
 	return Placed{}, refused
 }

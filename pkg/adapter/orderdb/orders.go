@@ -333,6 +333,18 @@ func (db *DB) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 
 // keyUsed reports whether e's idempotency key already made an order
 // (one that is not FAILED) in e's activity: what uk_orders_key holds.
+// OrderOfKey returns the order user placed in activity with key that is or
+// was real (any status but FAILED; uk_orders_key holds one), or
+// order.ErrNotFound.
+func (db *DB) OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error) {
+	var row orderRow
+	err := db.gdb.WithContext(ctx).Where("activity_id = ? AND user_id = ? AND key_once = ?", activity, user, key).Take(&row).Error
+	if err != nil {
+		return order.Order{}, wrap("read the order of an idempotency key", err)
+	}
+	return row.toOrder(), nil
+}
+
 func (db *DB) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 	var n int64
 	err := db.gdb.WithContext(ctx).Model(&orderRow{}).

@@ -522,3 +522,45 @@ func TestRoomBuild(t *testing.T) {
 		}
 	})
 }
+
+// A build's steps with their answers lost: each is sent again and the
+// room ends as one build writes it; a commit sent again after it ran (as
+// the client may resend it on its own) finds its work done instead of
+// calling the build stale.
+func TestRoomBuildLostAnswers(t *testing.T) {
+	forBoth(t, func(t *testing.T, l lossy) {
+		ctx := context.Background()
+		r := newRoom(100, 1)
+		r.Items = []stockredis.Item{stockredis.One(item)}
+		img := stockredis.RoomImage{Gen: 2, Late: []string{"l1", "l2"}, Frozen: true}
+		at := roomStart.Add(time.Second)
+		l.LoseNext("room_build")
+		if err := l.via.BeginRoomBuild(ctx, r, "b", time.Minute); !stockredis.MayHaveRun(err) {
+			t.Fatalf("begin with its answer lost: %v, want an unknown outcome", err)
+		}
+		if err := l.via.BeginRoomBuild(ctx, r, "b", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		l.LoseNext("room_build") // the add of l1 and l2
+		if err := l.via.FinishRoomBuild(ctx, r, "b", img, at); !stockredis.MayHaveRun(err) {
+			t.Fatalf("finish with its add's answer lost: %v, want an unknown outcome", err)
+		}
+		if err := l.via.FinishRoomBuild(ctx, r, "b", img, at); err != nil {
+			t.Fatalf("the finish sent again: %v", err)
+		}
+		// The commit alone (no member to add) sent once more.
+		again := img
+		again.Late = nil
+		if err := l.via.FinishRoomBuild(ctx, r, "b", again, at); err != nil {
+			t.Fatalf("the commit sent again: %v, want its work found done", err)
+		}
+		if g, ok, err := l.direct.RoomGen(ctx, r); g != 2 || !ok || err != nil {
+			t.Fatalf("generation %d %v %v, want 2", g, ok, err)
+		}
+		for u, pos := range map[string]int64{"l1": 1, "l2": 2} {
+			if p := look(t, l.direct, r, u, at); p.Position != pos {
+				t.Fatalf("%s: %+v, want position %d", u, p, pos)
+			}
+		}
+	})
+}
