@@ -15,9 +15,9 @@ type RoomSnapshot map[string]struct {
 	TTL  time.Duration
 }
 
-// roomKeys are the keys of activity's waiting room under the pipeline's
+// RoomKeys are the keys of activity's waiting room under the pipeline's
 // prefix (every node of a cluster).
-func (p *Pipeline) roomKeys(activity int64) []string {
+func (p *Pipeline) RoomKeys(activity int64) []string {
 	p.t.Helper()
 	keys, err := redistest.Keys(context.Background(), p.Redis, p.Prefix+":*room:"+strconv.FormatInt(activity, 10)+":*")
 	if err != nil {
@@ -30,7 +30,7 @@ func (p *Pipeline) roomKeys(activity int64) []string {
 // Redis would have lost it, and returns how many keys went.
 func (p *Pipeline) DeleteRoomKeys(activity int64) int {
 	p.t.Helper()
-	keys := p.roomKeys(activity)
+	keys := p.RoomKeys(activity)
 	for _, k := range keys {
 		if err := p.Redis.Del(context.Background(), k).Err(); err != nil {
 			p.t.Fatal(err)
@@ -44,7 +44,7 @@ func (p *Pipeline) SnapshotRoom(activity int64) RoomSnapshot {
 	p.t.Helper()
 	ctx := context.Background()
 	s := RoomSnapshot{}
-	for _, k := range p.roomKeys(activity) {
+	for _, k := range p.RoomKeys(activity) {
 		d, err := p.Redis.Dump(ctx, k).Result()
 		if err != nil {
 			p.t.Fatal(err)

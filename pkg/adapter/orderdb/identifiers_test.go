@@ -165,7 +165,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"draw_entries.user_id", "draw_results.order_no", "draw_results.user_id", "orders.idempotency_key", "orders.order_no",
-		"orders.user_id", "payments.order_no", "payments.transaction_id", "restocks.idempotency_key"}
+		"orders.user_id", "payments.order_no", "payments.transaction_id", "restocks.idempotency_key", "room_joins.user_id"}
 	if len(cols) != len(want) {
 		t.Fatalf("identifier columns %+v, want %v", cols, want)
 	}
@@ -182,7 +182,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	}
 	// uk_orders_key (0008, on key_once, which follows idempotency_key) is
 	// not taken back above and stays too.
-	wantKeys := "[uk_activity_items_position uk_draw_entries_buyer uk_draw_results_entry uk_draw_results_order uk_orders_key uk_orders_live uk_orders_order_no uk_payments_transaction uk_restocks_key]"
+	wantKeys := "[uk_activity_items_position uk_draw_entries_buyer uk_draw_results_entry uk_draw_results_order uk_orders_key uk_orders_live uk_orders_order_no uk_payments_transaction uk_restocks_key uk_room_joins_place]"
 	if got := fmt.Sprint(keys); got != wantKeys {
 		t.Fatalf("unique keys %s after the migration, want %s", got, wantKeys)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
@@ -29,6 +30,11 @@ func (c *clock) Add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 // roomSale makes a sale with a waiting room starting at start, with stock
 // units of one item, warmed up.
 func roomSale(t *testing.T, p *pipelinetest.Pipeline, stock int64, start time.Time) order.Activity {
+	t.Helper()
+	return roomSaleTB(t, p, stock, start)
+}
+
+func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.Time) order.Activity {
 	t.Helper()
 	ctx := context.Background()
 	it, err := p.DB.CreateItem(ctx, "test item", stock)
@@ -188,4 +194,63 @@ func TestRoomRebuiltWhenAnOlderCopyHandsOutANumberAgain(t *testing.T) {
 		t.Fatalf("the line changed across the rebuild:\nbefore %v\nafter  %v", before, after)
 	}
 	t.Logf("rebuilt in %v after the older copy's second number 6", took.Round(time.Millisecond))
+}
+
+// What a room of 100,000 joins costs to keep and to rebuild: 50,000 who
+// joined before the start and 50,000 after, recorded as joins are (batches
+// of 500), then rebuilt from MySQL after its keys are lost. It reports the
+// rebuild's time without its wait for joins in flight (a room's first
+// build skips it; every later one adds RecordDeadline + 0.5 s), and the
+// room's size in Redis and its record's in MySQL. Run:
+//
+//	go test -run '^$' -bench RoomRebuild -benchtime 3x ./pkg/service/waitingroom/
+func BenchmarkRoomRebuild100k(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	p := pipelinetest.New(b, pipelinetest.Options{Partitions: 1})
+	start := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	a := roomSaleTB(b, p, 5, start)
+	r := waitingroom.StoreRoom(a, time.Minute)
+	joins := make([]orderdb.RoomJoin, 0, 500)
+	rejoin := make([]bool, 500)
+	for i := range n {
+		j := orderdb.RoomJoin{UserID: fmt.Sprintf("user-%06d", i), Gen: 1, JoinedAt: start}
+		if i >= n/2 {
+			j.Seq = int64(i - n/2 + 1)
+		}
+		joins = append(joins, j)
+		if len(joins) == cap(joins) || i == n-1 {
+			if _, err := p.DB.RecordRoomJoins(ctx, a.ID, joins, rejoin[:len(joins)]); err != nil {
+				b.Fatal(err)
+			}
+			joins = joins[:0]
+		}
+	}
+	svc := waitingroom.New(p.Store, p.DB.DB, slog.New(slog.DiscardHandler), time.Now)
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		p.DeleteRoomKeys(a.ID)
+		b.StartTimer()
+		// Generation 0 in MySQL: no wait for joins in flight.
+		if err := p.DB.Gorm().Exec("UPDATE activity_rooms SET gen = 0 WHERE activity_id = ?", a.ID).Error; err != nil {
+			b.Fatal(err)
+		}
+		if err := svc.Rebuild(ctx, r, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	var redisBytes int64
+	for _, k := range p.RoomKeys(a.ID) {
+		redisBytes += p.Redis.MemoryUsage(ctx, k).Val()
+	}
+	b.ReportMetric(float64(redisBytes)/(1<<20), "redis-MiB")
+	if err := p.DB.Gorm().Exec("ANALYZE TABLE room_joins").Error; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(p.Count("SELECT data_length + index_length FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'room_joins'"))/(1<<20), "mysql-MiB")
+	if pl, err := svc.Look(ctx, r, "user-099999", time.Now()); err != nil || pl.Position != n {
+		b.Fatalf("the last joiner after the rebuild: %+v %v, want position %d", pl, err, n)
+	}
 }
