@@ -25,11 +25,17 @@
 -- ARGV[5] the most units one admission holds (the per-user limit, <= 1000)
 -- ARGV[6] the room's keys' lifetime (ms)
 -- ARGV[7] the most positions this run admits
+-- ARGV[8] the latest rate's time (tick's at) this caller saw, 0 for none,
+-- ARGV[9] and the generation it saw it in: generations only grow, and at
+--         only grows within one, so a room of an older generation, or of
+--         that one with an older at, came back from an older copy: the
+--         script answers {-2} and touches nothing (the room is to be
+--         rebuilt before it admits anyone)
 --
--- Returns {started, joined, E, next, held, left, admitted, gen}, or {-1}
--- when the room has no generation: left is -1 while an item is not
--- warmed; before the start only joined (the early joiners so far) and gen
--- are set.
+-- Returns {started, joined, E, next, held, left, admitted, gen, at}, {-1}
+-- when the room has no generation, or {-2} when it is older than the
+-- caller has seen it: left is -1 while an item is not warmed; before the
+-- start only joined (the early joiners so far) and gen are set (at 0).
 local early, late, seq, frozen, adm = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local held_key, next_key, tick = KEYS[7], KEYS[8], KEYS[9]
 local now, starts = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -39,9 +45,14 @@ local cap = tonumber(ARGV[7])
 local gen = redis.call('GET', KEYS[10])
 if not gen then return {-1} end
 gen = tonumber(gen)
+local seen = tonumber(ARGV[8])
+local seen_gen = tonumber(ARGV[9])
+if gen < seen_gen or (seen > 0 and gen == seen_gen and tonumber(redis.call('HGET', tick, 'at') or 0) < seen) then
+  return {-2}
+end
 
 if now < starts and not redis.call('GET', frozen) then
-  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen}
+  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen, 0}
 end
 local e = redis.call('GET', frozen)
 if not e then
@@ -104,4 +115,4 @@ redis.call('SET', next_key, nxt, 'PX', ttl)
 redis.call('HSET', tick, 'at', at, 'tokens', tostring(tokens))
 redis.call('PEXPIRE', tick, ttl)
 redis.call('PEXPIRE', adm, ttl)
-return {1, joined, e, nxt, held, left, admitted, gen}
+return {1, joined, e, nxt, held, left, admitted, gen, at}

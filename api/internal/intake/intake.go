@@ -61,9 +61,6 @@ type Stock interface {
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
-	JoinRoom(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error)
-	LookRoom(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error)
-	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error)
 	EarlyPositions(ctx context.Context, r stockredis.Room, early int64) (map[string]int64, error)
 }
 

@@ -59,3 +59,6 @@ func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (ma
 
 // Small chunks, so the tests read the early joiners in several.
 func init() { earlyChunk = 300 }
+
+// Room is the key of part of activity's waiting room.
+func (k Keys) Room(activity int64, part string) string { return k.room(activity, part) }

@@ -48,6 +48,11 @@ var roomParts = []string{"early", "late", "seq", "frozen", "adm", "used", "held"
 // is to be built from MySQL (BuildRoom) and the call made again.
 var ErrRoomLost = errors.New("the waiting room is not in Redis")
 
+// ErrRoomRewound is AdvanceRoom's answer when the room's rate clock is
+// older than one the caller saw (RoomState.At): Redis came back from an
+// older copy of it. Nothing was admitted; the room is to be rebuilt.
+var ErrRoomRewound = errors.New("the waiting room in Redis is older than it was")
+
 // roomKeys are the room's keys in the order the scripts take them.
 func (s *Store) roomKeys(r Room) []string {
 	k := s.Keys(r.Items[0])
@@ -163,6 +168,9 @@ type RoomState struct {
 	// Gen is the room's generation: a state of another generation than a
 	// place remembered says the room was rebuilt since.
 	Gen int64
+	// At is the room's rate clock (ms) after the advance, 0 before the
+	// start: it only ever grows, so the next advance is given it (seen).
+	At int64
 }
 
 // SoldOut reports whether no unit is left and none is held: no waiter can
@@ -177,21 +185,26 @@ const advanceCap = 10_000
 // at now, and returns the room's state. It may run on every instance at
 // once: it admits by the time it is given, never by how often it runs. A
 // lost answer is an error; the next run (its effect is kept) is the
-// resolution.
-func (s *Store) AdvanceRoom(ctx context.Context, r Room, now time.Time) (RoomState, error) {
+// resolution. seen is the latest RoomState the caller had (zero: none): a
+// room of its generation older than its At answers ErrRoomRewound and
+// admits nobody.
+func (s *Store) AdvanceRoom(ctx context.Context, r Room, now time.Time, seen RoomState) (RoomState, error) {
 	v, err := roomAdvanceScript.Run(ctx, s.rdb, s.roomKeys(r), now.UnixMilli(), r.StartsAt.UnixMilli(),
-		r.Settings.AdmitPerSecond, r.Settings.AdmissionTTL.Milliseconds(), r.GrantMax, r.keysTTL(now), advanceCap).Int64Slice()
+		r.Settings.AdmitPerSecond, r.Settings.AdmissionTTL.Milliseconds(), r.GrantMax, r.keysTTL(now), advanceCap, seen.At, seen.Gen).Int64Slice()
 	if err != nil {
 		return RoomState{}, unavailable("room advance", err)
 	}
 	if len(v) == 1 && v[0] == -1 {
 		return RoomState{}, ErrRoomLost
 	}
-	if len(v) != 8 {
+	if len(v) == 1 && v[0] == -2 {
+		return RoomState{}, ErrRoomRewound
+	}
+	if len(v) != 9 {
 		return RoomState{}, unavailable("room advance", errors.New("unexpected answer"))
 	}
 	return RoomState{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6],
-		Gen: v[7]}, nil
+		Gen: v[7], At: v[8]}, nil
 }
 
 // earlyChunk is how many early joiners one ZRANGE of EarlyPositions reads.

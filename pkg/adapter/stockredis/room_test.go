@@ -60,7 +60,7 @@ func look(t *testing.T, s *stockredis.Store, r stockredis.Room, user string, at 
 
 func advance(t *testing.T, s *stockredis.Store, r stockredis.Room, at time.Time) stockredis.RoomState {
 	t.Helper()
-	st, err := s.AdvanceRoom(context.Background(), r, at)
+	st, err := s.AdvanceRoom(context.Background(), r, at, stockredis.RoomState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		join(t, l.direct, r, seed, "u2", roomStart.Add(2*time.Second))
 		warm(t, l.direct, 5, 1)
 		l.LoseNext("room_advance")
-		_, err = l.via.AdvanceRoom(context.Background(), r, roomStart.Add(3*time.Second))
+		_, err = l.via.AdvanceRoom(context.Background(), r, roomStart.Add(3*time.Second), stockredis.RoomState{})
 		if !stockredis.MayHaveRun(err) {
 			t.Fatalf("advance with its answer lost: %v, want an unknown outcome", err)
 		}
@@ -484,7 +484,7 @@ func TestRoomBuild(t *testing.T) {
 		if _, err := s.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, stockredis.ErrRoomLost) {
 			t.Fatalf("join of a room never built: %v, want ErrRoomLost", err)
 		}
-		if _, err := s.AdvanceRoom(ctx, r, at); !errors.Is(err, stockredis.ErrRoomLost) {
+		if _, err := s.AdvanceRoom(ctx, r, at, stockredis.RoomState{}); !errors.Is(err, stockredis.ErrRoomLost) {
 			t.Fatalf("advance of a room never built: %v, want ErrRoomLost", err)
 		}
 		if _, ok, err := s.RoomGen(ctx, r); ok || err != nil {
@@ -561,6 +561,48 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 			if p := look(t, l.direct, r, u, at); p.Position != pos {
 				t.Fatalf("%s: %+v, want position %d", u, p, pos)
 			}
+		}
+	})
+}
+
+// An advance given the state an earlier one answered refuses a room older
+// than it, of that generation or an earlier one (Redis brought back from
+// an older copy): it admits nobody and answers ErrRoomRewound. The same
+// room moved on, or a newer generation, advances.
+func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, _ bool) {
+		ctx := context.Background()
+		r, seed := newRoom(1, 1), room.NewSeed()
+		buildRoom(t, s, r, stockredis.RoomImage{Gen: 2, Frozen: true}, roomStart)
+		warmSizes(t, s, 3, 0, 4)
+		for _, u := range []string{"a", "b", "c"} {
+			join(t, s, r, seed, u, roomStart.Add(time.Second))
+		}
+		first := advance(t, s, r, roomStart.Add(2*time.Second))
+		tick := s.Keys(r.Items[0]).Room(r.ActivityID, "tick")
+		older, err := rdb.Dump(ctx, tick).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := s.AdvanceRoom(ctx, r, roomStart.Add(4*time.Second), first)
+		if err != nil || second.At <= first.At {
+			t.Fatalf("an advance of the room as it moved on: %+v %v, want a later clock than %d", second, err, first.At)
+		}
+		// The rate's clock brought back to the first advance's.
+		if err := rdb.RestoreReplace(ctx, tick, 0, older).Err(); err != nil {
+			t.Fatal(err)
+		}
+		next := second.Next
+		if _, err := s.AdvanceRoom(ctx, r, roomStart.Add(6*time.Second), second); !errors.Is(err, stockredis.ErrRoomRewound) {
+			t.Fatalf("an advance of the older copy: %v, want ErrRoomRewound", err)
+		}
+		if st := advance(t, s, r, roomStart.Add(6*time.Second)); st.Next != next+1 {
+			t.Fatalf("after the refused advance: next %d, want %d (the refused one admitted nobody)", st.Next, next+1)
+		}
+		newer := second
+		newer.Gen = 3
+		if _, err := s.AdvanceRoom(ctx, r, roomStart.Add(7*time.Second), newer); !errors.Is(err, stockredis.ErrRoomRewound) {
+			t.Fatalf("an advance of generation 2 after one of 3 was seen: %v, want ErrRoomRewound", err)
 		}
 	})
 }

@@ -38,7 +38,7 @@ import (
 type Rooms interface {
 	JoinRoom(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error)
 	LookRoom(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error)
-	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error)
+	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time, seen stockredis.RoomState) (stockredis.RoomState, error)
 	BeginRoomBuild(ctx context.Context, r stockredis.Room, token string, life time.Duration) error
 	FinishRoomBuild(ctx context.Context, r stockredis.Room, token string, img stockredis.RoomImage, now time.Time) error
 	RoomGen(ctx context.Context, r stockredis.Room) (int64, bool, error)
@@ -76,6 +76,10 @@ type Service struct {
 	// making is the first build of a room under way on this instance:
 	// other calls wait for it instead of queueing on MySQL's lock.
 	making map[int64]chan struct{}
+	// seen is the latest state each room's advance answered here
+	// (activity id -> stockredis.RoomState): a room of its generation
+	// whose rate clock is older came back from an older copy.
+	seen sync.Map
 	// sleep waits out the joins in flight (time.Sleep but for tests).
 	sleep func(context.Context, time.Duration) error
 }
@@ -189,11 +193,29 @@ func (s *Service) Look(ctx context.Context, r stockredis.Room, user string, now 
 	return p, s.lost(r, err)
 }
 
-// Advance admits the next positions at now (stockredis.AdvanceRoom).
+// Advance admits the next positions at now (stockredis.AdvanceRoom). A
+// room older than one this instance advanced before (Redis came back from
+// an older copy, or a replica behind its master took over) admits nobody:
+// it is rebuilt first, without waiting for the data-loss watch.
 func (s *Service) Advance(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error) {
-	st, err := s.rooms.AdvanceRoom(ctx, r, now)
+	var seen stockredis.RoomState
+	if v, ok := s.seen.Load(r.ActivityID); ok {
+		seen = v.(stockredis.RoomState)
+	}
+	st, err := s.rooms.AdvanceRoom(ctx, r, now, seen)
 	if s.built(ctx, r, err) {
-		st, err = s.rooms.AdvanceRoom(ctx, r, now)
+		st, err = s.rooms.AdvanceRoom(ctx, r, now, seen)
+	}
+	if errors.Is(err, stockredis.ErrRoomRewound) {
+		s.log.Warn("waiting room: older in Redis than this instance saw it; rebuilding", "activity_id", r.ActivityID,
+			"generation", seen.Gen, "seen_ms", seen.At)
+		// It stays refused here until the rebuild gives it the next
+		// generation.
+		s.startRebuild(r, s.now())
+		return st, errRebuilding(r.ActivityID)
+	}
+	if err == nil && (st.Gen != seen.Gen || st.At > seen.At) {
+		s.seen.Store(r.ActivityID, st)
 	}
 	return st, s.lost(r, err)
 }
