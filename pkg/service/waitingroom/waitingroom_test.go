@@ -95,6 +95,15 @@ func lineOf(t *testing.T, svc *waitingroom.Service, r stockredis.Room, users []s
 	return line
 }
 
+// sameLine fails the test unless the line after a rebuild is the line
+// before it.
+func sameLine(t *testing.T, before, after []string) {
+	t.Helper()
+	if !slices.Equal(before, after) {
+		t.Fatalf("the line changed across the rebuild:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
 // retryJoin joins until the room answers (it is rebuilt meanwhile), for
 // up to 15 s, and returns how long that took.
 func retryJoin(t *testing.T, svc *waitingroom.Service, r stockredis.Room, seed room.Seed, u string, now time.Time) (stockredis.Place, time.Duration) {
@@ -150,10 +159,7 @@ func TestRoomRebuiltAfterItsKeysAreLost(t *testing.T) {
 	if pl.Position != 31 || pl.Gen != 2 {
 		t.Fatalf("the join after the loss: %+v, want position 31 of generation 2", pl)
 	}
-	after := lineOf(t, svc, r, all, clk.Now())
-	if !slices.Equal(before, after) {
-		t.Fatalf("the line changed across the rebuild:\nbefore %v\nafter  %v", before, after)
-	}
+	sameLine(t, before, lineOf(t, svc, r, all, clk.Now()))
 	t.Logf("rebuilt in %v; 30 buyers in their order, the next joiner at 31", took.Round(time.Millisecond))
 }
 
@@ -189,10 +195,7 @@ func TestRoomRebuiltWhenAnOlderCopyHandsOutANumberAgain(t *testing.T) {
 	if pl.Position != 11 {
 		t.Fatalf("the late buyer after the rebuild: %+v, want position 11", pl)
 	}
-	after := lineOf(t, svc, r, all, clk.Now())
-	if !slices.Equal(before, after) {
-		t.Fatalf("the line changed across the rebuild:\nbefore %v\nafter  %v", before, after)
-	}
+	sameLine(t, before, lineOf(t, svc, r, all, clk.Now()))
 	t.Logf("rebuilt in %v after the older copy's second number 6", took.Round(time.Millisecond))
 }
 
