@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/draw"
 )
 
 // The checker: after the faults are healed it replays every key a buyer
@@ -260,6 +261,7 @@ func (s *soak) check() *soakReport {
 	s.finalReplays()
 	s.finalRestocks()
 	drawSettled, drawWhy := s.settleDraw()
+	roomRounds, roomLast, roomBreaches := s.settleRoom()
 	drained, why := s.drain()
 	rep := &soakReport{seed: s.seed, duration: s.sched.Duration, faults: s.faultsRun, answers: map[string]int{}}
 	if !drained {
@@ -327,11 +329,12 @@ func (s *soak) check() *soakReport {
 			br = append(br, fmt.Sprintf("sale %s: Redis stock %d", it.name, snap.Stock))
 		}
 	}
-	if outOfStock > 0 && s.faultsRun[faultRestore] == 0 {
+	losses := s.faultsRun[faultRestore] + s.faultsRun[faultFlush]
+	if outOfStock > 0 && losses == 0 {
 		br = append(br, fmt.Sprintf("%d orders answered 202 ended FAILED OUT_OF_STOCK with no Redis data loss", outOfStock))
 	}
-	add("no-oversell-redis", fmt.Sprintf("Redis stock >= 0; 202s failed OUT_OF_STOCK: %d (allowed only after a redis-restore, %d ran)",
-		outOfStock, s.faultsRun[faultRestore]), br)
+	add("no-oversell-redis", fmt.Sprintf("Redis stock >= 0; 202s failed OUT_OF_STOCK: %d (allowed only after Redis lost data: %d restores and flushes ran)",
+		outOfStock, losses), br)
 
 	// 3. At most one live order per user per activity, within its limit.
 	br = nil
@@ -776,6 +779,30 @@ func (s *soak) check() *soakReport {
 		}
 	}
 	add("draw-exact", fmt.Sprintf("sale H: %s; entries answered 201 %d, 200 %d", summary, entered, enteredAgain), br)
+
+	// 16. Sale G's room served every buyer it gave a place: after the
+	// faults, each one's turn came (an order, an admission that expired)
+	// or the room told them SOLD_OUT or ENDED (settleRoom).
+	lastStates := map[string]int{}
+	for _, st := range roomLast {
+		lastStates[strings.SplitN(st, " ", 2)[0]]++ // "WAITING at position ..." counts as WAITING
+	}
+	add("room-serves-every-waiter", fmt.Sprintf("sale G: %d buyers with a place, after %d rounds of polls: %s", len(roomLast), roomRounds, countsLine(lastStates)), roomBreaches)
+
+	// 17. Nobody who joined sale G's queue later was admitted ahead of an
+	// earlier joiner (roomOrderBreaches), across the Redis losses.
+	pairs, br := roomOrderBreaches(s.log.queue, s.losses)
+	add("room-keeps-its-order", fmt.Sprintf("sale G: %d answers, %d (earlier, later joiner) pairs judged, %d Redis losses", len(s.log.queue), pairs, len(s.losses)), br)
+
+	// 18. Sale H's alternates were given only units that came back, and no
+	// order of a pick failed for stock (alternateBreaches).
+	var recH draw.Record
+	br = nil
+	if code, err := s.apis[0].API().Do("GET", fmt.Sprintf("/api/v1/activities/%d/draw", h.ActivityID), 0, "", nil, nil, &recH); err != nil || code != 200 {
+		br = append(br, fmt.Sprintf("sale H's record: %d %v", code, err))
+	}
+	perSize, more := s.alternateBreaches(recH)
+	add("alternates-get-units-that-came-back", "sale H: "+strings.Join(perSize, "; "), append(br, more...))
 
 	for _, pr := range s.programs {
 		pr.mu.Lock()

@@ -170,12 +170,47 @@ type entryAnswer struct {
 	neterr  bool
 }
 
-// queueAnswer is a buyer's join of sale G's queue.
+// queueAnswer is a buyer's join of sale G's queue (or, in the checks, a
+// poll of it): when it was sent and its answer came, and the position it
+// gave (0: none, before the room's start).
 type queueAnswer struct {
-	user   string
-	code   int
-	state  string
-	neterr bool
+	user      string
+	code      int
+	state     string
+	position  int64
+	ahead     int64
+	neterr    bool
+	poll      bool
+	sent, got time.Time
+}
+
+// queueState is the part of a queue answer the soak reads.
+type queueState struct {
+	State     string `json:"state"`
+	Position  *int64 `json:"position"`
+	Ahead     int64  `json:"ahead"`
+	Admission string `json:"admission"`
+	OrderNo   string `json:"order_no"`
+}
+
+// queue sends a join (POST) or a poll (GET) of sale G's queue for user and
+// writes its answer down.
+func (s *soak) queue(a *pipelinetest.API, user string, join bool) (int, queueState) {
+	method := "GET"
+	if join {
+		method = "POST"
+	}
+	var q queueState
+	sent := time.Now()
+	code, err := a.DoAs(method, fmt.Sprintf("/api/v1/activities/%d/queue", s.sales[6].ActivityID), user, "", nil, nil, &q)
+	ans := queueAnswer{user: user, code: code, state: q.State, ahead: q.Ahead, neterr: err != nil, poll: !join, sent: sent, got: time.Now()}
+	if q.Position != nil {
+		ans.position = *q.Position
+	}
+	s.log.mu.Lock()
+	s.log.queue = append(s.log.queue, ans)
+	s.log.mu.Unlock()
+	return code, q
 }
 
 func newSoakLog() *soakLog {
@@ -286,7 +321,7 @@ func (s *soak) setupSales() {
 	// H: a draw in four sizes, its entries open for the first 30 % of the
 	// run (at least 15 s), a 10 s payment window: winners who do not pay
 	// or cancel leave their units to alternates.
-	closeIn := max(15*time.Second, s.sched.Duration*3/10)
+	closeIn := drawCloseIn(s.sched.Duration)
 	h := mk("H", 0, pipelinetest.SaleOptions{PerUserLimit: 1, PaymentWindow: 10 * time.Second,
 		Sizes: []int64{10, 15, 10, 5}, EntriesCloseIn: closeIn})
 	h.entriesClose = time.Now().Add(closeIn)
@@ -430,19 +465,10 @@ func (s *soak) step(w, i int, op string, r *rand.Rand) {
 	case "queue":
 		// Sale G's queue: join (again: the same place) and, once admitted,
 		// order with the admission.
-		// Two hundred of the buyers, so a buyer polls again before their
-		// 20 s admission expires.
 		sl := s.sales[6]
-		user := strconv.Itoa(1000 + r.IntN(200))
+		user := strconv.Itoa(1000 + r.IntN(roomBuyers))
 		_, a := s.api(r)
-		var q struct {
-			State     string `json:"state"`
-			Admission string `json:"admission"`
-		}
-		code, err := a.DoAs("POST", fmt.Sprintf("/api/v1/activities/%d/queue", sl.ActivityID), user, "", nil, nil, &q)
-		s.log.mu.Lock()
-		s.log.queue = append(s.log.queue, queueAnswer{user: user, code: code, state: q.State, neterr: err != nil})
-		s.log.mu.Unlock()
+		code, q := s.queue(a, user, true)
 		if code == 200 && q.State == "ADMITTED" {
 			s.placeAdmitted("queue", r, user, fmt.Sprintf("q%d-%d-%d", s.seed, w, i), sl.ActivityID, sl.pickItem(r), 1, q.Admission)
 		}
@@ -466,6 +492,10 @@ func (s *soak) step(w, i int, op string, r *rand.Rand) {
 		s.log.adminf("warm-up of sale %s: %d %v", sl.name, code, errText(err))
 	}
 }
+
+// roomBuyers is the buyers who join sale G's queue: few enough that a
+// buyer joins again before their 20 s admission expires.
+const roomBuyers = 200
 
 // drawEntrants is the buyers who enter sale H: few enough that most get
 // to enter, and many more than its units.
@@ -502,7 +532,7 @@ func (s *soak) drawStep(r *rand.Rand) {
 
 // act sends a buyer's pay, cancel or poll ("pay", "cancel", "poll") of an
 // order and writes its answer down.
-func (s *soak) act(a *pipelinetest.API, verb, orderNo, user string) {
+func (s *soak) act(a *pipelinetest.API, verb, orderNo, user string) (int, string) {
 	var b struct {
 		Status string `json:"status"`
 		Error  struct {
@@ -521,6 +551,7 @@ func (s *soak) act(a *pipelinetest.API, verb, orderNo, user string) {
 	s.log.acts = append(s.log.acts, actAnswer{verb: verb, orderNo: orderNo, user: user, sent: sent, code: code,
 		status: b.Status, errc: b.Error.Code, neterr: err != nil})
 	s.log.mu.Unlock()
+	return code, b.Status
 }
 
 func errText(err error) string {

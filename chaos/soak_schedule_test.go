@@ -29,6 +29,7 @@ const (
 	faultRestore   = "redis-restore"    // Redis brought back from an older copy of its AOF
 	faultStall     = "mysql-stall"      // SIGSTOP of mariadbd, SIGCONT later
 	faultSkew      = "clock-skew"       // an api restarted with SECKILL_TEST_CLOCK_OFFSET
+	faultFlush     = "redis-flush"      // Redis loses everything (FLUSHALL); only pinned (pinnedFaults)
 )
 
 // soakPrograms are the programs the soak runs, by name.
@@ -49,6 +50,7 @@ type soakFault struct {
 	Base   time.Duration
 	Jitter time.Duration
 	Offset time.Duration // clock skew
+	Why    string        // a pinned fault: what it is aimed at
 }
 
 func (f soakFault) String() string {
@@ -63,6 +65,9 @@ func (f soakFault) String() string {
 		s += fmt.Sprintf(" %v±%v", f.Base, f.Jitter)
 	case faultSkew:
 		s += fmt.Sprintf(" offset %v", f.Offset)
+	}
+	if f.Why != "" {
+		s += " (pinned: " + f.Why + ")"
 	}
 	return s
 }
@@ -144,8 +149,13 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 	programs := append(append([]string{}, soakAPIs...), soakConsumers...)
 	link := func(svc string) string { return oneOf(programs...) + "/" + svc }
 
-	busy := map[string]time.Duration{} // target -> busy until
-	var services []time.Duration       // ends of the service faults on
+	// Every fault holds its target, and a service fault a service, over
+	// [At, At+For); the pinned faults hold theirs first.
+	held := &holds{busy: map[string][]span{}}
+	s.Faults = pinnedFaults(d)
+	for _, f := range s.Faults {
+		held.take(f)
+	}
 	const meanGap = 4 * time.Second
 	end := d - time.Second
 	for at := time.Second; ; {
@@ -188,7 +198,7 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 				}
 			}
 			f.For = min(f.For, room)
-			if free(f, at, busy, services) {
+			if held.free(f) {
 				break
 			}
 			f.Kind = ""
@@ -196,38 +206,75 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 		if f.Kind == "" {
 			continue
 		}
-		key := f.Target
-		if f.Kind == faultLoseRedis || f.Kind == faultLoseMySQL || f.Kind == faultLoseKafka {
-			key = "" // armed at once, holds nothing
-		}
-		if key != "" {
-			busy[key] = at + f.For
-		}
-		if isServiceFault(f.Kind) {
-			services = append(services, at+f.For)
-		}
+		held.take(f)
 		s.Faults = append(s.Faults, f)
 	}
+	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 	return s
 }
 
-func isServiceFault(kind string) bool {
-	return kind == faultKillSvc || kind == faultRestore || kind == faultStall
+// drawCloseIn is when sale H's entries close, from its creation: at 30 %
+// of the run, and at least 15 s in.
+func drawCloseIn(d time.Duration) time.Duration { return max(15*time.Second, d*3/10) }
+
+// pinnedFaults are the faults of every run of a minute or more whose times
+// follow the sales, not the seed: Redis losing sale G's room (brought back
+// from a copy taken before the room's start, a few seconds after it;
+// emptied while it admits, twice) and losing the state around sale H's
+// draw (a copy taken before its entries close, brought back after the
+// draw ran).
+func pinnedFaults(d time.Duration) []soakFault {
+	if d < time.Minute {
+		return nil
+	}
+	closeAt := drawCloseIn(d)
+	return []soakFault{
+		{At: 2 * time.Second, Kind: faultRestore, Target: "redis", For: 8 * time.Second,
+			Why: "sale G's room from a copy taken before its start"},
+		{At: d / 5, Kind: faultFlush, Target: "redis", For: 5 * time.Second, Why: "sale G's room emptied while it admits"},
+		{At: closeAt - 4*time.Second, Kind: faultRestore, Target: "redis", For: 8 * time.Second,
+			Why: "sale H from a copy taken before its draw"},
+		{At: d * 3 / 5, Kind: faultFlush, Target: "redis", For: 5 * time.Second,
+			Why: "sale G's room emptied again, sale H's alternates under way"},
+	}
 }
 
-// free says whether f may start at at: its target is not held by another
-// fault, and fewer than two services are down or stalled.
-func free(f soakFault, at time.Duration, busy map[string]time.Duration, services []time.Duration) bool {
+func isServiceFault(kind string) bool {
+	return kind == faultKillSvc || kind == faultRestore || kind == faultStall || kind == faultFlush
+}
+
+// span is the time a fault holds something.
+type span struct{ from, to time.Duration }
+
+func (a span) overlaps(b span) bool { return a.from < b.to && b.from < a.to }
+
+// holds is what the faults placed so far hold: targets, and services
+// down, stalled or emptied.
+type holds struct {
+	busy     map[string][]span
+	services []span
+}
+
+// free says whether f may be placed: no fault holds its target over its
+// span, and fewer than two service faults overlap it. A lost reply is
+// armed at once and holds nothing.
+func (h *holds) free(f soakFault) bool {
 	if f.Kind == faultLoseRedis || f.Kind == faultLoseMySQL || f.Kind == faultLoseKafka {
 		return true
 	}
-	if until, ok := busy[f.Target]; ok && until > at {
+	if f.For <= 0 {
 		return false
+	}
+	sp := span{f.At, f.At + f.For}
+	for _, b := range h.busy[f.Target] {
+		if b.overlaps(sp) {
+			return false
+		}
 	}
 	if isServiceFault(f.Kind) {
 		on := 0
-		for _, e := range services {
-			if e > at {
+		for _, b := range h.services {
+			if b.overlaps(sp) {
 				on++
 			}
 		}
@@ -235,7 +282,19 @@ func free(f soakFault, at time.Duration, busy map[string]time.Duration, services
 			return false
 		}
 	}
-	return f.For > 0
+	return true
+}
+
+// take records what f holds.
+func (h *holds) take(f soakFault) {
+	if f.Kind == faultLoseRedis || f.Kind == faultLoseMySQL || f.Kind == faultLoseKafka {
+		return
+	}
+	sp := span{f.At, f.At + f.For}
+	h.busy[f.Target] = append(h.busy[f.Target], sp)
+	if isServiceFault(f.Kind) {
+		h.services = append(h.services, sp)
+	}
 }
 
 // The schedule is a pure function of the seed: the same seed gives the
@@ -273,6 +332,15 @@ func TestSoakScheduleIsAPureFunctionOfTheSeed(t *testing.T) {
 			if services >= 2 {
 				t.Fatalf("seed %d: %s starts while two services are down", seed, f)
 			}
+		}
+		pinned := 0
+		for _, f := range s.Faults {
+			if f.Why != "" {
+				pinned++
+			}
+		}
+		if pinned != len(pinnedFaults(s.Duration)) || pinned == 0 {
+			t.Fatalf("seed %d: %d pinned faults in the schedule, want the %d of pinnedFaults", seed, pinned, len(pinnedFaults(s.Duration)))
 		}
 		if len(kinds) < 6 {
 			t.Fatalf("seed %d: only %d kinds of fault in 3 minutes: %s", seed, len(kinds), s.byKind())

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/proxytest"
@@ -223,6 +225,9 @@ type soak struct {
 	faultsRunning int
 	faultsRun     map[string]int
 	restoreAt     map[int]string // fault index -> the AOF copy taken at its start
+	// losses are when Redis lost data (a flush, a restore put back), in
+	// order; the room's order is judged between them (soak_room_test.go).
+	losses []time.Time
 }
 
 func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices) *soak {
@@ -473,6 +478,9 @@ func (s *soak) startFault(i int, f soakFault) {
 		pr.proc.Kill()
 		pr.mu.Unlock()
 	case faultKillSvc:
+		if f.Target == "redis" {
+			s.lost() // up to a second of writes (appendfsync everysec)
+		}
 		services(s.t, "kill", f.Target)
 	case faultRestore:
 		// A copy of the AOF as it is now (Redis writing meanwhile, as a
@@ -484,6 +492,17 @@ func (s *soak) startFault(i int, f soakFault) {
 		s.restoreAt[i] = older
 	case faultStall:
 		s.signal("mysql", syscall.SIGSTOP)
+	case faultFlush:
+		// Everything Redis holds, gone at once (an operator's mistake, a
+		// restart without its data); For is the time the loss is on.
+		rc := redis.NewClient(&redis.Options{Addr: s.svc.redisAddr})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := rc.FlushAll(ctx).Err(); err != nil {
+			s.t.Logf("soak: FLUSHALL: %v", err)
+		}
+		s.lost()
+		cancel()
+		_ = rc.Close()
 	case faultSkew:
 		pr := s.programs[f.Target]
 		pr.mu.Lock()
@@ -506,6 +525,7 @@ func (s *soak) endFault(i int, f soakFault) {
 		services(s.t, "start", f.Target)
 	case faultRestore:
 		aof := filepath.Join(s.svc.dir, "data", "redis", "appendonlydir")
+		s.lost()
 		services(s.t, "kill", "redis")
 		if err := os.RemoveAll(aof); err != nil {
 			s.t.Fatal(err)
@@ -523,6 +543,13 @@ func (s *soak) endFault(i int, f soakFault) {
 		pr.mu.Unlock()
 		s.restartClean(pr)
 	}
+}
+
+// lost records that Redis has just lost data.
+func (s *soak) lost() {
+	s.log.mu.Lock()
+	s.losses = append(s.losses, time.Now())
+	s.log.mu.Unlock()
 }
 
 // restartClean stops an api with SIGTERM (a deploy, not a crash) so that
