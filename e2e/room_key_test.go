@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,20 +120,17 @@ func TestWaitingRoomKeyOutlivesTheAdmission(t *testing.T) {
 	}
 }
 
-// A poll by a buyer who has not joined costs the sale's hot slot no Redis
-// call once the instance knows them absent: a look found them not in the
-// room and a state read after it counts as many buyers (nobody joined
-// since, on any instance). A buyer who then joins, on this instance or
-// another, is told their place.
-func TestWaitingRoomStrangersPollFromMemory(t *testing.T) {
-	t.Parallel()
+// strangerRig starts two api instances of one pipeline, the second
+// (counted) reaching Redis through a proxy that counts every run of the
+// room's place script (a matcher that counts and never matches: nothing
+// is lost): the looks strangers' polls cost.
+func strangerRig(t *testing.T) (api, counted *pipelinetest.API, looks *atomic.Int64) {
+	t.Helper()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
-	api := p.StartAPI()
+	api = p.StartAPI()
 	link := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
-	counted := p.StartAPI("SECKILL_REDIS_ADDR=" + link.Addr())
-	// Every run of the room's place script through counted's Redis
-	// connection (a matcher that counts and never matches: nothing is lost).
-	var looks atomic.Int64
+	counted = p.StartAPI("SECKILL_REDIS_ADDR=" + link.Addr())
+	looks = new(atomic.Int64)
 	isLook := proxytest.RedisScript(lua.Source("room_join"))
 	link.LoseRequest(func(r proxytest.Request) bool {
 		if isLook(r) {
@@ -140,12 +138,13 @@ func TestWaitingRoomStrangersPollFromMemory(t *testing.T) {
 		}
 		return false
 	}, 1)
-	s := api.CreateSaleWith(5, pipelinetest.SaleOptions{WaitingRoom: map[string]any{"admit_per_second": 10}})
-	queue(t, api, "POST", s, 1)
+	return api, counted, looks
+}
 
-	const stranger, other = 99, 98
+// queuePoller returns a poll of s's queue that answers its status code.
+func queuePoller(t *testing.T, s pipelinetest.Sale) func(a *pipelinetest.API, user int64) int {
 	path := fmt.Sprintf("/api/v1/activities/%d/queue", s.ActivityID)
-	poll := func(a *pipelinetest.API, user int64) int {
+	return func(a *pipelinetest.API, user int64) int {
 		t.Helper()
 		code, err := a.Do("GET", path, user, "", nil, nil, nil)
 		if err != nil {
@@ -153,6 +152,21 @@ func TestWaitingRoomStrangersPollFromMemory(t *testing.T) {
 		}
 		return code
 	}
+}
+
+// A poll by a buyer who has not joined costs the sale's hot slot no Redis
+// call once the instance knows them absent: a look found them not in the
+// room and a state read after it counts as many buyers (nobody joined
+// since, on any instance). A buyer who then joins, on this instance or
+// another, is told their place.
+func TestWaitingRoomStrangersPollFromMemory(t *testing.T) {
+	t.Parallel()
+	api, counted, looks := strangerRig(t)
+	s := api.CreateSaleWith(5, pipelinetest.SaleOptions{WaitingRoom: map[string]any{"admit_per_second": 10}})
+	queue(t, api, "POST", s, 1)
+
+	const stranger, other = 99, 98
+	poll := queuePoller(t, s)
 	waittest.Until(t, 5*time.Second, "a stranger's poll answered without a look", func() bool {
 		before := looks.Load()
 		if code := poll(counted, stranger); code != 404 {
@@ -195,4 +209,74 @@ func TestWaitingRoomStrangersPollFromMemory(t *testing.T) {
 	if pl := queue(t, counted, "GET", s, other); pl.Position == nil || *pl.Position != 3 {
 		t.Fatalf("a buyer who joined here, polling: %+v, want position 3", pl)
 	}
+}
+
+// In a busy room, where a buyer joins every few milliseconds on another
+// instance, a stranger's polls still cost no Redis call after the first
+// look, before the start (early joiners) and after it (late ones): once a
+// look found someone absent, the instance reads who joined since with
+// each state read, and knows everyone that state counts. A buyer who
+// joined on the other instance is told their place here within about a
+// second.
+func TestWaitingRoomStrangersPollFromMemoryInABusyRoom(t *testing.T) {
+	t.Parallel()
+	api, counted, looks := strangerRig(t)
+	const startsIn = 8 * time.Second
+	s := api.CreateSaleWith(5, pipelinetest.SaleOptions{StartsIn: startsIn, WaitingRoom: map[string]any{"admit_per_second": 10}})
+	starts := time.Now().Add(startsIn)
+
+	// The crowd: a join every 10 ms on the other instance until the end.
+	var joined atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for u := int64(1000); ; u++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			queue(t, api, "POST", s, u)
+			joined.Store(u)
+		}
+	})
+	t.Cleanup(func() { close(stop); wg.Wait() })
+
+	const stranger = 99
+	poll := queuePoller(t, s)
+	// polls sends 40 polls of the stranger over 2 s (pacing) and returns
+	// the looks they ran.
+	polls := func(phase string) int64 {
+		before := looks.Load()
+		for range 40 {
+			if code := poll(counted, stranger); code != 404 {
+				t.Fatalf("%s: a stranger's poll: %d, want 404", phase, code)
+			}
+			time.Sleep(50 * time.Millisecond) // pacing, not a wait for anything
+		}
+		return looks.Load() - before
+	}
+	waittest.Until(t, 4*time.Second, "a stranger's poll answered without a look before the start", func() bool {
+		before := looks.Load()
+		if code := poll(counted, stranger); code != 404 {
+			t.Fatalf("a stranger's poll: %d, want 404", code)
+		}
+		return looks.Load() == before
+	})
+	if n := polls("before the start"); n != 0 {
+		t.Fatalf("before the start, %d buyers joined by now: 40 polls by a stranger ran the room's place script %d times, want 0", joined.Load()-999, n)
+	}
+	if time.Now().After(starts) {
+		t.Fatal("the polls before the start ended after it: start the sale later")
+	}
+	time.Sleep(time.Until(starts.Add(1500 * time.Millisecond))) // the start, not a condition
+	if n := polls("after the start"); n != 0 {
+		t.Fatalf("after the start, %d buyers joined by now: 40 polls by a stranger ran the room's place script %d times, want 0", joined.Load()-999, n)
+	}
+	// Someone who has just joined on the other instance is told their
+	// place here within about a second, without joining again.
+	last := joined.Load()
+	waittest.Until(t, 3*time.Second, "a buyer who joined on the other instance known here", func() bool {
+		return poll(counted, last) == 200
+	})
 }

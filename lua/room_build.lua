@@ -10,6 +10,7 @@
 -- KEYS[1..10] early, late, seq, frozen, adm, used, held, next, tick, gen
 --             (see room_join and room_advance)
 -- KEYS[11]    building: the token of the build under way
+-- KEYS[12]    earlylog (see room_join): an early member added is appended
 -- ARGV[1] 'begin', 'add' or 'commit'
 -- ARGV[2] the build's token
 -- begin:  ARGV[3] the build's lifetime (ms): removes the generation and
@@ -32,6 +33,7 @@ local building = KEYS[11]
 
 if op == 'begin' then
   for i = 1, 10 do redis.call('DEL', KEYS[i]) end
+  redis.call('DEL', KEYS[12])
   redis.call('SET', building, token, 'PX', ARGV[3])
   return 1
 end
@@ -45,7 +47,11 @@ if op == 'add' then
   local key = KEYS[1]
   if ARGV[3] == 'late' then key = KEYS[2] end
   for i = 4, #ARGV, 2 do
-    redis.call('ZADD', key, ARGV[i], ARGV[i + 1])
+    -- Appended to the log only when new: an add sent again after its
+    -- answer was lost writes nothing twice.
+    if redis.call('ZADD', key, ARGV[i], ARGV[i + 1]) == 1 and key == KEYS[1] then
+      redis.call('RPUSH', KEYS[12], ARGV[i + 1])
+    end
   end
   return 1
 end
@@ -61,6 +67,7 @@ redis.call('SET', KEYS[7], 0, 'PX', ttl)
 redis.call('SET', KEYS[8], ARGV[6], 'PX', ttl)
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[12], ttl)
 redis.call('SET', KEYS[10], ARGV[3], 'PX', ttl)
 redis.call('DEL', building)
 return 1

@@ -20,6 +20,10 @@
 --                 the room's build from MySQL (stockredis.BuildRoom): a
 --                 room without it was never built or was lost, and the
 --                 script answers {-1} and touches nothing
+-- KEYS[8] earlylog list: every early joiner, in the order they joined (an
+--                 api instance reads who joined since its last read from
+--                 it, stockredis.RoomMembers; the late ones it reads from
+--                 late by sequence number)
 -- ARGV[1] user id
 -- ARGV[2] rank (an integer below 2^53)
 -- ARGV[3] now (ms)
@@ -73,6 +77,8 @@ end
 if e < 0 then
   redis.call('ZADD', early, ARGV[2], user)
   redis.call('PEXPIRE', early, ttl)
+  redis.call('RPUSH', KEYS[8], user)
+  redis.call('PEXPIRE', KEYS[8], ttl)
   return {2, -1, -1, -1, -1, -1, gen}
 end
 local n = redis.call('INCR', seq)

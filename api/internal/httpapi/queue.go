@@ -93,6 +93,20 @@ type roomView struct {
 	// in it then (Place.Count) and the advances started by then.
 	absent map[string]absence
 
+	// members is every buyer in the room, read once a look found someone
+	// absent (tracking): each state read then reads who joined since
+	// (stockredis.RoomMembers: earlyRead early joiners and the late ones
+	// up to sequence lateSeq so far). membersFrom is the advance whose
+	// state they are complete for (0: none): a buyer not among them had
+	// not joined when that state was read, on any instance, so a busy room
+	// answers strangers from memory too.
+	members     map[string]struct{}
+	tracking    bool
+	tooMany     bool // more than maxPlaces: not tracked in this generation
+	earlyRead   int64
+	lateSeq     int64
+	membersFrom uint64
+
 	// early is every early joiner's position, read once after the start
 	// (the early set is frozen then): their first polls after the start
 	// need no Redis read of their own. earlyLoading is closed when the
@@ -111,6 +125,74 @@ func (v *roomView) setState(st stockredis.RoomState, err error, at time.Time, fr
 		v.places = map[string]cachedPlace{}
 		v.absent = map[string]absence{}
 		v.early = nil
+		v.members, v.earlyRead, v.lateSeq, v.membersFrom, v.tooMany = nil, 0, 0, 0, false
+	}
+}
+
+// membersChunk is how many early and late joiners one RoomMembers call
+// reads; membersPerRead bounds what one state read adds (a room joined by
+// more in a second is caught up over the next reads, strangers' polls
+// looking meanwhile).
+const (
+	membersChunk   = 10_000
+	membersPerRead = 50_000
+)
+
+// readMembers reads, right after a state read of generation gen, who
+// joined the room since this instance last read its members (everyone, for
+// a new generation), when it tracks them; atEnd when it read up to now.
+func (rs *rooms) readMembers(ctx context.Context, v *roomView, room func() stockredis.Room, gen int64) (read []stockredis.RoomMembers, atEnd bool) {
+	v.mu.Lock()
+	tracking, fromEarly, afterSeq := v.tracking, v.earlyRead, v.lateSeq
+	if gen != v.gen {
+		fromEarly, afterSeq = 0, 0
+	}
+	v.mu.Unlock()
+	if !tracking {
+		return nil, false
+	}
+	for n := 0; n < membersPerRead; {
+		m, err := rs.stock.RoomMembers(ctx, room(), fromEarly, afterSeq, membersChunk)
+		if err != nil || m.Gen != gen {
+			return read, false
+		}
+		read = append(read, m)
+		fromEarly += int64(len(m.Early))
+		afterSeq = m.LastSeq
+		n += len(m.Early) + len(m.Late)
+		if m.AtEnd {
+			return read, true
+		}
+	}
+	return read, false
+}
+
+// addMembers adds what readMembers read after the state read of the
+// from-th advance (generation gen) to the view's members. v.mu is held.
+func (v *roomView) addMembers(gen int64, from uint64, read []stockredis.RoomMembers, atEnd bool) {
+	if gen != v.gen || !v.tracking || len(read) == 0 {
+		return
+	}
+	if v.members == nil {
+		v.members = map[string]struct{}{}
+	}
+	for _, m := range read {
+		for _, u := range m.Early {
+			v.members[u] = struct{}{}
+		}
+		for _, u := range m.Late {
+			v.members[u] = struct{}{}
+		}
+		v.earlyRead += int64(len(m.Early))
+		v.lateSeq = m.LastSeq
+	}
+	v.membersFrom = 0
+	if atEnd {
+		v.membersFrom = from
+	}
+	if len(v.members) > maxPlaces {
+		// Too many to keep: strangers' polls look, as before.
+		v.tracking, v.tooMany, v.members, v.membersFrom = false, true, nil, 0
 	}
 }
 
@@ -157,9 +239,17 @@ func (rs *rooms) state(ctx context.Context, id int64, room func() stockredis.Roo
 		// Its own context: one poll giving up does not fail the others.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		st, err := rs.svc.Advance(actx, room(), now)
+		var members []stockredis.RoomMembers
+		atEnd := false
+		if err == nil {
+			members, atEnd = rs.readMembers(actx, v, room, st.Gen)
+		}
 		cancel()
 		v.mu.Lock()
 		v.setState(st, err, now, from)
+		if err == nil {
+			v.addMembers(st.Gen, from, members, atEnd)
+		}
 		v.loading = nil
 		close(wait)
 		v.mu.Unlock()
@@ -228,6 +318,11 @@ func (rs *rooms) place(ctx context.Context, id int64, room func() stockredis.Roo
 func (v *roomView) stillAbsent(user string, gen int64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.err == nil && v.gen == gen && v.membersFrom != 0 && v.membersFrom == v.stFrom {
+		// Every member as of the last state read is known.
+		_, in := v.members[user]
+		return !in
+	}
 	a, ok := v.absent[user]
 	return ok && v.err == nil && v.gen == gen && v.stFrom > a.advances && v.st.Joined == a.count
 }
@@ -241,6 +336,7 @@ func (v *roomView) rememberAbsent(user string, count, gen int64) {
 	if gen != v.gen {
 		return
 	}
+	v.tracking = !v.tooMany // from the next state read on
 	if _, ok := v.absent[user]; ok || len(v.absent) < maxPlaces {
 		v.absent[user] = absence{count: count, advances: v.advances}
 	}

@@ -62,6 +62,7 @@ type Stock interface {
 	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 	EarlyPositions(ctx context.Context, r stockredis.Room, early int64) (map[string]int64, error)
+	RoomMembers(ctx context.Context, r stockredis.Room, fromEarly, afterSeq, limit int64) (stockredis.RoomMembers, error)
 }
 
 // Service places orders.

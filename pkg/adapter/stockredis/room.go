@@ -120,7 +120,7 @@ func (s *Store) LookRoom(ctx context.Context, r Room, user string, now time.Time
 
 func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64, now time.Time, mode string) (Place, error) {
 	all := s.roomKeys(r)
-	keys := append(all[:6:6], all[9])
+	keys := append(all[:6:6], all[9], s.earlyLogKey(r))
 	var v []int64
 	var err error
 	for range roomAttempts {
@@ -314,7 +314,61 @@ func (s *Store) FinishRoomBuild(ctx context.Context, r Room, token string, img R
 
 func (s *Store) roomBuildKeys(r Room) []string {
 	keys := s.roomKeys(r)[:len(roomParts)]
-	return append(keys, s.Keys(r.Items[0]).room(r.ActivityID, "building"))
+	return append(keys, s.Keys(r.Items[0]).room(r.ActivityID, "building"), s.earlyLogKey(r))
+}
+
+// earlyLogKey is the list of r's early joiners in the order they joined
+// (room_join); the advance never reads it.
+func (s *Store) earlyLogKey(r Room) string {
+	return s.Keys(r.Items[0]).room(r.ActivityID, "earlylog")
+}
+
+// RoomMembers is who joined r's room since a caller's last read: the
+// early joiners from the fromEarly-th (0-based) of the early log on, and
+// the late joiners whose sequence number is above afterSeq, in the order
+// they joined, at most limit of each; and the room's generation they were
+// read in (0: the room has none, nothing was read). One MULTI, so the
+// three are of one moment. A caller that read both to their end after a
+// state read knows every buyer that state counts; a lost answer is read
+// again (it writes nothing).
+func (s *Store) RoomMembers(ctx context.Context, r Room, fromEarly, afterSeq, limit int64) (RoomMembers, error) {
+	keys := s.roomKeys(r)
+	var early *redis.StringSliceCmd
+	var late *redis.ZSliceCmd
+	var gen *redis.StringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		gen = p.Get(ctx, keys[9])
+		early = p.LRange(ctx, s.earlyLogKey(r), fromEarly, fromEarly+limit-1)
+		late = p.ZRangeByScoreWithScores(ctx, keys[1], &redis.ZRangeBy{Min: "(" + strconv.FormatInt(afterSeq, 10), Max: "+inf", Count: limit})
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return RoomMembers{}, unavailable("room members", err)
+	}
+	g, err := gen.Int64()
+	if errors.Is(err, redis.Nil) {
+		return RoomMembers{}, nil
+	}
+	if err != nil {
+		return RoomMembers{}, unavailable("room members", err)
+	}
+	m := RoomMembers{Gen: g, Early: early.Val(), LastSeq: afterSeq}
+	for _, z := range late.Val() {
+		m.Late = append(m.Late, z.Member.(string))
+		m.LastSeq = int64(z.Score)
+	}
+	m.AtEnd = int64(len(m.Early)) < limit && int64(len(m.Late)) < limit
+	return m, nil
+}
+
+// RoomMembers is one read of RoomMembers.
+type RoomMembers struct {
+	Gen         int64
+	Early, Late []string
+	// LastSeq is the highest sequence number read (afterSeq when none).
+	LastSeq int64
+	// AtEnd: both were read to their end.
+	AtEnd bool
 }
 
 // RoomGen returns r's room's generation in Redis, false when it has none.

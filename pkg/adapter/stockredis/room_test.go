@@ -532,7 +532,8 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 		ctx := context.Background()
 		r := newRoom(100, 1)
 		r.Items = []stockredis.Item{stockredis.One(item)}
-		img := stockredis.RoomImage{Gen: 2, Late: []string{"l1", "l2"}, Frozen: true}
+		img := stockredis.RoomImage{Gen: 2, Late: []string{"l1", "l2"}, Frozen: true,
+			Early: []stockredis.RankedJoin{{UserID: "e1", Rank: 1}, {UserID: "e2", Rank: 2}}}
 		at := roomStart.Add(time.Second)
 		l.LoseNext("room_build")
 		if err := l.via.BeginRoomBuild(ctx, r, "b", time.Minute); !stockredis.MayHaveRun(err) {
@@ -541,7 +542,7 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 		if err := l.via.BeginRoomBuild(ctx, r, "b", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		l.LoseNext("room_build") // the add of l1 and l2
+		l.LoseNext("room_build") // the add of e1 and e2
 		if err := l.via.FinishRoomBuild(ctx, r, "b", img, at); !stockredis.MayHaveRun(err) {
 			t.Fatalf("finish with its add's answer lost: %v, want an unknown outcome", err)
 		}
@@ -550,17 +551,21 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 		}
 		// The commit alone (no member to add) sent once more.
 		again := img
-		again.Late = nil
+		again.Late, again.Early = nil, nil
 		if err := l.via.FinishRoomBuild(ctx, r, "b", again, at); err != nil {
 			t.Fatalf("the commit sent again: %v, want its work found done", err)
 		}
 		if g, ok, err := l.direct.RoomGen(ctx, r); g != 2 || !ok || err != nil {
 			t.Fatalf("generation %d %v %v, want 2", g, ok, err)
 		}
-		for u, pos := range map[string]int64{"l1": 1, "l2": 2} {
+		for u, pos := range map[string]int64{"e1": 1, "e2": 2, "l1": 3, "l2": 4} {
 			if p := look(t, l.direct, r, u, at); p.Position != pos {
 				t.Fatalf("%s: %+v, want position %d", u, p, pos)
 			}
+		}
+		// The add sent again logged no early joiner twice.
+		if m, err := l.direct.RoomMembers(ctx, r, 0, 0, 10); err != nil || !slices.Equal(m.Early, []string{"e1", "e2"}) {
+			t.Fatalf("the room's members: %+v %v, want e1 and e2 once each", m, err)
 		}
 	})
 }
@@ -603,6 +608,62 @@ func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
 		newer.Gen = 3
 		if _, err := s.AdvanceRoom(ctx, r, roomStart.Add(7*time.Second), newer); !errors.Is(err, stockredis.ErrRoomRewound) {
 			t.Fatalf("an advance of generation 2 after one of 3 was seen: %v, want ErrRoomRewound", err)
+		}
+	})
+}
+
+// RoomMembers reads who joined since the last read, early joiners from
+// their log and late ones by sequence number, in chunks, and a rebuilt
+// room's members with its new generation; a room without a generation
+// reads nothing.
+func TestRoomMembers(t *testing.T) {
+	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
+		ctx := context.Background()
+		r, seed := newRoom(100, 1), room.NewSeed()
+		if m, err := s.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
+			t.Fatalf("a room never built: %+v %v, want nothing", m, err)
+		}
+		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		var early, late []string
+		for i := range 5 {
+			u := "early-" + strconv.Itoa(i)
+			join(t, s, r, seed, u, roomStart.Add(-time.Second))
+			early = append(early, u)
+		}
+		join(t, s, r, seed, early[2], roomStart.Add(-time.Second)) // again: the same place, logged once
+		for i := range 4 {
+			u := "late-" + strconv.Itoa(i)
+			join(t, s, r, seed, u, roomStart.Add(time.Second))
+			late = append(late, u)
+		}
+		// In chunks of 3: what the first read left, the second reads.
+		m, err := s.RoomMembers(ctx, r, 0, 0, 3)
+		if err != nil || m.Gen != 1 || !slices.Equal(m.Early, early[:3]) || !slices.Equal(m.Late, late[:3]) || m.LastSeq != 3 || m.AtEnd {
+			t.Fatalf("first read: %+v %v, want %v and %v up to sequence 3, not at the end", m, err, early[:3], late[:3])
+		}
+		m, err = s.RoomMembers(ctx, r, 3, m.LastSeq, 3)
+		if err != nil || !slices.Equal(m.Early, early[3:]) || !slices.Equal(m.Late, late[3:]) || m.LastSeq != 4 || !m.AtEnd {
+			t.Fatalf("second read: %+v %v, want %v and %v, at the end", m, err, early[3:], late[3:])
+		}
+
+		// Rebuilt (generation 2): every member once, the early ones in the
+		// image's order.
+		img := stockredis.RoomImage{Gen: 2, Frozen: true, Late: late}
+		for _, u := range early {
+			img.Early = append(img.Early, stockredis.RankedJoin{UserID: u, Rank: room.Rank(seed, u)})
+		}
+		if err := s.BeginRoomBuild(ctx, r, "t2", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := s.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
+			t.Fatalf("during a build: %+v %v, want nothing", m, err)
+		}
+		if err := s.FinishRoomBuild(ctx, r, "t2", img, roomStart.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		m, err = s.RoomMembers(ctx, r, 0, 0, 100)
+		if err != nil || m.Gen != 2 || !slices.Equal(m.Early, early) || !slices.Equal(m.Late, late) || !m.AtEnd {
+			t.Fatalf("after the rebuild: %+v %v, want generation 2, %v and %v", m, err, early, late)
 		}
 	})
 }
