@@ -649,8 +649,14 @@ func (s *soak) restock(w, i int, r *rand.Rand) {
 	}
 	s.log.mu.Unlock()
 	if ra.key == "" {
-		its := s.openSale(r).items()
+		sl := s.openSale(r)
+		its := sl.items()
 		ra = restockAnswer{item: its[r.IntN(len(its))].ID, key: fmt.Sprintf("r%d-%d-%d", s.seed, w, i), qty: int64(5 + r.IntN(16))}
+		if sl == s.sales[7] && time.Now().Before(sl.entriesClose) {
+			// One unit: sale H's draw keeps fewer units than entrants
+			// however long the run, so it has alternates.
+			ra.qty = 1
+		}
 	}
 	_, a := s.api(r)
 	var out struct {
