@@ -196,6 +196,9 @@ func (e *env) queueScenario(ctx context.Context, sh shape) ([]*report.Run, error
 	}
 	late, joinErrs := make([]int64, sh.connections), make([]int64, sh.connections)
 	update, done := e.meter.track(name+"-join", 0, int64(n))
+	// With --pprof, a profile of the joins as long as the calibration
+	// says they take.
+	prof := e.startProfiles(ctx, name+"-join", time.Duration(float64(n)/rate*float64(time.Second)))
 	stopCPU := e.measureCPU()
 	joins := load.Run(ctx, load.Config{Workers: sh.connections, Ops: int64(n), Progress: update},
 		func(ctx context.Context, w int, seq int64) load.Outcome {
@@ -217,6 +220,7 @@ func (e *env) queueScenario(ctx context.Context, sh shape) ([]*report.Run, error
 	}
 	jr := runResult(name+"-join", shape{connections: sh.connections, stock: sh.stock}, s, joins)
 	jr.CPU, jr.Buyers = joinCPU, int64(n)
+	jr.Profiles = prof()
 	jr.Violations = []verify.Violation{} // it places no order
 	if err := e.readStock(ctx, jr, s); err != nil {
 		return nil, err
