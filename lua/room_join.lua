@@ -24,65 +24,83 @@
 --                 api instance reads who joined since its last read from
 --                 it, stockredis.RoomMembers; the late ones it reads from
 --                 late by sequence number)
--- ARGV[1] user id
--- ARGV[2] rank (an integer below 2^53)
--- ARGV[3] now (ms)
--- ARGV[4] the sale's start (ms)
--- ARGV[5] the room's keys' lifetime (ms)
--- ARGV[6] 'join' or 'look' (look never adds the buyer)
+-- ARGV[1] the sale's start (ms)
+-- ARGV[2] the room's keys' lifetime (ms)
+-- ARGV[3] 'join' or 'look' (look never adds a buyer)
+-- ARGV[4..] per buyer, three values: user id, rank (an integer below 2^53),
+--         now (ms). Buyers who asked together share one run, each handled
+--         as if alone, in turn.
 --
--- Returns {joined, position, E, admission, used, count, gen}, or {-1} when
--- the room has no generation: joined 0 when the buyer is not in the room
--- (look only), 1 when they were, 2 when this call added them (their join
--- is to be recorded in MySQL before it is answered); position -1 before
--- the freeze;
--- admission the buyer's unused admission's score or -1; used the score of
--- the admission an order used, or -1; count, for a buyer not in the room,
--- how many are (as room_advance counts them: the early joiners so far
--- before the freeze, E + the sequence after), else -1.
+-- Returns, per buyer, seven values {joined, position, E, admission, used,
+-- count, gen}, or {-1} when the room has no generation: joined 0 when the
+-- buyer is not in the room (look only), 1 when they were, 2 when this run
+-- added them (their join is to be recorded in MySQL before it is
+-- answered); position -1 before the freeze; admission the buyer's unused
+-- admission's score or -1; used the score of the admission an order used,
+-- or -1; count, for a buyer not in the room, how many are (as
+-- room_advance counts them: the early joiners so far before the freeze,
+-- E + the sequence after), else -1.
 local early, late, seq, frozen, adm, used = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local user, now, starts, ttl = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local starts, ttl, join = tonumber(ARGV[1]), ARGV[2], ARGV[3] == 'join'
 
 local gen = redis.call('GET', KEYS[7])
 if not gen then return {-1} end
 gen = tonumber(gen)
 
-local e = redis.call('GET', frozen)
-if not e and now >= starts then
-  e = redis.call('ZCARD', early)
-  redis.call('SET', frozen, e, 'PX', ttl)
-end
-e = tonumber(e or -1)
+local out = {}
+local addedEarly, addedLate = false, false
 
-local function scores()
+local function scores(user)
   return tonumber(redis.call('ZSCORE', adm, user) or -1), tonumber(redis.call('HGET', used, user) or -1)
 end
 
-if redis.call('ZSCORE', early, user) then
-  local pos = -1
-  if e >= 0 then pos = redis.call('ZRANK', early, user) + 1 end
-  local a, u = scores()
-  return {1, pos, e, a, u, -1, gen}
+local function place(user, rank, now)
+  local e = redis.call('GET', frozen)
+  if not e and now >= starts then
+    e = redis.call('ZCARD', early)
+    redis.call('SET', frozen, e, 'PX', ttl)
+  end
+  e = tonumber(e or -1)
+
+  if redis.call('ZSCORE', early, user) then
+    local pos = -1
+    if e >= 0 then pos = redis.call('ZRANK', early, user) + 1 end
+    local a, u = scores(user)
+    return 1, pos, e, a, u, -1
+  end
+  local s = redis.call('ZSCORE', late, user)
+  if s then
+    local a, u = scores(user)
+    return 1, e + tonumber(s), e, a, u, -1
+  end
+  if not join then
+    local count = redis.call('ZCARD', early)
+    if e >= 0 then count = e + tonumber(redis.call('GET', seq) or 0) end
+    return 0, -1, e, -1, -1, count
+  end
+  if e < 0 then
+    redis.call('ZADD', early, rank, user)
+    redis.call('RPUSH', KEYS[8], user)
+    addedEarly = true
+    return 2, -1, -1, -1, -1, -1
+  end
+  local n = redis.call('INCR', seq)
+  redis.call('ZADD', late, n, user)
+  addedLate = true
+  return 2, e + n, e, -1, -1, -1
 end
-local s = redis.call('ZSCORE', late, user)
-if s then
-  local a, u = scores()
-  return {1, e + tonumber(s), e, a, u, -1, gen}
+
+for i = 4, #ARGV, 3 do
+  local joined, pos, e, a, u, count = place(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
+  local k = #out
+  out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6], out[k + 7] = joined, pos, e, a, u, count, gen
 end
-if ARGV[6] ~= 'join' then
-  local count = redis.call('ZCARD', early)
-  if e >= 0 then count = e + tonumber(redis.call('GET', seq) or 0) end
-  return {0, -1, e, -1, -1, count, gen}
-end
-if e < 0 then
-  redis.call('ZADD', early, ARGV[2], user)
+if addedEarly then
   redis.call('PEXPIRE', early, ttl)
-  redis.call('RPUSH', KEYS[8], user)
   redis.call('PEXPIRE', KEYS[8], ttl)
-  return {2, -1, -1, -1, -1, -1, gen}
 end
-local n = redis.call('INCR', seq)
-redis.call('ZADD', late, n, user)
-redis.call('PEXPIRE', seq, ttl)
-redis.call('PEXPIRE', late, ttl)
-return {2, e + n, e, -1, -1, -1, gen}
+if addedLate then
+  redis.call('PEXPIRE', seq, ttl)
+  redis.call('PEXPIRE', late, ttl)
+end
+return out

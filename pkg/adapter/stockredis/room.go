@@ -108,37 +108,73 @@ var (
 const roomAttempts = 3
 
 // JoinRoom puts user in the room (rank: room.Rank of the sale's seed) and
-// returns their place; joining again returns the same place.
+// returns their place; joining again returns the same place. Joins of one
+// room that arrive together share one run of the script (roomJoiner).
 func (s *Store) JoinRoom(ctx context.Context, r Room, user string, rank uint64, now time.Time) (Place, error) {
-	return s.roomPlace(ctx, r, user, rank, now, "join")
+	return s.joins.join(ctx, placeCall{r: r, user: user, rank: rank, now: now})
 }
 
 // LookRoom returns user's place without joining (Joined false if absent).
 func (s *Store) LookRoom(ctx context.Context, r Room, user string, now time.Time) (Place, error) {
-	return s.roomPlace(ctx, r, user, 0, now, "look")
+	ps, err := s.roomPlaces(ctx, "look", []placeCall{{r: r, user: user, now: now}})
+	if err != nil {
+		return Place{}, err
+	}
+	return ps[0], nil
 }
 
-func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64, now time.Time, mode string) (Place, error) {
+// placeCall is one buyer's join or look of a room.
+type placeCall struct {
+	r     Room
+	user  string
+	rank  uint64
+	now   time.Time
+	reply chan placeAnswer
+}
+
+type placeAnswer struct {
+	p   Place
+	err error
+}
+
+// roomPlaces runs the place script once for calls, all of one room (one
+// sale, one start), and returns each buyer's place in order. A lost
+// answer is resolved by running it again: a join or a look is idempotent.
+func (s *Store) roomPlaces(ctx context.Context, mode string, calls []placeCall) ([]Place, error) {
+	r := calls[0].r
 	all := s.roomKeys(r)
 	keys := append(all[:6:6], all[9], s.earlyLogKey(r))
+	args := make([]any, 0, 3+3*len(calls))
+	args = append(args, r.StartsAt.UnixMilli(), r.keysTTL(calls[0].now), mode)
+	for _, c := range calls {
+		args = append(args, c.user, c.rank, c.now.UnixMilli())
+	}
 	var v []int64
 	var err error
 	for range roomAttempts {
-		v, err = roomJoinScript.Run(ctx, s.rdb, keys, user, rank, now.UnixMilli(), r.StartsAt.UnixMilli(),
-			r.keysTTL(now), mode).Int64Slice()
+		v, err = roomJoinScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 		if err == nil || !MayHaveRun(unavailable("room "+mode, err)) || ctx.Err() != nil {
 			break
 		}
 	}
 	if err != nil {
-		return Place{}, unavailable("room "+mode, err)
+		return nil, unavailable("room "+mode, err)
 	}
 	if len(v) == 1 && v[0] == -1 {
-		return Place{}, ErrRoomLost
+		return nil, ErrRoomLost
 	}
-	if len(v) != 7 {
-		return Place{}, unavailable("room "+mode, errors.New("unexpected answer"))
+	if len(v) != 7*len(calls) {
+		return nil, unavailable("room "+mode, fmt.Errorf("%d values for %d buyers", len(v), len(calls)))
 	}
+	out := make([]Place, len(calls))
+	for i := range calls {
+		out[i] = placeOf(v[7*i : 7*i+7])
+	}
+	return out, nil
+}
+
+// placeOf reads one buyer's seven values of the place script's answer.
+func placeOf(v []int64) Place {
 	p := Place{Joined: v[0] >= 1, Added: v[0] == 2, Position: max(v[1], 0), Count: max(v[5], 0), Gen: v[6], Early: max(v[2], 0)}
 	if v[3] >= 0 {
 		p.Admission, p.Grant = time.UnixMilli(v[3]/grantScale).UTC(), int(v[3]%grantScale)
@@ -146,7 +182,7 @@ func (s *Store) roomPlace(ctx context.Context, r Room, user string, rank uint64,
 	if v[4] >= 0 {
 		p.Used, p.UsedExpires = true, time.UnixMilli(v[4]/grantScale).UTC()
 	}
-	return p, nil
+	return p
 }
 
 // RoomState is where a room stands after an advance.

@@ -160,11 +160,39 @@ func TestRoomFairOrder(t *testing.T) {
 				t.Fatalf("late joiner %d joining again: %+v", i, p)
 			}
 		}
-		if p := look(t, s, r, "stranger", roomStart); p.Joined || p.Count != n+50 {
-			t.Fatalf("a look added the buyer, or miscounted the room: %+v, want a count of %d", p, n+50)
+		// 300 late joiners at once, beside 300 early joiners joining again:
+		// joins that arrive together share a run of the script, each as if
+		// alone. The late ones take the next 300 positions, each its own;
+		// the early ones keep theirs.
+		var mu sync.Mutex
+		taken := map[int64]string{}
+		var wg sync.WaitGroup
+		for i := range 300 {
+			u := fmt.Sprintf("crowd-%d", i)
+			wg.Go(func() {
+				p := join(t, s, r, seed, u, roomStart.Add(time.Second))
+				mu.Lock()
+				defer mu.Unlock()
+				if !p.Added || p.Position <= n+50 || p.Position > n+350 || taken[p.Position] != "" {
+					t.Errorf("%s joined at %+v; position taken by %q", u, p, taken[p.Position])
+				}
+				taken[p.Position] = u
+			})
+			wg.Go(func() {
+				if p := join(t, s, r, seed, users[i], roomStart.Add(time.Second)); p.Added || p.Position != pos[i] {
+					t.Errorf("%s joining again in a crowd: %+v, want position %d", users[i], p, pos[i])
+				}
+			})
 		}
-		if st := advance(t, s, r, roomStart.Add(time.Second)); st.Joined != n+50 {
-			t.Fatalf("the advance counts %d in the room, the look %d", st.Joined, n+50)
+		wg.Wait()
+		if len(taken) != 300 {
+			t.Fatalf("300 late joiners took %d positions", len(taken))
+		}
+		if p := look(t, s, r, "stranger", roomStart); p.Joined || p.Count != n+350 {
+			t.Fatalf("a look added the buyer, or miscounted the room: %+v, want a count of %d", p, n+350)
+		}
+		if st := advance(t, s, r, roomStart.Add(time.Second)); st.Joined != n+350 {
+			t.Fatalf("the advance counts %d in the room, the look %d", st.Joined, n+350)
 		}
 	})
 }

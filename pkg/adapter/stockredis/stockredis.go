@@ -240,6 +240,7 @@ type Store struct {
 
 	lookups  *batcher
 	reserves *reserver
+	joins    *roomJoiner
 
 	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
 
@@ -253,7 +254,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = "sk"
 	}
-	return &Store{
+	s := &Store{
 		lookups:       &batcher{rdb: rdb},
 		reserves:      newReserver(rdb, prefix),
 		rdb:           rdb,
@@ -268,6 +269,8 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		warmupBuckets: redis.NewScript(lua.Source("warmup_buckets")),
 		restock:       redis.NewScript(lua.Source("restock")),
 	}
+	s.joins = &roomJoiner{s: s}
+	return s
 }
 
 // Keys returns the key names of item.
