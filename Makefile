@@ -27,7 +27,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak browser
+.PHONY: help up down status build test test-faults rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak browser
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
@@ -51,10 +51,14 @@ status: ## show whether each service answers
 build: ## build bin/api, bin/consumer, bin/reconciler
 	go build -o bin/ $$(for p in api consumer reconciler; do [ -f $$p/main.go ] && echo ./$$p; done)
 
-test: up rules ## run every test with -race against the real services, the api fuzzer, then the chaos suite
+test: up rules ## unit and integration tests with -race against the real services, the fuzzers (under 10 min)
 	go test -race -count=1 -timeout 30m $(GOTESTFLAGS) $(PKG)
 	go test -run '^$$' -fuzz FuzzDecodePlaceOrder -fuzztime $(FUZZTIME) ./api/internal/httpapi/
 	API_FUZZ_SEED=$${API_FUZZ_SEED:-$(API_FUZZ_CI_SEED)} scripts/api-fuzz
+
+# The suites that stop services, start other topologies or run for minutes: .ci/run runs them
+# after `make test`.
+test-faults: up ## the fault suites: Keycloak, the browser, chaos, the replicated failovers, a 2-minute soak
 	@$(MAKE) --no-print-directory keycloak
 	@$(MAKE) --no-print-directory browser
 	@$(MAKE) --no-print-directory chaos-run
