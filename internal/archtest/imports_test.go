@@ -1,0 +1,246 @@
+// Package archtest holds the test of the import rules docs/structure.md
+// describes: it reads the product's import graph with `go list` and fails
+// on an arrow that breaks a rule.
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/seckill/seckill/"
+
+// layer is where a package of the module sits; each layer may import only
+// the ones its rule names (allowed).
+type layer int
+
+const (
+	other      layer = iota // not under a rule (the bench, e2e, chaos)
+	foundation              // pkg/foundation, lua, sql: imports none above
+	domain                  // pkg/domain: the standard library and itself only
+	adapter                 // pkg/adapter: one outside system each
+	service                 // pkg/service: the use cases
+	wiring                  // internal/config and each program's main package
+	transport               // api/internal/..., consumer/internal/...
+	testkit                 // internal/testkit: the test harness
+)
+
+func (l layer) String() string {
+	return [...]string{"other", "foundation", "domain", "adapter", "service", "wiring", "transport", "testkit"}[l]
+}
+
+// layerOf places a package path (without the module prefix).
+func layerOf(p string) layer {
+	under := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	switch {
+	case under("pkg/foundation"), p == "lua", p == "sql":
+		return foundation
+	case under("pkg/domain"):
+		return domain
+	case under("pkg/adapter"):
+		return adapter
+	case under("pkg/service"):
+		return service
+	case under("internal/testkit"):
+		return testkit
+	case p == "internal/config", p == "api", p == "consumer", p == "reconciler":
+		return wiring
+	case under("api/internal"), under("consumer/internal"), under("reconciler/internal"):
+		return transport
+	}
+	return other
+}
+
+// allowed are the layers each layer may import from the module. A domain
+// package imports nothing but the standard library and other domain
+// packages; nothing in the product imports the test harness; no arrow runs
+// back up.
+var allowed = map[layer][]layer{
+	foundation: {foundation},
+	domain:     {domain},
+	adapter:    {foundation, domain},
+	service:    {foundation, domain, service},
+	wiring:     {foundation, domain, adapter, service, wiring, transport},
+	transport:  {foundation, domain, service, transport},
+}
+
+// debt is every arrow that breaks a rule today and that the middle floor's
+// restructuring takes away: the services still speak in the adapters'
+// types, the transports reach the adapters, and order numbers are ULIDs
+// of a library. The list only shrinks: an
+// arrow gone from the code must go from here too (the test says so), and
+// any arrow not here that breaks a rule fails the test.
+var debt = []string{
+	"api/internal/httpapi -> pkg/adapter/auth",
+	"api/internal/httpapi -> pkg/adapter/orderdb",
+	"api/internal/httpapi -> pkg/adapter/stockredis",
+	"api/internal/intake -> pkg/adapter/orderdb",
+	"api/internal/intake -> pkg/adapter/stockredis",
+	"consumer/internal/drawer -> pkg/adapter/lock",
+	"consumer/internal/drawer -> pkg/adapter/orderdb",
+	"consumer/internal/drawer -> pkg/adapter/stockredis",
+	"consumer/internal/fulfil -> pkg/adapter/orderdb",
+	"consumer/internal/fulfil -> pkg/adapter/orderevents",
+	"consumer/internal/fulfil -> pkg/adapter/stockredis",
+	"consumer/internal/redisloss -> pkg/adapter/lock",
+	"consumer/internal/redisloss -> pkg/adapter/orderdb",
+	"consumer/internal/sweep -> pkg/adapter/lock",
+	"consumer/internal/sweep -> pkg/adapter/stockredis",
+	"consumer/internal/unpaid -> pkg/adapter/lock",
+	"consumer/internal/warmup -> pkg/adapter/lock",
+	"consumer/internal/warmup -> pkg/adapter/stockredis",
+	"pkg/domain/order -> github.com/oklog/ulid/v2",
+	"pkg/service/lifecycle -> pkg/adapter/orderdb",
+	"pkg/service/lifecycle -> pkg/adapter/stockredis",
+	"pkg/service/reconcile -> pkg/adapter/orderdb",
+	"pkg/service/reconcile -> pkg/adapter/stockredis",
+	"pkg/service/waitingroom -> pkg/adapter/orderdb",
+	"pkg/service/waitingroom -> pkg/adapter/stockredis",
+}
+
+// graph is each package's imports (paths without the module prefix; the
+// standard library and outside modules as they are).
+type graph map[string][]string
+
+// breaches returns every arrow of g that breaks a rule, as "from -> to:
+// why", sorted.
+func breaches(g graph) []string {
+	var out []string
+	for from, imports := range g {
+		lf := layerOf(from)
+		for _, to := range imports {
+			inModule := g.has(to) || layerOf(to) != other
+			switch {
+			case lf == domain && !inModule && strings.Contains(strings.SplitN(to, "/", 2)[0], "."):
+				out = append(out, fmt.Sprintf("%s -> %s: the domain imports only the standard library and itself", from, to))
+			case !inModule:
+			case layerOf(to) == testkit && lf != testkit && lf != other:
+				out = append(out, fmt.Sprintf("%s -> %s: the product never imports the test harness", from, to))
+			case allowed[lf] != nil && !slices.Contains(allowed[lf], layerOf(to)):
+				out = append(out, fmt.Sprintf("%s -> %s: %s may import only %v", from, to, lf, allowed[lf]))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g graph) has(p string) bool { _, ok := g[p]; return ok }
+
+// arrow is the "from -> to" of a breach.
+func arrow(b string) string { return b[:strings.Index(b, ":")] }
+
+// load reads the module's product packages (not their tests) with go list.
+func load(t *testing.T) graph {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Error", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	g := graph{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+			Error      *struct{ Err string }
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
+		}
+		var imports []string
+		for _, i := range p.Imports {
+			imports = append(imports, strings.TrimPrefix(i, module))
+		}
+		g[strings.TrimPrefix(p.ImportPath, module)] = imports
+	}
+	return g
+}
+
+// check returns every breach of g not in debt, and every arrow of debt
+// that is no longer a breach.
+func check(g graph, debt []string) []string {
+	var problems []string
+	found := map[string]bool{}
+	for _, b := range breaches(g) {
+		found[arrow(b)] = true
+		if !slices.Contains(debt, arrow(b)) {
+			problems = append(problems, b)
+		}
+	}
+	for _, d := range debt {
+		if !found[d] {
+			problems = append(problems, d+" is gone from the code (or no longer breaks a rule): take it off the debt list")
+		}
+	}
+	return problems
+}
+
+// The module's import graph keeps the rules of docs/structure.md, but for
+// the arrows listed as debt.
+func TestImportRules(t *testing.T) {
+	g := load(t)
+	for _, p := range []string{"api", "consumer", "pkg/domain/order", "pkg/adapter/orderdb", "pkg/service/lifecycle"} {
+		if !g.has(p) {
+			t.Fatalf("go list did not read %s: the graph is not the module's", p)
+		}
+	}
+	for _, problem := range check(g, debt) {
+		t.Error(problem)
+	}
+	t.Logf("%d arrows still break a rule (the debt list)", len(debt))
+}
+
+// Each rule catches its breach: a graph with one bad arrow per rule.
+func TestImportRulesCatchBreaches(t *testing.T) {
+	g := graph{
+		"pkg/foundation/logs":        {"log/slog"},
+		"pkg/domain/order":           {"time"},
+		"pkg/adapter/orderdb":        {"pkg/domain/order", "gorm.io/gorm"},
+		"pkg/service/lifecycle":      {"pkg/domain/order"},
+		"api":                        {"pkg/adapter/orderdb", "api/internal/httpapi"},
+		"api/internal/httpapi":       {"pkg/service/lifecycle"},
+		"internal/testkit/mysqltest": {"pkg/adapter/orderdb"},
+	}
+	if b := breaches(g); len(b) != 0 {
+		t.Fatalf("a graph that keeps the rules breaks them: %v", b)
+	}
+	if p := check(g, []string{"api/internal/httpapi -> pkg/adapter/orderdb"}); len(p) != 1 || !strings.Contains(p[0], "take it off the debt list") {
+		t.Errorf("a debt arrow the graph no longer has: %q, want it reported", p)
+	}
+	for _, c := range []struct{ from, to, why string }{
+		{"pkg/domain/order", "gorm.io/gorm", "the domain imports only the standard library"},
+		{"pkg/domain/order", "pkg/adapter/orderdb", "domain may import only"},
+		{"pkg/domain/order", "pkg/foundation/logs", "domain may import only"},
+		{"pkg/foundation/logs", "pkg/domain/order", "foundation may import only"},
+		{"pkg/adapter/orderdb", "pkg/service/lifecycle", "adapter may import only"},
+		{"pkg/service/lifecycle", "pkg/adapter/orderdb", "service may import only"},
+		{"pkg/service/lifecycle", "api/internal/httpapi", "service may import only"},
+		{"api/internal/httpapi", "pkg/adapter/orderdb", "transport may import only"},
+		{"api/internal/httpapi", "api", "transport may import only"},
+		{"api", "internal/testkit/mysqltest", "never imports the test harness"},
+	} {
+		bad := graph{}
+		for k, v := range g {
+			bad[k] = slices.Clone(v)
+		}
+		bad[c.from] = append(bad[c.from], c.to)
+		if p := check(bad, []string{c.from + " -> " + c.to}); len(p) != 0 {
+			t.Errorf("%s -> %s listed as debt: %q, want no problem", c.from, c.to, p)
+		}
+		b := breaches(bad)
+		if len(b) != 1 || !strings.HasPrefix(b[0], c.from+" -> "+c.to+": ") || !strings.Contains(b[0], c.why) {
+			t.Errorf("%s -> %s: breaches %q, want one saying %q", c.from, c.to, b, c.why)
+		}
+	}
+}
