@@ -325,7 +325,11 @@ func (r *reconciler) check(ctx context.Context) error {
 	if err != nil {
 		return fail(exitFailed, r.why(l, err))
 	}
-	rep, err := r.checker.Run(lctx, targets, r.opts.repair, l)
+	mode := reconcile.CheckOnly
+	if r.opts.repair {
+		mode = reconcile.CheckAndRepair
+	}
+	rep, err := r.checker.Run(lctx, targets, mode, l)
 	if err != nil {
 		return fail(exitFailed, r.why(l, err))
 	}

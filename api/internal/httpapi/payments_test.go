@@ -19,7 +19,7 @@ func TestPayOfACancelledSale(t *testing.T) {
 	ctx := context.Background()
 	cancelled, running := f.activity(), f.activity()
 	late, fine := f.created(7, cancelled, 1), f.created(7, running, 1)
-	if _, err := ts.db.EndActivity(ctx, cancelled, time.Now(), true); err != nil {
+	if _, err := ts.db.EndActivity(ctx, cancelled, time.Now(), order.CancelNow); err != nil {
 		t.Fatal(err)
 	}
 	pay := func(no string) response {

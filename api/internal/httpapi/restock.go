@@ -5,7 +5,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -30,12 +29,9 @@ type RestockView struct {
 }
 
 // restock adds units to an item in MySQL, then in Redis, once per
-// Idempotency-Key: MySQL records the restock under the key in the
-// transaction that adds the units; the Redis step adds them once per
-// restock (a marker), so a retry with the same key runs only that step
-// again. If Redis fails after MySQL committed the answer is 503 and the
-// retry with the same key, or else the reconciler's next repair, finishes
-// it (docs/adr/0001, "Unknown outcomes").
+// Idempotency-Key (sales.Restock). If Redis fails after MySQL committed the
+// answer is 503 and the retry with the same key, or else the reconciler's
+// next repair, finishes it (docs/adr/0001, "Unknown outcomes").
 func (s *Server) restock(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
@@ -53,59 +49,11 @@ func (s *Server) restock(c *gin.Context) {
 		s.fail(c, order.Errorf(order.ErrInvalidArgument, "quantity must be an integer from 1 to %d", MaxRestock))
 		return
 	}
-	ctx := c.Request.Context()
-	rs, created, err := s.db.Restock(ctx, id, key, *b.Quantity)
+	r, err := s.sales.Restock(s.logContext(c), id, key, *b.Quantity)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	log := s.log.With("request_id", c.GetString(ctxRequestID), "item_id", id, "restock_id", rs.ID, "quantity", rs.Quantity)
-	// Where the item's keys are: with the first item of its latest sale.
-	tag, err := s.db.ItemTag(ctx, id)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	item := stockredis.In(tag, id)
-	if !rs.Applied {
-		res, err := s.intake.Stock.Restock(ctx, item, rs.ID, rs.Quantity)
-		if err != nil {
-			// MySQL has the units; Redis may or may not (a lost answer).
-			// The same key finishes it, or the reconciler's repair does.
-			log.Warn("restock recorded in MySQL, Redis step not done; retry with the same key", "err", err)
-			s.fail(c, err)
-			return
-		}
-		// Not warmed: the item's stock is not in Redis (or a bucket is
-		// missing), and the warm-up that loads it reads MySQL, which has
-		// the units. The restock stays pending: the warm-up records the
-		// restocks it loads, and a retry with this key or the
-		// reconciler's repair finishes any its figure did not include.
-		if res.Warmed {
-			if err := s.db.MarkRestockApplied(ctx, rs.ID); err != nil {
-				// Redis has the units; the record only tells the reconciler
-				// it need not finish them (it would add nothing anyway).
-				log.Warn("restock applied in Redis but not recorded", "err", err)
-			}
-		}
-		if res.Added > 0 {
-			s.intake.ClearSoldOut(id)
-		}
-		log.Info("item restocked", "new", created, "redis_added", res.Added, "redis_warmed", res.Warmed)
-	}
-	db, err := s.db.ItemStock(ctx, id)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	snap, err := s.intake.Stock.Stock(ctx, item)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	v := RestockView{ItemID: id, RestockID: rs.ID, Quantity: rs.Quantity, Replayed: !created, DBStock: db, InFlight: snap.Inflight}
-	if snap.Warmed {
-		v.RedisStock = &snap.Stock
-	}
-	c.JSON(http.StatusOK, v)
+	c.JSON(http.StatusOK, RestockView{ItemID: id, RestockID: r.Restock.ID, Quantity: r.Restock.Quantity, Replayed: r.Replayed,
+		DBStock: r.DBStock, RedisStock: r.RedisStock, InFlight: r.InFlight})
 }

@@ -204,7 +204,7 @@ func repair(t *testing.T, rdb redis.UniversalClient, store *stockredis.Store, pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := c.Run(ctx, targets, true, l)
+	rep, err := c.Run(ctx, targets, reconcile.CheckAndRepair, l)
 	if err != nil || len(rep.Items) != 1 {
 		t.Fatalf("repair: %+v %v", rep, err)
 	}

@@ -58,7 +58,7 @@ func noDrift(t *testing.T, store *stockredis.Store, db *mysqltest.DB, item int64
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := c.Run(ctx, targets, false, nil)
+	rep, err := c.Run(ctx, targets, reconcile.CheckOnly, nil)
 	if err != nil || len(rep.Items) != 1 {
 		t.Fatalf("reconcile: %+v %v", rep, err)
 	}

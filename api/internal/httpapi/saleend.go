@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -28,18 +27,13 @@ type CancelledView struct {
 	OrdersClosed int `json:"orders_closed"`
 }
 
-// endActivity ends a running sale now, by the shared clock (intake's Now:
-// the same instant on every instance whatever its own clock says): every
-// API instance refuses new orders within order.ActivityTTL (one that cannot
-// re-read the sale within order.ActivityMaxStale), orders already accepted
-// finish, and the consumer fails any order reserved after the end
-// (SALE_ENDED).
+// endActivity ends a running sale now, by the shared clock (sales.End).
 func (s *Server) endActivity(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
-	a, err := s.db.EndActivity(c.Request.Context(), id, s.intake.Now(), false)
+	a, err := s.sales.End(c.Request.Context(), id)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -49,37 +43,18 @@ func (s *Server) endActivity(c *gin.Context) {
 	c.JSON(http.StatusOK, activityView(a))
 }
 
-// cancelBatch bounds one pass of the cancel's closes.
-const cancelBatch = 500
-
-// cancelActivity ends the sale now and closes its unpaid CREATED orders,
-// giving their units and quotas back as a buyer's cancel does. Orders still
-// on their way when it runs are closed by the consumer's closer once they
-// reach MySQL.
+// cancelActivity ends the sale now and closes its unpaid orders
+// (sales.Cancel).
 func (s *Server) cancelActivity(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
-	ctx := s.logContext(c)
-	a, err := s.db.EndActivity(ctx, id, s.intake.Now(), true)
+	a, closed, err := s.sales.Cancel(s.logContext(c), id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	closed := 0
-	for {
-		n, err := s.lifecycle.CloseCancelled(ctx, id, cancelBatch)
-		closed += n
-		if err != nil {
-			s.fail(c, fmt.Errorf("cancel activity %d after %d closes: %w", id, closed, err))
-			return
-		}
-		if n < cancelBatch {
-			break
-		}
-	}
-	s.intake.ClearSoldOut(a.ItemID)
 	s.log.Info("activity cancelled", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", a.ItemID,
 		"orders_closed", closed)
 	c.JSON(http.StatusOK, CancelledView{ActivityView: activityView(a), Cancelled: true, OrdersClosed: closed})

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
@@ -29,6 +30,7 @@ const (
 type Server struct {
 	intake    *intake.Service
 	lifecycle *lifecycle.Service
+	sales     *sales.Service
 	db        *orderdb.DB
 	verifier  *auth.Verifier
 	ready     []Checker
@@ -78,6 +80,7 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
+	s.sales = &sales.Service{Sales: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut, Log: log}
 	s.rooms = &rooms{stock: svc.Stock}
 	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
 		s.rooms.svc = waitingroom.New(st, db, log, now)

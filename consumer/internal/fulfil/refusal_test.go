@@ -35,11 +35,11 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 			ended, cancelled := e.newSale(10, 1), e.newSale(10, 1)
 			before := e.reserve(ended, 1, 1)
 			over := e.reserve(ended, 2, 2) // the instance still had a limit of 2
-			end, err := e.db.EndActivity(ctx, ended.activity, time.Now(), false)
+			end, err := e.db.EndActivity(ctx, ended.activity, time.Now(), order.EndNow)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cancel, err := e.db.EndActivity(ctx, cancelled.activity, time.Now(), true)
+			cancel, err := e.db.EndActivity(ctx, cancelled.activity, time.Now(), order.CancelNow)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,7 +72,7 @@ func (r *Repairer) Repair(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rep, err := r.Checker.Run(lctx, targets, true, l)
+	rep, err := r.Checker.Run(lctx, targets, reconcile.CheckAndRepair, l)
 	var repaired []int64
 	for _, it := range rep.Items {
 		if it.Verdict == reconcile.Repaired {

@@ -115,7 +115,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := checker.Run(ctx, targets, false, nil)
+	rep, err := checker.Run(ctx, targets, reconcile.CheckOnly, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestDrawRunsOnlyWhenDue(t *testing.T) {
 	if err != nil || len(due) != 1 || due[0] != a.ID {
 		t.Fatalf("due at the close: %v, %v", due, err)
 	}
-	if _, err := db.EndActivity(ctx, a.ID, time.Now(), true); err != nil {
+	if _, err := db.EndActivity(ctx, a.ID, time.Now(), order.CancelNow); err != nil {
 		t.Fatal(err)
 	}
 	if due, err := db.DrawsDue(ctx, closes); err != nil || len(due) != 0 {
@@ -174,14 +174,14 @@ func TestEnterAfterTheSaleEndedIsRefused(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	for _, cancel := range []bool{false, true} {
+	for _, how := range []order.Ending{order.EndNow, order.CancelNow} {
 		a := drawSale(t, db, time.Now().Add(time.Minute), 2)
-		if _, err := db.EndActivity(ctx, a.ID, time.Now(), cancel); err != nil {
+		if _, err := db.EndActivity(ctx, a.ID, time.Now(), how); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "late", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
 		if !errors.Is(err, order.ErrActivityNotActive) {
-			t.Fatalf("an entry after the sale ended (cancel %v): %v, want ErrActivityNotActive", cancel, err)
+			t.Fatalf("an entry after the sale ended (ending %v): %v, want ErrActivityNotActive", how, err)
 		}
 		if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 0 {
 			t.Fatalf("%d entries counted after the end", sum.Entries)

@@ -206,7 +206,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cutCommit(p)
-	if a, err := via.EndActivity(ctx, act.ID, first, true); err == nil {
+	if a, err := via.EndActivity(ctx, act.ID, first, order.CancelNow); err == nil {
 		t.Fatalf("cancel answered through a cut COMMIT: %+v", a)
 	} else {
 		t.Logf("cancel with its COMMIT answer lost: %v", err)
@@ -226,7 +226,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	}
 
 	waitCutOver(t, via)
-	retry, err := via.EndActivity(ctx, act.ID, first.Add(2*time.Second), true)
+	retry, err := via.EndActivity(ctx, act.ID, first.Add(2*time.Second), order.CancelNow)
 	if err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
@@ -266,7 +266,7 @@ func TestCancelIsRecordedAfterThePaymentItWaitedFor(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.EndActivity(ctx, r.Event.ActivityID, time.Now(), true)
+		_, err := db.EndActivity(ctx, r.Event.ActivityID, time.Now(), order.CancelNow)
 		done <- err
 	}()
 	// The cancel has read its clock and waits for the row.

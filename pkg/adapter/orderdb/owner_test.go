@@ -209,7 +209,7 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.EndActivity(ctx, ended.ID, now, true); err != nil {
+	if _, err := db.EndActivity(ctx, ended.ID, now, order.CancelNow); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Minute), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now.Add(time.Second))); err != nil {

@@ -12,13 +12,13 @@ import (
 
 // EndActivity ends a running sale at now: ends_at moves to now (the API
 // instances refuse new orders once their copy of the activity, at most
-// order.ActivityTTL old, shows it). cancel also marks it cancelled
+// order.ActivityTTL old, shows it). order.CancelNow also marks it cancelled
 // (cancelled_at, the moment the cancel took effect by MySQL's clock: the
 // first cancel's), after which the closer closes its CREATED orders. Ending
 // a sale that has ended already changes nothing (cancelling one still marks
 // it); a sale that has not started is order.ErrActivityNotActive: change its
 // times instead.
-func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, cancel bool) (order.Activity, error) {
+func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error) {
 	now = now.UTC()
 	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
@@ -33,7 +33,7 @@ func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, cancel b
 		if now.Before(row.EndsAt) {
 			set["ends_at"] = now
 		}
-		if cancel {
+		if how == order.CancelNow {
 			// MySQL's clock when the cancel takes effect, after the lock:
 			// a payment the cancel waited for (saleCancelled) committed
 			// before this statement, so its updated_at, by the same clock,

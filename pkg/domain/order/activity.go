@@ -65,3 +65,14 @@ const MaxStockBuckets = 16
 func (a Activity) ActiveAt(t time.Time) bool {
 	return !t.Before(a.StartsAt) && t.Before(a.EndsAt)
 }
+
+// Ending is how an operator ends a running sale now.
+type Ending int
+
+const (
+	// EndNow stops new orders; orders already accepted finish.
+	EndNow Ending = iota
+	// CancelNow ends the sale and marks it cancelled, so its unpaid
+	// orders close.
+	CancelNow
+)

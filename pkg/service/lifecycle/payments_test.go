@@ -231,7 +231,7 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 			at(time.Duration(n) * 200 * time.Microsecond)
 			// What the admin cancel does: mark the sale, then close its
 			// CREATED orders.
-			if _, err := s.db.EndActivity(ctx, s.activity, time.Now(), true); err != nil {
+			if _, err := s.db.EndActivity(ctx, s.activity, time.Now(), order.CancelNow); err != nil {
 				t.Error(err)
 				return
 			}

@@ -38,7 +38,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	f.commit(first)
 	f.confirm(first)
 	reserve(2, 1) // stays in flight
-	_, it := f.check(false)
+	_, it := f.check(CheckOnly)
 	wantItem(t, it, OK, 28, 27, 1, 0)
 
 	k := f.store.Keys(stockredis.One(f.item))
@@ -60,12 +60,12 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.inject()
-		rep, it := f.check(false)
+		rep, it := f.check(CheckOnly)
 		wantItem(t, it, Drift, 28, c.redis, 1, c.drift)
 		if rep.ExitCode() != 1 {
 			t.Fatalf("%s: exit %d, want 1", c.name, rep.ExitCode())
 		}
-		rep, it = f.check(true)
+		rep, it = f.check(CheckAndRepair)
 		wantItem(t, it, Repaired, 28, c.redis, 1, c.drift)
 		if rep.ExitCode() != 0 {
 			t.Fatalf("%s: exit %d, repairs %v", c.name, rep.ExitCode(), it.Repairs)
@@ -76,7 +76,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 		if fence, _ := f.rdb.Get(f.ctx, k.Fence()).Int64(); fence != rep.Fence || fence == 0 {
 			t.Fatalf("%s: fence key %d, want the lock's %d", c.name, fence, rep.Fence)
 		}
-		_, it = f.check(false)
+		_, it = f.check(CheckOnly)
 		wantItem(t, it, OK, 28, 27, 1, 0)
 	}
 	if f.rdb.Exists(f.ctx, k.Stock()).Val() != 0 {
@@ -110,9 +110,9 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 	}
 	bought := f.buyThenLoseEverything(5, reserve)
 
-	_, it := f.check(false)
+	_, it := f.check(CheckOnly)
 	wantItem(t, it, NotWarmed, 25, -1, 0, -25)
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -134,7 +134,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 	if sum != 25 {
 		t.Fatalf("buckets hold %d, want 25", sum)
 	}
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 25, 25, 0, 0)
 	for _, b := range bought {
 		r := b
@@ -165,10 +165,10 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 	}
 	k := f.store.Keys(stockredis.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 5)
-	_, it := f.check(false)
+	_, it := f.check(CheckOnly)
 	wantItem(t, it, Drift, 30, 35, 0, 5)
 
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -178,7 +178,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 	if v, _ := f.rdb.Get(f.ctx, k.Stock()).Int64(); v != 30 {
 		t.Fatalf("the live stock key holds %d after the repair, want 30 (repairs %q)", v, it.Repairs)
 	}
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 30, 30, 0, 0)
 }
 
@@ -197,7 +197,7 @@ func TestReconcileReportsTwoLayoutsAtOnce(t *testing.T) {
 		f.rdb.Set(f.ctx, k.Bucket(i), 10, time.Hour)
 	}
 	f.rdb.IncrBy(f.ctx, k.Stock(), 5) // the live key drifts
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	if it.Verdict != Drift || rep.ExitCode() != 1 {
 		t.Fatalf("two layouts: verdict %q, exit %d, problems %q; want drift, exit 1", it.Verdict, rep.ExitCode(), it.Problems)
 	}
@@ -205,7 +205,7 @@ func TestReconcileReportsTwoLayoutsAtOnce(t *testing.T) {
 		t.Fatalf("problems %q do not name both layouts", it.Problems)
 	}
 	// A repair does not pick one for the operator.
-	_, it = f.check(true)
+	_, it = f.check(CheckAndRepair)
 	if it.Verdict != Drift || f.rdb.Exists(f.ctx, k.Stock()).Val() != 1 || f.rdb.Exists(f.ctx, k.BucketMarker()).Val() != 1 {
 		t.Fatalf("repair of two layouts: %+v", it)
 	}

@@ -76,10 +76,10 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	f.rdb.Set(f.ctx, k.Idem("6", other.IdempotencyKey), elsewhere, time.Hour)
 
 	// A check alone does not look at idempotency records.
-	if _, it := f.check(false); it.Verdict != OK || it.IdemRestored != 0 {
+	if _, it := f.check(CheckOnly); it.Verdict != OK || it.IdemRestored != 0 {
 		t.Fatalf("check: %+v", it)
 	}
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired || it.IdemRestored != 4 || rep.ExitCode() != 0 || len(it.Repairs) != 1 {
 		t.Fatalf("repair: %+v, want verdict repaired with 4 idempotency records restored", it)
 	}
@@ -116,7 +116,7 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	}
 
 	// Nothing left to restore: the next repair pass changes nothing.
-	if _, it := f.check(true); it.Verdict != OK || it.IdemRestored != 0 || len(it.Repairs) != 0 {
+	if _, it := f.check(CheckAndRepair); it.Verdict != OK || it.IdemRestored != 0 || len(it.Repairs) != 0 {
 		t.Fatalf("second repair: %+v", it)
 	}
 }
@@ -145,7 +145,7 @@ func TestReconcileRestoresTheKeysOrderNotItsRefusedRetry(t *testing.T) {
 	f.failedInMySQL(retry, order.ReasonDuplicateRequest)
 	f.rdb.Del(f.ctx, idem) // and lost again
 
-	if _, it := f.check(true); it.IdemRestored != 1 {
+	if _, it := f.check(CheckAndRepair); it.IdemRestored != 1 {
 		t.Fatalf("repair: %+v, want one idempotency record restored", it)
 	}
 	if got := f.rdb.Get(f.ctx, idem).Val(); got != closed.OrderNo {

@@ -94,11 +94,11 @@ func TestRestocksAndWarmupsInterleaved(t *testing.T) {
 			if s := f.redisStock(); s.Stock != total {
 				t.Fatalf("Redis stock %d after the retries, MySQL %d: want every restock in Redis once", s.Stock, total)
 			}
-			_, it := f.check(true)
+			_, it := f.check(CheckAndRepair)
 			if it.Verdict != OK && it.Verdict != Repaired {
 				t.Fatalf("repair: %+v", it)
 			}
-			_, it = f.check(false)
+			_, it = f.check(CheckOnly)
 			wantItem(t, it, OK, total, total, 0, 0)
 		})
 	}

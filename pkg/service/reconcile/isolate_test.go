@@ -86,7 +86,7 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 	f.poison(bad)
 
 	l := f.lock()
-	rep, err := f.c.Run(f.ctx, f.targets(), true, l)
+	rep, err := f.c.Run(f.ctx, f.targets(), CheckAndRepair, l)
 	l.Release(f.ctx)
 	if err != nil {
 		t.Fatalf("run stopped: %v", err)
@@ -133,7 +133,7 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 
 	// The fault goes (the key is deleted): the next run repairs it.
 	f.rdb.Del(f.ctx, f.store.Keys(stockredis.One(bad)).Stock())
-	rep, err = f.c.Run(f.ctx, f.targets(), true, f.lock())
+	rep, err = f.c.Run(f.ctx, f.targets(), CheckAndRepair, f.lock())
 	if err != nil || rep.ExitCode() != 0 || byItem(t, rep, bad).Verdict != Repaired {
 		t.Fatalf("after the fault: err %v, report %+v", err, rep.Items)
 	}
@@ -153,7 +153,7 @@ func TestReconcileStoreDownStopsTheRun(t *testing.T) {
 	down := stockredis.New(rdb, f.prefix)
 	c := *f.c
 	c.Stock, c.Stores = down.Reconciler(), []Pinger{down, f.db.DB}
-	rep, err := c.Run(f.ctx, targets, false, nil)
+	rep, err := c.Run(f.ctx, targets, CheckOnly, nil)
 	if err == nil || !errors.Is(err, order.ErrUnavailable) || !strings.Contains(err.Error(), "a store is down") {
 		t.Fatalf("err %v, want the run stopped: a store is down", err)
 	}

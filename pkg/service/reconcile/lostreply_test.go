@@ -63,7 +63,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 
 			p.LoseReply(lose, 1)
 			l := f.lock()
-			rep, err := f.c.Run(f.ctx, f.targets(), true, l)
+			rep, err := f.c.Run(f.ctx, f.targets(), CheckAndRepair, l)
 			err = uncheckedErr(t, rep, err)
 			if err == nil || !stockredis.MayHaveRun(err) {
 				t.Fatalf("repair pass whose %s answer was lost: %v; want an unknown outcome", script, err)
@@ -76,7 +76,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			}
 
 			// The script ran: the next pass finds the item in order.
-			_, it := f.check(false)
+			_, it := f.check(CheckOnly)
 			if it.Verdict != OK || it.Drift != 0 {
 				t.Fatalf("after the lost answer: %+v; want OK (the script ran once)", it)
 			}
@@ -97,7 +97,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			}
 			// The next pass finds nothing more to restore, and the live
 			// order's close credits its unit once.
-			if _, it := f.check(true); it.Verdict != OK || len(it.Repairs) != 0 {
+			if _, it := f.check(CheckAndRepair); it.Verdict != OK || len(it.Repairs) != 0 {
 				t.Fatalf("the pass after the lost answer: %+v", it)
 			}
 			f.cancel(live)
@@ -126,7 +126,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 
 	kept, closed := f.bought(1), f.bought(2)
 	f.rdb.Del(f.ctx, k.Reservation(kept.OrderNo), k.Reservation(closed.OrderNo)) // lost with the restore
-	if _, it := f.check(true); it.ReservationsRestored != 2 {
+	if _, it := f.check(CheckAndRepair); it.ReservationsRestored != 2 {
 		t.Fatalf("repair: %+v, want 2 reservations restored", it)
 	}
 	if tr, err := f.db.CloseOrder(f.ctx, closed.UserID, closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
@@ -135,7 +135,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 
 	p.LoseReply(proxytest.RedisScript(lua.Source(script)), 1)
 	l := f.lock()
-	rep, err := f.c.Run(f.ctx, f.targets(), true, l)
+	rep, err := f.c.Run(f.ctx, f.targets(), CheckAndRepair, l)
 	err = uncheckedErr(t, rep, err)
 	if err == nil || !stockredis.MayHaveRun(err) {
 		t.Fatalf("repair pass whose %s answer was lost: %v; want an unknown outcome", script, err)
@@ -155,7 +155,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 	if err != nil || st.Finished != 1 {
 		t.Fatalf("closer: %+v %v, want 1 release finished", st, err)
 	}
-	if _, it := f.check(true); it.Verdict != Repaired {
+	if _, it := f.check(CheckAndRepair); it.Verdict != Repaired {
 		t.Fatalf("repair after the lost answer: %+v", it)
 	}
 	f.wantAgree(19)

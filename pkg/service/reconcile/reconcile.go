@@ -377,6 +377,16 @@ func (c *Checker) horizon(t Target, now time.Time) time.Time {
 // MaxReads reads), and, when repair is set, repairs what two reads in a row
 // agreed on, under l.
 //
+// Mode is what a run does with the drift it finds.
+type Mode int
+
+const (
+	// CheckOnly reports drift and changes nothing.
+	CheckOnly Mode = iota
+	// CheckAndRepair reports drift and repairs it; it needs a lock.
+	CheckAndRepair
+)
+
 // A check or repair that fails for one item (a store's error for that item:
 // a key of the wrong type, a statement MySQL refuses) is that item's own:
 // its line gets the verdict Unchecked with the error, it is left alone for
@@ -385,7 +395,8 @@ func (c *Checker) horizon(t Target, now time.Time) time.Time {
 // done, only when ctx ends, the lock is lost, or a store is down: after an
 // item failed, a store that does not answer a ping (Checker.Stores) means
 // every other item would fail the same way, after its own timeouts.
-func (c *Checker) Run(ctx context.Context, targets []Target, repair bool, l Lock) (rep Report, err error) {
+func (c *Checker) Run(ctx context.Context, targets []Target, mode Mode, l Lock) (rep Report, err error) {
+	repair := mode == CheckAndRepair
 	if repair && l == nil {
 		return rep, errors.New("reconcile: repairs need a lock")
 	}

@@ -212,17 +212,17 @@ func (f *fixture) lock() *lock.Lock {
 	return l
 }
 
-// check runs the checker (repairing under a fresh lock when repair is set)
+// check runs the checker (repairing under a fresh lock for CheckAndRepair)
 // and returns the item's line.
-func (f *fixture) check(repair bool) (Report, ItemReport) {
+func (f *fixture) check(mode Mode) (Report, ItemReport) {
 	f.t.Helper()
 	var l Lock
-	if repair {
+	if mode == CheckAndRepair {
 		lk := f.lock()
 		defer lk.Release(f.ctx)
 		l = lk
 	}
-	rep, err := f.c.Run(f.ctx, f.targets(), repair, l)
+	rep, err := f.c.Run(f.ctx, f.targets(), mode, l)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestReconcileAgreesWhileOrdersAreMidway(t *testing.T) {
 
 	// Redis: 20-1-2-1-3-1-2 = 10 left; counter 1+2+3+2 = 8.
 	// MySQL: 20-2-1 (live) = 17.
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	wantItem(t, it, OK, 17, 10, 7, 0)
 	wantDetail := InFlightDetail{Inflight: 8, Undecided: 1, Committed: 2, Releasing: 5, Closing: 1, Pending: 4}
 	if it.Detail != wantDetail || it.Reads != 1 || rep.ExitCode() != 0 {
@@ -297,7 +297,7 @@ func TestReconcileAgreesWhileOrdersAreMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.release(closedEarly, stockredis.StateClaimed)
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 17, 16, 1, 0)
 	_ = undecided
 }
@@ -325,7 +325,7 @@ func TestReconcileStockDriftIsReportedAndRepaired(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.inject()
-		rep, it := f.check(false)
+		rep, it := f.check(CheckOnly)
 		wantItem(t, it, Drift, c.mysql, c.redis, 1, c.drift)
 		if it.Reads != 2 || rep.ExitCode() != 1 {
 			t.Fatalf("%s: %d reads, exit %d; want 2 reads, exit 1", c.name, it.Reads, rep.ExitCode())
@@ -334,7 +334,7 @@ func TestReconcileStockDriftIsReportedAndRepaired(t *testing.T) {
 			t.Fatalf("%s: a check without --repair changed Redis to %d", c.name, snap.Stock)
 		}
 
-		rep, it = f.check(true)
+		rep, it = f.check(CheckAndRepair)
 		want := c.mysql - 1
 		wantItem(t, it, Repaired, c.mysql, c.redis, 1, c.drift)
 		if rep.ExitCode() != 0 || len(it.Repairs) != 1 {
@@ -346,13 +346,13 @@ func TestReconcileStockDriftIsReportedAndRepaired(t *testing.T) {
 		if fence, _ := f.rdb.Get(f.ctx, k.Fence()).Int64(); fence != rep.Fence || fence == 0 {
 			t.Fatalf("%s: fence key %d, want the lock's %d", c.name, fence, rep.Fence)
 		}
-		_, it = f.check(false)
+		_, it = f.check(CheckOnly)
 		wantItem(t, it, OK, c.mysql, want, 1, 0)
 	}
 	// The in-flight order still completes against the repaired stock.
 	f.commit(inFlight)
 	f.confirm(inFlight)
-	_, it := f.check(false)
+	_, it := f.check(CheckOnly)
 	wantItem(t, it, OK, 9, 9, 0, 0)
 
 	logged := f.logBuf.String()
@@ -382,7 +382,7 @@ func TestReconcileTransientMismatchIsNotDrift(t *testing.T) {
 			f.rdb.DecrBy(f.ctx, k.Stock(), 2)
 		}
 	}}
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	wantItem(t, it, OK, 10, 10, 0, 0)
 	if it.Reads != 2 || rep.ExitCode() != 0 || len(it.Repairs) != 0 {
 		t.Fatalf("reads %d exit %d repairs %v", it.Reads, rep.ExitCode(), it.Repairs)
@@ -411,7 +411,7 @@ func TestReconcileOrdersMovingDuringTheReadAreReadAgain(t *testing.T) {
 		}
 		moved = append(moved, fast)
 	}
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	// Redis 10-1-2 = 7; in flight: counter 2 - committed 2 + closing 1;
 	// MySQL 10-1-2+1 = 8. (Read without the retry: Redis 9, MySQL 8.)
 	wantItem(t, it, OK, 8, 7, 1, 0)
@@ -429,7 +429,7 @@ func TestReconcileChangingMismatchIsUnsettledAndNotRepaired(t *testing.T) {
 	k := f.store.Keys(stockredis.One(f.item))
 	f.c.Progress = &progressHook{fn: func(int) { f.rdb.IncrBy(f.ctx, k.Stock(), 1) }}
 	f.rdb.IncrBy(f.ctx, k.Stock(), 1)
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Unsettled || it.Reads != MaxReads || rep.ExitCode() != 1 || len(it.Repairs) != 0 {
 		t.Fatalf("item %+v, exit %d; want unsettled after %d reads, exit 1, no repair", it, rep.ExitCode(), MaxReads)
 	}
@@ -448,7 +448,7 @@ func TestReconcileRepairRechecksWhenStockChangesConcurrently(t *testing.T) {
 			f.reserve(1, 1)
 		}
 	}
-	_, it := f.check(true)
+	_, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired || writes != 2 {
 		t.Fatalf("item %+v after %d write attempts; want repaired on the second", it, writes)
 	}
@@ -460,7 +460,7 @@ func TestReconcileRepairRechecksWhenStockChangesConcurrently(t *testing.T) {
 	f.rdb.IncrBy(f.ctx, k.Stock(), 4)
 	user := int64(10)
 	f.c.beforeWrite = func(int64) { user++; f.reserve(user, 1) }
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Retry || rep.ExitCode() != 1 || !strings.Contains(strings.Join(it.Repairs, ";"), "changed concurrently, retry") {
 		t.Fatalf("item %+v exit %d, want retry", it, rep.ExitCode())
 	}
@@ -475,7 +475,7 @@ func TestReconcileRepairRefusesAnOlderFence(t *testing.T) {
 	k := f.store.Keys(stockredis.One(f.item))
 	f.rdb.Set(f.ctx, k.Fence(), 1_000_000, time.Hour) // a later reconciler wrote here
 	f.rdb.IncrBy(f.ctx, k.Stock(), 3)
-	_, it := f.check(true)
+	_, it := f.check(CheckAndRepair)
 	if it.Verdict != Retry || f.redisStock().Stock != 13 {
 		t.Fatalf("item %+v, Redis stock %d; want retry and no change", it, f.redisStock().Stock)
 	}
@@ -497,7 +497,7 @@ func TestReconcileRepairStopsWhenTheLockIsLost(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
 	f.rdb.IncrBy(f.ctx, f.store.Keys(stockredis.One(f.item)).Stock(), 3)
-	_, err := f.c.Run(f.ctx, f.targets(), true, lostLock{})
+	_, err := f.c.Run(f.ctx, f.targets(), CheckAndRepair, lostLock{})
 	if !errors.Is(err, ErrLockLost) {
 		t.Fatalf("err = %v, want ErrLockLost", err)
 	}
@@ -524,7 +524,7 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 	failed := f.reserve(5, 1)                                  // FAILED in MySQL, release pending: fine
 	f.failInMySQL(failed)
 
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	q := it.Activities[0]
 	wantMissing := []QuotaIssue{{UserID: "1", OrderNo: lost.OrderNo}, {UserID: "2", OrderNo: wrong.OrderNo, Holder: ghost}}
 	wantStale := []QuotaIssue{{UserID: "3", Holder: ghost}}
@@ -536,7 +536,7 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 		t.Fatalf("stock drift %d, want 0", it.Drift)
 	}
 
-	_, it = f.check(true)
+	_, it = f.check(CheckAndRepair)
 	if it.Verdict != Repaired || len(it.Repairs) != 3 {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -551,7 +551,7 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 	if f.rdb.Exists(f.ctx, k.Quota(f.act.ID, "3")).Val() != 0 {
 		t.Fatal("stale quota key kept")
 	}
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	if it.Verdict != OK {
 		t.Fatalf("after repair: %+v", it)
 	}
@@ -583,13 +583,13 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	f := newFixture(t, 10, -time.Minute)
 	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation { return f.reserve(u, 1) })
 
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	wantItem(t, it, NotWarmed, 6, -1, 0, -6)
 	if rep.ExitCode() != 1 || len(it.Activities[0].QuotaMissing) != 4 {
 		t.Fatalf("exit %d, quota %+v", rep.ExitCode(), it.Activities[0])
 	}
 
-	_, it = f.check(true)
+	_, it = f.check(CheckAndRepair)
 	if it.Verdict != Repaired || len(it.Repairs) != 4 || it.IdemRestored != 4 || it.ReservationsRestored != 4 {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -611,7 +611,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	if items, _ := f.store.WarmedItems(f.ctx); len(items) != 1 || items[0] != stockredis.One(f.item) {
 		t.Fatalf("warmed items %v", items)
 	}
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 6, 6, 0, 0)
 	// A buyer from before cannot buy again; a new one can.
 	for _, b := range bought {
@@ -627,7 +627,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 func TestReconcileNotStartedIsNotDrift(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, time.Hour)
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	wantItem(t, it, NotStarted, 10, -1, 0, -10)
 	if rep.ExitCode() != 0 || len(it.Repairs) != 0 || it.Reads != 1 {
 		t.Fatalf("exit %d, %+v", rep.ExitCode(), it)
@@ -674,7 +674,7 @@ func TestReconcileTargets(t *testing.T) {
 	// The ended activity's quota is not checked (its keys expired by
 	// design), its stock is.
 	ts, _ := f.c.Targets(ctx, Selection{Activities: []int64{old.ID}})
-	rep, err := f.c.Run(ctx, ts, false, nil)
+	rep, err := f.c.Run(ctx, ts, CheckOnly, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +735,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 		select {
 		case <-consumed:
 		default:
-			rep, err := f.c.Run(f.ctx, f.targets(), false, nil)
+			rep, err := f.c.Run(f.ctx, f.targets(), CheckOnly, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -747,7 +747,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 		}
 		break
 	}
-	_, it := f.check(false)
+	_, it := f.check(CheckOnly)
 	wantItem(t, it, OK, 0, 0, 0, 0)
 	t.Logf("%d checks while orders flowed; %d needed a second read", checks,
 		strings.Count(f.logBuf.String(), "reading again after a pause"))
@@ -781,12 +781,12 @@ func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 	f.rdb.Set(f.ctx, k.Quota(f.act.ID, "2"), failed.OrderNo, time.Hour) // the restored key
 	f.rdb.Del(f.ctx, k.Reservation(failed.OrderNo))
 
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	want := []QuotaIssue{{UserID: "1", Holder: closed.OrderNo}, {UserID: "2", Holder: failed.OrderNo}}
 	if q := it.Activities[0]; it.Verdict != Drift || rep.ExitCode() != 1 || !equalIssues(q.QuotaStale, want) || it.Drift != -1 {
 		t.Fatalf("item %+v\nquota %+v\nwant stale %+v and drift -1", it, q, want)
 	}
-	_, it = f.check(true)
+	_, it = f.check(CheckAndRepair)
 	if it.Verdict != Repaired {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -795,7 +795,7 @@ func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 			t.Fatalf("stale quota key of user %d kept (repairs %q)", u, it.Repairs)
 		}
 	}
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 10, 10, 0, 0)
 	f.reserve(1, 1)
 	f.reserve(2, 1)

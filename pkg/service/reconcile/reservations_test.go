@@ -50,7 +50,7 @@ func (f *fixture) wantAgree(mysql int64) {
 	if db != mysql || !s.Warmed || s.Stock+s.Inflight != db {
 		f.t.Fatalf("Redis %+v, MySQL %d; want Redis stock + in flight = MySQL = %d", s, db, mysql)
 	}
-	if rep, it := f.check(false); it.Verdict != OK || it.Drift != 0 || rep.ExitCode() != 0 {
+	if rep, it := f.check(CheckOnly); it.Verdict != OK || it.Drift != 0 || rep.ExitCode() != 0 {
 		f.t.Fatalf("check: %+v; want OK", it)
 	}
 }
@@ -72,7 +72,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 	}
 	f.cancel(bought[4]) // before the repair: its release finds no hash
 
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -103,7 +103,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 		t.Fatalf("%d reservations restored for the PAID and the CLOSED order", n)
 	}
 	// Nothing left to restore: the next pass writes nothing.
-	if _, it := f.check(true); it.Verdict != OK || it.ReservationsRestored != 0 || len(it.Repairs) != 0 {
+	if _, it := f.check(CheckAndRepair); it.Verdict != OK || it.ReservationsRestored != 0 || len(it.Repairs) != 0 {
 		t.Fatalf("second repair: %+v", it)
 	}
 }
@@ -133,7 +133,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		return r
 	})
 
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -188,7 +188,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 			t.Errorf("release before the restore: %v %s %v, want MISSING", rel.Released, rel.State, err)
 		}
 	}
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	f.c.beforeWrite = nil
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
@@ -236,7 +236,7 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 			t.Errorf("release: %v %v", rel.Released, err)
 		}
 	}
-	rep, it := f.check(true)
+	rep, it := f.check(CheckAndRepair)
 	f.c.beforeWrite = nil
 	if !closed || it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair (closed meanwhile: %v): %+v", closed, it)

@@ -31,13 +31,13 @@ func TestRestockLeftHalfDoneIsFinishedByTheRepair(t *testing.T) {
 				t.Fatalf("restock in MySQL: %+v %v %v", rs, created, err)
 			}
 
-			_, it := f.check(false)
+			_, it := f.check(CheckOnly)
 			wantItem(t, it, OK, 37, 30, 7, 0)
 			if it.Detail.Restocking != 7 {
 				t.Fatalf("restocking %d, want the 7 units MySQL has and Redis not yet", it.Detail.Restocking)
 			}
 
-			_, it = f.check(true)
+			_, it = f.check(CheckAndRepair)
 			wantItem(t, it, OK, 37, 37, 0, 0)
 			if s := f.redisStock(); s.Stock != 37 {
 				t.Fatalf("Redis stock %d after the repair, want 37", s.Stock)
@@ -51,7 +51,7 @@ func TestRestockLeftHalfDoneIsFinishedByTheRepair(t *testing.T) {
 			if err != nil || res.Added != 0 || !res.Warmed {
 				t.Fatalf("late retry: %+v %v, want nothing added", res, err)
 			}
-			_, it = f.check(false)
+			_, it = f.check(CheckOnly)
 			wantItem(t, it, OK, 37, 37, 0, 0)
 		})
 	}
@@ -78,7 +78,7 @@ func TestRestockDuringReadIsNotDrift(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	_, it := f.check(false)
+	_, it := f.check(CheckOnly)
 	wantItem(t, it, OK, 34, 34, 0, 0)
 	if it.Reads != 1 {
 		t.Fatalf("%d reads, want 1 (read again at once, not after a pause)", it.Reads)
@@ -107,12 +107,12 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 			if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 1 {
 				t.Fatalf("pending restocks: %v %v, want the one the warm-up did not record", p, err)
 			}
-			_, it := f.check(false)
+			_, it := f.check(CheckOnly)
 			wantItem(t, it, OK, 37, 37, 0, 0)
 			if it.Detail.Restocking != 0 {
 				t.Fatalf("restocking %d, want 0: the warm-up loaded it", it.Detail.Restocking)
 			}
-			_, it = f.check(true)
+			_, it = f.check(CheckAndRepair)
 			wantItem(t, it, OK, 37, 37, 0, 0)
 			if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
 				t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
@@ -146,7 +146,7 @@ func TestRestockFinishedAfterTheRepairRestoresTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.buyThenLoseEverything(0, nil)
-	_, it := f.check(true)
+	_, it := f.check(CheckAndRepair)
 	if it.Verdict != Repaired {
 		t.Fatalf("repair: %+v", it)
 	}
@@ -159,6 +159,6 @@ func TestRestockFinishedAfterTheRepairRestoresTheKey(t *testing.T) {
 	if res, err := f.store.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 {
 		t.Fatalf("the restock's late retry: %+v %v, want nothing added", res, err)
 	}
-	_, it = f.check(false)
+	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 37, 37, 0, 0)
 }

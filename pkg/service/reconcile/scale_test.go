@@ -54,7 +54,7 @@ func TestReconcileItemWithSeventyThousandLiveOrders(t *testing.T) {
 	}
 	f.loseEverything()
 
-	rep, it := f.check(false)
+	rep, it := f.check(CheckOnly)
 	q := it.Activities[0]
 	if it.Verdict != NotWarmed || rep.ExitCode() != 1 || it.MySQLStock != spare || q.LiveOrders != n ||
 		q.QuotaMissingCount != n || len(q.QuotaMissing) != MaxListed || q.QuotaMissing[0].UserID != "1" {
@@ -62,12 +62,12 @@ func TestReconcileItemWithSeventyThousandLiveOrders(t *testing.T) {
 			rep.ExitCode(), it.Verdict, q.LiveOrders, q.QuotaMissingCount, len(q.QuotaMissing), q.QuotaMissing[:min(1, len(q.QuotaMissing))])
 	}
 
-	rep, it = f.check(true)
+	rep, it = f.check(CheckAndRepair)
 	if it.Verdict != Repaired || rep.ExitCode() != 0 || it.ReservationsRestored != n || it.IdemRestored != n {
 		t.Fatalf("repair: exit %d, verdict %s, %d reservations and %d idempotency records restored, repairs %q",
 			rep.ExitCode(), it.Verdict, it.ReservationsRestored, it.IdemRestored, it.Repairs)
 	}
-	rep, it = f.check(false)
+	rep, it = f.check(CheckOnly)
 	wantItem(t, it, OK, spare, spare, 0, 0)
 	if q := it.Activities[0]; rep.ExitCode() != 0 || q.LiveOrders != n || q.QuotaMissingCount+q.QuotaStaleCount != 0 {
 		t.Fatalf("check after the repair: exit %d, quota %+v", rep.ExitCode(), q)

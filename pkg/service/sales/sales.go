@@ -1,0 +1,170 @@
+// Package sales holds the operator's use cases on a running sale: end it,
+// cancel it (closing its unpaid orders), and restock one of its items in
+// MySQL, then Redis, once per key.
+package sales
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/logs"
+)
+
+// Sales are the sales and restocks MySQL keeps.
+type Sales interface {
+	EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error)
+	Restock(ctx context.Context, itemID int64, key string, qty int64) (orderdb.Restock, bool, error)
+	MarkRestockApplied(ctx context.Context, id int64) error
+	ItemTag(ctx context.Context, item int64) (int64, error)
+	ItemStock(ctx context.Context, itemID int64) (int64, error)
+}
+
+// Stock is the items' stock in Redis.
+type Stock interface {
+	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
+	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
+}
+
+// Closer closes a cancelled sale's unpaid orders, up to limit a call, and
+// says how many it closed (lifecycle.Service).
+type Closer interface {
+	CloseCancelled(ctx context.Context, activity int64, limit int) (int, error)
+}
+
+// Service runs the use cases. Now is the shared clock (every instance ends
+// a sale at the same instant whatever its own clock says); SoldOut, when
+// set, is told of an item whose units came back, so this instance stops
+// answering SOLD_OUT from memory.
+type Service struct {
+	Sales   Sales
+	Stock   Stock
+	Closer  Closer
+	Now     func() time.Time
+	SoldOut func(item int64)
+	Log     *slog.Logger
+}
+
+// cancelBatch bounds one pass of a cancel's closes.
+const cancelBatch = 500
+
+// End ends a running sale now: every api instance refuses new orders within
+// order.ActivityTTL, orders already accepted finish, and the consumer fails
+// any order reserved after the end (SALE_ENDED).
+func (s *Service) End(ctx context.Context, id int64) (order.Activity, error) {
+	return s.Sales.EndActivity(ctx, id, s.Now(), order.EndNow)
+}
+
+// Cancel ends the sale now and closes its unpaid CREATED orders, giving
+// their units and quotas back as a buyer's cancel does, and returns how
+// many it closed. Orders still on their way are closed by the consumer's
+// closer once they reach MySQL.
+func (s *Service) Cancel(ctx context.Context, id int64) (order.Activity, int, error) {
+	a, err := s.Sales.EndActivity(ctx, id, s.Now(), order.CancelNow)
+	if err != nil {
+		return order.Activity{}, 0, err
+	}
+	closed := 0
+	for {
+		n, err := s.Closer.CloseCancelled(ctx, id, cancelBatch)
+		closed += n
+		if err != nil {
+			return a, closed, fmt.Errorf("cancel activity %d after %d closes: %w", id, closed, err)
+		}
+		if n < cancelBatch {
+			break
+		}
+	}
+	s.soldOut(a.ItemID)
+	return a, closed, nil
+}
+
+func (s *Service) soldOut(item int64) {
+	if s.SoldOut != nil {
+		s.SoldOut(item)
+	}
+}
+
+// Restocked is a restock and the item's stock after it.
+type Restocked struct {
+	Restock orderdb.Restock
+	// Replayed: the key restocked before; nothing was added now.
+	Replayed bool
+	// DBStock is MySQL's stock; RedisStock Redis's (nil: not warmed);
+	// InFlight the units reserved in Redis and not yet final.
+	DBStock    int64
+	RedisStock *int64
+	InFlight   int64
+}
+
+// Restock adds qty units to item in MySQL, then in Redis, once per key:
+// MySQL records the restock under the key in the transaction that adds
+// the units; the Redis step adds them once per restock (a marker), so a
+// retry with the same key runs only that step again. If Redis fails after
+// MySQL committed, the error says so and the retry with the same key, or
+// else the reconciler's next repair, finishes it (ADR 1, "Unknown
+// outcomes").
+func (s *Service) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restocked, error) {
+	rs, created, err := s.Sales.Restock(ctx, itemID, key, qty)
+	if err != nil {
+		return Restocked{}, err
+	}
+	log := s.Log.With("request_id", logs.RequestID(ctx), "item_id", itemID, "restock_id", rs.ID, "quantity", rs.Quantity)
+	// Where the item's keys are: with the first item of its latest sale.
+	tag, err := s.Sales.ItemTag(ctx, itemID)
+	if err != nil {
+		return Restocked{}, err
+	}
+	item := stockredis.In(tag, itemID)
+	if !rs.Applied {
+		res, err := s.applyInRedis(ctx, item, rs, log)
+		if err != nil {
+			return Restocked{}, err
+		}
+		if res.Added > 0 {
+			s.soldOut(itemID)
+		}
+		log.Info("item restocked", "new", created, "redis_added", res.Added, "redis_warmed", res.Warmed)
+	}
+	db, err := s.Sales.ItemStock(ctx, itemID)
+	if err != nil {
+		return Restocked{}, err
+	}
+	snap, err := s.Stock.Stock(ctx, item)
+	if err != nil {
+		return Restocked{}, err
+	}
+	out := Restocked{Restock: rs, Replayed: !created, DBStock: db, InFlight: snap.Inflight}
+	if snap.Warmed {
+		out.RedisStock = &snap.Stock
+	}
+	return out, nil
+}
+
+// applyInRedis adds a restock MySQL holds to Redis, once.
+func (s *Service) applyInRedis(ctx context.Context, item stockredis.Item, rs orderdb.Restock, log *slog.Logger) (stockredis.RestockResult, error) {
+	res, err := s.Stock.Restock(ctx, item, rs.ID, rs.Quantity)
+	if err != nil {
+		// MySQL has the units; Redis may or may not (a lost answer).
+		// The same key finishes it, or the reconciler's repair does.
+		log.Warn("restock recorded in MySQL, Redis step not done; retry with the same key", "err", err)
+		return res, err
+	}
+	// Not warmed: the item's stock is not in Redis (or a bucket is
+	// missing), and the warm-up that loads it reads MySQL, which has the
+	// units. The restock stays pending: the warm-up records the restocks
+	// it loads, and a retry with this key or the reconciler's repair
+	// finishes any its figure did not include.
+	if res.Warmed {
+		if err := s.Sales.MarkRestockApplied(ctx, rs.ID); err != nil {
+			// Redis has the units; the record only tells the reconciler
+			// it need not finish them (it would add nothing anyway).
+			log.Warn("restock applied in Redis but not recorded", "err", err)
+		}
+	}
+	return res, nil
+}
