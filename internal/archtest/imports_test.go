@@ -95,6 +95,7 @@ var debt = []string{
 	"consumer/internal/warmup -> pkg/adapter/lock",
 	"consumer/internal/warmup -> pkg/adapter/stockredis",
 	"pkg/domain/order -> github.com/oklog/ulid/v2",
+	"pkg/service/draws -> pkg/adapter/orderdb",
 	"pkg/service/lifecycle -> pkg/adapter/orderdb",
 	"pkg/service/lifecycle -> pkg/adapter/stockredis",
 	"pkg/service/reconcile -> pkg/adapter/orderdb",

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -98,27 +97,7 @@ func (s *Server) enterDraw(c *gin.Context) {
 	if b.Quantity.Set {
 		q = b.Quantity.Value
 	}
-	if err := a.CheckQuantity(q); err != nil {
-		s.fail(c, err)
-		return
-	}
-	chosen, err := a.ChooseItem(b.ItemID.Value)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	ctx, now, user := c.Request.Context(), s.intake.Now(), claimsOf(c).UserID
-	if !a.EntriesOpenAt(now) {
-		// A retry after the close still finds the entry it made.
-		if e, err := s.db.EntryOf(ctx, a.ID, user); err == nil {
-			c.JSON(http.StatusOK, entryView(e, a, now))
-			return
-		}
-		s.fail(c, order.Errorf(order.ErrActivityNotActive, "the draw takes entries from %s until %s",
-			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339)))
-		return
-	}
-	e, created, err := s.db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: q, At: now})
+	e, created, err := s.draws.Enter(c.Request.Context(), a, claimsOf(c).UserID, b.ItemID.Value, q)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -127,7 +106,7 @@ func (s *Server) enterDraw(c *gin.Context) {
 	if created {
 		status = http.StatusCreated
 	}
-	c.JSON(status, entryView(e, a, now))
+	c.JSON(status, entryView(e, a, s.intake.Now()))
 }
 
 // myEntry answers the buyer's entry and what became of it.
@@ -136,10 +115,7 @@ func (s *Server) myEntry(c *gin.Context) {
 	if !ok {
 		return
 	}
-	e, err := s.db.EntryOf(c.Request.Context(), a.ID, claimsOf(c).UserID)
-	if errors.Is(err, order.ErrNotFound) {
-		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")
-	}
+	e, err := s.draws.Entry(c.Request.Context(), a, claimsOf(c).UserID)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -168,13 +144,11 @@ func (s *Server) drawRecord(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	rec, err := s.db.DrawRecord(ctx, id)
+	rec, err := s.draws.Record(c.Request.Context(), a)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	rec.State = drawState(rec.State, a, s.intake.Now())
 	b, err := json.Marshal(rec)
 	if err != nil {
 		s.fail(c, err)
@@ -184,16 +158,6 @@ func (s *Server) drawRecord(c *gin.Context) {
 		s.drawRecords.m.Store(id, b)
 	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
-}
-
-// drawState is the state the api shows for a draw MySQL has in state: an
-// OPEN one is CLOSED from entries_close_at (its list is then frozen, and
-// the draw runs within seconds) or once the sale ended.
-func drawState(state string, a order.Activity, now time.Time) string {
-	if state == draw.StateOpen && (!now.Before(a.Draw.EntriesCloseAt) || !a.ActiveAt(now) && !now.Before(a.StartsAt)) {
-		return draw.StateClosed
-	}
-	return state
 }
 
 // SalePageDraw is a draw sale's draw on its page.

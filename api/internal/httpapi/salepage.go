@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
+	"github.com/seckill/seckill/pkg/service/draws"
 )
 
 // SalePageTTL is how long this instance serves a sale page from memory
@@ -234,7 +235,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		page.Draw = &SalePageDraw{State: drawState(sum.State, act, now), Entries: sum.Entries,
+		page.Draw = &SalePageDraw{State: draws.State(sum.State, act, now), Entries: sum.Entries,
 			Commitment: act.Draw.Commitment, EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
 	}
 	if price := priceView(act.SalePrice); price.Price != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
@@ -31,6 +32,7 @@ type Server struct {
 	intake    *intake.Service
 	lifecycle *lifecycle.Service
 	sales     *sales.Service
+	draws     *draws.Service
 	db        *orderdb.DB
 	verifier  *auth.Verifier
 	ready     []Checker
@@ -46,7 +48,7 @@ type Server struct {
 	salePages *salePages
 	// drawRecords are the draws published once drawn.
 	drawRecords drawRecords
-	rooms       *rooms
+	rooms       *waitingroom.Service
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
@@ -80,10 +82,11 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
+	s.draws = &draws.Service{Store: db, Now: now}
 	s.sales = &sales.Service{Sales: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut, Log: log}
-	s.rooms = &rooms{stock: svc.Stock}
 	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
-		s.rooms.svc = waitingroom.New(st, db, log, now)
+		s.rooms = waitingroom.New(st, db, log, now)
+		s.rooms.PaymentWindow, s.rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 	}
 	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {

@@ -61,8 +61,6 @@ type Stock interface {
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
-	EarlyPositions(ctx context.Context, r stockredis.Room, early int64) (map[string]int64, error)
-	RoomMembers(ctx context.Context, r stockredis.Room, fromEarly, afterSeq, limit int64) (stockredis.RoomMembers, error)
 }
 
 // Service places orders.

@@ -42,6 +42,8 @@ type Rooms interface {
 	BeginRoomBuild(ctx context.Context, r stockredis.Room, token string, life time.Duration) error
 	FinishRoomBuild(ctx context.Context, r stockredis.Room, token string, img stockredis.RoomImage, now time.Time) error
 	RoomGen(ctx context.Context, r stockredis.Room) (int64, bool, error)
+	EarlyPositions(ctx context.Context, r stockredis.Room, early int64) (map[string]int64, error)
+	RoomMembers(ctx context.Context, r stockredis.Room, fromEarly, afterSeq, limit int64) (stockredis.RoomMembers, error)
 }
 
 // Records is MySQL as the room uses it (*orderdb.DB).
@@ -69,7 +71,17 @@ type Service struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	queue chan *pending
+	// writes are the joins waiting for their record.
+	writes chan *pending
+	// views are this instance's memory of each room it was asked about
+	// (activity id -> *roomView, memory.go).
+	views sync.Map
+
+	// PaymentWindow is the orders' payment window (the room's keys live
+	// as long as the sale's); HeldOrder the number of the order a buyer
+	// holds in a sale ("" for none). Queue needs both.
+	PaymentWindow time.Duration
+	HeldOrder     func(ctx context.Context, a order.Activity, user string) (string, error)
 
 	mu         sync.Mutex
 	rebuilding map[int64]bool
@@ -99,7 +111,7 @@ func New(rooms Rooms, records Records, log *slog.Logger, now func() time.Time) *
 	// One writer: its batches grow with the load (a statement and a
 	// commit each), and four cost MySQL twice the CPU a join in the queue
 	// bench (ADR 5).
-	s.queue = batch.Start(1, 8192, 500, s.record)
+	s.writes = batch.Start(1, 8192, 500, s.record)
 	return s
 }
 
@@ -140,7 +152,7 @@ func (s *Service) Join(ctx context.Context, r stockredis.Room, user string, rank
 	}
 	done := make(chan error, 1)
 	select {
-	case s.queue <- &pending{activity: r.ActivityID, join: j, rejoin: !p.Added, done: done}:
+	case s.writes <- &pending{activity: r.ActivityID, join: j, rejoin: !p.Added, done: done}:
 	case <-ctx.Done():
 		return stockredis.Place{}, ctx.Err()
 	}

@@ -1,0 +1,81 @@
+// Package draws holds a draw sale's use cases for its buyers: enter the
+// draw, read one's entry, read the draw's published record. The draw
+// itself runs in the consumer (ADR 6).
+package draws
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/draw"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// Store is MySQL as the draw's buyers use it (*orderdb.DB).
+type Store interface {
+	Enter(ctx context.Context, e orderdb.NewEntry) (orderdb.Entry, bool, error)
+	EntryOf(ctx context.Context, activity int64, user string) (orderdb.Entry, error)
+	DrawRecord(ctx context.Context, activity int64) (draw.Record, error)
+}
+
+// Service runs the use cases; Now is the shared clock.
+type Service struct {
+	Store Store
+	Now   func() time.Time
+}
+
+// Enter records user's entry in draw sale a, for itemID (0: the sale's
+// only item) and qty units, and says whether it is new: entering again
+// answers the entry made before, unchanged, so a retry is safe whatever
+// became of the first answer, also after the entries closed.
+func (s *Service) Enter(ctx context.Context, a order.Activity, user string, itemID int64, qty int) (e orderdb.Entry, created bool, err error) {
+	if err := a.CheckQuantity(qty); err != nil {
+		return e, false, err
+	}
+	chosen, err := a.ChooseItem(itemID)
+	if err != nil {
+		return e, false, err
+	}
+	now := s.Now()
+	if !a.EntriesOpenAt(now) {
+		// A retry after the close still finds the entry it made.
+		if e, err := s.Store.EntryOf(ctx, a.ID, user); err == nil {
+			return e, false, nil
+		}
+		return e, false, order.Errorf(order.ErrActivityNotActive, "the draw takes entries from %s until %s",
+			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339))
+	}
+	return s.Store.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})
+}
+
+// Entry is user's entry in draw sale a and what became of it.
+func (s *Service) Entry(ctx context.Context, a order.Activity, user string) (orderdb.Entry, error) {
+	e, err := s.Store.EntryOf(ctx, a.ID, user)
+	if errors.Is(err, order.ErrNotFound) {
+		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")
+	}
+	return e, err
+}
+
+// Record is draw sale a's published record: the commitment, and once
+// drawn everything draw.Verify recomputes. Its state is the one buyers
+// see: an OPEN draw is CLOSED from entries_close_at (its list is then
+// frozen, and the draw runs within seconds) or once the sale ended.
+func (s *Service) Record(ctx context.Context, a order.Activity) (draw.Record, error) {
+	rec, err := s.Store.DrawRecord(ctx, a.ID)
+	if err != nil {
+		return rec, err
+	}
+	rec.State = State(rec.State, a, s.Now())
+	return rec, nil
+}
+
+// State is the state buyers see of a draw MySQL has in state.
+func State(state string, a order.Activity, now time.Time) string {
+	if state == draw.StateOpen && (!now.Before(a.Draw.EntriesCloseAt) || !a.ActiveAt(now) && !now.Before(a.StartsAt)) {
+		return draw.StateClosed
+	}
+	return state
+}

@@ -1,0 +1,137 @@
+package waitingroom
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
+)
+
+// State is where a buyer stands in a sale's waiting room.
+type State string
+
+// The room's states, as the API names them.
+const (
+	Waiting  State = "WAITING"
+	Admitted State = "ADMITTED"
+	SoldOut  State = "SOLD_OUT"
+	Ended    State = "ENDED"
+	// Expired: the buyer's admission expired unused; its units went to
+	// the next in line.
+	Expired State = "EXPIRED"
+	// Ordered: the buyer holds an order in the sale (OrderNo): their turn
+	// is done, whatever became of the admission since; the order's own
+	// status says what is left to do (pay).
+	Ordered State = "ORDERED"
+)
+
+// Standing is what a buyer is told of their place.
+type Standing struct {
+	State State
+	// Position is the buyer's place in line from 1; 0 before the start
+	// for those who joined before it (their order is drawn at the start).
+	Position int64
+	// Ahead is how many positions are still to be admitted before the
+	// buyer's; ETASeconds how long that takes at the room's pace.
+	Ahead, ETASeconds int64
+	// PollAfterMS is when to poll again.
+	PollAfterMS int64
+	// Admission is the signed admission, sent with the order, until
+	// AdmissionExpires (zero: none).
+	Admission        string
+	AdmissionExpires time.Time
+	// OrderNo is the order the buyer holds in the sale (Ordered).
+	OrderNo string
+}
+
+// Work is the proof of work a join carries (a room with
+// proof_of_work_bits asks for it).
+type Work struct {
+	Challenge, Solution string
+}
+
+// Queue puts user in sale a's room when join is set (once: joining again
+// from anywhere answers the same place), and says where they stand: from
+// this instance's memory but for the room's state, read once a second per
+// instance. work is asked for only for a join the room is open to; its
+// error is returned as it is.
+func (s *Service) Queue(ctx context.Context, a order.Activity, user string, join bool, work func() (Work, error)) (Standing, error) {
+	now := s.now()
+	if !now.Before(a.EndsAt) {
+		return Standing{State: Ended}, nil
+	}
+	if join {
+		if now.Before(a.Room.OpensAt) {
+			return Standing{}, order.Errorf(order.ErrActivityNotActive, "the waiting room opens at %s", a.Room.OpensAt.UTC().Format(time.RFC3339))
+		}
+		w, err := work()
+		if err != nil {
+			return Standing{}, err
+		}
+		if a.Room.ProofOfWorkBits > 0 {
+			if err := room.CheckWork(a.Room.Key[:], w.Challenge, w.Solution, a.ID, user, a.Room.ProofOfWorkBits, now); err != nil {
+				return Standing{}, err
+			}
+		}
+	}
+	// Built only when Redis is read: most polls are answered from memory.
+	storeRoom := func() stockredis.Room { return StoreRoom(a, s.PaymentWindow) }
+	st, err := s.state(ctx, a.ID, storeRoom, now)
+	if err != nil {
+		return Standing{}, err
+	}
+	p, err := s.place(ctx, a.ID, storeRoom, user, func() uint64 { return room.Rank(a.Room.Seed, user) }, join, st, now)
+	if err != nil {
+		return Standing{}, err
+	}
+	if !p.Joined {
+		return Standing{}, order.Errorf(order.ErrNotFound, "you are not in this sale's queue: join it first (POST)")
+	}
+	var held string
+	if (p.Position > 0 && p.Position <= st.Next) || !p.Admission.IsZero() || p.Used {
+		// Only a buyer let in can hold an order: one shared read for
+		// them, none for the waiters. Not kept: the order may yet be
+		// given back (a 503's release returns the admission).
+		if held, err = s.HeldOrder(ctx, a, user); err != nil {
+			return Standing{}, err
+		}
+	}
+	return standing(a, user, p, st, held, now), nil
+}
+
+// standing is what the buyer at p, holding the order held ("" for none),
+// is told at now.
+func standing(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, held string, now time.Time) Standing {
+	v := Standing{State: Waiting, Position: p.Position}
+	expires := p.Admission
+	if p.Used {
+		expires = p.UsedExpires // the order's retries need it
+	}
+	rate := int64(a.Room.AdmitPerSecond)
+	switch {
+	case held != "":
+		// Their turn is done: a retry of the order needs its key only.
+		v.State, v.OrderNo, v.PollAfterMS = Ordered, held, 0
+	case !expires.IsZero() && now.Before(expires):
+		v.State, v.PollAfterMS = Admitted, 5000
+		v.Admission = room.Sign(a.Room.Key[:], room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})
+		v.AdmissionExpires = expires
+	case !expires.IsZero() || (p.Position > 0 && p.Position <= st.Next):
+		v.State, v.PollAfterMS = Expired, 0
+	case st.SoldOut():
+		// Units may still come back (an unpaid order closed, a cancel):
+		// the waiter keeps their place and polls slowly.
+		v.State, v.PollAfterMS = SoldOut, 5000
+	case !st.Started:
+		v.ETASeconds = int64(a.StartsAt.Sub(now).Round(time.Second) / time.Second)
+		v.PollAfterMS = min(max(a.StartsAt.Sub(now).Milliseconds()/2, 500), 5000)
+	default:
+		v.Ahead = max(p.Position-st.Next-1, 0)
+		v.ETASeconds = (v.Ahead + rate - 1) / rate
+		// Close to the front: every second; far back: up to every 10 s.
+		v.PollAfterMS = min(max(v.ETASeconds*1000/4, 1000), 10000)
+	}
+	return v
+}
