@@ -18,9 +18,24 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
-	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
+
+// Locker is the distributed lock a pass runs under: *lock.Locker, whose
+// Hold takes name with the lease ttl in one attempt, returns the work's
+// context (it ends when the lock is lost) and done (it releases the lock),
+// or an error; one saying HeldElsewhere (lock.ErrNotAcquired) means
+// another process holds the lock.
+type Locker interface {
+	Hold(ctx context.Context, name string, ttl time.Duration) (work context.Context, done func(), err error)
+}
+
+// heldElsewhere reports whether err, from Locker.Hold, says that another
+// process holds the lock.
+func heldElsewhere(err error) bool {
+	var e interface{ HeldElsewhere() bool }
+	return errors.As(err, &e) && e.HeldElsewhere()
+}
 
 // Pass is what a periodic pass declares: its name, its lock, its interval,
 // its work and what it tells of each pass.
@@ -33,7 +48,7 @@ type Pass[R any] struct {
 	TTL  time.Duration
 	// Every is the pause between passes; Default when it is not positive.
 	Every, Default time.Duration
-	Locker         *lock.Locker
+	Locker         Locker
 	Log            *slog.Logger
 	// Records backs off the records the pass fails on; nil: the runner's
 	// own, backoff.New(Name, Log, nil), made at first use and kept.
@@ -84,7 +99,7 @@ func (r *Runner[R]) Run(ctx context.Context, p Pass[R]) {
 		res, err := r.Once(ctx, p)
 		clean := false
 		switch {
-		case errors.Is(err, lock.ErrNotAcquired):
+		case heldElsewhere(err):
 			r.recordsOf(p).Idle()
 		case ctx.Err() != nil:
 		case err != nil:
@@ -102,18 +117,17 @@ func (r *Runner[R]) Run(ctx context.Context, p Pass[R]) {
 }
 
 // Once runs one pass under p's lock and returns what p.Work returned; it
-// returns lock.ErrNotAcquired, without running the work, when another
-// process holds the lock. The records are reported after the work.
+// returns the Locker's error (lock.ErrNotAcquired when another process
+// holds the lock) without running the work. The records are reported
+// after the work, then the lock is released.
 func (r *Runner[R]) Once(ctx context.Context, p Pass[R]) (R, error) {
-	l, err := p.Locker.TryLock(ctx, p.Lock, lock.WithTTL(p.TTL))
+	work, done, err := p.Locker.Hold(ctx, p.Lock, p.TTL)
 	if err != nil {
 		var zero R
 		return zero, err
 	}
-	defer l.Release(context.WithoutCancel(ctx))
-	lctx, cancel := l.Context(ctx)
-	defer cancel()
+	defer done()
 	b := r.recordsOf(p)
 	defer b.Report()
-	return p.Work(lctx, b)
+	return p.Work(work, b)
 }
