@@ -34,13 +34,14 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
+	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
-	"github.com/seckill/seckill/pkg/foundation/periodic"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
 // DB is MySQL as the drawer uses it (*orderdb.DB).
@@ -93,31 +94,31 @@ type Drawer struct {
 	// Picks backs off the picks whose order failed, by entry id (nil:
 	// each is tried again at every pass).
 	Picks *backoff.Records
+
+	runner pass.Runner[Stats]
 }
 
 // batch bounds the picks one pass handles of each kind, for each sale.
 const batch = 500
 
-// Run runs a pass every Every until ctx ends.
-func (d *Drawer) Run(ctx context.Context) {
-	every := d.Every
-	if every <= 0 {
-		every = time.Second
+// pass is the drawer's pass: under the "drawer" lock, every Every. It
+// backs off its picks in Picks (the runner's own records stay empty when
+// Picks is nil).
+func (d *Drawer) pass() pass.Pass[Stats] {
+	return pass.Pass[Stats]{
+		Name: metrics.PassDraw, Lock: "drawer", TTL: 30 * time.Second, Every: d.Every, Default: time.Second,
+		Locker: d.Locker, Log: d.Log, Records: d.Picks, Work: d.draw,
+		FailedMsg: "drawer pass failed",
+		Done: func(st Stats, _ bool) {
+			if st.Drawn > 0 || st.Ordered > 0 {
+				d.Log.Info("draw pass", "drawn", st.Drawn, "orders", st.Ordered, "alternates", st.Alternates)
+			}
+		},
 	}
-	periodic.Every(ctx, every, func(ctx context.Context) {
-		st, err := d.Once(ctx)
-		switch {
-		case errors.Is(err, lock.ErrNotAcquired):
-			d.Picks.Idle()
-		case ctx.Err() != nil:
-		case err != nil:
-			d.Log.Warn("drawer pass failed", "err", err)
-		}
-		if st.Drawn > 0 || st.Ordered > 0 {
-			d.Log.Info("draw pass", "drawn", st.Drawn, "orders", st.Ordered, "alternates", st.Alternates)
-		}
-	})
 }
+
+// Run runs a pass every Every until ctx ends.
+func (d *Drawer) Run(ctx context.Context) { d.runner.Run(ctx, d.pass()) }
 
 // Stats counts what one pass did.
 type Stats struct {
@@ -128,24 +129,19 @@ type Stats struct {
 
 // Once runs one pass under the lock; lock.ErrNotAcquired means another
 // process is drawing.
-func (d *Drawer) Once(ctx context.Context) (Stats, error) {
-	var st Stats
-	l, err := d.Locker.TryLock(ctx, "drawer", lock.WithTTL(30*time.Second))
-	if err != nil {
-		return st, err
-	}
-	defer l.Release(context.WithoutCancel(ctx))
-	lctx, cancel := l.Context(ctx)
-	defer cancel()
+func (d *Drawer) Once(ctx context.Context) (Stats, error) { return d.runner.Once(ctx, d.pass()) }
 
+// draw runs the draws due and gives the drawn sales' picks their orders.
+func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
+	var st Stats
 	now := d.Now()
-	due, err := d.DB.DrawsDue(lctx, now)
+	due, err := d.DB.DrawsDue(ctx, now)
 	if err != nil {
 		return st, err
 	}
 	var errs []error
 	for _, id := range due {
-		res, err := d.DB.RunDraw(lctx, id, now)
+		res, err := d.DB.RunDraw(ctx, id, now)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -155,16 +151,15 @@ func (d *Drawer) Once(ctx context.Context) (Stats, error) {
 			d.Log.Info("draw run", "activity_id", id, "entries", res.Entries, "winners", res.Winners)
 		}
 	}
-	live, err := d.DB.DrawnLive(lctx, now)
+	live, err := d.DB.DrawnLive(ctx, now)
 	if err != nil {
 		return st, errors.Join(append(errs, err)...)
 	}
 	for _, id := range live {
-		if err := d.orders(lctx, id, &st); err != nil {
+		if err := d.orders(ctx, id, &st); err != nil {
 			errs = append(errs, fmt.Errorf("activity %d: %w", id, err))
 		}
 	}
-	d.Picks.Report()
 	return st, errors.Join(errs...)
 }
 

@@ -15,15 +15,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
+	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
-	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
 
 // Publisher re-publishes events.
@@ -65,16 +64,7 @@ type Sweeper struct {
 	// (default: backoff.New without metrics).
 	Backoff *backoff.Records
 
-	once sync.Once
-}
-
-func (s *Sweeper) backoff() *backoff.Records {
-	s.once.Do(func() {
-		if s.Backoff == nil {
-			s.Backoff = backoff.New(metrics.PassSweep, s.Log, nil)
-		}
-	})
-	return s.Backoff
+	runner pass.Runner[Stats]
 }
 
 // Stats counts what one sweep did.
@@ -82,49 +72,39 @@ type Stats struct {
 	Confirmed, Released, Republished int
 }
 
-// Run sweeps every Every until ctx ends.
-func (s *Sweeper) Run(ctx context.Context) {
-	every := s.Every
-	if every <= 0 {
-		every = 2 * time.Second
+// pass is the sweep's pass: under the "sweep" lock, every Every.
+func (s *Sweeper) pass() pass.Pass[Stats] {
+	return pass.Pass[Stats]{
+		Name: metrics.PassSweep, Lock: "sweep", TTL: 15 * time.Second, Every: s.Every, Default: 2 * time.Second,
+		Locker: s.Locker, Log: s.Log, Records: s.Backoff, Work: s.sweep,
+		FailedMsg: "sweep failed", Failed: s.Metrics.Failed,
+		Done: func(st Stats, clean bool) {
+			s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
+			if clean && st != (Stats{}) {
+				s.Log.Info("stranded reservations swept", "confirmed", st.Confirmed, "released", st.Released, "republished", st.Republished)
+			}
+		},
 	}
-	periodic.Every(ctx, every, func(ctx context.Context) {
-		st, err := s.SweepOnce(ctx)
-		s.Metrics.Swept(st.Confirmed, st.Released, st.Republished)
-		switch {
-		case errors.Is(err, lock.ErrNotAcquired):
-			s.backoff().Idle()
-		case ctx.Err() != nil:
-		case err != nil:
-			s.Metrics.Failed()
-			s.Log.Warn("sweep failed", "err", err)
-		case st != Stats{}:
-			s.Log.Info("stranded reservations swept", "confirmed", st.Confirmed, "released", st.Released, "republished", st.Republished)
-		}
-	})
 }
+
+// Run sweeps every Every until ctx ends.
+func (s *Sweeper) Run(ctx context.Context) { s.runner.Run(ctx, s.pass()) }
 
 // SweepOnce sweeps every warmed item once, under the "sweep" lock. It
 // returns lock.ErrNotAcquired when another process is sweeping.
-func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
-	var st Stats
-	l, err := s.Locker.TryLock(ctx, "sweep", lock.WithTTL(15*time.Second))
-	if err != nil {
-		return st, err
-	}
-	defer l.Release(context.WithoutCancel(ctx))
-	lctx, cancel := l.Context(ctx)
-	defer cancel()
+func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) { return s.runner.Once(ctx, s.pass()) }
 
+// sweep sweeps every warmed item once; b backs off the reservations and
+// items it fails on.
+func (s *Sweeper) sweep(ctx context.Context, b *backoff.Records) (Stats, error) {
+	var st Stats
 	after := s.after()
-	b := s.backoff()
-	defer b.Report()
 	// The warmed items a page at a time (SSCAN), and each page's pending
 	// lists in one pipeline: an idle sweep makes a few round trips however
 	// many items were ever warmed, and reads MySQL only for what it found.
 	var cursor uint64
 	for {
-		page, next, err := s.Stock.ScanWarmedItems(lctx, cursor, itemsPage)
+		page, next, err := s.Stock.ScanWarmedItems(ctx, cursor, itemsPage)
 		if err != nil {
 			return st, err
 		}
@@ -135,16 +115,16 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Stats, error) {
 			}
 		}
 		cutoff := time.Now().Add(-after)
-		pending, failed := s.Stock.PendingOlderThanEach(lctx, due, cutoff, batch)
+		pending, failed := s.Stock.PendingOlderThanEach(ctx, due, cutoff, batch)
 		for _, item := range due {
 			key := itemKey(item)
 			err := failed[item]
 			if err == nil {
-				err = s.sweepItem(lctx, item, pending[item], cutoff, &st, b)
+				err = s.sweepItem(ctx, item, pending[item], cutoff, &st, b)
 			}
 			switch {
-			case lctx.Err() != nil:
-				return st, lctx.Err()
+			case ctx.Err() != nil:
+				return st, ctx.Err()
 			case err != nil:
 				b.Failed(key, err, "item_id", item.ID)
 			default:

@@ -9,15 +9,13 @@ package unpaid
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
+	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
-	"github.com/seckill/seckill/pkg/foundation/periodic"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
@@ -36,55 +34,38 @@ type Closer struct {
 	// without metrics).
 	Backoff *backoff.Records
 
-	once sync.Once
+	runner pass.Runner[lifecycle.Stats]
 }
 
-func (c *Closer) backoff() *backoff.Records {
-	c.once.Do(func() {
-		if c.Backoff == nil {
-			c.Backoff = backoff.New(metrics.PassCloser, c.Log, nil)
-		}
-	})
-	return c.Backoff
+// pass is the closer's pass: under the "closer" lock, every Every.
+func (c *Closer) pass() pass.Pass[lifecycle.Stats] {
+	return pass.Pass[lifecycle.Stats]{
+		Name: metrics.PassCloser, Lock: "closer", TTL: 15 * time.Second, Every: c.Every, Default: time.Second,
+		Locker: c.Locker, Log: c.Log, Records: c.Backoff, Work: c.close,
+		FailedMsg: "closer pass failed", Failed: c.Metrics.Failed,
+		Done: func(st lifecycle.Stats, clean bool) {
+			c.Metrics.Closed(st.Closed, st.Finished)
+			if clean && st != (lifecycle.Stats{}) {
+				c.Log.Info("unpaid orders closed", "closed", st.Closed, "releases_finished", st.Finished)
+			}
+		},
+	}
 }
 
 // Run closes expired orders every Every until ctx ends.
-func (c *Closer) Run(ctx context.Context) {
-	every := c.Every
-	if every <= 0 {
-		every = time.Second
-	}
-	periodic.Every(ctx, every, func(ctx context.Context) {
-		st, err := c.Once(ctx)
-		c.Metrics.Closed(st.Closed, st.Finished)
-		switch {
-		case errors.Is(err, lock.ErrNotAcquired):
-			c.backoff().Idle()
-		case ctx.Err() != nil:
-		case err != nil:
-			c.Metrics.Failed()
-			c.Log.Warn("closer pass failed", "err", err)
-		case st != lifecycle.Stats{}:
-			c.Log.Info("unpaid orders closed", "closed", st.Closed, "releases_finished", st.Finished)
-		}
-	})
-}
+func (c *Closer) Run(ctx context.Context) { c.runner.Run(ctx, c.pass()) }
 
 // Once runs one pass under the lock; lock.ErrNotAcquired means another
 // process is closing.
 func (c *Closer) Once(ctx context.Context) (lifecycle.Stats, error) {
-	l, err := c.Locker.TryLock(ctx, "closer", lock.WithTTL(15*time.Second))
-	if err != nil {
-		return lifecycle.Stats{}, err
-	}
-	defer l.Release(context.WithoutCancel(ctx))
-	lctx, cancel := l.Context(ctx)
-	defer cancel()
+	return c.runner.Once(ctx, c.pass())
+}
+
+// close closes the orders whose payment window ended, at most Batch.
+func (c *Closer) close(ctx context.Context, b *backoff.Records) (lifecycle.Stats, error) {
 	batch := c.Batch
 	if batch <= 0 {
 		batch = 500
 	}
-	b := c.backoff()
-	defer b.Report()
-	return c.Lifecycle.CloseExpired(lctx, time.Now(), batch, b)
+	return c.Lifecycle.CloseExpired(ctx, time.Now(), batch, b)
 }

@@ -15,19 +15,17 @@ package warmup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
+	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
-	"github.com/seckill/seckill/pkg/foundation/periodic"
 )
 
 // LockName is the lock a warm-up pass runs under.
@@ -70,16 +68,7 @@ type Scheduler struct {
 	// without metrics).
 	Backoff *backoff.Records
 
-	once sync.Once
-}
-
-func (s *Scheduler) backoff() *backoff.Records {
-	s.once.Do(func() {
-		if s.Backoff == nil {
-			s.Backoff = backoff.New(metrics.PassWarmup, s.Log, nil)
-		}
-	})
-	return s.Backoff
+	runner pass.Runner[[]int64]
 }
 
 func (s *Scheduler) now() time.Time {
@@ -89,40 +78,30 @@ func (s *Scheduler) now() time.Time {
 	return time.Now()
 }
 
-// Run warms due activities every Every until ctx ends.
-func (s *Scheduler) Run(ctx context.Context) {
-	every := s.Every
-	if every <= 0 {
-		every = time.Second
+// pass is the warm-up's pass: under the LockName lock, every Every.
+func (s *Scheduler) pass() pass.Pass[[]int64] {
+	return pass.Pass[[]int64]{
+		Name: metrics.PassWarmup, Lock: LockName, TTL: 15 * time.Second, Every: s.Every, Default: time.Second,
+		Locker: s.Locker, Log: s.Log, Records: s.Backoff, Work: s.warmDue,
+		FailedMsg: "scheduled warm-up failed; trying again",
 	}
-	periodic.Every(ctx, every, func(ctx context.Context) {
-		_, err := s.Once(ctx)
-		switch {
-		case errors.Is(err, lock.ErrNotAcquired):
-			s.backoff().Idle()
-		case err != nil && ctx.Err() == nil:
-			s.Log.Warn("scheduled warm-up failed; trying again", "err", err)
-		}
-	})
 }
+
+// Run warms due activities every Every until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) { s.runner.Run(ctx, s.pass()) }
 
 // Once runs one pass under the lock and returns the ids of the activities
 // it warmed; lock.ErrNotAcquired means another process is warming.
-func (s *Scheduler) Once(ctx context.Context) ([]int64, error) {
-	l, err := s.Locker.TryLock(ctx, LockName, lock.WithTTL(15*time.Second))
-	if err != nil {
-		return nil, err
-	}
-	defer l.Release(context.WithoutCancel(ctx))
-	ctx, cancel := l.Context(ctx)
-	defer cancel()
+func (s *Scheduler) Once(ctx context.Context) ([]int64, error) { return s.runner.Once(ctx, s.pass()) }
+
+// warmDue warms every activity due and returns the ids of those it
+// warmed; b backs off the sales it fails on.
+func (s *Scheduler) warmDue(ctx context.Context, b *backoff.Records) ([]int64, error) {
 	lead := s.Lead
 	if lead <= 0 {
 		lead = 5 * time.Minute
 	}
 	now := s.now()
-	b := s.backoff()
-	defer b.Report()
 	var warmed []int64
 	// The due sales, a page at a time (each statement bounded, whatever
 	// was scheduled); a pass goes through them all.

@@ -86,8 +86,10 @@ import (
 
 var (
 	// ErrNotAcquired means the lock is held by another holder. TryLock
-	// returns it; Acquire keeps waiting instead.
-	ErrNotAcquired = errors.New("lock: held by another holder")
+	// and Hold return it; Acquire keeps waiting instead. It has the method
+	// HeldElsewhere() bool (true), for code that tells it without
+	// importing this package.
+	ErrNotAcquired error = heldElsewhere{}
 
 	// ErrTimeout means Acquire waited until the caller's deadline (the
 	// context's or WithWait's) without getting the lock. When the context's

@@ -732,3 +732,49 @@ func TestWatchdogDoesNotRenewAnotherHoldersLock(t *testing.T) {
 		t.Fatalf("B Release: %v", err)
 	}
 }
+
+// Hold takes the lock with the lease it is given, for one piece of work:
+// another holder is refused meanwhile with an error that matches
+// ErrNotAcquired and says HeldElsewhere to code that does not import the
+// package; the work's context ends when the lock is lost; done releases
+// the lock even when the holder's context has ended.
+func TestHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.locker(lock.Options{InstanceID: "a"}), e.locker(lock.Options{InstanceID: "b"})
+	ctx, stop := context.WithCancel(context.Background())
+	work, done, err := a.Hold(ctx, "hold", 30*time.Second)
+	if err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	if ttl, err := e.rdb.PTTL(ctx, e.lockKey("hold")).Result(); err != nil || ttl <= 20*time.Second || ttl > 30*time.Second {
+		t.Errorf("lease while held: %v %v, want 30s", ttl, err)
+	}
+	_, _, err = b.Hold(context.Background(), "hold", time.Second)
+	var elsewhere interface{ HeldElsewhere() bool }
+	if !errors.Is(err, lock.ErrNotAcquired) || !errors.As(err, &elsewhere) || !elsewhere.HeldElsewhere() {
+		t.Fatalf("Hold while another holds the lock: %v, want ErrNotAcquired saying HeldElsewhere", err)
+	}
+	stop() // the holder stops; done still gives the lock back
+	if work.Err() == nil {
+		t.Error("work's context alive after the holder's context ended")
+	}
+	done()
+	if n, err := e.rdb.Exists(context.Background(), e.lockKey("hold")).Result(); err != nil || n != 0 {
+		t.Fatalf("lock key after done: %d %v, want released", n, err)
+	}
+
+	work, done, err = b.Hold(context.Background(), "lost", 300*time.Millisecond)
+	if err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	defer done()
+	if err := e.rdb.Del(context.Background(), e.lockKey("lost")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-work.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("work's context alive after the lock was lost")
+	}
+}
