@@ -35,7 +35,6 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
@@ -83,7 +82,7 @@ type Drawer struct {
 	// Numbers makes the orders' numbers: the api's signed generator, so
 	// the api vouches for them.
 	Numbers *order.NumberGenerator
-	Locker  *lock.Locker
+	Locker  pass.Locker
 	// Every is the pause between passes (default 1s).
 	Every time.Duration
 	// PaymentWindow is the programs' payment window (a sale's own wins).

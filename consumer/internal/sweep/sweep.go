@@ -19,7 +19,6 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -51,7 +50,7 @@ type Sweeper struct {
 	Stock     Stock
 	DB        Orders
 	Publisher Publisher
-	Locker    *lock.Locker
+	Locker    pass.Locker
 	// After is how old an unconfirmed reservation must be to count as
 	// stranded (default 10s; keep it above the publish timeout).
 	After time.Duration

@@ -14,7 +14,6 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
@@ -22,7 +21,7 @@ import (
 // Closer runs the timeout close periodically.
 type Closer struct {
 	Lifecycle *lifecycle.Service
-	Locker    *lock.Locker
+	Locker    pass.Locker
 	// Every is the pause between passes (default 1s).
 	Every time.Duration
 	// Batch bounds the orders one pass closes (default 500).

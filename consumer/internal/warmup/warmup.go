@@ -22,7 +22,6 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -53,7 +52,7 @@ type Stock interface {
 type Scheduler struct {
 	DB     Activities
 	Stock  Stock
-	Locker *lock.Locker
+	Locker pass.Locker
 	// Lead is how long before starts_at an activity is warmed (default 5m).
 	Lead time.Duration
 	// Every is the pause between passes (default 1s).
