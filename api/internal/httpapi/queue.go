@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
@@ -50,11 +49,6 @@ type QueueView struct {
 	AdmissionExpiresAt *time.Time `json:"admission_expires_at,omitempty"`
 	// OrderNo is the order the buyer holds in the sale (state ORDERED).
 	OrderNo string `json:"order_no,omitempty"`
-}
-
-// storeRoom is the sale's room as its scripts see it.
-func (s *Server) storeRoom(a order.Activity) stockredis.Room {
-	return waitingroom.StoreRoom(a, s.intake.PaymentWindow)
 }
 
 // roomSale is the sale of the path's id with a room, or false after
