@@ -301,6 +301,34 @@ func (r *reconciler) check(ctx context.Context) error {
 		return fail(exitFailed, err)
 	}
 
+	l, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	// Work stops (and repairs with it) as soon as the lock is lost.
+	lctx, stop := l.Context(ctx)
+	defer stop()
+	r.log.Info("reconcile started", "fence", l.Fence(), "repair", r.opts.repair)
+
+	rep, err := r.runChecker(lctx, l)
+	if err != nil {
+		return fail(exitFailed, r.why(l, err))
+	}
+	unchecked := r.record(ctx, rep)
+	draws, err := r.checkDraws(lctx)
+	if err != nil {
+		return fail(exitFailed, r.why(l, fmt.Errorf("check draws: %w", err)))
+	}
+	if err := r.writeReport(rep, draws); err != nil {
+		return fail(exitFailed, fmt.Errorf("write report: %w", err))
+	}
+	return r.verdict(ctx, l, rep, unchecked, draws)
+}
+
+// lock takes the reconcilers' lock, waiting for it up to --wait; exitBusy
+// when another reconciler holds it.
+func (r *reconciler) lock(ctx context.Context) (*lock.Lock, error) {
 	var l *lock.Lock
 	var err error
 	if r.opts.wait > 0 {
@@ -311,28 +339,30 @@ func (r *reconciler) check(ctx context.Context) error {
 	switch {
 	case errors.Is(err, lock.ErrNotAcquired), errors.Is(err, lock.ErrTimeout):
 		r.log.Info("another reconciler is running; not checking", "lock", lockName, "waited", r.opts.wait.String())
-		return fail(exitBusy, fmt.Errorf("another reconciler is running (lock %q is held); try later or pass --wait", lockName))
+		return nil, fail(exitBusy, fmt.Errorf("another reconciler is running (lock %q is held); try later or pass --wait", lockName))
 	case err != nil:
-		return fail(exitFailed, fmt.Errorf("take the %q lock: %w", lockName, err))
+		return nil, fail(exitFailed, fmt.Errorf("take the %q lock: %w", lockName, err))
 	}
-	defer l.Release(context.WithoutCancel(ctx))
-	// Work stops (and repairs with it) as soon as the lock is lost.
-	lctx, stop := l.Context(ctx)
-	defer stop()
-	r.log.Info("reconcile started", "fence", l.Fence(), "repair", r.opts.repair)
+	return l, nil
+}
 
-	targets, err := r.checker.Targets(lctx, reconcile.Selection{Items: r.opts.items, Activities: r.opts.activities})
+// runChecker checks (and, with --repair, repairs) the items the flags
+// select, under l.
+func (r *reconciler) runChecker(ctx context.Context, l *lock.Lock) (reconcile.Report, error) {
+	targets, err := r.checker.Targets(ctx, reconcile.Selection{Items: r.opts.items, Activities: r.opts.activities})
 	if err != nil {
-		return fail(exitFailed, r.why(l, err))
+		return reconcile.Report{}, err
 	}
 	mode := reconcile.CheckOnly
 	if r.opts.repair {
 		mode = reconcile.CheckAndRepair
 	}
-	rep, err := r.checker.Run(lctx, targets, mode, l)
-	if err != nil {
-		return fail(exitFailed, r.why(l, err))
-	}
+	return r.checker.Run(ctx, targets, mode, l)
+}
+
+// record sets the metrics of a run's report and alerts on each item it
+// could not check or repair, which it returns.
+func (r *reconciler) record(ctx context.Context, rep reconcile.Report) []reconcile.ItemReport {
 	counts := map[string]int{}
 	for v, n := range rep.Count() {
 		counts[string(v)] = n
@@ -356,18 +386,25 @@ func (r *reconciler) check(ctx context.Context) error {
 		drift[it.ItemID] = d
 	}
 	r.metrics.Drift(drift)
-	draws, err := r.checkDraws(lctx)
-	if err != nil {
-		return fail(exitFailed, r.why(l, fmt.Errorf("check draws: %w", err)))
-	}
+	return unchecked
+}
+
+// writeReport prints the report: JSON with --json, else the items' table
+// and the draws'.
+func (r *reconciler) writeReport(rep reconcile.Report, draws []drawCheck) error {
 	if r.opts.json {
-		err = rep.WriteJSON(r.stdout)
-	} else if err = rep.WriteTable(r.stdout); err == nil {
-		err = writeDraws(r.stdout, draws)
+		return rep.WriteJSON(r.stdout)
 	}
-	if err != nil {
-		return fail(exitFailed, fmt.Errorf("write report: %w", err))
+	if err := rep.WriteTable(r.stdout); err != nil {
+		return err
 	}
+	return writeDraws(r.stdout, draws)
+}
+
+// verdict alerts on each draw that does not hold, logs the run's end and
+// returns its outcome: nil when everything agrees, else an error with the
+// exit code and what did not.
+func (r *reconciler) verdict(ctx context.Context, l *lock.Lock, rep reconcile.Report, unchecked []reconcile.ItemReport, draws []drawCheck) error {
 	code := rep.ExitCode()
 	for _, d := range draws {
 		for _, p := range d.problems {
@@ -377,19 +414,19 @@ func (r *reconciler) check(ctx context.Context) error {
 	}
 	r.log.Info("reconcile finished", "summary", rep.Summary(), "exit_code", code, "fence", l.Fence(),
 		"took", rep.FinishedAt.Sub(rep.StartedAt).Round(time.Millisecond).String())
-	if code != exitAgree {
-		msg := rep.Summary()
-		for _, it := range unchecked {
-			msg += fmt.Sprintf("; item %d unchecked: %s", it.ItemID, it.Error)
-		}
-		for _, d := range draws {
-			if len(d.problems) > 0 {
-				msg += fmt.Sprintf("; the draw of activity %d does not hold", d.activity)
-			}
-		}
-		return fail(code, errors.New(msg))
+	if code == exitAgree {
+		return nil
 	}
-	return nil
+	msg := rep.Summary()
+	for _, it := range unchecked {
+		msg += fmt.Sprintf("; item %d unchecked: %s", it.ItemID, it.Error)
+	}
+	for _, d := range draws {
+		if len(d.problems) > 0 {
+			msg += fmt.Sprintf("; the draw of activity %d does not hold", d.activity)
+		}
+	}
+	return fail(code, errors.New(msg))
 }
 
 // why explains an error of a run under l: a lost lock is the reason when

@@ -32,13 +32,56 @@ func (f *receiptFiles) Set(v string) error { *f = append(*f, v); return nil }
 // Exit 0: the record holds; 1: it does not (each mismatch is printed); 2:
 // it or a receipt could not be read.
 func verifyDraw(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseVerifyFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	rec, err := o.record(ctx)
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	held, err := readReceipts(o.receipts)
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	breaches := draw.Verify(rec)
+	for i, r := range held {
+		if err := rec.CheckReceipt(r); err != nil {
+			breaches = errors.Join(breaches, fmt.Errorf("receipt %s: %w", o.receipts[i], err))
+		}
+	}
+	if breaches != nil {
+		fmt.Fprintf(stdout, "draw of activity %d does NOT hold:\n", rec.ActivityID)
+		for _, line := range strings.Split(breaches.Error(), "\n") {
+			fmt.Fprintf(stdout, "  - %s\n", line)
+		}
+		return fail(exitDrift, fmt.Errorf("the draw of activity %d does not match its record or its buyers' receipts", rec.ActivityID))
+	}
+	writeDrawHolds(stdout, rec, len(held))
+	return nil
+}
+
+// verifyOptions are the flags of verify-draw.
+type verifyOptions struct {
+	url      string
+	activity int64
+	file     string
+	receipts receiptFiles
+}
+
+// parseVerifyFlags reads the flags of verify-draw; flag.ErrHelp when help
+// was asked for (and printed).
+func parseVerifyFlags(args []string, stderr io.Writer) (verifyOptions, error) {
+	var o verifyOptions
 	fs := flag.NewFlagSet("reconciler verify-draw", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", "", "the api's base `URL` (e.g. http://127.0.0.1:8080): reads GET /api/v1/activities/{id}/draw")
-	activity := fs.Int64("activity", 0, "the draw sale's `id` (with --url)")
-	file := fs.String("file", "", "a saved copy of the draw record (`path`; - for standard input) instead of --url")
-	var receipts receiptFiles
-	fs.Var(&receipts, "receipt", "a buyer's receipt: the JSON `file` of their entry's answer (POST .../entries or GET .../entries/me); repeat for more")
+	fs.StringVar(&o.url, "url", "", "the api's base `URL` (e.g. http://127.0.0.1:8080): reads GET /api/v1/activities/{id}/draw")
+	fs.Int64Var(&o.activity, "activity", 0, "the draw sale's `id` (with --url)")
+	fs.StringVar(&o.file, "file", "", "a saved copy of the draw record (`path`; - for standard input) instead of --url")
+	fs.Var(&o.receipts, "receipt", "a buyer's receipt: the JSON `file` of their entry's answer (POST .../entries or GET .../entries/me); repeat for more")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: reconciler verify-draw (--url URL --activity ID | --file PATH) [--receipt FILE]...
 
@@ -58,55 +101,47 @@ flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fail(exitFailed, err)
+		return o, err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return fail(exitFailed, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	case (*url == "") == (*file == ""):
-		return fail(exitFailed, errors.New("give --url with --activity, or --file"))
-	case *url != "" && *activity <= 0:
-		return fail(exitFailed, errors.New("--activity must be a positive id"))
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case (o.url == "") == (o.file == ""):
+		return o, errors.New("give --url with --activity, or --file")
+	case o.url != "" && o.activity <= 0:
+		return o, errors.New("--activity must be a positive id")
 	}
+	return o, nil
+}
+
+// record reads the draw record the options name: the saved copy, or the
+// api's.
+func (o verifyOptions) record(ctx context.Context) (draw.Record, error) {
 	var (
 		body []byte
 		err  error
 		from string
 	)
-	if *file != "" {
-		from = *file
-		body, err = readRecordFile(*file)
+	if o.file != "" {
+		from = o.file
+		body, err = readRecordFile(o.file)
 	} else {
-		from = strings.TrimRight(*url, "/") + fmt.Sprintf("/api/v1/activities/%d/draw", *activity)
+		from = strings.TrimRight(o.url, "/") + fmt.Sprintf("/api/v1/activities/%d/draw", o.activity)
 		body, err = fetchRecord(ctx, from)
 	}
 	if err != nil {
-		return fail(exitFailed, err)
+		return draw.Record{}, err
 	}
 	var rec draw.Record
 	if err := json.Unmarshal(body, &rec); err != nil {
-		return fail(exitFailed, fmt.Errorf("%s is not a draw record: %w", from, err))
+		return draw.Record{}, fmt.Errorf("%s is not a draw record: %w", from, err)
 	}
-	held, err := readReceipts(receipts)
-	if err != nil {
-		return fail(exitFailed, err)
-	}
-	breaches := draw.Verify(rec)
-	for i, r := range held {
-		if err := rec.CheckReceipt(r); err != nil {
-			breaches = errors.Join(breaches, fmt.Errorf("receipt %s: %w", receipts[i], err))
-		}
-	}
-	if breaches != nil {
-		fmt.Fprintf(stdout, "draw of activity %d does NOT hold:\n", rec.ActivityID)
-		for _, line := range strings.Split(breaches.Error(), "\n") {
-			fmt.Fprintf(stdout, "  - %s\n", line)
-		}
-		return fail(exitDrift, fmt.Errorf("the draw of activity %d does not match its record or its buyers' receipts", rec.ActivityID))
-	}
+	return rec, nil
+}
+
+// writeDrawHolds prints that the draw rec holds, with held receipts kept,
+// and the restocks it was drawn after.
+func writeDrawHolds(stdout io.Writer, rec draw.Record, held int) {
 	won := 0
 	for _, e := range rec.Entries {
 		if e.Outcome == draw.Won {
@@ -115,15 +150,14 @@ flags:
 	}
 	fmt.Fprintf(stdout, "draw of activity %d holds: %d entries, %d won, %d alternates; the seed matches commitment %s, the entries digest %s, and the ranking and every outcome recompute",
 		rec.ActivityID, len(rec.Entries), won, len(rec.Entries)-won, rec.Commitment, rec.Digest)
-	if len(held) > 0 {
-		fmt.Fprintf(stdout, "; %d receipts name that commitment and their entries are in the record", len(held))
+	if held > 0 {
+		fmt.Fprintf(stdout, "; %d receipts name that commitment and their entries are in the record", held)
 	}
 	fmt.Fprintln(stdout)
 	// Restocks moved the stock the draw gave out: the auditor judges them.
 	for _, r := range rec.Restocks {
 		fmt.Fprintf(stdout, "  restocked before the draw: item %d +%d at %s\n", r.ItemID, r.Quantity, r.At.UTC().Format(time.RFC3339Nano))
 	}
-	return nil
 }
 
 // readReceipts reads each receipt file: an entry's answer, as JSON.

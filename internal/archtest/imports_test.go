@@ -1,6 +1,8 @@
-// Package archtest holds the test of the import rules docs/structure.md
-// describes: it reads the product's import graph with `go list` and fails
-// on an arrow that breaks a rule.
+// Package archtest holds the tests of the rules docs/structure.md
+// describes: the import rules (it reads the product's import graph with
+// `go list` and fails on an arrow that breaks a rule) and the size rules
+// (sizes_test.go: it parses the product's files and fails on a file or a
+// function over its limit).
 package archtest
 
 import (

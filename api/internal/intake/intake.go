@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -20,7 +19,6 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
-	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
@@ -85,10 +83,6 @@ type Service struct {
 	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }
 
-// SoldOutTTL is how long the in-process sold-out flag is trusted before the
-// next request asks Redis again (released stock sells again within it).
-const SoldOutTTL = time.Second
-
 // PlaceRequest is one buyer's order attempt.
 type PlaceRequest struct {
 	UserID     string
@@ -113,37 +107,65 @@ type Placed struct {
 // Place reserves and publishes one order. Errors are domain errors from
 // package order, wrapped with context.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
+	act, item, err := s.saleItem(ctx, r)
+	if err != nil {
+		return Placed{}, err
+	}
+	now := s.Now()
+	if p, done, err := s.refuseEarly(ctx, r, act, item, now); done {
+		return p, err
+	}
+	ev, reservation, err := s.newOrder(ctx, r, act, item, now)
+	if err != nil {
+		return Placed{}, err
+	}
+	if p, done, err := s.reserve(ctx, r, act, item, ev, reservation, now); done {
+		return p, err
+	}
+	return s.publish(ctx, r, act, item, ev)
+}
+
+// saleItem checks the request against its sale and returns the sale and
+// the item it buys.
+func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (order.Activity, stockredis.Item, error) {
 	if !order.ValidIdempotencyKey(r.IdempotencyKey) {
-		return Placed{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
+		return order.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if r.ActivityID <= 0 {
-		return Placed{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
+		return order.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
 	act, err := s.activity(ctx, r.ActivityID)
 	if err != nil {
-		return Placed{}, err
+		return order.Activity{}, stockredis.Item{}, err
 	}
 	if act.Draw.On() {
-		return Placed{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
+		return order.Activity{}, stockredis.Item{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
 	}
 	if err := act.CheckQuantity(r.Quantity); err != nil {
-		return Placed{}, err
+		return order.Activity{}, stockredis.Item{}, err
 	}
 	chosen, err := act.ChooseItem(r.ItemID)
 	if err != nil {
-		return Placed{}, err
+		return order.Activity{}, stockredis.Item{}, err
 	}
-	item := stockredis.In(act.ItemID, chosen.ItemID)
-	now := s.Now()
+	return act, stockredis.In(act.ItemID, chosen.ItemID), nil
+}
+
+// refuseEarly answers, before anything is reserved, a request the sale
+// turns away at now: not on, without a valid admission to its waiting
+// room, or for an item flagged sold out. done is false when the request
+// goes on to the reserve.
+func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, now time.Time) (p Placed, done bool, err error) {
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
 			// after it (the record outlives the sale by order.KeyMargin).
 			if prior, err := s.Stock.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
-				return s.replay(ctx, r, item, prior.ByKey)
+				p, err := s.replay(ctx, r, item, prior.ByKey)
+				return p, true, err
 			}
 		}
-		return Placed{}, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
+		return Placed{}, true, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
 	if act.Room.On() {
@@ -151,7 +173,8 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// or sale's admission reserves nothing; the reserve script then
 		// checks it is unused.
 		if _, err := room.Verify(act.Room.Key[:], r.Admission, act.ID, r.UserID, now); err != nil {
-			return s.notAdmitted(ctx, r, item, err)
+			p, err := s.notAdmitted(ctx, r, item, err)
+			return p, true, err
 		}
 	}
 	if s.flaggedSoldOut(item.ID, now) {
@@ -161,22 +184,28 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		// answers many).
 		prior, err := s.Stock.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey)
 		if err == nil && prior.ByKey != "" {
-			return s.replay(ctx, r, item, prior.ByKey)
+			p, err := s.replay(ctx, r, item, prior.ByKey)
+			return p, true, err
 		}
 		s.Metrics.SkippedSoldOut()
 		if err == nil && prior.QuotaHolder != "" {
-			return Placed{}, order.ErrAlreadyPurchased
+			return Placed{}, true, order.ErrAlreadyPurchased
 		}
-		return Placed{}, order.ErrSoldOut
+		return Placed{}, true, order.ErrSoldOut
 	}
+	return Placed{}, false, nil
+}
 
+// newOrder numbers the order and returns its create event and the
+// reservation that takes its stock.
+func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, now time.Time) (order.Event, stockredis.Reservation, error) {
 	quotaTTL, err := act.RecordsLifetime(now)
 	if err != nil {
-		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
 	}
 	reservationTTL, err := act.KeysLifetime(now, s.PaymentWindow)
 	if err != nil {
-		return Placed{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
 	}
 	// The number names the sale's first item: its keys' hash tag.
 	no := s.Numbers.NextFor(act.ItemID, r.UserID)
@@ -189,13 +218,23 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		UserID: r.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: r.Quantity,
 		ReservedAt: now, RequestID: r.RequestID,
 	}
-	started := time.Now()
 	reservation := stockredis.Reservation{
 		OrderNo: no, UserID: r.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
 		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
 		Buckets: act.StockBuckets, Room: act.Room.On(),
 	}
+	return ev, reservation, nil
+}
+
+// reserve runs the reserve script for the order of ev and answers the
+// request when the script did not reserve it (done): a refusal, an
+// earlier order of the key, or a reservation given up when the script's
+// outcome is unknown.
+func (s *Service) reserve(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, ev order.Event,
+	reservation stockredis.Reservation, now time.Time) (p Placed, done bool, err error) {
+	no := ev.OrderNo
+	started := time.Now()
 	// The stock generation before the script: a refusal that raced a
 	// restock or a release here (ClearSoldOut) must not flag the units it
 	// brought back as sold out.
@@ -216,151 +255,39 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 		if res.Left <= 0 && (r.Quantity == 1 || act.StockBuckets <= 1) {
 			s.soldOut.Store(item.ID, soldOutMark{at: now, gen: gen})
 		}
-		return Placed{}, err
+		return Placed{}, true, err
 	case stockredis.MayHaveRun(err):
 		// The buyer hears 503, which promises that nothing stays reserved:
 		// take back whatever the script may have reserved.
-		return s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
+		p, err := s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
+		return p, true, err
 	case errors.Is(err, order.ErrNotAdmitted):
 		// The script found no order of the key and no such admission:
 		// both may be records Redis lost.
-		return s.refuseUnlessMySQLHasKey(ctx, r, item, err)
+		p, err := s.refuseUnlessMySQLHasKey(ctx, r, item, err)
+		return p, true, err
 	case err != nil:
-		return Placed{}, err
+		return Placed{}, true, err
 	case res.Duplicate && res.OrderNo != no:
-		return s.replay(ctx, r, item, res.OrderNo)
+		p, err := s.replay(ctx, r, item, res.OrderNo)
+		return p, true, err
 	}
+	return Placed{}, false, nil
+}
 
+// publish sends the reserved order's create event to Kafka, and gives the
+// reservation up when it cannot.
+func (s *Service) publish(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, ev order.Event) (Placed, error) {
 	failpoint.Inject("api-after-reserve")
-	started = time.Now()
-	err = s.Publisher.Publish(ctx, ev)
+	started := time.Now()
+	err := s.Publisher.Publish(ctx, ev)
 	s.Metrics.Published(err, time.Since(started))
 	if err != nil {
 		return s.giveUp(ctx, ev, order.ReasonPublishFailed, err)
 	}
-	s.Log.InfoContext(ctx, "order reserved", "order_no", no, "request_id", r.RequestID,
+	s.Log.InfoContext(ctx, "order reserved", "order_no", ev.OrderNo, "request_id", r.RequestID,
 		"user_id", r.UserID, "item_id", item.ID, "activity_id", act.ID, "status", order.Pending)
-	return Placed{OrderNo: no, Status: order.Pending}, nil
-}
-
-// notAdmitted answers an order of a room sale without a valid admission
-// in the reserve script's order (key, quota, admission): the key first, so
-// a retry of an order this key placed gets it back whatever became of the
-// admission since (expired, used, or not sent); then a buyer holding an
-// order in the sale hears ALREADY_PURCHASED; only then refused is the
-// refusal. One read, shared with concurrent requests (one MGET answers
-// many); a valid admission never pays it, the script answers a replayed
-// key. When Redis cannot be read the buyer hears 503, not a refusal: the
-// key may have an order. A key Redis does not know is looked up in MySQL
-// before the refusal (Redis may have lost it).
-func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
-	prior, err := s.Stock.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
-	switch {
-	case err != nil:
-		return Placed{}, fmt.Errorf("look up the key of an order without admission: %w", err)
-	case prior.ByKey != "":
-		return s.replay(ctx, r, item, prior.ByKey)
-	case prior.QuotaHolder != "":
-		return Placed{}, order.ErrAlreadyPurchased
-	}
-	return s.refuseUnlessMySQLHasKey(ctx, r, item, refused)
-}
-
-// refuseUnlessMySQLHasKey answers refused (an order refused for want of an
-// admission, after Redis knew no order of its key) unless MySQL has an
-// order of the key: Redis may have lost the key's record (emptied, or
-// brought back from an older copy, before the heal puts it back), and
-// MySQL's order is then the answer, as the script's replay would have
-// given it.
-func (s *Service) refuseUnlessMySQLHasKey(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
-	o, err := s.Orders.OrderOfKey(ctx, r.ActivityID, r.UserID, r.IdempotencyKey)
-	switch {
-	case err == nil:
-		return s.replay(ctx, r, item, o.OrderNo)
-	case !errors.Is(err, order.ErrNotFound):
-		return Placed{}, fmt.Errorf("look up the key of an order without admission in MySQL: %w", err)
-	}
-	return Placed{}, refused
-}
-
-// giveUp handles a reservation the API cannot confirm: its publish failed
-// or its outcome is unknown, or Redis may have run the reserve script
-// without the answer arriving. The buyer is to hear 503, which promises
-// that no order comes of the request, nothing stays reserved and the key may
-// buy again, unless Kafka did take the event and a consumer created it.
-//
-// MySQL decides first: the order is recorded FAILED there unless a consumer
-// created it already, and the unique order number makes that exactly one
-// of {FAILED here, CREATED by a consumer}. The FAILED row is final for the
-// consumer, the sweep and the repair, so even a Redis that later comes back
-// from an older state with this reservation RESERVED again cannot turn it
-// into an order. Then the reservation is released in Redis (any retry of a
-// release whose answer was lost finds it RELEASED: done); if Redis cannot be
-// told, the sweep releases it later.
-func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
-	ref := stockredis.EventRef(ev)
-	// The request's context may be what timed out; the release must still run.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	log := logs.WithTrace(ctx, s.Log).With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
-	o, dbErr := s.Orders.Abandon(rctx, ev, reason)
-	if dbErr == nil && o.Status != order.Failed {
-		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
-		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)
-		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
-	}
-	recorded := dbErr == nil
-	from := []stockredis.State{stockredis.StateReserved}
-	if recorded {
-		// No consumer can create the order any more: a claimed reservation
-		// may go too.
-		from = append(from, stockredis.StateClaimed)
-	}
-	rel, err := s.release(rctx, ref, stockredis.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
-	state := rel.State
-	switch {
-	case err == nil && rel.Gone():
-		// Nothing is held for this request.
-		s.Metrics.Unpublished(metrics.UnpublishedReleased)
-		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
-			"status", order.Failed, "recorded", recorded, "err", cause, "mysql_err", dbErr)
-		return Placed{}, logs.Logged(cause)
-	case err == nil:
-		// MySQL could not be asked and a consumer claimed it (and may have
-		// finished it since): Kafka did take the event after all.
-		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
-		log.Info("order not confirmed here but a consumer claimed it", "state", state, "err", cause)
-		return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
-	case recorded:
-		s.Metrics.Unpublished(metrics.UnpublishedAbandoned)
-		log.Warn("order not confirmed; recorded FAILED in MySQL, the sweep gives the reservation back",
-			"reason", reason, "status", order.Failed, "err", cause, "redis_err", err)
-		return Placed{}, logs.Logged(cause)
-	default:
-		// Two faults at once: the reservation stays as it is and the sweep
-		// re-publishes it, so the buyer may end up with an order after all.
-		s.Metrics.Unpublished(metrics.UnpublishedKept)
-		log.Error("order not confirmed and neither Redis nor MySQL could record it; the sweep will re-publish it",
-			"reason", reason, "err", cause, "redis_err", err, "mysql_err", dbErr)
-		return Placed{}, logs.Logged(cause)
-	}
-}
-
-// release runs Stock.Release, trying a few times. Repeating it is safe: a
-// release whose answer was lost is found RELEASED by the next attempt.
-func (s *Service) release(ctx context.Context, ref stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error) {
-	var (
-		rel stockredis.Released
-		err error
-	)
-	for attempt := range 3 {
-		rel, err = s.Stock.Release(ctx, ref, o)
-		if err == nil {
-			return rel, nil
-		}
-		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
-	}
-	return rel, err
+	return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
 }
 
 // reserveOutcome names what the reserve script answered, for the metrics.
@@ -378,46 +305,6 @@ func reserveOutcome(res stockredis.ReserveResult, err error) metrics.ReserveOutc
 		return metrics.ReserveNotWarmed
 	}
 	return metrics.ReserveError
-}
-
-// freeStaleKey frees the user's idempotency key that names prior when MySQL
-// has prior FAILED for a reason the API answered 503 for: that answer
-// promised the key could buy again. It reports whether it freed it.
-func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
-	o, err := s.Orders.Order(ctx, prior)
-	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
-		return false
-	}
-	ref := stockredis.OrderRef(o)
-	_, err = s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
-		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
-	if err != nil {
-		return false
-	}
-	s.Log.Warn("idempotency key named an order refused with 503; freed", "order_no", prior, "user_id", user)
-	return true
-}
-
-// replay answers a repeated idempotency key with the original order, or
-// refuses (order.ErrKeyReused) a request that is not the one the
-// key was first used for: another sale, another item, another quantity
-// (the IETF Idempotency-Key draft; Stripe answers so too). An order known
-// only by its number (Redis lost its reservation, MySQL has yet to write
-// it) cannot be compared and is answered as the same.
-func (s *Service) replay(ctx context.Context, r PlaceRequest, item stockredis.Item, orderNo string) (Placed, error) {
-	o, err := s.Status(ctx, r.UserID, orderNo)
-	if err != nil {
-		if errors.Is(err, order.ErrNotFound) {
-			return Placed{OrderNo: orderNo, Status: order.Pending}, nil
-		}
-		return Placed{}, err
-	}
-	if o.ActivityID != 0 && (o.ActivityID != r.ActivityID || o.ItemID != item.ID || o.Quantity != r.Quantity) {
-		return Placed{}, order.Errorf(order.ErrKeyReused,
-			"this Idempotency-Key was first used for order %s (activity %d, item %d, quantity %d): a retry must send the same request, and another request needs another key",
-			orderNo, o.ActivityID, o.ItemID, o.Quantity)
-	}
-	return Placed{OrderNo: orderNo, Status: o.Status}, nil
 }
 
 // Status returns the user's order: MySQL's row once the consumer wrote it,
@@ -445,42 +332,6 @@ func (s *Service) Activity(ctx context.Context, id int64) (order.Activity, error
 
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
 	return s.activities.Get(ctx, id, s.Activities.Activity)
-}
-
-func (s *Service) flaggedSoldOut(item int64, now time.Time) bool {
-	v, ok := s.soldOut.Load(item)
-	if !ok {
-		return false
-	}
-	m := v.(soldOutMark)
-	if now.Sub(m.at) < SoldOutTTL && m.gen == s.stockGeneration(item) {
-		return true
-	}
-	s.soldOut.CompareAndDelete(item, v)
-	return false
-}
-
-// soldOutMark is when a reserve found the item sold out, and the item's
-// stock generation before that reserve ran.
-type soldOutMark struct {
-	at  time.Time
-	gen uint64
-}
-
-func (s *Service) stockGeneration(item int64) uint64 {
-	if v, ok := s.stockGen.Load(item); ok {
-		return v.(*atomic.Uint64).Load()
-	}
-	return 0
-}
-
-// ClearSoldOut forgets the sold-out flag of item (stock came back here),
-// and the refusals of reserves that started before: they saw the stock
-// without what came back.
-func (s *Service) ClearSoldOut(item int64) {
-	v, _ := s.stockGen.LoadOrStore(item, new(atomic.Uint64))
-	v.(*atomic.Uint64).Add(1)
-	s.soldOut.Delete(item)
 }
 
 // Warmup loads the stock of each of the activity's items into Redis (see

@@ -244,71 +244,16 @@ const (
 // retry goes to the handler alone.
 func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.Message, g *gang) error {
 	start := time.Now()
-	state := make([]msgState, len(batch))
-	deadLettered := 0 // every poison message is in the dead-letter topic once the batch is final
-	events := make([]order.Event, len(batch))
-	reasons := make([]error, len(batch))
-	for i, m := range batch {
-		e, err := Decode(m.Value)
-		if err != nil {
-			state[i], reasons[i] = poison, err
-			deadLettered++
-			continue
-		}
-		events[i] = withTrace(e, m)
-	}
-	counts := map[string]int{} // Done events by label
+	b := decodeBatch(batch)
 	for attempt := 0; ; attempt++ {
-		cause := r.deadLetterAll(ctx, batch, state, reasons)
-		var idx []int
-		var evs []order.Event
-		for i := range batch {
-			if state[i] == pending {
-				idx = append(idx, i)
-				evs = append(evs, events[i])
-			}
-		}
-		if len(evs) > 0 {
-			handle := g.Handle
-			if attempt > 0 {
-				handle = r.handler.Handle
-			}
-			res := handle(ctx, evs)
-			for j, i := range idx {
-				var out Result
-				if j < len(res) {
-					out = res[j]
-				} else {
-					out.Err = errors.New("handler gave no result")
-				}
-				switch out.Outcome {
-				case Retry:
-					if cause == nil {
-						cause = out.Err
-					}
-				case Poison:
-					state[i], reasons[i] = poison, out.Err
-					deadLettered++
-				default:
-					state[i] = final
-					counts[cmp.Or(out.Label, "done")]++
-				}
-			}
-			if err := r.deadLetterAll(ctx, batch, state, reasons); cause == nil {
-				cause = err
-			}
-		}
-		done := 0
-		for _, s := range state {
-			if s == final {
-				done++
-			}
-		}
+		cause := r.deadLetterAll(ctx, batch, b.state, b.reasons)
+		cause = r.handlePending(ctx, g, attempt, b, cause)
+		done := b.final()
 		if done == len(batch) {
 			if r.log.Enabled(ctx, slog.LevelDebug) {
-				r.log.Debug("batch final", batchAttrs(part, len(batch), counts, deadLettered, time.Since(start))...)
+				r.log.Debug("batch final", batchAttrs(part, len(batch), b.counts, b.deadLetters, time.Since(start))...)
 			}
-			r.metrics.Events(counts)
+			r.metrics.Events(b.counts)
 			break
 		}
 		if cause == nil {
@@ -322,6 +267,96 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 		}
 	}
 	return r.commit(ctx, start, batch)
+}
+
+// batchWork is where the work on one partition's batch stands.
+type batchWork struct {
+	msgs        []kafka.Message
+	events      []order.Event // each message's event, decoded
+	state       []msgState
+	reasons     []error        // why each poison message is one
+	deadLetters int            // every poison message is in the dead-letter topic once the batch is final
+	counts      map[string]int // Done events by label
+}
+
+// decodeBatch decodes the events of batch; a message that does not decode
+// is poison.
+func decodeBatch(batch []kafka.Message) *batchWork {
+	b := &batchWork{
+		msgs:    batch,
+		state:   make([]msgState, len(batch)),
+		events:  make([]order.Event, len(batch)),
+		reasons: make([]error, len(batch)),
+		counts:  map[string]int{},
+	}
+	for i, m := range batch {
+		e, err := Decode(m.Value)
+		if err != nil {
+			b.state[i], b.reasons[i] = poison, err
+			b.deadLetters++
+			continue
+		}
+		b.events[i] = withTrace(e, m)
+	}
+	return b
+}
+
+// final counts the batch's messages that are final.
+func (b *batchWork) final() int {
+	done := 0
+	for _, s := range b.state {
+		if s == final {
+			done++
+		}
+	}
+	return done
+}
+
+// handlePending hands the batch's pending events to the handler (through
+// g on the first attempt, alone on a retry), marks each as its result
+// says and dead-letters the new poison. It returns cause or, when that is
+// nil, the first reason to retry the batch it met.
+func (r *Router) handlePending(ctx context.Context, g *gang, attempt int, b *batchWork, cause error) error {
+	var idx []int
+	var evs []order.Event
+	for i := range b.msgs {
+		if b.state[i] == pending {
+			idx = append(idx, i)
+			evs = append(evs, b.events[i])
+		}
+	}
+	if len(evs) == 0 {
+		return cause
+	}
+	handle := g.Handle
+	if attempt > 0 {
+		handle = r.handler.Handle
+	}
+	res := handle(ctx, evs)
+	for j, i := range idx {
+		var out Result
+		if j < len(res) {
+			out = res[j]
+		} else {
+			out.Err = errors.New("handler gave no result")
+		}
+		switch out.Outcome {
+		case Retry:
+			if cause == nil {
+				cause = out.Err
+			}
+		case Poison:
+			b.state[i], b.reasons[i] = poison, out.Err
+			b.deadLetters++
+		default:
+			b.state[i] = final
+			b.counts[cmp.Or(out.Label, "done")]++
+		}
+	}
+	if err := r.deadLetterAll(ctx, b.msgs, b.state, b.reasons); cause == nil {
+		cause = err
+	}
+	return cause
 }
 
 // batchAttrs are the attributes of a final batch's log line: its

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
@@ -16,18 +17,8 @@ import (
 func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []reading, l Lock) error {
 	now := c.now()
 	g := stockredis.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, now)}
-	log := c.Log.With("item_id", t.ItemID, "fence", g.Fence)
-	applied := true
-	note := func(ok bool, msg string, args ...any) {
-		s := fmt.Sprintf(msg, args...)
-		it.Repairs = append(it.Repairs, s)
-		if ok {
-			log.Info("repaired", "what", s)
-		} else {
-			applied = false
-			log.Warn("repair not applied", "what", s)
-		}
-	}
+	p := &itemRepair{c: c, t: t, it: it, l: l, g: g, now: now,
+		log: c.Log.With("item_id", t.ItemID, "fence", g.Fence), applied: true}
 
 	last := rs[len(rs)-1]
 	for _, ar := range it.Activities {
@@ -35,82 +26,132 @@ func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []rea
 		if !ok {
 			continue
 		}
-		ttl, err := a.RecordsLifetime(now)
-		if err != nil {
+		if err := p.quotas(ctx, ar, a, last.quotas[a.ID]); err != nil {
 			return err
-		}
-		if ar.QuotaMissingCount > 0 {
-			n, back, res, err := c.restoreQuotas(ctx, t, a, ttl, g, l)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				note(true, "%s in activity %d restored (Redis had lost them)", plural(n, "quota key of a live order", "quota keys of live orders"), a.ID)
-			}
-			if back > 0 {
-				note(true, "%s restored for orders closed meanwhile removed again", plural(back, "quota key", "quota keys"))
-			}
-			if res != stockredis.Written {
-				note(false, "quota keys in activity %d not restored: %s", a.ID, outcome(res))
-			}
-		}
-		for _, m := range ar.QuotaMissing {
-			if m.Holder == "" {
-				continue // restoreQuotas gave it back
-			}
-			if err := c.before(ctx, t.item(), l); err != nil {
-				return err
-			}
-			res, err := c.Stock.RestoreQuota(ctx, t.item(), a.ID, m.UserID, m.OrderNo, m.Holder, ttl, g)
-			if err != nil {
-				return err
-			}
-			note(res == stockredis.Written, "quota of user %q in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
-		}
-		for _, s := range ar.QuotaStale {
-			if err := c.before(ctx, t.item(), l); err != nil {
-				return err
-			}
-			res, err := c.Stock.RemoveQuota(ctx, t.item(), a.ID, s.UserID, s.Holder, g)
-			if err != nil {
-				return err
-			}
-			note(res == stockredis.Written, "stale quota of user %q in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
-		}
-		if q := last.quotas[a.ID]; q.missingN-q.absentN > holders(q.missing) || q.staleN > len(q.stale) {
-			note(false, "activity %d has more quota keys holding another order than the %d listed; the next run repairs them", a.ID, MaxListed)
 		}
 	}
 
-	s := last.stock
-	if n := buckets(t, now); n > 1 && s.view.Buckets == nil && !s.view.Warmed && last.stockMismatch(t, now) {
-		// The bucket marker went with Redis's data, the stock with it
-		// (a live stock key says the layout is one key): lay the item
-		// out again as its current sale says, then set the buckets below.
-		again, ok, msg, err := c.restoreBuckets(ctx, t, n, g, l)
-		if err != nil {
-			return err
-		}
-		note(ok, "%s", msg)
-		if !ok {
-			it.Verdict = Retry
-			return nil
-		}
-		s = again
+	s, ok, err := p.layout(ctx, last)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		it.Verdict = Retry
+		return nil
 	}
 	if (reading{stock: s}).stockMismatch(t, now) {
 		ok, msg, err := c.repairStock(ctx, t, s, g, l)
 		if err != nil {
 			return err
 		}
-		note(ok, "%s", msg)
+		p.note(ok, "%s", msg)
 	}
-	if applied {
+	if p.applied {
 		it.Verdict = Repaired
 	} else {
 		it.Verdict = Retry
 	}
 	return nil
+}
+
+// itemRepair is one item's repair under way: what it writes with, and
+// whether every repair so far was applied.
+type itemRepair struct {
+	c       *Checker
+	t       Target
+	it      *ItemReport
+	l       Lock
+	g       stockredis.Guard
+	now     time.Time
+	log     *slog.Logger
+	applied bool
+}
+
+// note records a repair on the item's line and logs it; one not applied
+// (ok false) leaves the item to be repaired again.
+func (p *itemRepair) note(ok bool, msg string, args ...any) {
+	s := fmt.Sprintf(msg, args...)
+	p.it.Repairs = append(p.it.Repairs, s)
+	if ok {
+		p.log.Info("repaired", "what", s)
+	} else {
+		p.applied = false
+		p.log.Warn("repair not applied", "what", s)
+	}
+}
+
+// quotas repairs the quota keys of activity a (ar is its report line, q
+// its last read): the missing keys restored, the stale ones removed.
+func (p *itemRepair) quotas(ctx context.Context, ar ActivityReport, a order.Activity, q quotaReading) error {
+	c, t, l := p.c, p.t, p.l
+	ttl, err := a.RecordsLifetime(p.now)
+	if err != nil {
+		return err
+	}
+	if ar.QuotaMissingCount > 0 {
+		n, back, res, err := c.restoreQuotas(ctx, t, a, ttl, p.g, l)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			p.note(true, "%s in activity %d restored (Redis had lost them)", plural(n, "quota key of a live order", "quota keys of live orders"), a.ID)
+		}
+		if back > 0 {
+			p.note(true, "%s restored for orders closed meanwhile removed again", plural(back, "quota key", "quota keys"))
+		}
+		if res != stockredis.Written {
+			p.note(false, "quota keys in activity %d not restored: %s", a.ID, outcome(res))
+		}
+	}
+	for _, m := range ar.QuotaMissing {
+		if m.Holder == "" {
+			continue // restoreQuotas gave it back
+		}
+		if err := c.before(ctx, t.item(), l); err != nil {
+			return err
+		}
+		res, err := c.Stock.RestoreQuota(ctx, t.item(), a.ID, m.UserID, m.OrderNo, m.Holder, ttl, p.g)
+		if err != nil {
+			return err
+		}
+		p.note(res == stockredis.Written, "quota of user %q in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
+	}
+	for _, s := range ar.QuotaStale {
+		if err := c.before(ctx, t.item(), l); err != nil {
+			return err
+		}
+		res, err := c.Stock.RemoveQuota(ctx, t.item(), a.ID, s.UserID, s.Holder, p.g)
+		if err != nil {
+			return err
+		}
+		p.note(res == stockredis.Written, "stale quota of user %q in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
+	}
+	if q.missingN-q.absentN > holders(q.missing) || q.staleN > len(q.stale) {
+		p.note(false, "activity %d has more quota keys holding another order than the %d listed; the next run repairs them", a.ID, MaxListed)
+	}
+	return nil
+}
+
+// layout is the stock the item's stock repair starts from: the last
+// read's or, for a bucketed item whose bucket marker Redis lost with its
+// stock, the buckets laid out again; false when they could not be.
+func (p *itemRepair) layout(ctx context.Context, last reading) (stockReading, bool, error) {
+	s := last.stock
+	if n := buckets(p.t, p.now); n > 1 && s.view.Buckets == nil && !s.view.Warmed && last.stockMismatch(p.t, p.now) {
+		// The bucket marker went with Redis's data, the stock with it
+		// (a live stock key says the layout is one key): lay the item
+		// out again as its current sale says, then set the buckets below.
+		again, ok, msg, err := p.c.restoreBuckets(ctx, p.t, n, p.g, p.l)
+		if err != nil {
+			return stockReading{}, false, err
+		}
+		p.note(ok, "%s", msg)
+		if !ok {
+			return stockReading{}, false, nil
+		}
+		return again, true, nil
+	}
+	return s, true, nil
 }
 
 // repairStock sets the item's Redis stock to MySQL stock minus in flight,

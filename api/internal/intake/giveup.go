@@ -1,0 +1,91 @@
+package intake
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
+)
+
+// giveUp handles a reservation the API cannot confirm: its publish failed
+// or its outcome is unknown, or Redis may have run the reserve script
+// without the answer arriving. The buyer is to hear 503, which promises
+// that no order comes of the request, nothing stays reserved and the key may
+// buy again, unless Kafka did take the event and a consumer created it.
+//
+// MySQL decides first: the order is recorded FAILED there unless a consumer
+// created it already, and the unique order number makes that exactly one
+// of {FAILED here, CREATED by a consumer}. The FAILED row is final for the
+// consumer, the sweep and the repair, so even a Redis that later comes back
+// from an older state with this reservation RESERVED again cannot turn it
+// into an order. Then the reservation is released in Redis (any retry of a
+// release whose answer was lost finds it RELEASED: done); if Redis cannot be
+// told, the sweep releases it later.
+func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
+	ref := stockredis.EventRef(ev)
+	// The request's context may be what timed out; the release must still run.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	log := logs.WithTrace(ctx, s.Log).With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
+	o, dbErr := s.Orders.Abandon(rctx, ev, reason)
+	if dbErr == nil && o.Status != order.Failed {
+		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
+		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)
+		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
+	}
+	recorded := dbErr == nil
+	from := []stockredis.State{stockredis.StateReserved}
+	if recorded {
+		// No consumer can create the order any more: a claimed reservation
+		// may go too.
+		from = append(from, stockredis.StateClaimed)
+	}
+	rel, err := s.release(rctx, ref, stockredis.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
+	state := rel.State
+	switch {
+	case err == nil && rel.Gone():
+		// Nothing is held for this request.
+		s.Metrics.Unpublished(metrics.UnpublishedReleased)
+		log.Warn("order not confirmed; reservation released", "state", state, "reason", reason,
+			"status", order.Failed, "recorded", recorded, "err", cause, "mysql_err", dbErr)
+		return Placed{}, logs.Logged(cause)
+	case err == nil:
+		// MySQL could not be asked and a consumer claimed it (and may have
+		// finished it since): Kafka did take the event after all.
+		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
+		log.Info("order not confirmed here but a consumer claimed it", "state", state, "err", cause)
+		return Placed{OrderNo: ev.OrderNo, Status: order.Pending}, nil
+	case recorded:
+		s.Metrics.Unpublished(metrics.UnpublishedAbandoned)
+		log.Warn("order not confirmed; recorded FAILED in MySQL, the sweep gives the reservation back",
+			"reason", reason, "status", order.Failed, "err", cause, "redis_err", err)
+		return Placed{}, logs.Logged(cause)
+	default:
+		// Two faults at once: the reservation stays as it is and the sweep
+		// re-publishes it, so the buyer may end up with an order after all.
+		s.Metrics.Unpublished(metrics.UnpublishedKept)
+		log.Error("order not confirmed and neither Redis nor MySQL could record it; the sweep will re-publish it",
+			"reason", reason, "err", cause, "redis_err", err, "mysql_err", dbErr)
+		return Placed{}, logs.Logged(cause)
+	}
+}
+
+// release runs Stock.Release, trying a few times. Repeating it is safe: a
+// release whose answer was lost is found RELEASED by the next attempt.
+func (s *Service) release(ctx context.Context, ref stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error) {
+	var (
+		rel stockredis.Released
+		err error
+	)
+	for attempt := range 3 {
+		rel, err = s.Stock.Release(ctx, ref, o)
+		if err == nil {
+			return rel, nil
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	return rel, err
+}

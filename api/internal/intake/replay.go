@@ -1,0 +1,90 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// notAdmitted answers an order of a room sale without a valid admission
+// in the reserve script's order (key, quota, admission): the key first, so
+// a retry of an order this key placed gets it back whatever became of the
+// admission since (expired, used, or not sent); then a buyer holding an
+// order in the sale hears ALREADY_PURCHASED; only then refused is the
+// refusal. One read, shared with concurrent requests (one MGET answers
+// many); a valid admission never pays it, the script answers a replayed
+// key. When Redis cannot be read the buyer hears 503, not a refusal: the
+// key may have an order. A key Redis does not know is looked up in MySQL
+// before the refusal (Redis may have lost it).
+func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
+	prior, err := s.Stock.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
+	switch {
+	case err != nil:
+		return Placed{}, fmt.Errorf("look up the key of an order without admission: %w", err)
+	case prior.ByKey != "":
+		return s.replay(ctx, r, item, prior.ByKey)
+	case prior.QuotaHolder != "":
+		return Placed{}, order.ErrAlreadyPurchased
+	}
+	return s.refuseUnlessMySQLHasKey(ctx, r, item, refused)
+}
+
+// refuseUnlessMySQLHasKey answers refused (an order refused for want of an
+// admission, after Redis knew no order of its key) unless MySQL has an
+// order of the key: Redis may have lost the key's record (emptied, or
+// brought back from an older copy, before the heal puts it back), and
+// MySQL's order is then the answer, as the script's replay would have
+// given it.
+func (s *Service) refuseUnlessMySQLHasKey(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
+	o, err := s.Orders.OrderOfKey(ctx, r.ActivityID, r.UserID, r.IdempotencyKey)
+	switch {
+	case err == nil:
+		return s.replay(ctx, r, item, o.OrderNo)
+	case !errors.Is(err, order.ErrNotFound):
+		return Placed{}, fmt.Errorf("look up the key of an order without admission in MySQL: %w", err)
+	}
+	return Placed{}, refused
+}
+
+// freeStaleKey frees the user's idempotency key that names prior when MySQL
+// has prior FAILED for a reason the API answered 503 for: that answer
+// promised the key could buy again. It reports whether it freed it.
+func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
+	o, err := s.Orders.Order(ctx, prior)
+	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
+		return false
+	}
+	ref := stockredis.OrderRef(o)
+	_, err = s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
+	if err != nil {
+		return false
+	}
+	s.Log.Warn("idempotency key named an order refused with 503; freed", "order_no", prior, "user_id", user)
+	return true
+}
+
+// replay answers a repeated idempotency key with the original order, or
+// refuses (order.ErrKeyReused) a request that is not the one the
+// key was first used for: another sale, another item, another quantity
+// (the IETF Idempotency-Key draft; Stripe answers so too). An order known
+// only by its number (Redis lost its reservation, MySQL has yet to write
+// it) cannot be compared and is answered as the same.
+func (s *Service) replay(ctx context.Context, r PlaceRequest, item stockredis.Item, orderNo string) (Placed, error) {
+	o, err := s.Status(ctx, r.UserID, orderNo)
+	if err != nil {
+		if errors.Is(err, order.ErrNotFound) {
+			return Placed{OrderNo: orderNo, Status: order.Pending}, nil
+		}
+		return Placed{}, err
+	}
+	if o.ActivityID != 0 && (o.ActivityID != r.ActivityID || o.ItemID != item.ID || o.Quantity != r.Quantity) {
+		return Placed{}, order.Errorf(order.ErrKeyReused,
+			"this Idempotency-Key was first used for order %s (activity %d, item %d, quantity %d): a retry must send the same request, and another request needs another key",
+			orderNo, o.ActivityID, o.ItemID, o.Quantity)
+	}
+	return Placed{OrderNo: orderNo, Status: o.Status}, nil
+}

@@ -1,0 +1,128 @@
+package stockredis
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Item says where one item's keys are: the item, and its sale's tag, the
+// item whose hash tag every key of the sale shares (a sale's first item,
+// order.Activity.ItemID). One reserve script must see the buyer's quota
+// in the sale and the chosen item's stock at once, so on Redis Cluster
+// they share a slot. For a sale of one item the tag is the item itself and
+// the keys are named as they were before sales had sizes.
+type Item struct {
+	ID  int64
+	Tag int64 // 0: ID
+}
+
+// One is the item of a sale of one item (its own tag).
+func One(id int64) Item { return Item{ID: id, Tag: id} }
+
+// In is item of a sale whose first item is tag.
+func In(tag, item int64) Item { return Item{ID: item, Tag: tag} }
+
+// tagged is it with Tag filled in.
+func (it Item) tagged() Item {
+	if it.Tag == 0 {
+		it.Tag = it.ID
+	}
+	return it
+}
+
+// own reports whether the item is its own tag (a sale's first item).
+func (it Item) own() bool { return it.Tag == 0 || it.Tag == it.ID }
+
+// member is the item's entry in the warmed-items set: its id, then
+// "@<tag>" when it is not its own tag.
+func (it Item) member() string {
+	if it.own() {
+		return strconv.FormatInt(it.ID, 10)
+	}
+	return strconv.FormatInt(it.ID, 10) + "@" + strconv.FormatInt(it.Tag, 10)
+}
+
+// parseMember reads member back; false for anything else.
+func parseMember(m string) (Item, bool) {
+	id, tag, grouped := strings.Cut(m, "@")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return Item{}, false
+	}
+	if !grouped {
+		return One(n), true
+	}
+	t, err := strconv.ParseInt(tag, 10, 64)
+	if err != nil || t <= 0 {
+		return Item{}, false
+	}
+	return In(t, n), true
+}
+
+// Keys names the keys of one item.
+type Keys struct {
+	prefix    string
+	tag, item int64
+}
+
+// group is "<prefix>:{i<tag>}:", where the sale-wide keys (quota,
+// idempotency records, reservations) are; built without fmt: every order
+// names seven keys.
+func (k Keys) group() string { return k.prefix + ":{i" + strconv.FormatInt(k.tag, 10) + "}:" }
+
+// base is where the item's own keys are: group for the sale's first item
+// (the layout of a sale of one item), "<group><item>:" for the others.
+func (k Keys) base() string {
+	if k.tag == k.item {
+		return k.group()
+	}
+	return k.group() + strconv.FormatInt(k.item, 10) + ":"
+}
+
+// bucketTag is the hash tag of the item's bucket n: i<item>b<n>, with the
+// sale's tag before it when the item is not its own tag.
+func (k Keys) bucketTag(n int) string {
+	if k.tag == k.item {
+		return fmt.Sprintf("i%db%d", k.item, n)
+	}
+	return fmt.Sprintf("i%d.%db%d", k.tag, k.item, n)
+}
+
+// Stock is the units Redis may still sell.
+func (k Keys) Stock() string { return k.base() + "stock" }
+
+// Inflight is the sum of quantities in RESERVED or CLAIMED reservations.
+func (k Keys) Inflight() string { return k.base() + "inflight" }
+
+// Pending is the sorted set of unconfirmed order numbers by reserve time.
+func (k Keys) Pending() string { return k.base() + "pending" }
+
+// Reservation is the hash of one order's reservation (sale-wide: an order
+// number is unique, and order.TagOf finds the tag from it).
+func (k Keys) Reservation(orderNo string) string { return k.group() + "r:" + orderNo }
+
+// Quota holds the order number that uses the user's quota in the activity,
+// whichever of the sale's items it bought.
+func (k Keys) Quota(activityID int64, userID string) string {
+	return k.group() + "q:" + strconv.FormatInt(activityID, 10) + ":" + UserSegment(userID)
+}
+
+// Idem holds the order number the user's idempotency key produced, in any
+// of the sale's items.
+func (k Keys) Idem(userID, key string) string {
+	return k.group() + "k:" + UserSegment(userID) + ":" + key
+}
+
+// quotaPattern matches every quota key of an activity (for SCAN).
+func (k Keys) quotaPattern(activityID int64) string {
+	return fmt.Sprintf("%sq:%d:*", k.group(), activityID)
+}
+
+// Keys returns the key names of item.
+func (s *Store) Keys(item Item) Keys {
+	item = item.tagged()
+	return Keys{prefix: s.prefix, tag: item.Tag, item: item.ID}
+}
+
+func (s *Store) itemsKey() string { return s.prefix + ":items" }

@@ -1,0 +1,110 @@
+package stockredis
+
+import (
+	"context"
+	"strconv"
+)
+
+// Snapshot is an item's stock as Redis sees it.
+type Snapshot struct {
+	Warmed   bool
+	Stock    int64
+	Inflight int64
+}
+
+// Stock reads the item's Redis stock and in-flight quantity in one round
+// trip (both keys share a slot, so MGET works on a cluster too).
+//
+// For a bucketed item Stock is the sum of its buckets (read after the
+// item's own keys) and Warmed says every bucket key exists.
+func (s *Store) Stock(ctx context.Context, item Item) (Snapshot, error) {
+	snaps, err := s.Stocks(ctx, []Item{item})
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return snaps[0], nil
+}
+
+// Stocks is Stock for each of items, in their order: one MGET for the items
+// of one sale (their keys share its hash tag), whatever their number, and
+// one more read for each bucketed item.
+func (s *Store) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
+	out := make([]Snapshot, len(items))
+	byTag := map[int64][]int{}
+	var tags []int64
+	for i, it := range items {
+		t := it.tagged().Tag
+		if _, ok := byTag[t]; !ok {
+			tags = append(tags, t)
+		}
+		byTag[t] = append(byTag[t], i)
+	}
+	for _, t := range tags {
+		idx := byTag[t]
+		keys := make([]string, 0, 3*len(idx))
+		for _, i := range idx {
+			k := s.Keys(items[i])
+			keys = append(keys, k.Stock(), k.Inflight(), k.BucketMarker())
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, unavailable("read stock", err)
+		}
+		for j, i := range idx {
+			snap, err := s.snapshot(ctx, items[i], vals[3*j:3*j+3])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = snap
+		}
+	}
+	return out, nil
+}
+
+// snapshot reads an item's Snapshot from the values of its stock, in-flight
+// and bucket marker keys (and its buckets, for a bucketed item).
+func (s *Store) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, error) {
+	var snap Snapshot
+	if v, ok := vals[2].(string); ok {
+		if n, _ := strconv.Atoi(v); n > 1 {
+			if v, ok := vals[1].(string); ok {
+				snap.Inflight, _ = strconv.ParseInt(v, 10, 64)
+			}
+			b, err := s.readBuckets(ctx, item, n)
+			if err != nil {
+				return Snapshot{}, err
+			}
+			snap.Warmed, snap.Stock = b.warmed(), b.sum()
+			return snap, nil
+		}
+	}
+	if v, ok := vals[0].(string); ok {
+		snap.Warmed = true
+		snap.Stock, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := vals[1].(string); ok {
+		snap.Inflight, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return snap, nil
+}
+
+// WarmedItems lists the items warmup has loaded.
+func (s *Store) WarmedItems(ctx context.Context) ([]Item, error) {
+	ids, err := s.rdb.SMembers(ctx, s.itemsKey()).Result()
+	if err != nil {
+		return nil, unavailable("list items", err)
+	}
+	return parseMembers(ids), nil
+}
+
+// parseMembers reads the members of the warmed-items set, skipping any
+// that is not one.
+func parseMembers(ids []string) []Item {
+	out := make([]Item, 0, len(ids))
+	for _, id := range ids {
+		if it, ok := parseMember(id); ok {
+			out = append(out, it)
+		}
+	}
+	return out
+}
