@@ -36,12 +36,10 @@ var startup = []string{
 	"reconciler.run",
 }
 
-// oversized are the product files over maxFileLines today that another
-// change is splitting. The list only shrinks: a file back under the limit
-// must go from here too (the test says so).
-var oversized = []string{
-	"api/internal/httpapi/queue.go",
-}
+// oversized are product files allowed over maxFileLines for a while (none
+// today). The list only shrinks: a file back under the limit must go from
+// here too (the test says so).
+var oversized = []string{}
 
 // notProduct are the folders of the module whose Go files are not the
 // product: the test harness, the bench tool (a module of its own), and
