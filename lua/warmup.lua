@@ -12,13 +12,8 @@
 --         figure that includes no restock: tests and tools only)
 -- ARGV[4] how many of KEYS[4..] MySQL had committed
 --
--- sellable = MySQL stock - what is in flight and not in that stock, at least
--- 0. In flight is the inflight counter now, corrected order by order: a
--- committed order still RESERVED or CLAIMED is out of MySQL's stock already
--- (its confirm has not run), so it is not in flight; an order MySQL had not
--- committed that is CONFIRMED now was committed after the figure, which
--- still holds its units, so it is. An order released since gives its units
--- back to the stock key and left the counter: nothing to correct.
+-- It may sell sellable(4) (lua/lib/sellable.lua: MySQL stock - what is in flight
+-- and not in that stock, at least 0).
 -- A missing stock key is set to it; a larger one is lowered to it; a smaller
 -- one is kept (those units are reserved by orders still on their way, or
 -- restocks whose own step adds them). A key written from the figure records
@@ -31,19 +26,8 @@
 -- restock id it is recorded to hold (ARGV[3] when written from the figure,
 -- else the record's, 0 for none); {-1, 0} when the figure is older than
 -- the key (read MySQL again).
-local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
-local committed = tonumber(ARGV[4])
-for i = 4, #KEYS do
-  local r = redis.call('HMGET', KEYS[i], 'state', 'qty')
-  if i - 3 <= committed then
-    if r[1] == 'RESERVED' or r[1] == 'CLAIMED' then inflight = inflight - tonumber(r[2]) end
-  elseif r[1] == 'CONFIRMED' then
-    inflight = inflight + tonumber(r[2])
-  end
-end
-if inflight < 0 then inflight = 0 end
-local want = tonumber(ARGV[1]) - inflight
-if want < 0 then want = 0 end
+--#include sellable
+local want = sellable(4)
 local cur = redis.call('GET', KEYS[1])
 if cur and tonumber(cur) <= want then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

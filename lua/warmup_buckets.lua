@@ -13,21 +13,9 @@
 -- ARGV[3] the number of buckets (2..16)
 -- ARGV[4] how many of KEYS[3..] MySQL had committed
 --
--- Returns sellable = MySQL stock - what is in flight and not in that stock
--- (the inflight counter now, corrected order by order as lua/warmup.lua
--- does), at least 0.
-local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
-local committed = tonumber(ARGV[4])
-for i = 3, #KEYS do
-  local r = redis.call('HMGET', KEYS[i], 'state', 'qty')
-  if i - 2 <= committed then
-    if r[1] == 'RESERVED' or r[1] == 'CLAIMED' then inflight = inflight - tonumber(r[2]) end
-  elseif r[1] == 'CONFIRMED' then
-    inflight = inflight + tonumber(r[2])
-  end
-end
-if inflight < 0 then inflight = 0 end
-local want = tonumber(ARGV[1]) - inflight
-if want < 0 then want = 0 end
+-- Returns sellable(3) (lua/lib/sellable.lua: MySQL stock - what is in
+-- flight and not in that stock, at least 0).
+--#include sellable
+local want = sellable(3)
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 return want
