@@ -1,8 +1,8 @@
-// Package intake places flash-sale orders: it validates the request,
+// Package placing places flash-sale orders: it validates the request,
 // reserves stock in Redis with the reserve script, publishes the
 // create-order event to Kafka, and gives the reservation back when the
 // event cannot be published.
-package intake
+package placing
 
 import (
 	"context"
@@ -199,11 +199,7 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Act
 // newOrder numbers the order and returns its create event and the
 // reservation that takes its stock.
 func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, now time.Time) (order.Event, stockredis.Reservation, error) {
-	quotaTTL, err := act.RecordsLifetime(now)
-	if err != nil {
-		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
-	}
-	reservationTTL, err := act.KeysLifetime(now, s.PaymentWindow)
+	quotaTTL, reservationTTL, err := s.lifetimes(act, now)
 	if err != nil {
 		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
 	}
@@ -213,18 +209,40 @@ func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activi
 		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(item.ID),
 			tracing.AttrActivityID.Int64(act.ID), tracing.AttrQuantity.Int(r.Quantity))
 	}
+	ev, reservation := records(act, item, order.Event{OrderNo: no, IdempotencyKey: r.IdempotencyKey, UserID: r.UserID,
+		Quantity: r.Quantity, ReservedAt: now, RequestID: r.RequestID}, quotaTTL, reservationTTL)
+	return ev, reservation, nil
+}
+
+// lifetimes are how long from now the records of an order in act live:
+// its quota and idempotency records, and its reservation.
+func (s *Service) lifetimes(act order.Activity, now time.Time) (quota, reservation time.Duration, err error) {
+	if quota, err = act.RecordsLifetime(now); err != nil {
+		return 0, 0, err
+	}
+	if reservation, err = act.KeysLifetime(now, s.PaymentWindow); err != nil {
+		return 0, 0, err
+	}
+	return quota, reservation, nil
+}
+
+// records returns the create event of the order o names (its number,
+// key, buyer, quantity, request and time) of item in act, and the
+// reservation that takes its stock: the one place both are built, for a
+// buyer's order and a draw's alike.
+func records(act order.Activity, item stockredis.Item, o order.Event, quotaTTL, reservationTTL time.Duration) (order.Event, stockredis.Reservation) {
 	ev := order.Event{
-		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
-		UserID: r.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: r.Quantity,
-		ReservedAt: now, RequestID: r.RequestID,
+		Version: order.EventVersion, OrderNo: o.OrderNo, IdempotencyKey: o.IdempotencyKey,
+		UserID: o.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: o.Quantity,
+		ReservedAt: o.ReservedAt, RequestID: o.RequestID,
 	}
 	reservation := stockredis.Reservation{
-		OrderNo: no, UserID: r.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
-		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
+		OrderNo: o.OrderNo, UserID: o.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
+		Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, At: o.ReservedAt,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
 		Buckets: act.StockBuckets, Room: act.Room.On(),
 	}
-	return ev, reservation, nil
+	return ev, reservation
 }
 
 // reserve runs the reserve script for the order of ev and answers the
