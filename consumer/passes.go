@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/placing"
 	"github.com/seckill/seckill/pkg/service/reconcile"
+	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
@@ -96,8 +97,9 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {
-		passes = append(passes, &warmup.Scheduler{DB: st.db, Stock: st.store, Locker: locker, Lead: s.warmupLead,
-			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
+		passes = append(passes, &warmup.Scheduler{DB: st.db, Sales: &sales.Service{Sales: st.db, Warmups: st.db, Stock: st.store,
+			PaymentWindow: s.window, Log: log, Now: st.clk.Now}, Locker: locker, Lead: s.warmupLead,
+			Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
 	}
 	return passes
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -203,42 +202,20 @@ func truncated(t *time.Time) *time.Time {
 	return &at
 }
 
+// warmup loads a sale's stock into Redis now (sales.Warmup).
 func (s *Server) warmup(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
-	// This instance's copy of the sale may predate a change of the end or
-	// bucket count for up to order.SettingsGuard: until then a warm-up
-	// would lay out or time the keys by the old settings. Nothing written.
-	if recent, err := s.db.KeySettingsChangedWithin(c.Request.Context(), id, order.SettingsGuard); err != nil || recent {
-		if err == nil {
-			err = fmt.Errorf("warm-up of activity %d: its end or bucket count changed less than %s ago; retry: %w",
-				id, order.SettingsGuard, order.ErrUnavailable)
-		}
-		s.fail(c, err)
-		return
-	}
-	act, n, err := s.intake.Warmup(c.Request.Context(), s.db, id)
+	w, err := s.sales.Warmup(s.logContext(c), sales.Warmup{ActivityID: id})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	// Recorded only if the sale still has the end and bucket count the
-	// warm-up used: a copy older than a change of them laid out or timed
-	// the keys by the old ones.
-	marked, err := s.db.MarkWarmedAsOf(c.Request.Context(), act)
-	switch {
-	case err != nil:
-		// The consumer's schedule then warms it once more (idempotent).
-		s.log.Warn("warm-up not recorded", "request_id", c.GetString(ctxRequestID), "activity_id", id, "err", err)
-	case !marked:
-		s.fail(c, fmt.Errorf("warm-up of activity %d: the sale changed while it warmed up from an older copy; not recorded, retry: %w",
-			id, order.ErrUnavailable))
-		return
-	}
-	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", act.ItemID, "redis_stock", n)
-	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": act.ItemID, "redis_stock": n})
+	n := w.Units()
+	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", w.Activity.ItemID, "redis_stock", n)
+	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": w.Activity.ItemID, "redis_stock": n})
 }
 
 func (s *Server) itemStock(c *gin.Context) {

@@ -83,7 +83,7 @@ func New(svc *placing.Service, db *orderdb.DB, verifier *auth.Verifier, ready []
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
 	s.draws = &draws.Service{Store: db, Now: now}
-	s.sales = &sales.Service{Sales: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut,
+	s.sales = &sales.Service{Sales: db, Warmups: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut,
 		PaymentWindow: svc.PaymentWindow, Log: log}
 	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
 		s.rooms = waitingroom.New(st, db, log, now)

@@ -351,36 +351,3 @@ func (s *Service) Activity(ctx context.Context, id int64) (order.Activity, error
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
 	return s.activities.Get(ctx, id, s.Activities.Activity)
 }
-
-// Warmup loads the stock of each of the activity's items into Redis (see
-// stockredis.WarmupFrom), keeping it past the activity's end, and returns
-// the units loaded, over all its items.
-func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activityID int64) (order.Activity, int64, error) {
-	// MySQL's row as it is now, not this instance's copy: a copy up to
-	// order.ActivityTTL old may predate an end or cancel (its keys would be
-	// timed by the old end, and the warm-up not recorded: a 503 for no
-	// fault).
-	act, err := s.Activities.Activity(ctx, activityID)
-	if err != nil {
-		return order.Activity{}, 0, err
-	}
-	ttl, err := act.KeysLifetime(s.Now(), s.PaymentWindow)
-	if err != nil {
-		return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d: %w", act.ID, err)
-	}
-	if ttl < time.Second {
-		// Its keys would expire at once: nothing is left to sell or settle.
-		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
-			act.EndsAt.UTC().Format(time.RFC3339))
-	}
-	var total int64
-	for _, id := range act.ItemIDs() {
-		n, err := s.Stock.WarmupFrom(ctx, stockredis.In(act.ItemID, id), act.StockBuckets, ttl, db)
-		if err != nil {
-			return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d, item %d: %w", act.ID, id, err)
-		}
-		s.ClearSoldOut(id)
-		total += n
-	}
-	return act, total, nil
-}

@@ -1,5 +1,5 @@
 // Package sales holds the operator's use cases on a sale: create it,
-// change it, end it, cancel it (closing its unpaid orders), and
+// change it, warm it up, end it, cancel it (closing its unpaid orders), and
 // restock one of its items in MySQL, then Redis, once per key.
 package sales
 
@@ -33,6 +33,7 @@ type Stock interface {
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
 	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
+	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Closer closes a cancelled sale's unpaid orders, up to limit a call, and
@@ -48,6 +49,7 @@ type Closer interface {
 // window (a sale's own wins): with a sale's end it sets its keys' lifetime.
 type Service struct {
 	Sales         Sales
+	Warmups       Warmups
 	Stock         Stock
 	Closer        Closer
 	Now           func() time.Time
