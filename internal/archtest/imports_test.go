@@ -91,7 +91,6 @@ var debt = []string{
 	"consumer/internal/redisloss -> pkg/adapter/lock",
 	"consumer/internal/redisloss -> pkg/adapter/orderdb",
 	"consumer/internal/sweep -> pkg/adapter/stockredis",
-	"consumer/internal/warmup -> pkg/adapter/stockredis",
 	"pkg/domain/order -> github.com/oklog/ulid/v2",
 	"pkg/service/draws -> pkg/adapter/orderdb",
 	"pkg/service/lifecycle -> pkg/adapter/orderdb",
