@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
@@ -29,6 +28,7 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/service/placing"
 )
 
 func main() {
@@ -113,10 +113,10 @@ type backends struct {
 	tracer  *tracing.Tracer
 }
 
-// newHandler builds the intake service, the readiness checks and the
+// newHandler builds the placing service, the readiness checks and the
 // token verifier, and the HTTP handler over them.
 func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.Registry, log *slog.Logger) (http.Handler, error) {
-	svc := &intake.Service{
+	svc := &placing.Service{
 		Stock: b.store, Publisher: b.pub, Activities: b.db, Orders: b.db,
 		Numbers: b.numbers, PaymentWindow: cfg.window, Log: log, Now: b.now,
 		Metrics: metrics.NewIntake(reg),

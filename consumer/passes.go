@@ -23,7 +23,9 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/clock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/placing"
 	"github.com/seckill/seckill/pkg/service/reconcile"
+	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
@@ -62,8 +64,10 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
 		},
-		&drawer.Drawer{DB: st.db, Stock: st.store, Publisher: st.pub, Numbers: st.numbers, Locker: locker, Every: s.drawEvery,
-			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Picks: backoff.New(metrics.PassDraw, log, failures)},
+		&drawer.Drawer{DB: st.db, Stock: st.store, Placing: &placing.Service{Stock: st.store, Publisher: st.pub,
+			Activities: st.db, Orders: st.db, Numbers: st.numbers, PaymentWindow: s.window, Log: log, Now: st.clk.Now},
+			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
+			Picks: backoff.New(metrics.PassDraw, log, failures)},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under
@@ -93,8 +97,9 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {
-		passes = append(passes, &warmup.Scheduler{DB: st.db, Stock: st.store, Locker: locker, Lead: s.warmupLead,
-			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
+		passes = append(passes, &warmup.Scheduler{DB: st.db, Sales: &sales.Service{Sales: st.db, Warmups: st.db, Stock: st.store,
+			PaymentWindow: s.window, Log: log, Now: st.clk.Now}, Locker: locker, Lead: s.warmupLead,
+			Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
 	}
 	return passes
 }

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -10,9 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/sales"
 )
 
 type createItemBody struct {
@@ -150,69 +148,28 @@ func (s *Server) createActivity(c *gin.Context) {
 		return
 	}
 	if err := refuseNull(field{"per_user_limit", b.PerUserLimit}, field{"payment_window_seconds", b.PaymentWindowSeconds},
-		field{"stock_buckets", b.StockBuckets}); err != nil {
+		field{"stock_buckets", b.StockBuckets}, field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {
 		s.fail(c, err)
 		return
 	}
-	ns := order.NewSale{ItemID: b.ItemID,
+	n := sales.NewActivity{Sale: order.NewSale{ItemID: b.ItemID,
 		StartsAt: b.StartsAt.Truncate(timePrecision), EndsAt: b.EndsAt.Truncate(timePrecision),
 		PerUserLimit: b.PerUserLimit.ptr(), PaymentWindowSeconds: b.PaymentWindowSeconds.ptr(), StockBuckets: b.StockBuckets.ptr(),
-	}
-	if b.Items != nil {
-		ns.Items = make([]order.NewSaleItem, len(b.Items))
-		for i, it := range b.Items {
-			ns.Items[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
-		}
-	}
-	a, err := ns.Activity(s.intake.Now())
-	if err != nil {
+	}, SalePrice: b.SalePrice.ptr(), Currency: b.Currency.ptr(), Mode: b.Mode, EntriesCloseAt: truncated(b.EntriesCloseAt)}
+	var err error
+	if n.Items, err = pricedItems(b.Items); err != nil {
 		s.fail(c, err)
 		return
 	}
 	if b.WaitingRoom != nil {
-		if a.Room, err = b.WaitingRoom.waitingRoom(); err == nil {
-			err = a.CheckRoom()
-		}
+		r, err := b.WaitingRoom.waitingRoom()
 		if err != nil {
 			s.fail(c, err)
 			return
 		}
+		n.Room = &r
 	}
-	if err := s.saleDraw(&a, b.Mode, b.EntriesCloseAt); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := refuseNull(field{"sale_price", b.SalePrice}, field{"currency", b.Currency}); err != nil {
-		s.fail(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	if b.Items != nil {
-		if b.SalePrice.Set {
-			s.fail(c, order.Errorf(order.ErrInvalidArgument, "a sale of items takes each item's sale_price in items, not one sale_price"))
-			return
-		}
-		if a.Items, err = s.saleItems(ctx, b.Items, b.Currency.ptr()); err != nil {
-			s.fail(c, err)
-			return
-		}
-	} else if a.SalePrice, err = s.salePrice(ctx, "sale_price", b.ItemID, b.SalePrice.ptr(), b.Currency.ptr()); err != nil {
-		s.fail(c, err)
-		return
-	}
-	// Redis first: the layout its keys have now (a lost answer is a 503,
-	// never "no keys"); MySQL then checks the items' other sales with the
-	// items' rows locked.
-	live := map[int64]order.Layout{}
-	for _, id := range a.ItemIDs() {
-		l, err := s.intake.Stock.Layout(ctx, stockredis.In(a.ItemID, id))
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		live[id] = l
-	}
-	a, err = s.db.CreateSale(ctx, a, s.keyGuard(live))
+	a, err := s.sales.Create(c.Request.Context(), n)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -220,86 +177,45 @@ func (s *Server) createActivity(c *gin.Context) {
 	c.JSON(http.StatusCreated, activityView(a))
 }
 
-// saleItems are the items of a sale as the operator listed them (already
-// checked by order.CheckSaleItems), each with the sale price given for it
-// in currency (or its item's).
-func (s *Server) saleItems(ctx context.Context, items []saleItemBody, currency *string) ([]order.SaleItem, error) {
-	out := make([]order.SaleItem, len(items))
+// pricedItems are the items of a sale as the operator listed them (nil
+// for none), each with the sale price given for it.
+func pricedItems(items []saleItemBody) ([]sales.PricedItem, error) {
+	if items == nil {
+		return nil, nil
+	}
+	out := make([]sales.PricedItem, len(items))
 	for i, it := range items {
 		if it.SalePrice.Null {
 			return nil, order.Errorf(order.ErrInvalidArgument, "items[%d].sale_price must not be null: leave it out for the item's own price", i)
 		}
-		price, err := s.salePrice(ctx, fmt.Sprintf("items[%d].sale_price", i), it.ItemID, it.SalePrice.ptr(), currency)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = order.SaleItem{ItemID: it.ItemID, Label: it.Label, SalePrice: price}
+		out[i] = sales.PricedItem{ItemID: it.ItemID, Label: it.Label, SalePrice: it.SalePrice.ptr()}
 	}
 	return out, nil
 }
 
-// salePrice is the sale price the operator gave for item (field names it
-// in errors), in currency or else the item's: zero when none was given.
-func (s *Server) salePrice(ctx context.Context, field string, item int64, price *int64, currency *string) (order.Money, error) {
-	if price != nil && currency == nil {
-		// The sale is priced in the item's currency unless told otherwise.
-		it, err := s.db.Item(ctx, item)
-		if err != nil {
-			return order.Money{}, err
-		}
-		if !it.Price.Priced() {
-			return order.Money{}, order.Errorf(order.ErrInvalidArgument, "item %d has no price: give %s a currency", item, field)
-		}
-		currency = &it.Price.Currency
+// truncated is t at the precision MySQL keeps (nil: nil).
+func truncated(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
 	}
-	return order.OptionalPrice(field, price, currency)
+	at := t.Truncate(timePrecision)
+	return &at
 }
 
-// keyGuard is what a change of a sale is checked against: live, the layout
-// Redis holds for each item (read just before), and how long each sale's
-// keys live, by the rule the intake gives them their lifetimes with.
-func (s *Server) keyGuard(live map[int64]order.Layout) orderdb.KeyGuard {
-	return orderdb.KeyGuard{Live: live, Now: s.intake.Now(), KeysUntil: func(a order.Activity) time.Time {
-		return a.KeysLiveUntil(s.intake.PaymentWindow)
-	}}
-}
-
+// warmup loads a sale's stock into Redis now (sales.Warmup).
 func (s *Server) warmup(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
 		return
 	}
-	// This instance's copy of the sale may predate a change of the end or
-	// bucket count for up to order.SettingsGuard: until then a warm-up
-	// would lay out or time the keys by the old settings. Nothing written.
-	if recent, err := s.db.KeySettingsChangedWithin(c.Request.Context(), id, order.SettingsGuard); err != nil || recent {
-		if err == nil {
-			err = fmt.Errorf("warm-up of activity %d: its end or bucket count changed less than %s ago; retry: %w",
-				id, order.SettingsGuard, order.ErrUnavailable)
-		}
-		s.fail(c, err)
-		return
-	}
-	act, n, err := s.intake.Warmup(c.Request.Context(), s.db, id)
+	w, err := s.sales.Warmup(s.logContext(c), sales.Warmup{ActivityID: id})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	// Recorded only if the sale still has the end and bucket count the
-	// warm-up used: a copy older than a change of them laid out or timed
-	// the keys by the old ones.
-	marked, err := s.db.MarkWarmedAsOf(c.Request.Context(), act)
-	switch {
-	case err != nil:
-		// The consumer's schedule then warms it once more (idempotent).
-		s.log.Warn("warm-up not recorded", "request_id", c.GetString(ctxRequestID), "activity_id", id, "err", err)
-	case !marked:
-		s.fail(c, fmt.Errorf("warm-up of activity %d: the sale changed while it warmed up from an older copy; not recorded, retry: %w",
-			id, order.ErrUnavailable))
-		return
-	}
-	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", act.ItemID, "redis_stock", n)
-	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": act.ItemID, "redis_stock": n})
+	n := w.Units()
+	s.log.Info("activity warmed up", "request_id", c.GetString(ctxRequestID), "activity_id", id, "item_id", w.Activity.ItemID, "redis_stock", n)
+	c.JSON(http.StatusOK, gin.H{"activity_id": id, "item_id": w.Activity.ItemID, "redis_stock": n})
 }
 
 func (s *Server) itemStock(c *gin.Context) {
@@ -328,26 +244,4 @@ func (s *Server) itemStock(c *gin.Context) {
 		body["redis_stock"] = snap.Stock
 	}
 	c.JSON(http.StatusOK, body)
-}
-
-// patchGuard is keyGuard for a change of activity id's bucket count or
-// items (nil: unchanged): the layout Redis holds now for each item the sale
-// will have, under the tag it will have.
-func (s *Server) patchGuard(ctx context.Context, id int64, items []order.SaleItem) (orderdb.KeyGuard, error) {
-	a, err := s.db.Activity(ctx, id)
-	if err != nil {
-		return orderdb.KeyGuard{}, err
-	}
-	if items != nil {
-		a.ItemID, a.Items = items[0].ItemID, items
-	}
-	live := map[int64]order.Layout{}
-	for _, id := range a.ItemIDs() {
-		l, err := s.intake.Stock.Layout(ctx, stockredis.In(a.ItemID, id))
-		if err != nil {
-			return orderdb.KeyGuard{}, err
-		}
-		live[id] = l
-	}
-	return s.keyGuard(live), nil
 }

@@ -22,13 +22,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/placing"
 )
 
 // unknownOrderNo has the form of an order number but was never issued.
@@ -499,7 +499,7 @@ func TestPublishFailure(t *testing.T) {
 	}
 }
 
-func newDeadPublisher(t *testing.T, topic string) intake.Publisher {
+func newDeadPublisher(t *testing.T, topic string) placing.Publisher {
 	t.Helper()
 	p := orderevents.NewPublisher(orderevents.Config{Brokers: []string{unusedAddr}, Topic: topic, WriteTimeout: time.Second})
 	t.Cleanup(func() { p.Close() })

@@ -180,24 +180,3 @@ func drawView(d order.Draw) *DrawView {
 	}
 	return &DrawView{EntriesCloseAt: d.EntriesCloseAt.UTC(), Commitment: d.Commitment}
 }
-
-// saleDraw sets a new sale's draw as the operator asked for it (mode,
-// entries_close_at), with a fresh seed.
-func (s *Server) saleDraw(a *order.Activity, mode string, closes *time.Time) error {
-	if closes != nil {
-		at := closes.Truncate(timePrecision)
-		closes = &at
-	}
-	d, err := order.NewDraw(mode, closes)
-	if err != nil {
-		return err
-	}
-	if d.On() {
-		d.Seed = draw.NewSeed()
-		// What MySQL stores with it (orderdb's createDraw) and every answer
-		// shows from then on.
-		d.Commitment = draw.Seed(d.Seed).Commitment()
-	}
-	a.Draw = d
-	return a.CheckDraw(s.intake.Now(), s.intake.PaymentWindow)
-}

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/service/placing"
 )
 
 const specFile = "../../../docs/openapi.yaml"
@@ -37,7 +37,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		}
 	}
 
-	h := httpapi.New(&intake.Service{}, nil, nil, nil, slog.New(slog.DiscardHandler),
+	h := httpapi.New(&placing.Service{}, nil, nil, nil, slog.New(slog.DiscardHandler),
 		httpapi.WithMetrics(metrics.NewHTTP(prometheus.NewRegistry()), http.NotFoundHandler()))
 	param := regexp.MustCompile(`:([a-z_]+)`)
 	var served []string

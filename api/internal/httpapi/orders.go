@@ -6,8 +6,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/placing"
 )
 
 // PlaceOrderBody is the body of POST /api/v1/orders.
@@ -41,7 +41,7 @@ func (b *PlaceOrderBody) Validate() (int, error) {
 	return q, nil
 }
 
-// placeOrder reserves and publishes one order (intake.Service.Place) and
+// placeOrder reserves and publishes one order (placing.Service.Place) and
 // answers 202 with its number; the order's fate is read with getOrder.
 func (s *Server) placeOrder(c *gin.Context) {
 	key, ok := idempotencyKeyOr400(c)
@@ -58,7 +58,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 		return
 	}
 	user := claimsOf(c).UserID
-	placed, err := s.intake.Place(c.Request.Context(), intake.PlaceRequest{
+	placed, err := s.intake.Place(c.Request.Context(), placing.PlaceRequest{
 		UserID: user, ActivityID: body.ActivityID, ItemID: body.ItemID.Value, Quantity: q,
 		IdempotencyKey: key, RequestID: c.GetString(ctxRequestID), Admission: c.GetHeader("X-Admission"),
 	})
@@ -114,7 +114,7 @@ func orderView(o order.Order) OrderView {
 }
 
 // getOrder answers the buyer's order: MySQL's row, else its reservation in
-// Redis (intake.Service.Status); another user's order is not found.
+// Redis (placing.Service.Status); another user's order is not found.
 func (s *Server) getOrder(c *gin.Context) {
 	no := c.Param("order_no")
 	if !order.ValidOrderNo(no) {

@@ -48,7 +48,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		return
 	}
 	// The unit is back: this instance stops answering SOLD_OUT from its
-	// flag at once (other instances notice within intake.SoldOutTTL).
+	// flag at once (other instances notice within placing.SoldOutTTL).
 	s.intake.ClearSoldOut(o.ItemID)
 	c.JSON(http.StatusOK, statusView{OrderNo: o.OrderNo, Status: o.Status})
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/sales"
 )
 
 // activityView is the answer's view of a.
@@ -72,10 +72,7 @@ type patchActivityBody struct {
 	WaitingRoom *waitingRoomBody `json:"waiting_room"`
 }
 
-// patchActivity changes a sale's times, per-user limit, bucket count or
-// items before it starts (up to order.SettingsGuard before), and, once it
-// was warmed up, not its bucket count, its items nor a later end (the keys
-// have them).
+// patchActivity changes a sale's settings (sales.Change).
 func (s *Server) patchActivity(c *gin.Context) {
 	id, ok := pathID(c)
 	if !ok {
@@ -86,31 +83,20 @@ func (s *Server) patchActivity(c *gin.Context) {
 		return
 	}
 	if err := refuseNull(field{"starts_at", b.StartsAt}, field{"ends_at", b.EndsAt}, field{"per_user_limit", b.PerUserLimit},
-		field{"stock_buckets", b.StockBuckets}); err != nil {
+		field{"stock_buckets", b.StockBuckets}, field{"currency", b.Currency}); err != nil {
 		s.fail(c, err)
 		return
 	}
 	for _, t := range []*optional[time.Time]{&b.StartsAt, &b.EndsAt} {
 		t.Value = t.Value.Truncate(timePrecision)
 	}
-	sc := order.SaleChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(), PerUserLimit: b.PerUserLimit.ptr(),
-		StockBuckets: b.StockBuckets.ptr(), Room: b.WaitingRoom != nil}
-	if b.Items != nil {
-		sc.Items = make([]order.NewSaleItem, len(b.Items))
-		for i, it := range b.Items {
-			sc.Items[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
-		}
-	}
-	if err := sc.Check(); err != nil {
+	ch := sales.Change{SaleChange: order.SaleChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(),
+		PerUserLimit: b.PerUserLimit.ptr(), StockBuckets: b.StockBuckets.ptr()}, Currency: b.Currency.ptr()}
+	var err error
+	if ch.Items, err = pricedItems(b.Items); err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := refuseNull(field{"currency", b.Currency}); err != nil {
-		s.fail(c, err)
-		return
-	}
-	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
-		StockBuckets: sc.StockBuckets, PaymentWindow: s.intake.PaymentWindow}
 	if b.WaitingRoom != nil {
 		r, err := b.WaitingRoom.waitingRoom()
 		if err != nil {
@@ -119,23 +105,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		}
 		ch.Room = &r
 	}
-	if b.Items != nil {
-		items, err := s.saleItems(c.Request.Context(), b.Items, b.Currency.ptr())
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		ch.Items = items
-	}
-	if b.StockBuckets.Set || b.Items != nil {
-		g, err := s.patchGuard(c.Request.Context(), id, ch.Items)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		ch.Guard = &g
-	}
-	a, err := s.db.PatchActivity(c.Request.Context(), id, ch, s.intake.Now())
+	a, err := s.sales.Change(c.Request.Context(), id, ch)
 	if err != nil {
 		s.fail(c, err)
 		return

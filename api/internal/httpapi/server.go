@@ -9,13 +9,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/placing"
 	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
@@ -29,7 +29,7 @@ const (
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	intake    *intake.Service
+	intake    *placing.Service
 	lifecycle *lifecycle.Service
 	sales     *sales.Service
 	draws     *draws.Service
@@ -74,7 +74,7 @@ func WithMetrics(m *metrics.HTTP, h http.Handler) Option {
 }
 
 // New builds the Gin engine with every route.
-func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
+func New(svc *placing.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
 		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Numbers: svc.Numbers, Log: log}}
@@ -83,7 +83,8 @@ func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []C
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
 	s.draws = &draws.Service{Store: db, Now: now}
-	s.sales = &sales.Service{Sales: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut, Log: log}
+	s.sales = &sales.Service{Sales: db, Warmups: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut,
+		PaymentWindow: svc.PaymentWindow, Log: log}
 	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
 		s.rooms = waitingroom.New(st, db, log, now)
 		s.rooms.PaymentWindow, s.rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder

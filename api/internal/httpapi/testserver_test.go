@@ -22,7 +22,6 @@ import (
 	"github.com/segmentio/kafka-go/protocol/metadata"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
-	"github.com/seckill/seckill/api/internal/intake"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
@@ -30,6 +29,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/placing"
 )
 
 // testSecret signs every token the tests mint.
@@ -46,16 +46,16 @@ type testServer struct {
 	store  *stockredis.Store
 	prefix string
 	db     *mysqltest.DB
-	svc    *intake.Service
+	svc    *placing.Service
 	topic  string
 	client *http.Client
 }
 
-// serviceOption adjusts the intake service before the server starts.
-type serviceOption func(*intake.Service)
+// serviceOption adjusts the placing service before the server starts.
+type serviceOption func(*placing.Service)
 
 func withClock(now func() time.Time) serviceOption {
-	return func(s *intake.Service) { s.Now = now }
+	return func(s *placing.Service) { s.Now = now }
 }
 
 func newTestServer(t *testing.T, opts ...serviceOption) *testServer {
@@ -82,10 +82,10 @@ func newTestServer(t *testing.T, opts ...serviceOption) *testServer {
 	return ts
 }
 
-// service returns a fresh intake service over the test's store and
+// service returns a fresh placing service over the test's store and
 // database that publishes through pub.
-func (ts *testServer) service(t *testing.T, pub intake.Publisher) *intake.Service {
-	return &intake.Service{
+func (ts *testServer) service(t *testing.T, pub placing.Publisher) *placing.Service {
+	return &placing.Service{
 		Stock: ts.store, Publisher: pub, Activities: ts.db, Orders: ts.db,
 		Numbers: order.NewNumberGenerator(), PaymentWindow: 15 * time.Minute,
 		Log: testLogger(t), Now: time.Now,
@@ -102,7 +102,7 @@ func (ts *testServer) checkers(kafkaBrokers []string) []httpapi.Checker {
 
 // serve starts another API over svc and the test's database; it returns
 // the base URL.
-func (ts *testServer) serve(t *testing.T, svc *intake.Service, ready []httpapi.Checker) string {
+func (ts *testServer) serve(t *testing.T, svc *placing.Service, ready []httpapi.Checker) string {
 	t.Helper()
 	srv := httptest.NewServer(httpapi.New(svc, ts.db.DB, auth.NewVerifier(testSecret), ready, testLogger(t)))
 	t.Cleanup(srv.Close)

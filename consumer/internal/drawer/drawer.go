@@ -39,8 +39,8 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
-	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/service/placing"
 )
 
 // DB is MySQL as the drawer uses it (*orderdb.DB).
@@ -62,32 +62,28 @@ type DB interface {
 
 // Stock is Redis as the drawer uses it (*stockredis.Store).
 type Stock interface {
-	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
-	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 }
 
-// Publisher sends create-order events; an error means the event may or may
-// not have reached Kafka.
-type Publisher interface {
-	Publish(ctx context.Context, e order.Event) error
+// Placing reserves and publishes a pick's order (*placing.Service).
+type Placing interface {
+	PlaceDrawn(ctx context.Context, a order.Activity, d placing.Drawn) error
 }
 
 // Drawer runs the draws and their orders periodically.
 type Drawer struct {
-	DB        DB
-	Stock     Stock
-	Publisher Publisher
+	DB    DB
+	Stock Stock
+	// Placing reserves and publishes the picks' orders, as the api's are.
+	Placing Placing
 	// Numbers makes the orders' numbers: the api's signed generator, so
 	// the api vouches for them.
 	Numbers *order.NumberGenerator
 	Locker  pass.Locker
 	// Every is the pause between passes (default 1s).
 	Every time.Duration
-	// PaymentWindow is the programs' payment window (a sale's own wins).
-	PaymentWindow time.Duration
-	Log           *slog.Logger
+	Log   *slog.Logger
 	// Now is the shared clock.
 	Now func() time.Time
 	// Picks backs off the picks whose order failed, by entry id (nil:
@@ -372,47 +368,16 @@ func (d *Drawer) issue(ctx context.Context, a order.Activity, p orderdb.Pick) (b
 	return d.place(ctx, a, p, no, no == mine)
 }
 
-// place reserves the pick's order no and publishes its event, and reports
-// whether it did (false: Redis has not the units for it now). A retry
-// after a lost answer finds the reservation by the entry's key, and the
-// consumer takes a second event of the same order as the first. fresh
-// says no reserve ran with no before: only then does a refusal prove
-// that no order of that number exists, so that an alternate's number may
-// be taken back (a reserve of an older number may have run, its answer
-// lost, and the record of its key be gone with a Redis that lost data).
+// place reserves the pick's order no and publishes its event
+// (placing.Service.PlaceDrawn), marks the pick issued, and reports
+// whether it did (false: Redis has not the units for it now). fresh says
+// no reserve ran with no before: only then does a refusal prove that no
+// order of that number exists, so that an alternate's number may be
+// taken back.
 func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no string, fresh bool) (bool, error) {
-	now := d.Now()
-	quotaTTL, err := a.RecordsLifetime(now)
-	if err != nil {
-		return false, err
-	}
-	reservationTTL, err := a.KeysLifetime(now, d.PaymentWindow)
-	if err != nil {
-		return false, err
-	}
-	item := stockredis.In(a.ItemID, p.ItemID)
-	key, err := d.key(ctx, a, item, p, no, fresh)
-	if err != nil {
-		return false, err
-	}
-	r := stockredis.Reservation{
-		OrderNo: no, UserID: p.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: a.ID, Quantity: p.Quantity,
-		IdempotencyKey: key, At: now, QuotaTTL: quotaTTL, ReservationTTL: reservationTTL, Buckets: a.StockBuckets,
-	}
-	res, err := d.Stock.Reserve(ctx, r)
-	if err == nil && res.Duplicate && res.OrderNo != no && (fresh || p.Outcome == draw.Alternate) {
-		// The key names the entry's earlier attempt: a number of an
-		// alternate's is new after a failed order (ReturnFailedAlternates),
-		// or fresh, and a reserve of it sets the key to it; so no reserve
-		// of no ran since the key was set, a retire whose answer was lost
-		// included. Once MySQL failed that attempt for good, it frees the
-		// key and this attempt reserves (once: a key that still names
-		// another order is the error below).
-		if err := d.retire(ctx, p, res.OrderNo); err != nil {
-			return false, err
-		}
-		res, err = d.Stock.Reserve(ctx, r)
-	}
+	err := d.Placing.PlaceDrawn(ctx, a, placing.Drawn{EntryID: p.EntryID, UserID: p.UserID, ItemID: p.ItemID,
+		Quantity: p.Quantity, OrderNo: no, Fresh: fresh, Alternate: p.Outcome == draw.Alternate,
+		Retire: func(ctx context.Context, prior string) error { return d.retire(ctx, p, prior) }})
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
 		if p.Outcome == draw.Alternate && fresh {
@@ -424,20 +389,10 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 			d.Log.Warn("an alternate's order was reserved before and Redis refuses it now", "activity_id", a.ID, "entry_id", p.EntryID, "order_no", no)
 			return false, nil
 		}
-		d.Log.Warn("a winner's units are not in Redis yet", "activity_id", a.ID, "entry_id", p.EntryID, "item_id", item.ID)
+		d.Log.Warn("a winner's units are not in Redis yet", "activity_id", a.ID, "entry_id", p.EntryID, "item_id", p.ItemID)
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("reserve the order of entry %s: %w", p.EntryID, err)
-	case res.Duplicate && res.OrderNo != no:
-		return false, fmt.Errorf("entry %s: its key names order %s, its row %s", p.EntryID, res.OrderNo, no)
-	}
-	failpoint.Inject("draw-after-reserve")
-	ev := order.Event{Version: order.EventVersion, OrderNo: no, IdempotencyKey: key, UserID: p.UserID, ItemID: item.ID,
-		ActivityID: a.ID, Quantity: p.Quantity, ReservedAt: now, RequestID: key}
-	if err := d.Publisher.Publish(ctx, ev); err != nil {
-		// The reservation stays RESERVED: the next pass (or the sweep)
-		// publishes it again.
-		return false, fmt.Errorf("publish the order of entry %s: %w", p.EntryID, err)
+		return false, err
 	}
 	return true, d.DB.MarkIssued(ctx, p.EntryID, no)
 }
@@ -465,24 +420,4 @@ func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error
 	}
 	d.Log.Info("an alternate's failed order retired; promoted again", "entry_id", p.EntryID, "failed_order_no", prior)
 	return nil
-}
-
-// key is the idempotency key pick p's order no is reserved with:
-// order.DrawKey, which no buyer can send, unless a reserve of no before
-// the upgrade holds the form before (order.LegacyDrawKey; a number that
-// is fresh was never reserved): a retry finds its reservation by that key
-// and publishes its event with it, as the first attempt did.
-func (d *Drawer) key(ctx context.Context, a order.Activity, item stockredis.Item, p orderdb.Pick, no string, fresh bool) (string, error) {
-	if fresh {
-		return order.DrawKey(p.EntryID), nil
-	}
-	legacy := order.LegacyDrawKey(p.EntryID)
-	prior, err := d.Stock.PriorOrders(ctx, item, a.ID, p.UserID, legacy)
-	if err != nil {
-		return "", fmt.Errorf("read the order of entry %s: %w", p.EntryID, err)
-	}
-	if prior.ByKey == no {
-		return legacy, nil
-	}
-	return order.DrawKey(p.EntryID), nil
 }

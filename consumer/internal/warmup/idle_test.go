@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/sales"
 )
 
 // A warm-up pass costs what is due, not what the database holds: with 800
@@ -29,7 +30,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := db.OneSession(t)
-	s := &warmup.Scheduler{DB: session, Stock: stockredis.New(rdb, prefix), Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: session, Sales: &sales.Service{Sales: session, Warmups: session, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-idle"})}
 	var warmed []int64
 	read := mysqltest.RowsRead(t, session, func() {
@@ -55,7 +56,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 	db := mysqltest.New(t)
 	store := stockredis.New(rdb, prefix)
 	starts := time.Now().Add(time.Minute)
-	var sales []order.Activity
+	var due []order.Activity
 	for i := range 250 {
 		it, err := db.CreateItem(ctx, "sneaker", int64(i+1))
 		if err != nil {
@@ -67,18 +68,18 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sales = append(sales, a)
+		due = append(due, a)
 	}
-	s := &warmup.Scheduler{DB: db.DB, Stock: store, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB, Sales: &sales.Service{Sales: db.DB, Warmups: db.DB, Stock: store}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-pages"})}
 	warmed, err := s.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(warmed) != len(sales) {
-		t.Fatalf("one pass warmed %d sales, want %d", len(warmed), len(sales))
+	if len(warmed) != len(due) {
+		t.Fatalf("one pass warmed %d sales, want %d", len(warmed), len(due))
 	}
-	for i, a := range sales {
+	for i, a := range due {
 		snap, err := store.Stock(ctx, stockredis.One(a.ItemID))
 		if err != nil {
 			t.Fatal(err)

@@ -15,16 +15,15 @@ package warmup
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/service/sales"
 )
 
 // LockName is the lock a warm-up pass runs under.
@@ -34,33 +33,26 @@ const LockName = "warmup"
 const pageSize = 100
 
 // Activities is MySQL as the scheduled warm-up uses it (*orderdb.DB): the
-// activities due, the mark that one is warmed, and the stock a warm-up
-// loads.
+// activities due.
 type Activities interface {
-	stockredis.StockReader
 	DueForWarmup(ctx context.Context, by, now, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error)
-	MarkActivityWarmed(ctx context.Context, id int64) error
 }
 
-// Stock is Redis as the scheduled warm-up uses it (*stockredis.Store).
-type Stock interface {
-	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
-	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+// Warmer warms a sale up and records it (*sales.Service).
+type Warmer interface {
+	Warmup(ctx context.Context, w sales.Warmup) (sales.Warmed, error)
 }
 
 // Scheduler warms activities up on schedule.
 type Scheduler struct {
 	DB     Activities
-	Stock  Stock
+	Sales  Warmer
 	Locker pass.Locker
 	// Lead is how long before starts_at an activity is warmed (default 5m).
 	Lead time.Duration
 	// Every is the pause between passes (default 1s).
 	Every time.Duration
-	// PaymentWindow is the payment window of activities without their own;
-	// with the activity's end it sets the stock key's TTL.
-	PaymentWindow time.Duration
-	Log           *slog.Logger
+	Log   *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Backoff holds the sales a pass failed on (default: backoff.New
@@ -138,46 +130,21 @@ func (s *Scheduler) warmDue(ctx context.Context, b *backoff.Records) ([]int64, e
 	return warmed, nil
 }
 
-// warm warms one due activity up, each of its items, and records it; it
-// reports whether it loaded any stock (false: the sale had started with
-// the stock of its items in Redis).
+// warm warms one due activity up, each of its items, and records it
+// (sales.Service.Warmup); it reports whether it loaded any stock (false:
+// the sale had started with the stock of its items in Redis).
 func (s *Scheduler) warm(ctx context.Context, a order.Activity, now time.Time, lead time.Duration, log *slog.Logger) (bool, error) {
-	ttl, err := order.KeyLifetime(a.EndsAt, now, a.PaymentWindowOr(s.PaymentWindow)+order.KeyMargin)
+	w, err := s.Sales.Warmup(ctx, sales.Warmup{Due: &a, Now: now})
 	if err != nil {
-		return false, fmt.Errorf("warm-up of activity %d: %w", a.ID, err)
+		return false, err
 	}
-	loaded := map[int64]int64{}
-	for _, id := range a.ItemIDs() {
-		item := stockredis.In(a.ItemID, id)
-		if !now.Before(a.StartsAt) {
-			// Started without a warm-up on record (the consumers were
-			// down, or the activity came from before this schedule). If
-			// Redis holds the item's stock, buyers are using it: a warm-up
-			// now could only lower it, so it is left to the reconciler.
-			snap, err := s.Stock.Stock(ctx, item)
-			if err != nil {
-				return false, err
-			}
-			if snap.Warmed {
-				continue
-			}
-		}
-		n, err := s.Stock.WarmupFrom(ctx, item, a.StockBuckets, ttl, s.DB)
-		if err != nil {
-			return false, fmt.Errorf("warm-up of activity %d, item %d: %w", a.ID, id, err)
-		}
-		loaded[id] = n
-	}
-	if err := s.DB.MarkActivityWarmed(ctx, a.ID); err != nil {
-		return false, fmt.Errorf("warm-up of activity %d: stock loaded (%v); record it: %w", a.ID, loaded, err)
-	}
-	if len(loaded) == 0 {
+	if len(w.Loaded) == 0 {
 		log.Info("activity started with its stock in Redis already; not warmed again")
 		return false, nil
 	}
-	var stock any = loaded // by item, for a sale of several
+	var stock any = w.Loaded // by item, for a sale of several
 	if !a.Sized() {
-		stock = loaded[a.ItemID]
+		stock = w.Loaded[a.ItemID]
 	}
 	log.Info("activity warmed up on schedule", "redis_stock", stock, "lead", lead.String())
 	return true, nil

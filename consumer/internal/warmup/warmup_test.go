@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/service/reconcile"
+	"github.com/seckill/seckill/pkg/service/sales"
 )
 
 // Two consumers' schedules (each with its own lock client, as two
@@ -55,7 +56,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, name := range []string{"consumer-a", "consumer-b"} {
-		s := &warmup.Scheduler{DB: db.DB, Stock: store, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
+		s := &warmup.Scheduler{DB: db.DB, Sales: &sales.Service{Sales: db.DB, Warmups: db.DB, Stock: store}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
 			Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: name})}
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Run(runCtx) }()
@@ -132,7 +133,7 @@ func TestWarmupWaitsForTheLock(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
-	s := &warmup.Scheduler{DB: db.DB, Stock: stockredis.New(rdb, prefix), Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB, Sales: &sales.Service{Sales: db.DB, Warmups: db.DB, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "a"})}
 	other, err := lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "b"}).TryLock(ctx, warmup.LockName)
 	if err != nil {

@@ -1,6 +1,6 @@
-// Package sales holds the operator's use cases on a running sale: end it,
-// cancel it (closing its unpaid orders), and restock one of its items in
-// MySQL, then Redis, once per key.
+// Package sales holds the operator's use cases on a sale: create it,
+// change it, warm it up, end it, cancel it (closing its unpaid orders), and
+// restock one of its items in MySQL, then Redis, once per key.
 package sales
 
 import (
@@ -17,6 +17,10 @@ import (
 
 // Sales are the sales and restocks MySQL keeps.
 type Sales interface {
+	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Item(ctx context.Context, id int64) (orderdb.Item, error)
+	CreateSale(ctx context.Context, a order.Activity, g orderdb.KeyGuard) (order.Activity, error)
+	PatchActivity(ctx context.Context, id int64, ch orderdb.ActivityChange, now time.Time) (order.Activity, error)
 	EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error)
 	Restock(ctx context.Context, itemID int64, key string, qty int64) (orderdb.Restock, bool, error)
 	MarkRestockApplied(ctx context.Context, id int64) error
@@ -28,6 +32,8 @@ type Sales interface {
 type Stock interface {
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
+	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
+	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Closer closes a cancelled sale's unpaid orders, up to limit a call, and
@@ -39,14 +45,17 @@ type Closer interface {
 // Service runs the use cases. Now is the shared clock (every instance ends
 // a sale at the same instant whatever its own clock says); SoldOut, when
 // set, is told of an item whose units came back, so this instance stops
-// answering SOLD_OUT from memory.
+// answering SOLD_OUT from memory. PaymentWindow is the programs' payment
+// window (a sale's own wins): with a sale's end it sets its keys' lifetime.
 type Service struct {
-	Sales   Sales
-	Stock   Stock
-	Closer  Closer
-	Now     func() time.Time
-	SoldOut func(item int64)
-	Log     *slog.Logger
+	Sales         Sales
+	Warmups       Warmups
+	Stock         Stock
+	Closer        Closer
+	Now           func() time.Time
+	SoldOut       func(item int64)
+	PaymentWindow time.Duration
+	Log           *slog.Logger
 }
 
 // cancelBatch bounds one pass of a cancel's closes.

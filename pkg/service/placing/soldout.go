@@ -1,4 +1,4 @@
-package intake
+package placing
 
 import (
 	"sync/atomic"

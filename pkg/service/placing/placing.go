@@ -1,8 +1,8 @@
-// Package intake places flash-sale orders: it validates the request,
+// Package placing places flash-sale orders: it validates the request,
 // reserves stock in Redis with the reserve script, publishes the
 // create-order event to Kafka, and gives the reservation back when the
 // event cannot be published.
-package intake
+package placing
 
 import (
 	"context"
@@ -199,11 +199,7 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Act
 // newOrder numbers the order and returns its create event and the
 // reservation that takes its stock.
 func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, now time.Time) (order.Event, stockredis.Reservation, error) {
-	quotaTTL, err := act.RecordsLifetime(now)
-	if err != nil {
-		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
-	}
-	reservationTTL, err := act.KeysLifetime(now, s.PaymentWindow)
+	quotaTTL, reservationTTL, err := s.lifetimes(act, now)
 	if err != nil {
 		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
 	}
@@ -213,18 +209,40 @@ func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activi
 		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(item.ID),
 			tracing.AttrActivityID.Int64(act.ID), tracing.AttrQuantity.Int(r.Quantity))
 	}
+	ev, reservation := records(act, item, order.Event{OrderNo: no, IdempotencyKey: r.IdempotencyKey, UserID: r.UserID,
+		Quantity: r.Quantity, ReservedAt: now, RequestID: r.RequestID}, quotaTTL, reservationTTL)
+	return ev, reservation, nil
+}
+
+// lifetimes are how long from now the records of an order in act live:
+// its quota and idempotency records, and its reservation.
+func (s *Service) lifetimes(act order.Activity, now time.Time) (quota, reservation time.Duration, err error) {
+	if quota, err = act.RecordsLifetime(now); err != nil {
+		return 0, 0, err
+	}
+	if reservation, err = act.KeysLifetime(now, s.PaymentWindow); err != nil {
+		return 0, 0, err
+	}
+	return quota, reservation, nil
+}
+
+// records returns the create event of the order o names (its number,
+// key, buyer, quantity, request and time) of item in act, and the
+// reservation that takes its stock: the one place both are built, for a
+// buyer's order and a draw's alike.
+func records(act order.Activity, item stockredis.Item, o order.Event, quotaTTL, reservationTTL time.Duration) (order.Event, stockredis.Reservation) {
 	ev := order.Event{
-		Version: order.EventVersion, OrderNo: no, IdempotencyKey: r.IdempotencyKey,
-		UserID: r.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: r.Quantity,
-		ReservedAt: now, RequestID: r.RequestID,
+		Version: order.EventVersion, OrderNo: o.OrderNo, IdempotencyKey: o.IdempotencyKey,
+		UserID: o.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: o.Quantity,
+		ReservedAt: o.ReservedAt, RequestID: o.RequestID,
 	}
 	reservation := stockredis.Reservation{
-		OrderNo: no, UserID: r.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
-		Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, At: now,
+		OrderNo: o.OrderNo, UserID: o.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
+		Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, At: o.ReservedAt,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
 		Buckets: act.StockBuckets, Room: act.Room.On(),
 	}
-	return ev, reservation, nil
+	return ev, reservation
 }
 
 // reserve runs the reserve script for the order of ev and answers the
@@ -332,37 +350,4 @@ func (s *Service) Activity(ctx context.Context, id int64) (order.Activity, error
 
 func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
 	return s.activities.Get(ctx, id, s.Activities.Activity)
-}
-
-// Warmup loads the stock of each of the activity's items into Redis (see
-// stockredis.WarmupFrom), keeping it past the activity's end, and returns
-// the units loaded, over all its items.
-func (s *Service) Warmup(ctx context.Context, db stockredis.StockReader, activityID int64) (order.Activity, int64, error) {
-	// MySQL's row as it is now, not this instance's copy: a copy up to
-	// order.ActivityTTL old may predate an end or cancel (its keys would be
-	// timed by the old end, and the warm-up not recorded: a 503 for no
-	// fault).
-	act, err := s.Activities.Activity(ctx, activityID)
-	if err != nil {
-		return order.Activity{}, 0, err
-	}
-	ttl, err := act.KeysLifetime(s.Now(), s.PaymentWindow)
-	if err != nil {
-		return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d: %w", act.ID, err)
-	}
-	if ttl < time.Second {
-		// Its keys would expire at once: nothing is left to sell or settle.
-		return order.Activity{}, 0, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
-			act.EndsAt.UTC().Format(time.RFC3339))
-	}
-	var total int64
-	for _, id := range act.ItemIDs() {
-		n, err := s.Stock.WarmupFrom(ctx, stockredis.In(act.ItemID, id), act.StockBuckets, ttl, db)
-		if err != nil {
-			return order.Activity{}, 0, fmt.Errorf("warm-up of activity %d, item %d: %w", act.ID, id, err)
-		}
-		s.ClearSoldOut(id)
-		total += n
-	}
-	return act, total, nil
 }
