@@ -69,7 +69,7 @@ func (s *Server) createItem(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	it, err := s.db.CreatePricedItem(c.Request.Context(), b.Name, *b.Stock, price)
+	it, err := s.db.Activities.CreatePricedItem(c.Request.Context(), b.Name, *b.Stock, price)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -212,7 +212,7 @@ func (s *Server) createActivity(c *gin.Context) {
 		}
 		live[id] = l
 	}
-	a, err = s.db.CreateSale(ctx, a, s.keyGuard(live))
+	a, err = s.db.Activities.CreateSale(ctx, a, s.keyGuard(live))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -243,7 +243,7 @@ func (s *Server) saleItems(ctx context.Context, items []saleItemBody, currency *
 func (s *Server) salePrice(ctx context.Context, field string, item int64, price *int64, currency *string) (order.Money, error) {
 	if price != nil && currency == nil {
 		// The sale is priced in the item's currency unless told otherwise.
-		it, err := s.db.Item(ctx, item)
+		it, err := s.db.Activities.Item(ctx, item)
 		if err != nil {
 			return order.Money{}, err
 		}
@@ -272,7 +272,7 @@ func (s *Server) warmup(c *gin.Context) {
 	// This instance's copy of the sale may predate a change of the end or
 	// bucket count for up to order.SettingsGuard: until then a warm-up
 	// would lay out or time the keys by the old settings. Nothing written.
-	if recent, err := s.db.KeySettingsChangedWithin(c.Request.Context(), id, order.SettingsGuard); err != nil || recent {
+	if recent, err := s.db.Activities.KeySettingsChangedWithin(c.Request.Context(), id, order.SettingsGuard); err != nil || recent {
 		if err == nil {
 			err = fmt.Errorf("warm-up of activity %d: its end or bucket count changed less than %s ago; retry: %w",
 				id, order.SettingsGuard, order.ErrUnavailable)
@@ -280,7 +280,7 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	act, n, err := s.intake.Warmup(c.Request.Context(), s.db, id)
+	act, n, err := s.intake.Warmup(c.Request.Context(), s.db.Restocks, id)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -288,7 +288,7 @@ func (s *Server) warmup(c *gin.Context) {
 	// Recorded only if the sale still has the end and bucket count the
 	// warm-up used: a copy older than a change of them laid out or timed
 	// the keys by the old ones.
-	marked, err := s.db.MarkWarmedAsOf(c.Request.Context(), act)
+	marked, err := s.db.Activities.MarkWarmedAsOf(c.Request.Context(), act)
 	switch {
 	case err != nil:
 		// The consumer's schedule then warms it once more (idempotent).
@@ -308,12 +308,12 @@ func (s *Server) itemStock(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	db, err := s.db.ItemStock(ctx, id)
+	db, err := s.db.Activities.ItemStock(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	tag, err := s.db.ItemTag(ctx, id)
+	tag, err := s.db.Activities.ItemTag(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -334,7 +334,7 @@ func (s *Server) itemStock(c *gin.Context) {
 // items (nil: unchanged): the layout Redis holds now for each item the sale
 // will have, under the tag it will have.
 func (s *Server) patchGuard(ctx context.Context, id int64, items []order.SaleItem) (orderdb.KeyGuard, error) {
-	a, err := s.db.Activity(ctx, id)
+	a, err := s.db.Activities.Activity(ctx, id)
 	if err != nil {
 		return orderdb.KeyGuard{}, err
 	}

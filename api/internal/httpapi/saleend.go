@@ -135,7 +135,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		}
 		ch.Guard = &g
 	}
-	a, err := s.db.PatchActivity(c.Request.Context(), id, ch, s.intake.Now())
+	a, err := s.db.Activities.PatchActivity(c.Request.Context(), id, ch, s.intake.Now())
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -29,7 +29,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := db.OneSession(t)
-	s := &warmup.Scheduler{DB: session, Stock: stockredis.New(rdb, prefix), Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: session.Activities, Restocks: session.Restocks, Stock: stockredis.New(rdb, prefix), Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-idle"})}
 	var warmed []int64
 	read := mysqltest.RowsRead(t, session, func() {
@@ -57,19 +57,19 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 	starts := time.Now().Add(time.Minute)
 	var sales []order.Activity
 	for i := range 250 {
-		it, err := db.CreateItem(ctx, "sneaker", int64(i+1))
+		it, err := db.Activities.CreateItem(ctx, "sneaker", int64(i+1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Some share a start, so the pages part within one starts_at.
-		a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts.Add(time.Duration(i/7) * time.Millisecond),
+		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts.Add(time.Duration(i/7) * time.Millisecond),
 			EndsAt: starts.Add(time.Hour), PerUserLimit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		sales = append(sales, a)
 	}
-	s := &warmup.Scheduler{DB: db.DB, Stock: store, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.Activities, Restocks: db.Restocks, Stock: store, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-pages"})}
 	warmed, err := s.Once(ctx)
 	if err != nil {

@@ -33,11 +33,10 @@ const LockName = "warmup"
 // pageSize bounds the sales one statement of a pass lists.
 const pageSize = 100
 
-// Activities is MySQL as the scheduled warm-up uses it (*orderdb.DB): the
-// activities due, the mark that one is warmed, and the stock a warm-up
-// loads.
+// Activities is MySQL as the scheduled warm-up uses it
+// (*orderdb.Activities): the activities due and the mark that one is
+// warmed.
 type Activities interface {
-	stockredis.StockReader
 	DueForWarmup(ctx context.Context, by, now, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error)
 	MarkActivityWarmed(ctx context.Context, id int64) error
 }
@@ -50,9 +49,11 @@ type Stock interface {
 
 // Scheduler warms activities up on schedule.
 type Scheduler struct {
-	DB     Activities
-	Stock  Stock
-	Locker pass.Locker
+	DB    Activities
+	Stock Stock
+	// Restocks reads the stock a warm-up loads (*orderdb.Restocks).
+	Restocks stockredis.StockReader
+	Locker   pass.Locker
 	// Lead is how long before starts_at an activity is warmed (default 5m).
 	Lead time.Duration
 	// Every is the pause between passes (default 1s).
@@ -162,7 +163,7 @@ func (s *Scheduler) warm(ctx context.Context, a order.Activity, now time.Time, l
 				continue
 			}
 		}
-		n, err := s.Stock.WarmupFrom(ctx, item, a.StockBuckets, ttl, s.DB)
+		n, err := s.Stock.WarmupFrom(ctx, item, a.StockBuckets, ttl, s.Restocks)
 		if err != nil {
 			return false, fmt.Errorf("warm-up of activity %d, item %d: %w", a.ID, id, err)
 		}
