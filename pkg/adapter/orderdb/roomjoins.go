@@ -37,14 +37,24 @@ func (roomJoinRow) TableName() string { return "room_joins" }
 // another place: the room in Redis came back from an older state.
 var ErrRoomJoinConflict = errors.New("the room's record holds another place for this join")
 
+// JoinMatch says which record of a join's buyer RecordRoomJoins accepts
+// when the buyer already has one.
+type JoinMatch int
+
+const (
+	// SamePlace accepts only a record that names the join's place.
+	SamePlace JoinMatch = iota
+	// AnyPlace accepts any record of the buyer: an answered join asked
+	// again, whose place a rebuild may have renumbered.
+	AnyPlace
+)
+
 // RecordRoomJoins writes joins of activity's room, one statement for the
 // lot, and returns, for each, nil when MySQL now holds it. A join whose
-// buyer already has a record keeps that record: with rejoin[i] set, any
-// record of the buyer will do (an answered join asked again, whose place a
-// rebuild may have renumbered); without, the record must name the same
-// place, else its error is ErrRoomJoinConflict, as it is when another buyer
-// holds the place. Sent again after a lost answer, it finds its own rows.
-func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJoin, rejoin []bool) ([]error, error) {
+// buyer already has a record keeps that record if match[i] accepts it,
+// else its error is ErrRoomJoinConflict, as it is when another buyer holds
+// the place. Sent again after a lost answer, it finds its own rows.
+func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJoin, match []JoinMatch) ([]error, error) {
 	rows := make([]roomJoinRow, len(joins))
 	for i, j := range joins {
 		rows[i] = roomJoinRow{ActivityID: activity, UserID: j.UserID, Gen: j.Gen, JoinedAt: j.JoinedAt.UTC()}
@@ -79,7 +89,7 @@ func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []Roo
 	for i, r := range rows {
 		h, ok := byUser[r.UserID]
 		switch {
-		case ok && rejoin[i]:
+		case ok && match[i] == AnyPlace:
 		case ok && h.Gen == r.Gen && (h.Seq == nil) == (r.Seq == nil) && (h.Seq == nil || *h.Seq == *r.Seq):
 		default:
 			out[i] = fmt.Errorf("%w: buyer %q, generation %d, place %v", ErrRoomJoinConflict, r.UserID, r.Gen, seqText(r.Seq))

@@ -215,7 +215,7 @@ func BenchmarkRoomRebuild100k(b *testing.B) {
 	a := roomSaleTB(b, p, 5, start)
 	r := waitingroom.StoreRoom(a, time.Minute)
 	joins := make([]orderdb.RoomJoin, 0, 500)
-	rejoin := make([]bool, 500)
+	match := make([]orderdb.JoinMatch, 500)
 	for i := range n {
 		j := orderdb.RoomJoin{UserID: fmt.Sprintf("user-%06d", i), Gen: 1, JoinedAt: start}
 		if i >= n/2 {
@@ -223,7 +223,7 @@ func BenchmarkRoomRebuild100k(b *testing.B) {
 		}
 		joins = append(joins, j)
 		if len(joins) == cap(joins) || i == n-1 {
-			if _, err := p.DB.Rooms.RecordRoomJoins(ctx, a.ID, joins, rejoin[:len(joins)]); err != nil {
+			if _, err := p.DB.Rooms.RecordRoomJoins(ctx, a.ID, joins, match[:len(joins)]); err != nil {
 				b.Fatal(err)
 			}
 			joins = joins[:0]
