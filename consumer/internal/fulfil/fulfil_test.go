@@ -476,7 +476,7 @@ func TestHandleReportsOrdersWhoseReservationsRedisLost(t *testing.T) {
 	e := newEnv(t)
 	s := e.newSale(10, 1)
 	l := &losses{err: errors.New("mysql down")}
-	h := &fulfil.Handler{Stock: e.handler.Stock, DB: e.handler.DB, PaymentWindow: e.handler.PaymentWindow, Log: e.handler.Log,
+	h := &fulfil.Handler{Stock: e.handler.Stock, DB: e.handler.DB, Activities: e.handler.Activities, PaymentWindow: e.handler.PaymentWindow, Log: e.handler.Log,
 		Losses: l}
 	kept := e.reserve(s, 1, 1)
 	lost := e.event(s, 2, 1)
