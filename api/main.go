@@ -117,7 +117,7 @@ type backends struct {
 // token verifier, and the HTTP handler over them.
 func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.Registry, log *slog.Logger) (http.Handler, error) {
 	svc := &placing.Service{
-		Stock: b.store, Publisher: b.pub, Activities: b.db, Orders: b.db,
+		Stock: b.store, Publisher: b.pub, Activities: b.db.Activities, Orders: b.db.Orders,
 		Numbers: b.numbers, PaymentWindow: cfg.window, Log: log, Now: b.now,
 		Metrics: metrics.NewIntake(reg),
 	}
@@ -146,14 +146,14 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 // number never issued. Asking again after a lost answer is safe: it reads
 // the key that won.
 func orderNumbers(ctx context.Context, db *orderdb.DB, log *slog.Logger) (*order.NumberGenerator, error) {
-	numberKey, err := db.OrderNumberKey(ctx)
+	numberKey, err := db.Orders.OrderNumberKey(ctx)
 	for attempt := 1; err != nil && attempt < 3 && ctx.Err() == nil; attempt++ {
 		log.Warn("order number key not read; retrying", "err", err)
 		select {
 		case <-time.After(time.Duration(attempt) * time.Second):
 		case <-ctx.Done():
 		}
-		numberKey, err = db.OrderNumberKey(ctx)
+		numberKey, err = db.Orders.OrderNumberKey(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("order number key: %w", err)

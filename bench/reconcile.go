@@ -204,7 +204,7 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	}
 	rc.RollbackOrders = more
 	rc.Paid = s.paid
-	if rc.FinalMySQLStock, err = s.db.ItemStock(ctx, s.item); err != nil {
+	if rc.FinalMySQLStock, err = s.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return rc, err
 	}
 	snap, err := s.store.Stock(ctx, stockredis.One(s.item))
@@ -302,7 +302,7 @@ func (s *recSale) create(ctx context.Context, stock int64) error {
 		}
 	}
 	ttl := s.endsAt.Sub(now) + recPaymentWindow + order.KeyMargin
-	if _, err := s.store.WarmupFrom(ctx, stockredis.One(s.item), 1, ttl, s.db); err != nil {
+	if _, err := s.store.WarmupFrom(ctx, stockredis.One(s.item), 1, ttl, s.db.Restocks); err != nil {
 		return fmt.Errorf("warm up: %w", err)
 	}
 	return nil

@@ -71,7 +71,7 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 		return nil, err
 	}
 	defer db.Close()
-	it, err := db.CreateItem(ctx, "bench reference "+e.runID, 1<<30)
+	it, err := db.Activities.CreateItem(ctx, "bench reference "+e.runID, 1<<30)
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	o := &t.obs
 	o.InitialStock, o.Quantity, o.DemandUnits, o.Errors, o.Drained = s.stock, int64(s.quantity), demand, errs, drained
 	var err error
-	if o.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
+	if o.DBStock, err = e.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return t, err
 	}
 	snap, err := e.store.Stock(ctx, s.stockItem())
@@ -240,7 +240,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	}
 	for len(recheck) > 0 {
 		n := min(len(recheck), 1000)
-		found, err := e.db.Orders(ctx, recheck[:n])
+		found, err := e.db.Orders.Orders(ctx, recheck[:n])
 		if err != nil {
 			return t, err
 		}

@@ -80,7 +80,7 @@ func (e *env) salePage(ctx context.Context, sh shape) (*report.Run, string, erro
 // readStock puts sale s's MySQL and Redis stock in r.
 func (e *env) readStock(ctx context.Context, r *report.Run, s sale) error {
 	var err error
-	if r.DBStock, err = e.db.ItemStock(ctx, s.item); err != nil {
+	if r.DBStock, err = e.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return err
 	}
 	snap, err := e.store.Stock(ctx, s.stockItem())

@@ -360,7 +360,7 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 		})
 	done()
 	loadEnd := time.Now()
-	dbAtEnd, _ := e.db.ItemStock(context.WithoutCancel(ctx), s.item)
+	dbAtEnd, _ := e.db.Activities.ItemStock(context.WithoutCancel(ctx), s.item)
 	r := runResult(name, sh, s, res)
 	r.CPU = stopCPU()
 	r.Buyers = r.Requests

@@ -37,7 +37,7 @@ func acceptedBy(loads ...*load) map[string]int64 {
 func ordersFlowing(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale) {
 	t.Helper()
 	waittest.Until(t, 30*time.Second, "orders to be created before the crash", func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		n, _ := p.DB.Orders.LiveOrderCount(context.Background(), sale.ItemID)
 		return n >= 20
 	})
 }
@@ -60,7 +60,7 @@ func allCreated(t *testing.T, p *pipelinetest.Pipeline, accepted map[string]int6
 	for no := range accepted {
 		nos = append(nos, no)
 	}
-	got, err := p.DB.Orders(context.Background(), nos)
+	got, err := p.DB.Orders.Orders(context.Background(), nos)
 	if err != nil {
 		t.Fatal(err)
 	}

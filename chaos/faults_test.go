@@ -273,7 +273,7 @@ func TestChaosAPIKilledBeforePublish(t *testing.T) {
 		return err == nil && pl.Code == 202
 	})
 	inv := settle(t, p, sale, map[string]int64{no: 7}, 60*time.Second)
-	o, err := p.DB.Order(context.Background(), no)
+	o, err := p.DB.Orders.Order(context.Background(), no)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -303,7 +303,7 @@ func settle(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, acce
 		}
 	}()
 	waittest.UntilEvery(t, within, 100*time.Millisecond, "every accepted order final after recovery", func() bool {
-		got, err := p.DB.Orders(context.Background(), nos)
+		got, err := p.DB.Orders.Orders(context.Background(), nos)
 		if err == nil {
 			final = got
 		}

@@ -61,7 +61,7 @@ func waitStatus(t *testing.T, p *pipelinetest.Pipeline, orders map[string]int64,
 	t.Helper()
 	nos := keys(orders)
 	waittest.Until(t, within, fmt.Sprintf("%d orders to be %s", len(nos), s), func() bool {
-		got, err := p.DB.Orders(context.Background(), nos)
+		got, err := p.DB.Orders.Orders(context.Background(), nos)
 		if err != nil || len(got) != len(nos) {
 			return false
 		}
@@ -262,7 +262,7 @@ func lockRepliesLost(t *testing.T, cluster bool) {
 		if err != nil || pl.Code != 202 {
 			return false
 		}
-		_, err = p.DB.Order(context.Background(), pl.OrderNo)
+		_, err = p.DB.Orders.Order(context.Background(), pl.OrderNo)
 		if err == nil {
 			all[pl.OrderNo] = 7777
 		}

@@ -190,7 +190,7 @@ func answersKept(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, 
 	}
 	t.Logf("%d buyers answered 503 bought on their retry with the same key", len(refused))
 	inv := settle(t, p, sale, accepted, 60*time.Second)
-	final, err := p.DB.Orders(t.Context(), keys(accepted))
+	final, err := p.DB.Orders.Orders(t.Context(), keys(accepted))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func redisRestartEmpty(t *testing.T, sized bool) {
 		nos = append(nos, no)
 	}
 	waittest.Until(t, 60*time.Second, "accepted orders to be final", func() bool {
-		got, err := p.DB.Orders(ctx, nos)
+		got, err := p.DB.Orders.Orders(ctx, nos)
 		return err == nil && len(got) == len(nos)
 	})
 	item := itemIDs(sale)

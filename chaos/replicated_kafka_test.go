@@ -236,7 +236,7 @@ func (w *pendingWatch) poll() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	got, err := w.p.DB.Orders(ctx, nos)
+	got, err := w.p.DB.Orders.Orders(ctx, nos)
 	now := time.Now()
 	if err == nil {
 		for no := range got {

@@ -244,7 +244,7 @@ func (s *standbySale) readPromoted() string {
 func createdAtLeast(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, n int64) {
 	t.Helper()
 	waittest.Until(t, 60*time.Second, fmt.Sprintf("%d orders to be created", n), func() bool {
-		got, err := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		got, err := p.DB.Orders.LiveOrderCount(context.Background(), sale.ItemID)
 		return err == nil && got >= n
 	})
 }
@@ -324,7 +324,7 @@ func switchoverScenario(t *testing.T, how string) {
 	// processes work only if their SECKILL_MYSQL_DSN override wins.
 	newDB := s.promoted()
 	dsn := newDB.DSN
-	createdAtSwitch, err := newDB.LiveOrderCount(ctx, sale.ItemID)
+	createdAtSwitch, err := newDB.Orders.LiveOrderCount(ctx, sale.ItemID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func switchoverScenario(t *testing.T, how string) {
 		t.Fatalf("the new consumer's SECKILL_MYSQL_DSN is %q, want %q", got, dsn)
 	}
 	waittest.Until(t, 90*time.Second, "orders to be created on the promoted server", func() bool {
-		n, err := newDB.LiveOrderCount(ctx, sale.ItemID)
+		n, err := newDB.Orders.LiveOrderCount(ctx, sale.ItemID)
 		return err == nil && n > createdAtSwitch
 	})
 	flowing := time.Since(stopAt)
@@ -366,7 +366,7 @@ func switchoverScenario(t *testing.T, how string) {
 		t.Fatalf("accepted %d, live %d", len(all), inv.LiveOrders)
 	}
 	// Nothing the primary created before the switch is missing.
-	got, err := p.DB.Orders(ctx, before)
+	got, err := p.DB.Orders.Orders(ctx, before)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func switchoverScenario(t *testing.T, how string) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if n, err := old.LiveOrderCount(ctx, sale.ItemID); err != nil || n != inv.LiveOrders {
+	if n, err := old.Orders.LiveOrderCount(ctx, sale.ItemID); err != nil || n != inv.LiveOrders {
 		t.Fatalf("the old primary, back as the standby, holds %d live orders (%v), want %d", n, err, inv.LiveOrders)
 	}
 	restoreRoles(t, primary, standby)
@@ -460,7 +460,7 @@ func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
 	// Orders while the standby receives: each commit acknowledged by it.
 	l := startLoad(api, sale, users(1, 60), 3*time.Second, 10).wait()
 	p.WaitFinal(l.accepted, 60*time.Second)
-	received, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	received, err := p.DB.Orders.LiveOrderCount(ctx, sale.ItemID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,14 +471,14 @@ func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
 	p.WaitFinal(tail.accepted, 60*time.Second)
 	// Commits the primary made without the standby's acknowledgement.
 	async := p.Count("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_NO_TX'") - asyncBefore
-	onPrimary, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	onPrimary, err := p.DB.Orders.LiveOrderCount(ctx, sale.ItemID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	services(t, "kill", fmt.Sprintf("mysql-%d", primary))
 	services(t, "promote", fmt.Sprintf("mysql-%d", standby))
 	dsn := s.readPromoted()
-	onPromoted, err := p.DB.LiveOrderCount(ctx, sale.ItemID)
+	onPromoted, err := p.DB.Orders.LiveOrderCount(ctx, sale.ItemID)
 	if err != nil {
 		t.Fatal(err)
 	}

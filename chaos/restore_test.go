@@ -253,7 +253,7 @@ func restoreScenario(t *testing.T, buckets int, sized bool) {
 	// size) and gets the same order back. The older state had no
 	// idempotency record of the orders accepted after the copy; the repair
 	// restored them.
-	given, err := p.DB.Orders(ctx, orderNos(l.accepted))
+	given, err := p.DB.Orders.Orders(ctx, orderNos(l.accepted))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func restoreScenario(t *testing.T, buckets int, sized bool) {
 
 	// No buyer with a live order can buy a second time: their quota keys
 	// are back (the older state had none of the orders made since).
-	final, err := p.DB.Orders(ctx, orderNos(all))
+	final, err := p.DB.Orders.Orders(ctx, orderNos(all))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func waitHealed(t *testing.T, p *pipelinetest.Pipeline, within time.Duration) {
 	var rec orderdb.RedisWatch
 	waittest.Until(t, within, "the consumer's watch to owe no repair", func() bool {
 		var err error
-		rec, err = p.DB.RedisWatch(ctx, marker)
+		rec, err = p.DB.RedisWatches.RedisWatch(ctx, marker)
 		return err == nil && rec.Losses > 0 && rec.Healed >= rec.Losses
 	})
 	if rec.Losses > 1 {
@@ -362,7 +362,7 @@ func confirmedOrders(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.S
 			acc[no] = u
 		}
 		l.mu.Unlock()
-		got, err := p.DB.Orders(ctx, orderNos(acc))
+		got, err := p.DB.Orders.Orders(ctx, orderNos(acc))
 		if err != nil {
 			return false
 		}

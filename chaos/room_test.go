@@ -161,7 +161,7 @@ func roomRepliesLost(t *testing.T, cluster bool) {
 		}
 	}
 	inv := settle(t, p, sale, accepted, 60*time.Second)
-	final, err := p.DB.Orders(t.Context(), keys(accepted))
+	final, err := p.DB.Orders.Orders(t.Context(), keys(accepted))
 	if err != nil {
 		t.Fatal(err)
 	}

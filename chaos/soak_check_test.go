@@ -225,7 +225,7 @@ func (s *soak) drain() (bool, string) {
 			nos = append(nos, no)
 		}
 		s.log.mu.Unlock()
-		got, err := s.p.DB.Orders(ctx, nos)
+		got, err := s.p.DB.Orders.Orders(ctx, nos)
 		if err != nil || len(got) < len(nos) {
 			why = fmt.Sprintf("%d of %d orders given to buyers in MySQL (%v)", len(got), len(nos), err)
 			return false

@@ -84,7 +84,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	// numbers with, so the api vouches for them (order.NumberGenerator).
 	var numberKey []byte
 	if err := waitFor(ctx, log, "order number key", func(ctx context.Context) (err error) {
-		numberKey, err = db.OrderNumberKey(ctx)
+		numberKey, err = db.Orders.OrderNumberKey(ctx)
 		return err
 	}); err != nil {
 		return err
@@ -99,8 +99,8 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	// as a loss, so a watch (this consumer's or another's) repairs Redis
 	// from MySQL after it: a repair that ran before it counted its unit
 	// as unsold (fulfil.Handler.Losses).
-	handler := &fulfil.Handler{Stock: store, DB: db, PaymentWindow: cfg.window, Log: log, Metrics: cm, Tracer: tracer,
-		Now: clk.Now, Losses: &redisloss.Reporter{Record: db, Marker: redisloss.MarkerKey(cfg.redis.Prefix)}}
+	handler := &fulfil.Handler{Stock: store, DB: db.Orders, Activities: db.Activities, PaymentWindow: cfg.window, Log: log, Metrics: cm, Tracer: tracer,
+		Now: clk.Now, Losses: &redisloss.Reporter{Record: db.RedisWatches, Marker: redisloss.MarkerKey(cfg.redis.Prefix)}}
 	// The loop drains what it holds before it returns; the passes stop
 	// after it, and the stores close after them.
 	err = orderevents.NewRouter(cfg.loop, handler, cm, log).Run(ctx)

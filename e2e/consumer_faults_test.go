@@ -79,7 +79,7 @@ func TestConsumerSIGTERMMidStreamCommitsOnlyFinishedWork(t *testing.T) {
 	stopBuyers := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopBuyers()
 	waittest.UntilEvery(t, 60*time.Second, 5*time.Millisecond, "50 orders created", func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		n, _ := p.DB.Orders.LiveOrderCount(context.Background(), sale.ItemID)
 		return n >= 50
 	})
 	if err := c.Stop(drain); err != nil {
@@ -98,7 +98,7 @@ func TestConsumerSIGTERMMidStreamCommitsOnlyFinishedWork(t *testing.T) {
 	for i, e := range committed {
 		nos[i] = e.OrderNo
 	}
-	inDB, err := p.DB.Orders(context.Background(), nos)
+	inDB, err := p.DB.Orders.Orders(context.Background(), nos)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	if pending, err := p.Store.PendingOlderThan(ctx, stockredis.One(sale.ItemID), time.Now().Add(time.Hour), 10); err != nil || len(pending) != 0 {
 		t.Fatalf("pending %v %v, want none", pending, err)
 	}
-	if _, err := p.DB.Order(ctx, no); !errors.Is(err, order.ErrNotFound) {
+	if _, err := p.DB.Orders.Order(ctx, no); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("order %s in MySQL: %v, want none", no, err)
 	}
 	if st, reason, err := api.OrderStatus(user, no); err != nil || st != string(order.Failed) || reason != order.ReasonInvalidEvent {
@@ -252,7 +252,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	if st, err := p.Store.Claim(ctx, stockredis.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
-	if out, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+	if out, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 		out[ev.OrderNo].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}
@@ -313,7 +313,7 @@ func TestStockDisagreementIsLoggedAtAlertLevel(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
 	sale := api.CreateSale(5, 1)
-	if err := p.DB.SetItemStock(context.Background(), sale.ItemID, 3); err != nil {
+	if err := p.DB.Activities.SetItemStock(context.Background(), sale.ItemID, 3); err != nil {
 		t.Fatal(err)
 	}
 	accepted, codes := crowd(t, api, sale.ActivityID, userRange(1, 5), 5)
@@ -418,7 +418,7 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 		}
 	}
 	for _, e := range bad {
-		if _, err := p.DB.Order(ctx, e.OrderNo); !errors.Is(err, order.ErrNotFound) {
+		if _, err := p.DB.Orders.Order(ctx, e.OrderNo); !errors.Is(err, order.ErrNotFound) {
 			t.Fatalf("impossible order %s reached MySQL: %v", e.OrderNo, err)
 		}
 	}

@@ -191,7 +191,7 @@ func alternateWhoseOrderFailed(t *testing.T, lostRetire bool) {
 			return p.Count("SELECT COUNT(*) FROM draw_results WHERE entry_id = ? AND order_no IS NULL", entry) == 1
 		})
 		fresh := order.NewNumberGenerator().NextFor(s.ItemID, strconv.FormatInt(first, 10))
-		if no, err := p.DB.NumberPick(context.Background(), entry, fresh); err != nil || no != fresh {
+		if no, err := p.DB.Draws.NumberPick(context.Background(), entry, fresh); err != nil || no != fresh {
 			t.Fatalf("number the alternate anew: %s %v", no, err)
 		}
 	}
@@ -211,13 +211,13 @@ func alternateWhoseOrderFailed(t *testing.T, lostRetire bool) {
 	if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND user_id = ? AND status IN ('CREATED', 'PAID')", s.ActivityID, strconv.FormatInt(first, 10)); n != 1 {
 		t.Errorf("the first alternate holds %d live orders", n)
 	}
-	a, err := p.DB.DrawAudit(context.Background(), s.ActivityID)
+	a, err := p.DB.Draws.DrawAudit(context.Background(), s.ActivityID)
 	if err != nil || a.Stray != 0 {
 		t.Errorf("audit: %+v %v: the retired attempt counts as stray", a, err)
 	}
 	p.WaitSaleDrained(s, 30*time.Second)
 	snap, err := p.Store.Stock(context.Background(), stockredis.In(s.ItemID, size))
-	db, dbErr := p.DB.ItemStock(context.Background(), size)
+	db, dbErr := p.DB.Activities.ItemStock(context.Background(), size)
 	if err != nil || dbErr != nil || snap.Stock != 0 || db != 0 {
 		t.Errorf("stock: Redis %+v %v, MySQL %d %v; want 0 in both", snap, err, db, dbErr)
 	}

@@ -110,18 +110,18 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 	// The drawer of before: the draw, the winner's number, its reserve
 	// under the old key; then it stopped (its event never published).
 	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw to run", func() bool {
-		res, err := p.DB.RunDraw(ctx, s.ActivityID, time.Now())
+		res, err := p.DB.Draws.RunDraw(ctx, s.ActivityID, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Ran
 	})
-	winners, err := p.DB.WinnersWithoutOrders(ctx, s.ActivityID, 10)
+	winners, err := p.DB.Draws.WinnersWithoutOrders(ctx, s.ActivityID, 10)
 	if err != nil || len(winners) != 1 {
 		t.Fatalf("winners: %+v %v", winners, err)
 	}
 	w := winners[0]
-	no, err := p.DB.NumberPick(ctx, w.EntryID, order.NewNumberGenerator().NextFor(s.ItemID, w.UserID))
+	no, err := p.DB.Draws.NumberPick(ctx, w.EntryID, order.NewNumberGenerator().NextFor(s.ItemID, w.UserID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 	if err != nil || snap.Stock != 0 {
 		t.Errorf("Redis stock %+v %v, want 0: the unit taken once", snap, err)
 	}
-	if db, err := p.DB.ItemStock(ctx, size); err != nil || db != 0 {
+	if db, err := p.DB.Activities.ItemStock(ctx, size); err != nil || db != 0 {
 		t.Errorf("MySQL stock %d %v, want 0", db, err)
 	}
 }

@@ -132,7 +132,7 @@ func TestMySQLHasLessStockThanRedis(t *testing.T) {
 	api := p.StartAPI()
 	sale := api.CreateSale(50, 1)
 	// MySQL loses 20 units after warmup: Redis believes in 50.
-	if err := p.DB.SetItemStock(context.Background(), sale.ItemID, 30); err != nil {
+	if err := p.DB.Activities.SetItemStock(context.Background(), sale.ItemID, 30); err != nil {
 		t.Fatal(err)
 	}
 	accepted, _ := crowd(t, api, sale.ActivityID, userRange(1, 50), 50)
@@ -186,7 +186,7 @@ func TestConsumerKilledMidStream(t *testing.T) {
 	}()
 	// Kill the consumer once it has created some orders, mid-stream.
 	waittest.UntilEvery(t, 60*time.Second, 5*time.Millisecond, "50 orders created", func() bool {
-		n, _ := p.DB.LiveOrderCount(context.Background(), sale.ItemID)
+		n, _ := p.DB.Orders.LiveOrderCount(context.Background(), sale.ItemID)
 		created.Store(n)
 		return n >= 50
 	})

@@ -52,7 +52,7 @@ func TestIdempotencyKeyReplayAfterTheOrderIsFinal(t *testing.T) {
 
 	// MySQL loses the 2 units Redis still offers: bob's order is accepted
 	// by Redis and refused by MySQL.
-	if err := p.DB.SetItemStock(context.Background(), sale.ItemID, 0); err != nil {
+	if err := p.DB.Activities.SetItemStock(context.Background(), sale.ItemID, 0); err != nil {
 		t.Fatal(err)
 	}
 	second, err := api.PlaceOrder(bob, "bob-1", sale.ActivityID, 1)

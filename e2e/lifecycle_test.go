@@ -171,7 +171,7 @@ func TestUnpaidOrdersCloseAfterPaymentWindow(t *testing.T) {
 		break
 	}
 	waittest.Until(t, 30*time.Second, "4 CLOSED and 1 PAID", func() bool {
-		counts, err := p.DB.StatusCounts(context.Background(), sale.ItemID)
+		counts, err := p.DB.Orders.StatusCounts(context.Background(), sale.ItemID)
 		return err == nil && counts[order.Closed] == 4 && counts[order.Paid] == 1
 	})
 	// Stock and quota came back in both stores (once the releases are
@@ -212,14 +212,14 @@ func TestActivityPaymentWindowOverridesTheGlobalOne(t *testing.T) {
 
 	var closed order.Order
 	waittest.Until(t, 30*time.Second, "the 2-second window's order to be CLOSED", func() bool {
-		o, err := p.DB.Order(context.Background(), quick)
+		o, err := p.DB.Orders.Order(context.Background(), quick)
 		closed = o
 		return err == nil && o.Status == order.Closed
 	})
 	if closed.FailureReason != order.ReasonPaymentTimeout {
 		t.Fatalf("closed for %q, want %s", closed.FailureReason, order.ReasonPaymentTimeout)
 	}
-	if o, err := p.DB.Order(context.Background(), slow); err != nil || o.Status != order.Created {
+	if o, err := p.DB.Orders.Order(context.Background(), slow); err != nil || o.Status != order.Created {
 		t.Fatalf("the global window's order is %+v %v, want still CREATED", o, err)
 	}
 	if code, b := act(t, api, "1", quick, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
@@ -272,7 +272,7 @@ func TestPayAndCloseRace(t *testing.T) {
 	wg.Wait()
 	paid := 0
 	for no := range final {
-		o, err := p.DB.Order(context.Background(), no)
+		o, err := p.DB.Orders.Order(context.Background(), no)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +311,7 @@ func TestCloserKilledBetweenCommitAndRelease(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the failpoint did not fire")
 	}
-	o, err := p.DB.Order(context.Background(), no)
+	o, err := p.DB.Orders.Order(context.Background(), no)
 	if err != nil || o.Status != order.Closed {
 		t.Fatalf("order %s after the crash: %s %v", no, o.Status, err)
 	}

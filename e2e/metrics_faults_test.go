@@ -135,7 +135,7 @@ func TestLockLossIsCounted(t *testing.T) {
 	})
 	// Every unpaid order still closes exactly once.
 	waittest.Until(t, 60*time.Second, fmt.Sprintf("%d CLOSED orders", buyers), func() bool {
-		counts, err := p.DB.StatusCounts(ctx, sale.ItemID)
+		counts, err := p.DB.Orders.StatusCounts(ctx, sale.ItemID)
 		return err == nil && counts[order.Closed] == buyers
 	})
 	waitReleased(t, p, sale.ItemID)

@@ -97,7 +97,7 @@ func TestOneSaleOwnsAnItemAtATime(t *testing.T) {
 	if code != 409 || refused.Error.Code != "ITEM_IN_ANOTHER_SALE" || !strings.Contains(refused.Error.Message, fmt.Sprintf("sale %d ", room.ActivityID)) {
 		t.Fatalf("PATCH into the room sale's window: %d %+v", code, refused)
 	}
-	a, err := p.DB.Activity(t.Context(), after.ActivityID)
+	a, err := p.DB.Activities.Activity(t.Context(), after.ActivityID)
 	if err != nil || !a.StartsAt.Equal(h(2)) {
 		t.Fatalf("the refused PATCH changed the sale: starts %s, %v", a.StartsAt, err)
 	}

@@ -75,7 +75,7 @@ func TestAcceptedOrderPendingAfterRedisLostIt(t *testing.T) {
 		final = st
 		return st != string(order.Pending)
 	})
-	if o, err := p.DB.Order(ctx, no); err != nil || string(o.Status) != final {
+	if o, err := p.DB.Orders.Order(ctx, no); err != nil || string(o.Status) != final {
 		t.Fatalf("MySQL has %+v %v; the api answered %s", o, err, final)
 	}
 	sc.do(api.URL, specCall{method: "GET", path: "/api/v1/orders/" + no, token: stranger}, 404)

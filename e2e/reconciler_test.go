@@ -246,7 +246,7 @@ func TestReconcilerRepairsInjectedDrift(t *testing.T) {
 	}
 
 	// (c) MySQL stock changed by hand (a restock of 5).
-	if err := p.DB.SetItemStock(ctx, sale.ItemID, 45); err != nil {
+	if err := p.DB.Activities.SetItemStock(ctx, sale.ItemID, 45); err != nil {
 		t.Fatal(err)
 	}
 	rep = reconcile(t, p, 1)

@@ -159,7 +159,7 @@ func roomEndToEnd(t *testing.T, cluster bool) {
 	first, sixth := byRank[0], byRank[5]
 
 	// Orders without a valid admission are refused, and reserve nothing.
-	act, err := p.DB.Activity(ctx, s.ActivityID)
+	act, err := p.DB.Activities.Activity(ctx, s.ActivityID)
 	if err != nil {
 		t.Fatal(err)
 	}

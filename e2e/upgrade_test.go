@@ -30,19 +30,19 @@ func TestUpgradeCarriesARunningSaleOver(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	ctx := context.Background()
-	it, err := p.DB.CreateItem(ctx, "sold before the upgrade", 10)
+	it, err := p.DB.Activities.CreateItem(ctx, "sold before the upgrade", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	act, err := p.DB.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	act, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := p.Count("SELECT COUNT(*) FROM activity_items WHERE activity_id = ?", act.ID); n != 0 {
 		t.Fatalf("a sale of one item has %d activity_items rows, want none (as before the upgrade)", n)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB); err != nil {
+	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatal(err)
 	}
 

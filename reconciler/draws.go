@@ -32,13 +32,13 @@ func (r *reconciler) checkDraws(ctx context.Context) ([]drawCheck, error) {
 	} else if len(r.opts.items) > 0 {
 		return nil, nil // an item-only run leaves the draws out
 	}
-	sales, err := r.db.DrawSales(ctx, r.checker.Now().Add(-r.opts.window), ids)
+	sales, err := r.db.Draws.DrawSales(ctx, r.checker.Now().Add(-r.opts.window), ids)
 	if err != nil {
 		return nil, err
 	}
 	var out []drawCheck
 	for _, id := range sales {
-		rec, err := r.db.DrawRecord(ctx, id)
+		rec, err := r.db.Draws.DrawRecord(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +55,7 @@ func (r *reconciler) checkDraws(ctx context.Context) ([]drawCheck, error) {
 		if err := draw.Verify(rec); err != nil {
 			c.problems = append(c.problems, "the record does not recompute: "+err.Error())
 		}
-		audit, err := r.db.DrawAudit(ctx, id)
+		audit, err := r.db.Draws.DrawAudit(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ func (r *reconciler) checkDraws(ctx context.Context) ([]drawCheck, error) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			if audit, err = r.db.DrawAudit(ctx, id); err != nil {
+			if audit, err = r.db.Draws.DrawAudit(ctx, id); err != nil {
 				return nil, err
 			}
 		}

@@ -19,12 +19,12 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	bad, err := e.db.CreateItem(ctx, "hoodie", 5)
+	bad, err := e.db.Activities.CreateItem(ctx, "hoodie", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := e.db.CreateActivity(ctx, order.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	if _, err := e.db.Activities.CreateActivity(ctx, order.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -37,12 +37,12 @@ func newEnv(t *testing.T) *env {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
-	it, err := db.CreateItem(ctx, "sneaker", 10)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1}); err != nil {
+	if _, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	store := stockredis.New(rdb, prefix)

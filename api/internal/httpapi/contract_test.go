@@ -632,7 +632,7 @@ func TestOrderStatus(t *testing.T) {
 
 	start := time.Now()
 	no := ts.mustPlace(t, ts.url, alice, "k1", act)
-	if _, err := ts.db.Order(context.Background(), no); !errors.Is(err, order.ErrNotFound) {
+	if _, err := ts.db.Orders.Order(context.Background(), no); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("MySQL already has the order: %v", err)
 	}
 	v := view(get(alice, no))
@@ -651,7 +651,7 @@ func TestOrderStatus(t *testing.T) {
 	if events[0].OrderNo != no || events[0].UserID != "1" || events[0].Quantity != 1 {
 		t.Fatalf("event %+v", events[0])
 	}
-	out, err := ts.db.Fulfil(context.Background(), []orderdb.Request{{Event: events[0]}})
+	out, err := ts.db.Orders.Fulfil(context.Background(), []orderdb.Request{{Event: events[0]}})
 	if err != nil || out[no].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

@@ -92,7 +92,7 @@ func TestFuzzerFindings(t *testing.T) {
 		} {
 			wantMessage(t, ts.do(t, ts.url, adminReq("PATCH", path, body)), http.StatusBadRequest, "INVALID_ARGUMENT", "must be after starts_at")
 		}
-		a, err := ts.db.Activity(context.Background(), id)
+		a, err := ts.db.Activities.Activity(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

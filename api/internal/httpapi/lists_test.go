@@ -66,12 +66,12 @@ func (f *listFixture) event(user, activity int64, qty int) order.Event {
 func (f *listFixture) created(user, activity int64, qty int) string {
 	f.t.Helper()
 	ctx := context.Background()
-	a, err := f.ts.db.Activity(ctx, activity)
+	a, err := f.ts.db.Activities.Activity(ctx, activity)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	ev := f.event(user, activity, qty)
-	out, err := f.ts.db.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
+	out, err := f.ts.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
 	if err != nil || out[ev.OrderNo].Status != order.Created {
 		f.t.Fatalf("fulfil: %+v %v", out, err)
 	}
@@ -81,7 +81,7 @@ func (f *listFixture) created(user, activity int64, qty int) string {
 // failed writes a FAILED order (any number per user and activity).
 func (f *listFixture) failed(user, activity int64) (string, error) {
 	ev := f.event(user, activity, 1)
-	_, err := f.ts.db.Abandon(context.Background(), ev, order.ReasonPublishFailed)
+	_, err := f.ts.db.Orders.Abandon(context.Background(), ev, order.ReasonPublishFailed)
 	return ev.OrderNo, err
 }
 
@@ -149,14 +149,14 @@ func TestOrderList(t *testing.T) {
 		}
 		if i == 2 {
 			paid := f.created(alice, a1, 2)
-			if _, err := ts.db.Pay(ctx, strconv.Itoa(alice), paid); err != nil {
+			if _, err := ts.db.Orders.Pay(ctx, strconv.Itoa(alice), paid); err != nil {
 				t.Fatal(err)
 			}
 			aliceAll = append(aliceAll, paid)
 		}
 	}
 	closed := f.created(alice, a2, 1)
-	if _, err := ts.db.CloseOrder(ctx, strconv.Itoa(alice), closed, order.ReasonCancelled); err != nil {
+	if _, err := ts.db.Orders.CloseOrder(ctx, strconv.Itoa(alice), closed, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	aliceAll = append(aliceAll, closed)
@@ -185,7 +185,7 @@ func TestOrderList(t *testing.T) {
 	only := func(activity int64, status order.Status) []string {
 		var out []string
 		for _, no := range newest {
-			o, err := ts.db.Order(ctx, no)
+			o, err := ts.db.Orders.Order(ctx, no)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,13 +326,13 @@ func TestActivitySummary(t *testing.T) {
 	// and one reserved in Redis, not yet in MySQL.
 	for user, qty := range map[int64]int{1: 2, 2: 1} {
 		no := f.created(user, act, qty)
-		if _, err := ts.db.Pay(ctx, strconv.FormatInt(user, 10), no); err != nil {
+		if _, err := ts.db.Orders.Pay(ctx, strconv.FormatInt(user, 10), no); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.created(3, act, 2)
 	cancelled := f.created(4, act, 1)
-	if _, err := ts.db.CloseOrder(ctx, "4", cancelled, order.ReasonCancelled); err != nil {
+	if _, err := ts.db.Orders.CloseOrder(ctx, "4", cancelled, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.failed(5, act); err != nil {

@@ -59,7 +59,7 @@ func newRestockSeams(t *testing.T, stock int64, buckets int) *restockSeams {
 	r.decode(t, &a)
 	s.sale = a.ActivityID
 	s.mysqlStock = func() int64 {
-		n, err := ts.db.ItemStock(ctx, s.item)
+		n, err := ts.db.Activities.ItemStock(ctx, s.item)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestRestockThenWarmupAnswerLost(t *testing.T) {
 	forBuckets(t, func(t *testing.T, buckets int) {
 		s := newRestockSeams(t, 10, buckets)
 		// The instance that restocked died right after MySQL's commit.
-		if _, _, err := s.ts.db.Restock(context.Background(), s.item, "r1", 4); err != nil {
+		if _, _, err := s.ts.db.Restocks.Restock(context.Background(), s.item, "r1", 4); err != nil {
 			t.Fatal(err)
 		}
 		script := "warmup"
@@ -199,7 +199,8 @@ func repair(t *testing.T, rdb redis.UniversalClient, store *stockredis.Store, pr
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	c := &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond, Warmer: store}
+	c := &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond, Warmer: store}
 	targets, err := c.Targets(ctx, reconcile.Selection{Items: []int64{item}})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +240,7 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				db := &readThen{DB: s.ts.db.DB, then: func() {
+				db := &readThen{Restocks: s.ts.db.Restocks, then: func() {
 					if r := s.restockVia(s.plain, "r1", 4); r.status != 200 {
 						t.Errorf("restock: %d %s", r.status, r.body)
 					}
@@ -261,13 +262,13 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 // readThen is MySQL as a warm-up reads it, running then once right after
 // the warm-up's first read.
 type readThen struct {
-	*orderdb.DB
+	*orderdb.Restocks
 	then func()
 	once sync.Once
 }
 
 func (r *readThen) WarmupStock(ctx context.Context, item int64, pending []string) (int64, int64, []string, error) {
-	stock, last, committed, err := r.DB.WarmupStock(ctx, item, pending)
+	stock, last, committed, err := r.Restocks.WarmupStock(ctx, item, pending)
 	r.once.Do(r.then)
 	return stock, last, committed, err
 }

@@ -53,7 +53,8 @@ func ptr(n int64) *int64 { return &n }
 func noDrift(t *testing.T, store *stockredis.Store, db *mysqltest.DB, item int64) reconcile.ItemReport {
 	t.Helper()
 	ctx := context.Background()
-	c := &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond}
+	c := &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond}
 	targets, err := c.Targets(ctx, reconcile.Selection{Items: []int64{item}})
 	if err != nil {
 		t.Fatal(err)
@@ -101,11 +102,11 @@ func TestRestock(t *testing.T) {
 	// Past 1,000,000,000: a valid quantity, refused for the stock the item
 	// holds now (a 409, as Schemathesis expects of a schema-valid request).
 	wantError(t, ts.restock(t, ts.url, full, "k", `{"quantity":2}`), 409, "STOCK_LIMIT")
-	if db, _ := ts.db.ItemStock(context.Background(), full); db != 999_999_999 {
+	if db, _ := ts.db.Activities.ItemStock(context.Background(), full); db != 999_999_999 {
 		t.Fatalf("MySQL stock %d after a refused restock, want 999999999", db)
 	}
 	wantRestock(t, ts.restock(t, ts.url, full, "k", `{"quantity":1}`), 1, false, 1_000_000_000, nil) // the key was not used
-	if db, _ := ts.db.ItemStock(context.Background(), item); db != 10 {
+	if db, _ := ts.db.Activities.ItemStock(context.Background(), item); db != 10 {
 		t.Fatalf("MySQL stock %d after refused restocks, want 10", db)
 	}
 

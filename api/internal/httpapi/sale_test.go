@@ -136,13 +136,13 @@ func TestPrices(t *testing.T) {
 	gen := order.NewNumberGenerator()
 	write := func(user int64, act httpapi.ActivityView, qty int) string {
 		t.Helper()
-		a, err := ts.db.Activity(ctx, act.ActivityID)
+		a, err := ts.db.Activities.Activity(ctx, act.ActivityID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ev := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: fmt.Sprintf("k%d", user),
 			UserID: strconv.FormatInt(user, 10), ItemID: a.ItemID, ActivityID: a.ID, Quantity: qty, ReservedAt: time.Now()}
-		out, err := ts.db.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
+		out, err := ts.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
 		if err != nil || out[ev.OrderNo].Status != order.Created {
 			t.Fatalf("fulfil: %+v %v", out, err)
 		}

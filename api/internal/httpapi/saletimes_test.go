@@ -60,7 +60,7 @@ func TestSaleTimesOutOfRangeRefused(t *testing.T) {
 			wantError(t, ts.do(t, ts.url, adminReq("PATCH", path, body)), http.StatusBadRequest, "INVALID_ARGUMENT")
 		}
 	})
-	a, err := ts.db.Activity(ctx, id)
+	a, err := ts.db.Activities.Activity(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func TestSaleOfAnItemKeepsItsLiveLayout(t *testing.T) {
 	// Redis holds nothing of this item, but its sale ended an hour ago: its
 	// reservations and quotas live a day past that.
 	cold := ts.newItem(t, 10)
-	if _, err := ts.db.CreateActivity(context.Background(), order.Activity{ItemID: cold, StartsAt: now.Add(-2 * time.Hour),
+	if _, err := ts.db.Activities.CreateActivity(context.Background(), order.Activity{ItemID: cold, StartsAt: now.Add(-2 * time.Hour),
 		EndsAt: now.Add(-time.Hour), PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestSaleOfAnItemKeepsItsLiveLayout(t *testing.T) {
 	// A sale whose keys are past their life (it ended three days ago) holds
 	// nothing back.
 	old := ts.newItem(t, 10)
-	if _, err := ts.db.CreateActivity(context.Background(), order.Activity{ItemID: old, StartsAt: now.Add(-73 * time.Hour),
+	if _, err := ts.db.Activities.CreateActivity(context.Background(), order.Activity{ItemID: old, StartsAt: now.Add(-73 * time.Hour),
 		EndsAt: now.Add(-72 * time.Hour), PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestSaleSettingsKeysDependOn(t *testing.T) {
 		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 	before := func() (int, time.Time) {
-		a, err := ts.db.Activity(context.Background(), sale)
+		a, err := ts.db.Activities.Activity(context.Background(), sale)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestSaleSettingsKeysDependOn(t *testing.T) {
 	soon := ts.newItem(t, 5)
 	s := activityID(t, ts.createSale(t, ts.url, soon, time.Now().Add(order.SettingsGuard-300*time.Millisecond), ends, 0))
 	wantError(t, ts.patchSale(t, s, `{"per_user_limit":3}`), 409, "ACTIVITY_STARTED")
-	if a, err := ts.db.Activity(context.Background(), s); err != nil || a.PerUserLimit != 1 {
+	if a, err := ts.db.Activities.Activity(context.Background(), s); err != nil || a.PerUserLimit != 1 {
 		t.Fatalf("a change within the guard wrote: %+v %v", a, err)
 	}
 }
@@ -211,7 +211,7 @@ func TestWarmupAfterALaterEnd(t *testing.T) {
 		t.Fatalf("later end before the warm-up: %d %s", r.status, r.body)
 	}
 	r := ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", sale), token: adminToken(t)})
-	warmedAt, err := ts.db.ActivityWarmedAt(context.Background(), sale)
+	warmedAt, err := ts.db.Activities.ActivityWarmedAt(context.Background(), sale)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func newTestServer(t *testing.T, opts ...serviceOption) *testServer {
 // database that publishes through pub.
 func (ts *testServer) service(t *testing.T, pub placing.Publisher) *placing.Service {
 	return &placing.Service{
-		Stock: ts.store, Publisher: pub, Activities: ts.db, Orders: ts.db,
+		Stock: ts.store, Publisher: pub, Activities: ts.db.Activities, Orders: ts.db.Orders,
 		Numbers: order.NewNumberGenerator(), PaymentWindow: 15 * time.Minute,
 		Log: testLogger(t), Now: time.Now,
 	}

@@ -43,12 +43,11 @@ import (
 	"github.com/seckill/seckill/pkg/service/placing"
 )
 
-// DB is MySQL as the drawer uses it (*orderdb.DB).
+// DB is MySQL as the drawer uses it (*orderdb.Draws).
 type DB interface {
 	DrawsDue(ctx context.Context, now time.Time) ([]int64, error)
 	RunDraw(ctx context.Context, activity int64, now time.Time) (orderdb.Drawn, error)
 	DrawnLive(ctx context.Context, now time.Time) ([]int64, error)
-	Activity(ctx context.Context, id int64) (order.Activity, error)
 	Unissued(ctx context.Context, activity int64, limit int) ([]orderdb.Pick, error)
 	WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]orderdb.Pick, error)
 	NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]orderdb.Pick, error)
@@ -57,6 +56,15 @@ type DB interface {
 	Unnumber(ctx context.Context, entryID, no string) error
 	DrawFree(ctx context.Context, activity int64, items []int64) (map[int64]int64, error)
 	ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error)
+}
+
+// Activities reads a drawn sale (*orderdb.Activities).
+type Activities interface {
+	Activity(ctx context.Context, id int64) (order.Activity, error)
+}
+
+// Orders reads an order a pick was numbered for (*orderdb.Orders).
+type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
@@ -73,8 +81,10 @@ type Placing interface {
 
 // Drawer runs the draws and their orders periodically.
 type Drawer struct {
-	DB    DB
-	Stock Stock
+	DB         DB
+	Activities Activities
+	Orders     Orders
+	Stock      Stock
 	// Placing reserves and publishes the picks' orders, as the api's are.
 	Placing Placing
 	// Numbers makes the orders' numbers: the api's signed generator, so
@@ -220,7 +230,7 @@ func (d *Drawer) try(ctx context.Context, a order.Activity, p orderdb.Pick, h *h
 // size whose winners all have their orders, the alternates the free units
 // fit. A pick that fails holds back only what it must (see held).
 func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
-	a, err := d.DB.Activity(ctx, id)
+	a, err := d.Activities.Activity(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -403,7 +413,7 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 // pick is tried again later. A release whose answer was lost is repeated
 // by that retry and finds its work done.
 func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error {
-	o, err := d.DB.Order(ctx, prior)
+	o, err := d.Orders.Order(ctx, prior)
 	if err != nil {
 		return fmt.Errorf("entry %s: read its earlier order %s: %w", p.EntryID, prior, err)
 	}

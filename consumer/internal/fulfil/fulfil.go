@@ -35,11 +35,15 @@ type Stock interface {
 	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
 }
 
-// Orders is MySQL as fulfilment uses it (*orderdb.DB): the activity an
-// event names, the batch's orders, and the stock left for a refusal.
+// Orders is MySQL as fulfilment writes the batch's orders (*orderdb.Orders).
 type Orders interface {
-	Activity(ctx context.Context, id int64) (order.Activity, error)
 	Fulfil(ctx context.Context, reqs []orderdb.Request) (map[string]orderdb.Outcome, error)
+}
+
+// Activities is MySQL as fulfilment reads the activity an event names and
+// the stock left for a refusal (*orderdb.Activities).
+type Activities interface {
+	Activity(ctx context.Context, id int64) (order.Activity, error)
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
 }
 
@@ -54,6 +58,7 @@ type Losses interface {
 type Handler struct {
 	Stock         Stock
 	DB            Orders
+	Activities    Activities
 	PaymentWindow time.Duration
 	Log           *slog.Logger
 	// Losses is told of every order MySQL holds live whose claim found no
@@ -319,5 +324,5 @@ func (p *Handler) now() time.Time {
 }
 
 func (p *Handler) activity(ctx context.Context, id int64) (order.Activity, error) {
-	return p.activities.Get(ctx, id, p.DB.Activity)
+	return p.activities.Get(ctx, id, p.Activities.Activity)
 }

@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
 	return &env{t: t, store: store, rdb: rdb, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
-		handler: &fulfil.Handler{Stock: store, DB: hdb, PaymentWindow: time.Hour,
+		handler: &fulfil.Handler{Stock: store, DB: hdb.Orders, Activities: hdb.Activities, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
@@ -71,17 +71,17 @@ type sale struct {
 func (e *env) newSale(stock int64, limit int) sale {
 	e.t.Helper()
 	ctx := context.Background()
-	it, err := e.db.CreateItem(ctx, "x", stock)
+	it, err := e.db.Activities.CreateItem(ctx, "x", stock)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	act, err := e.db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
+	act, err := e.db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
 		EndsAt: time.Now().Add(time.Hour), PerUserLimit: limit})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := e.store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
-		return e.db.ItemStock(ctx, it.ID)
+		return e.db.Activities.ItemStock(ctx, it.ID)
 	}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func (e *env) state(ev order.Event) stockredis.State {
 // status is the order's status in MySQL, or "" when it has no row.
 func (e *env) status(no string) order.Status {
 	e.t.Helper()
-	o, err := e.db.Order(context.Background(), no)
+	o, err := e.db.Orders.Order(context.Background(), no)
 	if errors.Is(err, order.ErrNotFound) {
 		return ""
 	}
@@ -167,7 +167,7 @@ func (e *env) lockItem(item int64) func() {
 func (e *env) wantStock(item, stock int64) {
 	e.t.Helper()
 	ctx := context.Background()
-	db, err := e.db.ItemStock(ctx, item)
+	db, err := e.db.Activities.ItemStock(ctx, item)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -231,20 +231,20 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}{
 		{"created", func(*env, sale, order.Event) func() { return nil }, fulfil.Created, order.Created},
 		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := e.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
 		}, fulfil.Existing, order.Created},
 		{"out of stock", func(e *env, s sale, _ order.Event) func() {
-			if err := e.db.SetItemStock(ctx, s.item, 0); err != nil {
+			if err := e.db.Activities.SetItemStock(ctx, s.item, 0); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
 		}, fulfil.Failed, order.Failed},
 		{"already purchased", func(e *env, s sale, ev order.Event) func() {
 			other := e.event(s, user, 1)
-			if out, err := e.db.Fulfil(ctx, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+			if out, err := e.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 				out[other.OrderNo].Status != order.Created {
 				e.t.Fatalf("the other order: %+v %v", out, err)
 			}
@@ -254,13 +254,13 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 		// back from an older state: the redelivery finds the reservation
 		// live again while MySQL has the unit back.
 		{"closed and released", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := e.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
-			if tr, err := e.db.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+			if tr, err := e.db.Orders.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 				e.t.Fatalf("close: %+v %v", tr, err)
 			}
-			if err := e.db.MarkReleased(ctx, ev.OrderNo); err != nil {
+			if err := e.db.Orders.MarkReleased(ctx, ev.OrderNo); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
@@ -396,7 +396,7 @@ func TestHandleExactTail(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	s := e.newSale(10, 2)
-	if err := e.db.SetItemStock(ctx, s.item, 5); err != nil {
+	if err := e.db.Activities.SetItemStock(ctx, s.item, 5); err != nil {
 		t.Fatal(err)
 	}
 	batch := []order.Event{e.reserve(s, 1, 2), e.reserve(s, 2, 2), e.reserve(s, 3, 2), e.reserve(s, 4, 1)}
@@ -410,7 +410,7 @@ func TestHandleExactTail(t *testing.T) {
 	if got := e.state(batch[2]); got != stockredis.StateReleased {
 		t.Errorf("refused reservation %s, want RELEASED", got)
 	}
-	o, err := e.db.Order(ctx, batch[2].OrderNo)
+	o, err := e.db.Orders.Order(ctx, batch[2].OrderNo)
 	if err != nil || o.Status != order.Failed || o.FailureReason != order.ReasonOutOfStock {
 		t.Errorf("refused order %+v %v, want FAILED %s", o, err, order.ReasonOutOfStock)
 	}
@@ -476,7 +476,7 @@ func TestHandleReportsOrdersWhoseReservationsRedisLost(t *testing.T) {
 	e := newEnv(t)
 	s := e.newSale(10, 1)
 	l := &losses{err: errors.New("mysql down")}
-	h := &fulfil.Handler{Stock: e.handler.Stock, DB: e.handler.DB, PaymentWindow: e.handler.PaymentWindow, Log: e.handler.Log,
+	h := &fulfil.Handler{Stock: e.handler.Stock, DB: e.handler.DB, Activities: e.handler.Activities, PaymentWindow: e.handler.PaymentWindow, Log: e.handler.Log,
 		Losses: l}
 	kept := e.reserve(s, 1, 1)
 	lost := e.event(s, 2, 1)

@@ -32,11 +32,11 @@ func TestHandleRecordsThePrice(t *testing.T) {
 		{name: "no price", qty: 2},
 	}
 	for i, c := range cases {
-		it, err := e.db.CreatePricedItem(ctx, "priced", 10, c.listPrice)
+		it, err := e.db.Activities.CreatePricedItem(ctx, "priced", 10, c.listPrice)
 		if err != nil {
 			t.Fatal(err)
 		}
-		act, err := e.db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
+		act, err := e.db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
 			EndsAt: time.Now().Add(time.Hour), PerUserLimit: 5, SalePrice: c.salePrice})
 		if err != nil {
 			t.Fatal(err)
@@ -48,7 +48,7 @@ func TestHandleRecordsThePrice(t *testing.T) {
 		if res := e.handler.Handle(ctx, []order.Event{ev}); fulfil.OutcomeOf(res[0]) != fulfil.Created {
 			t.Fatalf("%s: outcome %s (%v), want Created", c.name, fulfil.OutcomeOf(res[0]), res[0].Err)
 		}
-		o, err := e.db.Order(ctx, ev.OrderNo)
+		o, err := e.db.Orders.Order(ctx, ev.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}

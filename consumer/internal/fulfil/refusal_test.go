@@ -35,11 +35,11 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 			ended, cancelled := e.newSale(10, 1), e.newSale(10, 1)
 			before := e.reserve(ended, 1, 1)
 			over := e.reserve(ended, 2, 2) // the instance still had a limit of 2
-			end, err := e.db.EndActivity(ctx, ended.activity, time.Now(), order.EndNow)
+			end, err := e.db.Activities.EndActivity(ctx, ended.activity, time.Now(), order.EndNow)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cancel, err := e.db.EndActivity(ctx, cancelled.activity, time.Now(), order.CancelNow)
+			cancel, err := e.db.Activities.EndActivity(ctx, cancelled.activity, time.Now(), order.CancelNow)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 			afterEnd.ReservedAt, afterCancel.ReservedAt = end.EndsAt, cancel.EndsAt.Add(time.Millisecond)
 			if tc.dbStock >= 0 {
 				for _, s := range []sale{ended, cancelled} {
-					if err := e.db.SetItemStock(ctx, s.item, tc.dbStock); err != nil {
+					if err := e.db.Activities.SetItemStock(ctx, s.item, tc.dbStock); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -76,7 +76,7 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 					t.Errorf("event %d: %s %v, want %s", i, fulfil.OutcomeOf(res[i]), res[i].Err, want[i].out)
 					continue
 				}
-				o, err := e.db.Order(ctx, ev.OrderNo)
+				o, err := e.db.Orders.Order(ctx, ev.OrderNo)
 				if err != nil {
 					t.Fatalf("event %d: %v", i, err)
 				}

@@ -89,7 +89,7 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 	}()
 
 	created := func(nos []string) int {
-		got, err := e.db.Orders(ctx, nos)
+		got, err := e.db.Orders.Orders(ctx, nos)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestStuckPartitionDoesNotStallOthers(t *testing.T) {
 		return created(stuckNos) == len(stuckNos) && done[partOf(stuck.item)] == end[partOf(stuck.item)]
 	})
 	for s, want := range map[sale]int64{stuck: 300 - int64(len(stuckNos)), healthy: 100 - int64(len(healthyNos))} {
-		if st, err := e.db.ItemStock(ctx, s.item); err != nil || st != want {
+		if st, err := e.db.Activities.ItemStock(ctx, s.item); err != nil || st != want {
 			t.Errorf("item %d MySQL stock %d %v, want %d", s.item, st, err, want)
 		}
 	}

@@ -185,7 +185,7 @@ func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
 		// MySQL had less than Redis believed. Read what it has now (after
 		// this batch's orders are confirmed, so they no longer count as in
 		// flight): the releases below cap Redis at it.
-		n, err := p.DB.ItemStock(ctx, item)
+		n, err := p.Activities.ItemStock(ctx, item)
 		if err != nil {
 			for _, j := range b.failed {
 				res[reqIdx[j]] = result(Retry, err)

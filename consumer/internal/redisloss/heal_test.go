@@ -154,16 +154,16 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	store := stockredis.New(rdb, prefix)
 	db := mysqltest.New(t)
 
-	it, err := db.CreateItem(ctx, "sneaker", 10)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	// One buyer's order, all the way through.
@@ -176,7 +176,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
@@ -193,13 +193,14 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		}
 	})
 	repairer := &Repairer{
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: log, Warmer: store, Recheck: 50 * time.Millisecond},
-		Locker:  lock.New(rdb, lock.Options{Prefix: prefix}),
+		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store, Recheck: 50 * time.Millisecond},
+		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
 	}
 	var mu sync.Mutex
 	var passes []bool
 	reg := prometheus.NewRegistry()
-	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db, Every: 20 * time.Millisecond, Log: log,
+	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db.RedisWatches, Every: 20 * time.Millisecond, Log: log,
 		Metrics: metrics.NewHeal(reg),
 		Repair: func(ctx context.Context) (bool, error) {
 			repaired, err := repairer.Repair(ctx)
@@ -329,9 +330,10 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 	store := stockredis.New(rdb, "hr")
 	locker := lock.New(rdb, lock.Options{Prefix: "hr"})
 	repairer := &Repairer{Locker: locker,
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: slog.New(slog.DiscardHandler), Warmer: store}}
+		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Warmer: store}}
 	reg := prometheus.NewRegistry()
-	w := &Watch{Redis: rdb, Marker: MarkerKey("hr"), Record: db, Repair: repairer.Repair, Log: slog.New(slog.DiscardHandler),
+	w := &Watch{Redis: rdb, Marker: MarkerKey("hr"), Record: db.RedisWatches, Repair: repairer.Repair, Log: slog.New(slog.DiscardHandler),
 		Metrics: metrics.NewHeal(reg)}
 	if err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
@@ -375,7 +377,7 @@ func TestWatchReadsEveryClusterMaster(t *testing.T) {
 	var mu sync.Mutex
 	passes := 0
 	reg := prometheus.NewRegistry()
-	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewHeal(reg),
+	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db.RedisWatches, Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewHeal(reg),
 		Repair: func(context.Context) (bool, error) { mu.Lock(); defer mu.Unlock(); passes++; return false, nil }}
 	ids, err := w.readRunIDs(ctx)
 	if err != nil {
@@ -400,7 +402,7 @@ func TestWatchReadsEveryClusterMaster(t *testing.T) {
 		t.Fatalf("%d repair passes with nothing lost", passes)
 	}
 	// A master the record has not seen: as after a failover.
-	rec, err := db.RedisWatch(ctx, w.Marker)
+	rec, err := db.RedisWatches.RedisWatch(ctx, w.Marker)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +418,7 @@ func TestWatchReadsEveryClusterMaster(t *testing.T) {
 		delete(moved, addr)
 		break
 	}
-	if err := db.RecordRedisSeen(ctx, w.Marker, rec.RunIDs, encodeRunIDs(moved), 0); err != nil {
+	if err := db.RedisWatches.RecordRedisSeen(ctx, w.Marker, rec.RunIDs, encodeRunIDs(moved), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Tick(ctx); err != nil {

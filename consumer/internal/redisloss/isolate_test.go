@@ -24,12 +24,12 @@ func TestWatchRepairsTheItemThatLostDataWhileAnotherKeepsFailing(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	f := newFixture(t, rdb, prefix)
-	bad, err := f.db.CreateItem(ctx, "hoodie", 10)
+	bad, err := f.db.Activities.CreateItem(ctx, "hoodie", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := f.db.CreateActivity(ctx, order.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	if _, err := f.db.Activities.CreateActivity(ctx, order.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -48,18 +48,18 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	const prefix = "hl"
 	store := stockredis.New(rdb, prefix)
 	db := mysqltest.New(t)
-	it, err := db.CreateItem(ctx, "sneaker", 10)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1, StockBuckets: buckets})
 	if err != nil {
 		t.Fatal(err)
 	}
 	item := stockredis.One(it.ID)
-	if _, err := store.WarmupFrom(ctx, item, buckets, 2*time.Hour, db.DB); err != nil {
+	if _, err := store.WarmupFrom(ctx, item, buckets, 2*time.Hour, db.Restocks); err != nil {
 		t.Fatal(err)
 	}
 
@@ -71,14 +71,15 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 		}
 	})
 	repairer := &Repairer{
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: log, Warmer: store, Recheck: 50 * time.Millisecond},
-		Locker:  lock.New(rdb, lock.Options{Prefix: prefix}),
+		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store, Recheck: 50 * time.Millisecond},
+		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
 	}
-	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db, Every: 20 * time.Millisecond, Log: log,
+	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db.RedisWatches, Every: 20 * time.Millisecond, Log: log,
 		Metrics: metrics.NewHeal(prometheus.NewRegistry()), Repair: repairer.Repair}
 	// The consumer's handler, wired as consumer/main.go wires it.
-	handler := &fulfil.Handler{Stock: store, DB: db.DB, PaymentWindow: time.Hour, Log: log,
-		Losses: &Reporter{Record: db, Marker: w.Marker}}
+	handler := &fulfil.Handler{Stock: store, DB: db.Orders, Activities: db.Activities, PaymentWindow: time.Hour, Log: log,
+		Losses: &Reporter{Record: db.RedisWatches, Marker: w.Marker}}
 	for range 2 {
 		if err := w.Tick(ctx); err != nil {
 			t.Fatal(err)
@@ -120,7 +121,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	if res[0].Label != string(fulfil.Created) {
 		t.Fatalf("the late event: %q (%v), want created", res[0].Label, res[0].Err)
 	}
-	mysql, err := db.ItemStock(ctx, it.ID)
+	mysql, err := db.Activities.ItemStock(ctx, it.ID)
 	if err != nil || mysql != 9 {
 		t.Fatalf("MySQL stock %d (%v), want 9", mysql, err)
 	}

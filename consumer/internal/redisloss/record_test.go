@@ -89,16 +89,16 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	ctx := context.Background()
 	store := stockredis.New(rdb, prefix)
 	db := mysqltest.New(t)
-	it, err := db.CreateItem(ctx, "sneaker", 10)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	r := stockredis.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: fixtureUser, ItemID: it.ID, ActivityID: act.ID,
@@ -109,7 +109,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
@@ -125,8 +125,9 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	})
 	f := &fixture{t: t, rdb: rdb, prefix: prefix, store: store, db: db, item: it.ID, activity: act.ID, orderNo: r.OrderNo, log: buf}
 	f.repairer = &Repairer{
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: f.logger(), Warmer: store, Recheck: 50 * time.Millisecond},
-		Locker:  lock.New(rdb, lock.Options{Prefix: prefix}),
+		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: f.logger(), Warmer: store, Recheck: 50 * time.Millisecond},
+		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
 	}
 	return f
 }
@@ -140,7 +141,7 @@ func (f *fixture) logger() *slog.Logger {
 // repair.
 func (f *fixture) watch(record Record, repair Repair) (*Watch, *prometheus.Registry) {
 	if record == nil {
-		record = f.db
+		record = f.db.RedisWatches
 	}
 	if repair == nil {
 		repair = f.repairer.Repair
@@ -189,7 +190,7 @@ func (f *fixture) healed(what string) {
 // record reads the fixture's MySQL record.
 func (f *fixture) record() orderdb.RedisWatch {
 	f.t.Helper()
-	rec, err := f.db.RedisWatch(context.Background(), MarkerKey(f.prefix))
+	rec, err := f.db.RedisWatches.RedisWatch(context.Background(), MarkerKey(f.prefix))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestTwoWatchesAtOnce(t *testing.T) {
 
 	f.lose()
 	run(0, func() bool {
-		rec, err := f.db.RedisWatch(context.Background(), MarkerKey(f.prefix))
+		rec, err := f.db.RedisWatches.RedisWatch(context.Background(), MarkerKey(f.prefix))
 		return err == nil && rec.Losses > 0 && rec.Healed == rec.Losses
 	})
 	f.healed("after the loss")
@@ -422,7 +423,7 @@ func TestWatchLostAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { via.Close() })
-	w, reg := f.watch(via, nil)
+	w, reg := f.watch(via.RedisWatches, nil)
 	if err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

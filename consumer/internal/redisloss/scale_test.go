@@ -26,16 +26,16 @@ func TestWatchHealsAnItemWithSeventyThousandLiveOrders(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	f := newFixture(t, rdb, prefix)
-	big, err := f.db.CreateItem(ctx, "coupon", n+spare)
+	big, err := f.db.Activities.CreateItem(ctx, "coupon", n+spare)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := f.db.CreateActivity(ctx, order.Activity{ItemID: big.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	act, err := f.db.Activities.CreateActivity(ctx, order.Activity{ItemID: big.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if act, err = f.db.Activity(ctx, act.ID); err != nil {
+	if act, err = f.db.Activities.Activity(ctx, act.ID); err != nil {
 		t.Fatal(err)
 	}
 	bought, err := f.db.SeedLive(ctx, act, n)

@@ -70,7 +70,7 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 	counted := &roundTrips{}
 	rdb.AddHook(counted)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sw := &sweep.Sweeper{Stock: stockredis.New(rdb, p.Prefix), DB: p.DB.DB, Publisher: pub, After: after, Log: log,
+	sw := &sweep.Sweeper{Stock: stockredis.New(rdb, p.Prefix), DB: p.DB.Orders, Publisher: pub, After: after, Log: log,
 		Locker: lock.New(rdb, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-idle"})}
 
 	counted.n.Store(0)

@@ -49,7 +49,7 @@ func TestSweepOnce(t *testing.T) {
 			sweep.Stats{Republished: 1}, stockredis.StateClaimed, 1, false},
 		{"created in MySQL, claimed", 2 * after, func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 			claim(t, p, ev)
-			if _, err := p.DB.Fulfil(context.Background(), []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := p.DB.Orders.Fulfil(context.Background(), []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 		}, sweep.Stats{Confirmed: 1}, stockredis.StateConfirmed, 0, false},
@@ -78,7 +78,7 @@ func TestSweepOnce(t *testing.T) {
 			pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
 			defer pub.Close()
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.DB, Publisher: pub, After: after, Log: log,
+			sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.Orders, Publisher: pub, After: after, Log: log,
 				Locker: lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
 
 			st, err := sw.SweepOnce(ctx)
@@ -106,7 +106,7 @@ func TestSweepOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if db, err := p.DB.ItemStock(ctx, ev.ItemID); err != nil || snap.Stock+snap.Inflight != db {
+			if db, err := p.DB.Activities.ItemStock(ctx, ev.ItemID); err != nil || snap.Stock+snap.Inflight != db {
 				t.Errorf("Redis stock %d + in flight %d != MySQL stock %d (%v)", snap.Stock, snap.Inflight, db, err)
 			}
 		})
@@ -116,13 +116,13 @@ func TestSweepOnce(t *testing.T) {
 func closedAndReleased(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if tr, err := p.DB.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := p.DB.Orders.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
-	if err := p.DB.MarkReleased(ctx, ev.OrderNo); err != nil {
+	if err := p.DB.Orders.MarkReleased(ctx, ev.OrderNo); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -137,7 +137,7 @@ func claim(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 func abandon(reason string) func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	return func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 		t.Helper()
-		if o, err := p.DB.Abandon(context.Background(), ev, reason); err != nil || o.Status != order.Failed {
+		if o, err := p.DB.Orders.Abandon(context.Background(), ev, reason); err != nil || o.Status != order.Failed {
 			t.Fatalf("abandon: %+v %v", o, err)
 		}
 	}
@@ -160,7 +160,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	republish := p.ReserveEventAt(s, 2, 1, "k2", ago.Add(time.Second))
 	created := p.ReserveEventAt(s, 3, 1, "k3", ago.Add(2*time.Second))
 	claim(t, p, created)
-	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)
@@ -177,7 +177,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
 	defer pub.Close()
 	logBuf := &logstest.Buffer{}
-	sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.DB, Publisher: pub, After: after, Log: slog.New(slog.NewJSONHandler(logBuf, nil)),
+	sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.Orders, Publisher: pub, After: after, Log: slog.New(slog.NewJSONHandler(logBuf, nil)),
 		Locker: lock.New(rdb, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
 
 	st, err := sw.SweepOnce(ctx)

@@ -34,7 +34,7 @@ func TestOneCloserAtATime(t *testing.T) {
 	db := mysqltest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: db.DB, Stock: stockredis.New(rdb, prefix), Log: log},
+		Lifecycle: &lifecycle.Service{DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix), Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-a"}),
 		Log:       log,
 	}
@@ -63,7 +63,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	s := p.NewSale(10, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: p.DB.DB, Stock: p.Store, Log: log},
+		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
@@ -73,7 +73,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if _, err := p.Store.Claim(ctx, stockredis.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{
+	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{
 		{Event: expired, PayDeadline: time.Now().Add(-time.Second)},
 		{Event: live, PayDeadline: time.Now().Add(time.Hour)},
 	}); err != nil {
@@ -90,11 +90,11 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 		t.Fatalf("second pass: %+v %v, want nothing", st, err)
 	}
 	for no, want := range map[string]order.Status{expired.OrderNo: order.Closed, live.OrderNo: order.Created} {
-		if o, err := p.DB.Order(ctx, no); err != nil || o.Status != want {
+		if o, err := p.DB.Orders.Order(ctx, no); err != nil || o.Status != want {
 			t.Errorf("order %s: %+v %v, want %s", no, o, err, want)
 		}
 	}
-	db, err := p.DB.ItemStock(ctx, s.ItemID)
+	db, err := p.DB.Activities.ItemStock(ctx, s.ItemID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	logBuf := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: p.DB.DB, Stock: p.Store, Log: log},
+		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
@@ -146,7 +146,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline = deadline.Add(time.Second)
-		if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
+		if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Store.Confirm(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
@@ -159,7 +159,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	// The last two were closed in MySQL a minute ago by a process that died
 	// before the Redis release.
 	for _, e := range []order.Event{unreleasable, releasable} {
-		if _, err := p.DB.CloseOrder(ctx, "", e.OrderNo, order.ReasonPaymentTimeout); err != nil {
+		if _, err := p.DB.Orders.CloseOrder(ctx, "", e.OrderNo, order.ReasonPaymentTimeout); err != nil {
 			t.Fatal(err)
 		}
 		exec("UPDATE orders SET updated_at = NOW(3) - INTERVAL 1 MINUTE WHERE order_no = ?", e.OrderNo)
@@ -179,7 +179,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	}
 	status := func(e order.Event) (order.Status, bool) {
 		t.Helper()
-		o, err := p.DB.Order(ctx, e.OrderNo)
+		o, err := p.DB.Orders.Order(ctx, e.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 		_, r2 := status(unreleasable)
 		return s1 == order.Closed && r1 && r2
 	})
-	if n, err := p.DB.ItemStock(ctx, bad.ItemID); err != nil || n != 10 {
+	if n, err := p.DB.Activities.ItemStock(ctx, bad.ItemID); err != nil || n != 10 {
 		t.Fatalf("MySQL stock of the unclosable order's item: %d %v, want 10", n, err)
 	}
 }

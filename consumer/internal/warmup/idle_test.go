@@ -30,7 +30,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := db.OneSession(t)
-	s := &warmup.Scheduler{DB: session, Sales: &sales.Service{Sales: session, Warmups: session, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: session.Activities, Sales: &sales.Service{Sales: session.Activities, Warmups: session.Activities, Restocks: session.Restocks, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-idle"})}
 	var warmed []int64
 	read := mysqltest.RowsRead(t, session, func() {
@@ -58,19 +58,19 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 	starts := time.Now().Add(time.Minute)
 	var due []order.Activity
 	for i := range 250 {
-		it, err := db.CreateItem(ctx, "sneaker", int64(i+1))
+		it, err := db.Activities.CreateItem(ctx, "sneaker", int64(i+1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Some share a start, so the pages part within one starts_at.
-		a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts.Add(time.Duration(i/7) * time.Millisecond),
+		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts.Add(time.Duration(i/7) * time.Millisecond),
 			EndsAt: starts.Add(time.Hour), PerUserLimit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		due = append(due, a)
 	}
-	s := &warmup.Scheduler{DB: db.DB, Sales: &sales.Service{Sales: db.DB, Warmups: db.DB, Stock: store}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-pages"})}
 	warmed, err := s.Once(ctx)
 	if err != nil {

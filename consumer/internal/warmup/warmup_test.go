@@ -35,11 +35,11 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	store := stockredis.New(rdb, prefix)
 	const lead = time.Second
 	newSale := func(stock int64, starts time.Time, buckets int) order.Activity {
-		it, err := db.CreateItem(ctx, "sneaker", stock)
+		it, err := db.Activities.CreateItem(ctx, "sneaker", stock)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(time.Hour),
+		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(time.Hour),
 			PerUserLimit: 1, StockBuckets: buckets})
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +56,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, name := range []string{"consumer-a", "consumer-b"} {
-		s := &warmup.Scheduler{DB: db.DB, Sales: &sales.Service{Sales: db.DB, Warmups: db.DB, Stock: store}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
+		s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
 			Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: name})}
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Run(runCtx) }()
@@ -103,7 +103,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		at, err := db.ActivityWarmedAt(ctx, c.a.ID)
+		at, err := db.Activities.ActivityWarmedAt(ctx, c.a.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,8 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 			t.Errorf("activity %d: Redis %+v, warmed_at %v; want warmed %v with stock %d", c.a.ID, snap, at, c.warmed, c.stock)
 		}
 	}
-	checker := &reconcile.Checker{Stock: store.Reconciler(), DB: db.DB, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond}
+	checker := &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond}
 	targets, err := checker.Targets(ctx, reconcile.Selection{Items: []int64{soon.ItemID, bucketed.ItemID}})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestWarmupWaitsForTheLock(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
-	s := &warmup.Scheduler{DB: db.DB, Sales: &sales.Service{Sales: db.DB, Warmups: db.DB, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "a"})}
 	other, err := lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "b"}).TryLock(ctx, warmup.LockName)
 	if err != nil {

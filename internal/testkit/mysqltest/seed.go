@@ -26,7 +26,7 @@ func (d *DB) SeedLive(ctx context.Context, a order.Activity, n int) ([]order.Eve
 			all = append(all, e)
 			reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(time.Hour)})
 		}
-		out, err := d.Fulfil(ctx, reqs)
+		out, err := d.Orders.Fulfil(ctx, reqs)
 		if err != nil {
 			return nil, err
 		}

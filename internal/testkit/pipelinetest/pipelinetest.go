@@ -537,17 +537,17 @@ func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
 	t := p.t
 	t.Helper()
 	ctx := context.Background()
-	it, err := p.DB.CreateItem(ctx, "test item", stock)
+	it, err := p.DB.Activities.CreateItem(ctx, "test item", stock)
 	if err != nil {
 		t.Fatalf("create item: %v", err)
 	}
 	now := time.Now().UTC()
-	act, err := p.DB.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
+	act, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
 		EndsAt: now.Add(time.Hour), PerUserLimit: max(perUserLimit, 1)})
 	if err != nil {
 		t.Fatalf("create activity: %v", err)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB); err != nil {
+	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatalf("warmup: %v", err)
 	}
 	return Sale{ItemID: it.ID, ActivityID: act.ID, Stock: stock}
@@ -654,7 +654,7 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 	var got map[string]order.Order
 	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: %d accepted orders to be final", len(nos)), func() bool {
 		var err error
-		got, err = p.DB.Orders(context.Background(), nos)
+		got, err = p.DB.Orders.Orders(context.Background(), nos)
 		return err == nil && len(got) == len(nos)
 	})
 	return got

@@ -64,12 +64,12 @@ var errEntered = errors.New("already entered")
 // froze (entries_close_at, or the draw ran), before the sale started
 // (MySQL's starts_at) or after it ended (MySQL's ends_at, an end or a
 // cancel included) is order.ErrActivityNotActive.
-func (db *DB) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
+func (s *Draws) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 	var b [draw.EntryIDLen / 2]byte
 	_, _ = rand.Read(b[:])
 	row := entryRow{EntryID: hex.EncodeToString(b[:]), ActivityID: e.ActivityID, UserID: e.UserID, ItemID: e.ItemID,
 		Quantity: e.Quantity, CreatedAt: e.At.UTC()}
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			if duplicateKey(err) != "" {
 				return errEntered
@@ -100,7 +100,7 @@ func (db *DB) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 	})
 	switch {
 	case errors.Is(err, errEntered):
-		got, err := db.EntryOf(ctx, e.ActivityID, e.UserID)
+		got, err := s.EntryOf(ctx, e.ActivityID, e.UserID)
 		return got, false, err
 	case err != nil:
 		return Entry{}, false, wrap("enter draw", err)
@@ -115,7 +115,7 @@ func (r entryRow) entry() Entry {
 
 // EntryOf returns the buyer's entry in the sale with its outcome,
 // order.ErrNotFound if they have none.
-func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, error) {
+func (s *Draws) EntryOf(ctx context.Context, activity int64, user string) (Entry, error) {
 	var row struct {
 		Entry     entryRow `gorm:"embedded"`
 		DrawRank  *int
@@ -126,7 +126,7 @@ func (db *DB) EntryOf(ctx context.Context, activity int64, user string) (Entry, 
 		// OrderStatus is the status of the order MySQL holds for OrderNo.
 		OrderStatus *string
 	}
-	tx := db.gdb.WithContext(ctx)
+	tx := s.gdb.WithContext(ctx)
 	err := tx.Table("draw_entries").
 		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.alternate, draw_results.order_no, draw_results.issued, orders.status AS order_status").
 		Joins("LEFT JOIN draw_results ON draw_results.entry_id = draw_entries.entry_id").

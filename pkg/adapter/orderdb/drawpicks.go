@@ -35,20 +35,20 @@ func picks(q *gorm.DB, op string) ([]Pick, error) {
 
 // Unissued lists the sale's entries numbered for an order whose event is
 // not known to have reached Kafka, in ranking order.
-func (db *DB) Unissued(ctx context.Context, activity int64, limit int) ([]Pick, error) {
-	return picks(db.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND order_no IS NOT NULL AND issued = 0", activity).Limit(limit), "list unissued picks")
+func (s *Draws) Unissued(ctx context.Context, activity int64, limit int) ([]Pick, error) {
+	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND order_no IS NOT NULL AND issued = 0", activity).Limit(limit), "list unissued picks")
 }
 
 // WinnersWithoutOrders lists the sale's winners not yet numbered for an
 // order, in ranking order.
-func (db *DB) WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]Pick, error) {
-	return picks(db.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND outcome = ? AND order_no IS NULL", activity, draw.Won).Limit(limit), "list winners")
+func (s *Draws) WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]Pick, error) {
+	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND outcome = ? AND order_no IS NULL", activity, draw.Won).Limit(limit), "list winners")
 }
 
 // NextAlternates lists the first alternates of the size without an order
 // whose quantity is at most most, in ranking order.
-func (db *DB) NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]Pick, error) {
-	return picks(db.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ?",
+func (s *Draws) NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]Pick, error) {
+	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ?",
 		activity, item, draw.Alternate, most).Limit(limit), "list alternates")
 }
 
@@ -56,8 +56,8 @@ func (db *DB) NextAlternates(ctx context.Context, activity, item int64, most int
 // returns the number it has: no, or the one an earlier run gave it (its
 // answer lost, or another process's). The number is set before the order
 // is reserved, so an entry never has two orders.
-func (db *DB) NumberPick(ctx context.Context, entryID, no string) (string, error) {
-	tx := db.gdb.WithContext(ctx)
+func (s *Draws) NumberPick(ctx context.Context, entryID, no string) (string, error) {
+	tx := s.gdb.WithContext(ctx)
 	if err := tx.Model(&resultRow{}).Where("entry_id = ? AND order_no IS NULL", entryID).UpdateColumn("order_no", no).Error; err != nil {
 		return "", wrap("number pick", err)
 	}
@@ -72,16 +72,16 @@ func (db *DB) NumberPick(ctx context.Context, entryID, no string) (string, error
 }
 
 // MarkIssued records that the event of the entry's order no reached Kafka.
-func (db *DB) MarkIssued(ctx context.Context, entryID, no string) error {
-	err := db.gdb.WithContext(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ?", entryID, no).UpdateColumn("issued", true).Error
+func (s *Draws) MarkIssued(ctx context.Context, entryID, no string) error {
+	err := s.gdb.WithContext(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ?", entryID, no).UpdateColumn("issued", true).Error
 	return wrap("mark pick issued", err)
 }
 
 // Unnumber takes the number no back from an alternate whose order Redis
 // refused (the units it was promoted for went to another): it waits for
 // the next units again, in its place.
-func (db *DB) Unnumber(ctx context.Context, entryID, no string) error {
-	err := db.gdb.WithContext(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ? AND issued = 0 AND outcome = ?", entryID, no, draw.Alternate).
+func (s *Draws) Unnumber(ctx context.Context, entryID, no string) error {
+	err := s.gdb.WithContext(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ? AND issued = 0 AND outcome = ?", entryID, no, draw.Alternate).
 		UpdateColumn("order_no", nil).Error
 	return wrap("unnumber pick", err)
 }
@@ -95,14 +95,14 @@ func (db *DB) Unnumber(ctx context.Context, entryID, no string) error {
 // were made, which the heal has not checked yet) gives alternates
 // nothing. A draw sale takes no order but its picks', so this is every
 // unit of the size not held by an order.
-func (db *DB) DrawFree(ctx context.Context, activity int64, items []int64) (map[int64]int64, error) {
+func (s *Draws) DrawFree(ctx context.Context, activity int64, items []int64) (map[int64]int64, error) {
 	var rows []struct {
 		ItemID int64
 		Free   int64
 	}
 	// The outcomes named so that idx_draw_results_size reads only the
 	// numbered picks of each size, not the whole ranking.
-	err := db.gdb.WithContext(ctx).Raw(`SELECT s.item_id, s.stock - COALESCE((SELECT SUM(r.quantity) FROM draw_results r
+	err := s.gdb.WithContext(ctx).Raw(`SELECT s.item_id, s.stock - COALESCE((SELECT SUM(r.quantity) FROM draw_results r
 		WHERE r.activity_id = ? AND r.item_id = s.item_id AND r.outcome IN ? AND r.order_no IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = r.order_no)), 0) AS free
 		FROM item_stock s WHERE s.item_id IN ?`, activity, []string{draw.Won, draw.Alternate}, nonEmpty(items)).Scan(&rows).Error
@@ -125,8 +125,8 @@ func (db *DB) DrawFree(ctx context.Context, activity int64, items []int64) (map[
 // nothing (the drawer runs it every pass), then takes each number back
 // only while the entry still has it; FAILED is final, so a retry after a
 // lost answer finds nothing more to do. It returns how many it took back.
-func (db *DB) ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error) {
-	g := db.gdb.WithContext(ctx)
+func (s *Draws) ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error) {
+	g := s.gdb.WithContext(ctx)
 	var failed []struct {
 		EntryID string
 		OrderNo string

@@ -110,17 +110,17 @@ type DrawSummary struct {
 
 // DrawSummary reads the sale's draw; order.ErrNotFound for a sale that is
 // not a draw.
-func (db *DB) DrawSummary(ctx context.Context, activity int64) (DrawSummary, error) {
+func (s *Draws) DrawSummary(ctx context.Context, activity int64) (DrawSummary, error) {
 	var row drawRow
-	err := db.gdb.WithContext(ctx).Select("state", "entries").Where("activity_id = ?", activity).Take(&row).Error
+	err := s.gdb.WithContext(ctx).Select("state", "entries").Where("activity_id = ?", activity).Take(&row).Error
 	return DrawSummary{State: row.State, Entries: row.Entries}, wrap("read draw", err)
 }
 
 // DrawsDue lists the draw sales to draw at now: entries closed, not drawn,
 // the sale neither ended nor cancelled.
-func (db *DB) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
+func (s *Draws) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
-	err := db.gdb.WithContext(ctx).Table("activity_draws").Select("activity_draws.activity_id").
+	err := s.gdb.WithContext(ctx).Table("activity_draws").Select("activity_draws.activity_id").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").
 		Where("activity_draws.state = ? AND activity_draws.entries_close_at <= ? AND activities.ends_at > ? AND activities.cancelled_at IS NULL",
 			draw.StateOpen, now.UTC(), now.UTC()).
@@ -130,9 +130,9 @@ func (db *DB) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
 
 // DrawnLive lists the drawn sales still on at now: their winners and
 // alternates are given orders.
-func (db *DB) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
+func (s *Draws) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
-	err := db.gdb.WithContext(ctx).Table("activity_draws").Select("activity_draws.activity_id").
+	err := s.gdb.WithContext(ctx).Table("activity_draws").Select("activity_draws.activity_id").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").
 		Where("activity_draws.state = ? AND activities.ends_at > ? AND activities.cancelled_at IS NULL", draw.StateDrawn, now.UTC()).
 		Order("activity_draws.activity_id").Limit(1000).Pluck("activity_draws.activity_id", &ids).Error
@@ -157,9 +157,9 @@ const resultBatch = 1000
 // lost answer leaves it all or nothing, and a second run finds it DRAWN;
 // the ranking depends on the seed and the list alone, so a run again after
 // a rollback draws the same.
-func (db *DB) RunDraw(ctx context.Context, activity int64, now time.Time) (Drawn, error) {
+func (s *Draws) RunDraw(ctx context.Context, activity int64, now time.Time) (Drawn, error) {
 	var out Drawn
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var d drawRow
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", activity).Take(&d).Error; err != nil {
 			return err
@@ -256,8 +256,8 @@ func drawStock(tx *gorm.DB, items []int64) ([]draw.Size, map[int64]int64, error)
 // DrawRecord is the sale's draw as published: the commitment always, and
 // once drawn the seed, the digest, the sizes' stock at the draw and every
 // entry in ranking order. order.ErrNotFound for a sale that is not a draw.
-func (db *DB) DrawRecord(ctx context.Context, activity int64) (draw.Record, error) {
-	tx := db.gdb.WithContext(ctx)
+func (s *Draws) DrawRecord(ctx context.Context, activity int64) (draw.Record, error) {
+	tx := s.gdb.WithContext(ctx)
 	var d drawRow
 	if err := tx.Where("activity_id = ?", activity).Take(&d).Error; err != nil {
 		return draw.Record{}, wrap("read draw", err)
@@ -334,8 +334,8 @@ var recordPage = 10_000
 
 // DrawSales lists the draw sales that end after endsAfter, or the ones
 // of ids among them when ids is not nil.
-func (db *DB) DrawSales(ctx context.Context, endsAfter time.Time, ids []int64) ([]int64, error) {
-	q := db.gdb.WithContext(ctx).Table("activity_draws").
+func (s *Draws) DrawSales(ctx context.Context, endsAfter time.Time, ids []int64) ([]int64, error) {
+	q := s.gdb.WithContext(ctx).Table("activity_draws").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").Where("activities.ends_at > ?", endsAfter.UTC())
 	if ids != nil {
 		q = q.Where("activity_draws.activity_id IN ?", nonEmpty(ids))
@@ -360,9 +360,9 @@ type DrawAudit struct {
 }
 
 // DrawAudit reads the audit of the sale's draw.
-func (db *DB) DrawAudit(ctx context.Context, activity int64) (DrawAudit, error) {
+func (s *Draws) DrawAudit(ctx context.Context, activity int64) (DrawAudit, error) {
 	var a DrawAudit
-	g := db.gdb.WithContext(ctx)
+	g := s.gdb.WithContext(ctx)
 	err := g.Raw(`SELECT COALESCE(SUM(order_no IS NOT NULL), 0) AS numbered, COALESCE(SUM(issued), 0) AS issued,
 		COALESCE(SUM(outcome = ? AND order_no IS NOT NULL), 0) AS promoted,
 		COALESCE(SUM(issued = 1 AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = draw_results.order_no)), 0) AS missing

@@ -23,14 +23,14 @@ func drawSale(t *testing.T, db *mysqltest.DB, closes time.Time, stocks ...int64)
 	ctx := context.Background()
 	var items []order.SaleItem
 	for i, n := range stocks {
-		it, err := db.CreateItem(ctx, "sneaker", n)
+		it, err := db.Activities.CreateItem(ctx, "sneaker", n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		items = append(items, order.SaleItem{ItemID: it.ID, Label: "size " + strconv.Itoa(i+1)})
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	a, err := db.CreateActivity(ctx, order.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
+	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
 		EndsAt: now.Add(time.Hour), PerUserLimit: 2, Draw: order.Draw{EntriesCloseAt: closes.UTC().Truncate(time.Millisecond), Seed: draw.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
@@ -43,14 +43,14 @@ func TestDrawSaleReadsBack(t *testing.T) {
 	db := mysqltest.New(t)
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 3, 4)
-	got, err := db.Activity(context.Background(), a.ID)
+	got, err := db.Activities.Activity(context.Background(), a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !got.Draw.EntriesCloseAt.Equal(closes) || got.Draw.Seed != a.Draw.Seed || got.Mode() != order.ModeDraw || len(got.Items) != 2 {
 		t.Fatalf("read back %+v, want the draw closing at %v with its seed", got.Draw, closes)
 	}
-	sum, err := db.DrawSummary(context.Background(), a.ID)
+	sum, err := db.Draws.DrawSummary(context.Background(), a.ID)
 	if err != nil || sum.State != draw.StateOpen || sum.Entries != 0 {
 		t.Fatalf("summary %+v, %v", sum, err)
 	}
@@ -82,7 +82,7 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 				u := next.Add(1)
 				// The api's clock says the entries are still open; the
 				// draw's, that they closed: the lock decides.
-				_, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.FormatInt(u, 10),
+				_, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.FormatInt(u, 10),
 					ItemID: a.Items[u%3].ItemID, Quantity: 1 + int(u%2), At: closes.Add(-time.Millisecond)})
 				switch {
 				case errors.Is(err, order.ErrActivityNotActive):
@@ -100,7 +100,7 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	res, err := db.RunDraw(ctx, a.ID, closes)
+	res, err := db.Draws.RunDraw(ctx, a.ID, closes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +114,11 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 	g := db.Gorm()
 	g.Raw("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", a.ID).Scan(&inTable)
 	g.Raw("SELECT COUNT(*) FROM draw_results WHERE activity_id = ?", a.ID).Scan(&inRanking)
-	sum, _ := db.DrawSummary(ctx, a.ID)
+	sum, _ := db.Draws.DrawSummary(ctx, a.ID)
 	if inTable != accepted.Load() || inRanking != inTable || sum.Entries != inTable || sum.State != draw.StateDrawn {
 		t.Fatalf("entries: %d accepted, %d in the table, %d ranked, %d counted (%s)", accepted.Load(), inTable, inRanking, sum.Entries, sum.State)
 	}
-	rec, err := db.DrawRecord(ctx, a.ID)
+	rec, err := db.Draws.DrawRecord(ctx, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 		}
 	}
 	// Drawn once: another run does nothing.
-	if again, err := db.RunDraw(ctx, a.ID, closes.Add(time.Second)); err != nil || again.Ran {
+	if again, err := db.Draws.RunDraw(ctx, a.ID, closes.Add(time.Second)); err != nil || again.Ran {
 		t.Fatalf("a second draw: %+v, %v", again, err)
 	}
 }
@@ -150,20 +150,20 @@ func TestDrawRunsOnlyWhenDue(t *testing.T) {
 	ctx := context.Background()
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 2)
-	if res, err := db.RunDraw(ctx, a.ID, closes.Add(-time.Millisecond)); err != nil || res.Ran {
+	if res, err := db.Draws.RunDraw(ctx, a.ID, closes.Add(-time.Millisecond)); err != nil || res.Ran {
 		t.Fatalf("a draw before its close: %+v, %v", res, err)
 	}
-	due, err := db.DrawsDue(ctx, closes)
+	due, err := db.Draws.DrawsDue(ctx, closes)
 	if err != nil || len(due) != 1 || due[0] != a.ID {
 		t.Fatalf("due at the close: %v, %v", due, err)
 	}
-	if _, err := db.EndActivity(ctx, a.ID, time.Now(), order.CancelNow); err != nil {
+	if _, err := db.Activities.EndActivity(ctx, a.ID, time.Now(), order.CancelNow); err != nil {
 		t.Fatal(err)
 	}
-	if due, err := db.DrawsDue(ctx, closes); err != nil || len(due) != 0 {
+	if due, err := db.Draws.DrawsDue(ctx, closes); err != nil || len(due) != 0 {
 		t.Fatalf("a cancelled sale is still due: %v, %v", due, err)
 	}
-	if res, err := db.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
+	if res, err := db.Draws.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
 		t.Fatalf("a cancelled sale drawn: %+v, %v", res, err)
 	}
 }
@@ -176,14 +176,14 @@ func TestEnterAfterTheSaleEndedIsRefused(t *testing.T) {
 	ctx := context.Background()
 	for _, how := range []order.Ending{order.EndNow, order.CancelNow} {
 		a := drawSale(t, db, time.Now().Add(time.Minute), 2)
-		if _, err := db.EndActivity(ctx, a.ID, time.Now(), how); err != nil {
+		if _, err := db.Activities.EndActivity(ctx, a.ID, time.Now(), how); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "late", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
+		_, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "late", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
 		if !errors.Is(err, order.ErrActivityNotActive) {
 			t.Fatalf("an entry after the sale ended (ending %v): %v, want ErrActivityNotActive", how, err)
 		}
-		if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 0 {
+		if sum, _ := db.Draws.DrawSummary(ctx, a.ID); sum.Entries != 0 {
 			t.Fatalf("%d entries counted after the end", sum.Entries)
 		}
 	}
@@ -197,19 +197,19 @@ func TestEnterTwiceKeepsTheFirstEntry(t *testing.T) {
 	ctx := context.Background()
 	a := drawSale(t, db, time.Now().Add(time.Minute), 2, 2)
 	now := time.Now()
-	first, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[0].ItemID, Quantity: 1, At: now})
+	first, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[0].ItemID, Quantity: 1, At: now})
 	if err != nil || !created || !draw.ValidEntryID(first.ID) {
 		t.Fatalf("first entry: %+v %v %v", first, created, err)
 	}
-	again, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[1].ItemID, Quantity: 2, At: now})
+	again, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[1].ItemID, Quantity: 2, At: now})
 	if err != nil || created || again.ID != first.ID || again.ItemID != first.ItemID || again.Quantity != 1 {
 		t.Fatalf("entering again: %+v %v %v; first %+v", again, created, err, first)
 	}
-	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 1 {
+	if sum, _ := db.Draws.DrawSummary(ctx, a.ID); sum.Entries != 1 {
 		t.Fatalf("%d entries counted, want 1", sum.Entries)
 	}
 	// Buyer ids compare byte for byte: "Ann" is not "ann".
-	other, created, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "Ann", ItemID: a.Items[1].ItemID, Quantity: 1, At: now})
+	other, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "Ann", ItemID: a.Items[1].ItemID, Quantity: 1, At: now})
 	if err != nil || !created || other.ID == first.ID {
 		t.Fatalf("another buyer whose id differs in case: %+v %v %v", other, created, err)
 	}
@@ -225,15 +225,15 @@ func TestEnterLostCommitRetryFindsIt(t *testing.T) {
 	a := drawSale(t, db, time.Now().Add(time.Minute), 2)
 	e := orderdb.NewEntry{ActivityID: a.ID, UserID: "bo", ItemID: a.ItemID, Quantity: 1, At: time.Now()}
 	cutCommit(p)
-	if _, _, err := via.Enter(ctx, e); err == nil {
+	if _, _, err := via.Draws.Enter(ctx, e); err == nil {
 		t.Fatal("the entry's answer was cut, yet Enter returned no error")
 	}
 	waitCutOver(t, via)
-	got, created, err := via.Enter(ctx, e)
+	got, created, err := via.Draws.Enter(ctx, e)
 	if err != nil || created {
 		t.Fatalf("retry: %+v created %v, %v; want the entry the lost commit made", got, created, err)
 	}
-	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 1 {
+	if sum, _ := db.Draws.DrawSummary(ctx, a.ID); sum.Entries != 1 {
 		t.Fatalf("%d entries counted, want 1", sum.Entries)
 	}
 }
@@ -248,19 +248,19 @@ func TestRunDrawLostCommitDrawsOnce(t *testing.T) {
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 3)
 	for u := range 12 {
-		if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cutCommit(p)
-	if _, err := via.RunDraw(ctx, a.ID, closes); err == nil {
+	if _, err := via.Draws.RunDraw(ctx, a.ID, closes); err == nil {
 		t.Fatal("the draw's answer was cut, yet RunDraw returned no error")
 	}
 	waitCutOver(t, via)
-	if res, err := via.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
+	if res, err := via.Draws.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
 		t.Fatalf("the run after the lost commit: %+v, %v; want nothing left to draw", res, err)
 	}
-	rec, err := db.DrawRecord(ctx, a.ID)
+	rec, err := db.Draws.DrawRecord(ctx, a.ID)
 	if err != nil || len(rec.Entries) != 12 {
 		t.Fatalf("record of %d entries, %v", len(rec.Entries), err)
 	}
@@ -278,51 +278,51 @@ func TestNumberPickKeepsTheFirstNumber(t *testing.T) {
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 1)
 	for _, u := range []string{"a", "b", "c"} {
-		if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: u, ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: u, ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.RunDraw(ctx, a.ID, closes); err != nil {
+	if _, err := db.Draws.RunDraw(ctx, a.ID, closes); err != nil {
 		t.Fatal(err)
 	}
-	winners, err := db.WinnersWithoutOrders(ctx, a.ID, 10)
+	winners, err := db.Draws.WinnersWithoutOrders(ctx, a.ID, 10)
 	if err != nil || len(winners) != 1 {
 		t.Fatalf("winners %+v, %v", winners, err)
 	}
 	w := winners[0]
-	if no, err := db.NumberPick(ctx, w.EntryID, "n1"); err != nil || no != "n1" {
+	if no, err := db.Draws.NumberPick(ctx, w.EntryID, "n1"); err != nil || no != "n1" {
 		t.Fatalf("first number: %q %v", no, err)
 	}
-	if no, err := db.NumberPick(ctx, w.EntryID, "n2"); err != nil || no != "n1" {
+	if no, err := db.Draws.NumberPick(ctx, w.EntryID, "n2"); err != nil || no != "n1" {
 		t.Fatalf("second number: %q %v, want the first kept", no, err)
 	}
-	if err := db.Unnumber(ctx, w.EntryID, "n1"); err != nil {
+	if err := db.Draws.Unnumber(ctx, w.EntryID, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if un, _ := db.Unissued(ctx, a.ID, 10); len(un) != 1 || un[0].OrderNo != "n1" {
+	if un, _ := db.Draws.Unissued(ctx, a.ID, 10); len(un) != 1 || un[0].OrderNo != "n1" {
 		t.Fatalf("a winner's number was taken back: %+v", un)
 	}
-	alts, err := db.NextAlternates(ctx, a.ID, a.ItemID, 1, 10)
+	alts, err := db.Draws.NextAlternates(ctx, a.ID, a.ItemID, 1, 10)
 	if err != nil || len(alts) != 2 || alts[0].Rank > alts[1].Rank {
 		t.Fatalf("alternates %+v, %v", alts, err)
 	}
-	if _, err := db.NumberPick(ctx, alts[0].EntryID, "n3"); err != nil {
+	if _, err := db.Draws.NumberPick(ctx, alts[0].EntryID, "n3"); err != nil {
 		t.Fatal(err)
 	}
-	e, err := db.EntryOf(ctx, a.ID, alts[1].UserID)
+	e, err := db.Draws.EntryOf(ctx, a.ID, alts[1].UserID)
 	if err != nil || e.Outcome != draw.Alternate || e.AlternatesBefore != 0 {
 		t.Fatalf("the second alternate with the first numbered: %+v, %v", e, err)
 	}
-	if err := db.Unnumber(ctx, alts[0].EntryID, "n3"); err != nil {
+	if err := db.Draws.Unnumber(ctx, alts[0].EntryID, "n3"); err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := db.EntryOf(ctx, a.ID, alts[1].UserID); e.AlternatesBefore != 1 {
+	if e, _ := db.Draws.EntryOf(ctx, a.ID, alts[1].UserID); e.AlternatesBefore != 1 {
 		t.Fatalf("the second alternate once the first waits again: %+v", e)
 	}
-	if err := db.MarkIssued(ctx, w.EntryID, "n1"); err != nil {
+	if err := db.Draws.MarkIssued(ctx, w.EntryID, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if un, _ := db.Unissued(ctx, a.ID, 10); len(un) != 0 {
+	if un, _ := db.Draws.Unissued(ctx, a.ID, 10); len(un) != 0 {
 		t.Fatalf("issued picks still listed: %+v", un)
 	}
 }
@@ -335,15 +335,15 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 2, 3)
 	for u := range 25 {
-		if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.Items[u%2].ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.Items[u%2].ItemID, Quantity: 1, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.RunDraw(ctx, a.ID, closes); err != nil {
+	if _, err := db.Draws.RunDraw(ctx, a.ID, closes); err != nil {
 		t.Fatal(err)
 	}
 	defer orderdb.SetRecordPage(10)()
-	rec, err := db.DrawRecord(ctx, a.ID)
+	rec, err := db.Draws.DrawRecord(ctx, a.ID)
 	if err != nil || len(rec.Entries) != 25 {
 		t.Fatalf("record of %d entries, %v; want 25", len(rec.Entries), err)
 	}
@@ -358,7 +358,7 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 		place[e.ItemID]++
 		var user string
 		db.Gorm().Raw("SELECT user_id FROM draw_results WHERE entry_id = ?", e.ID).Scan(&user)
-		got, err := db.EntryOf(ctx, a.ID, user)
+		got, err := db.Draws.EntryOf(ctx, a.ID, user)
 		if err != nil || got.AlternatesBefore != place[e.ItemID]-1 {
 			t.Fatalf("alternate %s of size %d: %d before it, want %d (%v)", e.ID, e.ItemID, got.AlternatesBefore, place[e.ItemID]-1, err)
 		}
@@ -370,11 +370,11 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 func laterDrawSale(t *testing.T, db *mysqltest.DB, start time.Time) order.Activity {
 	t.Helper()
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "sneaker", 3)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
+	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
 		Draw: order.Draw{EntriesCloseAt: start.Add(30 * time.Minute), Seed: draw.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
@@ -396,13 +396,13 @@ func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 		{StockBuckets: ptrTo(2)},
 		{EndsAt: ptrTo(start.Add(40 * time.Minute)), PaymentWindow: 15 * time.Minute},
 	} {
-		if _, err := db.PatchActivity(ctx, a.ID, ch, time.Now()); !errors.Is(err, order.ErrInvalidArgument) {
+		if _, err := db.Activities.PatchActivity(ctx, a.ID, ch, time.Now()); !errors.Is(err, order.ErrInvalidArgument) {
 			t.Errorf("change %+v: %v, want ErrInvalidArgument", ch, err)
 		} else {
 			t.Log(err)
 		}
 	}
-	if _, err := db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
 		t.Fatalf("a later end: %v", err)
 	}
 }
@@ -418,18 +418,18 @@ func TestEnterBeforeTheSaleStartedIsRefused(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := laterDrawSale(t, db, start)
-	_, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "early", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
+	_, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "early", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
 	if !errors.Is(err, order.ErrActivityNotActive) || !strings.Contains(err.Error(), "starts at") {
 		t.Fatalf("an entry before MySQL's start: %v, want ErrActivityNotActive naming the start", err)
 	}
-	if sum, _ := db.DrawSummary(ctx, a.ID); sum.Entries != 0 {
+	if sum, _ := db.Draws.DrawSummary(ctx, a.ID); sum.Entries != 0 {
 		t.Fatalf("%d entries counted before the start", sum.Entries)
 	}
 	var rows int64
 	if err := db.Gorm().Raw("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", a.ID).Scan(&rows).Error; err != nil || rows != 0 {
 		t.Fatalf("%d entry rows written before the start (%v)", rows, err)
 	}
-	if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "on time", ItemID: a.ItemID, Quantity: 1, At: start}); err != nil {
+	if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "on time", ItemID: a.ItemID, Quantity: 1, At: start}); err != nil {
 		t.Fatalf("an entry at the start: %v", err)
 	}
 }
@@ -468,17 +468,17 @@ func TestDrawCommitmentIsFixedInMySQL(t *testing.T) {
 		if string(row.Seed) != string(want[:]) || row.Commitment != commitment {
 			t.Fatalf("%s: seed %x commitment %s, want %x and %s", when, row.Seed, row.Commitment, want, commitment)
 		}
-		got, err := db.Activity(ctx, a.ID)
+		got, err := db.Activities.Activity(ctx, a.ID)
 		if err != nil || got.Draw.Commitment != commitment {
 			t.Fatalf("%s: the sale reads commitment %q (%v), want %s", when, got.Draw.Commitment, err, commitment)
 		}
-		rec, err := db.DrawRecord(ctx, a.ID)
+		rec, err := db.Draws.DrawRecord(ctx, a.ID)
 		if err != nil || rec.Commitment != commitment {
 			t.Fatalf("%s: the record's commitment %q (%v), want %s", when, rec.Commitment, err, commitment)
 		}
 	}
 	refused("before any entry")
-	if _, _, err := db.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "u1", ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+	if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "u1", ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	refused("after the first entry")
@@ -504,7 +504,7 @@ func TestMigrationGivesOldDrawsTheirCommitment(t *testing.T) {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	rec, err := db.DrawRecord(ctx, a.ID)
+	rec, err := db.Draws.DrawRecord(ctx, a.ID)
 	if want := draw.Seed(a.Draw.Seed).Commitment(); err != nil || rec.Commitment != want {
 		t.Fatalf("an old draw's commitment after the migration: %q (%v), want %s", rec.Commitment, err, want)
 	}
@@ -521,12 +521,12 @@ func TestDrawInsertedWithoutCommitmentGetsItsSeeds(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "sneaker", 3)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +537,7 @@ func TestDrawInsertedWithoutCommitmentGetsItsSeeds(t *testing.T) {
 		t.Fatalf("the previous version's insert of a draw: %v", err)
 	}
 	want := draw.Seed(seed).Commitment()
-	got, err := db.Activity(ctx, a.ID)
+	got, err := db.Activities.Activity(ctx, a.ID)
 	if err != nil || got.Draw.Commitment != want {
 		t.Fatalf("the draw's commitment %q (%v), want the seed's %s", got.Draw.Commitment, err, want)
 	}

@@ -28,7 +28,7 @@ func TestCancelledUnpaidReadsABatchNotTheSale(t *testing.T) {
 	session := db.OneSession(t)
 	var nos []string
 	read := mysqltest.RowsRead(t, session, func() {
-		if nos, err = session.CancelledUnpaid(ctx, 0, 500); err != nil {
+		if nos, err = session.Orders.CancelledUnpaid(ctx, 0, 500); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -42,7 +42,7 @@ func TestCancelledUnpaidReadsABatchNotTheSale(t *testing.T) {
 	// Batches (each closing what it listed) go through every order once.
 	seen := map[string]bool{}
 	for {
-		nos, err := db.CancelledUnpaid(ctx, cancelled, 500)
+		nos, err := db.Orders.CancelledUnpaid(ctx, cancelled, 500)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,9 +25,9 @@ type IdemOrder struct {
 // of them, each with all its orders, by id. last is the last of those
 // users ("" when there are none left): the after of the next page. Both
 // statements are range reads of uk_orders_live.
-func (db *DB) IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []IdemOrder, last string, err error) {
+func (s *Reconcile) IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []IdemOrder, last string, err error) {
 	var bound sql.NullString
-	err = db.gdb.WithContext(ctx).Raw(`SELECT MAX(user_id) FROM (SELECT DISTINCT user_id FROM orders
+	err = s.gdb.WithContext(ctx).Raw(`SELECT MAX(user_id) FROM (SELECT DISTINCT user_id FROM orders
 		WHERE activity_id = ? AND user_id > ? ORDER BY user_id LIMIT ?) page`, activityID, after, users).Row().Scan(&bound)
 	if err != nil {
 		return nil, "", wrap("page users with orders", err)
@@ -44,7 +44,7 @@ func (db *DB) IdemOrderPage(ctx context.Context, activityID int64, after string,
 		Status         string
 		FailureReason  *string
 	}
-	err = db.gdb.WithContext(ctx).Model(&orderRow{}).
+	err = s.gdb.WithContext(ctx).Model(&orderRow{}).
 		Select("id, order_no, user_id, item_id, idempotency_key, status, failure_reason").
 		Where("activity_id = ? AND user_id > ? AND user_id <= ?", activityID, after, bound.String).Order("id").Scan(&rows).Error
 	if err != nil {

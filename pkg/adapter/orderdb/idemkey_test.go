@@ -35,17 +35,17 @@ func firstOrder(t *testing.T, db *mysqltest.DB, item int64, key string, st order
 	t.Helper()
 	ctx := context.Background()
 	first := reqKey(item, 1, 1, key)
-	out, err := db.Fulfil(ctx, []orderdb.Request{first})
+	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{first})
 	if err != nil || out[first.Event.OrderNo].Status != order.Created {
 		t.Fatalf("first order: %+v, %v", out, err)
 	}
 	switch st {
 	case order.Paid:
-		if tr, err := db.Pay(ctx, "1", first.Event.OrderNo); err != nil || !tr.Won {
+		if tr, err := db.Orders.Pay(ctx, "1", first.Event.OrderNo); err != nil || !tr.Won {
 			t.Fatalf("pay: %+v, %v", tr, err)
 		}
 	case order.Closed:
-		if tr, err := db.CloseOrder(ctx, "1", first.Event.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		if tr, err := db.Orders.CloseOrder(ctx, "1", first.Event.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Fatalf("close: %+v, %v", tr, err)
 		}
 	}
@@ -64,14 +64,14 @@ func TestFulfilRetriedKeyIsRefused(t *testing.T) {
 			db, item := setup(t, 10)
 			ctx := context.Background()
 			firstOrder(t, db, item, "retry", st)
-			before, err := db.ItemStock(ctx, item)
+			before, err := db.Activities.ItemStock(ctx, item)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Alone, and beside an order of another user in one batch (the
 			// batch falls back to order by order).
 			retry, other := reqKey(item, 1, 1, "retry"), reqKey(item, 2, 1, "retry")
-			out, err := db.Fulfil(ctx, []orderdb.Request{retry, other})
+			out, err := db.Orders.Fulfil(ctx, []orderdb.Request{retry, other})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,10 +81,10 @@ func TestFulfilRetriedKeyIsRefused(t *testing.T) {
 			if o := out[other.Event.OrderNo]; o.Status != order.Created {
 				t.Fatalf("another user's order with the same key: %+v, want CREATED", o)
 			}
-			if s, err := db.ItemStock(ctx, item); err != nil || s != before-1 {
+			if s, err := db.Activities.ItemStock(ctx, item); err != nil || s != before-1 {
 				t.Fatalf("stock %d %v, want %d (only the other user's unit taken)", s, err, before-1)
 			}
-			got, err := db.Order(ctx, retry.Event.OrderNo)
+			got, err := db.Orders.Order(ctx, retry.Event.OrderNo)
 			if err != nil || got.Status != order.Failed || got.FailureReason != order.ReasonDuplicateRequest {
 				t.Fatalf("MySQL holds %+v, %v", got, err)
 			}
@@ -102,15 +102,15 @@ func TestFulfilKeyOfUnavailableOrderBuysAgain(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	first := reqKey(item, 1, 1, "again")
-	if o, err := db.Abandon(ctx, first.Event, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
+	if o, err := db.Orders.Abandon(ctx, first.Event, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
 		t.Fatalf("abandon: %+v, %v", o, err)
 	}
 	retry := reqKey(item, 1, 1, "again")
-	out, err := db.Fulfil(ctx, []orderdb.Request{retry})
+	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{retry})
 	if err != nil || out[retry.Event.OrderNo].Status != order.Created {
 		t.Fatalf("retry after a 503: %+v, %v, want CREATED", out, err)
 	}
-	if s, err := db.ItemStock(ctx, item); err != nil || s != 9 {
+	if s, err := db.Activities.ItemStock(ctx, item); err != nil || s != 9 {
 		t.Fatalf("stock %d %v, want 9", s, err)
 	}
 }
@@ -135,7 +135,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 				t.Fatalf("retry %s: %+v, want FAILED %s", r.Event.OrderNo, o, order.ReasonDuplicateRequest)
 			}
 		}
-		if s, err := db.ItemStock(context.Background(), item); err != nil || s != want {
+		if s, err := db.Activities.ItemStock(context.Background(), item); err != nil || s != want {
 			t.Fatalf("stock %d %v, want %d (the closed order's unit back, no retry took one)", s, err, want)
 		}
 		if n := keyOrders(t, db, "1"); n[order.Closed] != 1 || n[order.Failed] != retries || len(n) != 2 {
@@ -150,7 +150,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 		for i := range reqs {
 			reqs[i] = reqKey(item, 1, 1, "race")
 		}
-		out, err := db.Fulfil(context.Background(), reqs)
+		out, err := db.Orders.Fulfil(context.Background(), reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 				defer wg.Done()
 				// Each batch also carries another user's order, so each
 				// goes order by order after its batch insert is refused.
-				outs[i], errs[i] = db.Fulfil(context.Background(), []orderdb.Request{reqs[i], reqKey(item, int64(10+i), 1, "race")})
+				outs[i], errs[i] = db.Orders.Fulfil(context.Background(), []orderdb.Request{reqs[i], reqKey(item, int64(10+i), 1, "race")})
 			}()
 		}
 		wg.Wait()
@@ -214,11 +214,11 @@ func TestMigrationKeyOnce(t *testing.T) {
 				}
 			}
 			first := firstOrder(t, db, item, "old", order.Closed)
-			if _, err := db.Abandon(ctx, reqKey(item, 1, 1, "old").Event, order.ReasonPublishFailed); err != nil {
+			if _, err := db.Orders.Abandon(ctx, reqKey(item, 1, 1, "old").Event, order.ReasonPublishFailed); err != nil {
 				t.Fatal(err)
 			}
 			if dup {
-				if out, err := db.Fulfil(ctx, []orderdb.Request{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
+				if out, err := db.Orders.Fulfil(ctx, []orderdb.Request{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
 					t.Fatalf("second order of the key before 0008: %+v, %v", out, err)
 				}
 			}
@@ -248,7 +248,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 			}
 			// The closed order holds its key; the 503 record does not.
 			retry := reqKey(item, 1, 1, "old")
-			out, err := db.Fulfil(ctx, []orderdb.Request{retry})
+			out, err := db.Orders.Fulfil(ctx, []orderdb.Request{retry})
 			if err != nil || out[retry.Event.OrderNo].Reason != order.ReasonDuplicateRequest {
 				t.Fatalf("retry of %s's key after the migration: %+v, %v", first.Event.OrderNo, out, err)
 			}

@@ -21,13 +21,13 @@ func TestPaymentTransactionIDsCompareBytes(t *testing.T) {
 	for user := int64(1); user <= 2; user++ {
 		r := req(item, user, 1)
 		r.UnitPrice = eur
-		if _, err := db.Fulfil(ctx, []orderdb.Request{r}); err != nil {
+		if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{r}); err != nil {
 			t.Fatal(err)
 		}
 		nos = append(nos, r.Event.OrderNo)
 	}
 	for i, tx := range []string{"Ab1", "ab1"} {
-		rec, err := db.RecordPayment(ctx, orderdb.Payment{TransactionID: tx, OrderNo: nos[i], Amount: eur})
+		rec, err := db.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: tx, OrderNo: nos[i], Amount: eur})
 		if err != nil {
 			t.Fatalf("payment %s: %v", tx, err)
 		}
@@ -37,13 +37,13 @@ func TestPaymentTransactionIDsCompareBytes(t *testing.T) {
 		}
 	}
 	for i, tx := range []string{"Ab1", "ab1"} {
-		rec, err := db.RecordPayment(ctx, orderdb.Payment{TransactionID: tx, OrderNo: nos[i], Amount: eur})
+		rec, err := db.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: tx, OrderNo: nos[i], Amount: eur})
 		if err != nil || !rec.Duplicate || rec.Payment.TransactionID != tx || rec.Payment.OrderNo != nos[i] {
 			t.Fatalf("repeat of %s answered %+v (%v), want a Duplicate of itself", tx, rec, err)
 		}
 	}
 	for _, no := range nos {
-		if ps, err := db.PaymentsOf(ctx, no); err != nil || len(ps) != 1 {
+		if ps, err := db.Payments.PaymentsOf(ctx, no); err != nil || len(ps) != 1 {
 			t.Fatalf("payments of %s: %+v (%v), want one", no, ps, err)
 		}
 	}
@@ -56,18 +56,18 @@ func TestRestockKeysCompareBytes(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	for _, key := range []string{"R1", "r1"} {
-		r, created, err := db.Restock(ctx, item, key, 5)
+		r, created, err := db.Restocks.Restock(ctx, item, key, 5)
 		if err != nil || !created || r.Key != key {
 			t.Fatalf("restock %s: %+v created %v (%v), want a new restock under that key", key, r, created, err)
 		}
 	}
 	for _, key := range []string{"R1", "r1"} {
-		r, created, err := db.Restock(ctx, item, key, 5)
+		r, created, err := db.Restocks.Restock(ctx, item, key, 5)
 		if err != nil || created || r.Key != key {
 			t.Fatalf("repeat of restock %s: %+v created %v (%v), want the first record", key, r, created, err)
 		}
 	}
-	if got, err := db.ItemStock(ctx, item); err != nil || got != 20 {
+	if got, err := db.Activities.ItemStock(ctx, item); err != nil || got != 20 {
 		t.Fatalf("item_stock %d (%v), want 20: two restocks of 5", got, err)
 	}
 }
@@ -84,7 +84,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 		r.Event.UserID, r.Event.IdempotencyKey = u.user, u.key
 		reqs = append(reqs, r)
 	}
-	out, err := db.Fulfil(ctx, reqs)
+	out, err := db.Orders.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 		if got := out[r.Event.OrderNo]; got.Status != order.Created {
 			t.Fatalf("order of %s: %+v, want CREATED", r.Event.UserID, got)
 		}
-		o, err := db.Order(ctx, r.Event.OrderNo)
+		o, err := db.Orders.Order(ctx, r.Event.OrderNo)
 		if err != nil || o.UserID != r.Event.UserID || o.IdempotencyKey != r.Event.IdempotencyKey || o.Status != order.Created {
 			t.Fatalf("order of %s read back %+v (%v)", r.Event.UserID, o, err)
 		}
-		listed, _, err := db.UserOrders(ctx, r.Event.UserID, orderdb.OrderFilter{}, 0, 10)
+		listed, _, err := db.Orders.UserOrders(ctx, r.Event.UserID, orderdb.OrderFilter{}, 0, 10)
 		if err != nil || len(listed) != 1 || listed[0].Order.OrderNo != r.Event.OrderNo {
 			t.Fatalf("orders of %s: %+v (%v), want only its own", r.Event.UserID, listed, err)
 		}
@@ -104,7 +104,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 	// The live-order key still holds for each of them.
 	again := req(item, 1, 1)
 	again.Event.UserID = "alice"
-	out, err = db.Fulfil(ctx, []orderdb.Request{again})
+	out, err = db.Orders.Fulfil(ctx, []orderdb.Request{again})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +138,14 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	r.Event.UserID, r.Event.IdempotencyKey = "Alice", "Key-1"
-	if _, err := db.Fulfil(ctx, []orderdb.Request{r}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{r}); err != nil {
 		t.Fatal(err)
 	}
 	no := r.Event.OrderNo
-	if _, err := db.RecordPayment(ctx, orderdb.Payment{TransactionID: "Tx-1", OrderNo: no, Amount: eur}); err != nil {
+	if _, err := db.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: "Tx-1", OrderNo: no, Amount: eur}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.Restock(ctx, item, "Restock-1", 5); err != nil {
+	if _, _, err := db.Restocks.Restock(ctx, item, "Restock-1", 5); err != nil {
 		t.Fatal(err)
 	}
 
@@ -188,19 +188,19 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	}
 
 	// The rows kept their identifiers, and the code reads them back.
-	o, err := db.Order(ctx, no)
+	o, err := db.Orders.Order(ctx, no)
 	if err != nil || o.UserID != "Alice" || o.IdempotencyKey != "Key-1" || o.Status != order.Paid {
 		t.Fatalf("order after the migration %+v (%v)", o, err)
 	}
-	ps, err := db.PaymentsOf(ctx, no)
+	ps, err := db.Payments.PaymentsOf(ctx, no)
 	if err != nil || len(ps) != 1 || ps[0].TransactionID != "Tx-1" || ps[0].OrderNo != no {
 		t.Fatalf("payments after the migration %+v (%v)", ps, err)
 	}
-	if rs, created, err := db.Restock(ctx, item, "Restock-1", 5); err != nil || created || rs.Key != "Restock-1" {
+	if rs, created, err := db.Restocks.Restock(ctx, item, "Restock-1", 5); err != nil || created || rs.Key != "Restock-1" {
 		t.Fatalf("repeat of the old restock after the migration: %+v created %v (%v), want the first record", rs, created, err)
 	}
 	// ... and the old identifiers' other cases are new ones now.
-	if rs, created, err := db.Restock(ctx, item, "restock-1", 5); err != nil || !created || rs.Key != "restock-1" {
+	if rs, created, err := db.Restocks.Restock(ctx, item, "restock-1", 5); err != nil || !created || rs.Key != "restock-1" {
 		t.Fatalf("restock-1 after Restock-1: %+v created %v (%v), want a new restock", rs, created, err)
 	}
 }

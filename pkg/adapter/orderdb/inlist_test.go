@@ -30,7 +30,7 @@ func TestOrdersReadsMoreNumbersThanOneStatementHolds(t *testing.T) {
 		}
 	}
 	nos = append(nos, have...)
-	got, err := db.Orders(ctx, nos)
+	got, err := db.Orders.Orders(ctx, nos)
 	if err != nil {
 		t.Fatalf("read %d orders: %v", len(nos), err)
 	}

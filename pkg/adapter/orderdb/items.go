@@ -71,16 +71,16 @@ type Item struct {
 }
 
 // CreateItem inserts an item without a price and its stock row.
-func (db *DB) CreateItem(ctx context.Context, name string, stock int64) (Item, error) {
-	return db.CreatePricedItem(ctx, name, stock, order.Money{})
+func (s *Activities) CreateItem(ctx context.Context, name string, stock int64) (Item, error) {
+	return s.CreatePricedItem(ctx, name, stock, order.Money{})
 }
 
 // CreatePricedItem inserts an item with its price (zero for none) and its
 // stock row, in one transaction.
-func (db *DB) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (Item, error) {
+func (s *Activities) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (Item, error) {
 	row := itemRow{Name: name}
 	row.Price, row.Currency = priceColumns(price)
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (db *DB) CreatePricedItem(ctx context.Context, name string, stock int64, pr
 }
 
 // Item returns one item with its MySQL stock, order.ErrNotFound if none.
-func (db *DB) Item(ctx context.Context, id int64) (Item, error) {
+func (s *Activities) Item(ctx context.Context, id int64) (Item, error) {
 	var row struct {
 		ID       int64
 		Name     string
@@ -101,7 +101,7 @@ func (db *DB) Item(ctx context.Context, id int64) (Item, error) {
 		Currency *string
 		Stock    int64
 	}
-	err := db.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
+	err := s.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
 		Joins("JOIN item_stock ON item_stock.item_id = items.id").Where("items.id = ?", id).Take(&row).Error
 	if err != nil {
 		return Item{}, wrap("read item", err)
@@ -110,9 +110,9 @@ func (db *DB) Item(ctx context.Context, id int64) (Item, error) {
 }
 
 // ItemStock returns the item's MySQL stock, order.ErrNotFound if none.
-func (db *DB) ItemStock(ctx context.Context, itemID int64) (int64, error) {
+func (s *Activities) ItemStock(ctx context.Context, itemID int64) (int64, error) {
 	var row stockRow
-	err := db.gdb.WithContext(ctx).Where("item_id = ?", itemID).Take(&row).Error
+	err := s.gdb.WithContext(ctx).Where("item_id = ?", itemID).Take(&row).Error
 	if err != nil {
 		return 0, wrap("read stock", err)
 	}
@@ -120,8 +120,8 @@ func (db *DB) ItemStock(ctx context.Context, itemID int64) (int64, error) {
 }
 
 // SetItemStock overwrites an item's MySQL stock (operators and tests).
-func (db *DB) SetItemStock(ctx context.Context, itemID, stock int64) error {
-	res := db.gdb.WithContext(ctx).Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", stock)
+func (s *Activities) SetItemStock(ctx context.Context, itemID, stock int64) error {
+	res := s.gdb.WithContext(ctx).Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", stock)
 	if res.Error != nil {
 		return wrap("set stock", res.Error)
 	}
@@ -134,13 +134,13 @@ func (db *DB) SetItemStock(ctx context.Context, itemID, stock int64) error {
 // CreateActivity inserts an activity for an existing item. A sale without
 // a price of its own sells at the item's price (none when the item has
 // none); a sale price must be in the item's currency when the item has one.
-func (db *DB) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
-	return db.createActivity(ctx, a, nil)
+func (s *Activities) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
+	return s.createActivity(ctx, a, nil)
 }
 
 // createActivity is CreateActivity, checked against g unless it is nil
 // (CreateSale).
-func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard) (order.Activity, error) {
+func (s *Activities) createActivity(ctx context.Context, a order.Activity, g *KeyGuard) (order.Activity, error) {
 	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
 		StockBuckets: max(a.StockBuckets, 1)}
 	if a.PaymentWindow > 0 {
@@ -150,7 +150,7 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 	if !labelled(a) {
 		a.Items = []order.SaleItem{{ItemID: a.ItemID, SalePrice: a.SalePrice}}
 	}
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		lists, othersOf := map[int64]order.Money{}, map[int64][]order.Activity{}
 		for _, item := range lockOrder(a.ItemIDs()) {
 			it, others, err := lockItemSales(tx, item, 0)
@@ -206,11 +206,11 @@ func (db *DB) createActivity(ctx context.Context, a order.Activity, g *KeyGuard)
 }
 
 // Activity returns one activity, order.ErrNotFound if none.
-func (db *DB) Activity(ctx context.Context, id int64) (order.Activity, error) {
+func (s *Activities) Activity(ctx context.Context, id int64) (order.Activity, error) {
 	// With its room and its first item's name in the same query: a sale
 	// page reads the sale every second, in two queries (this and its items).
 	var row activityRoomRow
-	tx := db.gdb.WithContext(ctx)
+	tx := s.gdb.WithContext(ctx)
 	err := tx.Table("activities").Select("activities.*, items.name AS item_name, "+roomColumns+", "+drawSelect).
 		Joins("JOIN items ON items.id = activities.item_id").
 		Joins("LEFT JOIN activity_rooms ON activity_rooms.activity_id = activities.id").

@@ -25,8 +25,8 @@ type Listed struct {
 // idx_orders_user (user_id, id) serves it: a backward range scan of the
 // user's rows, so a page costs the same however deep it is, and rows
 // inserted meanwhile (higher ids) neither shift nor repeat older pages.
-func (db *DB) UserOrders(ctx context.Context, user string, f OrderFilter, before int64, limit int) (rows []Listed, more bool, err error) {
-	q := db.gdb.WithContext(ctx).Where("user_id = ?", user)
+func (s *Orders) UserOrders(ctx context.Context, user string, f OrderFilter, before int64, limit int) (rows []Listed, more bool, err error) {
+	q := s.gdb.WithContext(ctx).Where("user_id = ?", user)
 	if f.ActivityID > 0 {
 		q = q.Where("activity_id = ?", f.ActivityID)
 	}
@@ -63,13 +63,13 @@ type StatusTally struct {
 // ActivityTally adds up an activity's MySQL orders by item, then by
 // status (the key is missing for a status with no orders; an item with
 // none is missing too).
-func (db *DB) ActivityTally(ctx context.Context, activityID int64) (map[int64]map[order.Status]StatusTally, error) {
+func (s *Activities) ActivityTally(ctx context.Context, activityID int64) (map[int64]map[order.Status]StatusTally, error) {
 	var rows []struct {
 		ItemID int64
 		Status string
 		StatusTally
 	}
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+	err := s.gdb.WithContext(ctx).Model(&orderRow{}).
 		Select("item_id, status, COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units, COALESCE(SUM(amount), 0) AS amount, COUNT(amount) AS priced").
 		Where("activity_id = ?", activityID).Group("item_id, status").Scan(&rows).Error
 	if err != nil {

@@ -59,7 +59,7 @@ func TestRestockLostCommitRetryFindsIt(t *testing.T) {
 	ctx := context.Background()
 
 	cutCommit(p)
-	if r, created, err := via.Restock(ctx, item, "restock-lost", qty); err == nil {
+	if r, created, err := via.Restocks.Restock(ctx, item, "restock-lost", qty); err == nil {
 		t.Fatalf("restock answered through a cut COMMIT: %+v created=%v", r, created)
 	} else {
 		t.Logf("restock with its COMMIT answer lost: %v", err)
@@ -69,19 +69,19 @@ func TestRestockLostCommitRetryFindsIt(t *testing.T) {
 	}
 
 	// Committed: seen directly, not through the proxy.
-	pending, err := db.PendingRestocks(ctx, item)
+	pending, err := db.Restocks.PendingRestocks(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pending) != 1 || pending[0].Key != "restock-lost" || pending[0].Quantity != qty {
 		t.Fatalf("restocks after the lost COMMIT %+v, want the one of key restock-lost, %d units", pending, qty)
 	}
-	if got, err := db.ItemStock(ctx, item); err != nil || got != stock+qty {
+	if got, err := db.Activities.ItemStock(ctx, item); err != nil || got != stock+qty {
 		t.Fatalf("item_stock after the lost COMMIT %d (%v), want %d: it committed", got, err, stock+qty)
 	}
 
 	waitCutOver(t, via)
-	r, created, err := via.Restock(ctx, item, "restock-lost", qty)
+	r, created, err := via.Restocks.Restock(ctx, item, "restock-lost", qty)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -91,10 +91,10 @@ func TestRestockLostCommitRetryFindsIt(t *testing.T) {
 	if r.ID != pending[0].ID || r.Key != "restock-lost" || r.Quantity != qty || r.ItemID != item {
 		t.Fatalf("the retry answered %+v, want the committed restock %+v", r, pending[0])
 	}
-	if got, err := db.ItemStock(ctx, item); err != nil || got != stock+qty {
+	if got, err := db.Activities.ItemStock(ctx, item); err != nil || got != stock+qty {
 		t.Fatalf("item_stock after the retry %d (%v), want %d: raised once", got, err, stock+qty)
 	}
-	if pending, err := db.PendingRestocks(ctx, item); err != nil || len(pending) != 1 {
+	if pending, err := db.Restocks.PendingRestocks(ctx, item); err != nil || len(pending) != 1 {
 		t.Fatalf("restocks after the retry %+v (%v), want one", pending, err)
 	}
 	if got := p.Lost(); got != 1 {
@@ -115,7 +115,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	no := r.Event.OrderNo
-	out, err := db.Fulfil(ctx, []orderdb.Request{r})
+	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	pay := orderdb.Payment{TransactionID: "tx-lost-commit", OrderNo: no, Amount: eur}
 
 	cutCommit(p)
-	if rec, err := via.RecordPayment(ctx, pay); err == nil {
+	if rec, err := via.Payments.RecordPayment(ctx, pay); err == nil {
 		t.Fatalf("payment answered through a cut COMMIT: %+v", rec)
 	} else {
 		t.Logf("payment with its COMMIT answer lost: %v", err)
@@ -136,19 +136,19 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	}
 
 	// Committed: seen directly, not through the proxy.
-	ps, err := db.PaymentsOf(ctx, no)
+	ps, err := db.Payments.PaymentsOf(ctx, no)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ps) != 1 || ps[0].TransactionID != pay.TransactionID || ps[0].Outcome != orderdb.PaymentPaid {
 		t.Fatalf("payments after the lost COMMIT %+v, want one PAID of %s", ps, pay.TransactionID)
 	}
-	if o, err := db.Order(ctx, no); err != nil || o.Status != order.Paid {
+	if o, err := db.Orders.Order(ctx, no); err != nil || o.Status != order.Paid {
 		t.Fatalf("order after the lost COMMIT %+v (%v), want PAID: it committed", o, err)
 	}
 
 	waitCutOver(t, via)
-	rec, err := via.RecordPayment(ctx, pay)
+	rec, err := via.Payments.RecordPayment(ctx, pay)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -158,10 +158,10 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	if rec.Payment.TransactionID != pay.TransactionID || rec.Payment.Outcome != orderdb.PaymentPaid || rec.Order.Status != order.Paid {
 		t.Fatalf("the retry answered %+v, want the PAID payment and the PAID order", rec)
 	}
-	if ps, err := db.PaymentsOf(ctx, no); err != nil || len(ps) != 1 {
+	if ps, err := db.Payments.PaymentsOf(ctx, no); err != nil || len(ps) != 1 {
 		t.Fatalf("payments after the retry %+v (%v), want one", ps, err)
 	}
-	counts, err := db.StatusCounts(ctx, item)
+	counts, err := db.Orders.StatusCounts(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 		t.Fatalf("orders by status %v, want one PAID", counts)
 	}
 	// Paying does not move stock: the one unit the order took stays taken.
-	if got, err := db.ItemStock(ctx, item); err != nil || got != stock-1 {
+	if got, err := db.Activities.ItemStock(ctx, item); err != nil || got != stock-1 {
 		t.Fatalf("item_stock %d (%v), want %d", got, err, stock-1)
 	}
 	if got := p.Lost(); got != 1 {
@@ -185,7 +185,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 10)
 	ctx := context.Background()
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: item, StartsAt: time.Now().Add(-time.Minute),
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: item, StartsAt: time.Now().Add(-time.Minute),
 		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cutCommit(p)
-	if a, err := via.EndActivity(ctx, act.ID, first, order.CancelNow); err == nil {
+	if a, err := via.Activities.EndActivity(ctx, act.ID, first, order.CancelNow); err == nil {
 		t.Fatalf("cancel answered through a cut COMMIT: %+v", a)
 	} else {
 		t.Logf("cancel with its COMMIT answer lost: %v", err)
@@ -215,7 +215,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 		t.Fatalf("proxy lost %d answers, want 1 (the COMMIT's)", got)
 	}
 	// Committed: seen directly, not through the proxy.
-	ended, err := db.Activity(ctx, act.ID)
+	ended, err := db.Activities.Activity(ctx, act.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	}
 
 	waitCutOver(t, via)
-	retry, err := via.EndActivity(ctx, act.ID, first.Add(2*time.Second), order.CancelNow)
+	retry, err := via.Activities.EndActivity(ctx, act.ID, first.Add(2*time.Second), order.CancelNow)
 	if err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
@@ -248,7 +248,7 @@ func TestCancelIsRecordedAfterThePaymentItWaitedFor(t *testing.T) {
 	ctx := context.Background()
 	r := req(item, 1, 1)
 	no := r.Event.OrderNo
-	if out, err := db.Fulfil(ctx, []orderdb.Request{r}); err != nil || out[no].Status != order.Created {
+	if out, err := db.Orders.Fulfil(ctx, []orderdb.Request{r}); err != nil || out[no].Status != order.Created {
 		t.Fatalf("fixture order %+v (%v), want CREATED", out[no], err)
 	}
 	g := db.Gorm().WithContext(ctx)
@@ -266,7 +266,7 @@ func TestCancelIsRecordedAfterThePaymentItWaitedFor(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.EndActivity(ctx, r.Event.ActivityID, time.Now(), order.CancelNow)
+		_, err := db.Activities.EndActivity(ctx, r.Event.ActivityID, time.Now(), order.CancelNow)
 		done <- err
 	}()
 	// The cancel has read its clock and waits for the row.

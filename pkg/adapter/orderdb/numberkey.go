@@ -13,12 +13,12 @@ import (
 // against a database: it offers 32 bytes from crypto/rand with INSERT
 // IGNORE, then reads whichever offer won. Either statement is safe to
 // repeat after a lost answer, so the caller may simply call again.
-func (db *DB) OrderNumberKey(ctx context.Context) ([]byte, error) {
+func (s *Orders) OrderNumberKey(ctx context.Context) ([]byte, error) {
 	offer := make([]byte, order.NumberKeySize)
 	if _, err := rand.Read(offer); err != nil {
 		return nil, fmt.Errorf("order number key: %w", err)
 	}
-	g := db.gdb.WithContext(ctx)
+	g := s.gdb.WithContext(ctx)
 	// A hex literal, not a placeholder: one plain statement (no prepare).
 	insert := fmt.Sprintf("INSERT IGNORE INTO shared_keys (name, value) VALUES ('order_number', X'%x')", offer)
 	if err := g.Exec(insert).Error; err != nil {

@@ -21,7 +21,7 @@ func TestOrderNumberKey(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range keys {
 		wg.Go(func() {
-			k, err := db.OrderNumberKey(context.Background())
+			k, err := db.Orders.OrderNumberKey(context.Background())
 			if err != nil {
 				t.Error(err)
 			}
@@ -29,7 +29,7 @@ func TestOrderNumberKey(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	again, err := db.OrderNumberKey(context.Background())
+	again, err := db.Orders.OrderNumberKey(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,18 +55,18 @@ func TestOrderNumberKeyLostAnswer(t *testing.T) {
 			p, via := proxiedOrderDB(t, db)
 			ctx := context.Background()
 			p.CutAfter(proxytest.MySQLQuery(stmt), time.Second)
-			if k, err := via.OrderNumberKey(ctx); err == nil {
+			if k, err := via.Orders.OrderNumberKey(ctx); err == nil {
 				t.Fatalf("key %x through a lost answer", k)
 			}
 			if got := p.Lost(); got != 1 {
 				t.Fatalf("proxy lost %d answers, want 1", got)
 			}
 			waitCutOver(t, via)
-			k, err := via.OrderNumberKey(ctx)
+			k, err := via.Orders.OrderNumberKey(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			direct, err := db.OrderNumberKey(ctx)
+			direct, err := db.Orders.OrderNumberKey(ctx)
 			if err != nil || !bytes.Equal(k, direct) {
 				t.Fatalf("key %x after the lost answer, %x (%v) read directly", k, direct, err)
 			}

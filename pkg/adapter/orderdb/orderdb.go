@@ -30,9 +30,68 @@ type Config struct {
 	MaxOpenConns int
 }
 
-// DB wraps a GORM handle with the queries the programs need.
+// DB is the connection pool and the stores that share it, one per
+// aggregate.
 type DB struct {
 	gdb *gorm.DB
+
+	Orders       *Orders
+	Payments     *Payments
+	Activities   *Activities
+	Restocks     *Restocks
+	Draws        *Draws
+	Rooms        *Rooms
+	RedisWatches *RedisWatches
+	Reconcile    *Reconcile
+}
+
+// Orders stores the orders: fulfilment of the reserved ones, lookups and
+// lists, the idempotency keys, the order numbers' key, and the moves of an
+// order's life (pay, close, release, expiry).
+type Orders struct{ gdb *gorm.DB }
+
+// Payments stores the payments of the orders.
+type Payments struct {
+	gdb    *gorm.DB
+	orders *Orders
+}
+
+// Activities stores the sales and their items: creation, changes and end,
+// the settings of the stock keys, the warm-up marks, and the tallies.
+type Activities struct{ gdb *gorm.DB }
+
+// Restocks stores the items' restocks and reads the stock a warm-up loads.
+type Restocks struct{ gdb *gorm.DB }
+
+// Draws stores the draws: the entries, the run and its record, the picks.
+type Draws struct{ gdb *gorm.DB }
+
+// Rooms stores the waiting rooms' joins and their rebuilds.
+type Rooms struct{ gdb *gorm.DB }
+
+// RedisWatches stores what the consumer saw of Redis' runs and losses.
+type RedisWatches struct{ gdb *gorm.DB }
+
+// Reconcile is the reconciler's read side: the sales to check and the
+// stock, orders and keys MySQL holds for them.
+type Reconcile struct {
+	gdb      *gorm.DB
+	restocks *Restocks
+}
+
+func newDB(gdb *gorm.DB) *DB {
+	orders, restocks := &Orders{gdb}, &Restocks{gdb}
+	return &DB{
+		gdb:          gdb,
+		Orders:       orders,
+		Payments:     &Payments{gdb, orders},
+		Activities:   &Activities{gdb},
+		Restocks:     restocks,
+		Draws:        &Draws{gdb},
+		Rooms:        &Rooms{gdb},
+		RedisWatches: &RedisWatches{gdb},
+		Reconcile:    &Reconcile{gdb, restocks},
+	}
 }
 
 // Open connects to MySQL. It does not migrate.
@@ -72,7 +131,7 @@ func Open(cfg Config) (*DB, error) {
 	sqlDB.SetMaxOpenConns(n)
 	sqlDB.SetMaxIdleConns(n)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	return &DB{gdb: gdb}, nil
+	return newDB(gdb), nil
 }
 
 // Gorm returns the GORM handle.

@@ -35,11 +35,11 @@ func setup(t *testing.T, stock int64) (*mysqltest.DB, int64) {
 	t.Helper()
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "sneaker", stock)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", stock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 10}); err != nil {
+	if _, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	return db, it.ID
@@ -57,7 +57,7 @@ func TestSchemaEnforcesInvariants(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 1)
 	ctx := context.Background()
-	if err := db.SetItemStock(ctx, item, -1); err == nil {
+	if err := db.Activities.SetItemStock(ctx, item, -1); err == nil {
 		t.Fatal("stock -1 accepted; the CHECK constraint must refuse it")
 	}
 }
@@ -69,7 +69,7 @@ func TestFulfilBatchAndTail(t *testing.T) {
 	// 7 orders for 5 units, one of them quantity 2: the batch cannot be
 	// taken whole, so it goes order by order and the tail still sells.
 	reqs := []orderdb.Request{req(item, 1, 1), req(item, 2, 2), req(item, 3, 1), req(item, 4, 1), req(item, 5, 1), req(item, 6, 1), req(item, 7, 1)}
-	out, err := db.Fulfil(ctx, reqs)
+	out, err := db.Orders.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func TestFulfilBatchAndTail(t *testing.T) {
 	if units != 5 || failed != 3 {
 		t.Fatalf("sold %d units with %d failed, want 5 and 3", units, failed)
 	}
-	if s, err := db.ItemStock(ctx, item); err != nil || s != 0 {
+	if s, err := db.Activities.ItemStock(ctx, item); err != nil || s != 0 {
 		t.Fatalf("stock = %d %v, want 0", s, err)
 	}
 	// Redelivery: nothing changes.
-	again, err := db.Fulfil(ctx, reqs)
+	again, err := db.Orders.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,14 +112,14 @@ func TestFulfilAlreadyPurchased(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	first, second := req(item, 1, 1), req(item, 1, 1)
-	out, err := db.Fulfil(ctx, []orderdb.Request{first, second})
+	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{first, second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out[first.Event.OrderNo].Status != order.Created || out[second.Event.OrderNo].Reason != order.ReasonAlreadyPurchased {
 		t.Fatalf("outcomes: %+v", out)
 	}
-	if s, _ := db.ItemStock(ctx, item); s != 9 {
+	if s, _ := db.Activities.ItemStock(ctx, item); s != 9 {
 		t.Fatalf("stock = %d, want 9", s)
 	}
 }
@@ -139,7 +139,7 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 			for u := range 30 {
 				reqs = append(reqs, req(item, int64(w*100+u+1), 1))
 			}
-			out, err := db.Fulfil(ctx, reqs)
+			out, err := db.Orders.Fulfil(ctx, reqs)
 			if err != nil {
 				t.Error(err)
 				return
@@ -154,11 +154,11 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	live, err := db.LiveOrderCount(ctx, item)
+	live, err := db.Orders.LiveOrderCount(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := db.ItemStock(ctx, item)
+	s, err := db.Activities.ItemStock(ctx, item)
 	if err != nil || created != 100 || live != 100 || s != 0 {
 		t.Fatalf("created %d, live %d, stock %d %v; want 100, 100, 0", created, live, s, err)
 	}
@@ -167,7 +167,7 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 func TestOrderNotFound(t *testing.T) {
 	t.Parallel()
 	db, _ := setup(t, 1)
-	if _, err := db.Order(context.Background(), "nope"); !errors.Is(err, order.ErrNotFound) {
+	if _, err := db.Orders.Order(context.Background(), "nope"); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -193,13 +193,13 @@ func TestAbandonRacesFulfil(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			o, err := db.Abandon(ctx, r.Event, order.ReasonPublishFailed)
+			o, err := db.Orders.Abandon(ctx, r.Event, order.ReasonPublishFailed)
 			abandoned[i] = o
 			errs <- err
 		}()
 		go func() {
 			defer wg.Done()
-			out, err := db.Fulfil(ctx, []orderdb.Request{r})
+			out, err := db.Orders.Fulfil(ctx, []orderdb.Request{r})
 			fulfilled[i] = out[r.Event.OrderNo]
 			errs <- err
 		}()
@@ -213,7 +213,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 	}
 	created := 0
 	for i, r := range reqs {
-		final, err := db.Order(ctx, r.Event.OrderNo)
+		final, err := db.Orders.Order(ctx, r.Event.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 			t.Fatalf("order %d ended %s", i, final.Status)
 		}
 	}
-	stock, err := db.ItemStock(ctx, item)
+	stock, err := db.Activities.ItemStock(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 	t.Logf("%d created, %d recorded FAILED", created, len(reqs)-created)
 
 	// A second Abandon of a decided order changes nothing.
-	again, err := db.Abandon(ctx, reqs[0].Event, order.ReasonReserveFailed)
+	again, err := db.Orders.Abandon(ctx, reqs[0].Event, order.ReasonReserveFailed)
 	if err != nil || again.Status != abandoned[0].Status || again.FailureReason != abandoned[0].FailureReason {
 		t.Fatalf("second abandon: %+v, %v; first saw %+v", again, err, abandoned[0])
 	}
@@ -257,14 +257,14 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 	ctx := context.Background()
 	var items []int64
 	for _, stock := range []int64{3, 1} {
-		it, err := db.CreateItem(ctx, "size", stock)
+		it, err := db.Activities.CreateItem(ctx, "size", stock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		items = append(items, it.ID)
 	}
 	now := time.Now()
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: items[0], StartsAt: now, EndsAt: now.Add(time.Hour), PerUserLimit: 1,
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: items[0], StartsAt: now, EndsAt: now.Add(time.Hour), PerUserLimit: 1,
 		Items: []order.SaleItem{{ItemID: items[0], Label: "S"}, {ItemID: items[1], Label: "M"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 	}
 	// Both fit: one transaction.
 	fit := []orderdb.Request{sized(items[0], 1), sized(items[1], 2), sized(items[0], 3)}
-	out, err := db.Fulfil(ctx, fit)
+	out, err := db.Orders.Fulfil(ctx, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 	}
 	// The second item has nothing left: the first still sells its last unit.
 	short := []orderdb.Request{sized(items[1], 4), sized(items[0], 5), sized(items[1], 6)}
-	out, err = db.Fulfil(ctx, short)
+	out, err = db.Orders.Fulfil(ctx, short)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 		t.Fatalf("outcomes %+v, want the second item OUT_OF_STOCK and the first CREATED", out)
 	}
 	for i, want := range []int64{0, 0} {
-		if s, _ := db.ItemStock(ctx, items[i]); s != want {
+		if s, _ := db.Activities.ItemStock(ctx, items[i]); s != want {
 			t.Fatalf("item %d stock %d, want %d", i, s, want)
 		}
 	}

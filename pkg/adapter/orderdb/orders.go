@@ -49,9 +49,9 @@ func (r orderRow) toOrder() order.Order {
 }
 
 // Order returns one order by number, order.ErrNotFound if MySQL has none.
-func (db *DB) Order(ctx context.Context, orderNo string) (order.Order, error) {
+func (s *Orders) Order(ctx context.Context, orderNo string) (order.Order, error) {
 	var row orderRow
-	if err := db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
+	if err := s.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
 		return order.Order{}, wrap("read order", err)
 	}
 	return row.toOrder(), nil
@@ -59,11 +59,11 @@ func (db *DB) Order(ctx context.Context, orderNo string) (order.Order, error) {
 
 // Orders returns the orders MySQL has among orderNos, by number, asking
 // for ListBatch numbers per query.
-func (db *DB) Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error) {
+func (s *Orders) Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error) {
 	out := make(map[string]order.Order, len(orderNos))
 	for chunk := range slices.Chunk(orderNos, ListBatch) {
 		var rows []orderRow
-		if err := db.gdb.WithContext(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
+		if err := s.gdb.WithContext(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
 			return nil, wrap("read orders", err)
 		}
 		for _, r := range rows {
@@ -109,13 +109,13 @@ type Request struct {
 // It returns one outcome per order number, or an error wrapping
 // order.ErrUnavailable when nothing may be assumed and the batch must be
 // retried.
-func (db *DB) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome, error) {
+func (s *Orders) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome, error) {
 	out := make(map[string]Outcome, len(reqs))
 	nos := make([]string, len(reqs))
 	for i, r := range reqs {
 		nos[i] = r.Event.OrderNo
 	}
-	existing, err := db.Orders(ctx, nos)
+	existing, err := s.Orders(ctx, nos)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (db *DB) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome, e
 		return out, nil
 	}
 
-	refused, ok, err := db.fulfilBatch(ctx, todo)
+	refused, ok, err := s.fulfilBatch(ctx, todo)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (db *DB) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome, e
 		return out, nil
 	}
 	for _, r := range todo {
-		o, err := db.fulfilOne(ctx, r)
+		o, err := s.fulfilOne(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -166,9 +166,9 @@ var errFallback = errors.New("batch needs order-by-order fulfilment")
 
 // fulfilBatch writes reqs in one transaction and reports the orders the
 // sale refused (by number, with the reason) and whether it committed.
-func (db *DB) fulfilBatch(ctx context.Context, reqs []Request) (map[string]string, bool, error) {
+func (s *Orders) fulfilBatch(ctx context.Context, reqs []Request) (map[string]string, bool, error) {
 	refused := map[string]string{}
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, reqs)
 		if err != nil {
 			return err
@@ -273,9 +273,9 @@ func refusal(acts map[int64]order.Activity, e order.Event) string {
 }
 
 // fulfilOne writes one order in its own transaction.
-func (db *DB) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
+func (s *Orders) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 	var out Outcome
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, []Request{r})
 		if err != nil {
 			return err
@@ -304,7 +304,7 @@ func (db *DB) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 		// live trips uk_orders_live first; it is a duplicate request too.
 		reason := order.ReasonDuplicateRequest
 		if k == "uk_orders_live" {
-			used, kerr := db.keyUsed(ctx, r.Event)
+			used, kerr := s.keyUsed(ctx, r.Event)
 			if kerr != nil {
 				return Outcome{}, kerr
 			}
@@ -312,14 +312,14 @@ func (db *DB) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 				reason = order.ReasonAlreadyPurchased
 			}
 		}
-		err = db.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
+		err = s.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
 		out = Outcome{Status: order.Failed, Reason: reason}
 		if duplicateKey(err) != "uk_orders_order_no" {
 			break
 		}
 		fallthrough
 	default: // order_no: someone else wrote it meanwhile
-		o, rerr := db.Order(ctx, r.Event.OrderNo)
+		o, rerr := s.Order(ctx, r.Event.OrderNo)
 		if rerr != nil {
 			return Outcome{}, rerr
 		}
@@ -336,18 +336,18 @@ func (db *DB) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 // OrderOfKey returns the order user placed in activity with key that is or
 // was real (any status but FAILED; uk_orders_key holds one), or
 // order.ErrNotFound.
-func (db *DB) OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error) {
+func (s *Orders) OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error) {
 	var row orderRow
-	err := db.gdb.WithContext(ctx).Where("activity_id = ? AND user_id = ? AND key_once = ?", activity, user, key).Take(&row).Error
+	err := s.gdb.WithContext(ctx).Where("activity_id = ? AND user_id = ? AND key_once = ?", activity, user, key).Take(&row).Error
 	if err != nil {
 		return order.Order{}, wrap("read the order of an idempotency key", err)
 	}
 	return row.toOrder(), nil
 }
 
-func (db *DB) keyUsed(ctx context.Context, e order.Event) (bool, error) {
+func (s *Orders) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 	var n int64
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+	err := s.gdb.WithContext(ctx).Model(&orderRow{}).
 		Where("activity_id = ? AND user_id = ? AND key_once = ?", e.ActivityID, e.UserID, e.IdempotencyKey).Count(&n).Error
 	if err != nil {
 		return false, wrap("read order of idempotency key", err)
@@ -362,14 +362,14 @@ func (db *DB) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 // and the stranded-reservation sweep both treat a FAILED row as final and
 // release the reservation instead of creating the order, and the unique
 // order number lets exactly one of {this row, the consumer's} exist.
-func (db *DB) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
+func (s *Orders) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
 	row := newRow(Request{Event: e}, order.Failed, reason)
-	err := db.gdb.WithContext(ctx).Create(&row).Error
+	err := s.gdb.WithContext(ctx).Create(&row).Error
 	if err == nil {
 		return row.toOrder(), nil
 	}
 	if duplicateKey(err) == "uk_orders_order_no" {
-		return db.Order(ctx, e.OrderNo)
+		return s.Order(ctx, e.OrderNo)
 	}
 	return order.Order{}, wrap("abandon order", err)
 }
@@ -400,20 +400,20 @@ func newRow(r Request, st order.Status, reason string) orderRow {
 func ptr[T any](v T) *T { return &v }
 
 // LiveOrderCount counts CREATED and PAID orders of an item (tests, bench).
-func (db *DB) LiveOrderCount(ctx context.Context, itemID int64) (int64, error) {
+func (s *Orders) LiveOrderCount(ctx context.Context, itemID int64) (int64, error) {
 	var n int64
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).
+	err := s.gdb.WithContext(ctx).Model(&orderRow{}).
 		Where("item_id = ? AND status IN ?", itemID, []string{string(order.Created), string(order.Paid)}).Count(&n).Error
 	return n, wrap("count orders", err)
 }
 
 // StatusCounts counts an item's orders by status.
-func (db *DB) StatusCounts(ctx context.Context, itemID int64) (map[order.Status]int64, error) {
+func (s *Orders) StatusCounts(ctx context.Context, itemID int64) (map[order.Status]int64, error) {
 	var rows []struct {
 		Status string
 		N      int64
 	}
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("status, COUNT(*) AS n").
+	err := s.gdb.WithContext(ctx).Model(&orderRow{}).Select("status, COUNT(*) AS n").
 		Where("item_id = ?", itemID).Group("status").Scan(&rows).Error
 	if err != nil {
 		return nil, wrap("count orders", err)

@@ -25,7 +25,7 @@ func items(t *testing.T, db *mysqltest.DB, n int) []int64 {
 	t.Helper()
 	ids := make([]int64, n)
 	for i := range ids {
-		it, err := db.CreateItem(context.Background(), "size", 10)
+		it, err := db.Activities.CreateItem(context.Background(), "size", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestConcurrentOverlappingSalesOneWins(t *testing.T) {
 						act.Items = append(act.Items, order.SaleItem{ItemID: id, Label: string(rune('S' + j))})
 					}
 				}
-				_, errs[i] = db.CreateSale(ctx, act, ownerGuard(now))
+				_, errs[i] = db.Activities.CreateSale(ctx, act, ownerGuard(now))
 			}()
 		}
 		wg.Wait()
@@ -111,7 +111,7 @@ func TestConcurrentPatchAndCreateOneWins(t *testing.T) {
 	h := func(n int) time.Time { return now.Add(time.Duration(n) * time.Hour) }
 	for round := range 6 {
 		item := items(t, db, 1)[0]
-		first, err := db.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
+		first, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,11 +120,11 @@ func TestConcurrentPatchAndCreateOneWins(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, errPatch = db.PatchActivity(ctx, first.ID, orderdb.ActivityChange{StartsAt: ptrTo(h(3)), EndsAt: ptrTo(h(5))}, now)
+			_, errPatch = db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{StartsAt: ptrTo(h(3)), EndsAt: ptrTo(h(5))}, now)
 		}()
 		go func() {
 			defer wg.Done()
-			_, errCreate = db.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: h(4), EndsAt: h(6), PerUserLimit: 1}, ownerGuard(now))
+			_, errCreate = db.Activities.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: h(4), EndsAt: h(6), PerUserLimit: 1}, ownerGuard(now))
 		}()
 		wg.Wait()
 		patched, created := errPatch == nil, errCreate == nil
@@ -136,7 +136,7 @@ func TestConcurrentPatchAndCreateOneWins(t *testing.T) {
 		if patched == created {
 			t.Fatalf("round %d: patched %v, created %v: want exactly one", round, patched, created)
 		}
-		got, err := db.Activity(ctx, first.ID)
+		got, err := db.Activities.Activity(ctx, first.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,11 +159,11 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 	h := func(n int) time.Time { return now.Add(time.Duration(n) * time.Hour) }
 	ids := items(t, db, 2)
 	x, y := ids[0], ids[1]
-	first, err := db.CreateSale(ctx, order.Activity{ItemID: x, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
+	first, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: x, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.CreateSale(ctx, order.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(3), PerUserLimit: 1,
+	_, err = db.Activities.CreateSale(ctx, order.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(3), PerUserLimit: 1,
 		Items: []order.SaleItem{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}}, ownerGuard(now))
 	var oe *order.Error
 	if !errors.As(err, &oe) || !errors.Is(err, order.ErrItemInAnotherSale) {
@@ -178,41 +178,41 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 		t.Fatalf("refused sale written: %d sales of item %d", n, y)
 	}
 	// Touching windows: [2h, 3h) after [1h, 2h).
-	_, err = db.CreateSale(ctx, order.Activity{ItemID: x, StartsAt: h(2), EndsAt: h(3), PerUserLimit: 1}, ownerGuard(now))
+	_, err = db.Activities.CreateSale(ctx, order.Activity{ItemID: x, StartsAt: h(2), EndsAt: h(3), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatalf("a sale starting when the other ends: %v", err)
 	}
 	// A change of the first sale's window into the second's is refused.
-	if _, err := db.PatchActivity(ctx, first.ID, orderdb.ActivityChange{EndsAt: ptrTo(h(2).Add(time.Minute))}, now); !errors.Is(err, order.ErrItemInAnotherSale) {
+	if _, err := db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{EndsAt: ptrTo(h(2).Add(time.Minute))}, now); !errors.Is(err, order.ErrItemInAnotherSale) {
 		t.Fatalf("window patched into another sale's: %v", err)
 	}
 	// So is a change of items of a sale of y alone into x's.
-	third, err := db.CreateSale(ctx, order.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
+	third, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := ownerGuard(now)
-	_, err = db.PatchActivity(ctx, third.ID, orderdb.ActivityChange{Items: []order.SaleItem{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}, Guard: &g}, now)
+	_, err = db.Activities.PatchActivity(ctx, third.ID, orderdb.ActivityChange{Items: []order.SaleItem{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}, Guard: &g}, now)
 	if !errors.Is(err, order.ErrItemInAnotherSale) {
 		t.Fatalf("items patched into another sale's: %v", err)
 	}
-	if got, err := db.Activity(ctx, third.ID); err != nil || len(got.Items) != 1 {
+	if got, err := db.Activities.Activity(ctx, third.ID); err != nil || len(got.Items) != 1 {
 		t.Fatalf("refused change written: %+v, %v", got.Items, err)
 	}
 	// The sale's own window moving within itself is no overlap with itself.
-	if _, err := db.PatchActivity(ctx, first.ID, orderdb.ActivityChange{StartsAt: ptrTo(h(1).Add(time.Minute))}, now); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{StartsAt: ptrTo(h(1).Add(time.Minute))}, now); err != nil {
 		t.Fatalf("a sale's own change: %v", err)
 	}
 	// A sale that ended and a cancelled one give the item up.
 	z := items(t, db, 1)[0]
-	ended, err := db.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Hour), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now))
+	ended, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Hour), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.EndActivity(ctx, ended.ID, now, order.CancelNow); err != nil {
+	if _, err := db.Activities.EndActivity(ctx, ended.ID, now, order.CancelNow); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Minute), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now.Add(time.Second))); err != nil {
+	if _, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Minute), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now.Add(time.Second))); err != nil {
 		t.Fatalf("a sale of an item whose other sale was cancelled: %v", err)
 	}
 }

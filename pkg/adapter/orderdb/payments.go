@@ -81,9 +81,9 @@ type Recorded struct {
 // the sale's row is read with a shared lock (saleCancelled), so a
 // concurrent cancel is either seen or waits for this transaction. The
 // caller checked the amount against the order's.
-func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
+func (s *Payments) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 	var out Recorded
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := paymentRow{TransactionID: p.TransactionID, OrderNo: p.OrderNo, Amount: p.Amount.Amount,
 			Currency: p.Amount.Currency, Outcome: PaymentPaid, ReceivedAt: time.Now().UTC()}
 		// The insert goes first: a concurrent duplicate waits on the unique
@@ -143,14 +143,14 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 	})
 	if duplicateKey(err) == "uk_payments_transaction" {
 		var row paymentRow
-		if err := db.gdb.WithContext(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
+		if err := s.gdb.WithContext(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
 			return Recorded{}, wrap("read payment", err)
 		}
 		out = Recorded{Payment: row.toPayment(), Duplicate: true}
 	} else if err != nil {
 		return Recorded{}, wrap("record payment", err)
 	}
-	o, err := db.Order(ctx, out.Payment.OrderNo)
+	o, err := s.orders.Order(ctx, out.Payment.OrderNo)
 	if err != nil {
 		return Recorded{}, err
 	}
@@ -159,15 +159,15 @@ func (db *DB) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
 }
 
 // PaymentsOf returns the payments recorded for an order, oldest first.
-func (db *DB) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error) {
-	return findAs(db.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
+func (s *Payments) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error) {
+	return findAs(s.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
 }
 
 // RefundsNeeded counts the REFUND payments of an activity's orders not yet
 // marked refunded.
-func (db *DB) RefundsNeeded(ctx context.Context, activityID int64) (int64, error) {
+func (s *Payments) RefundsNeeded(ctx context.Context, activityID int64) (int64, error) {
 	var n int64
-	err := db.gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
+	err := s.gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
 		WHERE o.activity_id = ? AND p.outcome = 'REFUND' AND p.refunded_at IS NULL`, activityID).Scan(&n).Error
 	return n, wrap("count refunds", err)
 }

@@ -93,21 +93,21 @@ func TestMigrateKeepsRowsWithoutPrices(t *testing.T) {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatalf("migrate a database from before prices: %v", err)
 	}
-	o, err := db.Order(ctx, oldNo)
+	o, err := db.Orders.Order(ctx, oldNo)
 	if err != nil || o.Status != order.Paid || o.Quantity != 2 || o.UnitPrice.Priced() || o.Amount.Priced() {
 		t.Fatalf("old order after the migration: %+v %v", o, err)
 	}
-	a, err := db.Activity(ctx, 1)
+	a, err := db.Activities.Activity(ctx, 1)
 	if err != nil || a.SalePrice.Priced() {
 		t.Fatalf("old activity: %+v %v", a, err)
 	}
-	it, err := db.Item(ctx, 1)
+	it, err := db.Activities.Item(ctx, 1)
 	if err != nil || it.Price.Priced() || it.Stock != 10 {
 		t.Fatalf("old item: %+v %v", it, err)
 	}
 	r := orderdb.Request{Event: order.Event{Version: order.EventVersion, OrderNo: gen.Next(1), IdempotencyKey: "k2", UserID: "8",
 		ItemID: 1, ActivityID: 1, Quantity: 1, ReservedAt: now}, UnitPrice: a.SalePrice}
-	out, err := db.Fulfil(ctx, []orderdb.Request{r})
+	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{r})
 	if err != nil || out[r.Event.OrderNo].Status != order.Created {
 		t.Fatalf("a new order of the old sale: %+v %v", out, err)
 	}
@@ -161,7 +161,7 @@ func TestUserOrdersUsesItsIndex(t *testing.T) {
 	for u := range int64(50) {
 		for range 4 {
 			r := req(item, u+1, 1)
-			if _, err := db.Abandon(ctx, r.Event, order.ReasonPublishFailed); err != nil {
+			if _, err := db.Orders.Abandon(ctx, r.Event, order.ReasonPublishFailed); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -181,11 +181,11 @@ func TestUserOrdersUsesItsIndex(t *testing.T) {
 			t.Errorf("%s: plan %v, want the key idx_orders_user", q, plan)
 		}
 	}
-	rows, more, err := db.UserOrders(ctx, "7", orderdb.OrderFilter{}, 0, 3)
+	rows, more, err := db.Orders.UserOrders(ctx, "7", orderdb.OrderFilter{}, 0, 3)
 	if err != nil || len(rows) != 3 || !more || rows[0].ID <= rows[1].ID || rows[1].ID <= rows[2].ID {
 		t.Fatalf("first page: %+v %v %v", rows, more, err)
 	}
-	rows, more, err = db.UserOrders(ctx, "7", orderdb.OrderFilter{}, rows[2].ID, 3)
+	rows, more, err = db.Orders.UserOrders(ctx, "7", orderdb.OrderFilter{}, rows[2].ID, 3)
 	if err != nil || len(rows) != 1 || more {
 		t.Fatalf("last page: %+v %v %v", rows, more, err)
 	}

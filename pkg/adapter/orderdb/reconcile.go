@@ -51,8 +51,8 @@ type ActivityFilter struct {
 }
 
 // Activities lists the activities f picks, by id.
-func (db *DB) Activities(ctx context.Context, f ActivityFilter) ([]order.Activity, error) {
-	q := db.gdb.WithContext(ctx).Model(&activityRow{}).Order("id")
+func (s *Reconcile) Activities(ctx context.Context, f ActivityFilter) ([]order.Activity, error) {
+	q := s.gdb.WithContext(ctx).Model(&activityRow{}).Order("id")
 	if !f.EndsAfter.IsZero() {
 		q = q.Where("ends_at > ?", f.EndsAfter.UTC())
 	}
@@ -75,7 +75,7 @@ func (db *DB) Activities(ctx context.Context, f ActivityFilter) ([]order.Activit
 		}
 		out[i] = a
 	}
-	return out, wrap("list activities", withItems(db.gdb.WithContext(ctx), out))
+	return out, wrap("list activities", withItems(s.gdb.WithContext(ctx), out))
 }
 
 // nonEmpty keeps "IN ?" valid SQL for an empty list (it matches nothing).
@@ -106,24 +106,24 @@ type ReadMark struct {
 }
 
 // ReadMark takes the mark (clock and id first, then the closing orders).
-func (db *DB) ReadMark(ctx context.Context, itemID int64) (ReadMark, error) {
+func (s *Reconcile) ReadMark(ctx context.Context, itemID int64) (ReadMark, error) {
 	var m ReadMark
 	var maxID sql.NullInt64
-	if err := db.gdb.WithContext(ctx).Raw("SELECT NOW(3), MAX(id) FROM orders").Row().Scan(&m.At, &maxID); err != nil {
+	if err := s.gdb.WithContext(ctx).Raw("SELECT NOW(3), MAX(id) FROM orders").Row().Scan(&m.At, &maxID); err != nil {
 		return m, wrap("read clock", err)
 	}
 	m.MaxID = maxID.Int64
 	var maxRestock sql.NullInt64
-	if err := db.gdb.WithContext(ctx).Raw("SELECT MAX(id) FROM restocks").Row().Scan(&maxRestock); err != nil {
+	if err := s.gdb.WithContext(ctx).Raw("SELECT MAX(id) FROM restocks").Row().Scan(&maxRestock); err != nil {
 		return m, wrap("read last restock", err)
 	}
 	m.MaxRestockID = maxRestock.Int64
-	closing, err := db.ClosingOrders(ctx, itemID)
+	closing, err := s.ClosingOrders(ctx, itemID)
 	if err != nil {
 		return m, err
 	}
 	m.Closing = closing
-	if m.Restocks, err = db.PendingRestocks(ctx, itemID); err != nil {
+	if m.Restocks, err = s.restocks.PendingRestocks(ctx, itemID); err != nil {
 		return m, err
 	}
 	return m, nil
@@ -147,13 +147,13 @@ type StockSnapshot struct {
 // read-only REPEATABLE READ transaction: all of it comes from the instant
 // of the first read, as if no order committed in between.
 // order.ErrNotFound when the item has no stock row.
-func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark ReadMark) (StockSnapshot, error) {
+func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark ReadMark) (StockSnapshot, error) {
 	snap := StockSnapshot{Orders: make(map[string]OrderState, len(orderNos))}
 	asked := make(map[string]bool, len(orderNos))
 	for _, no := range orderNos {
 		asked[no] = true
 	}
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row stockRow
 		if err := tx.Where("item_id = ?", itemID).Take(&row).Error; err != nil {
 			return err
@@ -221,12 +221,12 @@ func (db *DB) StockSnapshot(ctx context.Context, itemID int64, orderNos []string
 // recorded yet (released_at IS NULL): MySQL already has their units back,
 // Redis may not. More than MaxClosing is an error: the closer is behind,
 // and the item is checked once it caught up.
-func (db *DB) ClosingOrders(ctx context.Context, itemID int64) (map[string]OrderState, error) {
+func (s *Reconcile) ClosingOrders(ctx context.Context, itemID int64) (map[string]OrderState, error) {
 	var rows []struct {
 		OrderNo  string
 		Quantity int64
 	}
-	err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("order_no, quantity").
+	err := s.gdb.WithContext(ctx).Model(&orderRow{}).Select("order_no, quantity").
 		Where("item_id = ? AND status = ? AND released_at IS NULL", itemID, string(order.Closed)).
 		Limit(MaxClosing + 1).Scan(&rows).Error
 	if err != nil {
@@ -257,9 +257,9 @@ type LiveOrder struct {
 // id sorts after after (by bytes; "" for the first page), by user id: a
 // keyset scan of uk_orders_live, so a page costs the same however far into
 // the activity it is.
-func (db *DB) LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]LiveOrder, error) {
+func (s *Reconcile) LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]LiveOrder, error) {
 	var rows []orderRow
-	err := db.gdb.WithContext(ctx).
+	err := s.gdb.WithContext(ctx).
 		Select("order_no, user_id, item_id, status, quantity, idempotency_key, created_at").
 		Where("activity_id = ? AND user_id > ? AND live = 1", activityID, after).
 		Order("user_id").Limit(limit).Find(&rows).Error
@@ -276,14 +276,14 @@ func (db *DB) LiveOrderPage(ctx context.Context, activityID int64, after string,
 
 // LiveOrdersOf returns, for the users among users who have a live order in
 // the activity, user -> that order's number (ListBatch users per query).
-func (db *DB) LiveOrdersOf(ctx context.Context, activityID int64, users []string) (map[string]string, error) {
+func (s *Reconcile) LiveOrdersOf(ctx context.Context, activityID int64, users []string) (map[string]string, error) {
 	out := make(map[string]string, len(users))
 	for chunk := range slices.Chunk(users, ListBatch) {
 		var rows []struct {
 			UserID  string
 			OrderNo string
 		}
-		err := db.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
+		err := s.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
 			Where("activity_id = ? AND user_id IN ? AND live = 1", activityID, chunk).Scan(&rows).Error
 		if err != nil {
 			return nil, wrap("read live orders", err)

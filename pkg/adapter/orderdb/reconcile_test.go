@@ -14,11 +14,11 @@ func TestActivitiesFilter(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 5) // activity 1: now .. now+1h
 	ctx := context.Background()
-	other, err := db.CreateItem(ctx, "other", 1)
+	other, err := db.Activities.CreateItem(ctx, "other", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := db.CreateActivity(ctx, order.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
+	old, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
 		EndsAt: time.Now().Add(-48 * time.Hour), PerUserLimit: 2, PaymentWindow: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +46,12 @@ func TestActivitiesFilter(t *testing.T) {
 		{"empty id list", orderdb.ActivityFilter{IDs: []int64{}}, nil},
 	}
 	for _, c := range cases {
-		got := ids(db.Activities(ctx, c.f))
+		got := ids(db.Reconcile.Activities(ctx, c.f))
 		if len(got) != len(c.want) || (len(got) > 0 && (got[0] != c.want[0] || got[len(got)-1] != c.want[len(c.want)-1])) {
 			t.Fatalf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-	as, _ := db.Activities(ctx, orderdb.ActivityFilter{IDs: []int64{old.ID}})
+	as, _ := db.Reconcile.Activities(ctx, orderdb.ActivityFilter{IDs: []int64{old.ID}})
 	if as[0].PaymentWindow != 90*time.Second || as[0].ItemID != other.ID || as[0].PerUserLimit != 2 {
 		t.Fatalf("activity %+v", as[0])
 	}
@@ -62,13 +62,13 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	a, b, dup := req(item, 1, 2), req(item, 2, 1), req(item, 1, 1)
-	if _, err := db.Fulfil(ctx, []orderdb.Request{a, b, dup}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{a, b, dup}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := db.Orders.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := db.StockSnapshot(ctx, item, []string{a.Event.OrderNo, b.Event.OrderNo, dup.Event.OrderNo, "nope"}, orderdb.ReadMark{})
+	snap, err := db.Reconcile.StockSnapshot(ctx, item, []string{a.Event.OrderNo, b.Event.OrderNo, dup.Event.OrderNo, "nope"}, orderdb.ReadMark{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,35 +85,35 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 			t.Fatalf("%s: %+v, want %+v", no, snap.Orders[no], w)
 		}
 	}
-	if _, err := db.StockSnapshot(ctx, item+100, nil, orderdb.ReadMark{}); err == nil {
+	if _, err := db.Reconcile.StockSnapshot(ctx, item+100, nil, orderdb.ReadMark{}); err == nil {
 		t.Fatal("snapshot of an unknown item succeeded")
 	}
 
-	closing, err := db.ClosingOrders(ctx, item)
+	closing, err := db.Reconcile.ClosingOrders(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(closing) != 1 || closing[b.Event.OrderNo].Quantity != 1 {
 		t.Fatalf("closing %+v", closing)
 	}
-	if err := db.MarkReleased(ctx, b.Event.OrderNo); err != nil {
+	if err := db.Orders.MarkReleased(ctx, b.Event.OrderNo); err != nil {
 		t.Fatal(err)
 	}
-	if closing, _ := db.ClosingOrders(ctx, item); len(closing) != 0 {
+	if closing, _ := db.Reconcile.ClosingOrders(ctx, item); len(closing) != 0 {
 		t.Fatalf("closing after the release was recorded: %+v", closing)
 	}
 
-	page, err := db.LiveOrderPage(ctx, 1, "", 10)
+	page, err := db.Reconcile.LiveOrderPage(ctx, 1, "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page) != 1 || page[0].UserID != "1" || page[0].OrderNo != a.Event.OrderNo || page[0].Status != order.Created {
 		t.Fatalf("live %+v, want user 1 -> %s", page, a.Event.OrderNo)
 	}
-	if page, err := db.LiveOrderPage(ctx, 1, "1", 10); err != nil || len(page) != 0 {
+	if page, err := db.Reconcile.LiveOrderPage(ctx, 1, "1", 10); err != nil || len(page) != 0 {
 		t.Fatalf("the page after user 1: %+v, %v", page, err)
 	}
-	live, err := db.LiveOrdersOf(ctx, 1, []string{"1", "2", "9"})
+	live, err := db.Reconcile.LiveOrdersOf(ctx, 1, []string{"1", "2", "9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +141,14 @@ func TestStockSnapshotIsConsistent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < len(reqs); i += 20 {
-			if _, err := db.Fulfil(ctx, reqs[i:i+20]); err != nil {
+			if _, err := db.Orders.Fulfil(ctx, reqs[i:i+20]); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
 	for range 50 {
-		snap, err := db.StockSnapshot(ctx, item, nos, orderdb.ReadMark{})
+		snap, err := db.Reconcile.StockSnapshot(ctx, item, nos, orderdb.ReadMark{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,35 +167,35 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	old, closing, later := req(item, 1, 1), req(item, 2, 1), req(item, 3, 1)
-	if _, err := db.Fulfil(ctx, []orderdb.Request{old, closing, later}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{old, closing, later}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CloseOrder(ctx, "2", closing.Event.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := db.Orders.CloseOrder(ctx, "2", closing.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
-	mark, err := db.ReadMark(ctx, item)
+	mark, err := db.Reconcile.ReadMark(ctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(mark.Closing) != 1 || mark.MaxID < 3 || mark.At.IsZero() {
 		t.Fatalf("mark %+v", mark)
 	}
-	snap, err := db.StockSnapshot(ctx, item, nil, mark)
+	snap, err := db.Reconcile.StockSnapshot(ctx, item, nil, mark)
 	if err != nil || len(snap.Moved) != 0 {
 		t.Fatalf("nothing moved: %+v %v", snap, err)
 	}
 
 	created := req(item, 4, 1)
-	if _, err := db.Fulfil(ctx, []orderdb.Request{created}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{created}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CloseOrder(ctx, "3", later.Event.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := db.Orders.CloseOrder(ctx, "3", later.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.MarkReleased(ctx, closing.Event.OrderNo); err != nil {
+	if err := db.Orders.MarkReleased(ctx, closing.Event.OrderNo); err != nil {
 		t.Fatal(err)
 	}
-	snap, err = db.StockSnapshot(ctx, item, nil, mark)
+	snap, err = db.Reconcile.StockSnapshot(ctx, item, nil, mark)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 		t.Fatalf("moved %v, want %v", snap.Moved, want)
 	}
 	// Asked about: accounted for by the caller, not moved.
-	snap, _ = db.StockSnapshot(ctx, item, []string{created.Event.OrderNo, later.Event.OrderNo}, mark)
+	snap, _ = db.Reconcile.StockSnapshot(ctx, item, []string{created.Event.OrderNo, later.Event.OrderNo}, mark)
 	if len(snap.Moved) != 0 {
 		t.Fatalf("moved %v, want none", snap.Moved)
 	}

@@ -40,8 +40,8 @@ func (redisWatchRow) TableName() string { return "redis_watches" }
 
 // RedisWatch returns the record of the dataset whose marker is marker,
 // making an empty one the first time.
-func (db *DB) RedisWatch(ctx context.Context, marker string) (RedisWatch, error) {
-	g := db.gdb.WithContext(ctx)
+func (s *RedisWatches) RedisWatch(ctx context.Context, marker string) (RedisWatch, error) {
+	g := s.gdb.WithContext(ctx)
 	var row redisWatchRow
 	err := g.Where("marker = ?", marker).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -61,11 +61,11 @@ func (db *DB) RedisWatch(ctx context.Context, marker string) (RedisWatch, error)
 }
 
 // RecordRedisLoss counts one loss detected, described by what.
-func (db *DB) RecordRedisLoss(ctx context.Context, marker, what string) error {
+func (s *RedisWatches) RecordRedisLoss(ctx context.Context, marker, what string) error {
 	if len(what) > 512 {
 		what = strings.ToValidUTF8(what[:512], "")
 	}
-	err := db.gdb.WithContext(ctx).Exec(`UPDATE redis_watches SET losses = losses + 1, last_loss = ?, lost_at = NOW(3)
+	err := s.gdb.WithContext(ctx).Exec(`UPDATE redis_watches SET losses = losses + 1, last_loss = ?, lost_at = NOW(3)
 		WHERE marker = ?`, what, marker).Error
 	return wrap("record a Redis data loss", err)
 }
@@ -74,8 +74,8 @@ func (db *DB) RecordRedisLoss(ctx context.Context, marker, what string) error {
 // generation is raised to generation (never lowered), and the run ids are
 // set to runIDs if they still are oldRunIDs (a watch that read them before
 // another recorded newer ones leaves those).
-func (db *DB) RecordRedisSeen(ctx context.Context, marker, oldRunIDs, runIDs string, generation int64) error {
-	err := db.gdb.WithContext(ctx).Exec(`UPDATE redis_watches
+func (s *RedisWatches) RecordRedisSeen(ctx context.Context, marker, oldRunIDs, runIDs string, generation int64) error {
+	err := s.gdb.WithContext(ctx).Exec(`UPDATE redis_watches
 		SET generation = GREATEST(generation, ?), run_ids = IF(run_ids = ?, ?, run_ids)
 		WHERE marker = ?`, generation, oldRunIDs, runIDs, marker).Error
 	return wrap("record what the Redis watch saw", err)
@@ -83,8 +83,8 @@ func (db *DB) RecordRedisSeen(ctx context.Context, marker, oldRunIDs, runIDs str
 
 // RecordRedisHealed records that a finished repair covers the first losses
 // losses (never lowered).
-func (db *DB) RecordRedisHealed(ctx context.Context, marker string, losses int64) error {
-	err := db.gdb.WithContext(ctx).Exec("UPDATE redis_watches SET healed = GREATEST(healed, ?) WHERE marker = ?",
+func (s *RedisWatches) RecordRedisHealed(ctx context.Context, marker string, losses int64) error {
+	err := s.gdb.WithContext(ctx).Exec("UPDATE redis_watches SET healed = GREATEST(healed, ?) WHERE marker = ?",
 		losses, marker).Error
 	return wrap("record a Redis repair", err)
 }

@@ -18,7 +18,7 @@ func TestRedisWatchRecordMovesForward(t *testing.T) {
 	const m = "sk:heal:generation"
 	read := func() orderdb.RedisWatch {
 		t.Helper()
-		rec, err := db.RedisWatch(ctx, m)
+		rec, err := db.RedisWatches.RedisWatch(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,21 +32,21 @@ func TestRedisWatchRecordMovesForward(t *testing.T) {
 		do   func() error
 		want orderdb.RedisWatch
 	}{
-		{"first look", func() error { return db.RecordRedisSeen(ctx, m, "", "a=1", 1) },
+		{"first look", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "", "a=1", 1) },
 			orderdb.RedisWatch{Marker: m, Generation: 1, RunIDs: "a=1"}},
-		{"raised", func() error { return db.RecordRedisSeen(ctx, m, "a=1", "a=1", 5) },
+		{"raised", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "a=1", "a=1", 5) },
 			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1"}},
-		{"a late writer's lower generation and stale run ids", func() error { return db.RecordRedisSeen(ctx, m, "", "a=0", 3) },
+		{"a late writer's lower generation and stale run ids", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "", "a=0", 3) },
 			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1"}},
-		{"a loss", func() error { return db.RecordRedisLoss(ctx, m, "restart: a run_id 1 -> 2") },
+		{"a loss", func() error { return db.RedisWatches.RecordRedisLoss(ctx, m, "restart: a run_id 1 -> 2") },
 			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1", Losses: 1, LastLoss: "restart: a run_id 1 -> 2"}},
-		{"the same loss seen by another watch", func() error { return db.RecordRedisLoss(ctx, m, "restart: a run_id 1 -> 2") },
+		{"the same loss seen by another watch", func() error { return db.RedisWatches.RecordRedisLoss(ctx, m, "restart: a run_id 1 -> 2") },
 			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1", Losses: 2, LastLoss: "restart: a run_id 1 -> 2"}},
-		{"moved on", func() error { return db.RecordRedisSeen(ctx, m, "a=1", "a=2", 6) },
+		{"moved on", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "a=1", "a=2", 6) },
 			orderdb.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, LastLoss: "restart: a run_id 1 -> 2"}},
-		{"healed", func() error { return db.RecordRedisHealed(ctx, m, 2) },
+		{"healed", func() error { return db.RedisWatches.RecordRedisHealed(ctx, m, 2) },
 			orderdb.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, Healed: 2, LastLoss: "restart: a run_id 1 -> 2"}},
-		{"a late close of an older incident", func() error { return db.RecordRedisHealed(ctx, m, 1) },
+		{"a late close of an older incident", func() error { return db.RedisWatches.RecordRedisHealed(ctx, m, 1) },
 			orderdb.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, Healed: 2, LastLoss: "restart: a run_id 1 -> 2"}},
 	}
 	for _, s := range steps {
@@ -57,7 +57,7 @@ func TestRedisWatchRecordMovesForward(t *testing.T) {
 			t.Fatalf("%s: record %+v, want %+v", s.name, rec, s.want)
 		}
 	}
-	if rec, err := db.RedisWatch(ctx, "other:heal:generation"); err != nil || rec.Generation != 0 || rec.Losses != 0 {
+	if rec, err := db.RedisWatches.RedisWatch(ctx, "other:heal:generation"); err != nil || rec.Generation != 0 || rec.Losses != 0 {
 		t.Fatalf("another marker's record %+v (%v), want its own empty one", rec, err)
 	}
 }

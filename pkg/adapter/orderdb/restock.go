@@ -54,9 +54,9 @@ var errRestockExists = errors.New("restock key exists")
 // A concurrent repeat waits for the first transaction (the unique key)
 // and then finds its record. order.ErrNotFound: no such item;
 // order.ErrStockLimit: the stock would pass MaxStock.
-func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restock, bool, error) {
+func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restock, bool, error) {
 	row := restockRow{ItemID: itemID, IdempotencyKey: key, Quantity: qty}
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var st stockRow
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("item_id = ?", itemID).Take(&st).Error; err != nil {
 			return err
@@ -74,7 +74,7 @@ func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) 
 	})
 	if errors.Is(err, errRestockExists) {
 		var old restockRow
-		if err := db.gdb.WithContext(ctx).Where("item_id = ? AND idempotency_key = ?", itemID, key).Take(&old).Error; err != nil {
+		if err := s.gdb.WithContext(ctx).Where("item_id = ? AND idempotency_key = ?", itemID, key).Take(&old).Error; err != nil {
 			return Restock{}, false, wrap("read restock", err)
 		}
 		if old.Quantity != qty {
@@ -99,8 +99,8 @@ func (db *DB) Restock(ctx context.Context, itemID int64, key string, qty int64) 
 // CREATED or PAID: the stock read no longer has their units. A warm-up
 // loads this figure (stockredis.StockReader). order.ErrNotFound: no such
 // item.
-func (db *DB) WarmupStock(ctx context.Context, itemID int64, pending []string) (stock, lastRestock int64, committed []string, err error) {
-	err = db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+func (s *Restocks) WarmupStock(ctx context.Context, itemID int64, pending []string) (stock, lastRestock int64, committed []string, err error) {
+	err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
 			Stock       int64
 			LastRestock int64
@@ -133,17 +133,17 @@ func (db *DB) WarmupStock(ctx context.Context, itemID int64, pending []string) (
 
 // MarkRestocksWarmed records the item's restocks up to id upTo as applied:
 // a warm-up's figure included them (stockredis.StockReader).
-func (db *DB) MarkRestocksWarmed(ctx context.Context, itemID, upTo int64) error {
-	err := db.gdb.WithContext(ctx).Model(&restockRow{}).Where("item_id = ? AND id <= ? AND applied_at IS NULL", itemID, upTo).
+func (s *Restocks) MarkRestocksWarmed(ctx context.Context, itemID, upTo int64) error {
+	err := s.gdb.WithContext(ctx).Model(&restockRow{}).Where("item_id = ? AND id <= ? AND applied_at IS NULL", itemID, upTo).
 		Update("applied_at", gorm.Expr("NOW(3)")).Error
 	return wrap("mark restocks warmed", err)
 }
 
 // RestocksBetween lists the item's restocks with an id above after and at
 // most upTo, by id, at most limit of them (stockredis.StockReader).
-func (db *DB) RestocksBetween(ctx context.Context, itemID, after, upTo int64, limit int) (ids, quantities []int64, err error) {
+func (s *Restocks) RestocksBetween(ctx context.Context, itemID, after, upTo int64, limit int) (ids, quantities []int64, err error) {
 	var rows []restockRow
-	err = db.gdb.WithContext(ctx).Select("id, quantity").Where("item_id = ? AND id > ? AND id <= ?", itemID, after, upTo).
+	err = s.gdb.WithContext(ctx).Select("id, quantity").Where("item_id = ? AND id > ? AND id <= ?", itemID, after, upTo).
 		Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, nil, wrap("list restocks", err)
@@ -156,8 +156,8 @@ func (db *DB) RestocksBetween(ctx context.Context, itemID, after, upTo int64, li
 }
 
 // MarkRestockApplied records that Redis has the restock's units.
-func (db *DB) MarkRestockApplied(ctx context.Context, id int64) error {
-	err := db.gdb.WithContext(ctx).Model(&restockRow{}).Where("id = ? AND applied_at IS NULL", id).
+func (s *Restocks) MarkRestockApplied(ctx context.Context, id int64) error {
+	err := s.gdb.WithContext(ctx).Model(&restockRow{}).Where("id = ? AND applied_at IS NULL", id).
 		Update("applied_at", gorm.Expr("NOW(3)")).Error
 	return wrap("mark restock applied", err)
 }
@@ -165,8 +165,8 @@ func (db *DB) MarkRestockApplied(ctx context.Context, id int64) error {
 // PendingRestocks lists the item's restocks whose Redis step is not
 // recorded, oldest first: in flight (a warm-up or the step records them),
 // so more than MaxPendingRestocks is order.ErrTooBusy.
-func (db *DB) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, error) {
-	q := db.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Limit(MaxPendingRestocks + 1)
+func (s *Restocks) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, error) {
+	q := s.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Limit(MaxPendingRestocks + 1)
 	rs, err := findAs(q, "list pending restocks", restockRow.toRestock)
 	if err == nil && len(rs) > MaxPendingRestocks {
 		return nil, fmt.Errorf("item %d has more than %d restocks whose Redis step is not recorded: %w", itemID, MaxPendingRestocks, order.ErrTooBusy)
@@ -175,9 +175,9 @@ func (db *DB) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, err
 }
 
 // RestockOf returns one restock by id, order.ErrNotFound if none.
-func (db *DB) RestockOf(ctx context.Context, id int64) (Restock, error) {
+func (s *Restocks) RestockOf(ctx context.Context, id int64) (Restock, error) {
 	var row restockRow
-	if err := db.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
+	if err := s.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
 		return Restock{}, wrap("read restock", err)
 	}
 	return row.toRestock(), nil

@@ -37,14 +37,24 @@ func (roomJoinRow) TableName() string { return "room_joins" }
 // another place: the room in Redis came back from an older state.
 var ErrRoomJoinConflict = errors.New("the room's record holds another place for this join")
 
+// JoinMatch says which record of a join's buyer RecordRoomJoins accepts
+// when the buyer already has one.
+type JoinMatch int
+
+const (
+	// SamePlace accepts only a record that names the join's place.
+	SamePlace JoinMatch = iota
+	// AnyPlace accepts any record of the buyer: an answered join asked
+	// again, whose place a rebuild may have renumbered.
+	AnyPlace
+)
+
 // RecordRoomJoins writes joins of activity's room, one statement for the
 // lot, and returns, for each, nil when MySQL now holds it. A join whose
-// buyer already has a record keeps that record: with rejoin[i] set, any
-// record of the buyer will do (an answered join asked again, whose place a
-// rebuild may have renumbered); without, the record must name the same
-// place, else its error is ErrRoomJoinConflict, as it is when another buyer
-// holds the place. Sent again after a lost answer, it finds its own rows.
-func (db *DB) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJoin, rejoin []bool) ([]error, error) {
+// buyer already has a record keeps that record if match[i] accepts it,
+// else its error is ErrRoomJoinConflict, as it is when another buyer holds
+// the place. Sent again after a lost answer, it finds its own rows.
+func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJoin, match []JoinMatch) ([]error, error) {
 	rows := make([]roomJoinRow, len(joins))
 	for i, j := range joins {
 		rows[i] = roomJoinRow{ActivityID: activity, UserID: j.UserID, Gen: j.Gen, JoinedAt: j.JoinedAt.UTC()}
@@ -53,7 +63,7 @@ func (db *DB) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJ
 			rows[i].Seq = &seq
 		}
 	}
-	g := db.gdb.WithContext(ctx)
+	g := s.gdb.WithContext(ctx)
 	res := g.Clauses(clause.Insert{Modifier: "IGNORE"}).Create(&rows)
 	if res.Error != nil {
 		return nil, wrap("record room joins", res.Error)
@@ -79,7 +89,7 @@ func (db *DB) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJ
 	for i, r := range rows {
 		h, ok := byUser[r.UserID]
 		switch {
-		case ok && rejoin[i]:
+		case ok && match[i] == AnyPlace:
 		case ok && h.Gen == r.Gen && (h.Seq == nil) == (r.Seq == nil) && (h.Seq == nil || *h.Seq == *r.Seq):
 		default:
 			out[i] = fmt.Errorf("%w: buyer %q, generation %d, place %v", ErrRoomJoinConflict, r.UserID, r.Gen, seqText(r.Seq))
@@ -99,8 +109,8 @@ func seqText(s *int64) string {
 // (Seq 0) in no order, then the late ones in the order they joined, by
 // generation and sequence number (equal places, left by a Redis brought
 // back from an older copy before the second join was refused, by user id).
-func (db *DB) RoomJoins(ctx context.Context, activity int64) ([]RoomJoin, error) {
-	return roomJoins(db.gdb.WithContext(ctx), activity)
+func (s *Rooms) RoomJoins(ctx context.Context, activity int64) ([]RoomJoin, error) {
+	return roomJoins(s.gdb.WithContext(ctx), activity)
 }
 
 func roomJoins(g *gorm.DB, activity int64) ([]RoomJoin, error) {
@@ -122,8 +132,8 @@ func roomJoins(g *gorm.DB, activity int64) ([]RoomJoin, error) {
 
 // BuyersWithOrders returns the buyers who hold an order of any status in
 // activity: their turn in the room is done.
-func (db *DB) BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error) {
-	return buyersWithOrders(db.gdb.WithContext(ctx), activity)
+func (s *Rooms) BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error) {
+	return buyersWithOrders(s.gdb.WithContext(ctx), activity)
 }
 
 func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
@@ -148,9 +158,9 @@ func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
 // through read, on the transaction's connection, as MySQL has them when
 // read is called. Rebuilds of one room, from any instance, run one at a
 // time.
-func (db *DB) RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
+func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
 	build func(gen int64, builtAt time.Time, read func() ([]RoomJoin, map[string]bool, error)) (int64, error)) error {
-	return wrap("rebuild the waiting room", db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return wrap("rebuild the waiting room", s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
 			Gen       int64
 			RebuiltAt *time.Time
@@ -181,17 +191,17 @@ func (db *DB) RoomRebuild(ctx context.Context, activity int64, now func() time.T
 
 // RoomGeneration returns activity's room's generation (activity_rooms.gen):
 // how many times it was built in Redis, 0 before the first.
-func (db *DB) RoomGeneration(ctx context.Context, activity int64) (int64, error) {
+func (s *Rooms) RoomGeneration(ctx context.Context, activity int64) (int64, error) {
 	var row struct{ Gen int64 }
-	err := db.gdb.WithContext(ctx).Raw("SELECT gen FROM activity_rooms WHERE activity_id = ?", activity).Scan(&row).Error
+	err := s.gdb.WithContext(ctx).Raw("SELECT gen FROM activity_rooms WHERE activity_id = ?", activity).Scan(&row).Error
 	return row.Gen, wrap("read the room's generation", err)
 }
 
 // LiveRoomSales returns the sales with a waiting room that have not ended
 // at now.
-func (db *DB) LiveRoomSales(ctx context.Context, now time.Time) ([]int64, error) {
+func (s *Rooms) LiveRoomSales(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
-	err := db.gdb.WithContext(ctx).Raw("SELECT a.id FROM activities a JOIN activity_rooms r ON r.activity_id = a.id WHERE a.ends_at > ?",
+	err := s.gdb.WithContext(ctx).Raw("SELECT a.id FROM activities a JOIN activity_rooms r ON r.activity_id = a.id WHERE a.ends_at > ?",
 		now.UTC()).Scan(&ids).Error
 	if err != nil {
 		return nil, wrap("read the sales with a room", err)

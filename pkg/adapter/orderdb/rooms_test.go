@@ -18,18 +18,18 @@ import (
 func TestSaleWithARoomReadsBack(t *testing.T) {
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "sneaker", 5)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
 	want := order.WaitingRoom{AdmitPerSecond: 250, AdmissionTTL: 90 * time.Second, ProofOfWorkBits: 12,
 		OpensAt: start.Add(-30 * time.Minute), Seed: room.NewSeed(), Key: room.NewSeed()}
-	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, Room: want})
+	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, Room: want})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.Activity(ctx, a.ID)
+	got, err := db.Activities.Activity(ctx, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +39,11 @@ func TestSaleWithARoomReadsBack(t *testing.T) {
 	if got.Room != want || !got.EndsAt.Equal(start.Add(time.Hour)) {
 		t.Fatalf("read back %+v, want %+v", got.Room, want)
 	}
-	plain, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start.Add(2 * time.Hour), EndsAt: start.Add(3 * time.Hour), PerUserLimit: 1})
+	plain, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start.Add(2 * time.Hour), EndsAt: start.Add(3 * time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.Activity(ctx, plain.ID); err != nil || got.Room.On() || got.PerUserLimit != 1 {
+	if got, err := db.Activities.Activity(ctx, plain.ID); err != nil || got.Room.On() || got.PerUserLimit != 1 {
 		t.Fatalf("a sale without a room read back as %+v, %v", got, err)
 	}
 }
@@ -53,28 +53,28 @@ func TestSaleWithARoomReadsBack(t *testing.T) {
 func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "ticket", 5)
+	it, err := db.Activities.CreateItem(ctx, "ticket", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	start := now.Add(2 * time.Hour).Truncate(time.Millisecond).UTC()
-	a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1})
+	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := order.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
-	got, err := db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &first}, now)
+	got, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &first}, now)
 	if err != nil || got.Room != first {
 		t.Fatalf("a room by PATCH: %+v, %v; want %+v", got.Room, err, first)
 	}
 	second := order.WaitingRoom{AdmitPerSecond: 99, AdmissionTTL: 2 * time.Minute, ProofOfWorkBits: 4, Seed: room.NewSeed(), Key: room.NewSeed()}
-	got, err = db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &second}, now)
+	got, err = db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &second}, now)
 	if err != nil || got.Room.AdmitPerSecond != 99 || got.Room.ProofOfWorkBits != 4 || got.Room.Seed != first.Seed || got.Room.Key != first.Key {
 		t.Fatalf("a changed room: %+v, %v; want the new settings with the first seed and key", got.Room, err)
 	}
 	two := 2
-	if _, err := db.PatchActivity(ctx, a.ID, orderdb.ActivityChange{StockBuckets: &two, Guard: &orderdb.KeyGuard{Now: now,
+	if _, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{StockBuckets: &two, Guard: &orderdb.KeyGuard{Now: now,
 		KeysUntil: func(order.Activity) time.Time { return now }}}, now); !errors.Is(err, order.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "waiting_room") {
 		t.Fatalf("buckets for a sale with a room: %v, want an invalid argument", err)
@@ -93,11 +93,11 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	sale := func(starts time.Time) order.Activity {
 		t.Helper()
-		it, err := db.CreateItem(ctx, "ticket", 5) // an item each: one sale owns an item at a time
+		it, err := db.Activities.CreateItem(ctx, "ticket", 5) // an item each: one sale owns an item at a time
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(10 * time.Hour), PerUserLimit: 1})
+		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(10 * time.Hour), PerUserLimit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	}
 	hasRoom := func(id int64) bool {
 		t.Helper()
-		a, err := db.Activity(ctx, id)
+		a, err := db.Activities.Activity(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	}
 
 	soon := sale(now.Add(order.RoomGuard - time.Second))
-	if _, err := db.PatchActivity(ctx, soon.ID, orderdb.ActivityChange{Room: newRoom()}, now); !errors.Is(err, order.ErrSettingLocked) {
+	if _, err := db.Activities.PatchActivity(ctx, soon.ID, orderdb.ActivityChange{Room: newRoom()}, now); !errors.Is(err, order.ErrSettingLocked) {
 		t.Fatalf("a room added %v before the start: %v, want ErrSettingLocked", order.RoomGuard-time.Second, err)
 	}
 	if hasRoom(soon.ID) {
@@ -124,20 +124,20 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	}
 
 	later := sale(now.Add(2 * time.Hour))
-	if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{Room: newRoom()}, now); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{Room: newRoom()}, now); err != nil {
 		t.Fatalf("a room added 2 h before the start: %v", err)
 	}
 	// The room exists now: a start moved to within the guard could reach an
 	// instance whose copy predates the room.
 	early := now.Add(order.RoomGuard - time.Second)
-	if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &early}, now); !errors.Is(err, order.ErrSettingLocked) {
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &early}, now); !errors.Is(err, order.ErrSettingLocked) {
 		t.Fatalf("the start of a sale with a room moved to %v from now: %v, want ErrSettingLocked", order.RoomGuard-time.Second, err)
 	}
-	if a, err := db.Activity(ctx, later.ID); err != nil || !a.StartsAt.Equal(later.StartsAt) {
+	if a, err := db.Activities.Activity(ctx, later.ID); err != nil || !a.StartsAt.Equal(later.StartsAt) {
 		t.Fatalf("after the refused move the sale starts at %v (%v), want %v", a.StartsAt, err, later.StartsAt)
 	}
 	for _, starts := range []time.Time{now.Add(order.RoomGuard + time.Minute), now.Add(3 * time.Hour)} {
-		if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, now); err != nil {
+		if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, now); err != nil {
 			t.Fatalf("the start of a sale with a room moved to %v from now: %v", starts.Sub(now), err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	// even when the clock has come close (the room was set in time).
 	closer := now.Add(3*time.Hour - order.RoomGuard + time.Second)
 	starts := now.Add(4 * time.Hour)
-	if _, err := db.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, closer); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, closer); err != nil {
 		t.Fatalf("the start moved later, %v before the old start: %v", order.RoomGuard-time.Second, err)
 	}
 }

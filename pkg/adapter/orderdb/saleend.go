@@ -18,9 +18,9 @@ import (
 // a sale that has ended already changes nothing (cancelling one still marks
 // it); a sale that has not started is order.ErrActivityNotActive: change its
 // times instead.
-func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error) {
+func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error) {
 	now = now.UTC()
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {
 			return err
@@ -48,7 +48,7 @@ func (db *DB) EndActivity(ctx context.Context, id int64, now time.Time, how orde
 	if err != nil {
 		return order.Activity{}, wrap("end activity", err)
 	}
-	return db.Activity(ctx, id)
+	return s.Activity(ctx, id)
 }
 
 // ActivityChange is what PatchActivity may change; nil fields stay.
@@ -92,8 +92,8 @@ func (ch ActivityChange) sale() order.SaleChange {
 // are order.ErrSettingLocked (checkChange). A window or items that overlap
 // another sale of one of its items are order.ErrItemInAnotherSale
 // (checkOwner).
-func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {
 			return err
@@ -162,12 +162,12 @@ func (db *DB) PatchActivity(ctx context.Context, id int64, ch ActivityChange, no
 	if err != nil {
 		return order.Activity{}, wrap("change activity", err)
 	}
-	return db.Activity(ctx, id)
+	return s.Activity(ctx, id)
 }
 
 // CancelledUnpaid lists up to limit CREATED orders of cancelled sales
 // (activity 0: of every cancelled sale), a sale's by id.
-func (db *DB) CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error) {
+func (s *Orders) CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error) {
 	// It runs every closer pass, so it reads only what it lists: the
 	// cancelled sales by idx_activities_cancelled, then each one's CREATED
 	// orders by idx_orders_activity_status (0011), whose entries are in id
@@ -183,7 +183,7 @@ func (db *DB) CancelledUnpaid(ctx context.Context, activity int64, limit int) ([
 		STRAIGHT_JOIN orders o FORCE INDEX (idx_orders_activity_status) ON o.activity_id = a.id AND o.status = 'CREATED'
 		WHERE a.cancelled_at IS NOT NULL` + where + ` LIMIT ?`
 	var nos []string
-	err := db.gdb.WithContext(ctx).Raw(q, append(args, limit)...).Scan(&nos).Error
+	err := s.gdb.WithContext(ctx).Raw(q, append(args, limit)...).Scan(&nos).Error
 	return nos, wrap("list cancelled unpaid", err)
 }
 

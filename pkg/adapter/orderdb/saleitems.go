@@ -87,9 +87,9 @@ func lockOrder(ids []int64) []int64 {
 // than its other sales can only be created once their keys have expired
 // (order.CheckLayout), so while any of the item's keys live, they are
 // under this one.
-func (db *DB) ItemTag(ctx context.Context, item int64) (int64, error) {
+func (s *Activities) ItemTag(ctx context.Context, item int64) (int64, error) {
 	var tags []int64
-	err := db.gdb.WithContext(ctx).Raw(`SELECT item_id FROM activities
+	err := s.gdb.WithContext(ctx).Raw(`SELECT item_id FROM activities
 		WHERE item_id = ? OR id IN (SELECT activity_id FROM activity_items WHERE item_id = ?)
 		ORDER BY id DESC LIMIT 1`, item, item).Scan(&tags).Error
 	if err != nil {

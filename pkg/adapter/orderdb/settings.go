@@ -38,8 +38,8 @@ type KeyGuard struct {
 // over at g.Now (order.CheckOneOwner). It holds the items' rows locked
 // meanwhile (itemSalesTx), so two such changes of one item happen one
 // after the other. Nothing is written when it refuses.
-func (db *DB) CreateSale(ctx context.Context, a order.Activity, g KeyGuard) (order.Activity, error) {
-	return db.createActivity(ctx, a, &g)
+func (s *Activities) CreateSale(ctx context.Context, a order.Activity, g KeyGuard) (order.Activity, error) {
+	return s.createActivity(ctx, a, &g)
 }
 
 // itemSalesTx is how a transaction that calls lockItemSales runs: READ
@@ -185,9 +185,9 @@ func keySettingsChange(tx *gorm.DB, row activityRow, ch ActivityChange) (bool, e
 // laid out or timed by the old settings, and a warm-up from a fresh copy
 // (the consumer's schedule warms every sale without a record) sets them
 // right.
-func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error) {
+func (s *Activities) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error) {
 	ok := false
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, a.ID)
 		if err != nil {
 			return err
@@ -213,9 +213,9 @@ func (db *DB) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error
 // still hold a copy of the sale from before the change (for up to
 // order.SettingsGuard), and a warm-up from it would lay out or time the
 // keys by the old settings.
-func (db *DB) KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error) {
+func (s *Activities) KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error) {
 	var r struct{ Recent bool }
-	err := db.gdb.WithContext(ctx).Raw(`SELECT COALESCE(key_settings_changed_at > NOW(3) - INTERVAL ? MICROSECOND, FALSE) AS recent
+	err := s.gdb.WithContext(ctx).Raw(`SELECT COALESCE(key_settings_changed_at > NOW(3) - INTERVAL ? MICROSECOND, FALSE) AS recent
 		FROM activities WHERE id = ?`, d.Microseconds(), id).Take(&r).Error
 	return r.Recent, wrap("read activity", err)
 }

@@ -19,7 +19,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 	t.Parallel()
 	db, _ := setup(t, 10)
 	ctx := context.Background()
-	it, err := db.CreateItem(ctx, "fresh", 10) // no sale yet
+	it, err := db.Activities.CreateItem(ctx, "fresh", 10) // no sale yet
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 			defer wg.Done()
 			// Windows one after the other: one sale owns an item at a time.
 			at := now.Add(time.Duration(i+1) * time.Hour)
-			_, errs[i] = db.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: at, EndsAt: at.Add(time.Hour),
+			_, errs[i] = db.Activities.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: at, EndsAt: at.Add(time.Hour),
 				PerUserLimit: 1, StockBuckets: 1 + i%2}, g)
 		}()
 	}

@@ -29,9 +29,9 @@ type Transition struct {
 // committed (and its closer then finds the order PAID). UPDATE ... WHERE
 // status IN (the statuses that may become PAID: CREATED) is the
 // compare-and-set that races a close for the same row; exactly one wins.
-func (db *DB) Pay(ctx context.Context, user, orderNo string) (Transition, error) {
+func (s *Orders) Pay(ctx context.Context, user, orderNo string) (Transition, error) {
 	var tr Transition
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		cancelled, err := saleCancelled(tx, orderNo)
 		if err != nil || cancelled {
 			tr.SaleCancelled = cancelled
@@ -50,7 +50,7 @@ func (db *DB) Pay(ctx context.Context, user, orderNo string) (Transition, error)
 	if err != nil {
 		return Transition{}, wrap("pay", err)
 	}
-	o, err := db.Order(ctx, orderNo)
+	o, err := s.Order(ctx, orderNo)
 	if err != nil {
 		return Transition{}, err
 	}
@@ -84,9 +84,9 @@ func saleCancelled(tx *gorm.DB, orderNo string) (bool, error) {
 // the reservation next and then call MarkReleased, so a crash between the
 // two is finished by the closer later (ReleasesDue), never done twice.
 // user "" means any user (the timeout closer).
-func (db *DB) CloseOrder(ctx context.Context, user, orderNo, reason string) (Transition, error) {
+func (s *Orders) CloseOrder(ctx context.Context, user, orderNo, reason string) (Transition, error) {
 	won := false
-	err := db.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		won, err = closeCreated(tx, user, orderNo, reason)
 		return err
@@ -94,7 +94,7 @@ func (db *DB) CloseOrder(ctx context.Context, user, orderNo, reason string) (Tra
 	if err != nil {
 		return Transition{}, wrap("close", err)
 	}
-	o, err := db.Order(ctx, orderNo)
+	o, err := s.Order(ctx, orderNo)
 	if err != nil {
 		return Transition{}, err
 	}
@@ -125,8 +125,8 @@ func closeCreated(tx *gorm.DB, user, orderNo, reason string) (bool, error) {
 
 // MarkReleased records that a closed order's Redis reservation was
 // released.
-func (db *DB) MarkReleased(ctx context.Context, orderNo string) error {
-	err := db.gdb.WithContext(ctx).Exec(`UPDATE orders SET released_at = ?
+func (s *Orders) MarkReleased(ctx context.Context, orderNo string) error {
+	err := s.gdb.WithContext(ctx).Exec(`UPDATE orders SET released_at = ?
 		WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NULL`, time.Now().UTC(), orderNo).Error
 	return wrap("mark released", err)
 }
@@ -143,9 +143,9 @@ const timeParam = "CAST(? AS DATETIME(3))"
 // ExpiredUnpaid lists up to limit CREATED orders whose payment window ended
 // before now, oldest deadline first: one range of idx_orders_deadline
 // (status, pay_deadline), so a pass reads the orders due and no other.
-func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error) {
+func (s *Orders) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var nos []string
-	err := db.gdb.WithContext(ctx).Raw(`SELECT order_no FROM orders
+	err := s.gdb.WithContext(ctx).Raw(`SELECT order_no FROM orders
 		WHERE status = 'CREATED' AND pay_deadline <= `+timeParam+` ORDER BY pay_deadline LIMIT ?`, now.UTC(), limit).Scan(&nos).Error
 	return nos, wrap("list expired", err)
 }
@@ -154,8 +154,8 @@ func (db *DB) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]st
 // recorded yet and that were closed before olderThan. idx_orders_release
 // (0011) makes it one range of exactly those orders: the closer asks every
 // second, and every past sale's CLOSED orders have their release recorded.
-func (db *DB) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
-	q := db.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= "+timeParam, olderThan.UTC()).Limit(limit)
+func (s *Orders) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
+	q := s.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= "+timeParam, olderThan.UTC()).Limit(limit)
 	return findAs(q, "list releases due", orderRow.toOrder)
 }
 

@@ -39,11 +39,11 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			rdb, prefix := newRedis(t, tc.cluster)
 			s := stockredis.New(rdb, prefix)
 			db := mysqltest.New(t)
-			it, err := db.CreateItem(ctx, "sneaker", 30)
+			it, err := db.Activities.CreateItem(ctx, "sneaker", 30)
 			if err != nil {
 				t.Fatal(err)
 			}
-			act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
+			act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
 				EndsAt: time.Now().Add(time.Hour), PerUserLimit: 5, StockBuckets: buckets})
 			if err != nil {
 				t.Fatal(err)
@@ -51,7 +51,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			item := stockredis.One(it.ID)
 			warmup := func() int64 {
 				t.Helper()
-				n, err := s.WarmupFrom(ctx, item, buckets, time.Hour, db.DB)
+				n, err := s.WarmupFrom(ctx, item, buckets, time.Hour, db.Restocks)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -85,7 +85,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if _, err := s.Claim(ctx, item, append(nos, refused.OrderNo)); err != nil {
 				t.Fatal(err)
 			}
-			out, err := db.Fulfil(ctx, reqs)
+			out, err := db.Orders.Fulfil(ctx, reqs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mysql, err := db.ItemStock(ctx, it.ID)
+			mysql, err := db.Activities.ItemStock(ctx, it.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

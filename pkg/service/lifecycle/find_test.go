@@ -24,7 +24,7 @@ func TestFind(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	s := p.NewSale(10, 1)
 	inDB, pending, released := p.ReserveEvent(s, 1, 1, "a"), p.ReserveEvent(s, 2, 1, "b"), p.ReserveEvent(s, 3, 1, "c")
-	if _, err := p.DB.Fulfil(ctx, []orderdb.Request{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	if rel, err := p.Store.Release(ctx, stockredis.EventRef(released), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
@@ -56,7 +56,7 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, inMySQL, err := lifecycle.Find(ctx, p.DB, p.Store, numbers, strconv.FormatInt(tt.user, 10), tt.no)
+			o, inMySQL, err := lifecycle.Find(ctx, p.DB.Orders, p.Store, numbers, strconv.FormatInt(tt.user, 10), tt.no)
 			if tt.status == "" {
 				if !errors.Is(err, order.ErrNotFound) {
 					t.Fatalf("Find: %+v %v, want ErrNotFound", o, err)

@@ -43,16 +43,16 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	db := mysqltest.New(t)
 	rdb, prefix := redistest.New(t)
 	st := stockredis.New(rdb, prefix)
-	it, err := db.CreatePricedItem(ctx, "ticket", stock, price)
+	it, err := db.Activities.CreatePricedItem(ctx, "ticket", stock, price)
 	if err != nil {
 		t.Fatal(err)
 	}
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
 		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Warmup(ctx, stockredis.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := st.Warmup(ctx, stockredis.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	s := &sale{db: db, stock: st, rdb: rdb, item: it.ID, activity: act.ID}
@@ -74,7 +74,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if _, err := st.Claim(ctx, stockredis.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
-	out, err := db.Fulfil(ctx, reqs)
+	out, err := db.Orders.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
 	t.Helper()
 	ctx := context.Background()
-	dbStock, err := s.db.ItemStock(ctx, s.item)
+	dbStock, err := s.db.Activities.ItemStock(ctx, s.item)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
 }
 
 func (s *sale) service() *lifecycle.Service {
-	return &lifecycle.Service{DB: s.db.DB, Stock: s.stock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &lifecycle.Service{DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // raceCloser moves every deadline of the sale to 15 ms from now and runs
@@ -174,7 +174,7 @@ func TestOverlappingClosersCloseEachOrderOnce(t *testing.T) {
 	if closed != n {
 		t.Fatalf("the closers report %d closes of %d expired orders", closed, n)
 	}
-	counts, err := s.db.StatusCounts(ctx, s.item)
+	counts, err := s.db.Orders.StatusCounts(ctx, s.item)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestPayRacesTimeoutClose(t *testing.T) {
 	}
 	nPaid := 0
 	for i, e := range s.orders {
-		o, err := s.db.Order(ctx, e.OrderNo)
+		o, err := s.db.Orders.Order(ctx, e.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	if err != nil || st.Closed != 3 {
 		t.Fatalf("closer: %+v, %v; want 3 closed", st, err)
 	}
-	due, err := s.db.ReleasesDue(ctx, time.Now().Add(time.Hour), 100)
+	due, err := s.db.Orders.ReleasesDue(ctx, time.Now().Add(time.Hour), 100)
 	if err != nil || len(due) != 0 {
 		t.Fatalf("releases still due: %v (%v)", due, err)
 	}

@@ -44,7 +44,7 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 		return orderdb.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 			"the payment of %s does not match the order's amount of %s", amount, o.Amount)
 	}
-	rec, err := s.DB.RecordPayment(ctx, orderdb.Payment{TransactionID: txID, OrderNo: orderNo, Amount: amount})
+	rec, err := s.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: txID, OrderNo: orderNo, Amount: amount})
 	if err != nil {
 		return orderdb.Recorded{}, err
 	}

@@ -20,7 +20,7 @@ func (s *sale) payments(t *testing.T) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, e := range s.orders {
-		ps, err := s.db.PaymentsOf(context.Background(), e.OrderNo)
+		ps, err := s.db.Payments.PaymentsOf(context.Background(), e.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestConcurrentDuplicateNotificationsPayOnce(t *testing.T) {
 	if got := s.payments(t); got[orderdb.PaymentPaid] != 1 || len(got) != 1 {
 		t.Fatalf("payments rows by outcome %v, want one PAID", got)
 	}
-	counts, err := s.db.StatusCounts(context.Background(), s.item)
+	counts, err := s.db.Orders.StatusCounts(context.Background(), s.item)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestRefusedNotificationsWriteNothing(t *testing.T) {
 			}
 		})
 	}
-	if o, err := s.db.Order(ctx, a); err != nil || o.Status != order.Created {
+	if o, err := s.db.Orders.Order(ctx, a); err != nil || o.Status != order.Created {
 		t.Fatalf("order a: %+v %v, want CREATED", o, err)
 	}
 	if got := s.payments(t); got[orderdb.PaymentPaid] != 1 || len(got) != 1 {
@@ -156,11 +156,11 @@ func TestNotificationRacesCloser(t *testing.T) {
 	}
 	nPaid := 0
 	for _, e := range s.orders {
-		o, err := s.db.Order(ctx, e.OrderNo)
+		o, err := s.db.Orders.Order(ctx, e.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, err := s.db.PaymentsOf(ctx, e.OrderNo)
+		ps, err := s.db.Payments.PaymentsOf(ctx, e.OrderNo)
 		if err != nil || len(ps) != 1 {
 			t.Fatalf("order %s: payments %+v %v, want one", e.OrderNo, ps, err)
 		}
@@ -231,7 +231,7 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 			at(time.Duration(n) * 200 * time.Microsecond)
 			// What the admin cancel does: mark the sale, then close its
 			// CREATED orders.
-			if _, err := s.db.EndActivity(ctx, s.activity, time.Now(), order.CancelNow); err != nil {
+			if _, err := s.db.Activities.EndActivity(ctx, s.activity, time.Now(), order.CancelNow); err != nil {
 				t.Error(err)
 				return
 			}
@@ -240,7 +240,7 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 				nos[i] = e.OrderNo
 			}
 			var err error
-			if atCancel, err = s.db.Orders(ctx, nos); err != nil {
+			if atCancel, err = s.db.Orders.Orders(ctx, nos); err != nil {
 				t.Error(err)
 				return
 			}
@@ -266,11 +266,11 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 
 		nPaid, late := 0, 0
 		for i, e := range s.orders {
-			o, err := s.db.Order(ctx, e.OrderNo)
+			o, err := s.db.Orders.Order(ctx, e.OrderNo)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ps, err := s.db.PaymentsOf(ctx, e.OrderNo)
+			ps, err := s.db.Payments.PaymentsOf(ctx, e.OrderNo)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +326,7 @@ func TestNotificationOfAnAbandonedOrderIsARefund(t *testing.T) {
 	ctx := context.Background()
 	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.item), IdempotencyKey: "k",
 		UserID: "7", ItemID: s.item, ActivityID: s.activity, Quantity: 1, ReservedAt: time.Now()}
-	if o, err := s.db.Abandon(ctx, e, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
+	if o, err := s.db.Orders.Abandon(ctx, e, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
 		t.Fatalf("abandon: %+v %v", o, err)
 	}
 	for range 2 { // the provider's retry is a duplicate
@@ -335,7 +335,7 @@ func TestNotificationOfAnAbandonedOrderIsARefund(t *testing.T) {
 			t.Fatalf("notification: %+v %v, want a REFUND recorded and the order FAILED", rec, err)
 		}
 	}
-	ps, err := s.db.PaymentsOf(ctx, e.OrderNo)
+	ps, err := s.db.Payments.PaymentsOf(ctx, e.OrderNo)
 	if err != nil || len(ps) != 1 || ps[0].Outcome != orderdb.PaymentRefund {
 		t.Fatalf("payments of the abandoned order: %+v %v, want one REFUND", ps, err)
 	}

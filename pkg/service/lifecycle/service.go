@@ -21,8 +21,9 @@ import (
 
 // Service runs the transitions.
 type Service struct {
-	DB    Orders
-	Stock Stock
+	DB       Orders
+	Payments Payments
+	Stock    Stock
 	// Numbers vouches for the order numbers the api issued (see Find);
 	// nil vouches for none.
 	Numbers Numbers
@@ -98,7 +99,7 @@ type OrderReader interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
-// Orders is MySQL as the transitions use it (*orderdb.DB).
+// Orders is MySQL as the transitions use it (*orderdb.Orders).
 type Orders interface {
 	OrderReader
 	Pay(ctx context.Context, user, orderNo string) (orderdb.Transition, error)
@@ -107,6 +108,10 @@ type Orders interface {
 	CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error)
 	ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error)
 	ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error)
+}
+
+// Payments is MySQL as a payment is recorded (*orderdb.Payments).
+type Payments interface {
 	RecordPayment(ctx context.Context, p orderdb.Payment) (orderdb.Recorded, error)
 }
 

@@ -21,7 +21,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, time.Hour) // not started: newFixture leaves it cold
 	const buckets = 3
-	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(user int64, qty int) stockredis.Reservation {
@@ -97,7 +97,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(user int64) stockredis.Reservation {
@@ -159,7 +159,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
 	f.c.Warmer = f.store
 	now := time.Now()
-	if _, err := f.db.CreateActivity(f.ctx, order.Activity{ItemID: f.item, StartsAt: now.Add(-3 * time.Hour),
+	if _, err := f.db.Activities.CreateActivity(f.ctx, order.Activity{ItemID: f.item, StartsAt: now.Add(-3 * time.Hour),
 		EndsAt: now.Add(-2 * time.Hour), PerUserLimit: 1, StockBuckets: 3}); err != nil {
 		t.Fatal(err)
 	}

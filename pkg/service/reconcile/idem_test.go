@@ -51,15 +51,15 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 
 	created := f.bought(1)
 	paid := f.bought(2)
-	if tr, err := f.db.Pay(f.ctx, "2", paid.OrderNo); err != nil || !tr.Won {
+	if tr, err := f.db.Orders.Pay(f.ctx, "2", paid.OrderNo); err != nil || !tr.Won {
 		t.Fatalf("pay: %+v %v", tr, err)
 	}
 	closed := f.bought(3)
-	if tr, err := f.db.CloseOrder(f.ctx, "3", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := f.db.Orders.CloseOrder(f.ctx, "3", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
 	f.release(closed, stockredis.StateConfirmed)
-	if err := f.db.MarkReleased(f.ctx, closed.OrderNo); err != nil {
+	if err := f.db.Orders.MarkReleased(f.ctx, closed.OrderNo); err != nil {
 		t.Fatal(err)
 	}
 	outOfStock := f.reserve(4, 1)
@@ -132,11 +132,11 @@ func TestReconcileRestoresTheKeysOrderNotItsRefusedRetry(t *testing.T) {
 	k := f.store.Keys(stockredis.One(f.item))
 
 	closed := f.bought(1)
-	if tr, err := f.db.CloseOrder(f.ctx, "1", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := f.db.Orders.CloseOrder(f.ctx, "1", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
 	f.release(closed, stockredis.StateConfirmed)
-	if err := f.db.MarkReleased(f.ctx, closed.OrderNo); err != nil {
+	if err := f.db.Orders.MarkReleased(f.ctx, closed.OrderNo); err != nil {
 		t.Fatal(err)
 	}
 	idem := k.Idem(closed.UserID, closed.IdempotencyKey)

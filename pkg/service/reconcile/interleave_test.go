@@ -28,7 +28,7 @@ func TestRestocksAndWarmupsInterleaved(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			f := newFixture(t, 20, time.Hour) // cold
 			warmup := func() error {
-				_, err := f.store.WarmupFrom(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, f.db.DB)
+				_, err := f.store.WarmupFrom(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, f.db.Restocks)
 				return err
 			}
 			const restocks = 24
@@ -46,7 +46,7 @@ func TestRestocksAndWarmupsInterleaved(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range restocks {
-					rs, _, err := f.db.Restock(f.ctx, f.item, fmt.Sprintf("r%d", i), qty[i])
+					rs, _, err := f.db.Restocks.Restock(f.ctx, f.item, fmt.Sprintf("r%d", i), qty[i])
 					if err != nil {
 						t.Error(err)
 						return

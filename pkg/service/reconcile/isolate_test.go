@@ -16,17 +16,17 @@ import (
 // the fixture's stores, and warms it.
 func (f *fixture) addItem(stock int64) int64 {
 	f.t.Helper()
-	it, err := f.db.CreateItem(f.ctx, "hoodie", stock)
+	it, err := f.db.Activities.CreateItem(f.ctx, "hoodie", stock)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := f.db.CreateActivity(f.ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
+	if _, err := f.db.Activities.CreateActivity(f.ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
 		EndsAt: now.Add(time.Hour), PerUserLimit: 5}); err != nil {
 		f.t.Fatal(err)
 	}
 	if _, err := f.store.Warmup(f.ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
-		return f.db.ItemStock(ctx, it.ID)
+		return f.db.Activities.ItemStock(ctx, it.ID)
 	}); err != nil {
 		f.t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 	if _, it := f.check(CheckAndRepair); it.ReservationsRestored != 2 {
 		t.Fatalf("repair: %+v, want 2 reservations restored", it)
 	}
-	if tr, err := f.db.CloseOrder(f.ctx, closed.UserID, closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := f.db.Orders.CloseOrder(f.ctx, closed.UserID, closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
 

@@ -47,21 +47,22 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
-	it, err := db.CreateItem(ctx, "sneaker", stock)
+	it, err := db.Activities.CreateItem(ctx, "sneaker", stock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := db.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(start), EndsAt: now.Add(start + time.Hour), PerUserLimit: 5})
+	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(start), EndsAt: now.Add(start + time.Hour), PerUserLimit: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	act, _ = db.Activity(ctx, act.ID)
+	act, _ = db.Activities.Activity(ctx, act.ID)
 	store := stockredis.New(rdb, prefix)
 	f := &fixture{t: t, ctx: ctx, db: db, store: store, rdb: rdb, prefix: prefix, item: it.ID, act: act,
 		gen: order.NewNumberGenerator(), logBuf: &logstest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.c = &Checker{Stock: store.Reconciler(), DB: db.DB, Log: log, Recheck: 20 * time.Millisecond}
+	f.c = &Checker{Stock: store.Reconciler(), DB: DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+		Items: db.Activities, Pinger: db.DB}, Log: log, Recheck: 20 * time.Millisecond}
 	f.locker = lock.New(rdb, lock.Options{Prefix: prefix})
 	if start <= 0 {
 		f.warm()
@@ -76,7 +77,7 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 
 func (f *fixture) warm() {
 	f.t.Helper()
-	_, err := f.store.Warmup(f.ctx, stockredis.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) })
+	_, err := f.store.Warmup(f.ctx, stockredis.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) })
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcom
 	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
-	out, err := f.db.Fulfil(f.ctx, reqs)
+	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		return err
 	}
-	out, err := f.db.Fulfil(f.ctx, reqs)
+	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
 	if err != nil {
 		return err
 	}
@@ -268,12 +269,12 @@ func TestReconcileAgreesWhileOrdersAreMidway(t *testing.T) {
 	closing := f.reserve(5, 1)
 	f.commit(closing)
 	f.confirm(closing)
-	if tr, err := f.db.CloseOrder(f.ctx, "5", closing.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+	if tr, err := f.db.Orders.CloseOrder(f.ctx, "5", closing.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	} // CLOSED in MySQL (stock back), Redis release not run yet
 	closedEarly := f.reserve(6, 2)
 	f.commit(closedEarly)
-	if _, err := f.db.CloseOrder(f.ctx, "6", closedEarly.OrderNo, order.ReasonCancelled); err != nil {
+	if _, err := f.db.Orders.CloseOrder(f.ctx, "6", closedEarly.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	} // closed while still CLAIMED
 
@@ -293,7 +294,7 @@ func TestReconcileAgreesWhileOrdersAreMidway(t *testing.T) {
 	f.confirm(committed)
 	f.release(refused, stockredis.StateReserved)
 	f.release(closing, stockredis.StateConfirmed)
-	if err := f.db.MarkReleased(f.ctx, closing.OrderNo); err != nil {
+	if err := f.db.Orders.MarkReleased(f.ctx, closing.OrderNo); err != nil {
 		t.Fatal(err)
 	}
 	f.release(closedEarly, stockredis.StateClaimed)
@@ -320,8 +321,8 @@ func TestReconcileStockDriftIsReportedAndRepaired(t *testing.T) {
 	}{
 		{"Redis raised by hand", func() { f.rdb.IncrBy(f.ctx, k.Stock(), 5) }, 28, 32, 5},
 		{"Redis lowered by hand", func() { f.rdb.Set(f.ctx, k.Stock(), 20, redis.KeepTTL) }, 28, 20, -7},
-		{"MySQL restocked by hand", func() { f.db.SetItemStock(f.ctx, f.item, 40) }, 40, 27, -12},
-		{"MySQL lowered by hand", func() { f.db.SetItemStock(f.ctx, f.item, 10) }, 10, 39, 30},
+		{"MySQL restocked by hand", func() { f.db.Activities.SetItemStock(f.ctx, f.item, 40) }, 40, 27, -12},
+		{"MySQL lowered by hand", func() { f.db.Activities.SetItemStock(f.ctx, f.item, 10) }, 10, 39, 30},
 	}
 	for _, c := range cases {
 		c.inject()
@@ -406,7 +407,7 @@ func TestReconcileOrdersMovingDuringTheReadAreReadAgain(t *testing.T) {
 		}
 		fast := f.reserve(2, 2)
 		f.commit(fast) // not confirmed yet: neither pending then nor confirmed
-		if tr, err := f.db.CloseOrder(f.ctx, "1", toClose.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		if tr, err := f.db.Orders.CloseOrder(f.ctx, "1", toClose.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Fatalf("close: %+v %v", tr, err)
 		}
 		moved = append(moved, fast)
@@ -641,10 +642,10 @@ func TestReconcileTargets(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
 	ctx := f.ctx
-	other, _ := f.db.CreateItem(ctx, "other", 5)
-	old, _ := f.db.CreateActivity(ctx, order.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
+	other, _ := f.db.Activities.CreateItem(ctx, "other", 5)
+	old, _ := f.db.Activities.CreateActivity(ctx, order.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
 		EndsAt: time.Now().Add(-48 * time.Hour), PerUserLimit: 1})
-	bare, _ := f.db.CreateItem(ctx, "no activity", 1)
+	bare, _ := f.db.Activities.CreateItem(ctx, "no activity", 1)
 
 	cases := []struct {
 		name  string

@@ -13,7 +13,7 @@ import (
 
 // lifecycle is the buyer's cancel and the closer, on the fixture's stores.
 func (f *fixture) lifecycle() *lifecycle.Service {
-	return &lifecycle.Service{DB: f.db.DB, Stock: f.store, Log: f.c.Log}
+	return &lifecycle.Service{DB: f.db.Orders, Payments: f.db.Payments, Stock: f.store, Log: f.c.Log}
 }
 
 // cancel closes the order as its buyer's cancel does (MySQL, then the
@@ -42,7 +42,7 @@ func (f *fixture) timeOut(r stockredis.Reservation) {
 // stock, by the stores' own counters and by the reconciler's check.
 func (f *fixture) wantAgree(mysql int64) {
 	f.t.Helper()
-	db, err := f.db.ItemStock(f.ctx, f.item)
+	db, err := f.db.Activities.ItemStock(f.ctx, f.item)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
 	bought := f.buyThenLoseEverything(5, func(u int64) stockredis.Reservation { return f.reserve(u, 1) })
-	if tr, err := f.db.Pay(f.ctx, "4", bought[3].OrderNo); err != nil || !tr.Won {
+	if tr, err := f.db.Orders.Pay(f.ctx, "4", bought[3].OrderNo); err != nil || !tr.Won {
 		t.Fatalf("pay: %+v %v", tr, err)
 	}
 	f.cancel(bought[4]) // before the repair: its release finds no hash
@@ -121,7 +121,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation {
@@ -179,7 +179,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 			return
 		}
 		closed = true // before the first write: the reservations' restore
-		if tr, err := f.db.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		if tr, err := f.db.Orders.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Errorf("close: %+v %v", tr, err)
 		}
 		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
@@ -193,7 +193,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
-	if err := f.db.MarkReleased(f.ctx, racer.OrderNo); err != nil { // the lifecycle, late
+	if err := f.db.Orders.MarkReleased(f.ctx, racer.OrderNo); err != nil { // the lifecycle, late
 		t.Fatal(err)
 	}
 	f.wantAgree(8)
@@ -227,7 +227,7 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 			return
 		}
 		closed = true // the idempotency records are back; the quota keys are next
-		if tr, err := f.db.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
+		if tr, err := f.db.Orders.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Errorf("close: %+v %v", tr, err)
 		}
 		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
@@ -241,7 +241,7 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 	if !closed || it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair (closed meanwhile: %v): %+v", closed, it)
 	}
-	if err := f.db.MarkReleased(f.ctx, racer.OrderNo); err != nil {
+	if err := f.db.Orders.MarkReleased(f.ctx, racer.OrderNo); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.rdb.Get(f.ctx, k.Quota(f.act.ID, racer.UserID)).Val(); got != "" {

@@ -22,11 +22,11 @@ func TestRestockLeftHalfDoneIsFinishedByTheRepair(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 30, time.Hour) // cold; warmed below
 			if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) {
-				return f.db.ItemStock(ctx, f.item)
+				return f.db.Activities.ItemStock(ctx, f.item)
 			}); err != nil {
 				t.Fatal(err)
 			}
-			rs, created, err := f.db.Restock(f.ctx, f.item, "r1", 7)
+			rs, created, err := f.db.Restocks.Restock(f.ctx, f.item, "r1", 7)
 			if err != nil || !created {
 				t.Fatalf("restock in MySQL: %+v %v %v", rs, created, err)
 			}
@@ -42,7 +42,7 @@ func TestRestockLeftHalfDoneIsFinishedByTheRepair(t *testing.T) {
 			if s := f.redisStock(); s.Stock != 37 {
 				t.Fatalf("Redis stock %d after the repair, want 37", s.Stock)
 			}
-			if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
+			if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
 				t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
 			}
 
@@ -69,7 +69,7 @@ func TestRestockDuringReadIsNotDrift(t *testing.T) {
 			return
 		}
 		done = true
-		rs, _, err := f.db.Restock(f.ctx, item, "during-read", 4)
+		rs, _, err := f.db.Restocks.Restock(f.ctx, item, "during-read", 4)
 		if err != nil {
 			t.Error(err)
 			return
@@ -97,14 +97,14 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 		t.Run(fmt.Sprintf("buckets=%d", buckets), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 30, time.Hour) // cold
-			rs, _, err := f.db.Restock(f.ctx, f.item, "r1", 7)
+			rs, _, err := f.db.Restocks.Restock(f.ctx, f.item, "r1", 7)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.store.WarmupFrom(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, noMark{f.db.DB}); err != nil {
+			if _, err := f.store.WarmupFrom(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, noMark{f.db.Restocks}); err != nil {
 				t.Fatal(err)
 			}
-			if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 1 {
+			if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 1 {
 				t.Fatalf("pending restocks: %v %v, want the one the warm-up did not record", p, err)
 			}
 			_, it := f.check(CheckOnly)
@@ -114,7 +114,7 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 			}
 			_, it = f.check(CheckAndRepair)
 			wantItem(t, it, OK, 37, 37, 0, 0)
-			if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
+			if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
 				t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
 			}
 			if res, err := f.store.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 || !res.Warmed {
@@ -129,7 +129,7 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 
 // noMark is MySQL as a warm-up reads it, whose record of the restocks it
 // loaded is lost.
-type noMark struct{ *orderdb.DB }
+type noMark struct{ *orderdb.Restocks }
 
 func (noMark) MarkRestocksWarmed(context.Context, int64, int64) error { return nil }
 
@@ -141,7 +141,7 @@ func (noMark) MarkRestocksWarmed(context.Context, int64, int64) error { return n
 func TestRestockFinishedAfterTheRepairRestoresTheKey(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, -time.Minute)
-	rs, _, err := f.db.Restock(f.ctx, f.item, "r1", 7)
+	rs, _, err := f.db.Restocks.Restock(f.ctx, f.item, "r1", 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestRestockFinishedAfterTheRepairRestoresTheKey(t *testing.T) {
 	if s := f.redisStock(); s.Stock != 37 {
 		t.Fatalf("Redis stock %d after one repair pass, want 37 (the restock included once)", s.Stock)
 	}
-	if p, err := f.db.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
+	if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
 		t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
 	}
 	if res, err := f.store.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 {

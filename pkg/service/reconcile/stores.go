@@ -29,22 +29,43 @@ type Stock interface {
 	UnrestoreReservations(ctx context.Context, item stockredis.Item, orderNos []string, g stockredis.Guard) (int, stockredis.CAS, error)
 }
 
-// DB is MySQL as the checks and repairs read it (*orderdb.DB): the sales
+// DB is MySQL as the checks and repairs read it, a store each: the sales
 // to check, an item's stock and its orders a page at a time, and what is in
 // flight. It is also the stock reader a bucketed item's layout is restored
 // from, and what the run pings when an item fails.
-type DB interface {
-	stockredis.StockReader
-	Pinger
+type DB struct {
+	Reads       // *orderdb.Reconcile
+	Restocks    // *orderdb.Restocks
+	OrderLookup // *orderdb.Orders
+	Items       // *orderdb.Activities
+	Pinger      // *orderdb.DB
+}
+
+// Reads are the reconciler's reads of MySQL (*orderdb.Reconcile).
+type Reads interface {
 	Activities(ctx context.Context, f orderdb.ActivityFilter) ([]order.Activity, error)
-	Item(ctx context.Context, id int64) (orderdb.Item, error)
 	ReadMark(ctx context.Context, itemID int64) (orderdb.ReadMark, error)
 	StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark orderdb.ReadMark) (orderdb.StockSnapshot, error)
 	ClosingOrders(ctx context.Context, itemID int64) (map[string]orderdb.OrderState, error)
-	PendingRestocks(ctx context.Context, itemID int64) ([]orderdb.Restock, error)
-	MarkRestockApplied(ctx context.Context, id int64) error
 	LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]orderdb.LiveOrder, error)
 	LiveOrdersOf(ctx context.Context, activityID int64, users []string) (map[string]string, error)
 	IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []orderdb.IdemOrder, last string, err error)
+}
+
+// Restocks are the restocks in flight and the stock a warm-up loads
+// (*orderdb.Restocks).
+type Restocks interface {
+	stockredis.StockReader
+	PendingRestocks(ctx context.Context, itemID int64) ([]orderdb.Restock, error)
+	MarkRestockApplied(ctx context.Context, id int64) error
+}
+
+// OrderLookup reads orders by number (*orderdb.Orders).
+type OrderLookup interface {
 	Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error)
+}
+
+// Items reads an item (*orderdb.Activities).
+type Items interface {
+	Item(ctx context.Context, id int64) (orderdb.Item, error)
 }

@@ -15,17 +15,23 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
 
-// Sales are the sales and restocks MySQL keeps.
+// Sales are the sales MySQL keeps (*orderdb.Activities).
 type Sales interface {
 	Activity(ctx context.Context, id int64) (order.Activity, error)
 	Item(ctx context.Context, id int64) (orderdb.Item, error)
 	CreateSale(ctx context.Context, a order.Activity, g orderdb.KeyGuard) (order.Activity, error)
 	PatchActivity(ctx context.Context, id int64, ch orderdb.ActivityChange, now time.Time) (order.Activity, error)
 	EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error)
-	Restock(ctx context.Context, itemID int64, key string, qty int64) (orderdb.Restock, bool, error)
-	MarkRestockApplied(ctx context.Context, id int64) error
 	ItemTag(ctx context.Context, item int64) (int64, error)
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
+}
+
+// Restocks are the restocks MySQL keeps (*orderdb.Restocks), and the
+// figure a warm-up loads (stock and last restock at one instant).
+type Restocks interface {
+	stockredis.StockReader
+	Restock(ctx context.Context, itemID int64, key string, qty int64) (orderdb.Restock, bool, error)
+	MarkRestockApplied(ctx context.Context, id int64) error
 }
 
 // Stock is the items' stock in Redis.
@@ -50,6 +56,7 @@ type Closer interface {
 type Service struct {
 	Sales         Sales
 	Warmups       Warmups
+	Restocks      Restocks
 	Stock         Stock
 	Closer        Closer
 	Now           func() time.Time
@@ -118,7 +125,7 @@ type Restocked struct {
 // else the reconciler's next repair, finishes it (ADR 1, "Unknown
 // outcomes").
 func (s *Service) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restocked, error) {
-	rs, created, err := s.Sales.Restock(ctx, itemID, key, qty)
+	rs, created, err := s.Restocks.Restock(ctx, itemID, key, qty)
 	if err != nil {
 		return Restocked{}, err
 	}
@@ -169,7 +176,7 @@ func (s *Service) applyInRedis(ctx context.Context, item stockredis.Item, rs ord
 	// it loads, and a retry with this key or the reconciler's repair
 	// finishes any its figure did not include.
 	if res.Warmed {
-		if err := s.Sales.MarkRestockApplied(ctx, rs.ID); err != nil {
+		if err := s.Restocks.MarkRestockApplied(ctx, rs.ID); err != nil {
 			// Redis has the units; the record only tells the reconciler
 			// it need not finish them (it would add nothing anyway).
 			log.Warn("restock applied in Redis but not recorded", "err", err)

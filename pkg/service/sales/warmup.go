@@ -14,7 +14,6 @@ import (
 // the mark that a sale is warmed, the operator's (only if the sale still
 // has the end and bucket count the warm-up used) or the schedule's.
 type Warmups interface {
-	stockredis.StockReader
 	KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error)
 	MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error)
 	MarkActivityWarmed(ctx context.Context, id int64) error
@@ -132,7 +131,7 @@ func (s *Service) load(ctx context.Context, a order.Activity, now time.Time, sch
 				continue
 			}
 		}
-		n, err := s.Stock.WarmupFrom(ctx, item, a.StockBuckets, ttl, s.Warmups)
+		n, err := s.Stock.WarmupFrom(ctx, item, a.StockBuckets, ttl, s.Restocks)
 		if err != nil {
 			return nil, fmt.Errorf("warm-up of activity %d, item %d: %w", a.ID, id, err)
 		}

@@ -48,7 +48,7 @@ type Rooms interface {
 
 // Records is MySQL as the room uses it (*orderdb.DB).
 type Records interface {
-	RecordRoomJoins(ctx context.Context, activity int64, joins []orderdb.RoomJoin, rejoin []bool) ([]error, error)
+	RecordRoomJoins(ctx context.Context, activity int64, joins []orderdb.RoomJoin, match []orderdb.JoinMatch) ([]error, error)
 	RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
 		build func(gen int64, builtAt time.Time, read func() ([]orderdb.RoomJoin, map[string]bool, error)) (int64, error)) error
 	RoomGeneration(ctx context.Context, activity int64) (int64, error)
@@ -182,12 +182,15 @@ func (s *Service) record(b []*pending) {
 		by[p.activity] = append(by[p.activity], p)
 	}
 	for activity, ps := range by {
-		joins, rejoin := make([]orderdb.RoomJoin, len(ps)), make([]bool, len(ps))
+		joins, match := make([]orderdb.RoomJoin, len(ps)), make([]orderdb.JoinMatch, len(ps))
 		for i, p := range ps {
-			joins[i], rejoin[i] = p.join, p.rejoin
+			joins[i] = p.join
+			if p.rejoin {
+				match[i] = orderdb.AnyPlace
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), RecordDeadline)
-		errs, err := s.records.RecordRoomJoins(ctx, activity, joins, rejoin)
+		errs, err := s.records.RecordRoomJoins(ctx, activity, joins, match)
 		cancel()
 		for i, p := range ps {
 			if err != nil {

@@ -37,19 +37,19 @@ func roomSale(t *testing.T, p *pipelinetest.Pipeline, stock int64, start time.Ti
 func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.Time) order.Activity {
 	t.Helper()
 	ctx := context.Background()
-	it, err := p.DB.CreateItem(ctx, "test item", stock)
+	it, err := p.DB.Activities.CreateItem(ctx, "test item", stock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.DB.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
+	a, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
 		Room: order.WaitingRoom{AdmitPerSecond: 1, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB); err != nil {
+	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatal(err)
 	}
-	a, err = p.DB.Activity(ctx, a.ID)
+	a, err = p.DB.Activities.Activity(ctx, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRoomRebuiltAfterItsKeysAreLost(t *testing.T) {
 	a := roomSale(t, p, 5, start)
 	clk := &clock{}
 	clk.Set(start.Add(-time.Minute))
-	svc := waitingroom.New(p.Store, p.DB.DB, slog.New(slog.DiscardHandler), clk.Now)
+	svc := waitingroom.New(p.Store, p.DB.Rooms, slog.New(slog.DiscardHandler), clk.Now)
 	r := waitingroom.StoreRoom(a, time.Minute)
 	early, late := users("e", 20), users("l", 10)
 	joinAll(t, svc, r, a.Room.Seed, early, clk.Now())
@@ -174,7 +174,7 @@ func TestRoomRebuiltWhenAnOlderCopyHandsOutANumberAgain(t *testing.T) {
 	a := roomSale(t, p, 5, start)
 	clk := &clock{}
 	clk.Set(time.Now())
-	svc := waitingroom.New(p.Store, p.DB.DB, slog.New(slog.DiscardHandler), clk.Now)
+	svc := waitingroom.New(p.Store, p.DB.Rooms, slog.New(slog.DiscardHandler), clk.Now)
 	r := waitingroom.StoreRoom(a, time.Minute)
 	first, second := users("a", 5), users("b", 5)
 	for _, u := range first {
@@ -215,7 +215,7 @@ func BenchmarkRoomRebuild100k(b *testing.B) {
 	a := roomSaleTB(b, p, 5, start)
 	r := waitingroom.StoreRoom(a, time.Minute)
 	joins := make([]orderdb.RoomJoin, 0, 500)
-	rejoin := make([]bool, 500)
+	match := make([]orderdb.JoinMatch, 500)
 	for i := range n {
 		j := orderdb.RoomJoin{UserID: fmt.Sprintf("user-%06d", i), Gen: 1, JoinedAt: start}
 		if i >= n/2 {
@@ -223,13 +223,13 @@ func BenchmarkRoomRebuild100k(b *testing.B) {
 		}
 		joins = append(joins, j)
 		if len(joins) == cap(joins) || i == n-1 {
-			if _, err := p.DB.RecordRoomJoins(ctx, a.ID, joins, rejoin[:len(joins)]); err != nil {
+			if _, err := p.DB.Rooms.RecordRoomJoins(ctx, a.ID, joins, match[:len(joins)]); err != nil {
 				b.Fatal(err)
 			}
 			joins = joins[:0]
 		}
 	}
-	svc := waitingroom.New(p.Store, p.DB.DB, slog.New(slog.DiscardHandler), time.Now)
+	svc := waitingroom.New(p.Store, p.DB.Rooms, slog.New(slog.DiscardHandler), time.Now)
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
