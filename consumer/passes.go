@@ -55,14 +55,14 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// the pass goes on with the others.
 	failures := metrics.NewPasses(reg)
 	passes := []pass{
-		&sweep.Sweeper{Stock: st.store, DB: st.db, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
+		&sweep.Sweeper{Items: st.store.Stock, Reservations: st.store.Reservations, DB: st.db, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
 			Locker: locker, Metrics: metrics.NewSweep(reg), Backoff: backoff.New(metrics.PassSweep, log, failures)},
 		&unpaid.Closer{
-			Lifecycle: &lifecycle.Service{DB: st.db, Stock: st.store, Log: log},
+			Lifecycle: &lifecycle.Service{DB: st.db, Stock: st.store.Reservations, Log: log},
 			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
 		},
-		&drawer.Drawer{DB: st.db, Stock: st.store, Publisher: st.pub, Numbers: st.numbers, Locker: locker, Every: s.drawEvery,
+		&drawer.Drawer{DB: st.db, Reservations: st.store.Reservations, Stock: st.store.Stock, Publisher: st.pub, Numbers: st.numbers, Locker: locker, Every: s.drawEvery,
 			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Picks: backoff.New(metrics.PassDraw, log, failures)},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
@@ -71,11 +71,11 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// so a loss while no consumer ran is repaired at start.
 	if s.healEvery > 0 {
 		repairer := &redisloss.Repairer{Locker: locker, Checker: &reconcile.Checker{
-			Stock: st.store.Reconciler(), DB: st.db, Log: log.With("component", "heal"), Warmer: st.store,
+			Stock: st.store.Reconciler, DB: st.db, Log: log.With("component", "heal"), Warmer: st.store.Stock,
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
 		// A Redis brought back from an older copy keeps the rooms'
 		// generations: the watch rebuilds them from MySQL too.
-		rooms := waitingroom.New(st.store, st.db, log.With("component", "heal"), st.clk.Now)
+		rooms := waitingroom.New(st.store.Rooms, st.db, log.With("component", "heal"), st.clk.Now)
 		roomOf := func(ctx context.Context, id int64) (stockredis.Room, error) {
 			a, err := st.db.Activity(ctx, id)
 			return waitingroom.StoreRoom(a, s.window), err
@@ -93,7 +93,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {
-		passes = append(passes, &warmup.Scheduler{DB: st.db, Stock: st.store, Locker: locker, Lead: s.warmupLead,
+		passes = append(passes, &warmup.Scheduler{DB: st.db, Stock: st.store.Stock, Locker: locker, Lead: s.warmupLead,
 			PaymentWindow: s.window, Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
 	}
 	return passes

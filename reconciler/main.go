@@ -251,7 +251,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 			Logger: log, OnAcquire: lm.Acquired, OnLost: lm.Lost}),
 		metrics: rm,
 		checker: &reconcile.Checker{
-			Stock: store.Reconciler(), DB: db, Log: log, Progress: newProgress(stderr, log), Warmer: store,
+			Stock: store.Reconciler, DB: db, Log: log, Progress: newProgress(stderr, log), Warmer: store.Stock,
 			Stores:  []reconcile.Pinger{store, db},
 			Recheck: opts.recheck, PaymentWindow: window, Window: opts.window, Now: clk.Now,
 		},

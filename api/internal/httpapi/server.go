@@ -77,15 +77,15 @@ func WithMetrics(m *metrics.HTTP, h http.Handler) Option {
 func New(svc *intake.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
-		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Stock, Numbers: svc.Numbers, Log: log}}
+		lifecycle: &lifecycle.Service{DB: db, Stock: svc.Reservations, Numbers: svc.Numbers, Log: log}}
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
 	}
 	s.draws = &draws.Service{Store: db, Now: now}
 	s.sales = &sales.Service{Sales: db, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut, Log: log}
-	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
-		s.rooms = waitingroom.New(st, db, log, now)
+	if svc.Rooms != nil && db != nil {
+		s.rooms = waitingroom.New(svc.Rooms, db, log, now)
 		s.rooms.PaymentWindow, s.rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 	}
 	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}

@@ -60,12 +60,17 @@ type DB interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
-// Stock is Redis as the drawer uses it (*stockredis.Store).
-type Stock interface {
+// Reservations is Redis as the drawer's orders use it
+// (*stockredis.Reservations).
+type Reservations interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
-	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+}
+
+// Stock is Redis's stock as the drawer reads it (*stockredis.Stock).
+type Stock interface {
+	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
 }
 
 // Publisher sends create-order events; an error means the event may or may
@@ -76,9 +81,10 @@ type Publisher interface {
 
 // Drawer runs the draws and their orders periodically.
 type Drawer struct {
-	DB        DB
-	Stock     Stock
-	Publisher Publisher
+	DB           DB
+	Reservations Reservations
+	Stock        Stock
+	Publisher    Publisher
 	// Numbers makes the orders' numbers: the api's signed generator, so
 	// the api vouches for them.
 	Numbers *order.NumberGenerator
@@ -399,7 +405,7 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		OrderNo: no, UserID: p.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: a.ID, Quantity: p.Quantity,
 		IdempotencyKey: key, At: now, QuotaTTL: quotaTTL, ReservationTTL: reservationTTL, Buckets: a.StockBuckets,
 	}
-	res, err := d.Stock.Reserve(ctx, r)
+	res, err := d.Reservations.Reserve(ctx, r)
 	if err == nil && res.Duplicate && res.OrderNo != no && (fresh || p.Outcome == draw.Alternate) {
 		// The key names the entry's earlier attempt: a number of an
 		// alternate's is new after a failed order (ReturnFailedAlternates),
@@ -411,7 +417,7 @@ func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no
 		if err := d.retire(ctx, p, res.OrderNo); err != nil {
 			return false, err
 		}
-		res, err = d.Stock.Reserve(ctx, r)
+		res, err = d.Reservations.Reserve(ctx, r)
 	}
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
@@ -455,7 +461,7 @@ func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error
 	if o.Status != order.Failed || o.UserID != p.UserID {
 		return fmt.Errorf("entry %s: its key names order %s (%s), not failed", p.EntryID, prior, o.Status)
 	}
-	rel, err := d.Stock.Release(ctx, stockredis.OrderRef(o), stockredis.ReleaseOptions{Reason: o.FailureReason,
+	rel, err := d.Reservations.Release(ctx, stockredis.OrderRef(o), stockredis.ReleaseOptions{Reason: o.FailureReason,
 		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return fmt.Errorf("entry %s: free its key from order %s: %w", p.EntryID, prior, err)
@@ -477,7 +483,7 @@ func (d *Drawer) key(ctx context.Context, a order.Activity, item stockredis.Item
 		return order.DrawKey(p.EntryID), nil
 	}
 	legacy := order.LegacyDrawKey(p.EntryID)
-	prior, err := d.Stock.PriorOrders(ctx, item, a.ID, p.UserID, legacy)
+	prior, err := d.Reservations.PriorOrders(ctx, item, a.ID, p.UserID, legacy)
 	if err != nil {
 		return "", fmt.Errorf("read the order of entry %s: %w", p.EntryID, err)
 	}

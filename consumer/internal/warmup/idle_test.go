@@ -29,7 +29,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := db.OneSession(t)
-	s := &warmup.Scheduler{DB: session, Stock: stockredis.New(rdb, prefix), Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: session, Stock: stockredis.New(rdb, prefix).Stock, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-idle"})}
 	var warmed []int64
 	read := mysqltest.RowsRead(t, session, func() {
@@ -69,7 +69,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		}
 		sales = append(sales, a)
 	}
-	s := &warmup.Scheduler{DB: db.DB, Stock: store, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB, Stock: store.Stock, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-pages"})}
 	warmed, err := s.Once(ctx)
 	if err != nil {
@@ -79,7 +79,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		t.Fatalf("one pass warmed %d sales, want %d", len(warmed), len(sales))
 	}
 	for i, a := range sales {
-		snap, err := store.Stock(ctx, stockredis.One(a.ItemID))
+		snap, err := store.Stock.Stock(ctx, stockredis.One(a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}
