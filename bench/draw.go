@@ -236,7 +236,7 @@ func (e *env) readStocks(ctx context.Context, r *report.Run, sizes []sale) error
 	}
 	r.RedisStock = 0
 	for _, s := range sizes {
-		snap, err := e.store.Stock(ctx, s.stockItem())
+		snap, err := e.store.Stock.Stock(ctx, s.stockItem())
 		if err != nil {
 			return err
 		}

@@ -207,7 +207,7 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	if rc.FinalMySQLStock, err = s.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return rc, err
 	}
-	snap, err := s.store.Stock(ctx, stockredis.One(s.item))
+	snap, err := s.store.Stock.Stock(ctx, stockredis.One(s.item))
 	if err != nil {
 		return rc, err
 	}
@@ -302,7 +302,7 @@ func (s *recSale) create(ctx context.Context, stock int64) error {
 		}
 	}
 	ttl := s.endsAt.Sub(now) + recPaymentWindow + order.KeyMargin
-	if _, err := s.store.WarmupFrom(ctx, stockredis.One(s.item), 1, ttl, s.db.Restocks); err != nil {
+	if _, err := s.store.Stock.WarmupFrom(ctx, stockredis.One(s.item), 1, ttl, s.db.Restocks); err != nil {
 		return fmt.Errorf("warm up: %w", err)
 	}
 	return nil
@@ -393,7 +393,7 @@ func (s *recSale) round(ctx context.Context, from, n int64) (int64, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			res, err := s.store.Reserve(ctx, rs[i])
+			res, err := s.store.Reservations.Reserve(ctx, rs[i])
 			if err == nil && (res.Duplicate || res.OrderNo != rs[i].OrderNo) {
 				err = fmt.Errorf("reserve %s: answered as a duplicate of %s", rs[i].OrderNo, res.OrderNo)
 			}
@@ -446,7 +446,7 @@ func (s *recSale) round(ctx context.Context, from, n int64) (int64, error) {
 		for _, r := range rs[i:min(i+1000, len(rs))] {
 			nos = append(nos, r.OrderNo)
 		}
-		moved, err := s.store.Confirm(ctx, stockredis.One(s.item), nos)
+		moved, err := s.store.Reservations.Confirm(ctx, stockredis.One(s.item), nos)
 		if err != nil {
 			return 0, err
 		}

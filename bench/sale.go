@@ -112,7 +112,7 @@ func (e *env) drain(ctx context.Context, items []stockredis.Item, timeout time.D
 	for {
 		var inflight int64
 		for _, it := range items {
-			snap, err := e.store.Stock(ctx, it)
+			snap, err := e.store.Stock.Stock(ctx, it)
 			if err != nil {
 				return time.Since(start), false, err
 			}
@@ -168,7 +168,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	if o.DBStock, err = e.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return t, err
 	}
-	snap, err := e.store.Stock(ctx, s.stockItem())
+	snap, err := e.store.Stock.Stock(ctx, s.stockItem())
 	if err != nil {
 		return t, err
 	}
@@ -225,7 +225,7 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 	// the consumer confirmed since MySQL was read is looked up again.
 	var recheck []string
 	for _, no := range missing {
-		info, err := e.store.Reservation(ctx, no)
+		info, err := e.store.Reservations.Reservation(ctx, no)
 		switch {
 		case errors.Is(err, order.ErrNotFound):
 			o.Unresolved = append(o.Unresolved, no+" (no reservation)")

@@ -83,7 +83,7 @@ func (e *env) readStock(ctx context.Context, r *report.Run, s sale) error {
 	if r.DBStock, err = e.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return err
 	}
-	snap, err := e.store.Stock(ctx, s.stockItem())
+	snap, err := e.store.Stock.Stock(ctx, s.stockItem())
 	r.RedisStock = snap.Stock
 	return err
 }

@@ -412,7 +412,7 @@ func (e *env) sampleLag(ctx context.Context, sales []sale, start time.Time) *lag
 					break
 				}
 				var snap stockredis.Snapshot
-				snap, err = e.store.Stock(ctx, s.stockItem())
+				snap, err = e.store.Stock.Stock(ctx, s.stockItem())
 				inflight += snap.Inflight
 			}
 			if err == nil {

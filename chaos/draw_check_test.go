@@ -191,7 +191,7 @@ func drawBreaches(p *pipelinetest.Pipeline, api *pipelinetest.API, activity int6
 		if stock < 0 || liveUnits[s.ID]+stock != s.Stock+re {
 			fail("%s: live units %d + MySQL stock %d != stock %d + restocked %d", s.Name, liveUnits[s.ID], stock, s.Stock, re)
 		}
-		snap, err := p.Store.Stock(ctx, pipelinetest.Sale{ItemID: sizes[0].ID}.Item(s.ID))
+		snap, err := p.Store.Stock.Stock(ctx, pipelinetest.Sale{ItemID: sizes[0].ID}.Item(s.ID))
 		switch {
 		case err != nil:
 			fail("%s: read Redis: %v", s.Name, err)

@@ -48,7 +48,7 @@ func TestChaosHostileInput(t *testing.T) {
 		t.Fatalf("victim order: %+v %v", victim, err)
 	}
 	ctx := context.Background()
-	before, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
+	before, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestChaosHostileInput(t *testing.T) {
 			t.Errorf("%s: error body %q lacks the error code", c.name, b)
 		}
 	}
-	after, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
+	after, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}

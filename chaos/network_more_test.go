@@ -36,7 +36,7 @@ func lockScript(p *pipelinetest.Pipeline, script, name string) proxytest.Matcher
 // bucketed item, the sum of its buckets) is want.
 func wantRedisStock(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, want int64, when string) {
 	t.Helper()
-	snap, err := p.Store.Stock(context.Background(), stockredis.One(sale.ItemID))
+	snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}

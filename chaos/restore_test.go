@@ -373,7 +373,7 @@ func confirmedOrders(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.S
 			if o.Status != order.Created {
 				continue
 			}
-			r, err := p.Store.Reservation(ctx, no)
+			r, err := p.Store.Reservations.Reservation(ctx, no)
 			if err == nil && r.State == stockredis.StateConfirmed {
 				out[acc[no]] = no
 			}

@@ -231,7 +231,7 @@ func (s *soak) drain() (bool, string) {
 			return false
 		}
 		for _, it := range s.items() {
-			snap, err := s.p.Store.Stock(ctx, it.key())
+			snap, err := s.p.Store.Stock.Stock(ctx, it.key())
 			if err != nil || snap.Inflight != 0 {
 				why = fmt.Sprintf("sale %s: %d in flight (%v)", it.name, snap.Inflight, err)
 				return false
@@ -322,7 +322,7 @@ func (s *soak) check() *soakReport {
 		}
 	}
 	for _, it := range s.items() {
-		snap, err := s.p.Store.Stock(ctx, it.key())
+		snap, err := s.p.Store.Stock.Stock(ctx, it.key())
 		if err != nil {
 			br = append(br, fmt.Sprintf("sale %s: read Redis: %v", it.name, err))
 		} else if snap.Stock < 0 {
@@ -459,7 +459,7 @@ func (s *soak) check() *soakReport {
 	br = nil
 	var items []string
 	for _, it := range s.items() {
-		snap, err := s.p.Store.Stock(ctx, it.key())
+		snap, err := s.p.Store.Stock.Stock(ctx, it.key())
 		var stock int64
 		if err2 := g.Raw("SELECT stock FROM item_stock WHERE item_id = ?", it.ID).Scan(&stock).Error; err2 != nil {
 			s.t.Fatal(err2)
@@ -865,7 +865,7 @@ func (s *soak) settleDraw() (bool, string) {
 			return false
 		}
 		for _, it := range h.items() {
-			snap, err := s.p.Store.Stock(ctx, it.key())
+			snap, err := s.p.Store.Stock.Stock(ctx, it.key())
 			if err != nil || snap.Inflight != 0 || snap.Stock > 0 && waiting[it.ID] {
 				why = fmt.Sprintf("%s: Redis stock %d, in flight %d, alternates waiting %v (%v)", it.name, snap.Stock, snap.Inflight, waiting[it.ID], err)
 				return false

@@ -57,15 +57,15 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// the pass goes on with the others.
 	failures := metrics.NewPasses(reg)
 	passes := []pass{
-		&sweep.Sweeper{Stock: st.store, DB: st.db.Orders, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
+		&sweep.Sweeper{Items: st.store.Stock, Reservations: st.store.Reservations, DB: st.db.Orders, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
 			Locker: locker, Metrics: metrics.NewSweep(reg), Backoff: backoff.New(metrics.PassSweep, log, failures)},
 		&unpaid.Closer{
-			Lifecycle: &lifecycle.Service{DB: st.db.Orders, Payments: st.db.Payments, Stock: st.store, Log: log},
+			Lifecycle: &lifecycle.Service{DB: st.db.Orders, Payments: st.db.Payments, Stock: st.store.Reservations, Log: log},
 			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
 		},
-		&drawer.Drawer{DB: st.db.Draws, Activities: st.db.Activities, Orders: st.db.Orders, Stock: st.store,
-			Placing: &placing.Service{Stock: st.store, Publisher: st.pub, Activities: st.db.Activities, Orders: st.db.Orders, Numbers: st.numbers, PaymentWindow: s.window, Log: log, Now: st.clk.Now},
+		&drawer.Drawer{DB: st.db.Draws, Activities: st.db.Activities, Orders: st.db.Orders, Reservations: st.store.Reservations,
+			Stock: st.store.Stock, Placing: &placing.Service{Reservations: st.store.Reservations, Stock: st.store.Stock, Publisher: st.pub, Activities: st.db.Activities, Orders: st.db.Orders, Numbers: st.numbers, PaymentWindow: s.window, Log: log, Now: st.clk.Now},
 			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
 			Picks: backoff.New(metrics.PassDraw, log, failures)},
 	}
@@ -75,12 +75,12 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// so a loss while no consumer ran is repaired at start.
 	if s.healEvery > 0 {
 		repairer := &redisloss.Repairer{Locker: locker, Checker: &reconcile.Checker{
-			Stock: st.store.Reconciler(), DB: reconcile.DB{Reads: st.db.Reconcile, Restocks: st.db.Restocks,
-				OrderLookup: st.db.Orders, Items: st.db.Activities, Pinger: st.db}, Log: log.With("component", "heal"), Warmer: st.store,
+			Stock: st.store.Reconciler, DB: reconcile.DB{Reads: st.db.Reconcile, Restocks: st.db.Restocks,
+				OrderLookup: st.db.Orders, Items: st.db.Activities, Pinger: st.db}, Log: log.With("component", "heal"), Warmer: st.store.Stock,
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
 		// A Redis brought back from an older copy keeps the rooms'
 		// generations: the watch rebuilds them from MySQL too.
-		rooms := waitingroom.New(st.store, st.db.Rooms, log.With("component", "heal"), st.clk.Now)
+		rooms := waitingroom.New(st.store.Rooms, st.db.Rooms, log.With("component", "heal"), st.clk.Now)
 		roomOf := func(ctx context.Context, id int64) (stockredis.Room, error) {
 			a, err := st.db.Activities.Activity(ctx, id)
 			return waitingroom.StoreRoom(a, s.window), err
@@ -99,7 +99,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {
 		passes = append(passes, &warmup.Scheduler{DB: st.db.Activities, Sales: &sales.Service{Sales: st.db.Activities, Warmups: st.db.Activities,
-			Restocks: st.db.Restocks, Stock: st.store,
+			Restocks: st.db.Restocks, Stock: st.store.Stock,
 			PaymentWindow: s.window, Log: log, Now: st.clk.Now}, Locker: locker, Lead: s.warmupLead,
 			Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
 	}

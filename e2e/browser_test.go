@@ -152,7 +152,7 @@ func TestWaitingPageInABrowser(t *testing.T) {
 	})
 	var left int64
 	for _, it := range s.Items {
-		snap, err := p.Store.Stock(context.Background(), s.Item(it.ID))
+		snap, err := p.Store.Stock.Stock(context.Background(), s.Item(it.ID))
 		if err != nil {
 			t.Fatal(err)
 		}

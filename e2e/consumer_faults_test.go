@@ -104,7 +104,7 @@ func TestConsumerSIGTERMMidStreamCommitsOnlyFinishedWork(t *testing.T) {
 	}
 	var unfinished []string
 	for _, e := range committed {
-		res, err := p.Store.Reservation(context.Background(), e.OrderNo)
+		res, err := p.Store.Reservations.Reservation(context.Background(), e.OrderNo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	ev := p.ReserveEvent(sale, user, 2, "dl-key")
 	no := ev.OrderNo
 	keys := p.Store.Keys(stockredis.One(sale.ItemID))
-	if snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID)); err != nil || snap.Stock != 8 || snap.Inflight != 2 {
+	if snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID)); err != nil || snap.Stock != 8 || snap.Inflight != 2 {
 		t.Fatalf("after the reservation: %+v %v, want stock 8, in flight 2", snap, err)
 	}
 	ev.Version = order.EventVersion + 1
@@ -200,18 +200,18 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	}
 	// The release follows the dead letter: poll for it.
 	waittest.Until(t, 30*time.Second, "the reservation to be released: stock 10, in flight 0, no quota", func() bool {
-		snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
+		snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, qerr := p.Redis.Get(ctx, keys.Quota(sale.ActivityID, strconv.Itoa(user))).Result()
 		return snap.Stock == 10 && snap.Inflight == 0 && errors.Is(qerr, redis.Nil)
 	})
-	info, err := p.Store.Reservation(ctx, no)
+	info, err := p.Store.Reservations.Reservation(ctx, no)
 	if err != nil || info.State != stockredis.StateReleased || info.Reason != order.ReasonInvalidEvent {
 		t.Fatalf("reservation %+v %v, want RELEASED with %s", info, err, order.ReasonInvalidEvent)
 	}
-	if pending, err := p.Store.PendingOlderThan(ctx, stockredis.One(sale.ItemID), time.Now().Add(time.Hour), 10); err != nil || len(pending) != 0 {
+	if pending, err := p.Store.Reservations.PendingOlderThan(ctx, stockredis.One(sale.ItemID), time.Now().Add(time.Hour), 10); err != nil || len(pending) != 0 {
 		t.Fatalf("pending %v %v, want none", pending, err)
 	}
 	if _, err := p.DB.Orders.Order(ctx, no); !errors.Is(err, order.ErrNotFound) {
@@ -249,7 +249,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	const user = 5
 	ev := p.ReserveEvent(sale, user, 1, "claimed")
 	// The consumer that died: claimed, and committed in MySQL.
-	if st, err := p.Store.Claim(ctx, stockredis.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
+	if st, err := p.Store.Reservations.Claim(ctx, stockredis.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
 	if out, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
@@ -270,7 +270,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	var info stockredis.ReservationInfo
 	waittest.Until(t, 30*time.Second, "the reservation to leave CLAIMED", func() bool {
 		var err error
-		if info, err = p.Store.Reservation(ctx, ev.OrderNo); err != nil {
+		if info, err = p.Store.Reservations.Reservation(ctx, ev.OrderNo); err != nil {
 			t.Fatal(err)
 		}
 		return info.State != stockredis.StateClaimed
@@ -426,7 +426,7 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 	// not from the corrupted event); only the valid order holds a unit. The
 	// router releases a reservation just after its dead letter is written.
 	waittest.Until(t, 10*time.Second, "Redis stock 9 with nothing in flight after the dead letters", func() bool {
-		snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
+		snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -216,7 +216,7 @@ func alternateWhoseOrderFailed(t *testing.T, lostRetire bool) {
 		t.Errorf("audit: %+v %v: the retired attempt counts as stray", a, err)
 	}
 	p.WaitSaleDrained(s, 30*time.Second)
-	snap, err := p.Store.Stock(context.Background(), stockredis.In(s.ItemID, size))
+	snap, err := p.Store.Stock.Stock(context.Background(), stockredis.In(s.ItemID, size))
 	db, dbErr := p.DB.Activities.ItemStock(context.Background(), size)
 	if err != nil || dbErr != nil || snap.Stock != 0 || db != 0 {
 		t.Errorf("stock: Redis %+v %v, MySQL %d %v; want 0 in both", snap, err, db, dbErr)

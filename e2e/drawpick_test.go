@@ -126,7 +126,7 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := order.LegacyDrawKey(w.EntryID)
-	if _, err := p.Store.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: w.UserID, ItemID: size, Tag: s.ItemID,
+	if _, err := p.Store.Reservations.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: w.UserID, ItemID: size, Tag: s.ItemID,
 		ActivityID: s.ActivityID, Quantity: 1, IdempotencyKey: old, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 		t.Errorf("%d orders of the sale, want the winner's", n)
 	}
 	p.WaitSaleDrained(s, 30*time.Second)
-	snap, err := p.Store.Stock(ctx, stockredis.In(s.ItemID, size))
+	snap, err := p.Store.Stock.Stock(ctx, stockredis.In(s.ItemID, size))
 	if err != nil || snap.Stock != 0 {
 		t.Errorf("Redis stock %+v %v, want 0: the unit taken once", snap, err)
 	}

@@ -211,7 +211,7 @@ func TestStrandedReservationIsSwept(t *testing.T) {
 	// exists, the event does not.
 	no := order.NewNumberGenerator().Next(sale.ItemID)
 	now := time.Now()
-	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
+	if _, err := p.Store.Reservations.Reserve(context.Background(), stockredis.Reservation{
 		OrderNo: no, UserID: "5", ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: 1,
 		IdempotencyKey: "lost", At: now, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}); err != nil {
@@ -269,7 +269,7 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 func waitReservationReleased(t *testing.T, p *pipelinetest.Pipeline, item int64, orderNo string) {
 	t.Helper()
 	waittest.Until(t, 10*time.Second, "reservation "+orderNo+" to be released", func() bool {
-		info, err := p.Store.Reservation(context.Background(), orderNo)
+		info, err := p.Store.Reservations.Reservation(context.Background(), orderNo)
 		return err == nil && info.State == stockredis.StateReleased
 	})
 }

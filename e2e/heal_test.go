@@ -151,7 +151,7 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 		consumer = p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
 		want := sale.Stock - user
 		waittest.Until(t, 30*time.Second, lose+": Redis stock repaired from MySQL's "+strconv.FormatInt(want, 10), func() bool {
-			snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
+			snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
 			return err == nil && snap.Warmed && snap.Stock == want
 		})
 		if l := consumer.Log(); !strings.Contains(l, "Redis lost data; repairing it from MySQL") || !strings.Contains(l, `"reason":"marker"`) {
@@ -245,7 +245,7 @@ func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 	stockIs := func(what string, want int64) {
 		t.Helper()
 		waittest.Until(t, 30*time.Second, what+": Redis stock "+strconv.FormatInt(want, 10), func() bool {
-			snap, err := p.Store.Stock(ctx, stockredis.One(sale.ItemID))
+			snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
 			return err == nil && snap.Warmed && snap.Stock == want && snap.Inflight == 0
 		})
 	}
@@ -313,10 +313,10 @@ func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
 		t.Fatalf("stop the consumer: %v", err)
 	}
 	rewindPrefix(t, rdb, p.Prefix, before)
-	if info, err := p.Store.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReserved {
+	if info, err := p.Store.Reservations.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReserved {
 		t.Fatalf("the rewound reservation: %+v %v, want RESERVED", info, err)
 	}
-	if snap, err := p.Store.Stock(ctx, item); err != nil || snap.Stock != 9 || snap.Inflight != 1 {
+	if snap, err := p.Store.Stock.Stock(ctx, item); err != nil || snap.Stock != 9 || snap.Inflight != 1 {
 		t.Fatalf("the rewound stock: %+v %v, want 9 with 1 in flight", snap, err)
 	}
 
@@ -328,10 +328,10 @@ func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
 		return p.Count("SELECT COUNT(*) FROM redis_watches WHERE marker = ? AND losses > 0 AND healed >= losses", marker) == 1
 	})
 	waittest.Until(t, 30*time.Second, "Redis stock 10 with nothing in flight", func() bool {
-		snap, err := p.Store.Stock(ctx, item)
+		snap, err := p.Store.Stock.Stock(ctx, item)
 		return err == nil && snap.Stock == 10 && snap.Inflight == 0
 	})
-	if info, err := p.Store.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReleased {
+	if info, err := p.Store.Reservations.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReleased {
 		t.Fatalf("the reservation after the sweep: %+v %v, want RELEASED", info, err)
 	}
 	p.Check(sale)

@@ -101,7 +101,7 @@ func TestPayAndCancel(t *testing.T) {
 
 	// A PENDING order (reserved, not yet in MySQL) is not payable yet.
 	no := order.NewNumberGenerator().Next(sale.ItemID)
-	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{OrderNo: no, UserID: "3", ItemID: sale.ItemID,
+	if _, err := p.Store.Reservations.Reserve(context.Background(), stockredis.Reservation{OrderNo: no, UserID: "3", ItemID: sale.ItemID,
 		ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: "p", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestPayAndCancel(t *testing.T) {
 		t.Fatalf("pay PENDING: %d %+v", code, b)
 	}
 	ref := stockredis.Ref{OrderNo: no, UserID: "3", ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
-	if _, err := p.Store.Release(context.Background(), ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+	if _, err := p.Store.Reservations.Release(context.Background(), ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Released before it reached MySQL, it reads FAILED and is not payable.
@@ -315,7 +315,7 @@ func TestCloserKilledBetweenCommitAndRelease(t *testing.T) {
 	if err != nil || o.Status != order.Closed {
 		t.Fatalf("order %s after the crash: %s %v", no, o.Status, err)
 	}
-	if snap, err := p.Store.Stock(context.Background(), stockredis.One(sale.ItemID)); err != nil || snap.Stock != 2 {
+	if snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(sale.ItemID)); err != nil || snap.Stock != 2 {
 		t.Fatalf("Redis stock %d (%v) right after the crash, want 2 (not yet released)", snap.Stock, err)
 	}
 	p.StartConsumer("SECKILL_CLOSER_EVERY=200ms")

@@ -35,7 +35,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	kafkatest.Write(t, p.Topic, kafka.Message{Value: []byte("not an event")})
 	// A stranded reservation (reserved, never published).
 	no := order.NewNumberGenerator().Next(sale.ItemID)
-	if _, err := p.Store.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: "5", ItemID: sale.ItemID,
+	if _, err := p.Store.Reservations.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: "5", ItemID: sale.ItemID,
 		ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: "lost", At: time.Now(),
 		QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)

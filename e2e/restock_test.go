@@ -180,7 +180,7 @@ func TestRestockNotRunThenScheduledWarmupThenRetry(t *testing.T) {
 		t.Fatalf("restock through the instance without Redis: %+v, want 503", r)
 	}
 	waittest.UntilEvery(t, 30*time.Second, 10*time.Millisecond, "the consumer to warm the activity up", func() bool {
-		snap, err := p.Store.Stock(context.Background(), stockredis.One(item.ItemID))
+		snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(item.ItemID))
 		return err == nil && snap.Warmed
 	})
 	r := restock(t, api, item.ItemID, "r1", added)

@@ -183,7 +183,7 @@ func roomEndToEnd(t *testing.T, cluster bool) {
 		}
 	}
 	for _, it := range s.Items {
-		if snap, err := p.Store.Stock(ctx, s.Item(it.ID)); err != nil || snap.Stock != it.Stock || snap.Inflight != 0 {
+		if snap, err := p.Store.Stock.Stock(ctx, s.Item(it.ID)); err != nil || snap.Stock != it.Stock || snap.Inflight != 0 {
 			t.Fatalf("after the refusals item %d: %+v %v, want its %d units untouched", it.ID, snap, err, it.Stock)
 		}
 	}

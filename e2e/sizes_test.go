@@ -384,7 +384,7 @@ func restoresSizedSale(t *testing.T, cluster, heal bool) {
 	if heal {
 		waittest.Until(t, 30*time.Second, "the watch to restore every size", func() bool {
 			for _, it := range sale.Items {
-				snap, err := p.Store.Stock(context.Background(), sale.Item(it.ID))
+				snap, err := p.Store.Stock.Stock(context.Background(), sale.Item(it.ID))
 				if err != nil || !snap.Warmed {
 					return false
 				}

@@ -42,7 +42,7 @@ func TestUpgradeCarriesARunningSaleOver(t *testing.T) {
 	if n := p.Count("SELECT COUNT(*) FROM activity_items WHERE activity_id = ?", act.ID); n != 0 {
 		t.Fatalf("a sale of one item has %d activity_items rows, want none (as before the upgrade)", n)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
+	if _, err := p.Store.Stock.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatal(err)
 	}
 

@@ -41,7 +41,7 @@ func TestActivityWarmsItselfUpOnSchedule(t *testing.T) {
 
 	var seen time.Time
 	waittest.UntilEvery(t, 30*time.Second, 10*time.Millisecond, "the consumers to warm the activity up", func() bool {
-		snap, err := p.Store.Stock(context.Background(), stockredis.One(item.ItemID))
+		snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(item.ItemID))
 		if err == nil && snap.Warmed {
 			seen = time.Now()
 		}

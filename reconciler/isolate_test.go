@@ -65,7 +65,7 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 	if !strings.Contains(r.stderr, `"level":"ERROR+4","msg":"item could not be checked or repaired; the run went on with the other items","item_id":`+itoa(bad.ID)+`,"err":"check: `) {
 		t.Fatalf("no log line naming the failing item:\n%s", r.stderr)
 	}
-	if s, err := e.store.Stock(ctx, stockredis.One(e.item)); err != nil || s.Stock != 10 {
+	if s, err := e.store.Stock.Stock(ctx, stockredis.One(e.item)); err != nil || s.Stock != 10 {
 		t.Fatalf("drifted item after the run: %+v (%v), want stock 10", s, err)
 	}
 

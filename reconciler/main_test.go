@@ -46,7 +46,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	store := stockredis.New(rdb, prefix)
-	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
 		t.Fatal(err)
 	}
 	return &env{

@@ -86,7 +86,7 @@ func TestErrorContract(t *testing.T) {
 	downRDB := redis.NewClient(&redis.Options{Addr: unusedAddr, MaxRetries: -1})
 	t.Cleanup(func() { downRDB.Close() })
 	down := ts.service(t, ts.svc.Publisher)
-	down.Stock = stockredis.New(downRDB, ts.prefix)
+	useStore(down, stockredis.New(downRDB, ts.prefix))
 	downURL := ts.serve(t, down, nil)
 
 	buyer, admin := buyerToken(t, 100), adminToken(t)
@@ -478,7 +478,7 @@ func TestPublishFailure(t *testing.T) {
 	if len(failed) != 1 {
 		t.Fatalf("reservations %v, want the one released", failed)
 	}
-	info, err := ts.store.Reservation(context.Background(), failed[0])
+	info, err := ts.store.Reservations.Reservation(context.Background(), failed[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestSoldOutFastPath(t *testing.T) {
 		t.Fatalf("replay while sold out gave %s, want %s", got, held)
 	}
 
-	rel, err := ts.store.Release(context.Background(), stockredis.Ref{OrderNo: held, UserID: "1", ItemID: item, ActivityID: act, IdempotencyKey: "alice-key"}, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}})
+	rel, err := ts.store.Reservations.Release(context.Background(), stockredis.Ref{OrderNo: held, UserID: "1", ItemID: item, ActivityID: act, IdempotencyKey: "alice-key"}, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}})
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v (state %s)", rel.Released, err, rel.State)
 	}
@@ -663,7 +663,7 @@ func TestOrderStatus(t *testing.T) {
 
 	// A reservation released before it reached MySQL reads as FAILED.
 	lost := ts.mustPlace(t, ts.url, bob, "k2", act)
-	rel, err := ts.store.Release(context.Background(), stockredis.Ref{OrderNo: lost, UserID: "2", ItemID: item, ActivityID: act, IdempotencyKey: "k2"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+	rel, err := ts.store.Reservations.Release(context.Background(), stockredis.Ref{OrderNo: lost, UserID: "2", ItemID: item, ActivityID: act, IdempotencyKey: "k2"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}

@@ -42,10 +42,10 @@ func newRestockSeams(t *testing.T, stock int64, buckets int) *restockSeams {
 	p := redistest.NewProxied(t, false, "restock", "warmup", "warmup_buckets", "bucket_set")
 	s := &restockSeams{ts: ts, p: p, direct: stockredis.New(p.Direct, p.Prefix)}
 	via := ts.service(t, nil)
-	via.Stock = stockredis.New(p.Client(t), p.Prefix)
+	useStore(via, stockredis.New(p.Client(t), p.Prefix))
 	s.cut = ts.serve(t, via, ts.checkers(nil))
 	plain := ts.service(t, nil)
-	plain.Stock = s.direct
+	useStore(plain, s.direct)
 	s.plain = ts.serve(t, plain, ts.checkers(nil))
 
 	s.item = ts.newItem(t, stock)
@@ -66,7 +66,7 @@ func newRestockSeams(t *testing.T, stock int64, buckets int) *restockSeams {
 		return n
 	}
 	s.redisUnits = func() int64 {
-		snap, err := s.direct.Stock(ctx, stockredis.One(s.item))
+		snap, err := s.direct.Stock.Stock(ctx, stockredis.One(s.item))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,8 +199,8 @@ func repair(t *testing.T, rdb redis.UniversalClient, store *stockredis.Store, pr
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	c := &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
-		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond, Warmer: store}
+	c := &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond, Warmer: store.Stock}
 	targets, err := c.Targets(ctx, reconcile.Selection{Items: []int64{item}})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 						t.Errorf("restock: %d %s", r.status, r.body)
 					}
 				}}
-				if _, err := s.direct.WarmupFrom(ctx, stockredis.One(s.item), buckets, time.Hour, db); err != nil {
+				if _, err := s.direct.Stock.WarmupFrom(ctx, stockredis.One(s.item), buckets, time.Hour, db); err != nil {
 					t.Fatal(err)
 				}
 				if n := s.redisUnits(); n > 14 {

@@ -53,7 +53,7 @@ func ptr(n int64) *int64 { return &n }
 func noDrift(t *testing.T, store *stockredis.Store, db *mysqltest.DB, item int64) reconcile.ItemReport {
 	t.Helper()
 	ctx := context.Background()
-	c := &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+	c := &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond}
 	targets, err := c.Targets(ctx, reconcile.Selection{Items: []int64{item}})
 	if err != nil {
@@ -152,7 +152,7 @@ func TestRestockLostRedisReply(t *testing.T) {
 	via := stockredis.New(p.Client(t), p.Prefix)
 	direct := stockredis.New(p.Direct, p.Prefix)
 	svc := ts.service(t, nil)
-	svc.Stock = via
+	useStore(svc, via)
 	url := ts.serve(t, svc, ts.checkers(nil))
 
 	item := ts.newItem(t, 10)
@@ -165,7 +165,7 @@ func TestRestockLostRedisReply(t *testing.T) {
 	if p.Lost() != 1 {
 		t.Fatalf("%d answers lost, want 1", p.Lost())
 	}
-	snap, err := direct.Stock(context.Background(), stockredis.One(item))
+	snap, err := direct.Stock.Stock(context.Background(), stockredis.One(item))
 	if err != nil || snap.Stock != 14 {
 		t.Fatalf("Redis %+v %v after the lost answer, want 14 (the script ran once)", snap, err)
 	}

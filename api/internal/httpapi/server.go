@@ -81,7 +81,7 @@ func New(svc *placing.Service, db *orderdb.DB, verifier *auth.Verifier, ready []
 		stores = &orderdb.DB{} // a server without MySQL: its stores are nil
 	}
 	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
-		lifecycle: &lifecycle.Service{DB: stores.Orders, Payments: stores.Payments, Stock: svc.Stock, Numbers: svc.Numbers, Log: log}}
+		lifecycle: &lifecycle.Service{DB: stores.Orders, Payments: stores.Payments, Stock: svc.Reservations, Numbers: svc.Numbers, Log: log}}
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
@@ -89,8 +89,8 @@ func New(svc *placing.Service, db *orderdb.DB, verifier *auth.Verifier, ready []
 	s.draws = &draws.Service{Store: stores.Draws, Now: now}
 	s.sales = &sales.Service{Sales: stores.Activities, Warmups: stores.Activities, Restocks: stores.Restocks, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut,
 		PaymentWindow: svc.PaymentWindow, Log: log}
-	if st, ok := svc.Stock.(waitingroom.Rooms); ok && db != nil {
-		s.rooms = waitingroom.New(st, db.Rooms, log, now)
+	if svc.Rooms != nil && db != nil {
+		s.rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
 		s.rooms.PaymentWindow, s.rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 	}
 	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}

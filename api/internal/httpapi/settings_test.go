@@ -121,7 +121,7 @@ func TestSaleLayoutReadLost(t *testing.T) {
 	ts := newTestServer(t)
 	p := redistest.NewProxied(t, false)
 	svc := ts.service(t, nil)
-	svc.Stock = stockredis.New(p.Client(t), p.Prefix)
+	useStore(svc, stockredis.New(p.Client(t), p.Prefix))
 	url := ts.serve(t, svc, ts.checkers(nil))
 	item := ts.newItem(t, 10)
 	now := time.Now().UTC()
@@ -156,7 +156,7 @@ func TestSaleSettingsKeysDependOn(t *testing.T) {
 	}
 	wantError(t, ts.patchSale(t, sale, `{"stock_buckets":17}`), 400, "INVALID_ARGUMENT")
 	ts.warmSale(t, sale)
-	if l, err := ts.store.Layout(context.Background(), stockredis.One(item)); err != nil || l != 3 {
+	if l, err := ts.store.Stock.Layout(context.Background(), stockredis.One(item)); err != nil || l != 3 {
 		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 	before := func() (int, time.Time) {
@@ -284,7 +284,7 @@ func TestWarmupRightAfterABucketChange(t *testing.T) {
 	if last.status != 200 {
 		t.Fatalf("warm-up after the guard: %d %s", last.status, last.body)
 	}
-	if l, err := ts.store.Layout(context.Background(), stockredis.One(item)); err != nil || l != 3 {
+	if l, err := ts.store.Stock.Layout(context.Background(), stockredis.One(item)); err != nil || l != 3 {
 		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 }

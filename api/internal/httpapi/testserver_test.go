@@ -85,11 +85,18 @@ func newTestServer(t *testing.T, opts ...serviceOption) *testServer {
 // service returns a fresh placing service over the test's store and
 // database that publishes through pub.
 func (ts *testServer) service(t *testing.T, pub placing.Publisher) *placing.Service {
-	return &placing.Service{
-		Stock: ts.store, Publisher: pub, Activities: ts.db.Activities, Orders: ts.db.Orders,
+	svc := &placing.Service{
+		Publisher: pub, Activities: ts.db.Activities, Orders: ts.db.Orders,
 		Numbers: order.NewNumberGenerator(), PaymentWindow: 15 * time.Minute,
 		Log: testLogger(t), Now: time.Now,
 	}
+	useStore(svc, ts.store)
+	return svc
+}
+
+// useStore makes svc run on st's stores.
+func useStore(svc *placing.Service, st *stockredis.Store) {
+	svc.Reservations, svc.Stock, svc.Rooms = st.Reservations, st.Stock, st.Rooms
 }
 
 func (ts *testServer) checkers(kafkaBrokers []string) []httpapi.Checker {
@@ -392,7 +399,7 @@ func accepted(t *testing.T, r response) string {
 
 func (ts *testServer) stock(t *testing.T, item int64) stockredis.Snapshot {
 	t.Helper()
-	snap, err := ts.store.Stock(context.Background(), stockredis.One(item))
+	snap, err := ts.store.Stock.Stock(context.Background(), stockredis.One(item))
 	if err != nil {
 		t.Fatal(err)
 	}

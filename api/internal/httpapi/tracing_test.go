@@ -37,7 +37,7 @@ func TestRequestSpans(t *testing.T) {
 	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: ts.topic, Tracer: tracer})
 	t.Cleanup(func() { pub.Close() })
 	svc := ts.service(t, pub)
-	svc.Stock = stockredis.New(ts.rdb, ts.prefix).Trace(tracer)
+	useStore(svc, stockredis.New(ts.rdb, ts.prefix).Trace(tracer))
 	reg := metrics.NewRegistry()
 	srv := httptest.NewServer(httpapi.New(svc, ts.db.DB, auth.NewVerifier(testSecret), ts.checkers(kafkatest.Brokers()), testLogger(t),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)), httpapi.WithTracer(tracer)))

@@ -68,10 +68,15 @@ type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 }
 
-// Stock is Redis as the drawer uses it (*stockredis.Store).
+// Reservations is Redis as the retire of an alternate's failed order
+// uses it (*stockredis.Reservations).
+type Reservations interface {
+	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+}
+
+// Stock is Redis's stock as the drawer reads it (*stockredis.Stock).
 type Stock interface {
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
-	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 }
 
 // Placing reserves and publishes a pick's order (*placing.Service).
@@ -81,10 +86,11 @@ type Placing interface {
 
 // Drawer runs the draws and their orders periodically.
 type Drawer struct {
-	DB         DB
-	Activities Activities
-	Orders     Orders
-	Stock      Stock
+	DB           DB
+	Activities   Activities
+	Orders       Orders
+	Reservations Reservations
+	Stock        Stock
 	// Placing reserves and publishes the picks' orders, as the api's are.
 	Placing Placing
 	// Numbers makes the orders' numbers: the api's signed generator, so
@@ -420,7 +426,7 @@ func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error
 	if o.Status != order.Failed || o.UserID != p.UserID {
 		return fmt.Errorf("entry %s: its key names order %s (%s), not failed", p.EntryID, prior, o.Status)
 	}
-	rel, err := d.Stock.Release(ctx, stockredis.OrderRef(o), stockredis.ReleaseOptions{Reason: o.FailureReason,
+	rel, err := d.Reservations.Release(ctx, stockredis.OrderRef(o), stockredis.ReleaseOptions{Reason: o.FailureReason,
 		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return fmt.Errorf("entry %s: free its key from order %s: %w", p.EntryID, prior, err)

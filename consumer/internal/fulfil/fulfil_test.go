@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
 	return &env{t: t, store: store, rdb: rdb, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
-		handler: &fulfil.Handler{Stock: store, DB: hdb.Orders, Activities: hdb.Activities, PaymentWindow: time.Hour,
+		handler: &fulfil.Handler{Stock: store.Reservations, DB: hdb.Orders, Activities: hdb.Activities, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
@@ -80,7 +80,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
+	if _, err := e.store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
 		return e.db.Activities.ItemStock(ctx, it.ID)
 	}); err != nil {
 		e.t.Fatal(err)
@@ -93,7 +93,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 func (e *env) reserve(s sale, user int64, qty int) order.Event {
 	e.t.Helper()
 	ev := e.event(s, user, qty)
-	_, err := e.store.Reserve(context.Background(), stockredis.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
+	_, err := e.store.Reservations.Reserve(context.Background(), stockredis.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
 		ItemID: s.item, ActivityID: s.activity, Quantity: qty, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
 		QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour})
 	if err != nil {
@@ -112,7 +112,7 @@ func (e *env) event(s sale, user int64, qty int) order.Event {
 // state is the reservation's state, or MISSING.
 func (e *env) state(ev order.Event) stockredis.State {
 	e.t.Helper()
-	info, err := e.store.Reservation(context.Background(), ev.OrderNo)
+	info, err := e.store.Reservations.Reservation(context.Background(), ev.OrderNo)
 	if errors.Is(err, order.ErrNotFound) {
 		return stockredis.StateMissing
 	}
@@ -171,7 +171,7 @@ func (e *env) wantStock(item, stock int64) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	snap, err := e.store.Stock(ctx, stockredis.One(item))
+	snap, err := e.store.Stock.Stock(ctx, stockredis.One(item))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -198,20 +198,20 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}{
 		{stockredis.StateReserved, func(*env, order.Event) {}},
 		{stockredis.StateClaimed, func(e *env, ev order.Event) {
-			if _, err := e.store.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Reservations.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{stockredis.StateConfirmed, func(e *env, ev order.Event) {
-			if _, err := e.store.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Reservations.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
-			if _, err := e.store.Confirm(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Reservations.Confirm(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{stockredis.StateReleased, func(e *env, ev order.Event) {
-			if rel, err := e.store.Release(ctx, stockredis.EventRef(ev), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+			if rel, err := e.store.Reservations.Release(ctx, stockredis.EventRef(ev), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
 				e.t.Fatalf("release: %v %v", rel.Released, err)
 			}
 		}},

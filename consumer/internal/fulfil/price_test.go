@@ -41,7 +41,7 @@ func TestHandleRecordsThePrice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return 10, nil }); err != nil {
+		if _, err := e.store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return 10, nil }); err != nil {
 			t.Fatal(err)
 		}
 		ev := e.reserve(sale{item: it.ID, activity: act.ID}, int64(100+i), c.qty)

@@ -163,17 +163,17 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	// One buyer's order, all the way through.
 	gen := order.NewNumberGenerator()
 	r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID, Quantity: 1,
 		IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
-	if _, err := store.Reserve(ctx, r); err != nil {
+	if _, err := store.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
@@ -181,7 +181,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -193,8 +193,8 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		}
 	})
 	repairer := &Repairer{
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
-			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store, Recheck: 50 * time.Millisecond},
+		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store.Stock, Recheck: 50 * time.Millisecond},
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
 	}
 	var mu sync.Mutex
@@ -247,7 +247,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	k := store.Keys(stockredis.One(it.ID))
 	check := func(what string) {
 		t.Helper()
-		snap, err := store.Stock(ctx, stockredis.One(it.ID))
+		snap, err := store.Stock.Stock(ctx, stockredis.One(it.ID))
 		if err != nil || !snap.Warmed || snap.Stock != 9 {
 			t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 		}
@@ -330,8 +330,8 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 	store := stockredis.New(rdb, "hr")
 	locker := lock.New(rdb, lock.Options{Prefix: "hr"})
 	repairer := &Repairer{Locker: locker,
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
-			Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Warmer: store}}
+		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Warmer: store.Stock}}
 	reg := prometheus.NewRegistry()
 	w := &Watch{Redis: rdb, Marker: MarkerKey("hr"), Record: db.RedisWatches, Repair: repairer.Repair, Log: slog.New(slog.DiscardHandler),
 		Metrics: metrics.NewHeal(reg)}

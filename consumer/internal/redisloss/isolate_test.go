@@ -51,7 +51,7 @@ func TestWatchRepairsTheItemThatLostDataWhileAnotherKeepsFailing(t *testing.T) {
 	// The item that lost data is repaired while the other keeps failing.
 	waittest.UntilEvery(t, 15*time.Second, w.Every, "the item that lost data repaired", func() bool {
 		_ = w.Tick(ctx)
-		s, err := f.store.Stock(ctx, stockredis.One(f.item))
+		s, err := f.store.Stock.Stock(ctx, stockredis.One(f.item))
 		return err == nil && s.Warmed && s.Stock == 9
 	})
 	f.healed("while another item fails")
@@ -81,7 +81,7 @@ func TestWatchRepairsTheItemThatLostDataWhileAnotherKeepsFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tickUntilHealed(w, "after the fault went")
-	if s, err := f.store.Stock(ctx, stockredis.One(bad.ID)); err != nil || !s.Warmed || s.Stock != 10 {
+	if s, err := f.store.Stock.Stock(ctx, stockredis.One(bad.ID)); err != nil || !s.Warmed || s.Stock != 10 {
 		t.Fatalf("the item that failed: Redis %+v (%v), want stock 10", s, err)
 	}
 	if v := value(t, reg, "seckill_heal_items_failing"); v != 0 {

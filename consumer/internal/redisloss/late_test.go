@@ -59,7 +59,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 		t.Fatal(err)
 	}
 	item := stockredis.One(it.ID)
-	if _, err := store.WarmupFrom(ctx, item, buckets, 2*time.Hour, db.Restocks); err != nil {
+	if _, err := store.Stock.WarmupFrom(ctx, item, buckets, 2*time.Hour, db.Restocks); err != nil {
 		t.Fatal(err)
 	}
 
@@ -71,14 +71,14 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 		}
 	})
 	repairer := &Repairer{
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
-			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store, Recheck: 50 * time.Millisecond},
+		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store.Stock, Recheck: 50 * time.Millisecond},
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
 	}
 	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db.RedisWatches, Every: 20 * time.Millisecond, Log: log,
 		Metrics: metrics.NewHeal(prometheus.NewRegistry()), Repair: repairer.Repair}
 	// The consumer's handler, wired as consumer/main.go wires it.
-	handler := &fulfil.Handler{Stock: store, DB: db.Orders, Activities: db.Activities, PaymentWindow: time.Hour, Log: log,
+	handler := &fulfil.Handler{Stock: store.Reservations, DB: db.Orders, Activities: db.Activities, PaymentWindow: time.Hour, Log: log,
 		Losses: &Reporter{Record: db.RedisWatches, Marker: w.Marker}}
 	for range 2 {
 		if err := w.Tick(ctx); err != nil {
@@ -90,7 +90,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	// not claimed it when Redis goes down.
 	r := stockredis.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID,
 		Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
-	if _, err := store.Reserve(ctx, r); err != nil {
+	if _, err := store.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	ev := order.Event{Version: order.EventVersion, OrderNo: r.OrderNo, IdempotencyKey: r.IdempotencyKey, UserID: r.UserID,
@@ -105,7 +105,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	})
 	stock := func() int64 {
 		t.Helper()
-		snap, err := store.Stock(ctx, item)
+		snap, err := store.Stock.Stock(ctx, item)
 		if err != nil || !snap.Warmed {
 			t.Fatalf("Redis stock %+v (%v)", snap, err)
 		}
@@ -141,12 +141,12 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 		redisStock, quota = stock(), rdb.Get(ctx, k.Quota(act.ID, r.UserID)).Val()
 		return !w.Incident() && redisStock == mysql && quota == r.OrderNo
 	})
-	if _, err := store.Reservation(ctx, r.OrderNo); err != nil {
+	if _, err := store.Reservations.Reservation(ctx, r.OrderNo); err != nil {
 		t.Fatalf("the late order's reservation: %v, want it restored", err)
 	}
 	again := r
 	again.OrderNo, again.IdempotencyKey = order.NewNumberGenerator().Next(it.ID), "k2"
-	if _, err := store.Reserve(ctx, again); err == nil {
+	if _, err := store.Reservations.Reserve(ctx, again); err == nil {
 		t.Fatal("the buyer of the late order bought a second time")
 	}
 }

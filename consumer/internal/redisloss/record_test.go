@@ -98,15 +98,15 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	r := stockredis.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: fixtureUser, ItemID: it.ID, ActivityID: act.ID,
 		Quantity: 1, IdempotencyKey: fixtureKey, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
-	if _, err := store.Reserve(ctx, r); err != nil {
+	if _, err := store.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
@@ -114,7 +114,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	buf := &logstest.Buffer{}
@@ -125,8 +125,8 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	})
 	f := &fixture{t: t, rdb: rdb, prefix: prefix, store: store, db: db, item: it.ID, activity: act.ID, orderNo: r.OrderNo, log: buf}
 	f.repairer = &Repairer{
-		Checker: &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
-			Items: db.Activities, Pinger: db.DB}, Log: f.logger(), Warmer: store, Recheck: 50 * time.Millisecond},
+		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+			Items: db.Activities, Pinger: db.DB}, Log: f.logger(), Warmer: store.Stock, Recheck: 50 * time.Millisecond},
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
 	}
 	return f
@@ -174,7 +174,7 @@ func (f *fixture) lose() {
 func (f *fixture) healed(what string) {
 	f.t.Helper()
 	ctx := context.Background()
-	snap, err := f.store.Stock(ctx, stockredis.One(f.item))
+	snap, err := f.store.Stock.Stock(ctx, stockredis.One(f.item))
 	if err != nil || !snap.Warmed || snap.Stock != 9 {
 		f.t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 	}

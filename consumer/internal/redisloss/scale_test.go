@@ -55,7 +55,7 @@ func TestWatchHealsAnItemWithSeventyThousandLiveOrders(t *testing.T) {
 		return tickErr == nil && !w.Incident() && rec.Healed == rec.Losses && rec.Losses > 0
 	})
 	f.healed("the small item")
-	snap, err := f.store.Stock(ctx, stockredis.One(big.ID))
+	snap, err := f.store.Stock.Stock(ctx, stockredis.One(big.ID))
 	if err != nil || !snap.Warmed || snap.Stock != spare {
 		t.Fatalf("the big item's Redis stock %+v (%v), want %d (MySQL's)", snap, err, spare)
 	}

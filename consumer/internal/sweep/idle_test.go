@@ -62,7 +62,7 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 	if err := rdb.SAdd(ctx, p.Prefix+":items", ids...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if items, err := p.Store.WarmedItems(ctx); err != nil || len(items) != len(ids)+1 {
+	if items, err := p.Store.Stock.WarmedItems(ctx); err != nil || len(items) != len(ids)+1 {
 		t.Fatalf("warmed items: %d %v, want %d", len(items), err, len(ids)+1)
 	}
 	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
@@ -70,7 +70,8 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 	counted := &roundTrips{}
 	rdb.AddHook(counted)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sw := &sweep.Sweeper{Stock: stockredis.New(rdb, p.Prefix), DB: p.DB.Orders, Publisher: pub, After: after, Log: log,
+	store := stockredis.New(rdb, p.Prefix)
+	sw := &sweep.Sweeper{Items: store.Stock, Reservations: store.Reservations, DB: p.DB.Orders, Publisher: pub, After: after, Log: log,
 		Locker: lock.New(rdb, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-idle"})}
 
 	counted.n.Store(0)
@@ -89,7 +90,7 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 		t.Errorf("Redis round trips: %d for the sweep that re-published, %d for an idle one; want at most 40 each over %d items",
 			busy, idle, len(ids)+1)
 	}
-	if info, err := p.Store.Reservation(ctx, stranded.OrderNo); err != nil || info.State != stockredis.StateReserved {
+	if info, err := p.Store.Reservations.Reservation(ctx, stranded.OrderNo); err != nil || info.State != stockredis.StateReserved {
 		t.Errorf("stranded reservation: %+v %v, want still reserved (re-published)", info, err)
 	}
 }

@@ -29,10 +29,14 @@ type Publisher interface {
 	Publish(ctx context.Context, e order.Event) error
 }
 
-// Stock is Redis as the sweep uses it (*stockredis.Store): the warmed
-// items and their old unconfirmed reservations, and what settles each.
-type Stock interface {
+// Items lists the warmed items (*stockredis.Stock).
+type Items interface {
 	ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []stockredis.Item, next uint64, err error)
+}
+
+// Reservations is Redis as the sweep uses it (*stockredis.Reservations):
+// the items' old unconfirmed reservations, and what settles each.
+type Reservations interface {
 	PendingOlderThanEach(ctx context.Context, items []stockredis.Item, cutoff time.Time, limit int64) (pending map[stockredis.Item][]string, errs map[stockredis.Item]error)
 	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
 	Confirm(ctx context.Context, item stockredis.Item, orderNos []string) (int64, error)
@@ -47,10 +51,11 @@ type Orders interface {
 
 // Sweeper runs the sweep; exactly one runs at a time across processes.
 type Sweeper struct {
-	Stock     Stock
-	DB        Orders
-	Publisher Publisher
-	Locker    pass.Locker
+	Items        Items
+	Reservations Reservations
+	DB           Orders
+	Publisher    Publisher
+	Locker       pass.Locker
 	// After is how old an unconfirmed reservation must be to count as
 	// stranded (default 10s; keep it above the publish timeout).
 	After time.Duration
@@ -103,7 +108,7 @@ func (s *Sweeper) sweep(ctx context.Context, b *backoff.Records) (Stats, error) 
 	// many items were ever warmed, and reads MySQL only for what it found.
 	var cursor uint64
 	for {
-		page, next, err := s.Stock.ScanWarmedItems(ctx, cursor, itemsPage)
+		page, next, err := s.Items.ScanWarmedItems(ctx, cursor, itemsPage)
 		if err != nil {
 			return st, err
 		}
@@ -114,7 +119,7 @@ func (s *Sweeper) sweep(ctx context.Context, b *backoff.Records) (Stats, error) 
 			}
 		}
 		cutoff := time.Now().Add(-after)
-		pending, failed := s.Stock.PendingOlderThanEach(ctx, due, cutoff, batch)
+		pending, failed := s.Reservations.PendingOlderThanEach(ctx, due, cutoff, batch)
 		for _, item := range due {
 			key := itemKey(item)
 			err := failed[item]
@@ -193,7 +198,7 @@ func (s *Sweeper) sweepItem(ctx context.Context, item stockredis.Item, nos []str
 			b.Succeeded(no, "order_no", no, "item_id", item.ID)
 		}
 	}
-	n, err := s.Stock.Confirm(ctx, item, confirm)
+	n, err := s.Reservations.Confirm(ctx, item, confirm)
 	if err == nil {
 		st.Confirmed += int(n)
 		for _, no := range confirm {
@@ -206,7 +211,7 @@ func (s *Sweeper) sweepItem(ctx context.Context, item stockredis.Item, nos []str
 	}
 	// One script confirms them all: find the one that fails it.
 	for _, no := range confirm {
-		n, err := s.Stock.Confirm(ctx, item, []string{no})
+		n, err := s.Reservations.Confirm(ctx, item, []string{no})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -223,7 +228,7 @@ func (s *Sweeper) sweepItem(ctx context.Context, item stockredis.Item, nos []str
 // sweepOne finishes one stranded reservation, or reports that MySQL has
 // its order created and it is to be confirmed (with the item's others).
 func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string, inDB map[string]order.Order, cutoff time.Time, st *Stats) (confirm bool, err error) {
-	info, err := s.Stock.Reservation(ctx, no)
+	info, err := s.Reservations.Reservation(ctx, no)
 	if errors.Is(err, order.ErrNotFound) {
 		return false, nil
 	}
@@ -243,7 +248,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string,
 		// went with it (or that release has not run yet, and then finds
 		// RELEASED). A confirm would keep its units out of Redis stock for
 		// good; the release gives them back, as the closer's does.
-		rel, err := s.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+		rel, err := s.Reservations.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
 			From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
 			FreeKey: order.AnsweredUnavailable(o.FailureReason)})
 		if err != nil {
@@ -277,7 +282,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string,
 	}
 	// Push its sweep time forward so it is not re-published every round
 	// while the consumer works through a backlog.
-	if err := s.Stock.Touch(ctx, item, no, time.Now()); err != nil {
+	if err := s.Reservations.Touch(ctx, item, no, time.Now()); err != nil {
 		return false, err
 	}
 	st.Republished++

@@ -78,7 +78,7 @@ func TestSweepOnce(t *testing.T) {
 			pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
 			defer pub.Close()
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.Orders, Publisher: pub, After: after, Log: log,
+			sw := &sweep.Sweeper{Items: p.Store.Stock, Reservations: p.Store.Reservations, DB: p.DB.Orders, Publisher: pub, After: after, Log: log,
 				Locker: lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
 
 			st, err := sw.SweepOnce(ctx)
@@ -88,7 +88,7 @@ func TestSweepOnce(t *testing.T) {
 			if st, err := sw.SweepOnce(ctx); err != nil || st != (sweep.Stats{}) {
 				t.Errorf("second sweep: %+v %v, want nothing done", st, err)
 			}
-			info, err := p.Store.Reservation(ctx, ev.OrderNo)
+			info, err := p.Store.Reservations.Reservation(ctx, ev.OrderNo)
 			if err != nil || info.State != c.state {
 				t.Errorf("reservation %+v %v, want %s", info, err, c.state)
 			}
@@ -102,7 +102,7 @@ func TestSweepOnce(t *testing.T) {
 			}
 			// What MySQL has decided is settled in Redis; what it has not
 			// is still in flight.
-			snap, err := p.Store.Stock(ctx, stockredis.One(ev.ItemID))
+			snap, err := p.Store.Stock.Stock(ctx, stockredis.One(ev.ItemID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func closedAndReleased(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 
 func claim(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	t.Helper()
-	if st, err := p.Store.Claim(context.Background(), stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
+	if st, err := p.Store.Reservations.Claim(context.Background(), stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
 }
@@ -177,7 +177,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
 	defer pub.Close()
 	logBuf := &logstest.Buffer{}
-	sw := &sweep.Sweeper{Stock: p.Store, DB: p.DB.Orders, Publisher: pub, After: after, Log: slog.New(slog.NewJSONHandler(logBuf, nil)),
+	sw := &sweep.Sweeper{Items: p.Store.Stock, Reservations: p.Store.Reservations, DB: p.DB.Orders, Publisher: pub, After: after, Log: slog.New(slog.NewJSONHandler(logBuf, nil)),
 		Locker: lock.New(rdb, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
 
 	st, err := sw.SweepOnce(ctx)
@@ -188,7 +188,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 		e     order.Event
 		state stockredis.State
 	}{{republish, stockredis.StateReserved}, {created, stockredis.StateConfirmed}, {otherItems, stockredis.StateReserved}} {
-		if info, err := p.Store.Reservation(ctx, c.e.OrderNo); err != nil || info.State != c.state {
+		if info, err := p.Store.Reservations.Reservation(ctx, c.e.OrderNo); err != nil || info.State != c.state {
 			t.Errorf("reservation %s: %+v %v, want %s", c.e.OrderNo, info, err, c.state)
 		}
 	}

@@ -34,7 +34,7 @@ func TestOneCloserAtATime(t *testing.T) {
 	db := mysqltest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix), Log: log},
+		Lifecycle: &lifecycle.Service{DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-a"}),
 		Log:       log,
 	}
@@ -63,14 +63,14 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	s := p.NewSale(10, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store, Log: log},
+		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
 	// Two orders written as the consumer writes them, one past its window.
 	expired, live := p.ReserveEvent(s, 1, 1, "k1"), p.ReserveEvent(s, 2, 1, "k2")
 	nos := []string{expired.OrderNo, live.OrderNo}
-	if _, err := p.Store.Claim(ctx, stockredis.One(s.ItemID), nos); err != nil {
+	if _, err := p.Store.Reservations.Claim(ctx, stockredis.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{
@@ -79,7 +79,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Store.Confirm(ctx, stockredis.One(s.ItemID), nos); err != nil {
+	if _, err := p.Store.Reservations.Confirm(ctx, stockredis.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
 
@@ -98,7 +98,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := p.Store.Stock(ctx, stockredis.One(s.ItemID))
+	snap, err := p.Store.Stock.Stock(ctx, stockredis.One(s.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	logBuf := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store, Log: log},
+		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
@@ -142,14 +142,14 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	write := func(s pipelinetest.Sale, user int64) order.Event {
 		t.Helper()
 		e := p.ReserveEvent(s, user, 1, fmt.Sprintf("k%d", user))
-		if _, err := p.Store.Claim(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
+		if _, err := p.Store.Reservations.Claim(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		deadline = deadline.Add(time.Second)
 		if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Store.Confirm(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
+		if _, err := p.Store.Reservations.Confirm(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		return e

@@ -30,7 +30,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := db.OneSession(t)
-	s := &warmup.Scheduler{DB: session.Activities, Sales: &sales.Service{Sales: session.Activities, Warmups: session.Activities, Restocks: session.Restocks, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: session.Activities, Sales: &sales.Service{Sales: session.Activities, Warmups: session.Activities, Restocks: session.Restocks, Stock: stockredis.New(rdb, prefix).Stock}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-idle"})}
 	var warmed []int64
 	read := mysqltest.RowsRead(t, session, func() {
@@ -70,7 +70,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		}
 		due = append(due, a)
 	}
-	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store.Stock}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-pages"})}
 	warmed, err := s.Once(ctx)
 	if err != nil {
@@ -80,7 +80,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		t.Fatalf("one pass warmed %d sales, want %d", len(warmed), len(due))
 	}
 	for i, a := range due {
-		snap, err := store.Stock(ctx, stockredis.One(a.ItemID))
+		snap, err := store.Stock.Stock(ctx, stockredis.One(a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, name := range []string{"consumer-a", "consumer-b"} {
-		s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
+		s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store.Stock}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
 			Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: name})}
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Run(runCtx) }()
@@ -69,7 +69,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 			if _, ok := warmedAt[a.ID]; ok {
 				continue
 			}
-			if snap, err := store.Stock(ctx, stockredis.One(a.ItemID)); err == nil && snap.Warmed {
+			if snap, err := store.Stock.Stock(ctx, stockredis.One(a.ItemID)); err == nil && snap.Warmed {
 				warmedAt[a.ID] = time.Now()
 			}
 		}
@@ -99,7 +99,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 		warmed bool
 		stock  int64
 	}{{soon, true, 25}, {bucketed, true, 30}, {later, false, 0}} {
-		snap, err := store.Stock(ctx, stockredis.One(c.a.ItemID))
+		snap, err := store.Stock.Stock(ctx, stockredis.One(c.a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 			t.Errorf("activity %d: Redis %+v, warmed_at %v; want warmed %v with stock %d", c.a.ID, snap, at, c.warmed, c.stock)
 		}
 	}
-	checker := &reconcile.Checker{Stock: store.Reconciler(), DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+	checker := &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 		Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Recheck: 50 * time.Millisecond}
 	targets, err := checker.Targets(ctx, reconcile.Selection{Items: []int64{soon.ItemID, bucketed.ItemID}})
 	if err != nil {
@@ -134,7 +134,7 @@ func TestWarmupWaitsForTheLock(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
-	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: stockredis.New(rdb, prefix)}, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: stockredis.New(rdb, prefix).Stock}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "a"})}
 	other, err := lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "b"}).TryLock(ctx, warmup.LockName)
 	if err != nil {

@@ -547,7 +547,7 @@ func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
 	if err != nil {
 		t.Fatalf("create activity: %v", err)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
+	if _, err := p.Store.Stock.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatalf("warmup: %v", err)
 	}
 	return Sale{ItemID: it.ID, ActivityID: act.ID, Stock: stock}
@@ -678,7 +678,7 @@ func (p *Pipeline) WaitSaleDrained(s Sale, timeout time.Duration) {
 func (p *Pipeline) waitDrained(it stockredis.Item, timeout time.Duration) {
 	p.t.Helper()
 	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", it.ID), func() bool {
-		snap, err := p.Store.Stock(context.Background(), it)
+		snap, err := p.Store.Stock.Stock(context.Background(), it)
 		return err == nil && snap.Inflight == 0
 	})
 }
@@ -739,7 +739,7 @@ func (p *Pipeline) CheckItems(s Sale) []Invariants {
 			Row().Scan(&inv.LiveOrders, &inv.LiveUnits); err != nil {
 			p.t.Fatal(err)
 		}
-		snap, err := p.Store.Stock(ctx, s.Item(it.ID))
+		snap, err := p.Store.Stock.Stock(ctx, s.Item(it.ID))
 		if err != nil {
 			p.t.Fatal(err)
 		}
@@ -780,7 +780,7 @@ func (p *Pipeline) ReserveEventAt(s Sale, userID int64, qty int, key string, at 
 	user := strconv.FormatInt(userID, 10)
 	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.ItemID), IdempotencyKey: key,
 		UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty, ReservedAt: at}
-	if _, err := p.Store.Reserve(context.Background(), stockredis.Reservation{
+	if _, err := p.Store.Reservations.Reserve(context.Background(), stockredis.Reservation{
 		OrderNo: e.OrderNo, UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty,
 		IdempotencyKey: key, At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}); err != nil {

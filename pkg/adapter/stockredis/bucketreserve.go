@@ -17,8 +17,8 @@ import (
 // reserveBucketed takes the quantity from the user's home bucket or, when
 // that one is short, from the others in order, then records the
 // reservation on the item's main tag.
-func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResult, error) {
-	k := s.Keys(r.item())
+func (s *Reservations) reserveBucketed(ctx context.Context, r Reservation) (ReserveResult, error) {
+	k := s.keys(r.item())
 	n := r.Buckets
 	home := homeBucket(r.UserID, n)
 	missing := 0
@@ -49,7 +49,7 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 				// connection: dead, or failed over and not yet known):
 				// no reservation holds the units, give them back now.
 				// Best effort, as below.
-				_ = s.giveBack(ctx, r.item(), b, r.OrderNo)
+				_ = s.buckets.giveBack(ctx, r.item(), b, r.OrderNo)
 				return res, err
 			}
 			// The script may have run: keep the units out of the bucket
@@ -60,7 +60,7 @@ func (s *Store) reserveBucketed(ctx context.Context, r Reservation) (ReserveResu
 		if refused || res.Duplicate {
 			// Best effort: if this fails the units are lost from Redis
 			// until the reconciler puts them back (never an oversell).
-			_ = s.giveBack(ctx, r.item(), b, r.OrderNo)
+			_ = s.buckets.giveBack(ctx, r.item(), b, r.OrderNo)
 			return res, err
 		}
 		res.Left = left
@@ -95,13 +95,13 @@ func markerTTL(reservation time.Duration) time.Duration {
 
 // giveBack is bucket_give: bucket n gets back what orderNo took from it,
 // if it still holds a take marker for it (so it may be repeated).
-func (s *Store) giveBack(ctx context.Context, item Item, n int, orderNo string) (err error) {
+func (s *buckets) giveBack(ctx context.Context, item Item, n int, orderNo string) (err error) {
 	ctx, span := s.span(ctx, "bucket_give", item)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(orderNo), attribute.Int("seckill.bucket", n))
 	}
 	defer func() { endSpan(span, err) }()
-	k := s.Keys(item)
+	k := s.keys(item)
 	if err := s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(n), k.Taken(n, orderNo)}).Err(); err != nil {
 		return unavailable("give back to bucket", err)
 	}
@@ -111,7 +111,7 @@ func (s *Store) giveBack(ctx context.Context, item Item, n int, orderNo string) 
 // giveBackAny gives back whatever orderNo took from any bucket of item: its
 // reservation is missing (the reserve script never ran after bucket_take, or
 // Redis lost it), so the bucket is not known.
-func (s *Store) giveBackAny(ctx context.Context, item Item, orderNo string) error {
+func (s *buckets) giveBackAny(ctx context.Context, item Item, orderNo string) error {
 	n, err := s.bucketCount(ctx, item)
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func (s *Store) giveBackAny(ctx context.Context, item Item, orderNo string) erro
 // releaseToBucket gives a released bucketed reservation's units back to
 // its bucket and, for a capped release (dbStock not ""), lowers the
 // buckets to what MySQL can still fulfil.
-func (s *Store) releaseToBucket(ctx context.Context, item Item, orderNo string, bucket any, dbStock string) error {
+func (s *buckets) releaseToBucket(ctx context.Context, item Item, orderNo string, bucket any, dbStock string) error {
 	bs, _ := bucket.(string)
 	b, err := strconv.Atoi(bs)
 	if err != nil {
@@ -148,13 +148,13 @@ func (s *Store) releaseToBucket(ctx context.Context, item Item, orderNo string, 
 
 // capBuckets lowers item's buckets (never raises them) so that their sum
 // is at most MySQL stock minus what is in flight.
-func (s *Store) capBuckets(ctx context.Context, item Item, dbStock int64) error {
+func (s *buckets) capBuckets(ctx context.Context, item Item, dbStock int64) error {
 	n, err := s.bucketCount(ctx, item)
 	if err != nil || n < 2 {
 		return err
 	}
 	for range 5 {
-		inflight, err := s.rdb.Get(ctx, s.Keys(item).Inflight()).Int64()
+		inflight, err := s.rdb.Get(ctx, s.keys(item).Inflight()).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return unavailable("read in flight", err)
 		}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // A hot item's stock may be split over K buckets (docs/adr/0002-stock-buckets.md):
@@ -77,8 +75,8 @@ func split(total int64, n int) []int64 {
 
 // readBuckets reads the n bucket keys of item (one pipeline; on a cluster
 // go-redis sends each GET to the node owning its slot).
-func (s *Store) readBuckets(ctx context.Context, item Item, n int) (bucketValues, error) {
-	k := s.Keys(item)
+func (s *buckets) readBuckets(ctx context.Context, item Item, n int) (bucketValues, error) {
+	k := s.keys(item)
 	cmds := make([]*redis.StringCmd, n)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range cmds {
@@ -105,8 +103,8 @@ func (s *Store) readBuckets(ctx context.Context, item Item, n int) (bucketValues
 }
 
 // bucketCount reads item's bucket marker: 0 for an item with one stock key.
-func (s *Store) bucketCount(ctx context.Context, item Item) (int, error) {
-	v, err := s.rdb.Get(ctx, s.Keys(item).BucketMarker()).Int()
+func (s *buckets) bucketCount(ctx context.Context, item Item) (int, error) {
+	v, err := s.rdb.Get(ctx, s.keys(item).BucketMarker()).Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -117,7 +115,7 @@ func (s *Store) bucketCount(ctx context.Context, item Item) (int, error) {
 }
 
 // setBucket is bucket_set: bucket n of item from was (-1: missing) to v.
-func (s *Store) setBucket(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration) (bool, error) {
+func (s *buckets) setBucket(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration) (bool, error) {
 	r, err := s.setBucketUpto(ctx, item, n, was, v, ttl, "")
 	return r == 1, err
 }
@@ -126,12 +124,12 @@ func (s *Store) setBucket(ctx context.Context, item Item, n int, was, v int64, t
 // includes the item's restocks up to upto (empty: not known): the bucket
 // records it (lua/bucket_set.lua). It returns 1 written, 0 changed since
 // read, -1 the bucket holds a later restock than upto.
-func (s *Store) setBucketUpto(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
+func (s *buckets) setBucketUpto(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
 	w := ""
 	if was >= 0 {
 		w = strconv.FormatInt(was, 10)
 	}
-	k := s.Keys(item)
+	k := s.keys(item)
 	r, err := s.bucketSet.Run(ctx, s.rdb, []string{k.Bucket(n), k.bucketRestockRecord(n)}, w, v, max(ttl.Milliseconds(), 1), upto).Int64()
 	if err != nil {
 		return 0, unavailable("set bucket", err)
@@ -143,7 +141,7 @@ func (s *Store) setBucketUpto(ctx context.Context, item Item, n int, was, v int6
 // level), until their sum is at most want; cur is updated with what was
 // written. It reports false when a bucket changed since it was read (the
 // caller reads again).
-func (s *Store) lowerBuckets(ctx context.Context, item Item, cur bucketValues, want int64) (bool, error) {
+func (s *buckets) lowerBuckets(ctx context.Context, item Item, cur bucketValues, want int64) (bool, error) {
 	want = max(want, 0)
 	if cur.sum() <= want {
 		return true, nil
@@ -191,35 +189,4 @@ func (s *Store) lowerBuckets(ctx context.Context, item Item, cur bucketValues, w
 		cur[i] = nv
 	}
 	return true, nil
-}
-
-// Layout reads how item's stock lives in Redis, in one MGET on the item's
-// slot: the count its bucket marker holds, else 1 when its one stock key
-// exists, else 0 (no stock key lives). A failed read is an error wrapping
-// order.ErrUnavailable, never "no keys". Both a marker and the one stock
-// key (a layout changed while the old keys lived) is order.ErrSettingLocked:
-// the reconciler reports such an item.
-func (s *Store) Layout(ctx context.Context, item Item) (order.Layout, error) {
-	k := s.Keys(item)
-	vals, err := s.rdb.MGet(ctx, k.Stock(), k.BucketMarker()).Result()
-	if err != nil {
-		return 0, unavailable("read stock layout", err)
-	}
-	stock := vals[0] != nil
-	marker := 0
-	if v, ok := vals[1].(string); ok {
-		if marker, err = strconv.Atoi(v); err != nil {
-			return 0, fmt.Errorf("read stock layout: bucket marker %q", v)
-		}
-	}
-	switch {
-	case marker > 1 && stock:
-		return order.Layout(marker), order.Errorf(order.ErrSettingLocked,
-			"item %d has both one stock key and %d stock buckets in Redis: run the reconciler", item, marker)
-	case marker > 1:
-		return order.Layout(marker), nil
-	case stock:
-		return 1, nil
-	}
-	return 0, nil
 }

@@ -27,7 +27,7 @@ func bucketRes(user int64, key string) stockredis.Reservation {
 
 func warmBuckets(t *testing.T, s *stockredis.Store, stock int64) int64 {
 	t.Helper()
-	n, err := s.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+	n, err := s.Stock.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func testBucketedCrowd(t *testing.T, s *stockredis.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Reserve(ctx, bucketRes(u, "k"))
+			_, err := s.Reservations.Reserve(ctx, bucketRes(u, "k"))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -131,7 +131,7 @@ func testBucketedOneUser(t *testing.T, s *stockredis.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Reserve(ctx, bucketRes(5, fmt.Sprintf("k%d", i)))
+			_, err := s.Reservations.Reserve(ctx, bucketRes(5, fmt.Sprintf("k%d", i)))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -166,7 +166,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 	// Empty user 3's home bucket (3 % 3 = 0).
 	rdb.Set(ctx, k.Bucket(0), 0, redis.KeepTTL)
 	first := bucketRes(3, "k1")
-	got, err := s.Reserve(ctx, first)
+	got, err := s.Reservations.Reserve(ctx, first)
 	if err != nil || got.OrderNo != first.OrderNo {
 		t.Fatalf("reserve: %+v %v", got, err)
 	}
@@ -177,7 +177,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 	if v := bucketValues(t, s); v[0] != 0 || v[1] != 0 || v[2] != 1 {
 		t.Fatalf("buckets %v, want [0 0 1]", v)
 	}
-	if _, err := s.Reserve(ctx, bucketRes(4, "k")); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, bucketRes(4, "k")); err != nil {
 		t.Fatalf("user 4: %v", err)
 	}
 	for _, st := range []struct {
@@ -190,7 +190,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 		{"replayed key gets its order", bucketRes(3, "k1"), nil, true},
 		{"quota held", bucketRes(3, "k2"), order.ErrAlreadyPurchased, false},
 	} {
-		got, err := s.Reserve(ctx, st.r)
+		got, err := s.Reservations.Reserve(ctx, st.r)
 		if !errors.Is(err, st.wantErr) || got.Duplicate != st.wantDup {
 			t.Fatalf("%s: %+v %v", st.name, got, err)
 		}
@@ -200,7 +200,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 	}
 	// Not warmed: no bucket keys.
 	other := stockredis.New(rdb, prefix+"x")
-	if _, err := other.Reserve(ctx, bucketRes(1, "k")); !errors.Is(err, order.ErrNotWarmed) {
+	if _, err := other.Reservations.Reserve(ctx, bucketRes(1, "k")); !errors.Is(err, order.ErrNotWarmed) {
 		t.Fatalf("unwarmed: %v", err)
 	}
 }
@@ -213,7 +213,7 @@ func TestBucketedRelease(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	warmBuckets(t, s, 9)
 	r := bucketRes(2, "k") // home bucket 2
-	if _, err := s.Reserve(ctx, r); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	if v := bucketValues(t, s); v[2] != 2 {
@@ -221,7 +221,7 @@ func TestBucketedRelease(t *testing.T) {
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	for i, want := range []bool{true, false} {
-		rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 		if err != nil || rel.Released != want {
 			t.Fatalf("release %d: %v %v, want %v", i+1, rel.Released, err, want)
 		}
@@ -233,7 +233,7 @@ func TestBucketedRelease(t *testing.T) {
 		t.Fatalf("snapshot %+v", snap)
 	}
 	// The user may buy again.
-	if _, err := s.Reserve(ctx, bucketRes(2, "k")); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, bucketRes(2, "k")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -247,12 +247,12 @@ func TestBucketedReleaseCapped(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	warmBuckets(t, s, 9)
 	r := bucketRes(1, "k")
-	if _, err := s.Reserve(ctx, r); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	// MySQL has only 4 left.
-	if rel, err := s.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 4); err != nil || !rel.Released {
+	if rel, err := s.Reservations.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 4); err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	if snap := snapshot(t, s); snap.Stock != 4 || snap.Inflight != 0 {
@@ -277,7 +277,7 @@ func TestBucketedWarmup(t *testing.T) {
 		{"to zero", 0, []int64{0, 0, 0}},
 	}
 	for _, st := range steps {
-		n, err := s.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return st.mysql, nil })
+		n, err := s.Stock.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return st.mysql, nil })
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -301,7 +301,7 @@ func TestBucketedWarmup(t *testing.T) {
 	rdb.Set(ctx, k.Bucket(0), 1, redis.KeepTTL)
 	rdb.Set(ctx, k.Bucket(1), 2, redis.KeepTTL)
 	rdb.Del(ctx, k.Bucket(2))
-	if n, err := s.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil || n != 5 {
+	if n, err := s.Stock.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil || n != 5 {
 		t.Fatalf("rewarm: %d %v", n, err)
 	}
 	if v := bucketValues(t, s); v[2] != 2 {
@@ -351,7 +351,7 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 		t.Fatalf("every bucket of item %d is on its master %s", item, down)
 	}
 	before := bucketValues(t, direct)
-	_, err := via.Reserve(ctx, bucketRes(user, "k"))
+	_, err := via.Reservations.Reserve(ctx, bucketRes(user, "k"))
 	if err == nil || !errors.Is(err, order.ErrUnavailable) || stockredis.MayHaveRun(err) {
 		t.Fatalf("reserve with the item's master refusing connections: %v, want unavailable and surely not run", err)
 	}
@@ -370,25 +370,25 @@ func TestWarmupKeepsTheLiveLayout(t *testing.T) {
 	ctx := context.Background()
 	db := func(context.Context) (int64, error) { return 30, nil }
 	k := s.Keys(stockredis.One(1))
-	if _, err := s.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
+	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WarmupBuckets(ctx, stockredis.One(1), 3, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 3, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
 		t.Fatalf("warm-up in 3 buckets over one stock key: %v, want ErrSettingLocked", err)
 	}
 	if n := rdb.Exists(ctx, k.BucketMarker(), k.Bucket(0), k.Bucket(1), k.Bucket(2)).Val(); n != 0 {
 		t.Fatalf("the refused warm-up wrote %d bucket keys", n)
 	}
-	if _, err := s.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
+	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
 		t.Fatalf("warm-up in the live layout: %v", err)
 	}
 
 	k2 := s.Keys(stockredis.One(2))
-	if _, err := s.WarmupBuckets(ctx, stockredis.One(2), 3, time.Hour, db); err != nil {
+	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(2), 3, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 2} {
-		if _, err := s.WarmupBuckets(ctx, stockredis.One(2), n, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+		if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(2), n, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
 			t.Fatalf("warm-up in %d over 3 buckets: %v, want ErrSettingLocked", n, err)
 		}
 	}

@@ -33,18 +33,18 @@ import (
 // and its own (each adds its share to the buckets that hold it neither by
 // marker nor by figure, once): recording the figure then leaves no share
 // out, whatever happens next.
-func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (int64, int64, error) {
+func (s *Stock) warmupBucketed(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (int64, int64, error) {
 	cur, want, wrote, err := s.settleBuckets(ctx, item, buckets, ttl, fig, force)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := s.createMissingBuckets(ctx, item, cur, want, ttl, fig); err != nil {
+	if err := s.buckets.createMissingBuckets(ctx, item, cur, want, ttl, fig); err != nil {
 		return 0, 0, err
 	}
-	if err := s.refreshBucketTTL(ctx, item, buckets, ttl); err != nil {
+	if err := s.buckets.refreshBucketTTL(ctx, item, buckets, ttl); err != nil {
 		return 0, 0, err
 	}
-	after, err := s.readBuckets(ctx, item, buckets)
+	after, err := s.buckets.readBuckets(ctx, item, buckets)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -56,7 +56,7 @@ func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl 
 		// recordFigure, the missing ones as they were created.
 		return after.sum(), fig.lastRestock, nil
 	}
-	upto, err := s.bucketsUpto(ctx, item, after)
+	upto, err := s.buckets.bucketsUpto(ctx, item, after)
 	return after.sum(), upto, err
 }
 
@@ -64,8 +64,8 @@ func (s *Store) warmupBucketed(ctx context.Context, item Item, buckets int, ttl 
 // to five times while they change under it: it returns them as they are
 // then, the sellable stock the warm-up script computed (want) and whether
 // the buckets are written from the figure (wrote).
-func (s *Store) settleBuckets(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (cur bucketValues, want int64, wrote bool, err error) {
-	res, committed := fig.reservations(s.Keys(item))
+func (s *Stock) settleBuckets(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (cur bucketValues, want int64, wrote bool, err error) {
+	res, committed := fig.reservations(s.keys(item))
 	for attempt := 1; ; attempt++ {
 		var ok bool
 		cur, want, wrote, ok, err = s.settleBucketsOnce(ctx, item, buckets, ttl, fig, force, res, committed)
@@ -86,9 +86,9 @@ func (s *Store) settleBuckets(ctx context.Context, item Item, buckets int, ttl t
 // when the buckets are to be written, catches them up with the figure's
 // restocks, records the figure on them and lowers them to want. ok is
 // false when a bucket changed since it was read.
-func (s *Store) settleBucketsOnce(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool, res []string, committed int) (cur bucketValues, want int64, wrote, ok bool, err error) {
-	k := s.Keys(item)
-	if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
+func (s *Stock) settleBucketsOnce(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool, res []string, committed int) (cur bucketValues, want int64, wrote, ok bool, err error) {
+	k := s.keys(item)
+	if cur, err = s.buckets.readBuckets(ctx, item, buckets); err != nil {
 		return nil, 0, false, false, err
 	}
 	want, err = s.warmupBuckets.Run(ctx, s.rdb, append([]string{k.BucketMarker(), k.Inflight()}, res...),
@@ -104,18 +104,18 @@ func (s *Store) settleBucketsOnce(ctx context.Context, item Item, buckets int, t
 		if err := s.catchUpRestocks(ctx, item, cur, fig); err != nil {
 			return nil, 0, false, false, err
 		}
-		if cur, err = s.readBuckets(ctx, item, buckets); err != nil {
+		if cur, err = s.buckets.readBuckets(ctx, item, buckets); err != nil {
 			return nil, 0, false, false, err
 		}
 	}
 	if wrote && fig.known {
-		ok, err = s.recordFigure(ctx, item, cur, ttl, fig.upto())
+		ok, err = s.buckets.recordFigure(ctx, item, cur, ttl, fig.upto())
 		if err != nil {
 			return nil, 0, false, false, err
 		}
 	}
 	if ok {
-		ok, err = s.lowerBuckets(ctx, item, cur, want)
+		ok, err = s.buckets.lowerBuckets(ctx, item, cur, want)
 		if err != nil {
 			return nil, 0, false, false, err
 		}
@@ -127,7 +127,7 @@ func (s *Store) settleBucketsOnce(ctx context.Context, item Item, buckets int, t
 // the sellable stock want less what the existing ones hold, split evenly,
 // each recording fig's restocks; errBucketsRaced when another warm-up
 // created one meanwhile (for a figure that knows its restocks).
-func (s *Store) createMissingBuckets(ctx context.Context, item Item, cur bucketValues, want int64, ttl time.Duration, fig figure) error {
+func (s *buckets) createMissingBuckets(ctx context.Context, item Item, cur bucketValues, want int64, ttl time.Duration, fig figure) error {
 	var missing []int
 	for i, v := range cur {
 		if v < 0 {
@@ -154,8 +154,8 @@ func (s *Store) createMissingBuckets(ctx context.Context, item Item, cur bucketV
 
 // refreshBucketTTL sets ttl on each bucket of item and on its restock
 // record.
-func (s *Store) refreshBucketTTL(ctx context.Context, item Item, buckets int, ttl time.Duration) error {
-	k := s.Keys(item)
+func (s *buckets) refreshBucketTTL(ctx context.Context, item Item, buckets int, ttl time.Duration) error {
+	k := s.keys(item)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range buckets {
 			p.PExpire(ctx, k.Bucket(i), ttl)
@@ -173,8 +173,8 @@ func (s *Store) refreshBucketTTL(ctx context.Context, item Item, buckets int, tt
 // the oldest figure its buckets record and fig's (in chunks), so that
 // every bucket holds its share of each: a bucket whose figure included a
 // restock adds nothing, one that holds it by its marker neither.
-func (s *Store) catchUpRestocks(ctx context.Context, item Item, cur bucketValues, fig figure) error {
-	after, err := s.bucketsUpto(ctx, item, cur)
+func (s *Stock) catchUpRestocks(ctx context.Context, item Item, cur bucketValues, fig figure) error {
+	after, err := s.buckets.bucketsUpto(ctx, item, cur)
 	if err != nil {
 		return err
 	}
@@ -198,8 +198,8 @@ func (s *Store) catchUpRestocks(ctx context.Context, item Item, cur bucketValues
 
 // bucketsUpto is the last restock id that every existing bucket of cur is
 // recorded to hold (the smallest upto of their records; 0 for none).
-func (s *Store) bucketsUpto(ctx context.Context, item Item, cur bucketValues) (int64, error) {
-	k := s.Keys(item)
+func (s *buckets) bucketsUpto(ctx context.Context, item Item, cur bucketValues) (int64, error) {
+	k := s.keys(item)
 	cmds := make([]*redis.StringCmd, 0, len(cur))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b, v := range cur {
@@ -229,7 +229,7 @@ func (s *Store) bucketsUpto(ctx context.Context, item Item, cur bucketValues) (i
 // restocks up to upto, keeping its value (a compare-and-set on the value
 // read). false: a bucket changed since it was read (read again);
 // errStaleFigure: a bucket holds a later restock than the figure.
-func (s *Store) recordFigure(ctx context.Context, item Item, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
+func (s *buckets) recordFigure(ctx context.Context, item Item, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
 	for b, v := range cur {
 		if v < 0 {
 			continue

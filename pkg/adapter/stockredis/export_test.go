@@ -11,10 +11,10 @@ import (
 // ReserveTogether runs rs, all of one unbucketed item, as one batch of the
 // reserve script (the batch the reserver would form had they arrived
 // together), and returns each order's answer.
-func (s *Store) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
+func (s *Reservations) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
 	calls := make([]reserveCall, len(rs))
 	for i, r := range rs {
-		calls[i] = reserveCall{r: r, first: s.Keys(One(r.ItemID)).Stock(), reply: make(chan reserveAnswer, 1)}
+		calls[i] = reserveCall{r: r, first: s.keys(One(r.ItemID)).Stock(), reply: make(chan reserveAnswer, 1)}
 	}
 	s.reserves.run(calls)
 	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))
@@ -28,10 +28,10 @@ func (s *Store) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
 // ReserveAtOnce runs rs, of any unbucketed items of any sales, as one batch
 // of the reserver (one script per sale, the sales' at once), and returns
 // each order's answer.
-func (s *Store) ReserveAtOnce(rs []Reservation) ([]ReserveResult, []error) {
+func (s *Reservations) ReserveAtOnce(rs []Reservation) ([]ReserveResult, []error) {
 	calls := make([]reserveCall, len(rs))
 	for i, r := range rs {
-		calls[i] = reserveCall{r: r, first: s.Keys(r.item()).Stock(), reply: make(chan reserveAnswer, 1)}
+		calls[i] = reserveCall{r: r, first: s.keys(r.item()).Stock(), reply: make(chan reserveAnswer, 1)}
 	}
 	s.reserves.runAll(slices.Clone(calls)) // runAll sorts its slice in place
 	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))

@@ -33,7 +33,7 @@ type IdemRecord struct {
 // StaleFence (a later reconciler wrote to the item) it stops, and the
 // count is what earlier calls wrote.
 func (r *Reconciler) RestoreIdem(ctx context.Context, item Item, recs []IdemRecord, g Guard) (int, CAS, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	written := 0
 	for chunk := range slices.Chunk(recs, idemBatch) {
 		keys := make([]string, len(chunk))
@@ -66,7 +66,7 @@ func (r *Reconciler) restoreMissing(ctx context.Context, op, fence string, keys 
 	for _, v := range vals {
 		args = append(args, v.value, max(v.ttl.Milliseconds(), 1))
 	}
-	res, err := restoreMissingScript.Run(ctx, r.s.rdb, append([]string{fence}, keys...), args...).Slice()
+	res, err := restoreMissingScript.Run(ctx, r.rdb, append([]string{fence}, keys...), args...).Slice()
 	if err != nil {
 		return nil, 0, unavailable(op, err)
 	}

@@ -120,9 +120,12 @@ func (k Keys) quotaPattern(activityID int64) string {
 }
 
 // Keys returns the key names of item.
-func (s *Store) Keys(item Item) Keys {
+func (s *Store) Keys(item Item) Keys { return s.keys(item) }
+
+// keys returns the key names of item.
+func (c *core) keys(item Item) Keys {
 	item = item.tagged()
-	return Keys{prefix: s.prefix, tag: item.Tag, item: item.ID}
+	return Keys{prefix: c.prefix, tag: item.Tag, item: item.ID}
 }
 
-func (s *Store) itemsKey() string { return s.prefix + ":items" }
+func (c *core) itemsKey() string { return c.prefix + ":items" }

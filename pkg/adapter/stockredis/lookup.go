@@ -118,8 +118,8 @@ type PriorOrders struct {
 // for every request it answers from its sold-out flag, so the flag keeps
 // the script's precedence (a replayed key gets its order, a buyer holding
 // an order hears ALREADY_PURCHASED, only then SOLD_OUT).
-func (s *Store) PriorOrders(ctx context.Context, item Item, activity int64, user, idemKey string) (PriorOrders, error) {
-	k := s.Keys(item)
+func (s *Reservations) PriorOrders(ctx context.Context, item Item, activity int64, user, idemKey string) (PriorOrders, error) {
+	k := s.keys(item)
 	vals, err := s.lookups.get(ctx, item, k.Idem(user, idemKey), k.Quota(activity, user))
 	if err != nil {
 		return PriorOrders{}, err
@@ -130,8 +130,8 @@ func (s *Store) PriorOrders(ctx context.Context, item Item, activity int64, user
 // HeldOrder returns the order holding user's quota in the activity (the
 // order they hold in the sale), "" for none: the read PriorOrders makes,
 // without a key, through the same shared MGETs.
-func (s *Store) HeldOrder(ctx context.Context, item Item, activity int64, user string) (string, error) {
-	vals, err := s.lookups.get(ctx, item, s.Keys(item).Quota(activity, user))
+func (s *Reservations) HeldOrder(ctx context.Context, item Item, activity int64, user string) (string, error) {
+	vals, err := s.lookups.get(ctx, item, s.keys(item).Quota(activity, user))
 	if err != nil {
 		return "", err
 	}

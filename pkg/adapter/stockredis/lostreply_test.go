@@ -57,7 +57,7 @@ func forBoth(t *testing.T, f func(t *testing.T, l lossy)) {
 
 func warm(t *testing.T, s *stockredis.Store, stock int64, buckets int) {
 	t.Helper()
-	_, err := s.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+	_, err := s.Stock.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func ref(r stockredis.Reservation) stockredis.Ref {
 
 func state(t *testing.T, s *stockredis.Store, orderNo string) stockredis.State {
 	t.Helper()
-	info, err := s.Reservation(context.Background(), orderNo)
+	info, err := s.Reservations.Reservation(context.Background(), orderNo)
 	if errors.Is(err, order.ErrNotFound) {
 		return stockredis.StateMissing
 	}
@@ -96,16 +96,16 @@ func TestLostReplyReserve(t *testing.T) {
 		warm(t, l.direct, 5, 1)
 		r := res(1, "k1", 1)
 		l.LoseNext("reserve")
-		_, err := l.via.Reserve(ctx, r)
+		_, err := l.via.Reservations.Reserve(ctx, r)
 		mustBeUnknown(t, l, "reserve", err)
 		wantStock(t, l.direct, 4, 1) // ran exactly once
-		if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+		if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 5, 0)
 		again := r
 		again.OrderNo = gen.Next(item)
-		got, err := l.via.Reserve(ctx, again)
+		got, err := l.via.Reservations.Reserve(ctx, again)
 		if err != nil || got.Duplicate || got.OrderNo != again.OrderNo {
 			t.Fatalf("the same key after the 503: %+v, %v; want a new reservation", got, err)
 		}
@@ -124,11 +124,11 @@ func TestLostReplyRelease(t *testing.T) {
 	}{
 		{name: "api from RESERVED", from: stockredis.StateReserved, forget: true},
 		{name: "consumer from CLAIMED", from: stockredis.StateClaimed, prep: func(ctx context.Context, s *stockredis.Store, r stockredis.Reservation) error {
-			_, err := s.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
+			_, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
 			return err
 		}},
 		{name: "closer from CONFIRMED", from: stockredis.StateConfirmed, prep: func(ctx context.Context, s *stockredis.Store, r stockredis.Reservation) error {
-			_, err := s.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
+			_, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
 			return err
 		}},
 	} {
@@ -138,7 +138,7 @@ func TestLostReplyRelease(t *testing.T) {
 				ctx := context.Background()
 				warm(t, l.direct, 5, 1)
 				r := res(1, "k1", 1)
-				if _, err := l.direct.Reserve(ctx, r); err != nil {
+				if _, err := l.direct.Reservations.Reserve(ctx, r); err != nil {
 					t.Fatal(err)
 				}
 				if c.prep != nil {
@@ -147,9 +147,9 @@ func TestLostReplyRelease(t *testing.T) {
 					}
 				}
 				l.LoseNext("release")
-				_, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
+				_, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
 				mustBeUnknown(t, l, "release", err)
-				rel, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
+				rel, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
 				if err != nil || rel.Released || rel.State != stockredis.StateReleased {
 					t.Fatalf("the retry: released %v state %s err %v; want it to find RELEASED", rel.Released, rel.State, err)
 				}
@@ -161,7 +161,7 @@ func TestLostReplyRelease(t *testing.T) {
 					key = "k1"
 				}
 				next := res(1, key, 1)
-				if got, err := l.direct.Reserve(ctx, next); err != nil || got.Duplicate {
+				if got, err := l.direct.Reservations.Reserve(ctx, next); err != nil || got.Duplicate {
 					t.Fatalf("after the release: %+v, %v; want a new reservation", got, err)
 				}
 			})
@@ -176,22 +176,22 @@ func TestLostReplyClaimConfirm(t *testing.T) {
 		ctx := context.Background()
 		warm(t, l.direct, 5, 1)
 		r := res(1, "k1", 1)
-		if _, err := l.direct.Reserve(ctx, r); err != nil {
+		if _, err := l.direct.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		l.LoseNext("claim")
-		_, err := l.via.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
+		_, err := l.via.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
 		mustBeUnknown(t, l, "claim", err)
-		states, err := l.via.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
+		states, err := l.via.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
 		if err != nil || states[0] != stockredis.StateClaimed {
 			t.Fatalf("claim again: %v %v; want CLAIMED (go ahead)", states, err)
 		}
 		l.LoseNext("confirm")
-		_, err = l.via.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
+		_, err = l.via.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("confirm with its answer lost: %v", err)
 		}
-		if n, err := l.via.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil || n != 0 {
+		if n, err := l.via.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil || n != 0 {
 			t.Fatalf("confirm again moved %d (%v); want 0: it ran once", n, err)
 		}
 		wantStock(t, l.direct, 4, 0)
@@ -212,32 +212,32 @@ func TestLostReplyBuckets(t *testing.T) {
 		r := res(1, "k1", 2)
 		r.Buckets = 3
 		l.LoseNext("bucket_take")
-		_, err := l.via.Reserve(ctx, r)
+		_, err := l.via.Reservations.Reserve(ctx, r)
 		mustBeUnknown(t, l, "bucket_take", err)
 		wantStock(t, l.direct, 7, 0)
-		rel, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 		if err != nil || rel.Released || rel.State != stockredis.StateMissing {
 			t.Fatalf("release after the lost take: %v %s %v", rel.Released, rel.State, err)
 		}
 		wantStock(t, l.direct, 9, 0)
 		// Giving back again gives nothing more.
-		if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+		if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 9, 0)
 
 		r2 := res(2, "k2", 2)
 		r2.Buckets = 3
-		if _, err := l.direct.Reserve(ctx, r2); err != nil {
+		if _, err := l.direct.Reservations.Reserve(ctx, r2); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 7, 2)
 		l.LoseNext("bucket_give")
-		_, err = l.via.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
+		_, err = l.via.Reservations.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("release whose bucket_give answer was lost: %v", err)
 		}
-		rel, err = l.via.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
+		rel, err = l.via.Reservations.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
 		if err != nil || rel.Released || rel.State != stockredis.StateReleased {
 			t.Fatalf("the repeated release: %v %s %v", rel.Released, rel.State, err)
 		}

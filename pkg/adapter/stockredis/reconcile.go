@@ -22,17 +22,20 @@ func (k Keys) Fence() string { return k.base() + "fence" }
 // for its checks, and its repairs, each a compare-and-set script guarded
 // by the fencing token of the reconciler's lock.
 type Reconciler struct {
-	s *Store
+	*core
+	buckets *buckets
+	stock   *Stock
 
 	read, setStock, restoreQuota, removeQuota, fenceBuckets *redis.Script
 
 	restoreReservation, unrestoreReservation *redis.Script
 }
 
-// Reconciler returns the reconciler's view of the store.
-func (s *Store) Reconciler() *Reconciler {
+func newReconciler(c *core, b *buckets, stock *Stock) *Reconciler {
 	return &Reconciler{
-		s:            s,
+		core:         c,
+		buckets:      b,
+		stock:        stock,
 		read:         redis.NewScript(lua.Source("reconcile_read")),
 		setStock:     redis.NewScript(lua.Source("reconcile_set_stock")),
 		restoreQuota: redis.NewScript(lua.Source("reconcile_restore_quota")),
@@ -88,10 +91,10 @@ type PendingRestock struct {
 // are read right after; a reservation or release in progress between its
 // two steps then shows as a unit missing from Redis for a moment.
 func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, restocks ...PendingRestock) (StockView, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	// The pending set is what is in flight, not history; past MaxPending
 	// the read waits for the pipeline to drain rather than take it all in.
-	if n, err := r.s.rdb.ZCard(ctx, k.Pending()).Result(); err != nil {
+	if n, err := r.rdb.ZCard(ctx, k.Pending()).Result(); err != nil {
 		return StockView{}, unavailable("count pending orders", err)
 	} else if n > MaxPending {
 		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item.ID, n, MaxPending, order.ErrTooBusy)
@@ -107,7 +110,7 @@ func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, res
 		keys = append(keys, k.restockMarker(rs.ID))
 		args = append(args, rs.ID)
 	}
-	res, err := r.read.Run(ctx, r.s.rdb, keys, args...).Slice()
+	res, err := r.read.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
 		return StockView{}, unavailable("reconcile read", err)
 	}
@@ -140,7 +143,7 @@ func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, res
 		if v.Restocking, err = r.bucketRestocking(ctx, item, int(n), restocks); err != nil {
 			return StockView{}, err
 		}
-		b, err := r.s.readBuckets(ctx, item, int(n))
+		b, err := r.buckets.readBuckets(ctx, item, int(n))
 		if err != nil {
 			return StockView{}, err
 		}
@@ -168,7 +171,7 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item Item, n int, res
 	if len(restocks) == 0 {
 		return 0, nil
 	}
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	type share struct {
 		cmd *redis.IntCmd
 		b   int
@@ -177,7 +180,7 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item Item, n int, res
 	}
 	var shares []share
 	uptos := make([]*redis.StringCmd, n)
-	_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
 			uptos[b] = p.HGet(ctx, k.bucketRestockRecord(b), "upto")
 		}
@@ -213,7 +216,7 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item Item, n int, res
 // Restock is Store.Restock: the reconciler finishes restocks whose Redis
 // step was left undone (safe beside the API doing the same: once per id).
 func (r *Reconciler) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
-	return r.s.Restock(ctx, item, id, qty)
+	return r.stock.Restock(ctx, item, id, qty)
 }
 
 // CAS is the outcome of one of the reconciler's compare-and-set repairs.
@@ -259,12 +262,12 @@ func (r *Reconciler) SetStock(ctx context.Context, item Item, seen StockView, wa
 	if seen.Buckets != nil {
 		return r.setBuckets(ctx, item, seen, want, ttl, g)
 	}
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	was := ""
 	if seen.Warmed {
 		was = strconv.FormatInt(seen.Stock, 10)
 	}
-	res, err := r.setStock.Run(ctx, r.s.rdb, []string{k.Stock(), k.Inflight(), k.Fence()},
+	res, err := r.setStock.Run(ctx, r.rdb, []string{k.Stock(), k.Inflight(), k.Fence()},
 		g.Fence, was, seen.Inflight, want, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
 	if err != nil {
 		return 0, unavailable("reconcile set stock", err)
@@ -279,8 +282,8 @@ func (r *Reconciler) SetStock(ctx context.Context, item Item, seen StockView, wa
 // A bucket that changed since it was read stops it (Changed); what was
 // written stays (each write moves toward want) and the next run finishes.
 func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
-	k := r.s.Keys(item)
-	res, err := r.fenceBuckets.Run(ctx, r.s.rdb, []string{k.Inflight(), k.Fence(), k.BucketMarker()},
+	k := r.keys(item)
+	res, err := r.fenceBuckets.Run(ctx, r.rdb, []string{k.Inflight(), k.Fence(), k.BucketMarker()},
 		g.Fence, seen.Inflight, g.ExpireAt.UnixMilli()).Slice()
 	if err != nil {
 		return 0, unavailable("reconcile fence buckets", err)
@@ -294,7 +297,7 @@ func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, 
 			if target[i] == was || (lower != (was >= 0 && target[i] < was)) {
 				continue
 			}
-			ok, err := r.s.setBucket(ctx, item, i, was, target[i], ttl)
+			ok, err := r.buckets.setBucket(ctx, item, i, was, target[i], ttl)
 			if err != nil {
 				return 0, err
 			}
@@ -308,13 +311,13 @@ func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, 
 
 // Layout is Store.Layout: how the item's stock lives in Redis.
 func (r *Reconciler) Layout(ctx context.Context, item Item) (order.Layout, error) {
-	return r.s.Layout(ctx, item)
+	return r.stock.Layout(ctx, item)
 }
 
 // MarkWarmed records item among the warmed items (as Warmup does), so the
 // sweep visits it.
 func (r *Reconciler) MarkWarmed(ctx context.Context, item Item) error {
-	if err := r.s.rdb.SAdd(ctx, r.s.itemsKey(), item.member()).Err(); err != nil {
+	if err := r.rdb.SAdd(ctx, r.itemsKey(), item.member()).Err(); err != nil {
 		return unavailable("record warmed item", err)
 	}
 	return nil

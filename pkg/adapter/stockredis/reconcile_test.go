@@ -20,18 +20,18 @@ func TestReconcileView(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, 10)
-	rc := s.Reconciler()
+	rc := s.Reconciler
 
 	a, b, c := res(1, "a", 2), res(2, "b", 1), res(3, "c", 3)
 	for _, r := range []stockredis.Reservation{a, b, c} {
-		if _, err := s.Reserve(ctx, r); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Claim(ctx, stockredis.One(item), []string{b.OrderNo}); err != nil {
+	if _, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{b.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Confirm(ctx, stockredis.One(item), []string{c.OrderNo}); err != nil {
+	if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{c.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	v, err := rc.View(ctx, stockredis.One(item), []string{c.OrderNo, b.OrderNo, "01ARZ3NDEKTSV4RRFFQ69G5FAV-42"})
@@ -52,7 +52,7 @@ func TestReconcileView(t *testing.T) {
 		}
 	}
 
-	empty, err := newStore(t, -1).Reconciler().View(ctx, stockredis.One(item), nil)
+	empty, err := newStore(t, -1).Reconciler.View(ctx, stockredis.One(item), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,11 @@ func TestReconcileSetStock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, 10)
-	rc := s.Reconciler()
+	rc := s.Reconciler
 	rdb := s.Client()
 	k := s.Keys(stockredis.One(item))
 
-	if _, err := s.Reserve(ctx, res(1, "a", 2)); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, res(1, "a", 2)); err != nil {
 		t.Fatal(err)
 	}
 	seen, err := rc.View(ctx, stockredis.One(item), nil)
@@ -79,7 +79,7 @@ func TestReconcileSetStock(t *testing.T) {
 	ttlBefore := rdb.PTTL(ctx, k.Stock()).Val()
 
 	// A reservation after the read: the compare-and-set refuses.
-	if _, err := s.Reserve(ctx, res(2, "b", 1)); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, res(2, "b", 1)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Changed {
@@ -90,7 +90,7 @@ func TestReconcileSetStock(t *testing.T) {
 	}
 	// A confirm changes only inflight: refused as well.
 	seen, _ = rc.View(ctx, stockredis.One(item), nil)
-	if _, err := s.Confirm(ctx, stockredis.One(item), seen.Pending[:1]); err != nil {
+	if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), seen.Pending[:1]); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); got != stockredis.Changed {
@@ -136,7 +136,7 @@ func TestReconcileSetStockCreatesMissingKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, -1)
-	rc := s.Reconciler()
+	rc := s.Reconciler
 	rdb := s.Client()
 	seen, _ := rc.View(ctx, stockredis.One(item), nil)
 
@@ -160,12 +160,12 @@ func TestReconcileSetStockCreatesMissingKey(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, s.Keys(stockredis.One(item)).Stock()).Val(); ttl < time.Hour || ttl > 2*time.Hour {
 		t.Fatalf("TTL %v, want about 2h", ttl)
 	}
-	items, _ := s.WarmedItems(ctx)
+	items, _ := s.Stock.WarmedItems(ctx)
 	if !slices.Contains(items, stockredis.One(int64(item))) {
 		t.Fatalf("warmed items %v lack %d", items, item)
 	}
 	// Reservations work on the restored key.
-	if _, err := s.Reserve(ctx, res(1, "a", 1)); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, res(1, "a", 1)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,17 +174,17 @@ func TestReconcileQuota(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, 10)
-	rc := s.Reconciler()
+	rc := s.Reconciler
 	rdb := s.Client()
 	k := s.Keys(stockredis.One(item))
 
 	a, b := res(1, "a", 1), res(2, "b", 1)
 	for _, r := range []stockredis.Reservation{a, b} {
-		if _, err := s.Reserve(ctx, r); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Confirm(ctx, stockredis.One(item), []string{a.OrderNo}); err != nil {
+	if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{a.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	// Another activity's key is not listed; nor is a key of another item.
@@ -264,7 +264,7 @@ func TestReconcileQuotaHoldersScansMany(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	holders, err := s.Reconciler().QuotaHolders(ctx, item, 7)
+	holders, err := s.Reconciler.QuotaHolders(ctx, item, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,21 +281,21 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.NewCluster(t)
 	s := stockredis.New(rdb, prefix)
-	rc := s.Reconciler()
+	rc := s.Reconciler
 	for it := int64(1); it <= 6; it++ {
-		if _, err := s.Warmup(ctx, stockredis.One(it), time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
+		if _, err := s.Stock.Warmup(ctx, stockredis.One(it), time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
 			t.Fatal(err)
 		}
 		var nos []string
 		for u := int64(1); u <= 3; u++ {
 			r := stockredis.Reservation{OrderNo: gen.Next(it), UserID: strconv.FormatInt(u, 10), ItemID: it, ActivityID: 7, Quantity: 1,
 				IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
-			if _, err := s.Reserve(ctx, r); err != nil {
+			if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 			nos = append(nos, r.OrderNo)
 		}
-		if _, err := s.Confirm(ctx, stockredis.One(it), nos[:1]); err != nil {
+		if _, err := s.Reservations.Confirm(ctx, stockredis.One(it), nos[:1]); err != nil {
 			t.Fatal(err)
 		}
 		v, err := rc.View(ctx, stockredis.One(it), nos[:1])
@@ -345,22 +345,22 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.NewCluster(t)
 	s := stockredis.New(rdb, prefix)
-	rc := s.Reconciler()
+	rc := s.Reconciler
 	const item, buckets = 4, 3
-	if _, err := s.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
+	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
 		t.Fatal(err)
 	}
 	k := s.Keys(stockredis.One(item))
 	bought := func(user string) stockredis.Reservation {
 		r := stockredis.Reservation{OrderNo: gen.Next(item), UserID: user, ItemID: item, ActivityID: 7, Quantity: 2,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour, Buckets: buckets}
-		if _, err := s.Reserve(ctx, r); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Claim(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
+		if _, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
+		if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		// Lost with the data: the hash and every take marker.
@@ -378,7 +378,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		return stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	}
 	stock := func() int64 {
-		snap, err := s.Stock(ctx, stockredis.One(item))
+		snap, err := s.Stock.Stock(ctx, stockredis.One(item))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +403,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 
 	// a's order is closed: its release gives 2 units back, once.
 	for range 2 {
-		if _, err := s.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
+		if _, err := s.Reservations.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := stock(); got != 28 {
@@ -419,7 +419,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 			t.Fatalf("take marker of the taken-back reservation left in bucket %d", bk)
 		}
 	}
-	if rel, err := s.Release(ctx, ref(b), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
+	if rel, err := s.Reservations.Release(ctx, ref(b), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
 		t.Fatalf("release after the take-back: %v %s %v, want MISSING", rel.Released, rel.State, err)
 	}
 	if got := stock(); got != 28 {
@@ -436,7 +436,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	if rdb.Exists(ctx, k.Taken(home, a.OrderNo)).Val() != 0 {
 		t.Fatal("the marker restored after the release is still there")
 	}
-	if _, err := s.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
+	if _, err := s.Reservations.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := stock(); got != 28 {

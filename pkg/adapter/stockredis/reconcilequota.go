@@ -33,7 +33,7 @@ const ScanCount = 5000
 // it twice) and misses no key that lived throughout the scan. An error
 // from fn ends the scan.
 func (r *Reconciler) ScanQuota(ctx context.Context, item Item, activity int64, fn func(map[string]string) error) error {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	node, err := r.nodeFor(ctx, k.Stock())
 	if err != nil {
 		return err
@@ -46,7 +46,7 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item Item, activity int64, f
 		}
 		page := make(map[string]string, len(keys))
 		for chunk := range slices.Chunk(keys, QuotaBatch) {
-			vals, err := r.s.rdb.MGet(ctx, chunk...).Result()
+			vals, err := r.rdb.MGet(ctx, chunk...).Result()
 			if err != nil {
 				return unavailable("read quota keys", err)
 			}
@@ -76,14 +76,14 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item Item, activity int64, f
 // user -> the order number the key holds, for the users who have one
 // (MGET of QuotaBatch keys at a time).
 func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item Item, activity int64, users []string) (map[string]string, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	out := make(map[string]string, len(users))
 	for chunk := range slices.Chunk(users, QuotaBatch) {
 		keys := make([]string, len(chunk))
 		for i, u := range chunk {
 			keys[i] = k.Quota(activity, u)
 		}
-		vals, err := r.s.rdb.MGet(ctx, keys...).Result()
+		vals, err := r.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
 			return nil, unavailable("read quota keys", err)
 		}
@@ -110,7 +110,7 @@ type QuotaRecord struct {
 // key it wrote; on StaleFence it stops, and the list is what earlier calls
 // wrote.
 func (r *Reconciler) RestoreQuotas(ctx context.Context, item Item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	var written []string
 	for chunk := range slices.Chunk(recs, QuotaBatch) {
 		keys := make([]string, len(chunk))
@@ -133,14 +133,14 @@ func (r *Reconciler) RestoreQuotas(ctx context.Context, item Item, activity int6
 // nodeFor returns the client that serves key: the client itself on a single
 // node, the master owning key's slot on a cluster.
 func (r *Reconciler) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
-	if cc, ok := r.s.rdb.(*redis.ClusterClient); ok {
+	if cc, ok := r.rdb.(*redis.ClusterClient); ok {
 		c, err := cc.MasterForKey(ctx, key)
 		if err != nil {
 			return nil, unavailable("find cluster node", err)
 		}
 		return c, nil
 	}
-	return r.s.rdb, nil
+	return r.rdb, nil
 }
 
 // QuotaState is a quota key and the state of the reservation it names,
@@ -158,7 +158,7 @@ type QuotaState struct {
 // longer holds the order number given is reported with its new holder and
 // that holder's state is not read (StateMissing).
 func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	type pair struct {
 		get   *redis.StringCmd
 		state *redis.StringCmd
@@ -171,7 +171,7 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64,
 	for len(users) > 0 {
 		n := min(len(users), 200)
 		cmds := make(map[string]pair, n)
-		_, err := r.s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, u := range users[:n] {
 				cmds[u] = pair{
 					get:   p.Get(ctx, k.Quota(activity, u)),
@@ -206,8 +206,8 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64,
 // with ttl, only if it still holds was ("" for a missing key) and no later
 // fence wrote here.
 func (r *Reconciler) RestoreQuota(ctx context.Context, item Item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
-	k := r.s.Keys(item)
-	res, err := r.restoreQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
+	k := r.keys(item)
+	res, err := r.restoreQuota.Run(ctx, r.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, orderNo, was, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
 	if err != nil {
 		return 0, unavailable("reconcile restore quota", err)
@@ -218,8 +218,8 @@ func (r *Reconciler) RestoreQuota(ctx context.Context, item Item, activity int64
 // RemoveQuota deletes the user's quota key only if it still holds the stale
 // order number and no later fence wrote here.
 func (r *Reconciler) RemoveQuota(ctx context.Context, item Item, activity int64, user, stale string, g Guard) (CAS, error) {
-	k := r.s.Keys(item)
-	res, err := r.removeQuota.Run(ctx, r.s.rdb, []string{k.Fence(), k.Quota(activity, user)},
+	k := r.keys(item)
+	res, err := r.removeQuota.Run(ctx, r.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, stale, g.ExpireAt.UnixMilli()).Slice()
 	if err != nil {
 		return 0, unavailable("reconcile remove quota", err)

@@ -37,7 +37,7 @@ const reservationBatch = 500
 // that exists is kept. It returns the order numbers whose hash it wrote;
 // on StaleFence it stops, and the list is what earlier calls wrote.
 func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets int, recs []LostReservation, g Guard) ([]string, CAS, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	var written []string
 	for len(recs) > 0 {
 		n := min(len(recs), reservationBatch)
@@ -54,7 +54,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets
 			args = append(args, rec.UserID, rec.ActivityID, rec.Quantity, rec.ReservedAt.UnixMilli(), rec.IdempotencyKey,
 				bucket, max(rec.TTL.Milliseconds(), 1))
 		}
-		res, err := r.restoreReservation.Run(ctx, r.s.rdb, keys, args...).Slice()
+		res, err := r.restoreReservation.Run(ctx, r.rdb, keys, args...).Slice()
 		if err != nil {
 			return written, 0, unavailable("reconcile restore reservations", err)
 		}
@@ -76,7 +76,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets
 			// After the hash: a marker never stands without its hash, so a
 			// release that finds no hash never gives back units the
 			// reconciler's figure from MySQL already counts.
-			_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, rec := range now {
 					p.SetNX(ctx, k.Taken(homeBucket(rec.UserID, buckets), rec.OrderNo), rec.Quantity, markerTTL(rec.TTL))
 				}
@@ -98,7 +98,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets
 // (lua/reconcile_unrestore_reservation.lua says why). It returns how many
 // hashes it deleted; on StaleFence it stops.
 func (r *Reconciler) UnrestoreReservations(ctx context.Context, item Item, orderNos []string, g Guard) (int, CAS, error) {
-	k := r.s.Keys(item)
+	k := r.keys(item)
 	deleted := 0
 	for len(orderNos) > 0 {
 		n := min(len(orderNos), reservationBatch)
@@ -107,7 +107,7 @@ func (r *Reconciler) UnrestoreReservations(ctx context.Context, item Item, order
 		for _, no := range orderNos[:n] {
 			keys = append(keys, k.Reservation(no))
 		}
-		res, err := r.unrestoreReservation.Run(ctx, r.s.rdb, keys, g.Fence, g.ExpireAt.UnixMilli()).Slice()
+		res, err := r.unrestoreReservation.Run(ctx, r.rdb, keys, g.Fence, g.ExpireAt.UnixMilli()).Slice()
 		if err != nil {
 			return deleted, 0, unavailable("reconcile unrestore reservations", err)
 		}
@@ -134,7 +134,7 @@ func (r *Reconciler) UnrestoreReservations(ctx context.Context, item Item, order
 		}
 		if len(markers) > 0 {
 			// One DEL per marker: they live in other slots.
-			_, err := r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, m := range markers {
 					p.Del(ctx, m)
 				}

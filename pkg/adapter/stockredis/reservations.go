@@ -56,22 +56,22 @@ type ReserveResult struct {
 // Reserve runs the reserve script. It returns order.ErrNotWarmed,
 // order.ErrAlreadyPurchased or order.ErrSoldOut for the refusals, and an
 // error wrapping order.ErrUnavailable when Redis cannot be reached.
-func (s *Store) Reserve(ctx context.Context, r Reservation) (ReserveResult, error) {
+func (s *Reservations) Reserve(ctx context.Context, r Reservation) (ReserveResult, error) {
 	switch {
 	case r.Room && r.Buckets > 1:
 		return ReserveResult{}, fmt.Errorf("reserve: a sale with a waiting room has one stock key an item: %w", order.ErrInvalidArgument)
 	case r.Room:
-		return s.runReserve(ctx, r, s.Keys(r.item()).Stock(), roomMode)
+		return s.runReserve(ctx, r, s.keys(r.item()).Stock(), roomMode)
 	case r.Buckets > 1:
 		return s.reserveBucketed(ctx, r)
 	}
-	return s.runReserve(ctx, r, s.Keys(r.item()).Stock(), "")
+	return s.runReserve(ctx, r, s.keys(r.item()).Stock(), "")
 }
 
 // runReserve runs the reserve script with first as KEYS[1] and bucket as
 // ARGV[2] (see reserve.lua), in a batch with concurrent reservations of the
 // same item.
-func (s *Store) runReserve(ctx context.Context, r Reservation, first, bucket string) (_ ReserveResult, err error) {
+func (s *Reservations) runReserve(ctx context.Context, r Reservation, first, bucket string) (_ ReserveResult, err error) {
 	_, span := s.span(ctx, "reserve", r.item())
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), tracing.AttrQuantity.Int(r.Quantity))
@@ -130,7 +130,7 @@ func (r Released) Gone() bool {
 
 // Release gives the reservation's stock and quota back if its state is one
 // of o.From.
-func (s *Store) Release(ctx context.Context, r Ref, o ReleaseOptions) (Released, error) {
+func (s *Reservations) Release(ctx context.Context, r Ref, o ReleaseOptions) (Released, error) {
 	return s.release(ctx, r, o, "")
 }
 
@@ -138,17 +138,17 @@ func (s *Store) Release(ctx context.Context, r Ref, o ReleaseOptions) (Released,
 // after giving the reservation back it caps Redis stock at what MySQL can
 // still fulfil (dbStock minus what is in flight), in the same script, so
 // the units MySQL does not have are never offered to the next buyer.
-func (s *Store) ReleaseCapped(ctx context.Context, r Ref, o ReleaseOptions, dbStock int64) (Released, error) {
+func (s *Reservations) ReleaseCapped(ctx context.Context, r Ref, o ReleaseOptions, dbStock int64) (Released, error) {
 	return s.release(ctx, r, o, strconv.FormatInt(dbStock, 10))
 }
 
-func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock string) (_ Released, err error) {
+func (s *Reservations) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock string) (_ Released, err error) {
 	ctx, span := s.span(ctx, "release", r.item())
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), attribute.String("seckill.reason", o.Reason))
 	}
 	defer func() { endSpan(span, err) }()
-	k := s.Keys(r.item())
+	k := s.keys(r.item())
 	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
 		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
 	forget := "0"
@@ -171,13 +171,13 @@ func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock st
 		// A bucketed reservation released now, or found released (a
 		// repeated release): its units go back to the bucket they came
 		// from, once (bucket_give is idempotent per order).
-		if err := s.releaseToBucket(ctx, r.item(), r.OrderNo, res[2], dbStock); err != nil {
+		if err := s.buckets.releaseToBucket(ctx, r.item(), r.OrderNo, res[2], dbStock); err != nil {
 			return out, err
 		}
 	case out.State == StateMissing:
 		// No reservation: if the order took units from a bucket before
 		// its reserve script failed, they go back.
-		if err := s.giveBackAny(ctx, r.item(), r.OrderNo); err != nil {
+		if err := s.buckets.giveBackAny(ctx, r.item(), r.OrderNo); err != nil {
 			return out, err
 		}
 	}
@@ -186,7 +186,7 @@ func (s *Store) release(ctx context.Context, r Ref, o ReleaseOptions, dbStock st
 
 // Claim moves the reservations of orders (all of item) from RESERVED to
 // CLAIMED and returns the state each had before, in the same order.
-func (s *Store) Claim(ctx context.Context, item Item, orderNos []string) ([]State, error) {
+func (s *Reservations) Claim(ctx context.Context, item Item, orderNos []string) ([]State, error) {
 	if len(orderNos) == 0 {
 		return nil, nil
 	}
@@ -196,7 +196,7 @@ func (s *Store) Claim(ctx context.Context, item Item, orderNos []string) ([]Stat
 
 // Confirm marks the reservations of orders committed in MySQL as CONFIRMED
 // and returns how many it moved.
-func (s *Store) Confirm(ctx context.Context, item Item, orderNos []string) (int64, error) {
+func (s *Reservations) Confirm(ctx context.Context, item Item, orderNos []string) (int64, error) {
 	if len(orderNos) == 0 {
 		return 0, nil
 	}
@@ -215,9 +215,9 @@ type ReservationInfo struct {
 }
 
 // Reservation reads one reservation; order.ErrNotFound when there is none.
-func (s *Store) Reservation(ctx context.Context, orderNo string) (ReservationInfo, error) {
+func (s *Reservations) Reservation(ctx context.Context, orderNo string) (ReservationInfo, error) {
 	tag := order.TagOf(orderNo)
-	m, err := s.rdb.HGetAll(ctx, s.Keys(One(tag)).Reservation(orderNo)).Result()
+	m, err := s.rdb.HGetAll(ctx, s.keys(One(tag)).Reservation(orderNo)).Result()
 	if err != nil {
 		return ReservationInfo{}, unavailable("read reservation", err)
 	}
@@ -246,8 +246,8 @@ func parseReservation(item int64, orderNo string, m map[string]string) Reservati
 
 // PendingOlderThan lists up to limit unconfirmed order numbers of item
 // reserved before cutoff, oldest first.
-func (s *Store) PendingOlderThan(ctx context.Context, item Item, cutoff time.Time, limit int64) ([]string, error) {
-	res, err := s.rdb.ZRangeByScore(ctx, s.Keys(item).Pending(), &redis.ZRangeBy{
+func (s *Reservations) PendingOlderThan(ctx context.Context, item Item, cutoff time.Time, limit int64) ([]string, error) {
+	res, err := s.rdb.ZRangeByScore(ctx, s.keys(item).Pending(), &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(cutoff.UnixMilli(), 10), Count: limit,
 	}).Result()
 	if err != nil {
@@ -258,8 +258,8 @@ func (s *Store) PendingOlderThan(ctx context.Context, item Item, cutoff time.Tim
 
 // Touch moves a still-pending order's sweep time to t (it stays unpending
 // if it was confirmed or released meanwhile).
-func (s *Store) Touch(ctx context.Context, item Item, orderNo string, t time.Time) error {
-	err := s.rdb.ZAddXX(ctx, s.Keys(item).Pending(), redis.Z{Score: float64(t.UnixMilli()), Member: orderNo}).Err()
+func (s *Reservations) Touch(ctx context.Context, item Item, orderNo string, t time.Time) error {
+	err := s.rdb.ZAddXX(ctx, s.keys(item).Pending(), redis.Z{Score: float64(t.UnixMilli()), Member: orderNo}).Err()
 	if err != nil {
 		return unavailable("touch pending", err)
 	}

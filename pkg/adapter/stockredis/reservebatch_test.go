@@ -28,7 +28,7 @@ func TestReserveBatchKeepsEachOrdersAnswer(t *testing.T) {
 	big := res(2, "k3", 3)    // more than is left after the first
 	fits := res(3, "k4", 2)
 	late := res(4, "k5", 1) // after the stock ran out
-	got, errs := s.ReserveTogether([]stockredis.Reservation{first, replay, second, big, fits, late})
+	got, errs := s.Reservations.ReserveTogether([]stockredis.Reservation{first, replay, second, big, fits, late})
 	want := []struct {
 		res stockredis.ReserveResult
 		err error
@@ -61,7 +61,7 @@ func TestReserveBatchKeepsEachOrdersAnswer(t *testing.T) {
 // An item not warmed refuses every order of a batch.
 func TestReserveBatchNotWarmed(t *testing.T) {
 	s := newStore(t, -1)
-	_, errs := s.ReserveTogether([]stockredis.Reservation{res(1, "a", 1), res(2, "b", 1)})
+	_, errs := s.Reservations.ReserveTogether([]stockredis.Reservation{res(1, "a", 1), res(2, "b", 1)})
 	for i, err := range errs {
 		if !errors.Is(err, order.ErrNotWarmed) {
 			t.Errorf("order %d: %v, want not warmed", i, err)
@@ -78,13 +78,13 @@ func TestLostReplyReserveBatch(t *testing.T) {
 		warm(t, l.direct, 10, 1)
 		rs := []stockredis.Reservation{res(1, "a", 1), res(2, "b", 2), res(3, "c", 1)}
 		l.LoseNext("reserve")
-		_, errs := l.via.ReserveTogether(rs)
+		_, errs := l.via.Reservations.ReserveTogether(rs)
 		for i, err := range errs {
 			mustBeUnknown(t, l, fmt.Sprintf("order %d of the batch", i), err)
 		}
 		wantStock(t, l.direct, 6, 4) // the batch ran once
 		for _, r := range rs {
-			if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+			if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -106,10 +106,10 @@ func TestReserveBatchedUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			ctx := context.Background()
 			r := res(int64(1000+u), "key"+strconv.Itoa(u), 1)
-			got, err := s.Reserve(ctx, r)
+			got, err := s.Reservations.Reserve(ctx, r)
 			again := r
 			again.OrderNo = gen.Next(item)
-			replay, rerr := s.Reserve(ctx, again)
+			replay, rerr := s.Reservations.Reserve(ctx, again)
 			if err == nil {
 				if rerr != nil || !replay.Duplicate || replay.OrderNo != got.OrderNo {
 					t.Errorf("buyer %d's retry: %+v, %v; want its order %s", u, replay, rerr, got.OrderNo)
@@ -122,7 +122,7 @@ func TestReserveBatchedUnderConcurrency(t *testing.T) {
 			}
 			if u%3 == 0 {
 				other := res(int64(1000+u), "other"+strconv.Itoa(u), 1)
-				if got, err := s.Reserve(ctx, other); err == nil {
+				if got, err := s.Reservations.Reserve(ctx, other); err == nil {
 					t.Errorf("buyer %d's second key bought %s", u, got.OrderNo)
 				}
 			}
@@ -149,7 +149,7 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 		nos[i] = rs[i].OrderNo
 	}
 	for i := 0; i < n; i += 64 {
-		_, errs := s.ReserveTogether(rs[i:min(i+64, n)])
+		_, errs := s.Reservations.ReserveTogether(rs[i:min(i+64, n)])
 		for j, err := range errs {
 			if err != nil {
 				t.Fatalf("order %d: %v", i+j, err)
@@ -158,11 +158,11 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 	}
 	wantStock(t, s, 10, n)
 	ctx := context.Background()
-	states, err := s.Claim(ctx, stockredis.One(item), nos)
+	states, err := s.Reservations.Claim(ctx, stockredis.One(item), nos)
 	if err != nil || len(states) != n {
 		t.Fatalf("claim: %d states, %v", len(states), err)
 	}
-	moved, err := s.Confirm(ctx, stockredis.One(item), nos)
+	moved, err := s.Reservations.Confirm(ctx, stockredis.One(item), nos)
 	if err != nil || moved != n {
 		t.Fatalf("confirm moved %d, %v; want %d", moved, err, n)
 	}
@@ -171,7 +171,7 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 	if err != nil || left != 0 {
 		t.Fatalf("%d orders still pending (%v), want none", left, err)
 	}
-	if moved, err := s.Confirm(ctx, stockredis.One(item), nos); err != nil || moved != 0 {
+	if moved, err := s.Reservations.Confirm(ctx, stockredis.One(item), nos); err != nil || moved != 0 {
 		t.Fatalf("a second confirm moved %d, %v", moved, err)
 	}
 	wantStock(t, s, 10, 0)
@@ -189,7 +189,7 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 		// its own.
 		a, b, ab := stockredis.One(item+20), stockredis.One(item+30), stockredis.In(item+30, item+20)
 		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1, ab: 1} {
-			if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
+			if _, err := s.Stock.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -200,7 +200,7 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 			sizedRes(a, 3, "k", 1), sizedRes(sizes[2], 2, "k", 1), sizedRes(ab, 3, "k", 1),
 		}
 		want := []error{nil, nil, nil, nil, order.ErrAlreadyPurchased, order.ErrSoldOut, order.ErrSoldOut, nil, nil}
-		got, errs := s.ReserveAtOnce(rs)
+		got, errs := s.Reservations.ReserveAtOnce(rs)
 		for i, w := range want {
 			if !errors.Is(errs[i], w) || (w == nil) != (errs[i] == nil) {
 				t.Errorf("order %d (item %d, user %s): %v, want %v", i, rs[i].ItemID, rs[i].UserID, errs[i], w)
@@ -230,12 +230,12 @@ func TestLostReplyReserveBatchOfSeveralSales(t *testing.T) {
 		ctx := context.Background()
 		a, b := stockredis.One(item+20), stockredis.One(item+30)
 		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1} {
-			if _, err := l.direct.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
+			if _, err := l.direct.Stock.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		l.LoseNext("reserve")
-		_, errs := l.via.ReserveAtOnce([]stockredis.Reservation{sizedRes(a, 1, "k", 1), sizedRes(b, 1, "k", 1), sizedRes(a, 2, "k", 1)})
+		_, errs := l.via.Reservations.ReserveAtOnce([]stockredis.Reservation{sizedRes(a, 1, "k", 1), sizedRes(b, 1, "k", 1), sizedRes(a, 2, "k", 1)})
 		unknown := 0
 		for i, err := range errs {
 			var u *stockredis.UnknownOutcomeError

@@ -56,9 +56,9 @@ type RestockResult struct {
 // may leave some buckets done: running it again finishes the rest. A lost
 // answer is an UnknownOutcomeError (MayHaveRun); running it again is the
 // resolution.
-func (s *Store) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
-	k := s.Keys(item)
-	n, err := s.bucketCount(ctx, item)
+func (s *Stock) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
+	k := s.keys(item)
+	n, err := s.buckets.bucketCount(ctx, item)
 	if err != nil {
 		return RestockResult{}, err
 	}
@@ -82,7 +82,7 @@ func (s *Store) Restock(ctx context.Context, item Item, id, qty int64) (RestockR
 	return res, nil
 }
 
-func (s *Store) runRestock(ctx context.Context, stock, marker, record string, id, qty, ttl int64) (int64, bool, error) {
+func (s *Stock) runRestock(ctx context.Context, stock, marker, record string, id, qty, ttl int64) (int64, bool, error) {
 	r, err := s.restock.Run(ctx, s.rdb, []string{stock, marker, record}, qty, ttl, id).Int64Slice()
 	if err != nil {
 		return 0, false, unavailable("restock", err)

@@ -54,14 +54,14 @@ var ErrRoomLost = errors.New("the waiting room is not in Redis")
 var ErrRoomRewound = errors.New("the waiting room in Redis is older than it was")
 
 // roomKeys are the room's keys in the order the scripts take them.
-func (s *Store) roomKeys(r Room) []string {
-	k := s.Keys(r.Items[0])
+func (s *Rooms) roomKeys(r Room) []string {
+	k := s.keys(r.Items[0])
 	keys := make([]string, 0, len(roomParts)+len(r.Items))
 	for _, part := range roomParts {
 		keys = append(keys, k.room(r.ActivityID, part))
 	}
 	for _, it := range r.Items {
-		keys = append(keys, s.Keys(it).Stock())
+		keys = append(keys, s.keys(it).Stock())
 	}
 	return keys
 }
@@ -110,12 +110,12 @@ const roomAttempts = 3
 // JoinRoom puts user in the room (rank: room.Rank of the sale's seed) and
 // returns their place; joining again returns the same place. Joins of one
 // room that arrive together share one run of the script (roomJoiner).
-func (s *Store) JoinRoom(ctx context.Context, r Room, user string, rank uint64, now time.Time) (Place, error) {
+func (s *Rooms) JoinRoom(ctx context.Context, r Room, user string, rank uint64, now time.Time) (Place, error) {
 	return s.joins.join(ctx, placeCall{r: r, user: user, rank: rank, now: now})
 }
 
 // LookRoom returns user's place without joining (Joined false if absent).
-func (s *Store) LookRoom(ctx context.Context, r Room, user string, now time.Time) (Place, error) {
+func (s *Rooms) LookRoom(ctx context.Context, r Room, user string, now time.Time) (Place, error) {
 	ps, err := s.roomPlaces(ctx, "look", []placeCall{{r: r, user: user, now: now}})
 	if err != nil {
 		return Place{}, err
@@ -140,7 +140,7 @@ type placeAnswer struct {
 // roomPlaces runs the place script once for calls, all of one room (one
 // sale, one start), and returns each buyer's place in order. A lost
 // answer is resolved by running it again: a join or a look is idempotent.
-func (s *Store) roomPlaces(ctx context.Context, mode string, calls []placeCall) ([]Place, error) {
+func (s *Rooms) roomPlaces(ctx context.Context, mode string, calls []placeCall) ([]Place, error) {
 	r := calls[0].r
 	all := s.roomKeys(r)
 	keys := append(all[:6:6], all[9], s.earlyLogKey(r))
@@ -224,7 +224,7 @@ const advanceCap = 10_000
 // resolution. seen is the latest RoomState the caller had (zero: none): a
 // room of its generation older than its At answers ErrRoomRewound and
 // admits nobody.
-func (s *Store) AdvanceRoom(ctx context.Context, r Room, now time.Time, seen RoomState) (RoomState, error) {
+func (s *Rooms) AdvanceRoom(ctx context.Context, r Room, now time.Time, seen RoomState) (RoomState, error) {
 	v, err := roomAdvanceScript.Run(ctx, s.rdb, s.roomKeys(r), now.UnixMilli(), r.StartsAt.UnixMilli(),
 		r.Settings.AdmitPerSecond, r.Settings.AdmissionTTL.Milliseconds(), r.GrantMax, r.keysTTL(now), advanceCap, seen.At, seen.Gen).Int64Slice()
 	if err != nil {
@@ -251,7 +251,7 @@ var earlyChunk int64 = 10_000 // smaller in the tests (export_test.go)
 // api instance reads it once and answers those buyers' polls from memory.
 // It reads in chunks, each a short command; a lost answer is an error and
 // the next call reads again (it writes nothing).
-func (s *Store) EarlyPositions(ctx context.Context, r Room, early int64) (map[string]int64, error) {
+func (s *Rooms) EarlyPositions(ctx context.Context, r Room, early int64) (map[string]int64, error) {
 	key := s.roomKeys(r)[0]
 	out := make(map[string]int64, early)
 	for from := int64(0); from < early; from += earlyChunk {
@@ -300,7 +300,7 @@ const roomBuildChunk = 2000
 // generation and keys, so every join, look and advance answers ErrRoomLost
 // until FinishRoomBuild with the same token (or another build) commits.
 // A lost answer is resolved by calling it again.
-func (s *Store) BeginRoomBuild(ctx context.Context, r Room, token string, life time.Duration) error {
+func (s *Rooms) BeginRoomBuild(ctx context.Context, r Room, token string, life time.Duration) error {
 	if err := roomBuildScript.Run(ctx, s.rdb, s.roomBuildKeys(r), "begin", token, life.Milliseconds()).Err(); err != nil {
 		return unavailable("room build", err)
 	}
@@ -311,7 +311,7 @@ func (s *Store) BeginRoomBuild(ctx context.Context, r Room, token string, life t
 // generation last. It answers ErrRoomLost when another build began since
 // (this one then wrote nothing more). Every step may run again after a
 // lost answer: it writes the same members and values.
-func (s *Store) FinishRoomBuild(ctx context.Context, r Room, token string, img RoomImage, now time.Time) error {
+func (s *Rooms) FinishRoomBuild(ctx context.Context, r Room, token string, img RoomImage, now time.Time) error {
 	keys := s.roomBuildKeys(r)
 	run := func(args ...any) error {
 		ok, err := roomBuildScript.Run(ctx, s.rdb, keys, args...).Int64()
@@ -348,15 +348,15 @@ func (s *Store) FinishRoomBuild(ctx context.Context, r Room, token string, img R
 	return run("commit", token, img.Gen, len(img.Late), frozen, img.Next, now.UnixMilli(), r.keysTTL(now))
 }
 
-func (s *Store) roomBuildKeys(r Room) []string {
+func (s *Rooms) roomBuildKeys(r Room) []string {
 	keys := s.roomKeys(r)[:len(roomParts)]
-	return append(keys, s.Keys(r.Items[0]).room(r.ActivityID, "building"), s.earlyLogKey(r))
+	return append(keys, s.keys(r.Items[0]).room(r.ActivityID, "building"), s.earlyLogKey(r))
 }
 
 // earlyLogKey is the list of r's early joiners in the order they joined
 // (room_join); the advance never reads it.
-func (s *Store) earlyLogKey(r Room) string {
-	return s.Keys(r.Items[0]).room(r.ActivityID, "earlylog")
+func (s *Rooms) earlyLogKey(r Room) string {
+	return s.keys(r.Items[0]).room(r.ActivityID, "earlylog")
 }
 
 // RoomMembers is who joined r's room since a caller's last read: the
@@ -367,7 +367,7 @@ func (s *Store) earlyLogKey(r Room) string {
 // three are of one moment. A caller that read both to their end after a
 // state read knows every buyer that state counts; a lost answer is read
 // again (it writes nothing).
-func (s *Store) RoomMembers(ctx context.Context, r Room, fromEarly, afterSeq, limit int64) (RoomMembers, error) {
+func (s *Rooms) RoomMembers(ctx context.Context, r Room, fromEarly, afterSeq, limit int64) (RoomMembers, error) {
 	keys := s.roomKeys(r)
 	var early *redis.StringSliceCmd
 	var late *redis.ZSliceCmd
@@ -408,7 +408,7 @@ type RoomMembers struct {
 }
 
 // RoomGen returns r's room's generation in Redis, false when it has none.
-func (s *Store) RoomGen(ctx context.Context, r Room) (int64, bool, error) {
+func (s *Rooms) RoomGen(ctx context.Context, r Room) (int64, bool, error) {
 	g, err := s.rdb.Get(ctx, s.roomKeys(r)[9]).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil

@@ -32,17 +32,17 @@ func newRoom(admit, grantMax int) stockredis.Room {
 func buildRoom(t *testing.T, s *stockredis.Store, r stockredis.Room, img stockredis.RoomImage, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	if err := s.BeginRoomBuild(ctx, r, "t", time.Minute); err != nil {
+	if err := s.Rooms.BeginRoomBuild(ctx, r, "t", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishRoomBuild(ctx, r, "t", img, now); err != nil {
+	if err := s.Rooms.FinishRoomBuild(ctx, r, "t", img, now); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func join(t *testing.T, s *stockredis.Store, r stockredis.Room, seed room.Seed, user string, at time.Time) stockredis.Place {
 	t.Helper()
-	p, err := s.JoinRoom(context.Background(), r, user, room.Rank(seed, user), at)
+	p, err := s.Rooms.JoinRoom(context.Background(), r, user, room.Rank(seed, user), at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func join(t *testing.T, s *stockredis.Store, r stockredis.Room, seed room.Seed, 
 
 func look(t *testing.T, s *stockredis.Store, r stockredis.Room, user string, at time.Time) stockredis.Place {
 	t.Helper()
-	p, err := s.LookRoom(context.Background(), r, user, at)
+	p, err := s.Rooms.LookRoom(context.Background(), r, user, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func look(t *testing.T, s *stockredis.Store, r stockredis.Room, user string, at 
 
 func advance(t *testing.T, s *stockredis.Store, r stockredis.Room, at time.Time) stockredis.RoomState {
 	t.Helper()
-	st, err := s.AdvanceRoom(context.Background(), r, at, stockredis.RoomState{})
+	st, err := s.Rooms.AdvanceRoom(context.Background(), r, at, stockredis.RoomState{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestRoomFairOrder(t *testing.T) {
 			order[i], pos[i] = int64(i+1), p.Position
 		}
 		// An api instance reads them all at once, in chunks: the same.
-		all, err := s.EarlyPositions(context.Background(), r, n)
+		all, err := s.Rooms.EarlyPositions(context.Background(), r, n)
 		if err != nil || len(all) != n {
 			t.Fatalf("early positions: %d, %v", len(all), err)
 		}
@@ -290,14 +290,14 @@ func TestRoomLostAnswers(t *testing.T) {
 		buildRoom(t, l.direct, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		seed := room.NewSeed()
 		l.LoseNext("room_join")
-		p, err := l.via.JoinRoom(context.Background(), r, "u1", room.Rank(seed, "u1"), roomStart.Add(time.Second))
+		p, err := l.via.Rooms.JoinRoom(context.Background(), r, "u1", room.Rank(seed, "u1"), roomStart.Add(time.Second))
 		if err != nil || p.Position != 1 || l.Lost() != 1 {
 			t.Fatalf("join with its answer lost: %+v, %v (lost %d), want position 1 from the run again", p, err, l.Lost())
 		}
 		join(t, l.direct, r, seed, "u2", roomStart.Add(2*time.Second))
 		warm(t, l.direct, 5, 1)
 		l.LoseNext("room_advance")
-		_, err = l.via.AdvanceRoom(context.Background(), r, roomStart.Add(3*time.Second), stockredis.RoomState{})
+		_, err = l.via.Rooms.AdvanceRoom(context.Background(), r, roomStart.Add(3*time.Second), stockredis.RoomState{})
 		if !stockredis.MayHaveRun(err) {
 			t.Fatalf("advance with its answer lost: %v, want an unknown outcome", err)
 		}
@@ -310,12 +310,12 @@ func TestRoomLostAnswers(t *testing.T) {
 		o := res(0, "k1", 1)
 		o.UserID, o.At, o.Room = "u1", roomStart.Add(4*time.Second), true
 		l.LoseNext("reserve")
-		if _, err := l.via.Reserve(context.Background(), o); !stockredis.MayHaveRun(err) {
+		if _, err := l.via.Reservations.Reserve(context.Background(), o); !stockredis.MayHaveRun(err) {
 			t.Fatalf("reserve with its answer lost: %v", err)
 		}
 		again := o
 		again.OrderNo = gen.Next(item)
-		if got, err := l.via.Reserve(context.Background(), again); err != nil || !got.Duplicate || got.OrderNo != o.OrderNo {
+		if got, err := l.via.Reservations.Reserve(context.Background(), again); err != nil || !got.Duplicate || got.OrderNo != o.OrderNo {
 			t.Fatalf("the retry: %+v, %v, want the lost run's order %s", got, err, o.OrderNo)
 		}
 		if st := advance(t, l.direct, r, roomStart.Add(4*time.Second)); st.Held != 1 || st.Left != 4 {
@@ -325,10 +325,10 @@ func TestRoomLostAnswers(t *testing.T) {
 		// reservation released and gives the admission back only once.
 		free := stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}
 		l.LoseNext("release")
-		if _, err := l.via.Release(context.Background(), ref(o), free); !stockredis.MayHaveRun(err) {
+		if _, err := l.via.Reservations.Release(context.Background(), ref(o), free); !stockredis.MayHaveRun(err) {
 			t.Fatalf("release with its answer lost: %v", err)
 		}
-		if rel, err := l.via.Release(context.Background(), ref(o), free); err != nil || !rel.Gone() || rel.Released {
+		if rel, err := l.via.Reservations.Release(context.Background(), ref(o), free); err != nil || !rel.Gone() || rel.Released {
 			t.Fatalf("the release run again: %+v, %v, want it found released", rel, err)
 		}
 		if st := advance(t, l.direct, r, roomStart.Add(4*time.Second)); st.Held != 2 || st.Left != 5 {
@@ -348,9 +348,9 @@ func TestRoomLostAnswers(t *testing.T) {
 			x.LoseReply(proxytest.RedisCommand("ZRANGE"), 1)
 		}
 		lost := l.Lost()
-		all, err := l.via.EarlyPositions(context.Background(), early, 3)
+		all, err := l.via.Rooms.EarlyPositions(context.Background(), early, 3)
 		if err != nil && stockredis.MayHaveRun(err) {
-			all, err = l.via.EarlyPositions(context.Background(), early, 3)
+			all, err = l.via.Rooms.EarlyPositions(context.Background(), early, 3)
 		}
 		if err != nil || len(all) != 3 || l.Lost() != lost+1 {
 			t.Fatalf("early positions with an answer lost (%d lost): %v, %v", l.Lost()-lost, all, err)
@@ -381,7 +381,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		}
 		refused := func(what string, rr stockredis.Reservation, code error) {
 			t.Helper()
-			if _, err := s.Reserve(ctx, rr); !errors.Is(err, code) {
+			if _, err := s.Reservations.Reserve(ctx, rr); !errors.Is(err, code) {
 				t.Fatalf("%s: %v, want %v", what, err, code)
 			}
 		}
@@ -394,7 +394,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		}
 
 		first := roomRes(sizes[0], byPos[0], "k1", 2, at)
-		got, err := s.Reserve(ctx, first)
+		got, err := s.Reservations.Reserve(ctx, first)
 		if err != nil || got.Left != 1 {
 			t.Fatalf("admitted order: %+v, %v", got, err)
 		}
@@ -403,7 +403,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		}
 		again := first
 		again.OrderNo = gen.Next(item)
-		if dup, err := s.Reserve(ctx, again); err != nil || !dup.Duplicate || dup.OrderNo != first.OrderNo {
+		if dup, err := s.Reservations.Reserve(ctx, again); err != nil || !dup.Duplicate || dup.OrderNo != first.OrderNo {
 			t.Fatalf("retry with the same key: %+v, %v, want the first order", dup, err)
 		}
 		refused("another key", roomRes(sizes[2], byPos[0], "k2", 1, at), order.ErrAlreadyPurchased)
@@ -412,7 +412,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		}
 
 		// The api answered 503 and releases: the buyer's retry is admitted.
-		rel, err := s.Release(ctx, ref(first), stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := s.Reservations.Release(ctx, ref(first), stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 		if err != nil || !rel.Released {
 			t.Fatalf("release: %+v, %v", rel, err)
 		}
@@ -421,7 +421,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		}
 		retry := first
 		retry.OrderNo = gen.Next(item)
-		if got, err := s.Reserve(ctx, retry); err != nil || got.Duplicate {
+		if got, err := s.Reservations.Reserve(ctx, retry); err != nil || got.Duplicate {
 			t.Fatalf("the retry after a 503: %+v, %v, want a new reservation", got, err)
 		}
 	})
@@ -447,7 +447,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 			for _, qty := range []int{min(1+len(u)%2, look(t, s, r, u, at).Grant), 1} {
 				for _, it := range sizes {
 					rr := roomRes(it, u, "k-"+u, qty, at)
-					_, err := s.Reserve(ctx, rr)
+					_, err := s.Reservations.Reserve(ctx, rr)
 					if err == nil {
 						mu.Lock()
 						orders = append(orders, rr)
@@ -479,7 +479,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 				// A closed unpaid order: its units go to the next in line.
 				o := orders[0]
 				orders = orders[1:]
-				if _, err := s.Release(ctx, ref(o), stockredis.ReleaseOptions{Reason: "UNPAID", From: []stockredis.State{stockredis.StateReserved}}); err != nil {
+				if _, err := s.Reservations.Release(ctx, ref(o), stockredis.ReleaseOptions{Reason: "UNPAID", From: []stockredis.State{stockredis.StateReserved}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -509,27 +509,27 @@ func TestRoomBuild(t *testing.T) {
 		ctx := context.Background()
 		r, seed := newRoom(100, 1), room.NewSeed()
 		at := roomStart.Add(time.Second)
-		if _, err := s.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, stockredis.ErrRoomLost) {
+		if _, err := s.Rooms.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, stockredis.ErrRoomLost) {
 			t.Fatalf("join of a room never built: %v, want ErrRoomLost", err)
 		}
-		if _, err := s.AdvanceRoom(ctx, r, at, stockredis.RoomState{}); !errors.Is(err, stockredis.ErrRoomLost) {
+		if _, err := s.Rooms.AdvanceRoom(ctx, r, at, stockredis.RoomState{}); !errors.Is(err, stockredis.ErrRoomLost) {
 			t.Fatalf("advance of a room never built: %v, want ErrRoomLost", err)
 		}
-		if _, ok, err := s.RoomGen(ctx, r); ok || err != nil {
+		if _, ok, err := s.Rooms.RoomGen(ctx, r); ok || err != nil {
 			t.Fatalf("generation of a room never built: %v %v", ok, err)
 		}
 		early := []stockredis.RankedJoin{{UserID: "e1", Rank: room.Rank(seed, "e1")}, {UserID: "e2", Rank: room.Rank(seed, "e2")}}
 		slices.SortFunc(early, func(a, b stockredis.RankedJoin) int { return cmp.Compare(a.Rank, b.Rank) })
 		img := stockredis.RoomImage{Gen: 3, Early: early, Late: []string{"l1", "l2"}, Frozen: true, Next: 1}
 		// A stalled build: a later one began, so its writes go nowhere.
-		if err := s.BeginRoomBuild(ctx, r, "old", time.Minute); err != nil {
+		if err := s.Rooms.BeginRoomBuild(ctx, r, "old", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		buildRoom(t, s, r, img, at)
-		if err := s.FinishRoomBuild(ctx, r, "old", stockredis.RoomImage{Gen: 9, Late: []string{"intruder"}}, at); !errors.Is(err, stockredis.ErrRoomLost) {
+		if err := s.Rooms.FinishRoomBuild(ctx, r, "old", stockredis.RoomImage{Gen: 9, Late: []string{"intruder"}}, at); !errors.Is(err, stockredis.ErrRoomLost) {
 			t.Fatalf("the stalled build's finish: %v, want ErrRoomLost", err)
 		}
-		if g, ok, err := s.RoomGen(ctx, r); g != 3 || !ok || err != nil {
+		if g, ok, err := s.Rooms.RoomGen(ctx, r); g != 3 || !ok || err != nil {
 			t.Fatalf("generation %d %v %v, want 3", g, ok, err)
 		}
 		want := map[string]int64{early[0].UserID: 1, early[1].UserID: 2, "l1": 3, "l2": 4}
@@ -564,26 +564,26 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 			Early: []stockredis.RankedJoin{{UserID: "e1", Rank: 1}, {UserID: "e2", Rank: 2}}}
 		at := roomStart.Add(time.Second)
 		l.LoseNext("room_build")
-		if err := l.via.BeginRoomBuild(ctx, r, "b", time.Minute); !stockredis.MayHaveRun(err) {
+		if err := l.via.Rooms.BeginRoomBuild(ctx, r, "b", time.Minute); !stockredis.MayHaveRun(err) {
 			t.Fatalf("begin with its answer lost: %v, want an unknown outcome", err)
 		}
-		if err := l.via.BeginRoomBuild(ctx, r, "b", time.Minute); err != nil {
+		if err := l.via.Rooms.BeginRoomBuild(ctx, r, "b", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		l.LoseNext("room_build") // the add of e1 and e2
-		if err := l.via.FinishRoomBuild(ctx, r, "b", img, at); !stockredis.MayHaveRun(err) {
+		if err := l.via.Rooms.FinishRoomBuild(ctx, r, "b", img, at); !stockredis.MayHaveRun(err) {
 			t.Fatalf("finish with its add's answer lost: %v, want an unknown outcome", err)
 		}
-		if err := l.via.FinishRoomBuild(ctx, r, "b", img, at); err != nil {
+		if err := l.via.Rooms.FinishRoomBuild(ctx, r, "b", img, at); err != nil {
 			t.Fatalf("the finish sent again: %v", err)
 		}
 		// The commit alone (no member to add) sent once more.
 		again := img
 		again.Late, again.Early = nil, nil
-		if err := l.via.FinishRoomBuild(ctx, r, "b", again, at); err != nil {
+		if err := l.via.Rooms.FinishRoomBuild(ctx, r, "b", again, at); err != nil {
 			t.Fatalf("the commit sent again: %v, want its work found done", err)
 		}
-		if g, ok, err := l.direct.RoomGen(ctx, r); g != 2 || !ok || err != nil {
+		if g, ok, err := l.direct.Rooms.RoomGen(ctx, r); g != 2 || !ok || err != nil {
 			t.Fatalf("generation %d %v %v, want 2", g, ok, err)
 		}
 		for u, pos := range map[string]int64{"e1": 1, "e2": 2, "l1": 3, "l2": 4} {
@@ -592,7 +592,7 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 			}
 		}
 		// The add sent again logged no early joiner twice.
-		if m, err := l.direct.RoomMembers(ctx, r, 0, 0, 10); err != nil || !slices.Equal(m.Early, []string{"e1", "e2"}) {
+		if m, err := l.direct.Rooms.RoomMembers(ctx, r, 0, 0, 10); err != nil || !slices.Equal(m.Early, []string{"e1", "e2"}) {
 			t.Fatalf("the room's members: %+v %v, want e1 and e2 once each", m, err)
 		}
 	})
@@ -617,7 +617,7 @@ func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := s.AdvanceRoom(ctx, r, roomStart.Add(4*time.Second), first)
+		second, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(4*time.Second), first)
 		if err != nil || second.At <= first.At {
 			t.Fatalf("an advance of the room as it moved on: %+v %v, want a later clock than %d", second, err, first.At)
 		}
@@ -626,7 +626,7 @@ func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		next := second.Next
-		if _, err := s.AdvanceRoom(ctx, r, roomStart.Add(6*time.Second), second); !errors.Is(err, stockredis.ErrRoomRewound) {
+		if _, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(6*time.Second), second); !errors.Is(err, stockredis.ErrRoomRewound) {
 			t.Fatalf("an advance of the older copy: %v, want ErrRoomRewound", err)
 		}
 		if st := advance(t, s, r, roomStart.Add(6*time.Second)); st.Next != next+1 {
@@ -634,7 +634,7 @@ func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
 		}
 		newer := second
 		newer.Gen = 3
-		if _, err := s.AdvanceRoom(ctx, r, roomStart.Add(7*time.Second), newer); !errors.Is(err, stockredis.ErrRoomRewound) {
+		if _, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(7*time.Second), newer); !errors.Is(err, stockredis.ErrRoomRewound) {
 			t.Fatalf("an advance of generation 2 after one of 3 was seen: %v, want ErrRoomRewound", err)
 		}
 	})
@@ -648,7 +648,7 @@ func TestRoomMembers(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		ctx := context.Background()
 		r, seed := newRoom(100, 1), room.NewSeed()
-		if m, err := s.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
+		if m, err := s.Rooms.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
 			t.Fatalf("a room never built: %+v %v, want nothing", m, err)
 		}
 		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
@@ -665,11 +665,11 @@ func TestRoomMembers(t *testing.T) {
 			late = append(late, u)
 		}
 		// In chunks of 3: what the first read left, the second reads.
-		m, err := s.RoomMembers(ctx, r, 0, 0, 3)
+		m, err := s.Rooms.RoomMembers(ctx, r, 0, 0, 3)
 		if err != nil || m.Gen != 1 || !slices.Equal(m.Early, early[:3]) || !slices.Equal(m.Late, late[:3]) || m.LastSeq != 3 || m.AtEnd {
 			t.Fatalf("first read: %+v %v, want %v and %v up to sequence 3, not at the end", m, err, early[:3], late[:3])
 		}
-		m, err = s.RoomMembers(ctx, r, 3, m.LastSeq, 3)
+		m, err = s.Rooms.RoomMembers(ctx, r, 3, m.LastSeq, 3)
 		if err != nil || !slices.Equal(m.Early, early[3:]) || !slices.Equal(m.Late, late[3:]) || m.LastSeq != 4 || !m.AtEnd {
 			t.Fatalf("second read: %+v %v, want %v and %v, at the end", m, err, early[3:], late[3:])
 		}
@@ -680,16 +680,16 @@ func TestRoomMembers(t *testing.T) {
 		for _, u := range early {
 			img.Early = append(img.Early, stockredis.RankedJoin{UserID: u, Rank: room.Rank(seed, u)})
 		}
-		if err := s.BeginRoomBuild(ctx, r, "t2", time.Minute); err != nil {
+		if err := s.Rooms.BeginRoomBuild(ctx, r, "t2", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if m, err := s.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
+		if m, err := s.Rooms.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
 			t.Fatalf("during a build: %+v %v, want nothing", m, err)
 		}
-		if err := s.FinishRoomBuild(ctx, r, "t2", img, roomStart.Add(2*time.Second)); err != nil {
+		if err := s.Rooms.FinishRoomBuild(ctx, r, "t2", img, roomStart.Add(2*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		m, err = s.RoomMembers(ctx, r, 0, 0, 100)
+		m, err = s.Rooms.RoomMembers(ctx, r, 0, 0, 100)
 		if err != nil || m.Gen != 2 || !slices.Equal(m.Early, early) || !slices.Equal(m.Late, late) || !m.AtEnd {
 			t.Fatalf("after the rebuild: %+v %v, want generation 2, %v and %v", m, err, early, late)
 		}

@@ -23,7 +23,7 @@ const joinWorkers = 4
 // Each join in a run is handled as if alone, so a lost answer is resolved
 // for every buyer of the batch by running it again (roomPlaces).
 type roomJoiner struct {
-	s     *Store
+	rooms *Rooms
 	queue chan placeCall
 	once  sync.Once
 }
@@ -65,7 +65,7 @@ func (j *roomJoiner) runAll(calls []placeCall) {
 	}
 	for _, k := range order {
 		group := by[k]
-		ps, err := j.s.roomPlaces(context.Background(), "join", group)
+		ps, err := j.rooms.roomPlaces(context.Background(), "join", group)
 		for i, c := range group {
 			if err != nil {
 				c.reply <- placeAnswer{err: err}

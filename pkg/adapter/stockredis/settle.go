@@ -25,10 +25,10 @@ type SaleOrders struct {
 // trip on a single node, one per node on a cluster. It returns each sale's
 // states (in the order of its order numbers) or its error; every step is
 // idempotent, so a sale whose answer was lost is simply claimed again.
-func (s *Store) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]State, []error) {
+func (s *Reservations) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]State, []error) {
 	calls := make([]scriptCall, len(sales))
 	for i, sale := range sales {
-		k := s.Keys(One(sale.Tag))
+		k := s.keys(One(sale.Tag))
 		nos := sale.OrderNos[0]
 		keys := make([]string, len(nos))
 		for j, no := range nos {
@@ -63,7 +63,7 @@ func (s *Store) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]State, []
 // MySQL as CONFIRMED (see Confirm): one script per sale for all its items,
 // all in one pipeline. It returns how many reservations of each sale it
 // moved, or the sale's error; confirming is idempotent.
-func (s *Store) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]int64, []error) {
+func (s *Reservations) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]int64, []error) {
 	calls := make([]scriptCall, len(sales))
 	for i, sale := range sales {
 		var keys []string
@@ -72,7 +72,7 @@ func (s *Store) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]int64, []
 		for j, id := range sale.Items {
 			args = append(args, len(sale.OrderNos[j]))
 			size += len(sale.OrderNos[j])
-			k := s.Keys(In(sale.Tag, id))
+			k := s.keys(In(sale.Tag, id))
 			keys = append(keys, k.Inflight(), k.Pending())
 			for _, no := range sale.OrderNos[j] {
 				keys = append(keys, k.Reservation(no))
@@ -111,7 +111,7 @@ type scriptCall struct {
 // for the calls a node did not know the script for) and returns each
 // call's command, or the error that left it without an answer. Each call
 // has a span of its own, under its ctx. The script must be idempotent.
-func (s *Store) pipelined(ctx context.Context, name string, script *redis.Script, calls []scriptCall) ([]*redis.Cmd, []error) {
+func (s *Reservations) pipelined(ctx context.Context, name string, script *redis.Script, calls []scriptCall) ([]*redis.Cmd, []error) {
 	errs := make([]error, len(calls))
 	spans := make([]func(error), len(calls))
 	for i, c := range calls {

@@ -20,7 +20,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 		other := warmTwoSales(t, l.direct)
 		a, b, c := sizedRes(sizes[0], 1, "k", 1), sizedRes(sizes[2], 2, "k", 2), sizedRes(other, 3, "k", 1)
 		for _, r := range []stockredis.Reservation{a, b, c} {
-			if _, err := l.direct.Reserve(ctx, r); err != nil {
+			if _, err := l.direct.Reservations.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -29,7 +29,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 			{Tag: other.Tag, OrderNos: [][]string{{c.OrderNo}}},
 		}
 		for _, want := range []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed} {
-			states, errs := l.via.ClaimAll(ctx, claims)
+			states, errs := l.via.Reservations.ClaimAll(ctx, claims)
 			for i, err := range errs {
 				if err != nil {
 					t.Fatalf("claim of sale %d: %v", i, err)
@@ -45,7 +45,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 			{Tag: other.Tag, Items: []int64{other.ID}, OrderNos: [][]string{{c.OrderNo}}},
 		}
 		l.LoseNext("confirm")
-		moved, errs := l.via.ConfirmAll(ctx, confirms)
+		moved, errs := l.via.Reservations.ConfirmAll(ctx, confirms)
 		failed := 0
 		for _, err := range errs {
 			if err != nil {
@@ -61,7 +61,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 			t.Fatalf("the proxies dropped %d answers, want 1", l.Lost())
 		}
 		total := moved[0] + moved[1]
-		again, errs := l.via.ConfirmAll(ctx, confirms)
+		again, errs := l.via.Reservations.ConfirmAll(ctx, confirms)
 		for i, err := range errs {
 			if err != nil {
 				t.Fatalf("confirm again, sale %d: %v", i, err)
@@ -102,13 +102,13 @@ func TestLostReplyClaimOfSeveralSales(t *testing.T) {
 		other := warmTwoSales(t, l.direct)
 		a, b := sizedRes(sizes[1], 1, "k", 1), sizedRes(other, 2, "k", 1)
 		for _, r := range []stockredis.Reservation{a, b} {
-			if _, err := l.direct.Reserve(ctx, r); err != nil {
+			if _, err := l.direct.Reservations.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 		}
 		claims := []stockredis.SaleOrders{{Tag: item, OrderNos: [][]string{{a.OrderNo}}}, {Tag: other.Tag, OrderNos: [][]string{{b.OrderNo}}}}
 		l.LoseNext("claim")
-		_, errs := l.via.ClaimAll(ctx, claims)
+		_, errs := l.via.Reservations.ClaimAll(ctx, claims)
 		for i, err := range errs {
 			if err != nil && !stockredis.MayHaveRun(err) {
 				t.Fatalf("claim of sale %d with an answer lost: %v, want an outcome that may have run", i, err)
@@ -117,7 +117,7 @@ func TestLostReplyClaimOfSeveralSales(t *testing.T) {
 		if l.Lost() != 1 {
 			t.Fatalf("the proxies dropped %d answers, want 1", l.Lost())
 		}
-		states, errs := l.via.ClaimAll(ctx, claims)
+		states, errs := l.via.Reservations.ClaimAll(ctx, claims)
 		for i := range claims {
 			if errs[i] != nil || len(states[i]) != 1 || states[i][0] != stockredis.StateClaimed {
 				t.Fatalf("claim again, sale %d: %v %v; want CLAIMED", i, states[i], errs[i])
@@ -132,7 +132,7 @@ func warmTwoSales(t *testing.T, s *stockredis.Store) stockredis.Item {
 	t.Helper()
 	other := stockredis.One(item + 10)
 	warmSizes(t, s, 5, 5, 5)
-	if _, err := s.Warmup(context.Background(), other, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil {
+	if _, err := s.Stock.Warmup(context.Background(), other, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil {
 		t.Fatal(err)
 	}
 	return other

@@ -22,7 +22,7 @@ var sizes = []stockredis.Item{stockredis.In(item, item), stockredis.In(item, ite
 func warmSizes(t *testing.T, s *stockredis.Store, stocks ...int64) {
 	t.Helper()
 	for i, it := range sizes {
-		if _, err := s.Warmup(context.Background(), it, time.Hour, func(context.Context) (int64, error) { return stocks[i], nil }); err != nil {
+		if _, err := s.Stock.Warmup(context.Background(), it, time.Hour, func(context.Context) (int64, error) { return stocks[i], nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func onSingleAndCluster(t *testing.T, f func(t *testing.T, s *stockredis.Store, 
 
 func sizeStock(t *testing.T, s *stockredis.Store, it stockredis.Item) stockredis.Snapshot {
 	t.Helper()
-	snap, err := s.Stock(context.Background(), it)
+	snap, err := s.Stock.Stock(context.Background(), it)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,26 +76,26 @@ func TestSizedSaleReserve(t *testing.T) {
 		warmSizes(t, s, 1, 2, 3)
 
 		first := sizedRes(sizes[1], 1, "k1", 1)
-		if _, err := s.Reserve(ctx, first); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, first); err != nil {
 			t.Fatal(err)
 		}
 		// The same buyer, another size, another key.
-		if _, err := s.Reserve(ctx, sizedRes(sizes[2], 1, "k2", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
+		if _, err := s.Reservations.Reserve(ctx, sizedRes(sizes[2], 1, "k2", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
 			t.Fatalf("a second size for the same buyer: %v, want ALREADY_PURCHASED", err)
 		}
 		// The same key replayed for another size finds the first order.
-		if got, err := s.Reserve(ctx, sizedRes(sizes[2], 1, "k1", 1)); err != nil || !got.Duplicate || got.OrderNo != first.OrderNo {
+		if got, err := s.Reservations.Reserve(ctx, sizedRes(sizes[2], 1, "k1", 1)); err != nil || !got.Duplicate || got.OrderNo != first.OrderNo {
 			t.Fatalf("the key replayed for another size: %+v %v, want the first order", got, err)
 		}
 		// Size 0 has one unit: the next buyer takes it, the one after
 		// hears SOLD_OUT for it and still buys size 2.
-		if _, err := s.Reserve(ctx, sizedRes(sizes[0], 2, "k", 1)); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, sizedRes(sizes[0], 2, "k", 1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Reserve(ctx, sizedRes(sizes[0], 3, "k", 1)); !errors.Is(err, order.ErrSoldOut) {
+		if _, err := s.Reservations.Reserve(ctx, sizedRes(sizes[0], 3, "k", 1)); !errors.Is(err, order.ErrSoldOut) {
 			t.Fatalf("a sold-out size: %v, want SOLD_OUT", err)
 		}
-		if _, err := s.Reserve(ctx, sizedRes(sizes[2], 3, "k", 1)); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, sizedRes(sizes[2], 3, "k", 1)); err != nil {
 			t.Fatalf("another size after one sold out: %v", err)
 		}
 		for i, want := range []struct{ stock, inflight int64 }{{0, 1}, {1, 1}, {2, 1}} {
@@ -157,12 +157,12 @@ func TestLostReplyReserveOfASize(t *testing.T) {
 		warmSizes(t, l.direct, 2, 2, 2)
 		r := sizedRes(sizes[1], 1, "k1", 1)
 		l.LoseNext("reserve")
-		_, err := l.via.Reserve(ctx, r)
+		_, err := l.via.Reservations.Reserve(ctx, r)
 		mustBeUnknown(t, l, "reserve", err)
 		if snap := sizeStock(t, l.direct, sizes[1]); snap.Stock != 1 || snap.Inflight != 1 {
 			t.Fatalf("size 1 after the lost answer: %+v, want the script to have run once", snap)
 		}
-		if _, err := l.via.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed,
+		if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed,
 			From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +172,7 @@ func TestLostReplyReserveOfASize(t *testing.T) {
 			}
 		}
 		again := sizedRes(sizes[2], 1, "k1", 1)
-		if got, err := l.via.Reserve(ctx, again); err != nil || got.Duplicate || got.OrderNo != again.OrderNo {
+		if got, err := l.via.Reservations.Reserve(ctx, again); err != nil || got.Duplicate || got.OrderNo != again.OrderNo {
 			t.Fatalf("the same key after the 503, another size: %+v, %v; want a new reservation", got, err)
 		}
 		if st := state(t, l.direct, r.OrderNo); st != stockredis.StateReleased {
@@ -187,7 +187,7 @@ func TestWarmedItemsNameTheirTag(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	s := stockredis.New(rdb, prefix)
 	warmSizes(t, s, 1, 1, 1)
-	got, err := s.WarmedItems(context.Background())
+	got, err := s.Stock.WarmedItems(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestReserveBatchesTheSizesOfASale(t *testing.T) {
 				var inner sync.WaitGroup
 				for _, r := range tries {
 					inner.Go(func() {
-						got, err := s.Reserve(ctx, r)
+						got, err := s.Reservations.Reserve(ctx, r)
 						switch {
 						case err == nil:
 							mu.Lock()
@@ -238,7 +238,7 @@ func TestReserveBatchesTheSizesOfASale(t *testing.T) {
 							mu.Unlock()
 							again := r
 							again.OrderNo = gen.Next(r.Tag)
-							if replay, err := s.Reserve(ctx, again); err != nil || !replay.Duplicate || replay.OrderNo != got.OrderNo {
+							if replay, err := s.Reservations.Reserve(ctx, again); err != nil || !replay.Duplicate || replay.OrderNo != got.OrderNo {
 								t.Errorf("buyer %s's replay: %+v %v, want %s", r.UserID, replay, err, got.OrderNo)
 							}
 						case errors.Is(err, order.ErrSoldOut), errors.Is(err, order.ErrAlreadyPurchased):

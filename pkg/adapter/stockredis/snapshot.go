@@ -2,7 +2,10 @@ package stockredis
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // Snapshot is an item's stock as Redis sees it.
@@ -17,7 +20,7 @@ type Snapshot struct {
 //
 // For a bucketed item Stock is the sum of its buckets (read after the
 // item's own keys) and Warmed says every bucket key exists.
-func (s *Store) Stock(ctx context.Context, item Item) (Snapshot, error) {
+func (s *Stock) Stock(ctx context.Context, item Item) (Snapshot, error) {
 	snaps, err := s.Stocks(ctx, []Item{item})
 	if err != nil {
 		return Snapshot{}, err
@@ -28,7 +31,7 @@ func (s *Store) Stock(ctx context.Context, item Item) (Snapshot, error) {
 // Stocks is Stock for each of items, in their order: one MGET for the items
 // of one sale (their keys share its hash tag), whatever their number, and
 // one more read for each bucketed item.
-func (s *Store) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
+func (s *Stock) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
 	out := make([]Snapshot, len(items))
 	byTag := map[int64][]int{}
 	var tags []int64
@@ -43,7 +46,7 @@ func (s *Store) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
 		idx := byTag[t]
 		keys := make([]string, 0, 3*len(idx))
 		for _, i := range idx {
-			k := s.Keys(items[i])
+			k := s.keys(items[i])
 			keys = append(keys, k.Stock(), k.Inflight(), k.BucketMarker())
 		}
 		vals, err := s.rdb.MGet(ctx, keys...).Result()
@@ -63,14 +66,14 @@ func (s *Store) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
 
 // snapshot reads an item's Snapshot from the values of its stock, in-flight
 // and bucket marker keys (and its buckets, for a bucketed item).
-func (s *Store) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, error) {
+func (s *Stock) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, error) {
 	var snap Snapshot
 	if v, ok := vals[2].(string); ok {
 		if n, _ := strconv.Atoi(v); n > 1 {
 			if v, ok := vals[1].(string); ok {
 				snap.Inflight, _ = strconv.ParseInt(v, 10, 64)
 			}
-			b, err := s.readBuckets(ctx, item, n)
+			b, err := s.buckets.readBuckets(ctx, item, n)
 			if err != nil {
 				return Snapshot{}, err
 			}
@@ -88,8 +91,39 @@ func (s *Store) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, 
 	return snap, nil
 }
 
+// Layout reads how item's stock lives in Redis, in one MGET on the item's
+// slot: the count its bucket marker holds, else 1 when its one stock key
+// exists, else 0 (no stock key lives). A failed read is an error wrapping
+// order.ErrUnavailable, never "no keys". Both a marker and the one stock
+// key (a layout changed while the old keys lived) is order.ErrSettingLocked:
+// the reconciler reports such an item.
+func (s *Stock) Layout(ctx context.Context, item Item) (order.Layout, error) {
+	k := s.keys(item)
+	vals, err := s.rdb.MGet(ctx, k.Stock(), k.BucketMarker()).Result()
+	if err != nil {
+		return 0, unavailable("read stock layout", err)
+	}
+	stock := vals[0] != nil
+	marker := 0
+	if v, ok := vals[1].(string); ok {
+		if marker, err = strconv.Atoi(v); err != nil {
+			return 0, fmt.Errorf("read stock layout: bucket marker %q", v)
+		}
+	}
+	switch {
+	case marker > 1 && stock:
+		return order.Layout(marker), order.Errorf(order.ErrSettingLocked,
+			"item %d has both one stock key and %d stock buckets in Redis: run the reconciler", item, marker)
+	case marker > 1:
+		return order.Layout(marker), nil
+	case stock:
+		return 1, nil
+	}
+	return 0, nil
+}
+
 // WarmedItems lists the items warmup has loaded.
-func (s *Store) WarmedItems(ctx context.Context) ([]Item, error) {
+func (s *Stock) WarmedItems(ctx context.Context) ([]Item, error) {
 	ids, err := s.rdb.SMembers(ctx, s.itemsKey()).Result()
 	if err != nil {
 		return nil, unavailable("list items", err)

@@ -115,46 +115,103 @@ func NewClient(cfg Config) redis.UniversalClient {
 	return c
 }
 
-// Store runs the stock scripts.
+// Store is the stock keys' stores, one per aggregate, sharing one client,
+// one key prefix and one tracer (core). New builds them all.
 type Store struct {
+	*core
+
+	// Reservations reserves, releases, claims and confirms orders' stock.
+	Reservations *Reservations
+	// Stock loads, restocks and reads items' stock.
+	Stock *Stock
+	// Rooms runs the sales' waiting rooms.
+	Rooms *Rooms
+	// Reconciler checks and repairs the keys for the reconciler.
+	Reconciler *Reconciler
+}
+
+// core is what every store shares: the client, the key prefix and the
+// tracer (Trace sets it for all of them at once).
+type core struct {
 	rdb    redis.UniversalClient
 	prefix string
-
-	claim, confirm, releaseScript, warmup *redis.Script
-
-	lookups  *batcher
-	reserves *reserver
-	joins    *roomJoiner
-
-	bucketTake, bucketGive, bucketSet, warmupBuckets *redis.Script
-
-	restock *redis.Script
-
 	tracer *tracing.Tracer // nil: no spans
 }
 
-// New returns a Store over rdb with the given key prefix ("" means "sk").
+// Reservations runs the reservation state machine: reserve (batched,
+// bucketed or not), release, claim and confirm, and the reads of
+// reservations, quotas and pending lists.
+type Reservations struct {
+	*core
+	buckets *buckets
+
+	lookups  *batcher
+	reserves *reserver
+
+	claim, confirm, releaseScript, bucketTake *redis.Script
+}
+
+// Stock loads an item's stock from MySQL (warm-up), adds restocks, and
+// reads the stock and the warmed items back.
+type Stock struct {
+	*core
+	buckets *buckets
+
+	warmup, warmupBuckets, restock *redis.Script
+}
+
+// buckets is the bucketed layout's internals (buckets.go): reads and
+// compare-and-sets of an item's bucket keys, for the reservations, the
+// warm-up and the reconciler.
+type buckets struct {
+	*core
+
+	bucketGive, bucketSet *redis.Script
+}
+
+// Rooms runs the sales' waiting rooms: joins (batched), looks, advances,
+// builds and reads of their members.
+type Rooms struct {
+	*core
+	joins *roomJoiner
+}
+
+// New returns the stores over rdb with the given key prefix ("" means "sk").
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = "sk"
 	}
-	s := &Store{
-		lookups:       &batcher{rdb: rdb},
-		reserves:      newReserver(rdb, prefix),
-		rdb:           rdb,
-		prefix:        prefix,
-		claim:         redis.NewScript(lua.Source("claim")),
-		confirm:       redis.NewScript(lua.Source("confirm")),
-		releaseScript: redis.NewScript(lua.Source("release")),
+	c := &core{rdb: rdb, prefix: prefix}
+	b := &buckets{
+		core:       c,
+		bucketGive: redis.NewScript(lua.Source("bucket_give")),
+		bucketSet:  redis.NewScript(lua.Source("bucket_set")),
+	}
+	stock := &Stock{
+		core:          c,
+		buckets:       b,
 		warmup:        redis.NewScript(lua.Source("warmup")),
-		bucketTake:    redis.NewScript(lua.Source("bucket_take")),
-		bucketGive:    redis.NewScript(lua.Source("bucket_give")),
-		bucketSet:     redis.NewScript(lua.Source("bucket_set")),
 		warmupBuckets: redis.NewScript(lua.Source("warmup_buckets")),
 		restock:       redis.NewScript(lua.Source("restock")),
 	}
-	s.joins = &roomJoiner{s: s}
-	return s
+	rooms := &Rooms{core: c}
+	rooms.joins = &roomJoiner{rooms: rooms}
+	return &Store{
+		core: c,
+		Reservations: &Reservations{
+			core:          c,
+			buckets:       b,
+			lookups:       &batcher{rdb: rdb},
+			reserves:      newReserver(rdb, prefix),
+			claim:         redis.NewScript(lua.Source("claim")),
+			confirm:       redis.NewScript(lua.Source("confirm")),
+			releaseScript: redis.NewScript(lua.Source("release")),
+			bucketTake:    redis.NewScript(lua.Source("bucket_take")),
+		},
+		Stock:      stock,
+		Rooms:      rooms,
+		Reconciler: newReconciler(c, b, stock),
+	}
 }
 
 // Ping checks that Redis answers.

@@ -23,7 +23,7 @@ func newStore(t *testing.T, stock int64) *stockredis.Store {
 	rdb, prefix := redistest.New(t)
 	s := stockredis.New(rdb, prefix)
 	if stock >= 0 {
-		_, err := s.Warmup(context.Background(), stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return stock, nil })
+		_, err := s.Stock.Warmup(context.Background(), stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return stock, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func res(user int64, key string, qty int) stockredis.Reservation {
 
 func snapshot(t *testing.T, s *stockredis.Store) stockredis.Snapshot {
 	t.Helper()
-	snap, err := s.Stock(context.Background(), stockredis.One(item))
+	snap, err := s.Stock.Stock(context.Background(), stockredis.One(item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestReserve(t *testing.T) {
 		{name: "quota reached", r: res(1, "other-key", 1), wantErr: order.ErrAlreadyPurchased},
 	}
 	for _, st := range steps {
-		got, err := s.Reserve(ctx, st.r)
+		got, err := s.Reservations.Reserve(ctx, st.r)
 		if !errors.Is(err, st.wantErr) {
 			t.Fatalf("%s: err = %v, want %v", st.name, err, st.wantErr)
 		}
@@ -106,14 +106,14 @@ func TestReserveRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.stock)
-			_, err := s.Reserve(ctx, tc.r)
+			_, err := s.Reservations.Reserve(ctx, tc.r)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 			if tc.wantErr == order.ErrSoldOut {
 				// A short stock never burns the quota: the same user may
 				// still buy a smaller quantity.
-				if _, err := s.Reserve(ctx, res(1, "b", 1)); err != nil {
+				if _, err := s.Reservations.Reserve(ctx, res(1, "b", 1)); err != nil {
 					t.Fatalf("quota was burnt by a sold-out attempt: %v", err)
 				}
 			}
@@ -135,7 +135,7 @@ func TestReserveConcurrentDistinctUsers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Reserve(ctx, res(u, "k", 1))
+			_, err := s.Reservations.Reserve(ctx, res(u, "k", 1))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -173,7 +173,7 @@ func TestReserveConcurrentOneUser(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Reserve(ctx, res(9, fmt.Sprintf("key-%d", i), 1))
+			_, err := s.Reservations.Reserve(ctx, res(9, fmt.Sprintf("key-%d", i), 1))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -200,12 +200,12 @@ func TestReleaseAtMostOnce(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 5)
 	r := res(1, "k", 2)
-	if _, err := s.Reserve(ctx, r); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
 	for i, want := range []bool{true, false, false} {
-		rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestReleaseAtMostOnce(t *testing.T) {
 	}
 	// Quota and key are free again: the same key reserves anew.
 	again := res(1, "k", 1)
-	got, err := s.Reserve(ctx, again)
+	got, err := s.Reservations.Reserve(ctx, again)
 	if err != nil || got.Duplicate {
 		t.Fatalf("reserve after release: %+v %v", got, err)
 	}
@@ -230,16 +230,16 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	s := newStore(t, 10)
 	a, b, c := res(1, "a", 1), res(2, "b", 1), res(3, "c", 1)
 	for _, r := range []stockredis.Reservation{a, b, c} {
-		if _, err := s.Reserve(ctx, r); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The API's release of c wins before the consumer sees it.
 	refC := stockredis.Ref{OrderNo: c.OrderNo, UserID: "3", ItemID: item, ActivityID: 7, IdempotencyKey: "c"}
-	if rel, err := s.Release(ctx, refC, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil || !rel.Released {
+	if rel, err := s.Reservations.Release(ctx, refC, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil || !rel.Released {
 		t.Fatalf("release c: %v %v", rel.Released, err)
 	}
-	states, err := s.Claim(ctx, stockredis.One(item), []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
+	states, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,21 +249,21 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	}
 	// Once claimed, the API's release (only from RESERVED) does nothing.
 	refA := stockredis.Ref{OrderNo: a.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "a"}
-	if rel, _ := s.Release(ctx, refA, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); rel.Released || rel.State != "CLAIMED" {
+	if rel, _ := s.Reservations.Release(ctx, refA, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); rel.Released || rel.State != "CLAIMED" {
 		t.Fatalf("API release of a claimed reservation: released=%v state=%s", rel.Released, rel.State)
 	}
-	if n, err := s.Confirm(ctx, stockredis.One(item), []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
+	if n, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
 		t.Fatalf("confirm = %d, %v; want 1", n, err)
 	}
 	refB := stockredis.Ref{OrderNo: b.OrderNo, UserID: "2", ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
-	if rel, err := s.Release(ctx, refB, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
+	if rel, err := s.Reservations.Release(ctx, refB, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
 		t.Fatalf("consumer release of b: %v %v", rel.Released, err)
 	}
 	if snap := snapshot(t, s); snap.Stock != 9 || snap.Inflight != 0 {
 		t.Fatalf("snapshot = %+v, want stock 9 (one confirmed), in flight 0", snap)
 	}
 	// b's key still answers with b (the order FAILED; a retry must see it).
-	got, err := s.Reserve(ctx, res(2, "b", 1))
+	got, err := s.Reservations.Reserve(ctx, res(2, "b", 1))
 	if err != nil || !got.Duplicate || got.OrderNo != b.OrderNo {
 		t.Fatalf("replay of b's key: %+v %v", got, err)
 	}
@@ -274,7 +274,7 @@ func TestReleaseKeepsNewerQuota(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 10)
 	old := res(1, "old", 1)
-	if _, err := s.Reserve(ctx, old); err != nil {
+	if _, err := s.Reservations.Reserve(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	// The quota now belongs to a newer order of the same user (e.g. the
@@ -284,13 +284,13 @@ func TestReleaseKeepsNewerQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := stockredis.Ref{OrderNo: old.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "old"}
-	if rel, err := s.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+	if rel, err := s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	if got, _ := s.Client().Get(ctx, k.Quota(7, "1")).Result(); got != "NEWER" {
 		t.Fatalf("quota = %q after releasing the old order, want NEWER kept", got)
 	}
-	if _, err := s.Reserve(ctx, res(1, "third", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
+	if _, err := s.Reservations.Reserve(ctx, res(1, "third", 1)); !errors.Is(err, order.ErrAlreadyPurchased) {
 		t.Fatalf("newer order's quota was freed by an old release: %v", err)
 	}
 }
@@ -300,18 +300,18 @@ func TestWarmupNeverExceedsFulfillable(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 10)
 	for u := int64(1); u <= 3; u++ {
-		if _, err := s.Reserve(ctx, res(u, "k", 1)); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, res(u, "k", 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Warm up again with MySQL still at 10 (3 orders on their way): Redis
 	// stays 7, not 10.
-	n, err := s.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 10, nil })
+	n, err := s.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 10, nil })
 	if err != nil || n != 7 {
 		t.Fatalf("warmup = %d, %v; want 7", n, err)
 	}
 	// MySQL lower than Redis believes: Redis is lowered.
-	n, err = s.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 5, nil })
+	n, err = s.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 5, nil })
 	if err != nil || n != 2 {
 		t.Fatalf("warmup = %d, %v; want 2", n, err)
 	}
@@ -327,14 +327,14 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 	var rs []stockredis.Reservation
 	for u := int64(1); u <= 4; u++ {
 		r := res(u, "k", 1)
-		if _, err := s.Reserve(ctx, r); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		rs = append(rs, r)
 	}
 	// MySQL has only 3 units although Redis sold 4 of 10: stock 6, in flight 4.
 	ref := stockredis.Ref{OrderNo: rs[0].OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
-	rel, err := s.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 3)
+	rel, err := s.Reservations.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 3)
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
@@ -343,7 +343,7 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 		t.Fatalf("snapshot = %+v, want stock 0, in flight 3", snap)
 	}
 	// The buyer's quota came back (the store is sold out, not blocked).
-	if _, err := s.Reserve(ctx, res(1, "again", 1)); !errors.Is(err, order.ErrSoldOut) {
+	if _, err := s.Reservations.Reserve(ctx, res(1, "again", 1)); !errors.Is(err, order.ErrSoldOut) {
 		t.Fatalf("retry of the refused buyer: %v, want sold out", err)
 	}
 }
@@ -357,7 +357,7 @@ func TestPriorOrdersBatchesLookups(t *testing.T) {
 	want := map[int64]string{}
 	for u := int64(1); u <= 100; u++ {
 		r := res(u, "k", 1)
-		if _, err := s.Reserve(ctx, r); err != nil {
+		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		want[u] = r.OrderNo
@@ -368,7 +368,7 @@ func TestPriorOrdersBatchesLookups(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				prior, err := s.PriorOrders(ctx, stockredis.One(item), 7, strconv.FormatInt(u, 10), key)
+				prior, err := s.Reservations.PriorOrders(ctx, stockredis.One(item), 7, strconv.FormatInt(u, 10), key)
 				if err != nil {
 					t.Error(err)
 					return
@@ -390,7 +390,7 @@ func TestPriorOrdersOfSeveralSalesAtOnce(t *testing.T) {
 		ctx := context.Background()
 		sales := []stockredis.Item{stockredis.One(item + 20), stockredis.One(item + 30), sizes[1]}
 		for _, it := range sales {
-			if _, err := s.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
+			if _, err := s.Stock.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -401,7 +401,7 @@ func TestPriorOrdersOfSeveralSalesAtOnce(t *testing.T) {
 					continue // this user did not buy in this sale
 				}
 				r := sizedRes(it, u, "k", 1)
-				if _, err := s.Reserve(ctx, r); err != nil {
+				if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 					t.Fatal(err)
 				}
 				want[fmt.Sprint(i, "/", u)] = r.OrderNo
@@ -411,7 +411,7 @@ func TestPriorOrdersOfSeveralSalesAtOnce(t *testing.T) {
 		for i, it := range sales {
 			for u := int64(1); u <= 30; u++ {
 				wg.Go(func() {
-					prior, err := s.PriorOrders(ctx, it, 7, strconv.FormatInt(u, 10), "k")
+					prior, err := s.Reservations.PriorOrders(ctx, it, 7, strconv.FormatInt(u, 10), "k")
 					if err != nil {
 						t.Error(err)
 						return

@@ -13,7 +13,7 @@ import (
 // warmed), from cursor (0: the first page). next is 0 after the last page.
 // An item may come twice in one scan (SSCAN's guarantee is that every
 // member present throughout comes at least once).
-func (s *Store) ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []Item, next uint64, err error) {
+func (s *Stock) ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []Item, next uint64, err error) {
 	ids, next, err := s.rdb.SScan(ctx, s.itemsKey(), cursor, "", count).Result()
 	if err != nil {
 		return nil, 0, unavailable("scan items", err)
@@ -26,7 +26,7 @@ func (s *Store) ScanWarmedItems(ctx context.Context, cursor uint64, count int64)
 // unconfirmed order numbers of each item reserved before cutoff, oldest
 // first. An item whose read failed is in errs (and not in pending); an
 // item with none is in neither.
-func (s *Store) PendingOlderThanEach(ctx context.Context, items []Item, cutoff time.Time, limit int64) (pending map[Item][]string, errs map[Item]error) {
+func (s *Reservations) PendingOlderThanEach(ctx context.Context, items []Item, cutoff time.Time, limit int64) (pending map[Item][]string, errs map[Item]error) {
 	pending, errs = map[Item][]string{}, map[Item]error{}
 	if len(items) == 0 {
 		return pending, errs
@@ -37,7 +37,7 @@ func (s *Store) PendingOlderThanEach(ctx context.Context, items []Item, cutoff t
 	// itself below.
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, item := range items {
-			cmds[i] = p.ZRangeByScore(ctx, s.Keys(item).Pending(), &redis.ZRangeBy{Min: "-inf", Max: upTo, Count: limit})
+			cmds[i] = p.ZRangeByScore(ctx, s.keys(item).Pending(), &redis.ZRangeBy{Min: "-inf", Max: upTo, Count: limit})
 		}
 		return nil
 	})

@@ -11,19 +11,19 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
-// Trace makes the store start a span for each stock script it runs
+// Trace makes every store of s start a span for each stock script it runs
 // (reserve, release, claim, confirm, bucket take and give), as a child of
 // the caller's span; nil (the default) makes none. It returns s.
 func (s *Store) Trace(t *tracing.Tracer) *Store {
-	s.tracer = t
+	s.tracer = t // the stores share s.core
 	return s
 }
 
 // span starts the span of one run of script for item (callers add their
 // attributes only when it records, so tracing off allocates nothing). End
 // it with endSpan.
-func (s *Store) span(ctx context.Context, script string, item Item) (context.Context, trace.Span) {
-	ctx, span := s.tracer.StartKind(ctx, "redis "+script, trace.SpanKindClient)
+func (c *core) span(ctx context.Context, script string, item Item) (context.Context, trace.Span) {
+	ctx, span := c.tracer.StartKind(ctx, "redis "+script, trace.SpanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("db.system.name", "redis"),
 			attribute.String("db.operation.name", "EVALSHA"),

@@ -76,14 +76,14 @@ func TestHostileSubjectsOnRedisCluster(t *testing.T) {
 func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalClient, prefix string) {
 	s := stockredis.New(rdb, prefix)
 	subjects := hostileSubjects(item)
-	if _, err := s.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
+	if _, err := s.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
 		t.Fatal(err)
 	}
 	orders := map[string]string{}
 	for _, u := range subjects {
 		r := stockredis.Reservation{OrderNo: gen.Next(item), UserID: u, ItemID: item, ActivityID: 7, Quantity: 1,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
-		got, err := s.Reserve(ctx, r)
+		got, err := s.Reservations.Reserve(ctx, r)
 		if err != nil || got.Duplicate || got.OrderNo != r.OrderNo {
 			t.Fatalf("user %q: %+v %v; want a new reservation (another user's keys taken for its own?)", u, got, err)
 		}
@@ -92,22 +92,22 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 	for _, u := range subjects {
 		again := stockredis.Reservation{OrderNo: gen.Next(item), UserID: u, ItemID: item, ActivityID: 7, Quantity: 1,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
-		if got, err := s.Reserve(ctx, again); err != nil || !got.Duplicate || got.OrderNo != orders[u] {
+		if got, err := s.Reservations.Reserve(ctx, again); err != nil || !got.Duplicate || got.OrderNo != orders[u] {
 			t.Fatalf("user %q replaying its key: %+v %v, want its own order %s", u, got, err, orders[u])
 		}
 		again.OrderNo, again.IdempotencyKey = gen.Next(item), "k2"
-		if got, err := s.Reserve(ctx, again); !errors.Is(err, order.ErrAlreadyPurchased) || got.OrderNo != orders[u] {
+		if got, err := s.Reservations.Reserve(ctx, again); !errors.Is(err, order.ErrAlreadyPurchased) || got.OrderNo != orders[u] {
 			t.Fatalf("user %q buying again: %+v %v, want ALREADY_PURCHASED holding %s", u, got, err, orders[u])
 		}
-		info, err := s.Reservation(ctx, orders[u])
+		info, err := s.Reservations.Reservation(ctx, orders[u])
 		if err != nil || info.UserID != u {
 			t.Fatalf("reservation of %q: %+v %v", u, info, err)
 		}
 	}
-	if snap, err := s.Stock(ctx, stockredis.One(item)); err != nil || snap.Stock != int64(100-len(subjects)) || snap.Inflight != int64(len(subjects)) {
+	if snap, err := s.Stock.Stock(ctx, stockredis.One(item)); err != nil || snap.Stock != int64(100-len(subjects)) || snap.Inflight != int64(len(subjects)) {
 		t.Fatalf("stock %+v %v, want %d sold", snap, err, len(subjects))
 	}
-	holders, err := s.Reconciler().QuotaHolders(ctx, item, 7)
+	holders, err := s.Reconciler.QuotaHolders(ctx, item, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +155,11 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 	}
 	// Releasing one user frees that user's quota only.
 	victim := subjects[0]
-	rel, err := s.Release(ctx, stockredis.Ref{OrderNo: orders[victim], UserID: victim, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+	rel, err := s.Reservations.Release(ctx, stockredis.Ref{OrderNo: orders[victim], UserID: victim, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
-	holders, err = s.Reconciler().QuotaHolders(ctx, item, 7)
+	holders, err = s.Reconciler.QuotaHolders(ctx, item, 7)
 	if err != nil || len(holders) != len(subjects)-1 || holders[victim] != "" {
 		t.Fatalf("after releasing %q: %v %v", victim, holders, err)
 	}

@@ -51,7 +51,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			item := stockredis.One(it.ID)
 			warmup := func() int64 {
 				t.Helper()
-				n, err := s.WarmupFrom(ctx, item, buckets, time.Hour, db.Restocks)
+				n, err := s.Stock.WarmupFrom(ctx, item, buckets, time.Hour, db.Restocks)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -66,7 +66,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 				r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.Itoa(u + 1), ItemID: it.ID,
 					ActivityID: act.ID, Quantity: 1 + u%2, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour,
 					ReservationTTL: 2 * time.Hour, Buckets: buckets}
-				if _, err := s.Reserve(ctx, r); err != nil {
+				if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 					t.Fatalf("reserve %d: %v", u, err)
 				}
 				rs = append(rs, r)
@@ -82,7 +82,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 					IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 					Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 			}
-			if _, err := s.Claim(ctx, item, append(nos, refused.OrderNo)); err != nil {
+			if _, err := s.Reservations.Claim(ctx, item, append(nos, refused.OrderNo)); err != nil {
 				t.Fatal(err)
 			}
 			out, err := db.Orders.Fulfil(ctx, reqs)
@@ -104,10 +104,10 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if n := warmup(); n != 21 {
 				t.Errorf("warm-up between the commit and the confirm: Redis stock %d, want 21 (MySQL 24 - 3 in flight)", n)
 			}
-			if _, err := s.Confirm(ctx, item, nos); err != nil {
+			if _, err := s.Reservations.Confirm(ctx, item, nos); err != nil {
 				t.Fatal(err)
 			}
-			if rel, err := s.Release(ctx, stockredis.Ref{OrderNo: refused.OrderNo, UserID: refused.UserID, ItemID: refused.ItemID,
+			if rel, err := s.Reservations.Release(ctx, stockredis.Ref{OrderNo: refused.OrderNo, UserID: refused.UserID, ItemID: refused.ItemID,
 				ActivityID: refused.ActivityID, IdempotencyKey: refused.IdempotencyKey},
 				stockredis.ReleaseOptions{Reason: order.ReasonSaleEnded, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
 				t.Fatalf("release the refused order: %+v %v", rel, err)
@@ -115,7 +115,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if n := warmup(); n != 23 {
 				t.Errorf("warm-up after the confirms: Redis stock %d, want 23 (MySQL 24 - 1 on its way)", n)
 			}
-			snap, err := s.Stock(ctx, item)
+			snap, err := s.Stock.Stock(ctx, item)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ func TestFind(t *testing.T) {
 	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if rel, err := p.Store.Release(ctx, stockredis.EventRef(released), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+	if rel, err := p.Store.Reservations.Release(ctx, stockredis.EventRef(released), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	// A number the api signed whose reservation Redis lost before the
@@ -56,7 +56,7 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, inMySQL, err := lifecycle.Find(ctx, p.DB.Orders, p.Store, numbers, strconv.FormatInt(tt.user, 10), tt.no)
+			o, inMySQL, err := lifecycle.Find(ctx, p.DB.Orders, p.Store.Reservations, numbers, strconv.FormatInt(tt.user, 10), tt.no)
 			if tt.status == "" {
 				if !errors.Is(err, order.ErrNotFound) {
 					t.Fatalf("Find: %+v %v, want ErrNotFound", o, err)

@@ -52,7 +52,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Warmup(ctx, stockredis.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := st.Stock.Warmup(ctx, stockredis.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	s := &sale{db: db, stock: st, rdb: rdb, item: it.ID, activity: act.ID}
@@ -62,7 +62,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	for u := int64(1); u <= int64(n); u++ {
 		r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
-		if _, err := st.Reserve(ctx, r); err != nil {
+		if _, err := st.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		e := order.Event{Version: order.EventVersion, OrderNo: r.OrderNo, IdempotencyKey: r.IdempotencyKey,
@@ -71,7 +71,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: deadline, UnitPrice: price})
 		nos = append(nos, r.OrderNo)
 	}
-	if _, err := st.Claim(ctx, stockredis.One(it.ID), nos); err != nil {
+	if _, err := st.Reservations.Claim(ctx, stockredis.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
 	out, err := db.Orders.Fulfil(ctx, reqs)
@@ -83,7 +83,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 			t.Fatalf("order %s: %+v", no, o)
 		}
 	}
-	if _, err := st.Confirm(ctx, stockredis.One(it.ID), nos); err != nil {
+	if _, err := st.Reservations.Confirm(ctx, stockredis.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -97,7 +97,7 @@ func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := s.stock.Stock(ctx, stockredis.One(s.item))
+	snap, err := s.stock.Stock.Stock(ctx, stockredis.One(s.item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
 }
 
 func (s *sale) service() *lifecycle.Service {
-	return &lifecycle.Service{DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &lifecycle.Service{DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock.Reservations, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // raceCloser moves every deadline of the sale to 15 ms from now and runs
@@ -188,7 +188,7 @@ func TestOverlappingClosersCloseEachOrderOnce(t *testing.T) {
 	// Every quota came back: each buyer can reserve again.
 	gen := order.NewNumberGenerator()
 	for _, e := range s.orders {
-		_, err := s.stock.Reserve(ctx, stockredis.Reservation{OrderNo: gen.Next(s.item), UserID: e.UserID, ItemID: s.item,
+		_, err := s.stock.Reservations.Reserve(ctx, stockredis.Reservation{OrderNo: gen.Next(s.item), UserID: e.UserID, ItemID: s.item,
 			ActivityID: s.activity, Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour})
 		if err != nil {
 			t.Fatalf("user %s after the close: %v", e.UserID, err)

@@ -50,7 +50,7 @@ func (s *Service) PlaceDrawn(ctx context.Context, a order.Activity, d Drawn) err
 	// reservation needs no admission.
 	ev, r := records(a, item, order.Event{OrderNo: d.OrderNo, IdempotencyKey: key, UserID: d.UserID, Quantity: d.Quantity,
 		ReservedAt: now, RequestID: key}, quotaTTL, reservationTTL)
-	res, err := s.Stock.Reserve(ctx, r)
+	res, err := s.Reservations.Reserve(ctx, r)
 	if err == nil && res.Duplicate && res.OrderNo != d.OrderNo && (d.Fresh || d.Alternate) {
 		// The key names the entry's earlier attempt: a number of an
 		// alternate's is new after a failed order (ReturnFailedAlternates),
@@ -62,7 +62,7 @@ func (s *Service) PlaceDrawn(ctx context.Context, a order.Activity, d Drawn) err
 		if err := d.Retire(ctx, res.OrderNo); err != nil {
 			return err
 		}
-		res, err = s.Stock.Reserve(ctx, r)
+		res, err = s.Reservations.Reserve(ctx, r)
 	}
 	switch {
 	case errors.Is(err, order.ErrSoldOut):
@@ -91,7 +91,7 @@ func (s *Service) drawKey(ctx context.Context, a order.Activity, item stockredis
 		return order.DrawKey(d.EntryID), nil
 	}
 	legacy := order.LegacyDrawKey(d.EntryID)
-	prior, err := s.Stock.PriorOrders(ctx, item, a.ID, d.UserID, legacy)
+	prior, err := s.Reservations.PriorOrders(ctx, item, a.ID, d.UserID, legacy)
 	if err != nil {
 		return "", fmt.Errorf("read the order of entry %s: %w", d.EntryID, err)
 	}

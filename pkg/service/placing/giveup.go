@@ -81,7 +81,7 @@ func (s *Service) release(ctx context.Context, ref stockredis.Ref, o stockredis.
 		err error
 	)
 	for attempt := range 3 {
-		rel, err = s.Stock.Release(ctx, ref, o)
+		rel, err = s.Reservations.Release(ctx, ref, o)
 		if err == nil {
 			return rel, nil
 		}

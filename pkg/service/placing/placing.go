@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
 // Publisher sends create-order events; an error means the event may or may
@@ -43,17 +44,22 @@ type Orders interface {
 	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
 }
 
-// Stock is Redis as the service uses it (*stockredis.Store): the reserve
-// script and what settles a reservation the API cannot confirm, the reads
-// that answer a replayed key and an order's status, the warm-up, and the
-// stock reads, layout and restock the HTTP handlers reach through the
-// service.
-type Stock interface {
+// Reservations is Redis's reservations as the service uses them
+// (*stockredis.Reservations): the reserve script and what settles a
+// reservation the API cannot confirm, and the reads that answer a replayed
+// key and an order's status.
+type Reservations interface {
 	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
 	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
 	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
 	HeldOrder(ctx context.Context, item stockredis.Item, activity int64, user string) (string, error)
 	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
+}
+
+// Stock is Redis's stock as the service uses it (*stockredis.Stock): the
+// warm-up, and the stock reads, layout and restock the HTTP handlers reach
+// through the service.
+type Stock interface {
 	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
@@ -63,7 +69,11 @@ type Stock interface {
 
 // Service places orders.
 type Service struct {
-	Stock         Stock
+	Reservations Reservations
+	Stock        Stock
+	// Rooms runs the sales' waiting rooms the HTTP handlers reach through
+	// the service (*stockredis.Rooms); nil: no waiting rooms.
+	Rooms         waitingroom.Rooms
 	Publisher     Publisher
 	Activities    Activities
 	Orders        Orders
@@ -160,7 +170,7 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Act
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
 			// after it (the record outlives the sale by order.KeyMargin).
-			if prior, err := s.Stock.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
+			if prior, err := s.Reservations.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey); err == nil && prior.ByKey != "" {
 				p, err := s.replay(ctx, r, item, prior.ByKey)
 				return p, true, err
 			}
@@ -182,7 +192,7 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Act
 		// replayed key still gets its order back and a buyer holding an
 		// order hears so (a read that concurrent requests share: one MGET
 		// answers many).
-		prior, err := s.Stock.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey)
+		prior, err := s.Reservations.PriorOrders(ctx, item, act.ID, r.UserID, r.IdempotencyKey)
 		if err == nil && prior.ByKey != "" {
 			p, err := s.replay(ctx, r, item, prior.ByKey)
 			return p, true, err
@@ -257,11 +267,11 @@ func (s *Service) reserve(ctx context.Context, r PlaceRequest, act order.Activit
 	// restock or a release here (ClearSoldOut) must not flag the units it
 	// brought back as sold out.
 	gen := s.stockGeneration(item.ID)
-	res, err := s.Stock.Reserve(ctx, reservation)
+	res, err := s.Reservations.Reserve(ctx, reservation)
 	if err == nil && res.Duplicate && res.OrderNo != no && s.freeStaleKey(ctx, r.UserID, res.OrderNo) {
 		// The key named an order this API refused with 503 (Redis came
 		// back from an older state with the record): it buys anew.
-		res, err = s.Stock.Reserve(ctx, reservation)
+		res, err = s.Reservations.Reserve(ctx, reservation)
 	}
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
@@ -331,7 +341,7 @@ func reserveOutcome(res stockredis.ReserveResult, err error) metrics.ReserveOutc
 // number is one this api issued to user lately (lifecycle.Find). Another
 // user's order, and a number never issued, are not found.
 func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order, error) {
-	o, _, err := lifecycle.Find(ctx, s.Orders, s.Stock, s.Numbers, user, orderNo)
+	o, _, err := lifecycle.Find(ctx, s.Orders, s.Reservations, s.Numbers, user, orderNo)
 	return o, err
 }
 
@@ -339,7 +349,7 @@ func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order
 // holding their quota: placed and not failed, closed or cancelled), "" for
 // none. One shared read (see stockredis.Store.PriorOrders).
 func (s *Service) HeldOrder(ctx context.Context, a order.Activity, user string) (string, error) {
-	return s.Stock.HeldOrder(ctx, stockredis.In(a.ItemID, a.ItemID), a.ID, user)
+	return s.Reservations.HeldOrder(ctx, stockredis.In(a.ItemID, a.ItemID), a.ID, user)
 }
 
 // Activity is the sale as this instance's copy has it (at most

@@ -20,7 +20,7 @@ import (
 // key may have an order. A key Redis does not know is looked up in MySQL
 // before the refusal (Redis may have lost it).
 func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
-	prior, err := s.Stock.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
+	prior, err := s.Reservations.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
 	switch {
 	case err != nil:
 		return Placed{}, fmt.Errorf("look up the key of an order without admission: %w", err)
@@ -58,7 +58,7 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 		return false
 	}
 	ref := stockredis.OrderRef(o)
-	_, err = s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
+	_, err = s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
 		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return false

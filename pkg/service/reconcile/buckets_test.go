@@ -21,7 +21,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, time.Hour) // not started: newFixture leaves it cold
 	const buckets = 3
-	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(user int64, qty int) stockredis.Reservation {
@@ -29,7 +29,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 		// that has not started (SALE_NOT_STARTED).
 		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: qty, IdempotencyKey: "k", At: f.act.StartsAt, QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
-		if _, err := f.store.Reserve(f.ctx, r); err != nil {
+		if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
 		}
 		return r
@@ -91,19 +91,19 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, time.Hour)
-	f.c.Warmer = f.store
+	f.c.Warmer = f.store.Stock
 	const buckets = 3
 	if err := f.db.Gorm().Exec("UPDATE activities SET stock_buckets = ?, starts_at = ? WHERE id = ?",
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(user int64) stockredis.Reservation {
 		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
-		if _, err := f.store.Reserve(f.ctx, r); err != nil {
+		if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
 		}
 		return r
@@ -139,7 +139,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 	for _, b := range bought {
 		r := b
 		r.OrderNo, r.IdempotencyKey = f.gen.Next(f.item), "new-key"
-		if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
+		if _, err := f.store.Reservations.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
 			t.Fatalf("user %s buying again: %v", b.UserID, err)
 		}
 	}
@@ -157,7 +157,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
-	f.c.Warmer = f.store
+	f.c.Warmer = f.store.Stock
 	now := time.Now()
 	if _, err := f.db.Activities.CreateActivity(f.ctx, order.Activity{ItemID: f.item, StartsAt: now.Add(-3 * time.Hour),
 		EndsAt: now.Add(-2 * time.Hour), PerUserLimit: 1, StockBuckets: 3}); err != nil {

@@ -24,7 +24,7 @@ func (f *fixture) failedInMySQL(r stockredis.Reservation, reason string) {
 		f.t.Fatal(err)
 	}
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
-	if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: reason, From: []stockredis.State{stockredis.StateReserved}, FreeKey: order.AnsweredUnavailable(reason)}); err != nil || !rel.Released {
+	if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: reason, From: []stockredis.State{stockredis.StateReserved}, FreeKey: order.AnsweredUnavailable(reason)}); err != nil || !rel.Released {
 		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, rel.Released, rel.State, err)
 	}
 }
@@ -104,14 +104,14 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	for _, r := range restored {
 		again := r
 		again.OrderNo = f.gen.Next(f.item)
-		res, err := f.store.Reserve(f.ctx, again)
+		res, err := f.store.Reservations.Reserve(f.ctx, again)
 		if err != nil || !res.Duplicate || res.OrderNo != r.OrderNo {
 			t.Fatalf("retry of user %s with the same key: %+v %v, want duplicate of %s", r.UserID, res, err, r.OrderNo)
 		}
 	}
 	again := publishFailed
 	again.OrderNo = f.gen.Next(f.item)
-	if res, err := f.store.Reserve(f.ctx, again); err != nil || res.Duplicate {
+	if res, err := f.store.Reservations.Reserve(f.ctx, again); err != nil || res.Duplicate {
 		t.Fatalf("retry after the 503: %+v %v, want a new reservation", res, err)
 	}
 

@@ -25,7 +25,7 @@ func (f *fixture) addItem(stock int64) int64 {
 		EndsAt: now.Add(time.Hour), PerUserLimit: 5}); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.store.Warmup(f.ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
+	if _, err := f.store.Stock.Warmup(f.ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
 		return f.db.Activities.ItemStock(ctx, it.ID)
 	}); err != nil {
 		f.t.Fatal(err)
@@ -123,7 +123,7 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 
 	// The others are repaired in Redis, the failing one untouched.
 	for item, want := range map[int64]int64{drifted: 10, lost: 7} {
-		if s, err := f.store.Stock(f.ctx, stockredis.One(item)); err != nil || !s.Warmed || s.Stock != want {
+		if s, err := f.store.Stock.Stock(f.ctx, stockredis.One(item)); err != nil || !s.Warmed || s.Stock != want {
 			t.Fatalf("item %d after the repair: Redis %+v (%v), want stock %d", item, s, err, want)
 		}
 	}
@@ -152,7 +152,7 @@ func TestReconcileStoreDownStopsTheRun(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	down := stockredis.New(rdb, f.prefix)
 	c := *f.c
-	c.Stock, c.Stores = down.Reconciler(), []Pinger{down, f.db.DB}
+	c.Stock, c.Stores = down.Reconciler, []Pinger{down, f.db.DB}
 	rep, err := c.Run(f.ctx, targets, CheckOnly, nil)
 	if err == nil || !errors.Is(err, order.ErrUnavailable) || !strings.Contains(err.Error(), "a store is down") {
 		t.Fatalf("err %v, want the run stopped: a store is down", err)

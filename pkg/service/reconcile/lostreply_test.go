@@ -37,7 +37,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			p := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
 			via := stockredis.NewClient(stockredis.Config{Addrs: []string{p.Addr()}})
 			t.Cleanup(func() { via.Close() })
-			f.c.Stock = stockredis.New(via, f.prefix).Reconciler()
+			f.c.Stock = stockredis.New(via, f.prefix).Reconciler
 
 			live := f.reserve(1, 1)
 			f.commit(live)
@@ -122,7 +122,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 	p := proxytest.Start(t, redistest.Addr(), proxytest.RESP)
 	via := stockredis.NewClient(stockredis.Config{Addrs: []string{p.Addr()}})
 	t.Cleanup(func() { via.Close() })
-	f.c.Stock = stockredis.New(via, f.prefix).Reconciler()
+	f.c.Stock = stockredis.New(via, f.prefix).Reconciler
 
 	kept, closed := f.bought(1), f.bought(2)
 	f.rdb.Del(f.ctx, k.Reservation(kept.OrderNo), k.Reservation(closed.OrderNo)) // lost with the restore

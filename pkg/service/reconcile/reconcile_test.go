@@ -61,7 +61,7 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 	f := &fixture{t: t, ctx: ctx, db: db, store: store, rdb: rdb, prefix: prefix, item: it.ID, act: act,
 		gen: order.NewNumberGenerator(), logBuf: &logstest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.c = &Checker{Stock: store.Reconciler(), DB: DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
+	f.c = &Checker{Stock: store.Reconciler, DB: DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 		Items: db.Activities, Pinger: db.DB}, Log: log, Recheck: 20 * time.Millisecond}
 	f.locker = lock.New(rdb, lock.Options{Prefix: prefix})
 	if start <= 0 {
@@ -77,7 +77,7 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 
 func (f *fixture) warm() {
 	f.t.Helper()
-	_, err := f.store.Warmup(f.ctx, stockredis.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) })
+	_, err := f.store.Stock.Warmup(f.ctx, stockredis.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) })
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func (f *fixture) reserve(user int64, qty int) stockredis.Reservation {
 	f.t.Helper()
 	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 		Quantity: qty, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
-	if _, err := f.store.Reserve(f.ctx, r); err != nil {
+	if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 		f.t.Fatalf("reserve for user %d: %v", user, err)
 	}
 	return r
@@ -105,7 +105,7 @@ func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcom
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
-	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
+	if _, err := f.store.Reservations.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
 	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
@@ -126,7 +126,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
-	if _, err := f.store.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
+	if _, err := f.store.Reservations.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
 		return err
 	}
 	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
@@ -139,7 +139,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 			created = append(created, no)
 		}
 	}
-	_, err = f.store.Confirm(f.ctx, stockredis.One(f.item), created)
+	_, err = f.store.Reservations.Confirm(f.ctx, stockredis.One(f.item), created)
 	return err
 }
 
@@ -149,7 +149,7 @@ func (f *fixture) confirm(rs ...stockredis.Reservation) {
 	for _, r := range rs {
 		nos = append(nos, r.OrderNo)
 	}
-	if _, err := f.store.Confirm(f.ctx, stockredis.One(f.item), nos); err != nil {
+	if _, err := f.store.Reservations.Confirm(f.ctx, stockredis.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -157,7 +157,7 @@ func (f *fixture) confirm(rs ...stockredis.Reservation) {
 func (f *fixture) release(r stockredis.Reservation, from ...stockredis.State) {
 	f.t.Helper()
 	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
-	if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: "test", From: from}); err != nil || !rel.Released {
+	if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: "test", From: from}); err != nil || !rel.Released {
 		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, rel.Released, rel.State, err)
 	}
 }
@@ -235,7 +235,7 @@ func (f *fixture) check(mode Mode) (Report, ItemReport) {
 
 func (f *fixture) redisStock() stockredis.Snapshot {
 	f.t.Helper()
-	s, err := f.store.Stock(f.ctx, stockredis.One(f.item))
+	s, err := f.store.Stock.Stock(f.ctx, stockredis.One(f.item))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -559,7 +559,7 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 	// The restored quota holds: user 1 cannot buy again; user 3 can.
 	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: "1", ItemID: f.item, ActivityID: f.act.ID,
 		Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
-	if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
+	if _, err := f.store.Reservations.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
 		t.Fatalf("user 1 buying again: %v, want ErrAlreadyPurchased", err)
 	}
 	f.reserve(3, 1)
@@ -609,7 +609,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	if ttl < wantTTL-time.Minute || ttl > wantTTL+time.Minute {
 		t.Fatalf("stock TTL %v, want about %v", ttl, wantTTL)
 	}
-	if items, _ := f.store.WarmedItems(f.ctx); len(items) != 1 || items[0] != stockredis.One(f.item) {
+	if items, _ := f.store.Stock.WarmedItems(f.ctx); len(items) != 1 || items[0] != stockredis.One(f.item) {
 		t.Fatalf("warmed items %v", items)
 	}
 	_, it = f.check(CheckOnly)
@@ -618,7 +618,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	for _, b := range bought {
 		r := b
 		r.OrderNo, r.IdempotencyKey = f.gen.Next(f.item), "new-key"
-		if _, err := f.store.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
+		if _, err := f.store.Reservations.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
 			t.Fatalf("user %s buying again: %v", b.UserID, err)
 		}
 	}
@@ -700,7 +700,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 			for u := int64(w*1000 + 1); u <= int64(w*1000+100) && ctx.Err() == nil; u++ {
 				r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
 					Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
-				if _, err := f.store.Reserve(ctx, r); err == nil {
+				if _, err := f.store.Reservations.Reserve(ctx, r); err == nil {
 					reserved <- r
 				}
 			}

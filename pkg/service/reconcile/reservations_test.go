@@ -13,7 +13,7 @@ import (
 
 // lifecycle is the buyer's cancel and the closer, on the fixture's stores.
 func (f *fixture) lifecycle() *lifecycle.Service {
-	return &lifecycle.Service{DB: f.db.Orders, Payments: f.db.Payments, Stock: f.store, Log: f.c.Log}
+	return &lifecycle.Service{DB: f.db.Orders, Payments: f.db.Payments, Stock: f.store.Reservations, Log: f.c.Log}
 }
 
 // cancel closes the order as its buyer's cancel does (MySQL, then the
@@ -115,19 +115,19 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, time.Hour)
-	f.c.Warmer = f.store
+	f.c.Warmer = f.store.Stock
 	const buckets = 3
 	if err := f.db.Gorm().Exec("UPDATE activities SET stock_buckets = ?, starts_at = ? WHERE id = ?",
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
 	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation {
 		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
-		if _, err := f.store.Reserve(f.ctx, r); err != nil {
+		if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", u, err)
 		}
 		return r
@@ -184,7 +184,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 		}
 		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
 			IdempotencyKey: racer.IdempotencyKey}
-		if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
+		if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
 			t.Errorf("release before the restore: %v %s %v, want MISSING", rel.Released, rel.State, err)
 		}
 	}
@@ -232,7 +232,7 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 		}
 		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
 			IdempotencyKey: racer.IdempotencyKey}
-		if rel, err := f.store.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || !rel.Released {
+		if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || !rel.Released {
 			t.Errorf("release: %v %v", rel.Released, err)
 		}
 	}
@@ -250,7 +250,7 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 	f.wantAgree(8)
 	again := racer
 	again.OrderNo, again.IdempotencyKey = f.gen.Next(f.item), "again"
-	if _, err := f.store.Reserve(f.ctx, again); err != nil {
+	if _, err := f.store.Reservations.Reserve(f.ctx, again); err != nil {
 		t.Fatalf("the buyer of the closed order buying again: %v", err)
 	}
 }

@@ -77,11 +77,11 @@ func TestReconcileItemWithSeventyThousandLiveOrders(t *testing.T) {
 	for _, b := range []order.Event{bought[0], bought[n/2], bought[n-1]} {
 		again := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: b.UserID, ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: b.IdempotencyKey, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
-		if res, err := f.store.Reserve(f.ctx, again); err != nil || !res.Duplicate || res.OrderNo != b.OrderNo {
+		if res, err := f.store.Reservations.Reserve(f.ctx, again); err != nil || !res.Duplicate || res.OrderNo != b.OrderNo {
 			t.Fatalf("user %s retrying: %+v, %v; want their order %s back", b.UserID, res, err, b.OrderNo)
 		}
 		again.IdempotencyKey = "another"
-		if _, err := f.store.Reserve(f.ctx, again); !errors.Is(err, order.ErrAlreadyPurchased) {
+		if _, err := f.store.Reservations.Reserve(f.ctx, again); !errors.Is(err, order.ErrAlreadyPurchased) {
 			t.Fatalf("user %s buying again: %v", b.UserID, err)
 		}
 	}

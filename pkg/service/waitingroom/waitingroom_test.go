@@ -46,7 +46,7 @@ func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Store.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
+	if _, err := p.Store.Stock.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatal(err)
 	}
 	a, err = p.DB.Activities.Activity(ctx, a.ID)
@@ -140,7 +140,7 @@ func TestRoomRebuiltAfterItsKeysAreLost(t *testing.T) {
 	a := roomSale(t, p, 5, start)
 	clk := &clock{}
 	clk.Set(start.Add(-time.Minute))
-	svc := waitingroom.New(p.Store, p.DB.Rooms, slog.New(slog.DiscardHandler), clk.Now)
+	svc := waitingroom.New(p.Store.Rooms, p.DB.Rooms, slog.New(slog.DiscardHandler), clk.Now)
 	r := waitingroom.StoreRoom(a, time.Minute)
 	early, late := users("e", 20), users("l", 10)
 	joinAll(t, svc, r, a.Room.Seed, early, clk.Now())
@@ -174,7 +174,7 @@ func TestRoomRebuiltWhenAnOlderCopyHandsOutANumberAgain(t *testing.T) {
 	a := roomSale(t, p, 5, start)
 	clk := &clock{}
 	clk.Set(time.Now())
-	svc := waitingroom.New(p.Store, p.DB.Rooms, slog.New(slog.DiscardHandler), clk.Now)
+	svc := waitingroom.New(p.Store.Rooms, p.DB.Rooms, slog.New(slog.DiscardHandler), clk.Now)
 	r := waitingroom.StoreRoom(a, time.Minute)
 	first, second := users("a", 5), users("b", 5)
 	for _, u := range first {
@@ -229,7 +229,7 @@ func BenchmarkRoomRebuild100k(b *testing.B) {
 			joins = joins[:0]
 		}
 	}
-	svc := waitingroom.New(p.Store, p.DB.Rooms, slog.New(slog.DiscardHandler), time.Now)
+	svc := waitingroom.New(p.Store.Rooms, p.DB.Rooms, slog.New(slog.DiscardHandler), time.Now)
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
