@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/bench/internal/verify"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -53,7 +54,7 @@ func wonWanted(stock, entries int64, quantity int) int64 {
 // drawFields are the activity fields of a draw whose entries close at
 // closes.
 func drawFields(closes time.Time) map[string]any {
-	return map[string]any{"mode": order.ModeDraw, "entries_close_at": closes}
+	return map[string]any{"mode": activity.ModeDraw, "entries_close_at": closes}
 }
 
 // dWorker is one connection's counts (only its worker touches them).
@@ -491,7 +492,7 @@ func (e *env) fetchRecord(ctx context.Context, activity int64) (draw.Record, int
 // entries entries and the record's commitment ("": the record was not
 // read, so any), for a few seconds (the page is cached for a second or
 // so).
-func (e *env) checkSalePage(ctx context.Context, activity int64, commitment string, entries int64) *verify.Violation {
+func (e *env) checkSalePage(ctx context.Context, activityID int64, commitment string, entries int64) *verify.Violation {
 	var page struct {
 		Mode string `json:"mode"`
 		Draw *struct {
@@ -504,12 +505,12 @@ func (e *env) checkSalePage(ctx context.Context, activity int64, commitment stri
 	hc := &http.Client{Timeout: 10 * time.Second}
 	ok, err := e.pollUntil(ctx, 5*time.Second, func(ctx context.Context) (bool, error) {
 		var buf bytes.Buffer
-		st, err := load.Do(ctx, hc, load.Call{Method: http.MethodGet, URL: fmt.Sprintf("%s/api/v1/activities/%d", e.apis[0], activity)}, &buf)
+		st, err := load.Do(ctx, hc, load.Call{Method: http.MethodGet, URL: fmt.Sprintf("%s/api/v1/activities/%d", e.apis[0], activityID)}, &buf)
 		last = fmt.Sprintf("status %d: %.300s", st, bytes.TrimSpace(buf.Bytes()))
 		if err != nil || st != http.StatusOK || json.Unmarshal(buf.Bytes(), &page) != nil {
 			return false, nil
 		}
-		return page.Mode == order.ModeDraw && page.Draw != nil && page.Draw.State == draw.StateDrawn &&
+		return page.Mode == activity.ModeDraw && page.Draw != nil && page.Draw.State == draw.StateDrawn &&
 			page.Draw.Entries == entries && (commitment == "" || page.Draw.Commitment == commitment), nil
 	})
 	if ok && err == nil {

@@ -600,7 +600,7 @@ func (s *soak) check() *soakReport {
 	// by the key's first request: a replay after the end is given the
 	// order its key's first request reserved before it, when that answer
 	// was lost. And whatever the answers, MySQL holds no live order it
-	// has reserved at or after the sale's end (order.Activity.Refusal).
+	// has reserved at or after the sale's end (activity.Activity.Refusal).
 	br = nil
 	keyFirst := map[string]time.Time{}
 	for _, a := range s.log.orders {

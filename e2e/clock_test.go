@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -92,11 +93,11 @@ func TestSkewedInstanceEndsTheSaleOnTime(t *testing.T) {
 	if code, err := right.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", byOther.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
 		t.Fatalf("end: %d %v", code, err)
 	}
-	seen := time.Now().Add(order.ActivityTTL + 100*time.Millisecond)
+	seen := time.Now().Add(activity.CopyTTL + 100*time.Millisecond)
 	waittest.Until(t, 10*time.Second, "the end's copy due everywhere", func() bool { return time.Now().After(seen) })
 	if pl := place(behind, byOther); !refused(pl) {
 		t.Errorf("%v after another instance's end, the instance 10 s behind answered %d %s, want 409 ACTIVITY_NOT_ACTIVE",
-			order.ActivityTTL, pl.Code, pl.Error)
+			activity.CopyTTL, pl.Code, pl.Error)
 	}
 
 	// It ends a sale itself.
@@ -163,13 +164,13 @@ func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
 	}
 	after := map[string]int64{} // accepted after the end and the cancel
 	reason := map[string]string{}
-	bound := slowed.Add(order.ActivityMaxStale)
+	bound := slowed.Add(activity.MaxStale)
 	refusedBoth := false
 	for !refusedBoth {
 		started := time.Now()
 		if started.After(bound.Add(3 * time.Second)) {
 			t.Fatalf("the slow instance still sold %v after its MySQL turned slow, want 503 within %v",
-				started.Sub(slowed).Round(time.Millisecond), order.ActivityMaxStale)
+				started.Sub(slowed).Round(time.Millisecond), activity.MaxStale)
 		}
 		refusedBoth = true
 		for _, s := range []pipelinetest.Sale{ended, cancelled} {
@@ -177,7 +178,7 @@ func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
 			switch {
 			case pl.Code == 202 && started.After(bound):
 				t.Fatalf("202 for a request started %v after MySQL turned slow, past order.ActivityMaxStale %v",
-					started.Sub(slowed).Round(time.Millisecond), order.ActivityMaxStale)
+					started.Sub(slowed).Round(time.Millisecond), activity.MaxStale)
 			case pl.Code == 202:
 				after[pl.OrderNo] = user
 				reason[pl.OrderNo] = order.ReasonSaleEnded

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -88,7 +89,7 @@ func TestEndRacesInFlightOrders(t *testing.T) {
 		t.Fatalf("end: %d %v", code, err)
 	}
 	endAnswered := time.Now()
-	deadline := endAnswered.Add(order.ActivityTTL)
+	deadline := endAnswered.Add(activity.CopyTTL)
 	waittest.Until(t, 30*time.Second, "load past the end + 1 s on both instances", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -132,7 +133,7 @@ func TestEndRacesInFlightOrders(t *testing.T) {
 	}
 	for i := range apis {
 		if refusedAfter[i] == 0 {
-			t.Errorf("api %d refused nothing after the end + %v", i, order.ActivityTTL)
+			t.Errorf("api %d refused nothing after the end + %v", i, activity.CopyTTL)
 		}
 		t.Logf("api %d: last 202 for a request started %v after the end's answer, first refusal %v after it",
 			i, lastAccepted[i].Round(time.Millisecond), firstRefused[i].Round(time.Millisecond))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -35,7 +36,7 @@ func TestUpgradeCarriesARunningSaleOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	act, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	act, err := p.DB.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -101,7 +102,7 @@ func TestBadSaleDoesNotDelayScheduledWarmup(t *testing.T) {
 		return item.ItemID
 	}
 	soon := time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
-	typo, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: newItem(10), StartsAt: soon,
+	typo, err := p.DB.Activities.CreateActivity(ctx, activity.Activity{ItemID: newItem(10), StartsAt: soon,
 		EndsAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), PerUserLimit: 1, StockBuckets: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestBadSaleDoesNotDelayScheduledWarmup(t *testing.T) {
 	// (a started sale whose item's stock lives in Redis is recorded as
 	// warmed, not warmed again).
 	lockedStarts := time.Now().UTC().Add(4 * time.Second).Truncate(time.Millisecond)
-	locked, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: live.ItemID, StartsAt: lockedStarts,
+	locked, err := p.DB.Activities.CreateActivity(ctx, activity.Activity{ItemID: live.ItemID, StartsAt: lockedStarts,
 		EndsAt: lockedStarts.Add(time.Hour), PerUserLimit: 1, StockBuckets: 3})
 	if err != nil {
 		t.Fatal(err)

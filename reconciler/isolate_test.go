@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // An item whose check fails at every run (its stock key is a hash: the read
@@ -24,7 +24,7 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := e.db.Activities.CreateActivity(ctx, order.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	if _, err := e.db.Activities.CreateActivity(ctx, activity.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // env is one test's stores: a database, a key prefix, and one warmed item
@@ -42,7 +42,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1}); err != nil {
+	if _, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	store := stockredis.New(rdb, prefix)

@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -304,9 +304,9 @@ func PaymentSecret(e *Env) []byte {
 }
 
 // PaymentWindow reads SECKILL_PAYMENT_WINDOW (default
-// order.DefaultPaymentWindow, 30m).
+// activity.DefaultPaymentWindow, 30m).
 func PaymentWindow(e *Env) time.Duration {
-	return e.Duration("SECKILL_PAYMENT_WINDOW", order.DefaultPaymentWindow)
+	return e.Duration("SECKILL_PAYMENT_WINDOW", activity.DefaultPaymentWindow)
 }
 
 // LogLevel reads SECKILL_LOG_LEVEL (debug, info, warn or error, in any case;

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
@@ -104,8 +105,8 @@ type saleItemBody struct {
 	SalePrice optional[int64] `json:"sale_price"`
 }
 
-// SaleItemView is one item of a sale in an answer.
-type SaleItemView struct {
+// ActivityItemView is one item of a sale in an answer.
+type ActivityItemView struct {
 	ItemID    int64  `json:"item_id"`
 	Label     string `json:"label,omitempty"`
 	SalePrice *int64 `json:"sale_price,omitempty"`
@@ -113,11 +114,11 @@ type SaleItemView struct {
 }
 
 // saleItemsView is the answer's view of a's items.
-func saleItemsView(a order.Activity) []SaleItemView {
-	out := make([]SaleItemView, 0, len(a.Items))
+func saleItemsView(a activity.Activity) []ActivityItemView {
+	out := make([]ActivityItemView, 0, len(a.Items))
 	for _, it := range a.Items {
 		p := priceView(it.SalePrice)
-		out = append(out, SaleItemView{ItemID: it.ItemID, Label: it.Label, SalePrice: p.Price, Currency: p.Currency})
+		out = append(out, ActivityItemView{ItemID: it.ItemID, Label: it.Label, SalePrice: p.Price, Currency: p.Currency})
 	}
 	return out
 }
@@ -127,7 +128,7 @@ type ActivityView struct {
 	ActivityID int64 `json:"activity_id"`
 	// ItemID is the sale's first item (its only one for a sale of one).
 	ItemID               int64          `json:"item_id"`
-	Items                []SaleItemView `json:"items"`
+	Items                []ActivityItemView `json:"items"`
 	StartsAt             time.Time      `json:"starts_at"`
 	EndsAt               time.Time      `json:"ends_at"`
 	PerUserLimit         int            `json:"per_user_limit"`
@@ -152,7 +153,7 @@ func (s *Server) createActivity(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	n := sales.NewActivity{Sale: order.NewSale{ItemID: b.ItemID,
+	n := sales.NewActivity{Sale: activity.Draft{ItemID: b.ItemID,
 		StartsAt: b.StartsAt.Truncate(timePrecision), EndsAt: b.EndsAt.Truncate(timePrecision),
 		PerUserLimit: b.PerUserLimit.ptr(), PaymentWindowSeconds: b.PaymentWindowSeconds.ptr(), StockBuckets: b.StockBuckets.ptr(),
 	}, SalePrice: b.SalePrice.ptr(), Currency: b.Currency.ptr(), Mode: b.Mode, EntriesCloseAt: truncated(b.EntriesCloseAt)}

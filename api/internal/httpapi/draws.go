@@ -9,8 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
-	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // EntryBody is the body of POST /api/v1/activities/{id}/entries.
@@ -50,7 +50,7 @@ type EntryView struct {
 	Commitment string `json:"commitment"`
 }
 
-func entryView(e orderdb.Entry, a order.Activity, now time.Time) EntryView {
+func entryView(e orderdb.Entry, a activity.Activity, now time.Time) EntryView {
 	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC(),
 		Commitment: a.Draw.Commitment}
 	if e.Issued {
@@ -73,8 +73,8 @@ func entryView(e orderdb.Entry, a order.Activity, now time.Time) EntryView {
 }
 
 // drawSale is the path's sale, which must be a draw.
-func (s *Server) drawSale(c *gin.Context) (order.Activity, bool) {
-	return s.saleOf(c, func(a order.Activity) bool { return a.Draw.On() }, "sale %d is not a draw: order it at /api/v1/orders")
+func (s *Server) drawSale(c *gin.Context) (activity.Activity, bool) {
+	return s.saleOf(c, func(a activity.Activity) bool { return a.Draw.On() }, "sale %d is not a draw: order it at /api/v1/orders")
 }
 
 // enterDraw records the buyer's entry: 201 for a new one, 200 with the
@@ -140,7 +140,7 @@ func (s *Server) drawRecord(c *gin.Context) {
 		c.Data(http.StatusOK, "application/json; charset=utf-8", b.([]byte))
 		return
 	}
-	a, ok := s.saleOf(c, func(a order.Activity) bool { return a.Draw.On() }, "sale %d is not a draw")
+	a, ok := s.saleOf(c, func(a activity.Activity) bool { return a.Draw.On() }, "sale %d is not a draw")
 	if !ok {
 		return
 	}
@@ -160,8 +160,8 @@ func (s *Server) drawRecord(c *gin.Context) {
 	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
 }
 
-// SalePageDraw is a draw sale's draw on its page.
-type SalePageDraw struct {
+// ActivityPageDraw is a draw sale's draw on its page.
+type ActivityPageDraw struct {
 	State          string    `json:"state"`
 	Entries        int64     `json:"entries"`
 	Commitment     string    `json:"commitment"`
@@ -174,7 +174,7 @@ type DrawView struct {
 	Commitment     string    `json:"commitment"`
 }
 
-func drawView(d order.Draw) *DrawView {
+func drawView(d activity.Draw) *DrawView {
 	if !d.On() {
 		return nil
 	}

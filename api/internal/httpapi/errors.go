@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
@@ -51,8 +52,8 @@ var domainErrors = []struct {
 	{order.ErrAlreadyPurchased, http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"},
 	{order.ErrActivityNotActive, http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"},
 	{order.ErrActivityStarted, http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"},
-	{order.ErrSettingLocked, http.StatusConflict, "SETTING_LOCKED", "the sale's keys in Redis depend on this setting; it cannot change now"},
-	{order.ErrItemInAnotherSale, http.StatusConflict, "ITEM_IN_ANOTHER_SALE", "another sale of one of the sale's items overlaps its window"},
+	{activity.ErrSettingLocked, http.StatusConflict, "SETTING_LOCKED", "the sale's keys in Redis depend on this setting; it cannot change now"},
+	{activity.ErrItemInAnotherActivity, http.StatusConflict, "ITEM_IN_ANOTHER_SALE", "another sale of one of the sale's items overlaps its window"},
 	{order.ErrStockLimit, http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"},
 	{order.ErrNotAdmitted, http.StatusForbidden, "NOT_ADMITTED", "this sale has a waiting room: order with the admission its queue gives you"},
 	{order.ErrDrawSale, http.StatusConflict, "DRAW_SALE", "this sale is a draw: enter it at /api/v1/activities/{id}/entries"},

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -19,7 +20,7 @@ func TestPayOfACancelledSale(t *testing.T) {
 	ctx := context.Background()
 	cancelled, running := f.activity(), f.activity()
 	late, fine := f.created(7, cancelled, 1), f.created(7, running, 1)
-	if _, err := ts.db.Activities.EndActivity(ctx, cancelled, time.Now(), order.CancelNow); err != nil {
+	if _, err := ts.db.Activities.EndActivity(ctx, cancelled, time.Now(), activity.CancelNow); err != nil {
 		t.Fatal(err)
 	}
 	pay := func(no string) response {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
@@ -53,17 +54,17 @@ type QueueView struct {
 
 // roomSale is the sale of the path's id with a room, or false after
 // answering 404 (no such sale, or one without a room).
-func (s *Server) roomSale(c *gin.Context) (order.Activity, bool) {
-	return s.saleOf(c, func(a order.Activity) bool { return a.Room.On() }, "sale %d has no waiting room: order directly")
+func (s *Server) roomSale(c *gin.Context) (activity.Activity, bool) {
+	return s.saleOf(c, func(a activity.Activity) bool { return a.Room.On() }, "sale %d has no waiting room: order directly")
 }
 
 // saleOf is the sale of the path's id (this instance's copy) when is
 // reports true for it, or false after answering 404: for no such sale, and
 // for one is reports false for, with not (formatted with the id).
-func (s *Server) saleOf(c *gin.Context, is func(order.Activity) bool, not string) (order.Activity, bool) {
+func (s *Server) saleOf(c *gin.Context, is func(activity.Activity) bool, not string) (activity.Activity, bool) {
 	id, ok := pathID(c)
 	if !ok {
-		return order.Activity{}, false
+		return activity.Activity{}, false
 	}
 	a, err := s.intake.Activity(c.Request.Context(), id)
 	if err == nil && !is(a) {
@@ -71,7 +72,7 @@ func (s *Server) saleOf(c *gin.Context, is func(order.Activity) bool, not string
 	}
 	if err != nil {
 		s.fail(c, err)
-		return order.Activity{}, false
+		return activity.Activity{}, false
 	}
 	return a, true
 }

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"time"
 
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -24,18 +24,18 @@ func (w *waitingRoomBody) UnmarshalJSON(b []byte) error {
 
 // waitingRoom is the room the operator asked for, with its seed and key
 // drawn now.
-func (w waitingRoomBody) waitingRoom() (order.WaitingRoom, error) {
+func (w waitingRoomBody) waitingRoom() (activity.WaitingRoom, error) {
 	if err := refuseNull(field{"waiting_room.admit_per_second", w.AdmitPerSecond},
 		field{"waiting_room.admission_ttl_seconds", w.AdmissionTTLSeconds},
 		field{"waiting_room.proof_of_work_bits", w.ProofOfWorkBits}, field{"waiting_room.opens_at", w.OpensAt}); err != nil {
-		return order.WaitingRoom{}, err
+		return activity.WaitingRoom{}, err
 	}
 	var opens *time.Time
 	if w.OpensAt.Set {
 		at := w.OpensAt.Value.Truncate(timePrecision)
 		opens = &at
 	}
-	r, err := order.NewWaitingRoom(w.AdmitPerSecond.ptr(), w.AdmissionTTLSeconds.ptr(), w.ProofOfWorkBits.ptr(), opens)
+	r, err := activity.NewWaitingRoom(w.AdmitPerSecond.ptr(), w.AdmissionTTLSeconds.ptr(), w.ProofOfWorkBits.ptr(), opens)
 	if err != nil {
 		return r, err
 	}
@@ -53,7 +53,7 @@ type WaitingRoomView struct {
 	SeedCommitment string `json:"seed_commitment"`
 }
 
-func waitingRoomView(r order.WaitingRoom) *WaitingRoomView {
+func waitingRoomView(r activity.WaitingRoom) *WaitingRoomView {
 	if !r.On() {
 		return nil
 	}

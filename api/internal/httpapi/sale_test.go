@@ -178,10 +178,10 @@ func TestPrices(t *testing.T) {
 }
 
 // salePage fetches the sale page without a token.
-func (ts *testServer) salePage(t *testing.T, activity int64, header map[string]string) (response, httpapi.SalePage) {
+func (ts *testServer) salePage(t *testing.T, activity int64, header map[string]string) (response, httpapi.ActivityPage) {
 	t.Helper()
 	r := ts.do(t, ts.url, request{method: "GET", path: fmt.Sprintf("/api/v1/activities/%d", activity), header: header})
-	var p httpapi.SalePage
+	var p httpapi.ActivityPage
 	if r.status == http.StatusOK {
 		r.decode(t, &p)
 	}
@@ -207,7 +207,7 @@ func TestSalePage(t *testing.T) {
 
 	// Before the warm-up the units left are MySQL's.
 	r, p := ts.salePage(t, upcoming, nil)
-	if r.status != http.StatusOK || p.State != httpapi.SaleUpcoming || p.UnitsLeft != 2 || p.PerUserLimit != 2 ||
+	if r.status != http.StatusOK || p.State != httpapi.ActivityUpcoming || p.UnitsLeft != 2 || p.PerUserLimit != 2 ||
 		p.SalePrice == nil || *p.SalePrice != 4200 || p.Currency != "GBP" || p.ItemID != it.ItemID ||
 		!p.StartsAt.Equal(now.Add(time.Hour).Truncate(time.Millisecond)) && p.StartsAt.Sub(now.Add(time.Hour)).Abs() > time.Millisecond {
 		t.Fatalf("upcoming page: %d %s", r.status, r.body)
@@ -228,7 +228,7 @@ func TestSalePage(t *testing.T) {
 	if r, _ := ts.salePage(t, upcoming, map[string]string{"If-None-Match": `"stale"`}); r.status != http.StatusOK {
 		t.Errorf("a stale ETag: %d", r.status)
 	}
-	if _, p := ts.salePage(t, ended, nil); p.State != httpapi.SaleEnded {
+	if _, p := ts.salePage(t, ended, nil); p.State != httpapi.ActivityEnded {
 		t.Errorf("ended sale: %+v", p)
 	}
 	wantError(t, ts.do(t, ts.url, request{method: "GET", path: "/api/v1/activities/999999999"}), http.StatusNotFound, "NOT_FOUND")
@@ -236,19 +236,19 @@ func TestSalePage(t *testing.T) {
 
 	// LIVE, then SOLD_OUT within a second of the last unit's reservation.
 	ts.warm(t, live)
-	if _, p := ts.salePage(t, live, nil); p.State != httpapi.SaleLive || p.UnitsLeft != 2 {
+	if _, p := ts.salePage(t, live, nil); p.State != httpapi.ActivityLive || p.UnitsLeft != 2 {
 		t.Fatalf("live page: %+v", p)
 	}
 	ts.mustPlace(t, ts.url, buyerToken(t, 1), "a", live)
 	ts.mustPlace(t, ts.url, buyerToken(t, 2), "b", live)
 	sold := time.Now()
-	var last httpapi.SalePage
+	var last httpapi.ActivityPage
 	waittest.UntilEvery(t, 5*time.Second, 50*time.Millisecond, "the page to say SOLD_OUT", func() bool {
 		_, last = ts.salePage(t, live, nil)
-		return last.State == httpapi.SaleSoldOut
+		return last.State == httpapi.ActivitySoldOut
 	})
-	if took := time.Since(sold); took > 2*httpapi.SalePageTTL {
-		t.Errorf("SOLD_OUT shown %v after the stock ran out; the page may be %v stale at most", took, httpapi.SalePageTTL)
+	if took := time.Since(sold); took > 2*httpapi.ActivityPageTTL {
+		t.Errorf("SOLD_OUT shown %v after the stock ran out; the page may be %v stale at most", took, httpapi.ActivityPageTTL)
 	}
 	if last.UnitsLeft != 0 {
 		t.Errorf("sold-out page: %+v", last)
@@ -319,7 +319,7 @@ func refreshStorm(t *testing.T, ts *testServer, act int64) {
 	// One load (one MGET, and two reads from MySQL: the activity, which an
 	// operator may have ended, and its items) per TTL window the storm
 	// touched.
-	limit := int64(took/httpapi.SalePageTTL) + 1
+	limit := int64(took/httpapi.ActivityPageTTL) + 1
 	t.Logf("%d requests in %v: %d Redis commands, %d MySQL queries", n, took, redisCmds.Load(), mysqlQueries.Load())
 	if redisCmds.Load() < 1 || redisCmds.Load() > limit || mysqlQueries.Load() > 2*limit {
 		t.Fatalf("%d requests in %v made %d Redis commands and %d MySQL queries; want 1 to %d Redis commands and at most %d queries",

@@ -6,12 +6,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
 
 // activityView is the answer's view of a.
-func activityView(a order.Activity) ActivityView {
+func activityView(a activity.Activity) ActivityView {
 	sale := priceView(a.SalePrice)
 	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, Items: saleItemsView(a), StartsAt: a.StartsAt.UTC(),
 		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
@@ -90,7 +90,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 	for _, t := range []*optional[time.Time]{&b.StartsAt, &b.EndsAt} {
 		t.Value = t.Value.Truncate(timePrecision)
 	}
-	ch := sales.Change{SaleChange: order.SaleChange{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(),
+	ch := sales.Change{Change: activity.Change{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(),
 		PerUserLimit: b.PerUserLimit.ptr(), StockBuckets: b.StockBuckets.ptr()}, Currency: b.Currency.ptr()}
 	var err error
 	if ch.Items, err = pricedItems(b.Items); err != nil {

@@ -14,28 +14,29 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/service/draws"
 )
 
-// SalePageTTL is how long this instance serves a sale page from memory
+// ActivityPageTTL is how long this instance serves a sale page from memory
 // before it reads Redis (or MySQL) again: the most a page can be stale.
-const SalePageTTL = time.Second
+const ActivityPageTTL = time.Second
 
-// SaleState is where a sale stands.
-type SaleState string
+// ActivityState is where a sale stands.
+type ActivityState string
 
 // The sale's states, in the order they come.
 const (
-	SaleUpcoming SaleState = "UPCOMING"
-	SaleLive     SaleState = "LIVE"
-	SaleSoldOut  SaleState = "SOLD_OUT"
-	SaleEnded    SaleState = "ENDED"
+	ActivityUpcoming ActivityState = "UPCOMING"
+	ActivityLive     ActivityState = "LIVE"
+	ActivitySoldOut  ActivityState = "SOLD_OUT"
+	ActivityEnded    ActivityState = "ENDED"
 )
 
-// SalePage is the body of GET /api/v1/activities/{id}.
-type SalePage struct {
+// ActivityPage is the body of GET /api/v1/activities/{id}.
+type ActivityPage struct {
 	ActivityID int64 `json:"activity_id"`
 	// Name is the sale's first item's name.
 	Name         string    `json:"name,omitempty"`
@@ -45,13 +46,13 @@ type SalePage struct {
 	PerUserLimit int       `json:"per_user_limit"`
 	SalePrice    *int64    `json:"sale_price,omitempty"`
 	Currency     string    `json:"currency,omitempty"`
-	State        SaleState `json:"state"`
+	State        ActivityState `json:"state"`
 	// UnitsLeft is exact when read: the units Redis can still reserve
-	// (MySQL's stock before the warm-up), at most SalePageTTL old; over
+	// (MySQL's stock before the warm-up), at most ActivityPageTTL old; over
 	// every item of the sale.
 	UnitsLeft int64 `json:"units_left"`
 	// Items are the sale's items (its sizes), each with its units left.
-	Items []SalePageItem `json:"items"`
+	Items []ActivityPageItem `json:"items"`
 	// WaitingRoom is true for a sale whose buyers queue first
 	// (/api/v1/activities/{id}/queue) and order with their admission.
 	WaitingRoom bool `json:"waiting_room"`
@@ -63,35 +64,35 @@ type SalePage struct {
 	// Mode is "first_come" or "draw"; Draw is a draw's state, left out for
 	// a first-come sale.
 	Mode string        `json:"mode"`
-	Draw *SalePageDraw `json:"draw,omitempty"`
+	Draw *ActivityPageDraw `json:"draw,omitempty"`
 }
 
-// SalePageItem is one item on the sale page.
-type SalePageItem struct {
+// ActivityPageItem is one item on the sale page.
+type ActivityPageItem struct {
 	ItemID    int64  `json:"item_id"`
 	Label     string `json:"label,omitempty"`
 	SalePrice *int64 `json:"sale_price,omitempty"`
 	Currency  string `json:"currency,omitempty"`
 	UnitsLeft int64  `json:"units_left"`
 	// State is LIVE while the item has units left, else SOLD_OUT.
-	State SaleState `json:"state"`
+	State ActivityState `json:"state"`
 }
 
 // saleState is the state at now of a sale with left units unreserved.
-func saleState(a order.Activity, left int64, now time.Time) SaleState {
+func saleState(a activity.Activity, left int64, now time.Time) ActivityState {
 	switch {
 	case now.Before(a.StartsAt):
-		return SaleUpcoming
+		return ActivityUpcoming
 	case !now.Before(a.EndsAt):
-		return SaleEnded
+		return ActivityEnded
 	case left <= 0:
-		return SaleSoldOut
+		return ActivitySoldOut
 	}
-	return SaleLive
+	return ActivityLive
 }
 
 // salePages serves each activity's page from memory: one load (one Redis
-// read, or a MySQL one before the warm-up) per activity per SalePageTTL on
+// read, or a MySQL one before the warm-up) per activity per ActivityPageTTL on
 // this instance, whatever the request rate. Requests that find the page
 // older than that wait for the one load under way (a single flight).
 type salePages struct {
@@ -189,8 +190,8 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	page := SalePage{ActivityID: act.ID, Name: act.Name, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
-		PerUserLimit: act.PerUserLimit, Items: make([]SalePageItem, 0, len(act.Items))}
+	page := ActivityPage{ActivityID: act.ID, Name: act.Name, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
+		PerUserLimit: act.PerUserLimit, Items: make([]ActivityPageItem, 0, len(act.Items))}
 	items := make([]stockredis.Item, len(act.Items))
 	for i, it := range act.Items {
 		items[i] = stockredis.In(act.ItemID, it.ItemID)
@@ -209,9 +210,9 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 			}
 		}
 		left = max(left, 0)
-		pi := SalePageItem{ItemID: it.ItemID, Label: it.Label, UnitsLeft: left, State: SaleLive}
+		pi := ActivityPageItem{ItemID: it.ItemID, Label: it.Label, UnitsLeft: left, State: ActivityLive}
 		if left == 0 {
-			pi.State = SaleSoldOut
+			pi.State = ActivitySoldOut
 		}
 		if price := priceView(it.SalePrice); price.Price != nil {
 			pi.SalePrice, pi.Currency = price.Price, price.Currency
@@ -235,7 +236,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		page.Draw = &SalePageDraw{State: draws.State(sum.State, act, now), Entries: sum.Entries,
+		page.Draw = &ActivityPageDraw{State: draws.State(sum.State, act, now), Entries: sum.Entries,
 			Commitment: act.Draw.Commitment, EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
 	}
 	if price := priceView(act.SalePrice); price.Price != nil {

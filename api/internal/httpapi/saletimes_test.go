@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // A sale ending in the year 3000 (an operator's typo: its keys' lifetime
@@ -43,7 +43,7 @@ func TestSaleTimesOutOfRangeRefused(t *testing.T) {
 	ts.noWrites(t, []int64{item}, func() {
 		wantMessage(t, create(soon, year3000), http.StatusBadRequest, "INVALID_ARGUMENT", "at most 90 days after starts_at")
 		wantMessage(t, create(year3000, year3000.Add(time.Hour)), http.StatusBadRequest, "INVALID_ARGUMENT", "at most 1825 days")
-		wantMessage(t, create(soon, soon.Add(order.MaxSaleLength+time.Second)), http.StatusBadRequest, "INVALID_ARGUMENT", "too long")
+		wantMessage(t, create(soon, soon.Add(activity.MaxLength+time.Second)), http.StatusBadRequest, "INVALID_ARGUMENT", "too long")
 	})
 	if n := activities(); n != 0 {
 		t.Fatalf("%d activities written by refused creates, want 0", n)
@@ -55,7 +55,7 @@ func TestSaleTimesOutOfRangeRefused(t *testing.T) {
 		for _, body := range []string{
 			fmt.Sprintf(`{"ends_at":%q}`, at(year3000)),
 			fmt.Sprintf(`{"starts_at":%q,"ends_at":%q}`, at(year3000), at(year3000.Add(time.Hour))),
-			fmt.Sprintf(`{"starts_at":%q,"per_user_limit":2}`, at(soon.Add(-order.MaxSaleLength-time.Hour))),
+			fmt.Sprintf(`{"starts_at":%q,"per_user_limit":2}`, at(soon.Add(-activity.MaxLength-time.Hour))),
 		} {
 			wantError(t, ts.do(t, ts.url, adminReq("PATCH", path, body)), http.StatusBadRequest, "INVALID_ARGUMENT")
 		}
@@ -71,7 +71,7 @@ func TestSaleTimesOutOfRangeRefused(t *testing.T) {
 		t.Fatalf("%d activities, want the one created", n)
 	}
 	// After the one created: one sale owns an item at a time.
-	if r := create(soon.Add(time.Hour), soon.Add(time.Hour+order.MaxSaleLength)); r.status != http.StatusCreated {
+	if r := create(soon.Add(time.Hour), soon.Add(time.Hour+activity.MaxLength)); r.status != http.StatusCreated {
 		t.Fatalf("a sale of the longest length: %d %s", r.status, r.body)
 	}
 }

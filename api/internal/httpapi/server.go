@@ -93,7 +93,7 @@ func New(svc *placing.Service, db *orderdb.DB, verifier *auth.Verifier, ready []
 		s.rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
 		s.rooms.PaymentWindow, s.rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 	}
-	s.salePages = &salePages{ttl: SalePageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
+	s.salePages = &salePages{ttl: ActivityPageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {
 		o(s)
 	}

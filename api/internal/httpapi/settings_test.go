@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // createSale posts a sale of item with the given bucket count (0: left
@@ -91,7 +91,7 @@ func TestSaleOfAnItemKeepsItsLiveLayout(t *testing.T) {
 	// Redis holds nothing of this item, but its sale ended an hour ago: its
 	// reservations and quotas live a day past that.
 	cold := ts.newItem(t, 10)
-	if _, err := ts.db.Activities.CreateActivity(context.Background(), order.Activity{ItemID: cold, StartsAt: now.Add(-2 * time.Hour),
+	if _, err := ts.db.Activities.CreateActivity(context.Background(), activity.Activity{ItemID: cold, StartsAt: now.Add(-2 * time.Hour),
 		EndsAt: now.Add(-time.Hour), PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestSaleOfAnItemKeepsItsLiveLayout(t *testing.T) {
 	// A sale whose keys are past their life (it ended three days ago) holds
 	// nothing back.
 	old := ts.newItem(t, 10)
-	if _, err := ts.db.Activities.CreateActivity(context.Background(), order.Activity{ItemID: old, StartsAt: now.Add(-73 * time.Hour),
+	if _, err := ts.db.Activities.CreateActivity(context.Background(), activity.Activity{ItemID: old, StartsAt: now.Add(-73 * time.Hour),
 		EndsAt: now.Add(-72 * time.Hour), PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestSaleLayoutReadLost(t *testing.T) {
 // Changing a sale before it starts: its bucket count and a later end only
 // until it is warmed up (its keys are laid out and timed by them then), an
 // earlier end and its limit until shortly before the start; within
-// order.SettingsGuard of the start nothing changes, since an instance may
+// activity.SettingsGuard of the start nothing changes, since an instance may
 // still answer from its old copy when the sale opens. Every refusal writes
 // nothing.
 func TestSaleSettingsKeysDependOn(t *testing.T) {
@@ -185,7 +185,7 @@ func TestSaleSettingsKeysDependOn(t *testing.T) {
 	// Another item's sale, starting within the guard: too late for any
 	// change.
 	soon := ts.newItem(t, 5)
-	s := activityID(t, ts.createSale(t, ts.url, soon, time.Now().Add(order.SettingsGuard-300*time.Millisecond), ends, 0))
+	s := activityID(t, ts.createSale(t, ts.url, soon, time.Now().Add(activity.SettingsGuard-300*time.Millisecond), ends, 0))
 	wantError(t, ts.patchSale(t, s, `{"per_user_limit":3}`), 409, "ACTIVITY_STARTED")
 	if a, err := ts.db.Activities.Activity(context.Background(), s); err != nil || a.PerUserLimit != 1 {
 		t.Fatalf("a change within the guard wrote: %+v %v", a, err)
@@ -236,7 +236,7 @@ func TestWarmupAfterALaterEnd(t *testing.T) {
 // The sale's bucket count changes right before a warm-up, while this
 // instance still holds its old copy of the sale: the warm-up waits (503,
 // nothing written) until every instance's copy is younger than the change
-// (order.SettingsGuard), then lays the item out in the new count. A warm-up
+// (activity.SettingsGuard), then lays the item out in the new count. A warm-up
 // from the old copy would have laid it out in the old one, which the next
 // warm-ups could then not lay out again.
 func TestWarmupRightAfterABucketChange(t *testing.T) {
@@ -246,7 +246,7 @@ func TestWarmupRightAfterABucketChange(t *testing.T) {
 		item, sale int64
 		warm       func() response
 	)
-	// The warm-up must come within order.SettingsGuard of the change; on a
+	// The warm-up must come within activity.SettingsGuard of the change; on a
 	// loaded machine it may not, and is then rightly taken: a new sale.
 	for attempt := 1; ; attempt++ {
 		now := time.Now().UTC()
@@ -264,7 +264,7 @@ func TestWarmupRightAfterABucketChange(t *testing.T) {
 		arose := true
 		ts.noWritesIf(t, []int64{item}, func() bool {
 			r := warm()
-			if r.status != 503 && time.Since(changed) >= order.SettingsGuard && attempt < 3 {
+			if r.status != 503 && time.Since(changed) >= activity.SettingsGuard && attempt < 3 {
 				t.Logf("attempt %d: the warm-up came %v after the change, past the guard: again", attempt, time.Since(changed).Round(time.Millisecond))
 				arose = false
 				return false

@@ -37,6 +37,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -60,7 +61,7 @@ type DB interface {
 
 // Activities reads a drawn sale (*orderdb.Activities).
 type Activities interface {
-	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Activity(ctx context.Context, id int64) (activity.Activity, error)
 }
 
 // Orders reads an order a pick was numbered for (*orderdb.Orders).
@@ -81,7 +82,7 @@ type Stock interface {
 
 // Placing reserves and publishes a pick's order (*placing.Service).
 type Placing interface {
-	PlaceDrawn(ctx context.Context, a order.Activity, d placing.Drawn) error
+	PlaceDrawn(ctx context.Context, a activity.Activity, d placing.Drawn) error
 }
 
 // Drawer runs the draws and their orders periodically.
@@ -210,7 +211,7 @@ func (h *held) size(item int64) bool {
 // try places p's order with place unless p is backed off, and reports
 // whether it got it; a failure is p's alone (given to d.Picks, held in
 // h), never the pass's, unless ctx ended.
-func (d *Drawer) try(ctx context.Context, a order.Activity, p orderdb.Pick, h *held, place func() (bool, error)) (bool, error) {
+func (d *Drawer) try(ctx context.Context, a activity.Activity, p orderdb.Pick, h *held, place func() (bool, error)) (bool, error) {
 	if !d.Picks.Due(p.EntryID) {
 		h.hold(p)
 		return false, nil
@@ -287,7 +288,7 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 // reserve needs them there) and what MySQL says came back (DrawFree): a
 // Redis stock the heal has not checked yet (restored from a copy taken
 // before orders were made) promotes nobody.
-func (d *Drawer) alternates(ctx context.Context, a order.Activity, h *held, st *Stats) error {
+func (d *Drawer) alternates(ctx context.Context, a activity.Activity, h *held, st *Stats) error {
 	items := make([]stockredis.Item, len(a.Items))
 	for i, it := range a.Items {
 		items[i] = stockredis.In(a.ItemID, it.ItemID)
@@ -345,7 +346,7 @@ const parallel = 16
 
 // issueAll issues picks (issue), parallel at a time, each as d.try does,
 // and returns how many got their order; an error means ctx ended.
-func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb.Pick, h *held) (int, error) {
+func (d *Drawer) issueAll(ctx context.Context, a activity.Activity, picks []orderdb.Pick, h *held) (int, error) {
 	var (
 		mu      sync.Mutex
 		ordered int
@@ -375,7 +376,7 @@ func (d *Drawer) issueAll(ctx context.Context, a order.Activity, picks []orderdb
 // issue gives a pick without a number one, or finds the one it has, then
 // places its order (place). A number made here is fresh: no reserve can
 // have run with it before.
-func (d *Drawer) issue(ctx context.Context, a order.Activity, p orderdb.Pick) (bool, error) {
+func (d *Drawer) issue(ctx context.Context, a activity.Activity, p orderdb.Pick) (bool, error) {
 	mine := d.Numbers.NextFor(a.ItemID, p.UserID)
 	no, err := d.DB.NumberPick(ctx, p.EntryID, mine)
 	if err != nil {
@@ -390,7 +391,7 @@ func (d *Drawer) issue(ctx context.Context, a order.Activity, p orderdb.Pick) (b
 // no reserve ran with no before: only then does a refusal prove that no
 // order of that number exists, so that an alternate's number may be
 // taken back.
-func (d *Drawer) place(ctx context.Context, a order.Activity, p orderdb.Pick, no string, fresh bool) (bool, error) {
+func (d *Drawer) place(ctx context.Context, a activity.Activity, p orderdb.Pick, no string, fresh bool) (bool, error) {
 	err := d.Placing.PlaceDrawn(ctx, a, placing.Drawn{EntryID: p.EntryID, UserID: p.UserID, ItemID: p.ItemID,
 		Quantity: p.Quantity, OrderNo: no, Fresh: fresh, Alternate: p.Outcome == draw.Alternate,
 		Retire: func(ctx context.Context, prior string) error { return d.retire(ctx, p, prior) }})

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
@@ -43,7 +44,7 @@ type Orders interface {
 // Activities is MySQL as fulfilment reads the activity an event names and
 // the stock left for a refusal (*orderdb.Activities).
 type Activities interface {
-	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Activity(ctx context.Context, id int64) (activity.Activity, error)
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
 }
 
@@ -323,6 +324,6 @@ func (p *Handler) now() time.Time {
 	return p.Now()
 }
 
-func (p *Handler) activity(ctx context.Context, id int64) (order.Activity, error) {
+func (p *Handler) activity(ctx context.Context, id int64) (activity.Activity, error) {
 	return p.activities.Get(ctx, id, p.Activities.Activity)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -75,7 +76,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	act, err := e.db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
+	act, err := e.db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
 		EndsAt: time.Now().Add(time.Hour), PerUserLimit: limit})
 	if err != nil {
 		e.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -36,7 +37,7 @@ func TestHandleRecordsThePrice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		act, err := e.db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
+		act, err := e.db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Hour),
 			EndsAt: time.Now().Add(time.Hour), PerUserLimit: 5, SalePrice: c.salePrice})
 		if err != nil {
 			t.Fatal(err)

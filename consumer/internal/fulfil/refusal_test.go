@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -35,11 +36,11 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 			ended, cancelled := e.newSale(10, 1), e.newSale(10, 1)
 			before := e.reserve(ended, 1, 1)
 			over := e.reserve(ended, 2, 2) // the instance still had a limit of 2
-			end, err := e.db.Activities.EndActivity(ctx, ended.activity, time.Now(), order.EndNow)
+			end, err := e.db.Activities.EndActivity(ctx, ended.activity, time.Now(), activity.EndNow)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cancel, err := e.db.Activities.EndActivity(ctx, cancelled.activity, time.Now(), order.CancelNow)
+			cancel, err := e.db.Activities.EndActivity(ctx, cancelled.activity, time.Now(), activity.CancelNow)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
@@ -29,7 +29,7 @@ func TestWatchRepairsTheItemThatLostDataWhileAnotherKeepsFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := f.db.Activities.CreateActivity(ctx, order.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	if _, err := f.db.Activities.CreateActivity(ctx, activity.Activity{ItemID: bad.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/reconcile"
@@ -53,7 +54,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	act, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
 		PerUserLimit: 1, StockBuckets: buckets})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -31,7 +32,7 @@ func TestWatchHealsAnItemWithSeventyThousandLiveOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := f.db.Activities.CreateActivity(ctx, order.Activity{ItemID: big.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	act, err := f.db.Activities.CreateActivity(ctx, activity.Activity{ItemID: big.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
 
@@ -56,14 +56,14 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 	db := mysqltest.New(t)
 	store := stockredis.New(rdb, prefix)
 	starts := time.Now().Add(time.Minute)
-	var due []order.Activity
+	var due []activity.Activity
 	for i := range 250 {
 		it, err := db.Activities.CreateItem(ctx, "sneaker", int64(i+1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Some share a start, so the pages part within one starts_at.
-		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts.Add(time.Duration(i/7) * time.Millisecond),
+		a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: starts.Add(time.Duration(i/7) * time.Millisecond),
 			EndsAt: starts.Add(time.Hour), PerUserLimit: 1})
 		if err != nil {
 			t.Fatal(err)

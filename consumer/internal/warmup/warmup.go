@@ -21,7 +21,7 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
@@ -35,7 +35,7 @@ const pageSize = 100
 // Activities is MySQL as the scheduled warm-up uses it (*orderdb.DB): the
 // activities due.
 type Activities interface {
-	DueForWarmup(ctx context.Context, by, now, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error)
+	DueForWarmup(ctx context.Context, by, now, afterStart time.Time, afterID int64, limit int) ([]activity.Activity, error)
 }
 
 // Warmer warms a sale up and records it (*sales.Service).
@@ -96,7 +96,7 @@ func (s *Scheduler) warmDue(ctx context.Context, b *backoff.Records) ([]int64, e
 	var warmed []int64
 	// The due sales, a page at a time (each statement bounded, whatever
 	// was scheduled); a pass goes through them all.
-	var after order.Activity
+	var after activity.Activity
 	for {
 		due, err := s.DB.DueForWarmup(ctx, now.Add(lead), now, after.StartsAt, after.ID, pageSize)
 		if err != nil {
@@ -133,7 +133,7 @@ func (s *Scheduler) warmDue(ctx context.Context, b *backoff.Records) ([]int64, e
 // warm warms one due activity up, each of its items, and records it
 // (sales.Service.Warmup); it reports whether it loaded any stock (false:
 // the sale had started with the stock of its items in Redis).
-func (s *Scheduler) warm(ctx context.Context, a order.Activity, now time.Time, lead time.Duration, log *slog.Logger) (bool, error) {
+func (s *Scheduler) warm(ctx context.Context, a activity.Activity, now time.Time, lead time.Duration, log *slog.Logger) (bool, error) {
 	w, err := s.Sales.Warmup(ctx, sales.Warmup{Due: &a, Now: now})
 	if err != nil {
 		return false, err

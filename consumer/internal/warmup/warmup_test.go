@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
@@ -34,12 +34,12 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	db := mysqltest.New(t)
 	store := stockredis.New(rdb, prefix)
 	const lead = time.Second
-	newSale := func(stock int64, starts time.Time, buckets int) order.Activity {
+	newSale := func(stock int64, starts time.Time, buckets int) activity.Activity {
 		it, err := db.Activities.CreateItem(ctx, "sneaker", stock)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(time.Hour),
+		a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(time.Hour),
 			PerUserLimit: 1, StockBuckets: buckets})
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 
 	warmedAt := map[int64]time.Time{}
 	waittest.UntilEvery(t, 15*time.Second, 10*time.Millisecond, "both activities to be warmed on schedule", func() bool {
-		for _, a := range []order.Activity{soon, bucketed} {
+		for _, a := range []activity.Activity{soon, bucketed} {
 			if _, ok := warmedAt[a.ID]; ok {
 				continue
 			}
@@ -75,7 +75,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 		}
 		return len(warmedAt) == 2
 	})
-	for _, a := range []order.Activity{soon, bucketed} {
+	for _, a := range []activity.Activity{soon, bucketed} {
 		if at := warmedAt[a.ID]; at.Before(a.StartsAt.Add(-lead)) || !at.Before(a.StartsAt) {
 			t.Errorf("activity %d warmed (seen) at %s, want between %s (lead %s) and its start %s",
 				a.ID, at.Format(time.StampMilli), a.StartsAt.Add(-lead).Format(time.StampMilli), lead, a.StartsAt.Format(time.StampMilli))
@@ -95,7 +95,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 		t.Fatalf("a pass failed:\n%s", logBuf.String())
 	}
 	for _, c := range []struct {
-		a      order.Activity
+		a      activity.Activity
 		warmed bool
 		stock  int64
 	}{{soon, true, 25}, {bucketed, true, 30}, {later, false, 0}} {

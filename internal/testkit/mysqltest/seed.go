@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -15,7 +16,7 @@ import (
 // own write (orderdb.Fulfil) a thousand at a time: a sale that sold n
 // units, with Redis left as it was. It returns the orders' events, by
 // user.
-func (d *DB) SeedLive(ctx context.Context, a order.Activity, n int) ([]order.Event, error) {
+func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.Event, error) {
 	gen := order.NewNumberGenerator()
 	all := make([]order.Event, 0, n)
 	for from := 1; from <= n; from += 1000 {

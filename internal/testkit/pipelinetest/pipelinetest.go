@@ -29,6 +29,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -542,7 +543,7 @@ func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
 		t.Fatalf("create item: %v", err)
 	}
 	now := time.Now().UTC()
-	act, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
+	act, err := p.DB.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
 		EndsAt: now.Add(time.Hour), PerUserLimit: max(perUserLimit, 1)})
 	if err != nil {
 		t.Fatalf("create activity: %v", err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -16,7 +17,7 @@ import (
 // replaced before it expires, and no request waits for MySQL. Waiting for
 // the re-read of an expired copy put a MySQL round trip (milliseconds on a
 // busy box) in the way of every request of that moment, once a second.
-const activityRefreshAt = order.ActivityTTL / 2
+const activityRefreshAt = activity.CopyTTL / 2
 
 // ActivityCache is a process's copies of the activities it reads from
 // MySQL (the api's intake, the consumer's fulfilment), by id, each trusted
@@ -37,7 +38,7 @@ type ActivityCache struct {
 
 type activityEntry struct {
 	done chan struct{} // closed when the load ended
-	a    order.Activity
+	a    activity.Activity
 	err  error
 	// loaded is when the read that gave a started: the copy is at least
 	// that fresh. expires is when a request must read it again.
@@ -60,8 +61,8 @@ func (e *activityEntry) fresh(now time.Time) bool {
 // be read again: order.ActivityTTL after the check, order.ActivityMaxStale
 // after the read at the latest.
 func expiry(loaded, checked time.Time) time.Time {
-	e := checked.Add(order.ActivityTTL)
-	if m := loaded.Add(order.ActivityMaxStale); m.Before(e) {
+	e := checked.Add(activity.CopyTTL)
+	if m := loaded.Add(activity.MaxStale); m.Before(e) {
 		return m
 	}
 	return e
@@ -70,7 +71,7 @@ func expiry(loaded, checked time.Time) time.Time {
 // Get returns activity id, calling load when no fresh copy is held (a
 // failed first load is not remembered; once a copy was held, every read is
 // bounded by order.ActivityReloadTimeout).
-func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (order.Activity, error)) (order.Activity, error) {
+func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Context, int64) (activity.Activity, error)) (activity.Activity, error) {
 	if v, ok := c.m.Load(id); ok {
 		e, now := v.(*activityEntry), time.Now()
 		if e.fresh(now) {
@@ -97,7 +98,7 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 			case <-e.done:
 				return e.a, e.err
 			case <-ctx.Done():
-				return order.Activity{}, ctx.Err()
+				return activity.Activity{}, ctx.Err()
 			}
 		}
 	}
@@ -107,7 +108,7 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 	lctx, cancel := ctx, context.CancelFunc(func() {})
 	if prev != nil {
 		// Others wait on this load: the caller going away must not fail it.
-		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), order.ActivityReloadTimeout)
+		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), activity.ReloadTimeout)
 	}
 	started := time.Now()
 	e.a, e.err = load(lctx, id)
@@ -121,12 +122,12 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 		// Keep the last copy, as old as it was: it expires for good
 		// order.ActivityMaxStale after its own read.
 		now := time.Now()
-		if now.Sub(prev.loaded) < order.ActivityMaxStale {
+		if now.Sub(prev.loaded) < activity.MaxStale {
 			e.a, e.err, e.loaded, e.expires = prev.a, nil, prev.loaded, expiry(prev.loaded, now)
 		} else {
 			// Too old to sell on. The entry stays (failed), so the next
 			// request's read is bounded by order.ActivityReloadTimeout too.
-			e.a, e.err = order.Activity{}, tooOld(id, prev.loaded, e.err)
+			e.a, e.err = activity.Activity{}, tooOld(id, prev.loaded, e.err)
 		}
 		close(e.done)
 		return e.a, e.err
@@ -136,7 +137,7 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 		if prev == nil {
 			c.m.CompareAndDelete(id, e)
 		} // else the failed entry stays, so the next read is bounded too
-		return order.Activity{}, e.err
+		return activity.Activity{}, e.err
 	}
 	return e.a, nil
 }
@@ -145,15 +146,15 @@ func (c *ActivityCache) Get(ctx context.Context, id int64, load func(context.Con
 // whose re-read failed with cause.
 func tooOld(id int64, loaded time.Time, cause error) error {
 	return fmt.Errorf("activity %d: its last read is %v old, past %v (re-read: %v): %w",
-		id, time.Since(loaded).Round(time.Millisecond), order.ActivityMaxStale, cause, order.ErrUnavailable)
+		id, time.Since(loaded).Round(time.Millisecond), activity.MaxStale, cause, order.ErrUnavailable)
 }
 
 // refresh re-reads activity id in the background and puts the new copy in
 // place of old, unless something replaced old meanwhile. A failed re-read
 // leaves old to expire: the next request then loads as usual, keeping old
 // if that fails too.
-func (c *ActivityCache) refresh(id int64, old *activityEntry, load func(context.Context, int64) (order.Activity, error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), order.ActivityReloadTimeout)
+func (c *ActivityCache) refresh(id int64, old *activityEntry, load func(context.Context, int64) (activity.Activity, error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), activity.ReloadTimeout)
 	defer cancel()
 	started := time.Now()
 	a, err := load(ctx, id)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -15,12 +16,12 @@ func TestActivityCache(t *testing.T) {
 	var c ActivityCache
 	calls := 0
 	fail := true
-	load := func(_ context.Context, id int64) (order.Activity, error) {
+	load := func(_ context.Context, id int64) (activity.Activity, error) {
 		calls++
 		if fail {
-			return order.Activity{}, order.ErrUnavailable
+			return activity.Activity{}, order.ErrUnavailable
 		}
-		return order.Activity{ID: id, ItemID: 9}, nil
+		return activity.Activity{ID: id, ItemID: 9}, nil
 	}
 	ctx := context.Background()
 	if _, err := c.Get(ctx, 1, load); !errors.Is(err, order.ErrUnavailable) {
@@ -45,10 +46,10 @@ func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 	var calls atomic.Int32
 	var ends atomic.Int64
 	ends.Store(100)
-	load := func(_ context.Context, id int64) (order.Activity, error) {
+	load := func(_ context.Context, id int64) (activity.Activity, error) {
 		calls.Add(1)
 		time.Sleep(20 * time.Millisecond) // a MySQL read in progress
-		return order.Activity{ID: id, EndsAt: time.Unix(ends.Load(), 0)}, nil
+		return activity.Activity{ID: id, EndsAt: time.Unix(ends.Load(), 0)}, nil
 	}
 	get := func() {
 		var wg sync.WaitGroup
@@ -69,15 +70,15 @@ func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 	}
 	ends.Store(50) // the operator ended the sale
 	start := time.Now()
-	waitUntil := start.Add(3 * order.ActivityTTL)
+	waitUntil := start.Add(3 * activity.CopyTTL)
 	for time.Now().Before(waitUntil) {
 		a, err := c.Get(context.Background(), 1, load)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a.EndsAt.Unix() == 50 {
-			if d := time.Since(start); d > order.ActivityTTL+100*time.Millisecond {
-				t.Fatalf("the change was seen after %v, want within %v", d, order.ActivityTTL)
+			if d := time.Since(start); d > activity.CopyTTL+100*time.Millisecond {
+				t.Fatalf("the change was seen after %v, want within %v", d, activity.CopyTTL)
 			}
 			return
 		}
@@ -98,11 +99,11 @@ func backdate(c *ActivityCache, id int64, age time.Duration) {
 func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
 	var c ActivityCache
 	var down atomic.Bool
-	load := func(_ context.Context, id int64) (order.Activity, error) {
+	load := func(_ context.Context, id int64) (activity.Activity, error) {
 		if down.Load() {
-			return order.Activity{}, order.ErrUnavailable
+			return activity.Activity{}, order.ErrUnavailable
 		}
-		return order.Activity{ID: id, ItemID: 9}, nil
+		return activity.Activity{ID: id, ItemID: 9}, nil
 	}
 	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
 		t.Fatalf("first load: %+v %v", a, err)
@@ -110,7 +111,7 @@ func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
 	down.Store(true)
 	for range 3 {
 		// Expire the copy by hand rather than wait order.ActivityTTL.
-		backdate(&c, 1, 2*order.ActivityTTL)
+		backdate(&c, 1, 2*activity.CopyTTL)
 		if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
 			t.Fatalf("reload while MySQL is down: %+v %v, want the last copy", a, err)
 		}
@@ -128,12 +129,12 @@ func TestActivityCacheRefreshesAhead(t *testing.T) {
 	var c ActivityCache
 	var calls atomic.Int32
 	release := make(chan struct{})
-	load := func(_ context.Context, id int64) (order.Activity, error) {
+	load := func(_ context.Context, id int64) (activity.Activity, error) {
 		if calls.Add(1) > 1 {
 			<-release // the re-read: MySQL slow
-			return order.Activity{ID: id, ItemID: 2}, nil
+			return activity.Activity{ID: id, ItemID: 2}, nil
 		}
-		return order.Activity{ID: id, ItemID: 1}, nil
+		return activity.Activity{ID: id, ItemID: 1}, nil
 	}
 	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 1 {
 		t.Fatalf("first load: %+v %v", a, err)
@@ -186,11 +187,11 @@ func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 			t.Parallel()
 			var c ActivityCache
 			var down atomic.Bool
-			load := func(ctx context.Context, id int64) (order.Activity, error) {
+			load := func(ctx context.Context, id int64) (activity.Activity, error) {
 				if down.Load() {
-					return order.Activity{}, tc.load(ctx)
+					return activity.Activity{}, tc.load(ctx)
 				}
-				return order.Activity{ID: id, ItemID: 9}, nil
+				return activity.Activity{ID: id, ItemID: 9}, nil
 			}
 			if _, err := c.Get(context.Background(), 1, load); err != nil {
 				t.Fatal(err)
@@ -198,22 +199,22 @@ func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 			// As if read all but 2 s of the bound ago (the test then waits 2 s,
 			// not the whole bound).
 			v, _ := c.m.Load(int64(1))
-			v.(*activityEntry).loaded = time.Now().Add(-(order.ActivityMaxStale - 2*time.Second))
+			v.(*activityEntry).loaded = time.Now().Add(-(activity.MaxStale - 2*time.Second))
 			down.Store(true)
-			lastRead := time.Now().Add(-(order.ActivityMaxStale - 2*time.Second)) // at or after the copy's read
+			lastRead := time.Now().Add(-(activity.MaxStale - 2*time.Second)) // at or after the copy's read
 			var lastServed time.Time
-			deadline := lastRead.Add(order.ActivityMaxStale + 3*time.Second)
+			deadline := lastRead.Add(activity.MaxStale + 3*time.Second)
 			for {
 				before := time.Now()
 				if before.After(deadline) {
 					t.Fatalf("the copy was still served %v after its read (last at %v), want at most %v",
-						before.Sub(lastRead), lastServed.Sub(lastRead), order.ActivityMaxStale)
+						before.Sub(lastRead), lastServed.Sub(lastRead), activity.MaxStale)
 				}
 				_, err := c.Get(context.Background(), 1, load)
 				if err == nil {
 					lastServed = before
-					if d := before.Sub(lastRead); d > order.ActivityMaxStale {
-						t.Fatalf("the copy was served %v after its read, past order.ActivityMaxStale %v", d, order.ActivityMaxStale)
+					if d := before.Sub(lastRead); d > activity.MaxStale {
+						t.Fatalf("the copy was served %v after its read, past order.ActivityMaxStale %v", d, activity.MaxStale)
 					}
 					time.Sleep(10 * time.Millisecond) // the request rate
 					continue

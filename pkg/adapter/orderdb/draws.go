@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
@@ -43,11 +44,11 @@ type drawColumns struct {
 const drawSelect = "activity_draws.entries_close_at AS draw_entries_close_at, activity_draws.seed AS draw_seed, " +
 	"activity_draws.commitment AS draw_commitment"
 
-func (c drawColumns) draw() order.Draw {
+func (c drawColumns) draw() activity.Draw {
 	if c.EntriesCloseAt == nil {
-		return order.Draw{}
+		return activity.Draw{}
 	}
-	d := order.Draw{EntriesCloseAt: *c.EntriesCloseAt}
+	d := activity.Draw{EntriesCloseAt: *c.EntriesCloseAt}
 	copy(d.Seed[:], c.Seed)
 	if c.Commitment != nil {
 		d.Commitment = *c.Commitment
@@ -73,7 +74,7 @@ func (resultRow) TableName() string { return "draw_results" }
 
 // createDraw writes a new sale's draw (in the sale's transaction), with
 // its commitment: SHA-256 of its seed, fixed from now on.
-func createDraw(tx *gorm.DB, activity int64, d order.Draw) error {
+func createDraw(tx *gorm.DB, activity int64, d activity.Draw) error {
 	return tx.Create(&drawRow{ActivityID: activity, EntriesCloseAt: d.EntriesCloseAt.UTC(), Seed: d.Seed[:],
 		Commitment: draw.Seed(d.Seed).Commitment(), State: draw.StateOpen}).Error
 }
@@ -90,7 +91,7 @@ func changeDraw(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, n
 		return err
 	}
 	a := row.activity()
-	a.StartsAt, a.EndsAt, a.Draw = starts, ends, order.Draw{EntriesCloseAt: d.EntriesCloseAt}
+	a.StartsAt, a.EndsAt, a.Draw = starts, ends, activity.Draw{EntriesCloseAt: d.EntriesCloseAt}
 	if ch.StockBuckets != nil {
 		a.StockBuckets = *ch.StockBuckets
 	}
@@ -157,22 +158,22 @@ const resultBatch = 1000
 // lost answer leaves it all or nothing, and a second run finds it DRAWN;
 // the ranking depends on the seed and the list alone, so a run again after
 // a rollback draws the same.
-func (s *Draws) RunDraw(ctx context.Context, activity int64, now time.Time) (Drawn, error) {
+func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (Drawn, error) {
 	var out Drawn
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var d drawRow
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", activity).Take(&d).Error; err != nil {
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", activityID).Take(&d).Error; err != nil {
 			return err
 		}
 		if d.State != draw.StateOpen {
 			return nil
 		}
 		var arow activityRow
-		if err := tx.Where("id = ?", activity).Take(&arow).Error; err != nil {
+		if err := tx.Where("id = ?", activityID).Take(&arow).Error; err != nil {
 			return err
 		}
 		a := arow.activity()
-		a.Draw = order.Draw{EntriesCloseAt: d.EntriesCloseAt}
+		a.Draw = activity.Draw{EntriesCloseAt: d.EntriesCloseAt}
 		if !a.DrawDueAt(now) {
 			return nil
 		}
@@ -181,7 +182,7 @@ func (s *Draws) RunDraw(ctx context.Context, activity int64, now time.Time) (Dra
 			return err
 		}
 		var rows []entryRow
-		if err := tx.Where("activity_id = ?", activity).Find(&rows).Error; err != nil {
+		if err := tx.Where("activity_id = ?", activityID).Find(&rows).Error; err != nil {
 			return err
 		}
 		users := make(map[string]string, len(rows))
@@ -200,7 +201,7 @@ func (s *Draws) RunDraw(ctx context.Context, activity int64, now time.Time) (Dra
 		results := make([]resultRow, len(ranked))
 		alternates := map[int64]int{}
 		for i, r := range ranked {
-			results[i] = resultRow{ActivityID: activity, DrawRank: i + 1, EntryID: r.ID, ItemID: r.ItemID, Quantity: r.Quantity,
+			results[i] = resultRow{ActivityID: activityID, DrawRank: i + 1, EntryID: r.ID, ItemID: r.ItemID, Quantity: r.Quantity,
 				UserID: users[r.ID], Outcome: r.Outcome}
 			if r.Outcome == draw.Won {
 				out.Winners++
@@ -221,11 +222,11 @@ func (s *Draws) RunDraw(ctx context.Context, activity int64, now time.Time) (Dra
 		}
 		digest, js := draw.Digest(entries), string(sizesJSON)
 		out.Ran, out.Entries = true, len(entries)
-		return tx.Model(&drawRow{}).Where("activity_id = ? AND state = ?", activity, draw.StateOpen).Updates(map[string]any{
+		return tx.Model(&drawRow{}).Where("activity_id = ? AND state = ?", activityID, draw.StateOpen).Updates(map[string]any{
 			"state": draw.StateDrawn, "entries": len(entries), "entries_digest": digest, "sizes": js, "drawn_at": now.UTC()}).Error
 	})
 	if err != nil {
-		return Drawn{}, wrap(fmt.Sprintf("draw activity %d", activity), err)
+		return Drawn{}, wrap(fmt.Sprintf("draw activity %d", activityID), err)
 	}
 	return out, nil
 }

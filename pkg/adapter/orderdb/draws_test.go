@@ -12,26 +12,27 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // drawSale makes a draw sale of len(stocks) sizes, started a minute ago,
 // whose entries close at closes.
-func drawSale(t *testing.T, db *mysqltest.DB, closes time.Time, stocks ...int64) order.Activity {
+func drawSale(t *testing.T, db *mysqltest.DB, closes time.Time, stocks ...int64) activity.Activity {
 	t.Helper()
 	ctx := context.Background()
-	var items []order.SaleItem
+	var items []activity.Item
 	for i, n := range stocks {
 		it, err := db.Activities.CreateItem(ctx, "sneaker", n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, order.SaleItem{ItemID: it.ID, Label: "size " + strconv.Itoa(i+1)})
+		items = append(items, activity.Item{ItemID: it.ID, Label: "size " + strconv.Itoa(i+1)})
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
-		EndsAt: now.Add(time.Hour), PerUserLimit: 2, Draw: order.Draw{EntriesCloseAt: closes.UTC().Truncate(time.Millisecond), Seed: draw.NewSeed()}})
+	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
+		EndsAt: now.Add(time.Hour), PerUserLimit: 2, Draw: activity.Draw{EntriesCloseAt: closes.UTC().Truncate(time.Millisecond), Seed: draw.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestDrawSaleReadsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Draw.EntriesCloseAt.Equal(closes) || got.Draw.Seed != a.Draw.Seed || got.Mode() != order.ModeDraw || len(got.Items) != 2 {
+	if !got.Draw.EntriesCloseAt.Equal(closes) || got.Draw.Seed != a.Draw.Seed || got.Mode() != activity.ModeDraw || len(got.Items) != 2 {
 		t.Fatalf("read back %+v, want the draw closing at %v with its seed", got.Draw, closes)
 	}
 	sum, err := db.Draws.DrawSummary(context.Background(), a.ID)
@@ -157,7 +158,7 @@ func TestDrawRunsOnlyWhenDue(t *testing.T) {
 	if err != nil || len(due) != 1 || due[0] != a.ID {
 		t.Fatalf("due at the close: %v, %v", due, err)
 	}
-	if _, err := db.Activities.EndActivity(ctx, a.ID, time.Now(), order.CancelNow); err != nil {
+	if _, err := db.Activities.EndActivity(ctx, a.ID, time.Now(), activity.CancelNow); err != nil {
 		t.Fatal(err)
 	}
 	if due, err := db.Draws.DrawsDue(ctx, closes); err != nil || len(due) != 0 {
@@ -174,7 +175,7 @@ func TestEnterAfterTheSaleEndedIsRefused(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	for _, how := range []order.Ending{order.EndNow, order.CancelNow} {
+	for _, how := range []activity.Ending{activity.EndNow, activity.CancelNow} {
 		a := drawSale(t, db, time.Now().Add(time.Minute), 2)
 		if _, err := db.Activities.EndActivity(ctx, a.ID, time.Now(), how); err != nil {
 			t.Fatal(err)
@@ -367,15 +368,15 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 
 // laterDrawSale makes a draw sale of one item that starts at start, runs
 // an hour, and whose entries close half an hour in.
-func laterDrawSale(t *testing.T, db *mysqltest.DB, start time.Time) order.Activity {
+func laterDrawSale(t *testing.T, db *mysqltest.DB, start time.Time) activity.Activity {
 	t.Helper()
 	ctx := context.Background()
 	it, err := db.Activities.CreateItem(ctx, "sneaker", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
-		Draw: order.Draw{EntriesCloseAt: start.Add(30 * time.Minute), Seed: draw.NewSeed()}})
+	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
+		Draw: activity.Draw{EntriesCloseAt: start.Add(30 * time.Minute), Seed: draw.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +527,7 @@ func TestDrawInsertedWithoutCommitmentGetsItsSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
+	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -134,13 +135,13 @@ func (s *Activities) SetItemStock(ctx context.Context, itemID, stock int64) erro
 // CreateActivity inserts an activity for an existing item. A sale without
 // a price of its own sells at the item's price (none when the item has
 // none); a sale price must be in the item's currency when the item has one.
-func (s *Activities) CreateActivity(ctx context.Context, a order.Activity) (order.Activity, error) {
+func (s *Activities) CreateActivity(ctx context.Context, a activity.Activity) (activity.Activity, error) {
 	return s.createActivity(ctx, a, nil)
 }
 
 // createActivity is CreateActivity, checked against g unless it is nil
 // (CreateSale).
-func (s *Activities) createActivity(ctx context.Context, a order.Activity, g *KeyGuard) (order.Activity, error) {
+func (s *Activities) createActivity(ctx context.Context, a activity.Activity, g *KeyGuard) (activity.Activity, error) {
 	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
 		StockBuckets: max(a.StockBuckets, 1)}
 	if a.PaymentWindow > 0 {
@@ -148,10 +149,10 @@ func (s *Activities) createActivity(ctx context.Context, a order.Activity, g *Ke
 		row.PaymentWindowSeconds = &s
 	}
 	if !labelled(a) {
-		a.Items = []order.SaleItem{{ItemID: a.ItemID, SalePrice: a.SalePrice}}
+		a.Items = []activity.Item{{ItemID: a.ItemID, SalePrice: a.SalePrice}}
 	}
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		lists, othersOf := map[int64]order.Money{}, map[int64][]order.Activity{}
+		lists, othersOf := map[int64]order.Money{}, map[int64][]activity.Activity{}
 		for _, item := range lockOrder(a.ItemIDs()) {
 			it, others, err := lockItemSales(tx, item, 0)
 			if err != nil {
@@ -167,7 +168,7 @@ func (s *Activities) createActivity(ctx context.Context, a order.Activity, g *Ke
 		}
 		if g != nil {
 			for _, item := range lockOrder(a.ItemIDs()) {
-				if err := order.CheckOneOwner(a, item, othersOf[item], g.Now); err != nil {
+				if err := activity.CheckOneOwner(a, item, othersOf[item], g.Now); err != nil {
 					return err
 				}
 			}
@@ -199,14 +200,14 @@ func (s *Activities) createActivity(ctx context.Context, a order.Activity, g *Ke
 		return tx.Create(saleItemRows(a)).Error
 	}, itemSalesTx)
 	if err != nil {
-		return order.Activity{}, wrap("create activity", err)
+		return activity.Activity{}, wrap("create activity", err)
 	}
 	a.ID, a.StockBuckets = row.ID, row.StockBuckets
 	return a, nil
 }
 
 // Activity returns one activity, order.ErrNotFound if none.
-func (s *Activities) Activity(ctx context.Context, id int64) (order.Activity, error) {
+func (s *Activities) Activity(ctx context.Context, id int64) (activity.Activity, error) {
 	// With its room and its first item's name in the same query: a sale
 	// page reads the sale every second, in two queries (this and its items).
 	var row activityRoomRow
@@ -217,7 +218,7 @@ func (s *Activities) Activity(ctx context.Context, id int64) (order.Activity, er
 		Joins("LEFT JOIN activity_draws ON activity_draws.activity_id = activities.id").
 		Where("activities.id = ?", id).Take(&row).Error
 	if err != nil {
-		return order.Activity{}, wrap("read activity", err)
+		return activity.Activity{}, wrap("read activity", err)
 	}
 	a := row.Activity.activity()
 	a.Name = row.ItemName
@@ -229,8 +230,8 @@ func (s *Activities) Activity(ctx context.Context, id int64) (order.Activity, er
 	return a, wrap("read activity", err)
 }
 
-func (row activityRow) activity() order.Activity {
-	a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
+func (row activityRow) activity() activity.Activity {
+	a := activity.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
 		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency)}
 	if row.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
@@ -264,7 +265,7 @@ func wrap(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, order.ErrNotFound)
 	case errors.Is(err, order.ErrNotFound), errors.Is(err, order.ErrInvalidArgument),
 		errors.Is(err, order.ErrActivityNotActive), errors.Is(err, order.ErrActivityStarted),
-		errors.Is(err, order.ErrSettingLocked), errors.Is(err, order.ErrItemInAnotherSale):
+		errors.Is(err, activity.ErrSettingLocked), errors.Is(err, activity.ErrItemInAnotherActivity):
 		return fmt.Errorf("%s: %w", op, err)
 	case isTransient(err):
 		return fmt.Errorf("%s: %w: %w", op, order.ErrUnavailable, err)

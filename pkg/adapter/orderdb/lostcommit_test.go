@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -185,7 +186,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 10)
 	ctx := context.Background()
-	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: item, StartsAt: time.Now().Add(-time.Minute),
+	act, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: item, StartsAt: time.Now().Add(-time.Minute),
 		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cutCommit(p)
-	if a, err := via.Activities.EndActivity(ctx, act.ID, first, order.CancelNow); err == nil {
+	if a, err := via.Activities.EndActivity(ctx, act.ID, first, activity.CancelNow); err == nil {
 		t.Fatalf("cancel answered through a cut COMMIT: %+v", a)
 	} else {
 		t.Logf("cancel with its COMMIT answer lost: %v", err)
@@ -226,7 +227,7 @@ func TestCancelLostCommitRetryChangesNothing(t *testing.T) {
 	}
 
 	waitCutOver(t, via)
-	retry, err := via.Activities.EndActivity(ctx, act.ID, first.Add(2*time.Second), order.CancelNow)
+	retry, err := via.Activities.EndActivity(ctx, act.ID, first.Add(2*time.Second), activity.CancelNow)
 	if err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
@@ -266,7 +267,7 @@ func TestCancelIsRecordedAfterThePaymentItWaitedFor(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.Activities.EndActivity(ctx, r.Event.ActivityID, time.Now(), order.CancelNow)
+		_, err := db.Activities.EndActivity(ctx, r.Event.ActivityID, time.Now(), activity.CancelNow)
 		done <- err
 	}()
 	// The cancel has read its clock and waits for the row.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -39,7 +40,7 @@ func setup(t *testing.T, stock int64) (*mysqltest.DB, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 10}); err != nil {
+	if _, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour), PerUserLimit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	return db, it.ID
@@ -264,8 +265,8 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 		items = append(items, it.ID)
 	}
 	now := time.Now()
-	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: items[0], StartsAt: now, EndsAt: now.Add(time.Hour), PerUserLimit: 1,
-		Items: []order.SaleItem{{ItemID: items[0], Label: "S"}, {ItemID: items[1], Label: "M"}}})
+	act, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: items[0], StartsAt: now, EndsAt: now.Add(time.Hour), PerUserLimit: 1,
+		Items: []activity.Item{{ItemID: items[0], Label: "S"}, {ItemID: items[1], Label: "M"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -102,7 +103,7 @@ type Request struct {
 // Each transaction first reads the orders' activities under a shared lock
 // (an end, cancel or change of the sale waits for it, and it for them) and
 // records as FAILED, taking no stock, every order the sale refuses
-// (order.Activity.Refusal: reserved outside the sale's window as MySQL
+// (activity.Activity.Refusal: reserved outside the sale's window as MySQL
 // has it now, or above its per-user limit), whatever the instance that
 // reserved it believed. An activity MySQL does not have refuses nothing
 // here (the consumer dead-letters such events before).
@@ -240,7 +241,7 @@ func takeStock(tx *gorm.DB, sums map[int64]int) *gorm.DB {
 // shareActivities reads the activities of reqs inside tx under a shared
 // lock: the rows as MySQL has them now, which an end or cancel cannot
 // change until tx ends.
-func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, error) {
+func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]activity.Activity, error) {
 	ids := make([]int64, 0, 1)
 	seen := map[int64]bool{}
 	for _, r := range reqs {
@@ -256,7 +257,7 @@ func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, err
 	// Without their items: what refuses an order here is the sale's window
 	// and limit (the consumer checked the item against its copy, and a
 	// sale's items never change once it started).
-	acts := make(map[int64]order.Activity, len(rows))
+	acts := make(map[int64]activity.Activity, len(rows))
 	for _, row := range rows {
 		acts[row.ID] = row.activity()
 	}
@@ -264,7 +265,7 @@ func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]order.Activity, err
 }
 
 // refusal is why MySQL's copy of e's sale refuses it, or "".
-func refusal(acts map[int64]order.Activity, e order.Event) string {
+func refusal(acts map[int64]activity.Activity, e order.Event) string {
 	a, ok := acts[e.ActivityID]
 	if !ok {
 		return ""

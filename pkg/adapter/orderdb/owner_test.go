@@ -11,13 +11,14 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // ownerGuard is the guard a create or change of a sale is checked with,
 // at now, with no keys in Redis.
 func ownerGuard(now time.Time) orderdb.KeyGuard {
-	return orderdb.KeyGuard{Now: now, KeysUntil: func(a order.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
+	return orderdb.KeyGuard{Now: now, KeysUntil: func(a activity.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
 }
 
 // items creates n items of stock 10.
@@ -67,14 +68,14 @@ func TestConcurrentOverlappingSalesOneWins(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				act := order.Activity{StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour), PerUserLimit: 1}
+				act := activity.Activity{StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour), PerUserLimit: 1}
 				if round%2 == 0 { // all of one item
 					act.ItemID = a
 				} else {
 					k := kinds[i%len(kinds)]
 					act.ItemID = k[0]
 					for j, id := range k {
-						act.Items = append(act.Items, order.SaleItem{ItemID: id, Label: string(rune('S' + j))})
+						act.Items = append(act.Items, activity.Item{ItemID: id, Label: string(rune('S' + j))})
 					}
 				}
 				_, errs[i] = db.Activities.CreateSale(ctx, act, ownerGuard(now))
@@ -86,7 +87,7 @@ func TestConcurrentOverlappingSalesOneWins(t *testing.T) {
 			switch {
 			case err == nil:
 				made++
-			case !errors.Is(err, order.ErrItemInAnotherSale):
+			case !errors.Is(err, activity.ErrItemInAnotherActivity):
 				t.Fatalf("round %d sale %d: %v", round, i, err)
 			}
 		}
@@ -111,7 +112,7 @@ func TestConcurrentPatchAndCreateOneWins(t *testing.T) {
 	h := func(n int) time.Time { return now.Add(time.Duration(n) * time.Hour) }
 	for round := range 6 {
 		item := items(t, db, 1)[0]
-		first, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
+		first, err := db.Activities.CreateSale(ctx, activity.Activity{ItemID: item, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,12 +125,12 @@ func TestConcurrentPatchAndCreateOneWins(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			_, errCreate = db.Activities.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: h(4), EndsAt: h(6), PerUserLimit: 1}, ownerGuard(now))
+			_, errCreate = db.Activities.CreateSale(ctx, activity.Activity{ItemID: item, StartsAt: h(4), EndsAt: h(6), PerUserLimit: 1}, ownerGuard(now))
 		}()
 		wg.Wait()
 		patched, created := errPatch == nil, errCreate == nil
 		for _, err := range []error{errPatch, errCreate} {
-			if err != nil && !errors.Is(err, order.ErrItemInAnotherSale) {
+			if err != nil && !errors.Is(err, activity.ErrItemInAnotherActivity) {
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}
@@ -159,14 +160,14 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 	h := func(n int) time.Time { return now.Add(time.Duration(n) * time.Hour) }
 	ids := items(t, db, 2)
 	x, y := ids[0], ids[1]
-	first, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: x, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
+	first, err := db.Activities.CreateSale(ctx, activity.Activity{ItemID: x, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Activities.CreateSale(ctx, order.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(3), PerUserLimit: 1,
-		Items: []order.SaleItem{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}}, ownerGuard(now))
+	_, err = db.Activities.CreateSale(ctx, activity.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(3), PerUserLimit: 1,
+		Items: []activity.Item{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}}, ownerGuard(now))
 	var oe *order.Error
-	if !errors.As(err, &oe) || !errors.Is(err, order.ErrItemInAnotherSale) {
+	if !errors.As(err, &oe) || !errors.Is(err, activity.ErrItemInAnotherActivity) {
 		t.Fatalf("overlapping sale of sizes: %v, want ErrItemInAnotherSale", err)
 	}
 	for _, want := range []string{"item " + strconv.FormatInt(x, 10), "sale " + strconv.FormatInt(first.ID, 10)} {
@@ -178,22 +179,22 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 		t.Fatalf("refused sale written: %d sales of item %d", n, y)
 	}
 	// Touching windows: [2h, 3h) after [1h, 2h).
-	_, err = db.Activities.CreateSale(ctx, order.Activity{ItemID: x, StartsAt: h(2), EndsAt: h(3), PerUserLimit: 1}, ownerGuard(now))
+	_, err = db.Activities.CreateSale(ctx, activity.Activity{ItemID: x, StartsAt: h(2), EndsAt: h(3), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatalf("a sale starting when the other ends: %v", err)
 	}
 	// A change of the first sale's window into the second's is refused.
-	if _, err := db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{EndsAt: ptrTo(h(2).Add(time.Minute))}, now); !errors.Is(err, order.ErrItemInAnotherSale) {
+	if _, err := db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{EndsAt: ptrTo(h(2).Add(time.Minute))}, now); !errors.Is(err, activity.ErrItemInAnotherActivity) {
 		t.Fatalf("window patched into another sale's: %v", err)
 	}
 	// So is a change of items of a sale of y alone into x's.
-	third, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
+	third, err := db.Activities.CreateSale(ctx, activity.Activity{ItemID: y, StartsAt: h(1), EndsAt: h(2), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := ownerGuard(now)
-	_, err = db.Activities.PatchActivity(ctx, third.ID, orderdb.ActivityChange{Items: []order.SaleItem{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}, Guard: &g}, now)
-	if !errors.Is(err, order.ErrItemInAnotherSale) {
+	_, err = db.Activities.PatchActivity(ctx, third.ID, orderdb.ActivityChange{Items: []activity.Item{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}, Guard: &g}, now)
+	if !errors.Is(err, activity.ErrItemInAnotherActivity) {
 		t.Fatalf("items patched into another sale's: %v", err)
 	}
 	if got, err := db.Activities.Activity(ctx, third.ID); err != nil || len(got.Items) != 1 {
@@ -205,14 +206,14 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 	}
 	// A sale that ended and a cancelled one give the item up.
 	z := items(t, db, 1)[0]
-	ended, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Hour), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now))
+	ended, err := db.Activities.CreateSale(ctx, activity.Activity{ItemID: z, StartsAt: now.Add(-time.Hour), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Activities.EndActivity(ctx, ended.ID, now, order.CancelNow); err != nil {
+	if _, err := db.Activities.EndActivity(ctx, ended.ID, now, activity.CancelNow); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Activities.CreateSale(ctx, order.Activity{ItemID: z, StartsAt: now.Add(-time.Minute), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now.Add(time.Second))); err != nil {
+	if _, err := db.Activities.CreateSale(ctx, activity.Activity{ItemID: z, StartsAt: now.Add(-time.Minute), EndsAt: h(1), PerUserLimit: 1}, ownerGuard(now.Add(time.Second))); err != nil {
 		t.Fatalf("a sale of an item whose other sale was cancelled: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -51,7 +52,7 @@ type ActivityFilter struct {
 }
 
 // Activities lists the activities f picks, by id.
-func (s *Reconcile) Activities(ctx context.Context, f ActivityFilter) ([]order.Activity, error) {
+func (s *Reconcile) Activities(ctx context.Context, f ActivityFilter) ([]activity.Activity, error) {
 	q := s.gdb.WithContext(ctx).Model(&activityRow{}).Order("id")
 	if !f.EndsAfter.IsZero() {
 		q = q.Where("ends_at > ?", f.EndsAfter.UTC())
@@ -66,9 +67,9 @@ func (s *Reconcile) Activities(ctx context.Context, f ActivityFilter) ([]order.A
 	if err := q.Find(&rows).Error; err != nil {
 		return nil, wrap("list activities", err)
 	}
-	out := make([]order.Activity, len(rows))
+	out := make([]activity.Activity, len(rows))
 	for i, row := range rows {
-		a := order.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
+		a := activity.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
 			StockBuckets: max(row.StockBuckets, 1)}
 		if row.PaymentWindowSeconds != nil {
 			a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -18,12 +19,12 @@ func TestActivitiesFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
+	old, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
 		EndsAt: time.Now().Add(-48 * time.Hour), PerUserLimit: 2, PaymentWindow: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := func(as []order.Activity, err error) []int64 {
+	ids := func(as []activity.Activity, err error) []int64 {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // roomRow is a sale's waiting room (0013).
@@ -23,7 +22,7 @@ type roomRow struct {
 
 func (roomRow) TableName() string { return "activity_rooms" }
 
-func newRoomRow(activity int64, r order.WaitingRoom) roomRow {
+func newRoomRow(activity int64, r activity.WaitingRoom) roomRow {
 	row := roomRow{ActivityID: activity, AdmitPerSecond: r.AdmitPerSecond, AdmissionTTLSeconds: int(r.AdmissionTTL / time.Second),
 		ProofOfWorkBits: r.ProofOfWorkBits, Seed: r.Seed[:], AdmissionKey: r.Key[:]}
 	if !r.OpensAt.IsZero() {
@@ -33,8 +32,8 @@ func newRoomRow(activity int64, r order.WaitingRoom) roomRow {
 	return row
 }
 
-func (row roomRow) room() order.WaitingRoom {
-	r := order.WaitingRoom{AdmitPerSecond: row.AdmitPerSecond, AdmissionTTL: time.Duration(row.AdmissionTTLSeconds) * time.Second,
+func (row roomRow) room() activity.WaitingRoom {
+	r := activity.WaitingRoom{AdmitPerSecond: row.AdmitPerSecond, AdmissionTTL: time.Duration(row.AdmissionTTLSeconds) * time.Second,
 		ProofOfWorkBits: row.ProofOfWorkBits}
 	if row.OpensAt != nil {
 		r.OpensAt = *row.OpensAt
@@ -61,7 +60,7 @@ const roomColumns = "activity_rooms.activity_id AS room_activity_id, activity_ro
 
 // changeRoom writes ch's room for the sale of row (locked), starting at
 // starts, checked against the sale as the change leaves it, and in time
-// for every instance to see it before the start (order.CheckRoomInTime).
+// for every instance to see it before the start (activity.CheckRoomInTime).
 func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts, now time.Time) error {
 	var cur roomRow
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", row.ID).Take(&cur).Error
@@ -72,7 +71,7 @@ func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts, now tim
 	if ch.Room == nil && (!has || ch.StockBuckets == nil && ch.StartsAt == nil) {
 		return nil
 	}
-	a := order.Activity{StartsAt: starts, StockBuckets: row.StockBuckets}
+	a := activity.Activity{StartsAt: starts, StockBuckets: row.StockBuckets}
 	if ch.StockBuckets != nil {
 		a.StockBuckets = *ch.StockBuckets
 	}
@@ -89,7 +88,7 @@ func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts, now tim
 	if err := a.CheckRoom(); err != nil {
 		return err
 	}
-	if err := order.CheckRoomInTime(has, true, row.StartsAt, starts, now); err != nil {
+	if err := activity.CheckRoomInTime(has, true, row.StartsAt, starts, now); err != nil {
 		return err
 	}
 	if ch.Room == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -23,9 +24,9 @@ func TestSaleWithARoomReadsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
-	want := order.WaitingRoom{AdmitPerSecond: 250, AdmissionTTL: 90 * time.Second, ProofOfWorkBits: 12,
+	want := activity.WaitingRoom{AdmitPerSecond: 250, AdmissionTTL: 90 * time.Second, ProofOfWorkBits: 12,
 		OpensAt: start.Add(-30 * time.Minute), Seed: room.NewSeed(), Key: room.NewSeed()}
-	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, Room: want})
+	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1, Room: want})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestSaleWithARoomReadsBack(t *testing.T) {
 	if got.Room != want || !got.EndsAt.Equal(start.Add(time.Hour)) {
 		t.Fatalf("read back %+v, want %+v", got.Room, want)
 	}
-	plain, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start.Add(2 * time.Hour), EndsAt: start.Add(3 * time.Hour), PerUserLimit: 1})
+	plain, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: start.Add(2 * time.Hour), EndsAt: start.Add(3 * time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,23 +60,23 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 	}
 	now := time.Now()
 	start := now.Add(2 * time.Hour).Truncate(time.Millisecond).UTC()
-	a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1})
+	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := order.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
+	first := activity.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
 	got, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &first}, now)
 	if err != nil || got.Room != first {
 		t.Fatalf("a room by PATCH: %+v, %v; want %+v", got.Room, err, first)
 	}
-	second := order.WaitingRoom{AdmitPerSecond: 99, AdmissionTTL: 2 * time.Minute, ProofOfWorkBits: 4, Seed: room.NewSeed(), Key: room.NewSeed()}
+	second := activity.WaitingRoom{AdmitPerSecond: 99, AdmissionTTL: 2 * time.Minute, ProofOfWorkBits: 4, Seed: room.NewSeed(), Key: room.NewSeed()}
 	got, err = db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &second}, now)
 	if err != nil || got.Room.AdmitPerSecond != 99 || got.Room.ProofOfWorkBits != 4 || got.Room.Seed != first.Seed || got.Room.Key != first.Key {
 		t.Fatalf("a changed room: %+v, %v; want the new settings with the first seed and key", got.Room, err)
 	}
 	two := 2
 	if _, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{StockBuckets: &two, Guard: &orderdb.KeyGuard{Now: now,
-		KeysUntil: func(order.Activity) time.Time { return now }}}, now); !errors.Is(err, order.ErrInvalidArgument) ||
+		KeysUntil: func(activity.Activity) time.Time { return now }}}, now); !errors.Is(err, order.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "waiting_room") {
 		t.Fatalf("buckets for a sale with a room: %v, want an invalid argument", err)
 	}
@@ -85,26 +86,26 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 // an instance sells from a copy of the sale up to order.ActivityMaxStale
 // old, and one that never saw the room would take orders without
 // admissions. So a room is added, and the start of a sale with a room
-// moved earlier, only while the sale starts more than order.RoomGuard
+// moved earlier, only while the sale starts more than activity.RoomGuard
 // later; nothing of a refused change is written.
 func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	db := mysqltest.New(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	sale := func(starts time.Time) order.Activity {
+	sale := func(starts time.Time) activity.Activity {
 		t.Helper()
 		it, err := db.Activities.CreateItem(ctx, "ticket", 5) // an item each: one sale owns an item at a time
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(10 * time.Hour), PerUserLimit: 1})
+		a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: starts, EndsAt: starts.Add(10 * time.Hour), PerUserLimit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return a
 	}
-	newRoom := func() *order.WaitingRoom {
-		return &order.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
+	newRoom := func() *activity.WaitingRoom {
+		return &activity.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
 	}
 	hasRoom := func(id int64) bool {
 		t.Helper()
@@ -115,9 +116,9 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 		return a.Room.On()
 	}
 
-	soon := sale(now.Add(order.RoomGuard - time.Second))
-	if _, err := db.Activities.PatchActivity(ctx, soon.ID, orderdb.ActivityChange{Room: newRoom()}, now); !errors.Is(err, order.ErrSettingLocked) {
-		t.Fatalf("a room added %v before the start: %v, want ErrSettingLocked", order.RoomGuard-time.Second, err)
+	soon := sale(now.Add(activity.RoomGuard - time.Second))
+	if _, err := db.Activities.PatchActivity(ctx, soon.ID, orderdb.ActivityChange{Room: newRoom()}, now); !errors.Is(err, activity.ErrSettingLocked) {
+		t.Fatalf("a room added %v before the start: %v, want ErrSettingLocked", activity.RoomGuard-time.Second, err)
 	}
 	if hasRoom(soon.ID) {
 		t.Fatal("the refused room was written")
@@ -129,23 +130,23 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	}
 	// The room exists now: a start moved to within the guard could reach an
 	// instance whose copy predates the room.
-	early := now.Add(order.RoomGuard - time.Second)
-	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &early}, now); !errors.Is(err, order.ErrSettingLocked) {
-		t.Fatalf("the start of a sale with a room moved to %v from now: %v, want ErrSettingLocked", order.RoomGuard-time.Second, err)
+	early := now.Add(activity.RoomGuard - time.Second)
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &early}, now); !errors.Is(err, activity.ErrSettingLocked) {
+		t.Fatalf("the start of a sale with a room moved to %v from now: %v, want ErrSettingLocked", activity.RoomGuard-time.Second, err)
 	}
 	if a, err := db.Activities.Activity(ctx, later.ID); err != nil || !a.StartsAt.Equal(later.StartsAt) {
 		t.Fatalf("after the refused move the sale starts at %v (%v), want %v", a.StartsAt, err, later.StartsAt)
 	}
-	for _, starts := range []time.Time{now.Add(order.RoomGuard + time.Minute), now.Add(3 * time.Hour)} {
+	for _, starts := range []time.Time{now.Add(activity.RoomGuard + time.Minute), now.Add(3 * time.Hour)} {
 		if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, now); err != nil {
 			t.Fatalf("the start of a sale with a room moved to %v from now: %v", starts.Sub(now), err)
 		}
 	}
 	// A later start keeps the room as far ahead of it as it was: allowed
 	// even when the clock has come close (the room was set in time).
-	closer := now.Add(3*time.Hour - order.RoomGuard + time.Second)
+	closer := now.Add(3*time.Hour - activity.RoomGuard + time.Second)
 	starts := now.Add(4 * time.Hour)
 	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, closer); err != nil {
-		t.Fatalf("the start moved later, %v before the old start: %v", order.RoomGuard-time.Second, err)
+		t.Fatalf("the start moved later, %v before the old start: %v", activity.RoomGuard-time.Second, err)
 	}
 }

@@ -7,18 +7,19 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // EndActivity ends a running sale at now: ends_at moves to now (the API
 // instances refuse new orders once their copy of the activity, at most
-// order.ActivityTTL old, shows it). order.CancelNow also marks it cancelled
+// order.ActivityTTL old, shows it). activity.CancelNow also marks it cancelled
 // (cancelled_at, the moment the cancel took effect by MySQL's clock: the
 // first cancel's), after which the closer closes its CREATED orders. Ending
 // a sale that has ended already changes nothing (cancelling one still marks
 // it); a sale that has not started is order.ErrActivityNotActive: change its
 // times instead.
-func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error) {
+func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, how activity.Ending) (activity.Activity, error) {
 	now = now.UTC()
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
@@ -33,7 +34,7 @@ func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, h
 		if now.Before(row.EndsAt) {
 			set["ends_at"] = now
 		}
-		if how == order.CancelNow {
+		if how == activity.CancelNow {
 			// MySQL's clock when the cancel takes effect, after the lock:
 			// a payment the cancel waited for (saleCancelled) committed
 			// before this statement, so its updated_at, by the same clock,
@@ -46,7 +47,7 @@ func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, h
 		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
 	})
 	if err != nil {
-		return order.Activity{}, wrap("end activity", err)
+		return activity.Activity{}, wrap("end activity", err)
 	}
 	return s.Activity(ctx, id)
 }
@@ -58,47 +59,47 @@ type ActivityChange struct {
 	StockBuckets     *int
 	// Items replaces the sale's items (labelled, each with the sale price
 	// the operator gave, if any; the item's own otherwise); nil keeps them.
-	Items []order.SaleItem
+	Items []activity.Item
 	// Guard checks a new StockBuckets or Items against the items' live
 	// keys (see checkChange); required with either.
 	Guard *KeyGuard
 	// Room sets the sale's waiting room: a room it has keeps its seed and
 	// key (the seed's commitment is public), a new one takes Room's.
-	Room *order.WaitingRoom
+	Room *activity.WaitingRoom
 	// PaymentWindow is the programs' payment window, a sale's without its
 	// own: a draw's close must leave it before the end
-	// (order.Activity.CheckDraw).
+	// (activity.Activity.CheckDraw).
 	PaymentWindow time.Duration
 }
 
 // sale is the change as the domain reads it.
-func (ch ActivityChange) sale() order.SaleChange {
-	c := order.SaleChange{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
+func (ch ActivityChange) sale() activity.Change {
+	c := activity.Change{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
 	if ch.Items != nil {
-		c.Items = make([]order.NewSaleItem, len(ch.Items))
+		c.Items = make([]activity.NewItem, len(ch.Items))
 		for i, it := range ch.Items {
-			c.Items[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
+			c.Items[i] = activity.NewItem{ItemID: it.ItemID, Label: it.Label}
 		}
 	}
 	return c
 }
 
 // PatchActivity changes a sale's times, per-user limit or bucket count
-// while it starts more than order.SettingsGuard after now (every instance
+// while it starts more than activity.SettingsGuard after now (every instance
 // then sees the change before it opens); later, order.ErrActivityStarted.
 // The result must still be within the range of order.CheckSaleTimes
 // (order.ErrInvalidArgument).
 // Once the sale was warmed up, its bucket count, its items and a later end
-// are order.ErrSettingLocked (checkChange). A window or items that overlap
+// are activity.ErrSettingLocked (checkChange). A window or items that overlap
 // another sale of one of its items are order.ErrItemInAnotherSale
 // (checkOwner).
-func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (order.Activity, error) {
+func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (activity.Activity, error) {
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {
 			return err
 		}
-		if err := order.CheckChangeable(row.StartsAt, now); err != nil {
+		if err := activity.CheckChangeable(row.StartsAt, now); err != nil {
 			return err
 		}
 		set := map[string]any{}
@@ -117,7 +118,7 @@ func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityCha
 		if ch.StockBuckets != nil {
 			set["stock_buckets"] = *ch.StockBuckets
 		}
-		if err := order.CheckSaleTimes(starts, ends, now); err != nil {
+		if err := activity.CheckTimes(starts, ends, now); err != nil {
 			return err
 		}
 		if err := changeRoom(tx, row, ch, starts, now); err != nil {
@@ -141,7 +142,7 @@ func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityCha
 			set["key_settings_changed_at"] = gorm.Expr("NOW(3)")
 		}
 		if ch.Items != nil {
-			a := order.Activity{ID: id, Items: append([]order.SaleItem(nil), ch.Items...)}
+			a := activity.Activity{ID: id, Items: append([]activity.Item(nil), ch.Items...)}
 			if err := priceItems(a.Items, lists); err != nil {
 				return err
 			}
@@ -160,7 +161,7 @@ func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityCha
 		return tx.Model(&activityRow{}).Where("id = ?", id).Updates(set).Error
 	}, itemSalesTx)
 	if err != nil {
-		return order.Activity{}, wrap("change activity", err)
+		return activity.Activity{}, wrap("change activity", err)
 	}
 	return s.Activity(ctx, id)
 }

@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -24,15 +25,15 @@ func (saleItemRow) TableName() string { return "activity_items" }
 // withItems fills in the items of acts from activity_items, in their
 // positions; a sale without rows there (created with item_id alone) keeps
 // the one item its row names, at its sale price.
-func withItems(tx *gorm.DB, acts []order.Activity) error {
+func withItems(tx *gorm.DB, acts []activity.Activity) error {
 	ids := make([]int64, len(acts))
 	for i := range acts {
 		ids[i] = acts[i].ID
 		if len(acts[i].Items) == 0 {
-			acts[i].Items = []order.SaleItem{{ItemID: acts[i].ItemID, SalePrice: acts[i].SalePrice}}
+			acts[i].Items = []activity.Item{{ItemID: acts[i].ItemID, SalePrice: acts[i].SalePrice}}
 		}
 	}
-	byActivity := map[int64][]order.SaleItem{}
+	byActivity := map[int64][]activity.Item{}
 	for chunk := range slices.Chunk(ids, ListBatch) {
 		var rows []saleItemRow
 		if err := tx.Where("activity_id IN ?", chunk).Order("activity_id, position").Find(&rows).Error; err != nil {
@@ -40,7 +41,7 @@ func withItems(tx *gorm.DB, acts []order.Activity) error {
 		}
 		for _, r := range rows {
 			byActivity[r.ActivityID] = append(byActivity[r.ActivityID],
-				order.SaleItem{ItemID: r.ItemID, Label: r.Label, SalePrice: money(r.SalePrice, r.Currency)})
+				activity.Item{ItemID: r.ItemID, Label: r.Label, SalePrice: money(r.SalePrice, r.Currency)})
 		}
 	}
 	for i := range acts {
@@ -52,20 +53,20 @@ func withItems(tx *gorm.DB, acts []order.Activity) error {
 }
 
 // withItemsOne is withItems for one sale.
-func withItemsOne(tx *gorm.DB, a order.Activity) (order.Activity, error) {
-	acts := []order.Activity{a}
+func withItemsOne(tx *gorm.DB, a activity.Activity) (activity.Activity, error) {
+	acts := []activity.Activity{a}
 	err := withItems(tx, acts)
 	return acts[0], err
 }
 
 // labelled reports whether a lists its items with labels (created with
 // items): those are written to activity_items.
-func labelled(a order.Activity) bool {
+func labelled(a activity.Activity) bool {
 	return len(a.Items) > 0 && a.Items[0].Label != ""
 }
 
 // saleItemRows are the activity_items rows of sale a.
-func saleItemRows(a order.Activity) []saleItemRow {
+func saleItemRows(a activity.Activity) []saleItemRow {
 	rows := make([]saleItemRow, len(a.Items))
 	for i, it := range a.Items {
 		price, currency := priceColumns(it.SalePrice)
@@ -85,7 +86,7 @@ func lockOrder(ids []int64) []int64 {
 // it has none, or when that sale sells it alone): the hash tag its Redis
 // keys are kept with. A sale that keeps an item's keys under another tag
 // than its other sales can only be created once their keys have expired
-// (order.CheckLayout), so while any of the item's keys live, they are
+// (activity.CheckLayout), so while any of the item's keys live, they are
 // under this one.
 func (s *Activities) ItemTag(ctx context.Context, item int64) (int64, error) {
 	var tags []int64
@@ -103,8 +104,8 @@ func (s *Activities) ItemTag(ctx context.Context, item int64) (int64, error) {
 
 // LatestTag is ItemTag among acts, the sales of one item: the first item of
 // the one created last (largest id); item when acts is empty.
-func LatestTag(item int64, acts []order.Activity) int64 {
-	var last *order.Activity
+func LatestTag(item int64, acts []activity.Activity) int64 {
+	var last *activity.Activity
 	for i := range acts {
 		if last == nil || acts[i].ID > last.ID {
 			last = &acts[i]
@@ -119,7 +120,7 @@ func LatestTag(item int64, acts []order.Activity) int64 {
 // priceItems gives each of items without a sale price its list price
 // (lists, by item), refuses a sale price in another currency than its
 // item's, and a sale whose items are priced in more than one currency.
-func priceItems(items []order.SaleItem, lists map[int64]order.Money) error {
+func priceItems(items []activity.Item, lists map[int64]order.Money) error {
 	for i, it := range items {
 		listPrice := lists[it.ItemID]
 		switch {
@@ -129,5 +130,5 @@ func priceItems(items []order.SaleItem, lists map[int64]order.Money) error {
 			return order.Errorf(order.ErrInvalidArgument, "the sale price of item %d must be in the item's currency %s", it.ItemID, listPrice.Currency)
 		}
 	}
-	return order.CheckCurrencies(items)
+	return activity.CheckCurrencies(items)
 }

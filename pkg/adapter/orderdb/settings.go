@@ -11,34 +11,35 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // KeyGuard is what a change to an item's sales is checked against: the
 // settings live Redis keys depend on stay as the keys have them
-// (order.CheckLayout; docs/adr/0002-stock-buckets.md).
+// (activity.CheckLayout; docs/adr/0002-stock-buckets.md).
 type KeyGuard struct {
 	// Live is each item's stock layout in Redis (where the sale's keys of
 	// it are), read by the caller just before (missing or 0: no stock key).
 	// The check in MySQL covers the keys that Redis lost or that a warm-up
 	// is about to write.
-	Live map[int64]order.Layout
+	Live map[int64]activity.Layout
 	// KeysUntil is how long a sale's keys may live
-	// (order.Activity.KeysLiveUntil with the API's payment window).
-	KeysUntil func(order.Activity) time.Time
+	// (activity.Activity.KeysLiveUntil with the API's payment window).
+	KeysUntil func(activity.Activity) time.Time
 	// Now is the time the sales' key lives are compared with.
 	Now time.Time
 }
 
-// CreateSale is CreateActivity refusing, with order.ErrSettingLocked, a
+// CreateSale is CreateActivity refusing, with activity.ErrSettingLocked, a
 // sale whose bucket count contradicts the item's live keys: Redis's (g.Live)
 // or those of another sale of the item laid out otherwise whose keys may
 // still live; and, with order.ErrItemInAnotherSale, a sale whose window
 // overlaps another sale of one of its items that is neither cancelled nor
-// over at g.Now (order.CheckOneOwner). It holds the items' rows locked
+// over at g.Now (activity.CheckOneOwner). It holds the items' rows locked
 // meanwhile (itemSalesTx), so two such changes of one item happen one
 // after the other. Nothing is written when it refuses.
-func (s *Activities) CreateSale(ctx context.Context, a order.Activity, g KeyGuard) (order.Activity, error) {
+func (s *Activities) CreateSale(ctx context.Context, a activity.Activity, g KeyGuard) (activity.Activity, error) {
 	return s.createActivity(ctx, a, &g)
 }
 
@@ -54,7 +55,7 @@ var itemSalesTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // they happen one at a time) and returns its sales other than except: those
 // whose first item it is and those that list it among their items. tx runs
 // with itemSalesTx.
-func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, error) {
+func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []activity.Activity, error) {
 	var it itemRow
 	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", item).Take(&it).Error; err != nil {
 		return it, nil, err
@@ -64,7 +65,7 @@ func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, 
 		except, item, item).Find(&rows).Error; err != nil {
 		return it, nil, err
 	}
-	out := make([]order.Activity, len(rows))
+	out := make([]activity.Activity, len(rows))
 	for i, r := range rows {
 		out[i] = r.activity()
 	}
@@ -74,13 +75,13 @@ func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []order.Activity, 
 // checkLayout checks, inside tx with the item's row locked, that item of a
 // sale whose first item is tag, laid out in buckets keys, contradicts no
 // live keys.
-func (g *KeyGuard) checkLayout(item, tag int64, others []order.Activity, buckets int) error {
-	return order.CheckLayout(order.KeySpace{Item: item, Tag: tag, Buckets: buckets}, g.Live[item], others, g.KeysUntil, g.Now)
+func (g *KeyGuard) checkLayout(item, tag int64, others []activity.Activity, buckets int) error {
+	return activity.CheckLayout(activity.KeySpace{Item: item, Tag: tag, Buckets: buckets}, g.Live[item], others, g.KeysUntil, g.Now)
 }
 
 // checkChange refuses, inside tx with the activity's row locked, a change
 // that live keys depend on once the sale was warmed up
-// (order.KeyChange.CheckWarmed, with the warm-up MySQL recorded). A new
+// (activity.KeyChange.CheckWarmed, with the warm-up MySQL recorded). A new
 // bucket count or new items must also fit each item's other sales and
 // Redis (g), with the items' rows locked; it returns the list prices of
 // the items it locked.
@@ -89,7 +90,7 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]ord
 	if err != nil {
 		return nil, err
 	}
-	k := order.KeyChangeOf(a, ch.sale())
+	k := activity.KeyChangeOf(a, ch.sale())
 	if !k.Buckets && !k.LaterEnd && !k.Items {
 		return nil, nil
 	}
@@ -106,7 +107,7 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]ord
 		return nil, nil
 	}
 	if ch.Guard == nil {
-		return nil, order.Errorf(order.ErrSettingLocked, "stock_buckets and items can change only with a check of the items' keys")
+		return nil, order.Errorf(activity.ErrSettingLocked, "stock_buckets and items can change only with a check of the items' keys")
 	}
 	buckets, items, tag := max(row.StockBuckets, 1), a.ItemIDs(), a.ItemID
 	if ch.StockBuckets != nil {
@@ -138,7 +139,7 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]ord
 // checkOwner refuses (order.ErrItemInAnotherSale), inside tx with the
 // activity's row locked, a change of its window or items that leaves the
 // sale, from starts to ends, overlapping another sale of one of its items
-// that still owns it at now (order.CheckOneOwner). It locks the items' rows
+// that still owns it at now (activity.CheckOneOwner). It locks the items' rows
 // in lockOrder, as a create of a sale of them does, so of two such changes
 // of one item the second sees the first.
 func checkOwner(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, now time.Time) error {
@@ -161,7 +162,7 @@ func checkOwner(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, n
 			}
 			return err
 		}
-		if err := order.CheckOneOwner(a, item, others, now); err != nil {
+		if err := activity.CheckOneOwner(a, item, others, now); err != nil {
 			return err
 		}
 	}
@@ -174,7 +175,7 @@ func checkOwner(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, n
 // clock), for KeySettingsChangedWithin.
 func keySettingsChange(tx *gorm.DB, row activityRow, ch ActivityChange) (bool, error) {
 	a, err := withItemsOne(tx, row.activity())
-	return order.KeyChangeOf(a, ch.sale()).Any(), err
+	return activity.KeyChangeOf(a, ch.sale()).Any(), err
 }
 
 // MarkWarmedAsOf records that activity a.ID was warmed up now from the copy
@@ -185,7 +186,7 @@ func keySettingsChange(tx *gorm.DB, row activityRow, ch ActivityChange) (bool, e
 // laid out or timed by the old settings, and a warm-up from a fresh copy
 // (the consumer's schedule warms every sale without a record) sets them
 // right.
-func (s *Activities) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error) {
+func (s *Activities) MarkWarmedAsOf(ctx context.Context, a activity.Activity) (bool, error) {
 	ok := false
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, a.ID)
@@ -211,7 +212,7 @@ func (s *Activities) MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool
 // KeySettingsChangedWithin reports whether the bucket count or the end of
 // activity id changed less than d ago, by MySQL's clock: an instance may
 // still hold a copy of the sale from before the change (for up to
-// order.SettingsGuard), and a warm-up from it would lay out or time the
+// activity.SettingsGuard), and a warm-up from it would lay out or time the
 // keys by the old settings.
 func (s *Activities) KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error) {
 	var r struct{ Recent bool }

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // Sales of one item with different bucket counts are created at once, with
 // no keys in Redis yet: the item's row lock puts them one after the other,
 // so every sale created has the same layout and every other is refused
-// (order.ErrSettingLocked), none half-written.
+// (activity.ErrSettingLocked), none half-written.
 func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 	t.Parallel()
 	db, _ := setup(t, 10)
@@ -25,7 +25,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 	}
 	item := it.ID
 	now := time.Now().UTC().Truncate(time.Millisecond) // as MySQL keeps it
-	g := orderdb.KeyGuard{Now: now, KeysUntil: func(a order.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
+	g := orderdb.KeyGuard{Now: now, KeysUntil: func(a activity.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -35,7 +35,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 			defer wg.Done()
 			// Windows one after the other: one sale owns an item at a time.
 			at := now.Add(time.Duration(i+1) * time.Hour)
-			_, errs[i] = db.Activities.CreateSale(ctx, order.Activity{ItemID: item, StartsAt: at, EndsAt: at.Add(time.Hour),
+			_, errs[i] = db.Activities.CreateSale(ctx, activity.Activity{ItemID: item, StartsAt: at, EndsAt: at.Add(time.Hour),
 				PerUserLimit: 1, StockBuckets: 1 + i%2}, g)
 		}()
 	}
@@ -44,7 +44,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 	for i, err := range errs {
 		switch {
 		case err == nil:
-		case errors.Is(err, order.ErrSettingLocked):
+		case errors.Is(err, activity.ErrSettingLocked):
 			refused++
 		default:
 			t.Fatalf("sale %d: %v", i, err)

@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"gorm.io/gorm"
-
-	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // DueForWarmup lists up to limit activities never warmed up (warmed_at
@@ -15,7 +14,7 @@ import (
 // first), so a caller pages through them. It reads only the sales not
 // warmed up that have not ended (idx_activities_unwarmed, 0011), never the
 // past ones that ended without a warm-up.
-func (s *Activities) DueForWarmup(ctx context.Context, by, now time.Time, afterStart time.Time, afterID int64, limit int) ([]order.Activity, error) {
+func (s *Activities) DueForWarmup(ctx context.Context, by, now time.Time, afterStart time.Time, afterID int64, limit int) ([]activity.Activity, error) {
 	var rows []activityRow
 	q := s.gdb.WithContext(ctx).Table("activities FORCE INDEX (idx_activities_unwarmed)").
 		Where("warmed_at IS NULL AND ends_at > "+timeParam+" AND starts_at <= "+timeParam, now.UTC(), by.UTC())
@@ -26,7 +25,7 @@ func (s *Activities) DueForWarmup(ctx context.Context, by, now time.Time, afterS
 	if err != nil {
 		return nil, wrap("list activities due for warm-up", err)
 	}
-	out := make([]order.Activity, len(rows))
+	out := make([]activity.Activity, len(rows))
 	for i, row := range rows {
 		out[i] = row.activity()
 	}

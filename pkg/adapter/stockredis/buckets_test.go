@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -362,7 +363,7 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 
 // A warm-up never lays an item out in another number of buckets than its
 // live keys have (the item would hold two layouts): refused with
-// order.ErrSettingLocked, nothing written; the same layout warms as ever.
+// activity.ErrSettingLocked, nothing written; the same layout warms as ever.
 func TestWarmupKeepsTheLiveLayout(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.New(t)
@@ -373,7 +374,7 @@ func TestWarmupKeepsTheLiveLayout(t *testing.T) {
 	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 3, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 3, time.Hour, db); !errors.Is(err, activity.ErrSettingLocked) {
 		t.Fatalf("warm-up in 3 buckets over one stock key: %v, want ErrSettingLocked", err)
 	}
 	if n := rdb.Exists(ctx, k.BucketMarker(), k.Bucket(0), k.Bucket(1), k.Bucket(2)).Val(); n != 0 {
@@ -388,7 +389,7 @@ func TestWarmupKeepsTheLiveLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 2} {
-		if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(2), n, time.Hour, db); !errors.Is(err, order.ErrSettingLocked) {
+		if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(2), n, time.Hour, db); !errors.Is(err, activity.ErrSettingLocked) {
 			t.Fatalf("warm-up in %d over 3 buckets: %v, want ErrSettingLocked", n, err)
 		}
 	}

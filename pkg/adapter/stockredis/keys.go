@@ -8,7 +8,7 @@ import (
 
 // Item says where one item's keys are: the item, and its sale's tag, the
 // item whose hash tag every key of the sale shares (a sale's first item,
-// order.Activity.ItemID). One reserve script must see the buyer's quota
+// activity.Activity.ItemID). One reserve script must see the buyer's quota
 // in the sale and the chosen item's stock at once, so on Redis Cluster
 // they share a slot. For a sale of one item the tag is the item itself and
 // the keys are named as they were before sales had sizes.

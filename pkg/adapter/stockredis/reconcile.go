@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -310,7 +311,7 @@ func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, 
 }
 
 // Layout is Store.Layout: how the item's stock lives in Redis.
-func (r *Reconciler) Layout(ctx context.Context, item Item) (order.Layout, error) {
+func (r *Reconciler) Layout(ctx context.Context, item Item) (activity.Layout, error) {
 	return r.stock.Layout(ctx, item)
 }
 

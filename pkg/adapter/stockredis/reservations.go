@@ -31,7 +31,7 @@ type Reservation struct {
 	// Buckets is the number of stock buckets of the activity (0 or 1: the
 	// item has one stock key).
 	Buckets int
-	// Tag is the sale's first item (order.Activity.ItemID), whose hash tag
+	// Tag is the sale's first item (activity.Activity.ItemID), whose hash tag
 	// the keys share; 0 means ItemID. The order number names it too.
 	Tag int64
 	// Room is true for a sale with a waiting room: the order must hold an

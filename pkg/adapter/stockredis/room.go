@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // Room is one sale's waiting room as its scripts see it (lua/room_*.lua).
@@ -22,7 +22,7 @@ type Room struct {
 	// Items are the sale's items, its first one first (the tag).
 	Items    []Item
 	StartsAt time.Time
-	Settings order.WaitingRoom
+	Settings activity.WaitingRoom
 	// GrantMax is the most units one admission holds: the sale's per-user
 	// limit.
 	GrantMax int

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -24,7 +25,7 @@ var roomStart = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // newRoom is a room over the three sizes, starting at roomStart.
 func newRoom(admit, grantMax int) stockredis.Room {
 	return stockredis.Room{ActivityID: 7, Items: sizes, StartsAt: roomStart, GrantMax: grantMax,
-		Settings: order.WaitingRoom{AdmitPerSecond: admit, AdmissionTTL: 2 * time.Minute}, KeysUntil: roomStart.Add(time.Hour)}
+		Settings: activity.WaitingRoom{AdmitPerSecond: admit, AdmissionTTL: 2 * time.Minute}, KeysUntil: roomStart.Add(time.Hour)}
 }
 
 // buildRoom writes img as r's room at now (a room never built answers

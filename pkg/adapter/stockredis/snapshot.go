@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -95,9 +96,9 @@ func (s *Stock) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, 
 // slot: the count its bucket marker holds, else 1 when its one stock key
 // exists, else 0 (no stock key lives). A failed read is an error wrapping
 // order.ErrUnavailable, never "no keys". Both a marker and the one stock
-// key (a layout changed while the old keys lived) is order.ErrSettingLocked:
+// key (a layout changed while the old keys lived) is activity.ErrSettingLocked:
 // the reconciler reports such an item.
-func (s *Stock) Layout(ctx context.Context, item Item) (order.Layout, error) {
+func (s *Stock) Layout(ctx context.Context, item Item) (activity.Layout, error) {
 	k := s.keys(item)
 	vals, err := s.rdb.MGet(ctx, k.Stock(), k.BucketMarker()).Result()
 	if err != nil {
@@ -112,10 +113,10 @@ func (s *Stock) Layout(ctx context.Context, item Item) (order.Layout, error) {
 	}
 	switch {
 	case marker > 1 && stock:
-		return order.Layout(marker), order.Errorf(order.ErrSettingLocked,
+		return activity.Layout(marker), order.Errorf(activity.ErrSettingLocked,
 			"item %d has both one stock key and %d stock buckets in Redis: run the reconciler", item, marker)
 	case marker > 1:
-		return order.Layout(marker), nil
+		return activity.Layout(marker), nil
 	case stock:
 		return 1, nil
 	}

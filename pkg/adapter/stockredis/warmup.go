@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -220,7 +221,7 @@ func (s *Stock) pendingThenDB(ctx context.Context, item Item, read func(ctx cont
 	return read(ctx, pending)
 }
 
-// checkWarmupLayout refuses (order.ErrSettingLocked) a warm-up that would
+// checkWarmupLayout refuses (activity.ErrSettingLocked) a warm-up that would
 // lay item's stock out in buckets keys while its live keys have another
 // layout: the item would then hold two, and a restock or the reconciler
 // would follow the marker to keys nobody sells from. The API refuses the
@@ -233,8 +234,8 @@ func (s *Stock) checkWarmupLayout(ctx context.Context, item Item, buckets int) e
 	if err != nil {
 		return err
 	}
-	if want := order.Layout(max(buckets, 1)); live != 0 && live != want {
-		return order.Errorf(order.ErrSettingLocked, "the item's stock lives in Redis in %s: a warm-up cannot lay it out in %s",
+	if want := activity.Layout(max(buckets, 1)); live != 0 && live != want {
+		return order.Errorf(activity.ErrSettingLocked, "the item's stock lives in Redis in %s: a warm-up cannot lay it out in %s",
 			live, want)
 	}
 	return nil

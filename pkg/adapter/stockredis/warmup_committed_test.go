@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -43,7 +44,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
+			act, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
 				EndsAt: time.Now().Add(time.Hour), PerUserLimit: 5, StockBuckets: buckets})
 			if err != nil {
 				t.Fatal(err)

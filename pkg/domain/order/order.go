@@ -74,3 +74,8 @@ type Order struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// KeyMargin is how long an item's keys outlive what they serve: quota and
+// idempotency records live this long past the sale's end, reservations and
+// stock this long past the payment window after it.
+const KeyMargin = 24 * time.Hour

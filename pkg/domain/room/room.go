@@ -1,5 +1,5 @@
 // Package room holds the rules of a sale's waiting room (its settings are
-// order.WaitingRoom): the fair order of the buyers who came before the
+// activity.WaitingRoom): the fair order of the buyers who came before the
 // start, and the signed admission that lets a buyer order.
 //
 // A room sits beside the stock. From the sale's start it admits positions

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -30,7 +31,7 @@ type Service struct {
 // only item) and qty units, and says whether it is new: entering again
 // answers the entry made before, unchanged, so a retry is safe whatever
 // became of the first answer, also after the entries closed.
-func (s *Service) Enter(ctx context.Context, a order.Activity, user string, itemID int64, qty int) (e orderdb.Entry, created bool, err error) {
+func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int) (e orderdb.Entry, created bool, err error) {
 	if err := a.CheckQuantity(qty); err != nil {
 		return e, false, err
 	}
@@ -51,7 +52,7 @@ func (s *Service) Enter(ctx context.Context, a order.Activity, user string, item
 }
 
 // Entry is user's entry in draw sale a and what became of it.
-func (s *Service) Entry(ctx context.Context, a order.Activity, user string) (orderdb.Entry, error) {
+func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (orderdb.Entry, error) {
 	e, err := s.Store.EntryOf(ctx, a.ID, user)
 	if errors.Is(err, order.ErrNotFound) {
 		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")
@@ -63,7 +64,7 @@ func (s *Service) Entry(ctx context.Context, a order.Activity, user string) (ord
 // drawn everything draw.Verify recomputes. Its state is the one buyers
 // see: an OPEN draw is CLOSED from entries_close_at (its list is then
 // frozen, and the draw runs within seconds) or once the sale ended.
-func (s *Service) Record(ctx context.Context, a order.Activity) (draw.Record, error) {
+func (s *Service) Record(ctx context.Context, a activity.Activity) (draw.Record, error) {
 	rec, err := s.Store.DrawRecord(ctx, a.ID)
 	if err != nil {
 		return rec, err
@@ -73,7 +74,7 @@ func (s *Service) Record(ctx context.Context, a order.Activity) (draw.Record, er
 }
 
 // State is the state buyers see of a draw MySQL has in state.
-func State(state string, a order.Activity, now time.Time) string {
+func State(state string, a activity.Activity, now time.Time) string {
 	if state == draw.StateOpen && (!now.Before(a.Draw.EntriesCloseAt) || !a.ActiveAt(now) && !now.Before(a.StartsAt)) {
 		return draw.StateClosed
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
@@ -47,7 +48,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
+	act, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
 		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -231,7 +232,7 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 			at(time.Duration(n) * 200 * time.Microsecond)
 			// What the admin cancel does: mark the sale, then close its
 			// CREATED orders.
-			if _, err := s.db.Activities.EndActivity(ctx, s.activity, time.Now(), order.CancelNow); err != nil {
+			if _, err := s.db.Activities.EndActivity(ctx, s.activity, time.Now(), activity.CancelNow); err != nil {
 				t.Error(err)
 				return
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 )
@@ -35,7 +36,7 @@ type Drawn struct {
 // units for it now. A retry after a lost answer finds the reservation by
 // the entry's key, and the consumer takes a second event of the same
 // order as the first.
-func (s *Service) PlaceDrawn(ctx context.Context, a order.Activity, d Drawn) error {
+func (s *Service) PlaceDrawn(ctx context.Context, a activity.Activity, d Drawn) error {
 	now := s.Now()
 	quotaTTL, reservationTTL, err := s.lifetimes(a, now)
 	if err != nil {
@@ -46,7 +47,7 @@ func (s *Service) PlaceDrawn(ctx context.Context, a order.Activity, d Drawn) err
 	if err != nil {
 		return err
 	}
-	// A draw sale has no waiting room (order.Activity.CheckDraw): the
+	// A draw sale has no waiting room (activity.Activity.CheckDraw): the
 	// reservation needs no admission.
 	ev, r := records(a, item, order.Event{OrderNo: d.OrderNo, IdempotencyKey: key, UserID: d.UserID, Quantity: d.Quantity,
 		ReservedAt: now, RequestID: key}, quotaTTL, reservationTTL)
@@ -86,7 +87,7 @@ func (s *Service) PlaceDrawn(ctx context.Context, a order.Activity, d Drawn) err
 // before the upgrade holds the form before (order.LegacyDrawKey; a number
 // that is fresh was never reserved): a retry finds its reservation by that
 // key and publishes its event with it, as the first attempt did.
-func (s *Service) drawKey(ctx context.Context, a order.Activity, item stockredis.Item, d Drawn) (string, error) {
+func (s *Service) drawKey(ctx context.Context, a activity.Activity, item stockredis.Item, d Drawn) (string, error) {
 	if d.Fresh {
 		return order.DrawKey(d.EntryID), nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
@@ -33,7 +34,7 @@ type Publisher interface {
 
 // Activities finds activities (MySQL).
 type Activities interface {
-	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Activity(ctx context.Context, id int64) (activity.Activity, error)
 }
 
 // Orders finds orders in MySQL, and records there as FAILED the ones the API
@@ -63,7 +64,7 @@ type Stock interface {
 	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
 	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
-	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
+	Layout(ctx context.Context, item stockredis.Item) (activity.Layout, error)
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 }
 
@@ -137,26 +138,26 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 
 // saleItem checks the request against its sale and returns the sale and
 // the item it buys.
-func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (order.Activity, stockredis.Item, error) {
+func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (activity.Activity, stockredis.Item, error) {
 	if !order.ValidIdempotencyKey(r.IdempotencyKey) {
-		return order.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
+		return activity.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if r.ActivityID <= 0 {
-		return order.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
+		return activity.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
 	act, err := s.activity(ctx, r.ActivityID)
 	if err != nil {
-		return order.Activity{}, stockredis.Item{}, err
+		return activity.Activity{}, stockredis.Item{}, err
 	}
 	if act.Draw.On() {
-		return order.Activity{}, stockredis.Item{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
+		return activity.Activity{}, stockredis.Item{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
 	}
 	if err := act.CheckQuantity(r.Quantity); err != nil {
-		return order.Activity{}, stockredis.Item{}, err
+		return activity.Activity{}, stockredis.Item{}, err
 	}
 	chosen, err := act.ChooseItem(r.ItemID)
 	if err != nil {
-		return order.Activity{}, stockredis.Item{}, err
+		return activity.Activity{}, stockredis.Item{}, err
 	}
 	return act, stockredis.In(act.ItemID, chosen.ItemID), nil
 }
@@ -165,7 +166,7 @@ func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (order.Activity,
 // turns away at now: not on, without a valid admission to its waiting
 // room, or for an item flagged sold out. done is false when the request
 // goes on to the reserve.
-func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, now time.Time) (p Placed, done bool, err error) {
+func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, now time.Time) (p Placed, done bool, err error) {
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
@@ -208,7 +209,7 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act order.Act
 
 // newOrder numbers the order and returns its create event and the
 // reservation that takes its stock.
-func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, now time.Time) (order.Event, stockredis.Reservation, error) {
+func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, now time.Time) (order.Event, stockredis.Reservation, error) {
 	quotaTTL, reservationTTL, err := s.lifetimes(act, now)
 	if err != nil {
 		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
@@ -226,7 +227,7 @@ func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act order.Activi
 
 // lifetimes are how long from now the records of an order in act live:
 // its quota and idempotency records, and its reservation.
-func (s *Service) lifetimes(act order.Activity, now time.Time) (quota, reservation time.Duration, err error) {
+func (s *Service) lifetimes(act activity.Activity, now time.Time) (quota, reservation time.Duration, err error) {
 	if quota, err = act.RecordsLifetime(now); err != nil {
 		return 0, 0, err
 	}
@@ -240,7 +241,7 @@ func (s *Service) lifetimes(act order.Activity, now time.Time) (quota, reservati
 // key, buyer, quantity, request and time) of item in act, and the
 // reservation that takes its stock: the one place both are built, for a
 // buyer's order and a draw's alike.
-func records(act order.Activity, item stockredis.Item, o order.Event, quotaTTL, reservationTTL time.Duration) (order.Event, stockredis.Reservation) {
+func records(act activity.Activity, item stockredis.Item, o order.Event, quotaTTL, reservationTTL time.Duration) (order.Event, stockredis.Reservation) {
 	ev := order.Event{
 		Version: order.EventVersion, OrderNo: o.OrderNo, IdempotencyKey: o.IdempotencyKey,
 		UserID: o.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: o.Quantity,
@@ -259,7 +260,7 @@ func records(act order.Activity, item stockredis.Item, o order.Event, quotaTTL, 
 // request when the script did not reserve it (done): a refusal, an
 // earlier order of the key, or a reservation given up when the script's
 // outcome is unknown.
-func (s *Service) reserve(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, ev order.Event,
+func (s *Service) reserve(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, ev order.Event,
 	reservation stockredis.Reservation, now time.Time) (p Placed, done bool, err error) {
 	no := ev.OrderNo
 	started := time.Now()
@@ -305,7 +306,7 @@ func (s *Service) reserve(ctx context.Context, r PlaceRequest, act order.Activit
 
 // publish sends the reserved order's create event to Kafka, and gives the
 // reservation up when it cannot.
-func (s *Service) publish(ctx context.Context, r PlaceRequest, act order.Activity, item stockredis.Item, ev order.Event) (Placed, error) {
+func (s *Service) publish(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, ev order.Event) (Placed, error) {
 	failpoint.Inject("api-after-reserve")
 	started := time.Now()
 	err := s.Publisher.Publish(ctx, ev)
@@ -348,16 +349,16 @@ func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order
 // HeldOrder is the number of the order user holds in the sale (the one
 // holding their quota: placed and not failed, closed or cancelled), "" for
 // none. One shared read (see stockredis.Store.PriorOrders).
-func (s *Service) HeldOrder(ctx context.Context, a order.Activity, user string) (string, error) {
+func (s *Service) HeldOrder(ctx context.Context, a activity.Activity, user string) (string, error) {
 	return s.Reservations.HeldOrder(ctx, stockredis.In(a.ItemID, a.ItemID), a.ID, user)
 }
 
 // Activity is the sale as this instance's copy has it (at most
 // order.ActivityTTL old).
-func (s *Service) Activity(ctx context.Context, id int64) (order.Activity, error) {
+func (s *Service) Activity(ctx context.Context, id int64) (activity.Activity, error) {
 	return s.activity(ctx, id)
 }
 
-func (s *Service) activity(ctx context.Context, id int64) (order.Activity, error) {
+func (s *Service) activity(ctx context.Context, id int64) (activity.Activity, error) {
 	return s.activities.Get(ctx, id, s.Activities.Activity)
 }

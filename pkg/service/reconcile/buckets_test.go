@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -159,7 +160,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
 	f.c.Warmer = f.store.Stock
 	now := time.Now()
-	if _, err := f.db.Activities.CreateActivity(f.ctx, order.Activity{ItemID: f.item, StartsAt: now.Add(-3 * time.Hour),
+	if _, err := f.db.Activities.CreateActivity(f.ctx, activity.Activity{ItemID: f.item, StartsAt: now.Add(-3 * time.Hour),
 		EndsAt: now.Add(-2 * time.Hour), PerUserLimit: 1, StockBuckets: 3}); err != nil {
 		t.Fatal(err)
 	}

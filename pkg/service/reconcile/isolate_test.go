@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -21,7 +22,7 @@ func (f *fixture) addItem(stock int64) int64 {
 		f.t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := f.db.Activities.CreateActivity(f.ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
+	if _, err := f.db.Activities.CreateActivity(f.ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(-time.Minute),
 		EndsAt: now.Add(time.Hour), PerUserLimit: 5}); err != nil {
 		f.t.Fatal(err)
 	}

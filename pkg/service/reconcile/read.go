@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -192,7 +193,7 @@ func (q *quotaReading) addStale(s QuotaIssue) {
 // order that was live then: a key goes only with its order's release);
 // then the quota keys by SCAN, each page of them before the live orders of
 // its users, for the keys whose user holds no live order.
-func (c *Checker) readQuota(ctx context.Context, item stockredis.Item, a order.Activity) (quotaReading, error) {
+func (c *Checker) readQuota(ctx context.Context, item stockredis.Item, a activity.Activity) (quotaReading, error) {
 	activity := a.ID
 	q := quotaReading{missing: []QuotaIssue{}, stale: []QuotaIssue{}}
 	var closing map[string]orderdb.OrderState // read once, when needed

@@ -116,7 +116,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // LockName is the distributed lock every repair of Redis from MySQL runs
@@ -179,7 +179,7 @@ type Checker struct {
 	// DefaultRecheck).
 	Recheck time.Duration
 	// PaymentWindow is the payment window of activities without their own
-	// (default order.DefaultPaymentWindow); it bounds the TTL of restored
+	// (default activity.DefaultPaymentWindow); it bounds the TTL of restored
 	// keys.
 	PaymentWindow time.Duration
 	// Window: the activities that ended less than Window ago are still
@@ -220,5 +220,5 @@ func (c *Checker) paymentWindow() time.Duration {
 	if c.PaymentWindow > 0 {
 		return c.PaymentWindow
 	}
-	return order.DefaultPaymentWindow
+	return activity.DefaultPaymentWindow
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -32,7 +33,7 @@ type fixture struct {
 	rdb    redis.UniversalClient
 	prefix string
 	item   int64
-	act    order.Activity
+	act    activity.Activity
 	gen    *order.NumberGenerator
 	logBuf *logstest.Buffer
 	c      *Checker
@@ -52,7 +53,7 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	act, err := db.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: now.Add(start), EndsAt: now.Add(start + time.Hour), PerUserLimit: 5})
+	act, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: now.Add(start), EndsAt: now.Add(start + time.Hour), PerUserLimit: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,7 +606,7 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 		t.Fatalf("Redis %+v, want stock 6", snap)
 	}
 	ttl := f.rdb.PTTL(f.ctx, f.store.Keys(stockredis.One(f.item)).Stock()).Val()
-	wantTTL := time.Until(f.act.EndsAt.Add(order.DefaultPaymentWindow + order.KeyMargin))
+	wantTTL := time.Until(f.act.EndsAt.Add(activity.DefaultPaymentWindow + order.KeyMargin))
 	if ttl < wantTTL-time.Minute || ttl > wantTTL+time.Minute {
 		t.Fatalf("stock TTL %v, want about %v", ttl, wantTTL)
 	}
@@ -643,7 +644,7 @@ func TestReconcileTargets(t *testing.T) {
 	f := newFixture(t, 10, -time.Minute)
 	ctx := f.ctx
 	other, _ := f.db.Activities.CreateItem(ctx, "other", 5)
-	old, _ := f.db.Activities.CreateActivity(ctx, order.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
+	old, _ := f.db.Activities.CreateActivity(ctx, activity.Activity{ItemID: other.ID, StartsAt: time.Now().Add(-72 * time.Hour),
 		EndsAt: time.Now().Add(-48 * time.Hour), PerUserLimit: 1})
 	bare, _ := f.db.Activities.CreateItem(ctx, "no activity", 1)
 

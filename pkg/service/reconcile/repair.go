@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
 // repair applies what the item's last two reads agreed on, quota keys
@@ -82,7 +82,7 @@ func (p *itemRepair) note(ok bool, msg string, args ...any) {
 
 // quotas repairs the quota keys of activity a (ar is its report line, q
 // its last read): the missing keys restored, the stale ones removed.
-func (p *itemRepair) quotas(ctx context.Context, ar ActivityReport, a order.Activity, q quotaReading) error {
+func (p *itemRepair) quotas(ctx context.Context, ar ActivityReport, a activity.Activity, q quotaReading) error {
 	c, t, l := p.c, p.t, p.l
 	ttl, err := a.RecordsLifetime(p.now)
 	if err != nil {
@@ -252,13 +252,13 @@ func outcome(res stockredis.CAS) string {
 	return "refused: a later reconciler (larger fencing token) already wrote this item"
 }
 
-func activityOf(t Target, id int64) (order.Activity, bool) {
+func activityOf(t Target, id int64) (activity.Activity, bool) {
 	for _, a := range t.Activities {
 		if a.ID == id {
 			return a, true
 		}
 	}
-	return order.Activity{}, false
+	return activity.Activity{}, false
 }
 
 // holders counts the issues whose key holds another order number.
@@ -278,7 +278,7 @@ func holders(issues []QuotaIssue) int {
 // orders MySQL closed meanwhile: a close's release may have run between
 // the page's read and the write, and the key would keep the buyer from
 // buying again. It returns how many keys it wrote and took back.
-func (c *Checker) restoreQuotas(ctx context.Context, t Target, a order.Activity, ttl time.Duration, g stockredis.Guard, l Lock) (
+func (c *Checker) restoreQuotas(ctx context.Context, t Target, a activity.Activity, ttl time.Duration, g stockredis.Guard, l Lock) (
 	restored, takenBack int, res stockredis.CAS, err error) {
 	for after := ""; ; {
 		page, err := c.DB.LiveOrderPage(ctx, a.ID, after, quotaPage)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -113,7 +114,7 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 func (c *Checker) layout(ctx context.Context, t Target, now time.Time) (int, error) {
 	l, err := c.Stock.Layout(ctx, t.item())
 	switch {
-	case errors.Is(err, order.ErrSettingLocked):
+	case errors.Is(err, activity.ErrSettingLocked):
 		return -1, nil
 	case err != nil:
 		return 0, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
@@ -88,7 +89,7 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 		t.Fatalf("repair: %+v; want 3 reservations restored", it)
 	}
 	k := f.store.Keys(stockredis.One(f.item))
-	wantTTL := time.Until(f.act.KeysLiveUntil(order.DefaultPaymentWindow))
+	wantTTL := time.Until(f.act.KeysLiveUntil(activity.DefaultPaymentWindow))
 	for _, b := range bought[2:3] {
 		h := f.rdb.HGetAll(f.ctx, k.Reservation(b.OrderNo)).Val()
 		if stockredis.State(h["state"]) != stockredis.StateConfirmed || h["qty"] != "1" || h["user"] != b.UserID ||

@@ -6,6 +6,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -13,7 +14,7 @@ import (
 // atomic reads, and compare-and-set writes guarded by a fencing token.
 type Stock interface {
 	View(ctx context.Context, item stockredis.Item, orderNos []string, restocks ...stockredis.PendingRestock) (stockredis.StockView, error)
-	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
+	Layout(ctx context.Context, item stockredis.Item) (activity.Layout, error)
 	ScanQuota(ctx context.Context, item stockredis.Item, activity int64, fn func(map[string]string) error) error
 	QuotaHoldersOf(ctx context.Context, item stockredis.Item, activity int64, users []string) (map[string]string, error)
 	QuotaStates(ctx context.Context, item stockredis.Item, activity int64, holders map[string]string) (map[string]stockredis.QuotaState, error)
@@ -43,7 +44,7 @@ type DB struct {
 
 // Reads are the reconciler's reads of MySQL (*orderdb.Reconcile).
 type Reads interface {
-	Activities(ctx context.Context, f orderdb.ActivityFilter) ([]order.Activity, error)
+	Activities(ctx context.Context, f orderdb.ActivityFilter) ([]activity.Activity, error)
 	ReadMark(ctx context.Context, itemID int64) (orderdb.ReadMark, error)
 	StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark orderdb.ReadMark) (orderdb.StockSnapshot, error)
 	ClosingOrders(ctx context.Context, itemID int64) (map[string]orderdb.OrderState, error)

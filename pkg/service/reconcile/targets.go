@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -16,7 +17,7 @@ import (
 // checked.
 type Target struct {
 	ItemID     int64
-	Activities []order.Activity
+	Activities []activity.Activity
 	// Tag is the first item of the sale the item's keys are kept with
 	// (orderdb.LatestTag): the item itself but for a size of a sale of
 	// several items. 0 means ItemID.
@@ -29,7 +30,7 @@ func (t Target) item() stockredis.Item { return stockredis.Item{ID: t.ItemID, Ta
 // quotaOwner reports whether t checks a's quota keys: those of a sale of
 // several items are checked once, with its first item, whose hash tag they
 // share (every live order of the sale, whatever its item).
-func (t Target) quotaOwner(a order.Activity) bool { return a.ItemID == t.ItemID }
+func (t Target) quotaOwner(a activity.Activity) bool { return a.ItemID == t.ItemID }
 
 // Selection says which items to check. Empty: every item with an activity
 // that has not ended or ended less than Checker.Window ago.
@@ -40,7 +41,7 @@ type Selection struct {
 // Targets resolves sel to the items to check, by item id.
 func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) {
 	since := c.now().Add(-c.window())
-	var acts []order.Activity
+	var acts []activity.Activity
 	var items []int64
 	if len(sel.Items) == 0 && len(sel.Activities) == 0 {
 		a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{EndsAfter: since})
@@ -55,7 +56,7 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 				return nil, err
 			}
 			for _, id := range sel.Activities {
-				if !slices.ContainsFunc(a, func(x order.Activity) bool { return x.ID == id }) {
+				if !slices.ContainsFunc(a, func(x activity.Activity) bool { return x.ID == id }) {
 					return nil, fmt.Errorf("activity %d: %w", id, order.ErrNotFound)
 				}
 			}
@@ -77,13 +78,13 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 			items = append(items, sel.Items...)
 		}
 	}
-	byItem := map[int64][]order.Activity{}
+	byItem := map[int64][]activity.Activity{}
 	for _, id := range items {
 		byItem[id] = nil
 	}
 	for _, a := range acts {
 		for _, item := range a.ItemIDs() {
-			if !slices.ContainsFunc(byItem[item], func(x order.Activity) bool { return x.ID == a.ID }) {
+			if !slices.ContainsFunc(byItem[item], func(x activity.Activity) bool { return x.ID == a.ID }) {
 				byItem[item] = append(byItem[item], a)
 			}
 		}
@@ -100,7 +101,7 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 // quotaChecked reports whether a's quota keys should still exist: the
 // activity ended less than Window ago (the keys live order.KeyMargin past
 // it: Activity.RecordsLiveUntil).
-func (c *Checker) quotaChecked(a order.Activity, now time.Time) bool {
+func (c *Checker) quotaChecked(a activity.Activity, now time.Time) bool {
 	return a.EndsAt.Add(min(c.window(), order.KeyMargin)).After(now)
 }
 
@@ -118,8 +119,8 @@ func buckets(t Target, now time.Time) int {
 
 // current is the sale of t that started last by now, else the next to
 // start; nil when t has none.
-func current(t Target, now time.Time) *order.Activity {
-	var cur *order.Activity
+func current(t Target, now time.Time) *activity.Activity {
+	var cur *activity.Activity
 	for i := range t.Activities {
 		a := &t.Activities[i]
 		switch {

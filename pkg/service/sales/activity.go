@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -23,7 +24,7 @@ type PricedItem struct {
 type NewActivity struct {
 	// Sale is the sale's item (or Items), times and settings; its Items
 	// are set from Items.
-	Sale order.NewSale
+	Sale activity.Draft
 	// Items, when not nil, are the sale's items (a sale of several).
 	Items []PricedItem
 	// SalePrice is the sale price of a sale of one item (nil: the
@@ -31,7 +32,7 @@ type NewActivity struct {
 	SalePrice *int64
 	Currency  *string
 	// Room is the sale's waiting room (nil: none).
-	Room *order.WaitingRoom
+	Room *activity.WaitingRoom
 	// Mode is "first_come" ("") or "draw", which needs EntriesCloseAt.
 	Mode           string
 	EntriesCloseAt *time.Time
@@ -40,41 +41,41 @@ type NewActivity struct {
 // Create checks the new sale n and writes it: Redis first, for the
 // layout its keys have now (a lost answer is an error, never "no keys");
 // MySQL then checks the items' other sales with the items' rows locked.
-func (s *Service) Create(ctx context.Context, n NewActivity) (order.Activity, error) {
+func (s *Service) Create(ctx context.Context, n NewActivity) (activity.Activity, error) {
 	n.Sale.Items = listed(n.Items)
 	a, err := n.Sale.Activity(s.Now())
 	if err != nil {
-		return order.Activity{}, err
+		return activity.Activity{}, err
 	}
 	if n.Room != nil {
 		a.Room = *n.Room
 		if err := a.CheckRoom(); err != nil {
-			return order.Activity{}, err
+			return activity.Activity{}, err
 		}
 	}
 	if err := s.saleDraw(&a, n.Mode, n.EntriesCloseAt); err != nil {
-		return order.Activity{}, err
+		return activity.Activity{}, err
 	}
 	if n.Items != nil {
 		if n.SalePrice != nil {
-			return order.Activity{}, order.Errorf(order.ErrInvalidArgument, "a sale of items takes each item's sale_price in items, not one sale_price")
+			return activity.Activity{}, order.Errorf(order.ErrInvalidArgument, "a sale of items takes each item's sale_price in items, not one sale_price")
 		}
 		if a.Items, err = s.saleItems(ctx, n.Items, n.Currency); err != nil {
-			return order.Activity{}, err
+			return activity.Activity{}, err
 		}
 	} else if a.SalePrice, err = s.salePrice(ctx, "sale_price", n.Sale.ItemID, n.SalePrice, n.Currency); err != nil {
-		return order.Activity{}, err
+		return activity.Activity{}, err
 	}
 	live, err := s.layouts(ctx, a)
 	if err != nil {
-		return order.Activity{}, err
+		return activity.Activity{}, err
 	}
 	return s.Sales.CreateSale(ctx, a, s.keyGuard(live))
 }
 
 // Change is a change of a sale the operator asks for, decoded.
 type Change struct {
-	order.SaleChange
+	activity.Change
 	// Items, when not nil, are the sale's new items (SaleChange.Items is
 	// set from them).
 	Items []PricedItem
@@ -82,33 +83,33 @@ type Change struct {
 	Currency *string
 	// Room is the sale's new room (nil: unchanged; its seed stays once
 	// drawn).
-	Room *order.WaitingRoom
+	Room *activity.WaitingRoom
 }
 
 // Change changes sale id's times, per-user limit, bucket count, items or
-// room before it starts (up to order.SettingsGuard before), and, once it
+// room before it starts (up to activity.SettingsGuard before), and, once it
 // was warmed up, not its bucket count, its items nor a later end (the
 // keys have them).
-func (s *Service) Change(ctx context.Context, id int64, c Change) (order.Activity, error) {
-	sc := c.SaleChange
+func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Activity, error) {
+	sc := c.Change
 	sc.Room = c.Room != nil
 	sc.Items = listed(c.Items)
 	if err := sc.Check(); err != nil {
-		return order.Activity{}, err
+		return activity.Activity{}, err
 	}
 	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
 		StockBuckets: sc.StockBuckets, PaymentWindow: s.PaymentWindow, Room: c.Room}
 	if c.Items != nil {
 		items, err := s.saleItems(ctx, c.Items, c.Currency)
 		if err != nil {
-			return order.Activity{}, err
+			return activity.Activity{}, err
 		}
 		ch.Items = items
 	}
 	if sc.StockBuckets != nil || c.Items != nil {
 		g, err := s.patchGuard(ctx, id, ch.Items)
 		if err != nil {
-			return order.Activity{}, err
+			return activity.Activity{}, err
 		}
 		ch.Guard = &g
 	}
@@ -117,13 +118,13 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (order.Activit
 
 // listed is items as order.NewSale and order.SaleChange list them (nil:
 // nil).
-func listed(items []PricedItem) []order.NewSaleItem {
+func listed(items []PricedItem) []activity.NewItem {
 	if items == nil {
 		return nil
 	}
-	out := make([]order.NewSaleItem, len(items))
+	out := make([]activity.NewItem, len(items))
 	for i, it := range items {
-		out[i] = order.NewSaleItem{ItemID: it.ItemID, Label: it.Label}
+		out[i] = activity.NewItem{ItemID: it.ItemID, Label: it.Label}
 	}
 	return out
 }
@@ -131,8 +132,8 @@ func listed(items []PricedItem) []order.NewSaleItem {
 // saleDraw sets a new sale's draw as the operator asked for it (mode,
 // closes): its seed drawn now, and its commitment, which MySQL stores with
 // it and every answer shows from then on.
-func (s *Service) saleDraw(a *order.Activity, mode string, closes *time.Time) error {
-	d, err := order.NewDraw(mode, closes)
+func (s *Service) saleDraw(a *activity.Activity, mode string, closes *time.Time) error {
+	d, err := activity.NewDraw(mode, closes)
 	if err != nil {
 		return err
 	}
@@ -147,14 +148,14 @@ func (s *Service) saleDraw(a *order.Activity, mode string, closes *time.Time) er
 // saleItems are the items of a sale as the operator listed them (already
 // checked by order.CheckSaleItems), each with the sale price given for it
 // in currency (or its item's).
-func (s *Service) saleItems(ctx context.Context, items []PricedItem, currency *string) ([]order.SaleItem, error) {
-	out := make([]order.SaleItem, len(items))
+func (s *Service) saleItems(ctx context.Context, items []PricedItem, currency *string) ([]activity.Item, error) {
+	out := make([]activity.Item, len(items))
 	for i, it := range items {
 		price, err := s.salePrice(ctx, fmt.Sprintf("items[%d].sale_price", i), it.ItemID, it.SalePrice, currency)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = order.SaleItem{ItemID: it.ItemID, Label: it.Label, SalePrice: price}
+		out[i] = activity.Item{ItemID: it.ItemID, Label: it.Label, SalePrice: price}
 	}
 	return out, nil
 }
@@ -178,8 +179,8 @@ func (s *Service) salePrice(ctx context.Context, field string, item int64, price
 
 // layouts are the layouts Redis holds now for each of a's items, under
 // a's tag.
-func (s *Service) layouts(ctx context.Context, a order.Activity) (map[int64]order.Layout, error) {
-	live := map[int64]order.Layout{}
+func (s *Service) layouts(ctx context.Context, a activity.Activity) (map[int64]activity.Layout, error) {
+	live := map[int64]activity.Layout{}
 	for _, id := range a.ItemIDs() {
 		l, err := s.Stock.Layout(ctx, stockredis.In(a.ItemID, id))
 		if err != nil {
@@ -193,8 +194,8 @@ func (s *Service) layouts(ctx context.Context, a order.Activity) (map[int64]orde
 // keyGuard is what a change of a sale is checked against: live, the layout
 // Redis holds for each item (read just before), and how long each sale's
 // keys live, by the rule placing gives them their lifetimes with.
-func (s *Service) keyGuard(live map[int64]order.Layout) orderdb.KeyGuard {
-	return orderdb.KeyGuard{Live: live, Now: s.Now(), KeysUntil: func(a order.Activity) time.Time {
+func (s *Service) keyGuard(live map[int64]activity.Layout) orderdb.KeyGuard {
+	return orderdb.KeyGuard{Live: live, Now: s.Now(), KeysUntil: func(a activity.Activity) time.Time {
 		return a.KeysLiveUntil(s.PaymentWindow)
 	}}
 }
@@ -202,7 +203,7 @@ func (s *Service) keyGuard(live map[int64]order.Layout) orderdb.KeyGuard {
 // patchGuard is keyGuard for a change of activity id's bucket count or
 // items (nil: unchanged): the layout Redis holds now for each item the sale
 // will have, under the tag it will have.
-func (s *Service) patchGuard(ctx context.Context, id int64, items []order.SaleItem) (orderdb.KeyGuard, error) {
+func (s *Service) patchGuard(ctx context.Context, id int64, items []activity.Item) (orderdb.KeyGuard, error) {
 	a, err := s.Sales.Activity(ctx, id)
 	if err != nil {
 		return orderdb.KeyGuard{}, err

@@ -11,17 +11,17 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
-	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
 
 // Sales are the sales MySQL keeps (*orderdb.Activities).
 type Sales interface {
-	Activity(ctx context.Context, id int64) (order.Activity, error)
+	Activity(ctx context.Context, id int64) (activity.Activity, error)
 	Item(ctx context.Context, id int64) (orderdb.Item, error)
-	CreateSale(ctx context.Context, a order.Activity, g orderdb.KeyGuard) (order.Activity, error)
-	PatchActivity(ctx context.Context, id int64, ch orderdb.ActivityChange, now time.Time) (order.Activity, error)
-	EndActivity(ctx context.Context, id int64, now time.Time, how order.Ending) (order.Activity, error)
+	CreateSale(ctx context.Context, a activity.Activity, g orderdb.KeyGuard) (activity.Activity, error)
+	PatchActivity(ctx context.Context, id int64, ch orderdb.ActivityChange, now time.Time) (activity.Activity, error)
+	EndActivity(ctx context.Context, id int64, now time.Time, how activity.Ending) (activity.Activity, error)
 	ItemTag(ctx context.Context, item int64) (int64, error)
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
 }
@@ -38,7 +38,7 @@ type Restocks interface {
 type Stock interface {
 	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
 	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
-	Layout(ctx context.Context, item stockredis.Item) (order.Layout, error)
+	Layout(ctx context.Context, item stockredis.Item) (activity.Layout, error)
 	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
@@ -71,18 +71,18 @@ const cancelBatch = 500
 // End ends a running sale now: every api instance refuses new orders within
 // order.ActivityTTL, orders already accepted finish, and the consumer fails
 // any order reserved after the end (SALE_ENDED).
-func (s *Service) End(ctx context.Context, id int64) (order.Activity, error) {
-	return s.Sales.EndActivity(ctx, id, s.Now(), order.EndNow)
+func (s *Service) End(ctx context.Context, id int64) (activity.Activity, error) {
+	return s.Sales.EndActivity(ctx, id, s.Now(), activity.EndNow)
 }
 
 // Cancel ends the sale now and closes its unpaid CREATED orders, giving
 // their units and quotas back as a buyer's cancel does, and returns how
 // many it closed. Orders still on their way are closed by the consumer's
 // closer once they reach MySQL.
-func (s *Service) Cancel(ctx context.Context, id int64) (order.Activity, int, error) {
-	a, err := s.Sales.EndActivity(ctx, id, s.Now(), order.CancelNow)
+func (s *Service) Cancel(ctx context.Context, id int64) (activity.Activity, int, error) {
+	a, err := s.Sales.EndActivity(ctx, id, s.Now(), activity.CancelNow)
 	if err != nil {
-		return order.Activity{}, 0, err
+		return activity.Activity{}, 0, err
 	}
 	closed := 0
 	for {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
@@ -15,7 +16,7 @@ import (
 // has the end and bucket count the warm-up used) or the schedule's.
 type Warmups interface {
 	KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error)
-	MarkWarmedAsOf(ctx context.Context, a order.Activity) (bool, error)
+	MarkWarmedAsOf(ctx context.Context, a activity.Activity) (bool, error)
 	MarkActivityWarmed(ctx context.Context, id int64) error
 }
 
@@ -23,7 +24,7 @@ type Warmups interface {
 // the consumer's schedule's, of Due, a sale it listed as due at Now.
 type Warmup struct {
 	ActivityID int64
-	Due        *order.Activity
+	Due        *activity.Activity
 	Now        time.Time
 }
 
@@ -31,7 +32,7 @@ type Warmup struct {
 // loaded by item (an item left out was not warmed: the sale had started
 // with its stock in Redis).
 type Warmed struct {
-	Activity order.Activity
+	Activity activity.Activity
 	Loaded   map[int64]int64
 }
 
@@ -53,7 +54,7 @@ func (w Warmed) Units() int64 {
 // instance's copy: a copy up to order.ActivityTTL old may predate an end
 // or cancel (its keys would be timed by the old end, and the warm-up not
 // recorded: a 503 for no fault). It refuses a sale whose end or bucket
-// count changed less than order.SettingsGuard ago (an instance's copy may
+// count changed less than activity.SettingsGuard ago (an instance's copy may
 // still have the old ones) or whose keys would expire at once, and
 // records the warm-up only if the sale still has the end and bucket count
 // it used.
@@ -66,10 +67,10 @@ func (s *Service) Warmup(ctx context.Context, w Warmup) (Warmed, error) {
 		return s.warmDue(ctx, *w.Due, w.Now)
 	}
 	id := w.ActivityID
-	if recent, err := s.Warmups.KeySettingsChangedWithin(ctx, id, order.SettingsGuard); err != nil || recent {
+	if recent, err := s.Warmups.KeySettingsChangedWithin(ctx, id, activity.SettingsGuard); err != nil || recent {
 		if err == nil {
 			err = fmt.Errorf("warm-up of activity %d: its end or bucket count changed less than %s ago; retry: %w",
-				id, order.SettingsGuard, order.ErrUnavailable)
+				id, activity.SettingsGuard, order.ErrUnavailable)
 		}
 		return Warmed{}, err
 	}
@@ -95,7 +96,7 @@ func (s *Service) Warmup(ctx context.Context, w Warmup) (Warmed, error) {
 
 // warmDue warms up a, which the schedule listed as due at now, and
 // records it.
-func (s *Service) warmDue(ctx context.Context, a order.Activity, now time.Time) (Warmed, error) {
+func (s *Service) warmDue(ctx context.Context, a activity.Activity, now time.Time) (Warmed, error) {
 	loaded, err := s.load(ctx, a, now, true)
 	if err != nil {
 		return Warmed{}, err
@@ -109,7 +110,7 @@ func (s *Service) warmDue(ctx context.Context, a order.Activity, now time.Time) 
 // load loads the stock of each of a's items at now, and returns the units
 // loaded by item; scheduled leaves out an item of a started sale whose
 // stock Redis holds, else keys that would expire at once are refused.
-func (s *Service) load(ctx context.Context, a order.Activity, now time.Time, scheduled bool) (map[int64]int64, error) {
+func (s *Service) load(ctx context.Context, a activity.Activity, now time.Time, scheduled bool) (map[int64]int64, error) {
 	ttl, err := a.KeysLifetime(now, s.PaymentWindow)
 	if err != nil {
 		return nil, fmt.Errorf("warm-up of activity %d: %w", a.ID, err)

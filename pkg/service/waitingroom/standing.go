@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -57,7 +58,7 @@ type Work struct {
 // this instance's memory but for the room's state, read once a second per
 // instance. work is asked for only for a join the room is open to; its
 // error is returned as it is.
-func (s *Service) Queue(ctx context.Context, a order.Activity, user string, join bool, work func() (Work, error)) (Standing, error) {
+func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, join bool, work func() (Work, error)) (Standing, error) {
 	now := s.now()
 	if !now.Before(a.EndsAt) {
 		return Standing{State: Ended}, nil
@@ -103,7 +104,7 @@ func (s *Service) Queue(ctx context.Context, a order.Activity, user string, join
 
 // standing is what the buyer at p, holding the order held ("" for none),
 // is told at now.
-func standing(a order.Activity, user string, p stockredis.Place, st stockredis.RoomState, held string, now time.Time) Standing {
+func standing(a activity.Activity, user string, p stockredis.Place, st stockredis.RoomState, held string, now time.Time) Standing {
 	v := Standing{State: Waiting, Position: p.Position}
 	expires := p.Admission
 	if p.Used {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/batch"
@@ -81,7 +82,7 @@ type Service struct {
 	// as long as the sale's); HeldOrder the number of the order a buyer
 	// holds in a sale ("" for none). Queue needs both.
 	PaymentWindow time.Duration
-	HeldOrder     func(ctx context.Context, a order.Activity, user string) (string, error)
+	HeldOrder     func(ctx context.Context, a activity.Activity, user string) (string, error)
 
 	mu         sync.Mutex
 	rebuilding map[int64]bool
@@ -435,8 +436,8 @@ func (s *Service) RebuildAll(ctx context.Context, ids []int64, lostBy time.Time,
 }
 
 // StoreRoom is sale a's room as its scripts see it; its keys live as long
-// as the sale's (order.Activity.KeysLiveUntil with the payment window).
-func StoreRoom(a order.Activity, paymentWindow time.Duration) stockredis.Room {
+// as the sale's (activity.Activity.KeysLiveUntil with the payment window).
+func StoreRoom(a activity.Activity, paymentWindow time.Duration) stockredis.Room {
 	items := make([]stockredis.Item, 0, len(a.Items))
 	for _, id := range a.ItemIDs() {
 		items = append(items, stockredis.In(a.ItemID, id))

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
@@ -29,20 +30,20 @@ func (c *clock) Add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // roomSale makes a sale with a waiting room starting at start, with stock
 // units of one item, warmed up.
-func roomSale(t *testing.T, p *pipelinetest.Pipeline, stock int64, start time.Time) order.Activity {
+func roomSale(t *testing.T, p *pipelinetest.Pipeline, stock int64, start time.Time) activity.Activity {
 	t.Helper()
 	return roomSaleTB(t, p, stock, start)
 }
 
-func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.Time) order.Activity {
+func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.Time) activity.Activity {
 	t.Helper()
 	ctx := context.Background()
 	it, err := p.DB.Activities.CreateItem(ctx, "test item", stock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.DB.Activities.CreateActivity(ctx, order.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
-		Room: order.WaitingRoom{AdmitPerSecond: 1, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}})
+	a, err := p.DB.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: start, EndsAt: start.Add(time.Hour), PerUserLimit: 1,
+		Room: activity.WaitingRoom{AdmitPerSecond: 1, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
-package order
+package activity
 
-import "time"
+import (
+	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
 
 // Activity is a flash sale of one item, or of several (its sizes), within a
 // time window.
@@ -11,7 +15,7 @@ type Activity struct {
 	ItemID int64
 	// Items are what it sells, ItemID first, in the operator's order; a
 	// sale created with item_id alone has that one, without a label.
-	Items        []SaleItem
+	Items        []Item
 	StartsAt     time.Time
 	EndsAt       time.Time
 	PerUserLimit int
@@ -24,7 +28,7 @@ type Activity struct {
 	// SalePrice is the unit price of the sale's first item (the item's
 	// price unless the operator set another); zero when neither has one.
 	// Each item's is in Items.
-	SalePrice Money
+	SalePrice order.Money
 	// CancelledAt is when an operator cancelled the sale (its EndsAt moved
 	// there too); zero when not cancelled.
 	CancelledAt time.Time
@@ -47,13 +51,13 @@ type Activity struct {
 func (a Activity) Refusal(reservedAt time.Time, quantity int) string {
 	switch {
 	case reservedAt.Before(a.StartsAt):
-		return ReasonSaleNotStarted
+		return order.ReasonSaleNotStarted
 	case !reservedAt.Before(a.EndsAt) && !a.CancelledAt.IsZero():
-		return ReasonSaleCancelled
+		return order.ReasonSaleCancelled
 	case !reservedAt.Before(a.EndsAt):
-		return ReasonSaleEnded
+		return order.ReasonSaleEnded
 	case quantity > a.PerUserLimit:
-		return ReasonOverLimit
+		return order.ReasonOverLimit
 	}
 	return ""
 }

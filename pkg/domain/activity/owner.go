@@ -1,16 +1,18 @@
-package order
+package activity
 
 import (
 	"errors"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// ErrItemInAnotherSale: a sale's window overlaps that of another sale of
+// ErrItemInAnotherActivity: a sale's window overlaps that of another sale of
 // one of its items that is neither cancelled nor over. One sale owns an
 // item at a time: a waiting room admits, and a draw picks winners, for the
 // stock it counts as its own, and a sibling sale selling the same units
 // would leave an admitted buyer or a winner without one.
-var ErrItemInAnotherSale = errors.New("item in another sale")
+var ErrItemInAnotherActivity = errors.New("item in another sale")
 
 // Overlaps reports whether a's window [StartsAt, EndsAt) and o's share an
 // instant: windows that only touch (one ends when the other starts) do not.
@@ -34,7 +36,7 @@ func CheckOneOwner(a Activity, item int64, others []Activity, now time.Time) err
 		if a.ID != 0 && o.ID == a.ID || !o.Owns(now) || !a.Overlaps(o) {
 			continue
 		}
-		return Errorf(ErrItemInAnotherSale,
+		return order.Errorf(ErrItemInAnotherActivity,
 			"item %d is in sale %d from %s to %s, which overlaps this sale's window (%s to %s): one sale sells an item at a time; move this window clear of sale %d's, or change or end sale %d",
 			item, o.ID, stamp(o.StartsAt), stamp(o.EndsAt), stamp(a.StartsAt), stamp(a.EndsAt), o.ID, o.ID)
 	}

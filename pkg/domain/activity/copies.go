@@ -1,4 +1,4 @@
-package order
+package activity
 
 import "time"
 
@@ -6,24 +6,24 @@ import "time"
 // change of a sale (an end, a cancel, new times or settings) takes to reach
 // every instance, and so when a change must stop (SettingsGuard).
 
-// ActivityTTL is how long a process trusts its copy of a sale
+// CopyTTL is how long a process trusts its copy of a sale
 // (orderdb.ActivityCache): an operator may end a sale early or move its
 // times before it starts, and every process sees the change within this
 // time while MySQL answers.
-const ActivityTTL = time.Second
+const CopyTTL = time.Second
 
-// ActivityReloadTimeout bounds the re-read of an activity a process
+// ReloadTimeout bounds the re-read of an activity a process
 // already holds a copy of; when it fails or times out, the process keeps
 // serving its last copy, for at most ActivityMaxStale after that copy was
 // read.
-const ActivityReloadTimeout = 500 * time.Millisecond
+const ReloadTimeout = 500 * time.Millisecond
 
-// ActivityMaxStale bounds how old a copy of an activity a process still
+// MaxStale bounds how old a copy of an activity a process still
 // sells on. A copy is as old as the time since the read that gave it
 // started; once its re-reads have failed or been slower than
 // ActivityReloadTimeout for this long, orderdb.ActivityCache.Get answers
 // ErrUnavailable (503) until MySQL answers again. An instance whose MySQL
-// is slow therefore stops selling within ActivityMaxStale of the last read
+// is slow therefore stops selling within MaxStale of the last read
 // that reached it; an order it took in that time after an end or cancel it
 // did not see is refused by the consumer (ReasonSaleEnded,
 // ReasonSaleCancelled), which decides against MySQL's row, so the bound
@@ -33,4 +33,4 @@ const ActivityReloadTimeout = 500 * time.Millisecond
 // with a soak beside it the copy was past 15 s before MariaDB answered
 // again), short enough that a MySQL that stays slow stops the sale within
 // half a minute.
-const ActivityMaxStale = 30 * time.Second
+const MaxStale = 30 * time.Second

@@ -1,50 +1,54 @@
-package order
+package activity
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
 
-// SaleItem is one item a sale sells: a size, a tier, a denomination.
-type SaleItem struct {
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// Item is one item a sale sells: a size, a tier, a denomination.
+type Item struct {
 	ItemID int64
 	// Label is what buyers see for it ("EU 42", "VIP"); empty for the item
 	// of a sale created with item_id alone.
 	Label string
 	// SalePrice is its unit price in the sale (the item's price unless the
 	// operator set another); zero when neither has one.
-	SalePrice Money
+	SalePrice order.Money
 }
 
-// MaxSaleItems bounds the items of one sale.
-const MaxSaleItems = 100
+// MaxItems bounds the items of one sale.
+const MaxItems = 100
 
 // MaxLabelLength bounds a SaleItem's Label, in characters.
 const MaxLabelLength = 40
 
-// NewSaleItem is one entry of a sale's items as the operator gives it.
-type NewSaleItem struct {
+// NewItem is one entry of a sale's items as the operator gives it.
+type NewItem struct {
 	ItemID int64
 	Label  string
 	// SalePrice is nil when the operator gave none.
-	SalePrice *Money
+	SalePrice *order.Money
 }
 
-// CheckSaleItems refuses (ErrInvalidArgument) a list of items a sale
+// CheckItems refuses (ErrInvalidArgument) a list of items a sale
 // cannot sell: none or more than MaxSaleItems, an item id that is not
 // positive or comes twice, a label of no or more than MaxLabelLength
 // characters. That the items exist, and that a priced sale's items share
 // one currency, is checked where their prices are known (CheckCurrencies).
-func CheckSaleItems(items []NewSaleItem) error {
-	if len(items) < 1 || len(items) > MaxSaleItems {
-		return Errorf(ErrInvalidArgument, "items must list from 1 to %d items", MaxSaleItems)
+func CheckItems(items []NewItem) error {
+	if len(items) < 1 || len(items) > MaxItems {
+		return order.Errorf(order.ErrInvalidArgument, "items must list from 1 to %d items", MaxItems)
 	}
 	seen := make(map[int64]bool, len(items))
 	for i, it := range items {
 		switch {
 		case it.ItemID <= 0:
-			return Errorf(ErrInvalidArgument, "items[%d].item_id must be a positive integer", i)
+			return order.Errorf(order.ErrInvalidArgument, "items[%d].item_id must be a positive integer", i)
 		case seen[it.ItemID]:
-			return Errorf(ErrInvalidArgument, "items[%d].item_id %d is listed twice: a sale lists each item once", i, it.ItemID)
+			return order.Errorf(order.ErrInvalidArgument, "items[%d].item_id %d is listed twice: a sale lists each item once", i, it.ItemID)
 		case it.Label == "" || utf8.RuneCountInString(it.Label) > MaxLabelLength || !utf8.ValidString(it.Label):
-			return Errorf(ErrInvalidArgument, "items[%d].label must be 1-%d characters", i, MaxLabelLength)
+			return order.Errorf(order.ErrInvalidArgument, "items[%d].label must be 1-%d characters", i, MaxLabelLength)
 		}
 		seen[it.ItemID] = true
 	}
@@ -54,7 +58,7 @@ func CheckSaleItems(items []NewSaleItem) error {
 // CheckCurrencies refuses (ErrInvalidArgument) a sale whose priced items
 // are in more than one currency, or whose items are priced and unpriced
 // at once: one order's amount, and the sale's total, are in one currency.
-func CheckCurrencies(items []SaleItem) error {
+func CheckCurrencies(items []Item) error {
 	var currency string
 	priced := 0
 	for _, it := range items {
@@ -65,12 +69,12 @@ func CheckCurrencies(items []SaleItem) error {
 		if currency == "" {
 			currency = it.SalePrice.Currency
 		} else if it.SalePrice.Currency != currency {
-			return Errorf(ErrInvalidArgument, "every item of a priced sale has the same currency: item %d is in %s, another in %s",
+			return order.Errorf(order.ErrInvalidArgument, "every item of a priced sale has the same currency: item %d is in %s, another in %s",
 				it.ItemID, it.SalePrice.Currency, currency)
 		}
 	}
 	if priced > 0 && priced < len(items) {
-		return Errorf(ErrInvalidArgument, "a priced sale has a price for every item: give sale_price for the items without one")
+		return order.Errorf(order.ErrInvalidArgument, "a priced sale has a price for every item: give sale_price for the items without one")
 	}
 	return nil
 }
@@ -80,16 +84,16 @@ func CheckCurrencies(items []SaleItem) error {
 func (a Activity) Sized() bool { return len(a.Items) > 1 }
 
 // Item returns the sale's item id, and false when the sale does not sell it.
-func (a Activity) Item(id int64) (SaleItem, bool) {
+func (a Activity) Item(id int64) (Item, bool) {
 	for _, it := range a.Items {
 		if it.ItemID == id {
 			return it, true
 		}
 	}
 	if len(a.Items) == 0 && id == a.ItemID {
-		return SaleItem{ItemID: a.ItemID, SalePrice: a.SalePrice}, true
+		return Item{ItemID: a.ItemID, SalePrice: a.SalePrice}, true
 	}
-	return SaleItem{}, false
+	return Item{}, false
 }
 
 // ItemIDs lists the sale's items, the first (ItemID) first.
@@ -107,16 +111,16 @@ func (a Activity) ItemIDs() []int64 {
 // ChooseItem returns the item an order of the sale buys: id, or, when id is
 // 0, the sale's only item. ErrInvalidArgument when id is 0 for a sale of
 // several items or names an item the sale does not sell.
-func (a Activity) ChooseItem(id int64) (SaleItem, error) {
+func (a Activity) ChooseItem(id int64) (Item, error) {
 	if id == 0 {
 		if a.Sized() {
-			return SaleItem{}, Errorf(ErrInvalidArgument, "item_id is required: the sale sells %d items (its sizes)", len(a.Items))
+			return Item{}, order.Errorf(order.ErrInvalidArgument, "item_id is required: the sale sells %d items (its sizes)", len(a.Items))
 		}
 		id = a.ItemID
 	}
 	it, ok := a.Item(id)
 	if !ok {
-		return SaleItem{}, Errorf(ErrInvalidArgument, "item %d is not sold in sale %d", id, a.ID)
+		return Item{}, order.Errorf(order.ErrInvalidArgument, "item %d is not sold in sale %d", id, a.ID)
 	}
 	return it, nil
 }

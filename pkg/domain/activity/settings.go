@@ -1,9 +1,11 @@
-package order
+package activity
 
 import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // ErrSettingLocked: a sale setting that live Redis keys depend on (the
@@ -17,7 +19,7 @@ var ErrSettingLocked = errors.New("setting locked")
 // ActivityTTL, and a re-read of it may take ActivityReloadTimeout, so a
 // change made later than this before the start could still be unseen by
 // some instance when the sale opens.
-const SettingsGuard = ActivityTTL + ActivityReloadTimeout
+const SettingsGuard = CopyTTL + ReloadTimeout
 
 // Layout is the shape an item's stock has in Redis: how many stock keys
 // it is split over (1: one stock key; 0: no stock key lives).
@@ -44,7 +46,7 @@ type KeySpace struct {
 func CheckLayout(k KeySpace, live Layout, others []Activity, until func(Activity) time.Time, now time.Time) error {
 	want := Layout(max(k.Buckets, 1))
 	if live != 0 && live != want {
-		return Errorf(ErrSettingLocked, "the item's stock lives in Redis in %s: a sale with stock_buckets %d needs those keys gone first",
+		return order.Errorf(ErrSettingLocked, "the item's stock lives in Redis in %s: a sale with stock_buckets %d needs those keys gone first",
 			live, want)
 	}
 	for _, o := range others {
@@ -57,14 +59,14 @@ func CheckLayout(k KeySpace, live Layout, others []Activity, until func(Activity
 			what = "keeps its keys with item " + strconv.FormatInt(o.ItemID, 10) + " (its first item)"
 		}
 		if until == nil {
-			return Errorf(ErrSettingLocked, "activity %d of the item %s and its keys' life is not known", o.ID, what)
+			return order.Errorf(ErrSettingLocked, "activity %d of the item %s and its keys' life is not known", o.ID, what)
 		}
 		if end := until(o); end.After(now) {
 			if !sameTag {
-				return Errorf(ErrSettingLocked, "activity %d of item %d %s and its Redis keys may live until %s: a sale that lists item %d first must wait until then, or list item %d first",
+				return order.Errorf(ErrSettingLocked, "activity %d of item %d %s and its Redis keys may live until %s: a sale that lists item %d first must wait until then, or list item %d first",
 					o.ID, k.Item, what, end.UTC().Format(time.RFC3339), k.Tag, o.ItemID)
 			}
-			return Errorf(ErrSettingLocked, "activity %d of the item %s and its Redis keys may live until %s: a sale of the item with stock_buckets %d must wait until then",
+			return order.Errorf(ErrSettingLocked, "activity %d of the item %s and its Redis keys may live until %s: a sale of the item with stock_buckets %d must wait until then",
 				o.ID, what, end.UTC().Format(time.RFC3339), want)
 		}
 	}

@@ -1,9 +1,11 @@
-package order
+package activity
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // The lifetimes of a sale's keys all come from its end: quota and
@@ -19,9 +21,9 @@ func TestActivityKeyLifetimes(t *testing.T) {
 		ok            bool
 	}{
 		{"an hour left, the default window", Activity{EndsAt: now.Add(time.Hour)}, DefaultPaymentWindow,
-			time.Hour + KeyMargin, time.Hour + DefaultPaymentWindow + KeyMargin, true},
+			time.Hour + order.KeyMargin, time.Hour + DefaultPaymentWindow + order.KeyMargin, true},
 		{"its own window", Activity{EndsAt: now.Add(time.Hour), PaymentWindow: 5 * time.Minute}, DefaultPaymentWindow,
-			time.Hour + KeyMargin, time.Hour + 5*time.Minute + KeyMargin, true},
+			time.Hour + order.KeyMargin, time.Hour + 5*time.Minute + order.KeyMargin, true},
 		{"ended two days ago", Activity{EndsAt: now.Add(-48 * time.Hour)}, time.Hour,
 			-24 * time.Hour, -23 * time.Hour, true},
 		{"the year 3000", Activity{EndsAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}, DefaultPaymentWindow, 0, 0, false},
@@ -30,7 +32,7 @@ func TestActivityKeyLifetimes(t *testing.T) {
 			records, rerr := tc.act.RecordsLifetime(now)
 			keys, kerr := tc.act.KeysLifetime(now, tc.def)
 			if !tc.ok {
-				if !errors.Is(rerr, ErrInvalidArgument) || !errors.Is(kerr, ErrInvalidArgument) {
+				if !errors.Is(rerr, order.ErrInvalidArgument) || !errors.Is(kerr, order.ErrInvalidArgument) {
 					t.Fatalf("lifetimes %s (%v), %s (%v): want ErrInvalidArgument", records, rerr, keys, kerr)
 				}
 				return

@@ -1,6 +1,10 @@
-package order
+package activity
 
-import "time"
+import (
+	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
 
 // Bounds of a waiting room's settings.
 const (
@@ -38,7 +42,7 @@ func (s WaitingRoom) On() bool { return s.AdmitPerSecond > 0 }
 // are drawn when it is stored.
 func NewWaitingRoom(admit, ttlSeconds, bits *int, opensAt *time.Time) (WaitingRoom, error) {
 	if admit == nil {
-		return WaitingRoom{}, Errorf(ErrInvalidArgument, "waiting_room.admit_per_second is required")
+		return WaitingRoom{}, order.Errorf(order.ErrInvalidArgument, "waiting_room.admit_per_second is required")
 	}
 	s := WaitingRoom{AdmitPerSecond: *admit, AdmissionTTL: DefaultAdmissionTTL}
 	if ttlSeconds != nil {
@@ -57,12 +61,12 @@ func NewWaitingRoom(admit, ttlSeconds, bits *int, opensAt *time.Time) (WaitingRo
 func (s WaitingRoom) Validate() error {
 	switch {
 	case s.AdmitPerSecond < 1 || s.AdmitPerSecond > MaxAdmitPerSecond:
-		return Errorf(ErrInvalidArgument, "waiting_room.admit_per_second must be from 1 to %d", MaxAdmitPerSecond)
+		return order.Errorf(order.ErrInvalidArgument, "waiting_room.admit_per_second must be from 1 to %d", MaxAdmitPerSecond)
 	case s.AdmissionTTL < MinAdmissionTTL || s.AdmissionTTL > MaxAdmissionTTL || s.AdmissionTTL%time.Second != 0:
-		return Errorf(ErrInvalidArgument, "waiting_room.admission_ttl_seconds must be from %d to %d",
+		return order.Errorf(order.ErrInvalidArgument, "waiting_room.admission_ttl_seconds must be from %d to %d",
 			int(MinAdmissionTTL/time.Second), int(MaxAdmissionTTL/time.Second))
 	case s.ProofOfWorkBits < 0 || s.ProofOfWorkBits > MaxProofOfWorkBits:
-		return Errorf(ErrInvalidArgument, "waiting_room.proof_of_work_bits must be from 0 to %d", MaxProofOfWorkBits)
+		return order.Errorf(order.ErrInvalidArgument, "waiting_room.proof_of_work_bits must be from 0 to %d", MaxProofOfWorkBits)
 	}
 	return nil
 }
@@ -75,9 +79,9 @@ func (a Activity) CheckRoom() error {
 	case a.StockBuckets > 1:
 		// The room paces the crowd, so no key is hot; and its scripts read
 		// every item's stock in the sale's slot.
-		return Errorf(ErrInvalidArgument, "a sale with a waiting_room keeps one stock key an item: leave stock_buckets out")
+		return order.Errorf(order.ErrInvalidArgument, "a sale with a waiting_room keeps one stock key an item: leave stock_buckets out")
 	case !a.Room.OpensAt.IsZero() && !a.Room.OpensAt.Before(a.StartsAt):
-		return Errorf(ErrInvalidArgument, "waiting_room.opens_at must be before starts_at")
+		return order.Errorf(order.ErrInvalidArgument, "waiting_room.opens_at must be before starts_at")
 	}
 	return nil
 }

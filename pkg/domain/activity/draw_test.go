@@ -1,10 +1,12 @@
-package order
+package activity
 
 import (
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 func TestCheckDraw(t *testing.T) {
@@ -33,7 +35,7 @@ func TestCheckDraw(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.want != "" && (!errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want)):
+			case tc.want != "" && (!errors.Is(err, order.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("got %v, want ErrInvalidArgument with %q", err, tc.want)
 			}
 		})

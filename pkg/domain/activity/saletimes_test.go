@@ -1,9 +1,11 @@
-package order
+package activity
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 func TestCheckSaleTimes(t *testing.T) {
@@ -16,17 +18,17 @@ func TestCheckSaleTimes(t *testing.T) {
 	}{
 		{"an hour from now", now.Add(time.Hour), now.Add(2 * time.Hour), true},
 		{"started an hour ago", now.Add(-time.Hour), now.Add(time.Hour), true},
-		{"starts at the furthest lead, lasts the longest", now.Add(MaxSaleLead), now.Add(MaxSaleLead + MaxSaleLength), true},
+		{"starts at the furthest lead, lasts the longest", now.Add(MaxLead), now.Add(MaxLead + MaxLength), true},
 		{"ends at its start", now, now, false},
 		{"ends before its start", now, now.Add(-time.Second), false},
-		{"starts a millisecond past the lead", now.Add(MaxSaleLead + time.Millisecond), now.Add(MaxSaleLead + time.Hour), false},
-		{"lasts a millisecond too long", now, now.Add(MaxSaleLength + time.Millisecond), false},
+		{"starts a millisecond past the lead", now.Add(MaxLead + time.Millisecond), now.Add(MaxLead + time.Hour), false},
+		{"lasts a millisecond too long", now, now.Add(MaxLength + time.Millisecond), false},
 		{"ends in the year 3000", now.Add(time.Minute), year3000, false},
 		{"a window of centuries in the past", time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), now, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckSaleTimes(tc.starts, tc.ends, now)
-			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
+			err := CheckTimes(tc.starts, tc.ends, now)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, order.ErrInvalidArgument)) {
 				t.Fatalf("CheckSaleTimes: %v, want ok %v (else ErrInvalidArgument)", err, tc.ok)
 			}
 		})
@@ -42,22 +44,22 @@ func TestKeyLifetime(t *testing.T) {
 		want  time.Duration
 		ok    bool
 	}{
-		{"an hour left, a day past", now.Add(time.Hour), KeyMargin, 25 * time.Hour, true},
+		{"an hour left, a day past", now.Add(time.Hour), order.KeyMargin, 25 * time.Hour, true},
 		{"ended an hour ago", now.Add(-time.Hour), 30 * time.Minute, -30 * time.Minute, true},
-		{"ended in the year 1", time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), MaxPaymentWindow + KeyMargin, 0, true},
-		{"the furthest end a sale can have", now.Add(MaxSaleLead + MaxSaleLength), MaxPaymentWindow + KeyMargin,
-			MaxSaleLead + MaxSaleLength + MaxPaymentWindow + KeyMargin, true},
+		{"ended in the year 1", time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), MaxPaymentWindow + order.KeyMargin, 0, true},
+		{"the furthest end a sale can have", now.Add(MaxLead + MaxLength), MaxPaymentWindow + order.KeyMargin,
+			MaxLead + MaxLength + MaxPaymentWindow + order.KeyMargin, true},
 		// time.Time.Sub saturates at about 292 years; adding the window
 		// to that wrapped negative before.
-		{"the year 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), 30*time.Minute + KeyMargin, 0, false},
-		{"just past the range", now.Add(MaxSaleLead + MaxSaleLength + time.Millisecond), 0, 0, false},
+		{"the year 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), 30*time.Minute + order.KeyMargin, 0, false},
+		{"just past the range", now.Add(MaxLead + MaxLength + time.Millisecond), 0, 0, false},
 		{"a negative extra", now.Add(time.Hour), -time.Hour, 0, false},
 		{"an extra of centuries", now.Add(time.Hour), 1<<63 - 1, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := KeyLifetime(tc.end, now, tc.extra)
 			if !tc.ok {
-				if !errors.Is(err, ErrInvalidArgument) {
+				if !errors.Is(err, order.ErrInvalidArgument) {
 					t.Fatalf("KeyLifetime: %s %v, want ErrInvalidArgument", got, err)
 				}
 				return

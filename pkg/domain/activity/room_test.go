@@ -1,4 +1,4 @@
-package order_test
+package activity_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -13,11 +14,11 @@ func ptr[T any](v T) *T { return &v }
 
 func TestNewWaitingRoom(t *testing.T) {
 	open := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	s, err := order.NewWaitingRoom(ptr(500), nil, nil, &open)
+	s, err := activity.NewWaitingRoom(ptr(500), nil, nil, &open)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (order.WaitingRoom{AdmitPerSecond: 500, AdmissionTTL: 120 * time.Second, OpensAt: open}); s != want {
+	if want := (activity.WaitingRoom{AdmitPerSecond: 500, AdmissionTTL: 120 * time.Second, OpensAt: open}); s != want {
 		t.Fatalf("settings %+v, want %+v", s, want)
 	}
 	for _, tc := range []struct {
@@ -33,12 +34,12 @@ func TestNewWaitingRoom(t *testing.T) {
 		{"bits negative", ptr(1), nil, ptr(-1), "proof_of_work_bits"},
 		{"bits too many", ptr(1), nil, ptr(25), "proof_of_work_bits"},
 	} {
-		_, err := order.NewWaitingRoom(tc.admit, tc.ttl, tc.bits, nil)
+		_, err := activity.NewWaitingRoom(tc.admit, tc.ttl, tc.bits, nil)
 		if !errors.Is(err, order.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: %v, want an invalid argument naming %q", tc.name, err, tc.field)
 		}
 	}
-	if (order.WaitingRoom{}).On() {
+	if (activity.WaitingRoom{}).On() {
 		t.Fatal("the zero settings are a room")
 	}
 }

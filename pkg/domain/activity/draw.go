@@ -1,6 +1,10 @@
-package order
+package activity
 
-import "time"
+import (
+	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
 
 // The ways a sale sells, as the API names them.
 const (
@@ -42,16 +46,16 @@ func NewDraw(mode string, closes *time.Time) (Draw, error) {
 	switch mode {
 	case "", ModeFirstCome:
 		if closes != nil {
-			return Draw{}, Errorf(ErrInvalidArgument, `entries_close_at is for a draw: give "mode": "draw" with it`)
+			return Draw{}, order.Errorf(order.ErrInvalidArgument, `entries_close_at is for a draw: give "mode": "draw" with it`)
 		}
 		return Draw{}, nil
 	case ModeDraw:
 		if closes == nil || closes.IsZero() {
-			return Draw{}, Errorf(ErrInvalidArgument, "a draw needs entries_close_at (RFC 3339): when its entries close and its winners are drawn")
+			return Draw{}, order.Errorf(order.ErrInvalidArgument, "a draw needs entries_close_at (RFC 3339): when its entries close and its winners are drawn")
 		}
 		return Draw{EntriesCloseAt: *closes}, nil
 	}
-	return Draw{}, Errorf(ErrInvalidArgument, `mode must be "first_come" or "draw"`)
+	return Draw{}, order.Errorf(order.ErrInvalidArgument, `mode must be "first_come" or "draw"`)
 }
 
 // CheckDraw checks the sale's draw against its other settings, at now (the
@@ -64,22 +68,22 @@ func (a Activity) CheckDraw(now time.Time, def time.Duration) error {
 	case !a.Draw.On():
 		return nil
 	case a.Room.On():
-		return Errorf(ErrInvalidArgument, "a draw has no waiting room: nobody races to buy, so leave waiting_room out")
+		return order.Errorf(order.ErrInvalidArgument, "a draw has no waiting room: nobody races to buy, so leave waiting_room out")
 	case a.StockBuckets > 1:
-		return Errorf(ErrInvalidArgument, "a draw keeps one stock key an item: leave stock_buckets out")
+		return order.Errorf(order.ErrInvalidArgument, "a draw keeps one stock key an item: leave stock_buckets out")
 	case !c.After(now):
-		return Errorf(ErrInvalidArgument, "entries_close_at must be in the future")
+		return order.Errorf(order.ErrInvalidArgument, "entries_close_at must be in the future")
 	case !c.After(a.StartsAt):
-		return Errorf(ErrInvalidArgument, "entries_close_at must be after starts_at: entries open at the start")
+		return order.Errorf(order.ErrInvalidArgument, "entries_close_at must be after starts_at: entries open at the start")
 	case !c.Before(a.EndsAt):
 		// The winners buy within the sale: the consumer refuses an order
 		// reserved at or after ends_at.
-		return Errorf(ErrInvalidArgument, "entries_close_at must be before ends_at: the winners and alternates buy between the two")
+		return order.Errorf(order.ErrInvalidArgument, "entries_close_at must be before ends_at: the winners and alternates buy between the two")
 	case a.EndsAt.Sub(c) < w:
 		// The draw runs at the close and its winners' orders are made
 		// within seconds: each must have its whole window to pay before
 		// the sale ends.
-		return Errorf(ErrInvalidArgument, "entries_close_at must leave at least the payment window (%s) before ends_at, so the winners have it to pay: it is %s before",
+		return order.Errorf(order.ErrInvalidArgument, "entries_close_at must leave at least the payment window (%s) before ends_at, so the winners have it to pay: it is %s before",
 			w, a.EndsAt.Sub(c))
 	}
 	return nil

@@ -1,13 +1,17 @@
-package order
+package activity
 
-import "time"
+import (
+	"time"
 
-// NewSale is a sale as an operator asks for it, before anything is
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// Draft is a sale as an operator asks for it, before anything is
 // written: nil for a setting left out.
-type NewSale struct {
+type Draft struct {
 	// ItemID is a sale of one item; Items one of several. One of the two.
 	ItemID           int64
-	Items            []NewSaleItem
+	Items            []NewItem
 	StartsAt, EndsAt time.Time
 	// PerUserLimit defaults to 1.
 	PerUserLimit *int
@@ -25,7 +29,7 @@ type NewSale struct {
 // within the range of CheckSaleTimes, now being the shared clock's time.
 // Its prices are the caller's to set (OptionalPrice, and each of Items's):
 // they may need the items.
-func (n NewSale) Activity(now time.Time) (Activity, error) {
+func (n Draft) Activity(now time.Time) (Activity, error) {
 	a := Activity{ItemID: n.ItemID, StartsAt: n.StartsAt, EndsAt: n.EndsAt, PerUserLimit: 1, StockBuckets: 1}
 	if n.PerUserLimit != nil {
 		a.PerUserLimit = *n.PerUserLimit
@@ -36,38 +40,38 @@ func (n NewSale) Activity(now time.Time) (Activity, error) {
 	w := n.PaymentWindowSeconds
 	switch {
 	case n.ItemID != 0 && n.Items != nil:
-		return Activity{}, Errorf(ErrInvalidArgument, "give item_id (a sale of one item) or items (a sale of several), not both")
+		return Activity{}, order.Errorf(order.ErrInvalidArgument, "give item_id (a sale of one item) or items (a sale of several), not both")
 	case n.Items != nil:
-		if err := CheckSaleItems(n.Items); err != nil {
+		if err := CheckItems(n.Items); err != nil {
 			return Activity{}, err
 		}
 		a.ItemID = n.Items[0].ItemID
-		a.Items = make([]SaleItem, len(n.Items))
+		a.Items = make([]Item, len(n.Items))
 		for i, it := range n.Items {
-			a.Items[i] = SaleItem{ItemID: it.ItemID, Label: it.Label}
+			a.Items[i] = Item{ItemID: it.ItemID, Label: it.Label}
 		}
 	case n.ItemID <= 0:
-		return Activity{}, Errorf(ErrInvalidArgument, "item_id must be a positive integer")
+		return Activity{}, order.Errorf(order.ErrInvalidArgument, "item_id must be a positive integer")
 	default:
-		a.Items = []SaleItem{{ItemID: n.ItemID}}
+		a.Items = []Item{{ItemID: n.ItemID}}
 	}
 	switch {
 	case n.StartsAt.IsZero() || n.EndsAt.IsZero():
-		return Activity{}, Errorf(ErrInvalidArgument, "starts_at and ends_at are required (RFC 3339)")
+		return Activity{}, order.Errorf(order.ErrInvalidArgument, "starts_at and ends_at are required (RFC 3339)")
 	case !n.EndsAt.After(n.StartsAt):
-		return Activity{}, Errorf(ErrInvalidArgument, "ends_at must be after starts_at")
+		return Activity{}, order.Errorf(order.ErrInvalidArgument, "ends_at must be after starts_at")
 	}
 	if err := checkPerUserLimit(a.PerUserLimit); err != nil {
 		return Activity{}, err
 	}
 	if w != nil && (*w < 1 || *w > int(MaxPaymentWindow/time.Second)) {
-		return Activity{}, Errorf(ErrInvalidArgument, "payment_window_seconds must be from 1 to %d", int(MaxPaymentWindow/time.Second))
+		return Activity{}, order.Errorf(order.ErrInvalidArgument, "payment_window_seconds must be from 1 to %d", int(MaxPaymentWindow/time.Second))
 	}
 	if err := checkStockBuckets(a.StockBuckets); err != nil {
 		return Activity{}, err
 	}
 	// Within the range every key lifetime computed from them stays exact.
-	if err := CheckSaleTimes(n.StartsAt, n.EndsAt, now); err != nil {
+	if err := CheckTimes(n.StartsAt, n.EndsAt, now); err != nil {
 		return Activity{}, err
 	}
 	if w != nil {
@@ -80,20 +84,20 @@ func (n NewSale) Activity(now time.Time) (Activity, error) {
 // does not take: fewer than one, more than its per-user limit or than
 // MaxQuantity.
 func (a Activity) CheckQuantity(q int) error {
-	if q < 1 || q > a.PerUserLimit || q > MaxQuantity {
-		return Errorf(ErrInvalidArgument, "quantity must be from 1 to %d", a.PerUserLimit)
+	if q < 1 || q > a.PerUserLimit || q > order.MaxQuantity {
+		return order.Errorf(order.ErrInvalidArgument, "quantity must be from 1 to %d", a.PerUserLimit)
 	}
 	return nil
 }
 
-// SaleChange is what an operator asks to change of a sale that has not
+// Change is what an operator asks to change of a sale that has not
 // started: nil fields stay.
-type SaleChange struct {
+type Change struct {
 	StartsAt, EndsAt *time.Time
 	PerUserLimit     *int
 	StockBuckets     *int
 	// Items replaces the sale's items (CheckSaleItems); nil keeps them.
-	Items []NewSaleItem
+	Items []NewItem
 	// Room is true when the change sets the sale's waiting room (checked
 	// by NewWaitingRoom and Activity.CheckRoom).
 	Room bool
@@ -103,12 +107,12 @@ type SaleChange struct {
 // per-user limit or bucket count is out of bounds. The times are checked
 // against the sale's others when it is read (CheckSaleTimes), and whether
 // the sale may still change by CheckChangeable.
-func (c SaleChange) Check() error {
+func (c Change) Check() error {
 	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil && c.Items == nil && !c.Room {
-		return Errorf(ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room")
+		return order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room")
 	}
 	if c.Items != nil {
-		if err := CheckSaleItems(c.Items); err != nil {
+		if err := CheckItems(c.Items); err != nil {
 			return err
 		}
 	}
@@ -128,7 +132,7 @@ func (c SaleChange) Check() error {
 // instance must see a change before the sale opens.
 func CheckChangeable(starts, now time.Time) error {
 	if !now.Before(starts.Add(-SettingsGuard)) {
-		return Errorf(ErrActivityStarted, "the sale starts at %s: its settings can no longer change (not later than %s before the start, so that every instance sees the change)",
+		return order.Errorf(order.ErrActivityStarted, "the sale starts at %s: its settings can no longer change (not later than %s before the start, so that every instance sees the change)",
 			starts.UTC().Format(time.RFC3339Nano), SettingsGuard)
 	}
 	return nil
@@ -139,7 +143,7 @@ func CheckChangeable(starts, now time.Time) error {
 // old (and every instance stops changing at SettingsGuard), so a room set
 // later could still be unknown to an instance when the sale opens, and
 // that instance would take orders without admissions.
-const RoomGuard = ActivityMaxStale + SettingsGuard
+const RoomGuard = MaxStale + SettingsGuard
 
 // CheckRoomInTime refuses (ErrSettingLocked) a change that leaves a sale
 // with a waiting room and could reach some instance only after the sale
@@ -155,20 +159,20 @@ func CheckRoomInTime(hadRoom, hasRoom bool, oldStarts, starts, now time.Time) er
 	if hadRoom {
 		what = "the start of a sale with a waiting room can move earlier"
 	}
-	return Errorf(ErrSettingLocked, "%s only while the sale starts more than %s later (at %s: an instance may sell from a copy of the sale up to %s old, and must know the room before the sale opens)",
-		what, RoomGuard, now.Add(RoomGuard).UTC().Format(time.RFC3339), ActivityMaxStale)
+	return order.Errorf(ErrSettingLocked, "%s only while the sale starts more than %s later (at %s: an instance may sell from a copy of the sale up to %s old, and must know the room before the sale opens)",
+		what, RoomGuard, now.Add(RoomGuard).UTC().Format(time.RFC3339), MaxStale)
 }
 
 func checkPerUserLimit(n int) error {
-	if n < 1 || n > MaxQuantity {
-		return Errorf(ErrInvalidArgument, "per_user_limit must be from 1 to %d", MaxQuantity)
+	if n < 1 || n > order.MaxQuantity {
+		return order.Errorf(order.ErrInvalidArgument, "per_user_limit must be from 1 to %d", order.MaxQuantity)
 	}
 	return nil
 }
 
 func checkStockBuckets(n int) error {
 	if n < 1 || n > MaxStockBuckets {
-		return Errorf(ErrInvalidArgument, "stock_buckets must be from 1 to %d", MaxStockBuckets)
+		return order.Errorf(order.ErrInvalidArgument, "stock_buckets must be from 1 to %d", MaxStockBuckets)
 	}
 	return nil
 }
@@ -190,7 +194,7 @@ type KeyChange struct {
 func (k KeyChange) Any() bool { return k.Buckets || k.End || k.Items }
 
 // KeyChangeOf is what c changes of a's key settings.
-func KeyChangeOf(a Activity, c SaleChange) KeyChange {
+func KeyChangeOf(a Activity, c Change) KeyChange {
 	return KeyChange{
 		Buckets:  c.StockBuckets != nil && *c.StockBuckets != max(a.StockBuckets, 1),
 		Items:    c.Items != nil && !sameItems(a, c.Items),
@@ -214,14 +218,14 @@ func (k KeyChange) CheckWarmed(warmedAt time.Time) error {
 	case !k.Buckets:
 		what = "a later ends_at"
 	}
-	return Errorf(ErrSettingLocked,
+	return order.Errorf(ErrSettingLocked,
 		"the sale's stock was loaded into Redis at %s with keys laid out and timed by its current settings: %s cannot be set now (end this sale and create another)",
 		warmedAt.UTC().Format(time.RFC3339), what)
 }
 
 // sameItems reports whether items list a's items, in its order, with its
 // labels (prices aside: a change of price alone is no change of keys).
-func sameItems(a Activity, items []NewSaleItem) bool {
+func sameItems(a Activity, items []NewItem) bool {
 	if len(items) != len(a.Items) {
 		return false
 	}

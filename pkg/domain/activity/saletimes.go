@@ -1,6 +1,10 @@
-package order
+package activity
 
-import "time"
+import (
+	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
 
 // The range a sale's times must be within. A sale's times set the
 // lifetimes of its item's Redis keys (its end plus the payment window plus
@@ -10,33 +14,33 @@ import "time"
 // outside this range (400 INVALID_ARGUMENT), and KeyLifetime refuses to
 // compute a lifetime for a sale outside it (one written to MySQL by hand).
 const (
-	// MaxSaleLead is how far after now a sale may start: 1,825 days,
+	// MaxLead is how far after now a sale may start: 1,825 days,
 	// about five years.
-	MaxSaleLead = 1825 * 24 * time.Hour
-	// MaxSaleLength is how long a sale may last (ends_at - starts_at):
+	MaxLead = 1825 * 24 * time.Hour
+	// MaxLength is how long a sale may last (ends_at - starts_at):
 	// 90 days.
-	MaxSaleLength = 90 * 24 * time.Hour
+	MaxLength = 90 * 24 * time.Hour
 	// MaxPaymentWindow is the longest payment window a sale may have.
 	MaxPaymentWindow = 7 * 24 * time.Hour
 )
 
-// CheckSaleTimes refuses (ErrInvalidArgument) a sale whose times are not
+// CheckTimes refuses (ErrInvalidArgument) a sale whose times are not
 // within the range: ends_at after starts_at, starts_at at most MaxSaleLead
 // after now, ends_at at most MaxSaleLength after starts_at.
-func CheckSaleTimes(starts, ends, now time.Time) error {
+func CheckTimes(starts, ends, now time.Time) error {
 	day := func(d time.Duration) int64 { return int64(d / (24 * time.Hour)) }
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	switch {
 	case !ends.After(starts):
-		return Errorf(ErrInvalidArgument, "ends_at must be after starts_at (starts_at %s, ends_at %s)", at(starts), at(ends))
-	case starts.After(now.Add(MaxSaleLead)):
-		return Errorf(ErrInvalidArgument, "starts_at %s is too far ahead: a sale starts at most %d days (about five years) from now",
-			at(starts), day(MaxSaleLead))
-	case ends.Sub(starts) > MaxSaleLength:
+		return order.Errorf(order.ErrInvalidArgument, "ends_at must be after starts_at (starts_at %s, ends_at %s)", at(starts), at(ends))
+	case starts.After(now.Add(MaxLead)):
+		return order.Errorf(order.ErrInvalidArgument, "starts_at %s is too far ahead: a sale starts at most %d days (about five years) from now",
+			at(starts), day(MaxLead))
+	case ends.Sub(starts) > MaxLength:
 		// Sub saturates rather than wraps, so a window of centuries is
 		// still longer than the bound.
-		return Errorf(ErrInvalidArgument, "the sale from %s to %s is too long: ends_at is at most %d days after starts_at",
-			at(starts), at(ends), day(MaxSaleLength))
+		return order.Errorf(order.ErrInvalidArgument, "the sale from %s to %s is too long: ends_at is at most %d days after starts_at",
+			at(starts), at(ends), day(MaxLength))
 	}
 	return nil
 }

@@ -1,19 +1,16 @@
-package order
+package activity
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // DefaultPaymentWindow is how long a CREATED order of a sale without its
 // own payment window may stay unpaid when the programs are not told
 // otherwise (SECKILL_PAYMENT_WINDOW).
 const DefaultPaymentWindow = 30 * time.Minute
-
-// KeyMargin is how long an item's keys outlive what they serve: quota and
-// idempotency records live this long past the sale's end, reservations and
-// stock this long past the payment window after it.
-const KeyMargin = 24 * time.Hour
 
 // PaymentWindowOr is how long an order of this activity may stay unpaid:
 // the activity's own window, else def (the global one).
@@ -28,7 +25,7 @@ func (a Activity) PaymentWindowOr(def time.Duration) time.Duration {
 // expire: its end plus KeyMargin, so a key accepted during the sale still
 // gets its order back after it.
 func (a Activity) RecordsLiveUntil() time.Time {
-	return a.EndsAt.Add(KeyMargin)
+	return a.EndsAt.Add(order.KeyMargin)
 }
 
 // KeysLiveUntil is when the sale's item keys (stock or buckets, marker,
@@ -36,23 +33,23 @@ func (a Activity) RecordsLiveUntil() time.Time {
 // has none: the programs' global window), plus KeyMargin. Every key of an
 // item is given a lifetime within it.
 func (a Activity) KeysLiveUntil(def time.Duration) time.Time {
-	return a.EndsAt.Add(a.PaymentWindowOr(def) + KeyMargin)
+	return a.EndsAt.Add(a.PaymentWindowOr(def) + order.KeyMargin)
 }
 
 // RecordsLifetime is how long from now the sale's quota and idempotency
 // records live (until RecordsLiveUntil), range-checked as KeyLifetime is.
 func (a Activity) RecordsLifetime(now time.Time) (time.Duration, error) {
-	return KeyLifetime(a.EndsAt, now, KeyMargin)
+	return KeyLifetime(a.EndsAt, now, order.KeyMargin)
 }
 
 // KeysLifetime is how long from now the sale's item keys live (until
 // KeysLiveUntil with def), range-checked as KeyLifetime is.
 func (a Activity) KeysLifetime(now time.Time, def time.Duration) (time.Duration, error) {
-	return KeyLifetime(a.EndsAt, now, a.PaymentWindowOr(def)+KeyMargin)
+	return KeyLifetime(a.EndsAt, now, a.PaymentWindowOr(def)+order.KeyMargin)
 }
 
 // maxKeyExtra bounds what KeyLifetime adds past a sale's end.
-const maxKeyExtra = MaxSaleLead + MaxSaleLength
+const maxKeyExtra = MaxLead + MaxLength
 
 // KeyLifetime is how long from now a key must live to outlast end by extra
 // (the payment window, KeyMargin, or both): end - now + extra, negative
@@ -63,13 +60,13 @@ const maxKeyExtra = MaxSaleLead + MaxSaleLength
 // sale's times goes through here.
 func KeyLifetime(end, now time.Time, extra time.Duration) (time.Duration, error) {
 	left := end.Sub(now)
-	if left > MaxSaleLead+MaxSaleLength {
-		return 0, Errorf(ErrInvalidArgument, "the sale ends at %s, more than %d days from now: outside the range a sale's times may have (starts_at at most %d days ahead, at most %d days long); its keys' lifetime is not computed",
-			end.UTC().Format(time.RFC3339), int64((MaxSaleLead+MaxSaleLength)/(24*time.Hour)),
-			int64(MaxSaleLead/(24*time.Hour)), int64(MaxSaleLength/(24*time.Hour)))
+	if left > MaxLead+MaxLength {
+		return 0, order.Errorf(order.ErrInvalidArgument, "the sale ends at %s, more than %d days from now: outside the range a sale's times may have (starts_at at most %d days ahead, at most %d days long); its keys' lifetime is not computed",
+			end.UTC().Format(time.RFC3339), int64((MaxLead+MaxLength)/(24*time.Hour)),
+			int64(MaxLead/(24*time.Hour)), int64(MaxLength/(24*time.Hour)))
 	}
 	if extra < 0 || extra > maxKeyExtra {
-		return 0, fmt.Errorf("key lifetime: %s past the end is out of range: %w", extra, ErrInvalidArgument)
+		return 0, fmt.Errorf("key lifetime: %s past the end is out of range: %w", extra, order.ErrInvalidArgument)
 	}
 	// Both terms are bounded (left from below by Sub's saturation at
 	// math.MinInt64, which adding a positive extra cannot wrap).

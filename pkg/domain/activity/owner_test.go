@@ -1,4 +1,4 @@
-package order_test
+package activity_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -14,22 +15,22 @@ import (
 func TestCheckOneOwner(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	h := func(n int) time.Time { return now.Add(time.Duration(n) * time.Hour) }
-	sale := order.Activity{ID: 9, StartsAt: h(1), EndsAt: h(3)}
+	sale := activity.Activity{ID: 9, StartsAt: h(1), EndsAt: h(3)}
 	for _, tc := range []struct {
 		name    string
-		other   order.Activity
+		other   activity.Activity
 		refused bool
 	}{
-		{"inside", order.Activity{ID: 1, StartsAt: h(2), EndsAt: h(2).Add(time.Minute)}, true},
-		{"around", order.Activity{ID: 1, StartsAt: h(0), EndsAt: h(4)}, true},
-		{"overlapping its start", order.Activity{ID: 1, StartsAt: h(0), EndsAt: h(1).Add(time.Millisecond)}, true},
-		{"overlapping its end", order.Activity{ID: 1, StartsAt: h(3).Add(-time.Millisecond), EndsAt: h(5)}, true},
-		{"live now", order.Activity{ID: 1, StartsAt: h(-1), EndsAt: h(2)}, true},
-		{"ending when it starts", order.Activity{ID: 1, StartsAt: h(0), EndsAt: h(1)}, false},
-		{"starting when it ends", order.Activity{ID: 1, StartsAt: h(3), EndsAt: h(4)}, false},
-		{"itself", order.Activity{ID: 9, StartsAt: h(0), EndsAt: h(4)}, false},
-		{"cancelled", order.Activity{ID: 1, StartsAt: h(-1), EndsAt: h(4), CancelledAt: h(-1)}, false},
-		{"over", order.Activity{ID: 1, StartsAt: h(-2), EndsAt: now}, false},
+		{"inside", activity.Activity{ID: 1, StartsAt: h(2), EndsAt: h(2).Add(time.Minute)}, true},
+		{"around", activity.Activity{ID: 1, StartsAt: h(0), EndsAt: h(4)}, true},
+		{"overlapping its start", activity.Activity{ID: 1, StartsAt: h(0), EndsAt: h(1).Add(time.Millisecond)}, true},
+		{"overlapping its end", activity.Activity{ID: 1, StartsAt: h(3).Add(-time.Millisecond), EndsAt: h(5)}, true},
+		{"live now", activity.Activity{ID: 1, StartsAt: h(-1), EndsAt: h(2)}, true},
+		{"ending when it starts", activity.Activity{ID: 1, StartsAt: h(0), EndsAt: h(1)}, false},
+		{"starting when it ends", activity.Activity{ID: 1, StartsAt: h(3), EndsAt: h(4)}, false},
+		{"itself", activity.Activity{ID: 9, StartsAt: h(0), EndsAt: h(4)}, false},
+		{"cancelled", activity.Activity{ID: 1, StartsAt: h(-1), EndsAt: h(4), CancelledAt: h(-1)}, false},
+		{"over", activity.Activity{ID: 1, StartsAt: h(-2), EndsAt: now}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The sale itself may start in the past, as a sale may.
@@ -37,8 +38,8 @@ func TestCheckOneOwner(t *testing.T) {
 			if tc.name == "over" {
 				s.StartsAt = h(-1)
 			}
-			err := order.CheckOneOwner(s, 7, []order.Activity{tc.other}, now)
-			if tc.refused != errors.Is(err, order.ErrItemInAnotherSale) || !tc.refused && err != nil {
+			err := activity.CheckOneOwner(s, 7, []activity.Activity{tc.other}, now)
+			if tc.refused != errors.Is(err, activity.ErrItemInAnotherActivity) || !tc.refused && err != nil {
 				t.Fatalf("%v, want refused %v", err, tc.refused)
 			}
 			if m := order.ClientMessage(err); tc.refused && (!strings.Contains(m, "item 7 ") || !strings.Contains(m, "sale 1 ")) {
