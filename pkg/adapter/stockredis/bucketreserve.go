@@ -41,7 +41,7 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r Reservation) (Rese
 		case -1:
 			continue
 		}
-		res, err := s.runReserve(ctx, r, k.BucketMarker(), strconv.Itoa(b))
+		res, err := s.runReserve(ctx, r, k.BucketMarker(), bucketMode(b))
 		refused := errors.Is(err, order.ErrNotWarmed) || errors.Is(err, order.ErrAlreadyPurchased)
 		if err != nil && !refused {
 			if !MayHaveRun(err) {

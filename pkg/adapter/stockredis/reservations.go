@@ -65,19 +65,18 @@ func (s *Reservations) Reserve(ctx context.Context, r Reservation) (ReserveResul
 	case r.Buckets > 1:
 		return s.reserveBucketed(ctx, r)
 	}
-	return s.runReserve(ctx, r, s.keys(r.item()).Stock(), "")
+	return s.runReserve(ctx, r, s.keys(r.item()).Stock(), plainMode)
 }
 
-// runReserve runs the reserve script with first as KEYS[1] and bucket as
-// ARGV[2] (see reserve.lua), in a batch with concurrent reservations of the
-// same item.
-func (s *Reservations) runReserve(ctx context.Context, r Reservation, first, bucket string) (_ ReserveResult, err error) {
+// runReserve runs the reserve script with first as KEYS[1] in mode (see
+// reserve.lua), in a batch with concurrent reservations of the same item.
+func (s *Reservations) runReserve(ctx context.Context, r Reservation, first string, mode reserveMode) (_ ReserveResult, err error) {
 	_, span := s.span(ctx, "reserve", r.item())
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), tracing.AttrQuantity.Int(r.Quantity))
 	}
 	defer func() { endSpan(span, err) }()
-	return s.reserves.reserve(ctx, r, first, bucket)
+	return s.reserves.reserve(ctx, r, first, mode)
 }
 
 // Ref identifies a reservation and every key its release touches.

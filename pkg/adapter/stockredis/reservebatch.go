@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -28,14 +29,39 @@ const reserveFanOut = 8
 
 // reserveCall is one order waiting for the reserve script.
 type reserveCall struct {
-	r      Reservation
-	reply  chan reserveAnswer
-	first  string // KEYS[1]: the item's stock key (or bucket marker)
-	bucket string // ARGV[2]: "", a bucket, or roomMode
+	r     Reservation
+	reply chan reserveAnswer
+	first string      // KEYS[1]: the item's stock key (or bucket marker)
+	mode  reserveMode // ARGV[2]
 }
 
-// roomMode is ARGV[2] of a run of orders of a sale with a waiting room.
-const roomMode = "room"
+// reserveMode is how a run of the reserve script takes its units (ARGV[2]
+// of lua/reserve.lua): from each item's one stock key (plainMode, the zero
+// value), from the admissions of a sale with a waiting room (roomMode), or
+// as recorded takes from bucket n of a bucketed item (bucketMode(n)).
+type reserveMode int
+
+// The reserve modes other than a bucket's.
+const (
+	plainMode reserveMode = 0
+	roomMode  reserveMode = -1
+)
+
+// bucketMode is the mode of orders that took their units from bucket n
+// (n >= 0).
+func bucketMode(n int) reserveMode { return reserveMode(n + 1) }
+
+// arg is the mode as the script takes it: "", "room" or the bucket's
+// number.
+func (m reserveMode) arg() string {
+	switch m {
+	case plainMode:
+		return ""
+	case roomMode:
+		return "room"
+	}
+	return strconv.Itoa(int(m) - 1)
+}
 
 type reserveAnswer struct {
 	res ReserveResult
@@ -87,9 +113,9 @@ func (b *reserver) runAll(calls []reserveCall) {
 		group := calls[:0:0]
 		rest := calls[:0]
 		for _, c := range calls {
-			same := (b.oneNode || c.r.item().Tag == head.r.item().Tag) && c.bucket == head.bucket
-			switch head.bucket {
-			case "":
+			same := (b.oneNode || c.r.item().Tag == head.r.item().Tag) && c.mode == head.mode
+			switch head.mode {
+			case plainMode:
 			case roomMode:
 				// One room's keys a run: one sale.
 				same = same && c.r.item().Tag == head.r.item().Tag && c.r.ActivityID == head.r.ActivityID
@@ -135,14 +161,14 @@ func (b *reserver) run(calls []reserveCall) {
 	}
 	keys := make([]string, 0, 3*len(items)+3+3*len(calls))
 	args := make([]any, 0, 2+len(items)+9*len(calls))
-	args = append(args, len(items), c0.bucket)
+	args = append(args, len(items), c0.mode.arg())
 	for _, c := range items {
 		it := c.r.item()
 		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 		keys = append(keys, c.first, k.Inflight(), k.Pending())
 		args = append(args, it.ID)
 	}
-	if c0.bucket == roomMode {
+	if c0.mode == roomMode {
 		k := Keys{prefix: b.prefix, tag: c0.r.item().Tag}
 		keys = append(keys, k.room(c0.r.ActivityID, "adm"), k.room(c0.r.ActivityID, "used"), k.room(c0.r.ActivityID, "held"))
 	}
@@ -200,9 +226,9 @@ func reserveResult(orderNo string, code, val any) (ReserveResult, error) {
 // taken, so it waits for the answer even if ctx ends meanwhile (the Redis
 // client's timeouts bound the wait): a caller that gave up would not know
 // whether its order holds stock.
-func (b *reserver) reserve(ctx context.Context, r Reservation, first, bucket string) (ReserveResult, error) {
+func (b *reserver) reserve(ctx context.Context, r Reservation, first string, mode reserveMode) (ReserveResult, error) {
 	b.once.Do(b.start)
-	c := reserveCall{r: r, first: first, bucket: bucket, reply: make(chan reserveAnswer, 1)}
+	c := reserveCall{r: r, first: first, mode: mode, reply: make(chan reserveAnswer, 1)}
 	select {
 	case b.queue <- c:
 	case <-ctx.Done():
