@@ -263,7 +263,9 @@ func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 	})
 	stockIs("after the cancel and the timeout", 9)
 	p.Check(sale)
-	rep := reconcile(t, p, 0)
+	// The consumer's watch checks Redis every 100 ms under the reconcile
+	// lock: the reconciler waits its turn rather than refusing to run.
+	rep := reconcile(t, p, 0, "--wait", "30s")
 	if it := rep.Items[0]; it.Verdict != "ok" || it.Drift != 0 {
 		t.Fatalf("reconciler after the closes: %+v", it)
 	}
@@ -335,7 +337,7 @@ func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
 		t.Fatalf("the reservation after the sweep: %+v %v, want RELEASED", info, err)
 	}
 	p.Check(sale)
-	rep := reconcile(t, p, 0)
+	rep := reconcile(t, p, 0, "--wait", "30s") // the watch checks every 100 ms under the lock
 	if it := rep.Items[0]; it.Verdict != "ok" || it.Drift != 0 {
 		t.Fatalf("reconciler: %+v", it)
 	}
