@@ -13,10 +13,10 @@ import (
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/bench/internal/verify"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The draw scenario: a draw sale ("mode": "draw") under a crowd of
@@ -348,7 +348,7 @@ const (
 // back, fills in the figures of r and judges the draw.
 func (e *env) checkDraw(ctx context.Context, r *report.Run, d *drawRun, sizes []sale, faults int64) ([]verify.Violation, error) {
 	dr := r.Draw
-	items := make([]stockredis.Item, len(sizes))
+	items := make([]reservation.Item, len(sizes))
 	for i, s := range sizes {
 		items[i] = s.stockItem()
 	}

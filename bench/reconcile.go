@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The reconcile scenario builds a sale of many orders that the pipeline
@@ -207,7 +208,7 @@ func (e *env) reconcile(ctx context.Context) (*report.Reconcile, error) {
 	if rc.FinalMySQLStock, err = s.db.Activities.ItemStock(ctx, s.item); err != nil {
 		return rc, err
 	}
-	snap, err := s.store.Stock.Stock(ctx, stockredis.One(s.item))
+	snap, err := s.store.Stock.Stock(ctx, reservation.One(s.item))
 	if err != nil {
 		return rc, err
 	}
@@ -302,7 +303,7 @@ func (s *recSale) create(ctx context.Context, stock int64) error {
 		}
 	}
 	ttl := s.endsAt.Sub(now) + recPaymentWindow + order.KeyMargin
-	if _, err := s.store.Stock.WarmupFrom(ctx, stockredis.One(s.item), 1, ttl, s.db.Restocks); err != nil {
+	if _, err := s.store.Stock.WarmupFrom(ctx, reservation.One(s.item), 1, ttl, s.db.Restocks); err != nil {
 		return fmt.Errorf("warm up: %w", err)
 	}
 	return nil
@@ -378,10 +379,10 @@ feed:
 // them it wrote PAID (every fifth buyer).
 func (s *recSale) round(ctx context.Context, from, n int64) (int64, error) {
 	now := time.Now().UTC()
-	rs := make([]stockredis.Reservation, n)
+	rs := make([]reservation.Reservation, n)
 	for i := range rs {
 		b := from + int64(i)
-		rs[i] = stockredis.Reservation{OrderNo: s.gen.Next(s.item), UserID: strconv.FormatInt(recUserBase+b, 10),
+		rs[i] = reservation.Reservation{OrderNo: s.gen.Next(s.item), UserID: strconv.FormatInt(recUserBase+b, 10),
 			ItemID: s.item, ActivityID: s.activity, Quantity: 1, IdempotencyKey: "rc" + strconv.FormatInt(b, 36), At: now,
 			QuotaTTL: s.endsAt.Sub(now) + order.KeyMargin, ReservationTTL: s.endsAt.Sub(now) + recPaymentWindow + order.KeyMargin}
 	}
@@ -446,7 +447,7 @@ func (s *recSale) round(ctx context.Context, from, n int64) (int64, error) {
 		for _, r := range rs[i:min(i+1000, len(rs))] {
 			nos = append(nos, r.OrderNo)
 		}
-		moved, err := s.store.Reservations.Confirm(ctx, stockredis.One(s.item), nos)
+		moved, err := s.store.Reservations.Confirm(ctx, reservation.One(s.item), nos)
 		if err != nil {
 			return 0, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"gorm.io/gorm"
 )
 
@@ -36,7 +37,7 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 	defer rdb.Close()
 	store := stockredis.New(rdb, prefix)
 	const item = 1
-	if _, err := store.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 1 << 40, nil }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, reservation.One(item), time.Hour, func(context.Context) (int64, error) { return 1 << 40, nil }); err != nil {
 		return nil, err
 	}
 	defer func() { _ = deleteKeys(context.WithoutCancel(ctx), rdb, prefix+":*") }()
@@ -45,7 +46,7 @@ func (e *env) reference(ctx context.Context, conns int) (*report.Reference, erro
 	update, done := e.meter.track("ref-reserve", d, 0)
 	stopCPU := e.measureCPU()
 	res := load.Run(ctx, load.Config{Workers: conns, Duration: d, Progress: update}, func(ctx context.Context, w int, seq int64) load.Outcome {
-		_, err := store.Reservations.Reserve(ctx, stockredis.Reservation{
+		_, err := store.Reservations.Reserve(ctx, reservation.Reservation{
 			OrderNo: gen.Next(item), UserID: strconv.FormatInt(seq+1, 10), ItemID: item, ActivityID: 1, Quantity: 1,
 			IdempotencyKey: "r" + strconv.FormatInt(seq, 36), At: time.Now(),
 			QuotaTTL: 2 * time.Minute, ReservationTTL: 2 * time.Minute,

@@ -11,8 +11,8 @@ import (
 
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/verify"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // sale is one item and its activity, made through the admin API.
@@ -28,11 +28,11 @@ type sale struct {
 }
 
 // stockItem names the sale's item for stockredis.
-func (s sale) stockItem() stockredis.Item {
+func (s sale) stockItem() reservation.Item {
 	if s.tag == 0 {
-		return stockredis.One(s.item)
+		return reservation.One(s.item)
 	}
-	return stockredis.In(s.tag, s.item)
+	return reservation.In(s.tag, s.item)
 }
 
 // adminCall sends an admin request to the first API (they share Redis and
@@ -107,7 +107,7 @@ func (e *env) makeSale(ctx context.Context, name string, stock int64, quantity i
 // drain waits until no units of the items are in flight (every
 // reservation confirmed or released), polling Redis. It returns how long
 // that took and whether it happened before timeout.
-func (e *env) drain(ctx context.Context, items []stockredis.Item, timeout time.Duration) (time.Duration, bool, error) {
+func (e *env) drain(ctx context.Context, items []reservation.Item, timeout time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
 	for {
 		var inflight int64
@@ -231,8 +231,8 @@ func (e *env) observe(ctx context.Context, s sale, answers []answer, errs, deman
 			o.Unresolved = append(o.Unresolved, no+" (no reservation)")
 		case err != nil:
 			return t, err
-		case info.State == stockredis.StateReleased:
-		case info.State == stockredis.StateConfirmed:
+		case info.State == reservation.StateReleased:
+		case info.State == reservation.StateConfirmed:
 			recheck = append(recheck, no)
 		default:
 			o.Unresolved = append(o.Unresolved, no+" ("+string(info.State)+")")

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/bench/internal/verify"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // buyers sends order requests as many buyers and keeps their answers.
@@ -188,7 +188,7 @@ func errorCount(res load.Result) int64 {
 func (e *env) finish(ctx context.Context, r *report.Run, s sale, b *buyers, res load.Result, demand int64) (tally, error) {
 	// An interrupt stops the load, not the checking of what it did.
 	ctx = context.WithoutCancel(ctx)
-	took, drained, err := e.drain(ctx, []stockredis.Item{s.stockItem()}, e.opts.drainTimeout)
+	took, drained, err := e.drain(ctx, []reservation.Item{s.stockItem()}, e.opts.drainTimeout)
 	if err != nil {
 		return tally{}, err
 	}
@@ -411,7 +411,7 @@ func (e *env) sampleLag(ctx context.Context, sales []sale, start time.Time) *lag
 				if err != nil {
 					break
 				}
-				var snap stockredis.Snapshot
+				var snap reservation.Snapshot
 				snap, err = e.store.Stock.Stock(ctx, s.stockItem())
 				inflight += snap.Inflight
 			}

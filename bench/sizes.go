@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/stats"
 	"github.com/seckill/seckill/bench/internal/verify"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The sizes and drops scenarios sell sales of several items (a drop in
@@ -168,7 +168,7 @@ func (e *env) sized(ctx context.Context, name string, sh shape, drops, sizes int
 		all = append(all, s...)
 	}
 	var total int64
-	items := make([]stockredis.Item, len(all))
+	items := make([]reservation.Item, len(all))
 	bodies := make([][]byte, len(all))
 	for i, s := range all {
 		total += s.stock

@@ -14,11 +14,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 func token(user int64) string { return pipelinetest.Token(user, "") }
@@ -48,7 +47,7 @@ func TestChaosHostileInput(t *testing.T) {
 		t.Fatalf("victim order: %+v %v", victim, err)
 	}
 	ctx := context.Background()
-	before, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
+	before, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +171,7 @@ func TestChaosHostileInput(t *testing.T) {
 			t.Errorf("%s: error body %q lacks the error code", c.name, b)
 		}
 	}
-	after, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
+	after, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}

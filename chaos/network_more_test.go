@@ -13,8 +13,8 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // More lost Redis answers, for the scripts N5 and N6 do not cover: the
@@ -36,7 +36,7 @@ func lockScript(p *pipelinetest.Pipeline, script, name string) proxytest.Matcher
 // bucketed item, the sum of its buckets) is want.
 func wantRedisStock(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.Sale, want int64, when string) {
 	t.Helper()
-	snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(sale.ItemID))
+	snap, err := p.Store.Stock.Stock(context.Background(), reservation.One(sale.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func repairRepliesLost(t *testing.T, cluster bool) {
 		return p.StartArgs("reconciler", args, env).Wait(t, time.Minute)
 	}
 	ctx := context.Background()
-	rdb, k := p.Redis, p.Store.Keys(stockredis.One(sale.ItemID))
+	rdb, k := p.Redis, p.Store.Keys(reservation.One(sale.ItemID))
 	stale := order.NewNumberGenerator().Next(sale.ItemID)
 	for i, c := range []struct {
 		script string

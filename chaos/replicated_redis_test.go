@@ -17,11 +17,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The Redis Cluster with replicas (scripts/services up redis-replicas): three
@@ -71,7 +70,7 @@ func masterKilledScenario(t *testing.T, buckets int) {
 	ctx := context.Background()
 	began := time.Now()
 	p, api, cons, sale, hot := replicatedSale(t, 300, buckets)
-	keys := p.Store.Keys(stockredis.One(sale.ItemID))
+	keys := p.Store.Keys(reservation.One(sale.ItemID))
 	rpid := nodePid(t, hot.replica)
 	// Whatever happens, the replica runs again and the old master is back
 	// as a replica when the test ends.
@@ -334,7 +333,7 @@ func replicatedSale(t *testing.T, stock int64, buckets int) (*pipelinetest.Pipel
 	api := p.StartAPI()
 	cons := p.StartConsumer()
 	sale := api.CreateBucketedSale(stock, 1, buckets)
-	h := hotNodes(t, p.Store.Keys(stockredis.One(sale.ItemID)).Inflight())
+	h := hotNodes(t, p.Store.Keys(reservation.One(sale.ItemID)).Inflight())
 	t.Logf("the hot item's hash tag is on master %s, replica %s", h.master, h.replica)
 	return p, api, cons, sale, h
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // 12. Redis comes back from an older state (a restore from a backup, a
@@ -305,7 +305,7 @@ func restoreScenario(t *testing.T, buckets int, sized bool) {
 		}
 	}
 	if buckets > 1 {
-		k := p.Store.Keys(stockredis.One(sale.ItemID))
+		k := p.Store.Keys(reservation.One(sale.ItemID))
 		rdb := p.Redis
 		if n, err := rdb.Get(ctx, k.BucketMarker()).Int(); err != nil || n != buckets {
 			t.Fatalf("bucket marker %d (%v), want %d from the activity", n, err, buckets)
@@ -374,7 +374,7 @@ func confirmedOrders(t *testing.T, p *pipelinetest.Pipeline, sale pipelinetest.S
 				continue
 			}
 			r, err := p.Store.Reservations.Reservation(ctx, no)
-			if err == nil && r.State == stockredis.StateConfirmed {
+			if err == nil && r.State == reservation.StateConfirmed {
 				out[acc[no]] = no
 			}
 		}

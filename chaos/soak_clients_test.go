@@ -16,8 +16,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/payment"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The client mix: buyers, the payment provider and an operator, against
@@ -60,7 +60,7 @@ type soakItem struct {
 }
 
 // key is the item's Redis keys' item (under its sale's hash tag).
-func (it soakItem) key() stockredis.Item { return stockredis.In(it.sale.ItemID, it.ID) }
+func (it soakItem) key() reservation.Item { return reservation.In(it.sale.ItemID, it.ID) }
 
 // items are the items of sl: its sizes, or its one item.
 func (sl *soakSale) items() []soakItem {

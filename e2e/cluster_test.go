@@ -9,8 +9,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The whole flash sale on a real 3-master Redis Cluster, with two API
@@ -70,7 +70,7 @@ func TestEndToEndBucketsOnRedisCluster(t *testing.T) {
 	api1, api2 := p.StartAPI(), p.StartAPI()
 	consumers := startConsumersWithoutSweep(p, 3)
 	sale := api1.CreateBucketedSale(100, 1, 3)
-	k := p.Store.Keys(stockredis.One(sale.ItemID))
+	k := p.Store.Keys(reservation.One(sale.ItemID))
 	for b := range 3 {
 		if n, err := p.Redis.Get(context.Background(), k.Bucket(b)).Int64(); err != nil || n < 33 {
 			t.Fatalf("bucket %d after warmup: %d %v", b, n, err)

@@ -13,15 +13,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/segmentio/kafka-go"
 )
 
 // noSweep keeps the sweep away from every reservation of a test, so only
@@ -108,7 +107,7 @@ func TestConsumerSIGTERMMidStreamCommitsOnlyFinishedWork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if inDB[e.OrderNo].Status != order.Created || res.State != stockredis.StateConfirmed {
+		if inDB[e.OrderNo].Status != order.Created || res.State != reservation.StateConfirmed {
 			unfinished = append(unfinished, fmt.Sprintf("%s (MySQL %q, Redis %s)", e.OrderNo, inDB[e.OrderNo].Status, res.State))
 		}
 	}
@@ -185,8 +184,8 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	const user = 5
 	ev := p.ReserveEvent(sale, user, 2, "dl-key")
 	no := ev.OrderNo
-	keys := p.Store.Keys(stockredis.One(sale.ItemID))
-	if snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID)); err != nil || snap.Stock != 8 || snap.Inflight != 2 {
+	keys := p.Store.Keys(reservation.One(sale.ItemID))
+	if snap, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID)); err != nil || snap.Stock != 8 || snap.Inflight != 2 {
 		t.Fatalf("after the reservation: %+v %v, want stock 8, in flight 2", snap, err)
 	}
 	ev.Version = order.EventVersion + 1
@@ -200,7 +199,7 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 	}
 	// The release follows the dead letter: poll for it.
 	waittest.Until(t, 30*time.Second, "the reservation to be released: stock 10, in flight 0, no quota", func() bool {
-		snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
+		snap, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,10 +207,10 @@ func TestDeadLetterReleasesItsReservation(t *testing.T) {
 		return snap.Stock == 10 && snap.Inflight == 0 && errors.Is(qerr, redis.Nil)
 	})
 	info, err := p.Store.Reservations.Reservation(ctx, no)
-	if err != nil || info.State != stockredis.StateReleased || info.Reason != order.ReasonInvalidEvent {
+	if err != nil || info.State != reservation.StateReleased || info.Reason != order.ReasonInvalidEvent {
 		t.Fatalf("reservation %+v %v, want RELEASED with %s", info, err, order.ReasonInvalidEvent)
 	}
-	if pending, err := p.Store.Reservations.PendingOlderThan(ctx, stockredis.One(sale.ItemID), time.Now().Add(time.Hour), 10); err != nil || len(pending) != 0 {
+	if pending, err := p.Store.Reservations.PendingOlderThan(ctx, reservation.One(sale.ItemID), time.Now().Add(time.Hour), 10); err != nil || len(pending) != 0 {
 		t.Fatalf("pending %v %v, want none", pending, err)
 	}
 	if _, err := p.DB.Orders.Order(ctx, no); !errors.Is(err, order.ErrNotFound) {
@@ -249,7 +248,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	const user = 5
 	ev := p.ReserveEvent(sale, user, 1, "claimed")
 	// The consumer that died: claimed, and committed in MySQL.
-	if st, err := p.Store.Reservations.Claim(ctx, stockredis.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
+	if st, err := p.Store.Reservations.Claim(ctx, reservation.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != reservation.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
 	if out, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
@@ -267,18 +266,18 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	if dl := readDeadLetter(t, p.Topic); string(dl.Original) != string(poison) {
 		t.Fatalf("dead letter %+v, want the poison event", dl)
 	}
-	var info stockredis.ReservationInfo
+	var info reservation.Info
 	waittest.Until(t, 30*time.Second, "the reservation to leave CLAIMED", func() bool {
 		var err error
 		if info, err = p.Store.Reservations.Reservation(ctx, ev.OrderNo); err != nil {
 			t.Fatal(err)
 		}
-		return info.State != stockredis.StateClaimed
+		return info.State != reservation.StateClaimed
 	})
-	if info.State != stockredis.StateConfirmed {
+	if info.State != reservation.StateConfirmed {
 		t.Fatalf("reservation of the CREATED order ended %s (%s), want CONFIRMED", info.State, info.Reason)
 	}
-	holder, err := p.Redis.Get(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Quota(sale.ActivityID, strconv.Itoa(user))).Result()
+	holder, err := p.Redis.Get(ctx, p.Store.Keys(reservation.One(sale.ItemID)).Quota(sale.ActivityID, strconv.Itoa(user))).Result()
 	if err != nil || holder != ev.OrderNo {
 		t.Fatalf("quota key %q %v, want it held by the live order %s", holder, err, ev.OrderNo)
 	}
@@ -426,14 +425,14 @@ func TestImpossibleEventsAreDeadLettered(t *testing.T) {
 	// not from the corrupted event); only the valid order holds a unit. The
 	// router releases a reservation just after its dead letter is written.
 	waittest.Until(t, 10*time.Second, "Redis stock 9 with nothing in flight after the dead letters", func() bool {
-		snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
+		snap, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return snap.Stock == 9 && snap.Inflight == 0
 	})
 	for _, e := range append(bad, over) {
-		if q, err := p.Redis.Get(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Quota(sale.ActivityID, e.UserID)).Result(); !errors.Is(err, redis.Nil) {
+		if q, err := p.Redis.Get(ctx, p.Store.Keys(reservation.One(sale.ItemID)).Quota(sale.ActivityID, e.UserID)).Result(); !errors.Is(err, redis.Nil) {
 			t.Fatalf("user %s's quota still held by %q (%v)", e.UserID, q, err)
 		}
 	}

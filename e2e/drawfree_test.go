@@ -9,9 +9,9 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // drawOfTwo makes a draw of one size of 2 units with 4 entrants (users
@@ -79,7 +79,7 @@ func TestDrawPromotesOnlyUnitsMySQLTookBack(t *testing.T) {
 	winner, first, second := users[0], users[2], users[3]
 
 	ctx := context.Background()
-	stock := p.Store.Keys(stockredis.In(s.ItemID, size)).Stock()
+	stock := p.Store.Keys(reservation.In(s.ItemID, size)).Stock()
 	if err := p.Redis.IncrBy(ctx, stock, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func alternateWhoseOrderFailed(t *testing.T, lostRetire bool) {
 		t.Errorf("audit: %+v %v: the retired attempt counts as stray", a, err)
 	}
 	p.WaitSaleDrained(s, 30*time.Second)
-	snap, err := p.Store.Stock.Stock(context.Background(), stockredis.In(s.ItemID, size))
+	snap, err := p.Store.Stock.Stock(context.Background(), reservation.In(s.ItemID, size))
 	db, dbErr := p.DB.Activities.ItemStock(context.Background(), size)
 	if err != nil || dbErr != nil || snap.Stock != 0 || db != 0 {
 		t.Errorf("stock: Redis %+v %v, MySQL %d %v; want 0 in both", snap, err, db, dbErr)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // One pick whose reserve keeps failing is backed off on its own; the rest
@@ -34,7 +34,7 @@ func TestDrawPickFailingBacksOffAlone(t *testing.T) {
 	// The stray record: the quota of A's winner in the sale, held by an
 	// order that does not exist.
 	ctx := context.Background()
-	quota := p.Store.Keys(stockredis.In(s.ItemID, sizeA)).Quota(s.ActivityID, strconv.Itoa(stuck))
+	quota := p.Store.Keys(reservation.In(s.ItemID, sizeA)).Quota(s.ActivityID, strconv.Itoa(stuck))
 	if err := p.Redis.Set(ctx, quota, "01M8WM2ZJ137TBZ1SV7JB368DZ-1", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := order.LegacyDrawKey(w.EntryID)
-	if _, err := p.Store.Reservations.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: w.UserID, ItemID: size, Tag: s.ItemID,
+	if _, err := p.Store.Reservations.Reserve(ctx, reservation.Reservation{OrderNo: no, UserID: w.UserID, ItemID: size, Tag: s.ItemID,
 		ActivityID: s.ActivityID, Quantity: 1, IdempotencyKey: old, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 		t.Errorf("%d orders of the sale, want the winner's", n)
 	}
 	p.WaitSaleDrained(s, 30*time.Second)
-	snap, err := p.Store.Stock.Stock(ctx, stockredis.In(s.ItemID, size))
+	snap, err := p.Store.Stock.Stock(ctx, reservation.In(s.ItemID, size))
 	if err != nil || snap.Stock != 0 {
 		t.Errorf("Redis stock %+v %v, want 0: the unit taken once", snap, err)
 	}

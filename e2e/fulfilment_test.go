@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/segmentio/kafka-go"
 )
 
 // crowd fires one order per user in users, concurrency at a time, and
@@ -211,7 +210,7 @@ func TestStrandedReservationIsSwept(t *testing.T) {
 	// exists, the event does not.
 	no := order.NewNumberGenerator().Next(sale.ItemID)
 	now := time.Now()
-	if _, err := p.Store.Reservations.Reserve(context.Background(), stockredis.Reservation{
+	if _, err := p.Store.Reservations.Reserve(context.Background(), reservation.Reservation{
 		OrderNo: no, UserID: "5", ItemID: sale.ItemID, ActivityID: sale.ActivityID, Quantity: 1,
 		IdempotencyKey: "lost", At: now, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}); err != nil {
@@ -270,6 +269,6 @@ func waitReservationReleased(t *testing.T, p *pipelinetest.Pipeline, item int64,
 	t.Helper()
 	waittest.Until(t, 10*time.Second, "reservation "+orderNo+" to be released", func() bool {
 		info, err := p.Store.Reservations.Reservation(context.Background(), orderNo)
-		return err == nil && info.State == stockredis.StateReleased
+		return err == nil && info.State == reservation.StateReleased
 	})
 }

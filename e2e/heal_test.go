@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // snapshot is a copy of every key under a prefix (DUMP), to bring them
@@ -144,14 +143,14 @@ func healsLostWhileNoneRan(t *testing.T, cluster bool) {
 		case "emptied":
 			rewindPrefix(t, rdb, p.Prefix, nil)
 		}
-		if got := rdb.Exists(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Quota(sale.ActivityID, strconv.FormatInt(user, 10))).Val(); got != 0 {
+		if got := rdb.Exists(ctx, p.Store.Keys(reservation.One(sale.ItemID)).Quota(sale.ActivityID, strconv.FormatInt(user, 10))).Val(); got != 0 {
 			t.Fatalf("%s: the buyer's quota key is still there", lose)
 		}
 
 		consumer = p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
 		want := sale.Stock - user
 		waittest.Until(t, 30*time.Second, lose+": Redis stock repaired from MySQL's "+strconv.FormatInt(want, 10), func() bool {
-			snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
+			snap, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID))
 			return err == nil && snap.Warmed && snap.Stock == want
 		})
 		if l := consumer.Log(); !strings.Contains(l, "Redis lost data; repairing it from MySQL") || !strings.Contains(l, `"reason":"marker"`) {
@@ -238,14 +237,14 @@ func TestClosesAfterTheHealCreditRedis(t *testing.T) {
 		t.Fatalf("stop the consumer: %v", err)
 	}
 	rewindPrefix(t, rdb, p.Prefix, before)
-	if n := rdb.Exists(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Reservation(nos[0])).Val(); n != 0 {
+	if n := rdb.Exists(ctx, p.Store.Keys(reservation.One(sale.ItemID)).Reservation(nos[0])).Val(); n != 0 {
 		t.Fatal("the rewound copy holds the reservation made after it")
 	}
 	p.StartConsumer("SECKILL_HEAL_EVERY=100ms")
 	stockIs := func(what string, want int64) {
 		t.Helper()
 		waittest.Until(t, 30*time.Second, what+": Redis stock "+strconv.FormatInt(want, 10), func() bool {
-			snap, err := p.Store.Stock.Stock(ctx, stockredis.One(sale.ItemID))
+			snap, err := p.Store.Stock.Stock(ctx, reservation.One(sale.ItemID))
 			return err == nil && snap.Warmed && snap.Stock == want && snap.Inflight == 0
 		})
 	}
@@ -284,7 +283,7 @@ func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
 	h := newHealRig(t)
 	p, rdb, api, consumer, sale, marker := h.p, h.p.Redis, h.api, h.consumer, h.sale, h.marker
 	ctx := context.Background()
-	item := stockredis.One(sale.ItemID)
+	item := reservation.One(sale.ItemID)
 	h.markerPast("")
 	if err := consumer.Stop(30 * time.Second); err != nil {
 		t.Fatalf("stop the consumer: %v", err)
@@ -315,7 +314,7 @@ func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
 		t.Fatalf("stop the consumer: %v", err)
 	}
 	rewindPrefix(t, rdb, p.Prefix, before)
-	if info, err := p.Store.Reservations.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReserved {
+	if info, err := p.Store.Reservations.Reservation(ctx, pl.OrderNo); err != nil || info.State != reservation.StateReserved {
 		t.Fatalf("the rewound reservation: %+v %v, want RESERVED", info, err)
 	}
 	if snap, err := p.Store.Stock.Stock(ctx, item); err != nil || snap.Stock != 9 || snap.Inflight != 1 {
@@ -333,7 +332,7 @@ func TestReservationBackLiveForAClosedOrderIsReleased(t *testing.T) {
 		snap, err := p.Store.Stock.Stock(ctx, item)
 		return err == nil && snap.Stock == 10 && snap.Inflight == 0
 	})
-	if info, err := p.Store.Reservations.Reservation(ctx, pl.OrderNo); err != nil || info.State != stockredis.StateReleased {
+	if info, err := p.Store.Reservations.Reservation(ctx, pl.OrderNo); err != nil || info.State != reservation.StateReleased {
 		t.Fatalf("the reservation after the sweep: %+v %v, want RELEASED", info, err)
 	}
 	p.Check(sale)

@@ -5,13 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/segmentio/kafka-go"
 )
 
 // The same user sending the same Idempotency-Key again, after the order
@@ -132,7 +131,7 @@ func TestIdempotencyKeyReplayAfterRedisLostItsRecord(t *testing.T) {
 	}
 	// This test's own prefix only: the key's record, as a Redis brought
 	// back from before the order would lack it.
-	idem := p.Store.Keys(stockredis.One(sale.ItemID)).Idem("1", "alice-1")
+	idem := p.Store.Keys(reservation.One(sale.ItemID)).Idem("1", "alice-1")
 	if n, err := p.Redis.Del(ctx, idem).Result(); err != nil || n != 1 {
 		t.Fatalf("delete %s: %d %v, want the record there", idem, n, err)
 	}

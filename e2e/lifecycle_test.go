@@ -8,8 +8,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 type statusBody struct {
@@ -101,15 +101,15 @@ func TestPayAndCancel(t *testing.T) {
 
 	// A PENDING order (reserved, not yet in MySQL) is not payable yet.
 	no := order.NewNumberGenerator().Next(sale.ItemID)
-	if _, err := p.Store.Reservations.Reserve(context.Background(), stockredis.Reservation{OrderNo: no, UserID: "3", ItemID: sale.ItemID,
+	if _, err := p.Store.Reservations.Reserve(context.Background(), reservation.Reservation{OrderNo: no, UserID: "3", ItemID: sale.ItemID,
 		ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: "p", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if code, b := act(t, api, "3", no, "pay"); code != 409 || b.Error.Code != "ORDER_NOT_PAYABLE" {
 		t.Fatalf("pay PENDING: %d %+v", code, b)
 	}
-	ref := stockredis.Ref{OrderNo: no, UserID: "3", ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
-	if _, err := p.Store.Reservations.Release(context.Background(), ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+	ref := reservation.Ref{OrderNo: no, UserID: "3", ItemID: sale.ItemID, ActivityID: sale.ActivityID, IdempotencyKey: "p"}
+	if _, err := p.Store.Reservations.Release(context.Background(), ref, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Released before it reached MySQL, it reads FAILED and is not payable.
@@ -315,7 +315,7 @@ func TestCloserKilledBetweenCommitAndRelease(t *testing.T) {
 	if err != nil || o.Status != order.Closed {
 		t.Fatalf("order %s after the crash: %s %v", no, o.Status, err)
 	}
-	if snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(sale.ItemID)); err != nil || snap.Stock != 2 {
+	if snap, err := p.Store.Stock.Stock(context.Background(), reservation.One(sale.ItemID)); err != nil || snap.Stock != 2 {
 		t.Fatalf("Redis stock %d (%v) right after the crash, want 2 (not yet released)", snap.Stock, err)
 	}
 	p.StartConsumer("SECKILL_CLOSER_EVERY=200ms")

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/segmentio/kafka-go"
 )
 
 // The metrics that only move when something goes wrong move when it does:
@@ -35,7 +34,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	kafkatest.Write(t, p.Topic, kafka.Message{Value: []byte("not an event")})
 	// A stranded reservation (reserved, never published).
 	no := order.NewNumberGenerator().Next(sale.ItemID)
-	if _, err := p.Store.Reservations.Reserve(ctx, stockredis.Reservation{OrderNo: no, UserID: "5", ItemID: sale.ItemID,
+	if _, err := p.Store.Reservations.Reserve(ctx, reservation.Reservation{OrderNo: no, UserID: "5", ItemID: sale.ItemID,
 		ActivityID: sale.ActivityID, Quantity: 1, IdempotencyKey: "lost", At: time.Now(),
 		QuotaTTL: time.Hour, ReservationTTL: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -48,7 +47,7 @@ func TestFaultMetricsMove(t *testing.T) {
 	})
 
 	// A scheduled reconciler reports drift on its own /metrics.
-	if err := p.Redis.IncrBy(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Stock(), 3).Err(); err != nil {
+	if err := p.Redis.IncrBy(ctx, p.Store.Keys(reservation.One(sale.ItemID)).Stock(), 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	radmin := pipelinetest.FreeAddr(t)

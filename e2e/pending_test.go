@@ -8,8 +8,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // An order the api accepted is its buyer's PENDING order until it is final,
@@ -30,7 +30,7 @@ func TestAcceptedOrderPendingAfterRedisLostIt(t *testing.T) {
 		t.Fatalf("place: %+v %v", placed, err)
 	}
 	no := placed.OrderNo
-	if n, err := p.Redis.Del(ctx, p.Store.Keys(stockredis.One(sale.ItemID)).Reservation(no)).Result(); err != nil || n != 1 {
+	if n, err := p.Redis.Del(ctx, p.Store.Keys(reservation.One(sale.ItemID)).Reservation(no)).Result(); err != nil || n != 1 {
 		t.Fatalf("delete the reservation: %d %v", n, err)
 	}
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // reconReport is the reconciler's --json output (what the tests read).
@@ -208,7 +208,7 @@ func TestReconcilerRepairsInjectedDrift(t *testing.T) {
 	p.WaitDrained(sale.ItemID, 10*time.Second)
 	ctx := context.Background()
 	rdb := p.Redis
-	keys := p.Store.Keys(stockredis.One(sale.ItemID))
+	keys := p.Store.Keys(reservation.One(sale.ItemID))
 	reconcile(t, p, 0)
 
 	// (a) Redis stock changed by hand.
@@ -359,7 +359,7 @@ func TestReconcilerRunsOneAtATime(t *testing.T) {
 	api := p.StartAPI()
 	sale := api.CreateSale(10, 1)
 	// Drift keeps the first one busy for its recheck pause.
-	p.Redis.IncrBy(context.Background(), p.Store.Keys(stockredis.One(sale.ItemID)).Stock(), 3)
+	p.Redis.IncrBy(context.Background(), p.Store.Keys(reservation.One(sale.ItemID)).Stock(), 3)
 
 	args := []string{"--recheck", "2s"}
 	a, b := p.StartArgs("reconciler", args), p.StartArgs("reconciler", args)

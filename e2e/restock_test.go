@@ -12,8 +12,8 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // restocked is the answer to a restock.
@@ -180,7 +180,7 @@ func TestRestockNotRunThenScheduledWarmupThenRetry(t *testing.T) {
 		t.Fatalf("restock through the instance without Redis: %+v, want 503", r)
 	}
 	waittest.UntilEvery(t, 30*time.Second, 10*time.Millisecond, "the consumer to warm the activity up", func() bool {
-		snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(item.ItemID))
+		snap, err := p.Store.Stock.Stock(context.Background(), reservation.One(item.ItemID))
 		return err == nil && snap.Warmed
 	})
 	r := restock(t, api, item.ItemID, "r1", added)

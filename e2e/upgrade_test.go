@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/segmentio/kafka-go"
 )
 
 // A sale of one item that was running when the programs were upgraded to
@@ -43,7 +42,7 @@ func TestUpgradeCarriesARunningSaleOver(t *testing.T) {
 	if n := p.Count("SELECT COUNT(*) FROM activity_items WHERE activity_id = ?", act.ID); n != 0 {
 		t.Fatalf("a sale of one item has %d activity_items rows, want none (as before the upgrade)", n)
 	}
-	if _, err := p.Store.Stock.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
+	if _, err := p.Store.Stock.WarmupFrom(ctx, reservation.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatal(err)
 	}
 

@@ -10,9 +10,9 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Nobody calls the warm-up: two consumer processes with a 2 s lead warm an
@@ -42,7 +42,7 @@ func TestActivityWarmsItselfUpOnSchedule(t *testing.T) {
 
 	var seen time.Time
 	waittest.UntilEvery(t, 30*time.Second, 10*time.Millisecond, "the consumers to warm the activity up", func() bool {
-		snap, err := p.Store.Stock.Stock(context.Background(), stockredis.One(item.ItemID))
+		snap, err := p.Store.Stock.Stock(context.Background(), reservation.One(item.ItemID))
 		if err == nil && snap.Warmed {
 			seen = time.Now()
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // An item whose check fails at every run (its stock key is a hash: the read
@@ -29,8 +29,8 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := e.rdb
-	rdb.HSet(ctx, e.store.Keys(stockredis.One(bad.ID)).Stock(), "stock", 5)
-	rdb.IncrBy(ctx, e.store.Keys(stockredis.One(e.item)).Stock(), 4)
+	rdb.HSet(ctx, e.store.Keys(reservation.One(bad.ID)).Stock(), "stock", 5)
+	rdb.IncrBy(ctx, e.store.Keys(reservation.One(e.item)).Stock(), 4)
 
 	r := e.run(t, "--json", "--repair", "--recheck", "10ms")
 	var rep struct {
@@ -65,7 +65,7 @@ func TestReconcilerReportsAnUncheckedItemAndGoesOn(t *testing.T) {
 	if !strings.Contains(r.stderr, `"level":"ERROR+4","msg":"item could not be checked or repaired; the run went on with the other items","item_id":`+itoa(bad.ID)+`,"err":"check: `) {
 		t.Fatalf("no log line naming the failing item:\n%s", r.stderr)
 	}
-	if s, err := e.store.Stock.Stock(ctx, stockredis.One(e.item)); err != nil || s.Stock != 10 {
+	if s, err := e.store.Stock.Stock(ctx, reservation.One(e.item)); err != nil || s.Stock != 10 {
 		t.Fatalf("drifted item after the run: %+v (%v), want stock 10", s, err)
 	}
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/logstest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
@@ -19,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // env is one test's stores: a database, a key prefix, and one warmed item
@@ -46,7 +46,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	store := stockredis.New(rdb, prefix)
-	if _, err := store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, reservation.One(it.ID), 2*time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
 		t.Fatal(err)
 	}
 	return &env{
@@ -88,7 +88,7 @@ func TestReconcilerRunReportsDriftAndRepairs(t *testing.T) {
 		t.Fatalf("clean run: code %d, err %v\n%s\n%s", r.code, r.err, r.stdout, r.stderr)
 	}
 
-	e.rdb.IncrBy(ctx, e.store.Keys(stockredis.One(e.item)).Stock(), 4)
+	e.rdb.IncrBy(ctx, e.store.Keys(reservation.One(e.item)).Stock(), 4)
 	r = e.run(t, "--json", "--recheck", "10ms")
 	var rep struct {
 		ExitCode int              `json:"exit_code"`

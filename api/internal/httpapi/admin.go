@@ -8,9 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
 
@@ -127,15 +127,15 @@ func saleItemsView(a activity.Activity) []ActivityItemView {
 type ActivityView struct {
 	ActivityID int64 `json:"activity_id"`
 	// ItemID is the sale's first item (its only one for a sale of one).
-	ItemID               int64          `json:"item_id"`
+	ItemID               int64              `json:"item_id"`
 	Items                []ActivityItemView `json:"items"`
-	StartsAt             time.Time      `json:"starts_at"`
-	EndsAt               time.Time      `json:"ends_at"`
-	PerUserLimit         int            `json:"per_user_limit"`
-	PaymentWindowSeconds int            `json:"payment_window_seconds,omitempty"`
-	StockBuckets         int            `json:"stock_buckets"`
-	SalePrice            *int64         `json:"sale_price,omitempty"`
-	Currency             string         `json:"currency,omitempty"`
+	StartsAt             time.Time          `json:"starts_at"`
+	EndsAt               time.Time          `json:"ends_at"`
+	PerUserLimit         int                `json:"per_user_limit"`
+	PaymentWindowSeconds int                `json:"payment_window_seconds,omitempty"`
+	StockBuckets         int                `json:"stock_buckets"`
+	SalePrice            *int64             `json:"sale_price,omitempty"`
+	Currency             string             `json:"currency,omitempty"`
 	// WaitingRoom is left out for a sale without one.
 	WaitingRoom *WaitingRoomView `json:"waiting_room,omitempty"`
 	Mode        string           `json:"mode"`
@@ -235,7 +235,7 @@ func (s *Server) itemStock(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	snap, err := s.intake.Stock.Stock(ctx, stockredis.In(tag, id))
+	snap, err := s.intake.Stock.Stock(ctx, reservation.In(tag, id))
 	if err != nil {
 		s.fail(c, err)
 		return

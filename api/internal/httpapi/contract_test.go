@@ -20,7 +20,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
@@ -28,6 +27,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/placing"
 )
 
@@ -47,7 +47,7 @@ func (ts *testServer) noWrites(t *testing.T, items []int64, f func()) {
 func (ts *testServer) noWritesIf(t *testing.T, items []int64, f func() bool) {
 	t.Helper()
 	dump, end := ts.redisDump(t), ts.topicEnd(t)
-	snaps := make([]stockredis.Snapshot, len(items))
+	snaps := make([]reservation.Snapshot, len(items))
 	for i, it := range items {
 		snaps[i] = ts.stock(t, it)
 	}
@@ -458,7 +458,7 @@ func TestPublishFailure(t *testing.T) {
 	brokenURL := ts.serve(t, ts.service(t, dead), nil)
 	const user = 9
 	tok := buyerToken(t, user)
-	keys := ts.store.Keys(stockredis.One(item))
+	keys := ts.store.Keys(reservation.One(item))
 
 	before, end := ts.stock(t, item), ts.topicEnd(t)
 	wantError(t, ts.place(t, brokenURL, tok, "retry-me", act), http.StatusServiceUnavailable, "UNAVAILABLE")
@@ -482,7 +482,7 @@ func TestPublishFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State != stockredis.StateReleased || info.Reason != order.ReasonPublishFailed {
+	if info.State != reservation.StateReleased || info.Reason != order.ReasonPublishFailed {
 		t.Fatalf("failed reservation %+v, want RELEASED for %s", info, order.ReasonPublishFailed)
 	}
 
@@ -528,7 +528,7 @@ func TestSoldOutFastPath(t *testing.T) {
 		t.Fatalf("replay while sold out gave %s, want %s", got, held)
 	}
 
-	rel, err := ts.store.Reservations.Release(context.Background(), stockredis.Ref{OrderNo: held, UserID: "1", ItemID: item, ActivityID: act, IdempotencyKey: "alice-key"}, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}})
+	rel, err := ts.store.Reservations.Release(context.Background(), reservation.Ref{OrderNo: held, UserID: "1", ItemID: item, ActivityID: act, IdempotencyKey: "alice-key"}, reservation.ReleaseOptions{Reason: order.ReasonCancelled, From: []reservation.State{reservation.StateReserved}})
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v (state %s)", rel.Released, err, rel.State)
 	}
@@ -575,7 +575,7 @@ func TestKeysOutliveTheSale(t *testing.T) {
 	ts := newTestServer(t)
 	item, act := ts.openSale(t, 5, 1) // ends in an hour
 	no := ts.mustPlace(t, ts.url, buyerToken(t, 1), "ttl-key", act)
-	k := ts.store.Keys(stockredis.One(item))
+	k := ts.store.Keys(reservation.One(item))
 	ctx := context.Background()
 	endsIn := time.Hour - time.Minute // a minute's slack for the test's own time
 	for name, key := range map[string]string{
@@ -663,7 +663,7 @@ func TestOrderStatus(t *testing.T) {
 
 	// A reservation released before it reached MySQL reads as FAILED.
 	lost := ts.mustPlace(t, ts.url, bob, "k2", act)
-	rel, err := ts.store.Reservations.Release(context.Background(), stockredis.Ref{OrderNo: lost, UserID: "2", ItemID: item, ActivityID: act, IdempotencyKey: "k2"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+	rel, err := ts.store.Reservations.Release(context.Background(), reservation.Ref{OrderNo: lost, UserID: "2", ItemID: item, ActivityID: act, IdempotencyKey: "k2"}, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true})
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}

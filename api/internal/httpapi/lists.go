@@ -9,8 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Order list pages.
@@ -192,7 +192,7 @@ func (s *Server) activitySummary(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
-		snap, err := s.intake.Stock.Stock(ctx, stockredis.In(act.ItemID, it.ItemID))
+		snap, err := s.intake.Stock.Stock(ctx, reservation.In(act.ItemID, it.ItemID))
 		if err != nil {
 			s.fail(c, err)
 			return

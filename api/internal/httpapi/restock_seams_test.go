@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
@@ -66,7 +66,7 @@ func newRestockSeams(t *testing.T, stock int64, buckets int) *restockSeams {
 		return n
 	}
 	s.redisUnits = func() int64 {
-		snap, err := s.direct.Stock.Stock(ctx, stockredis.One(s.item))
+		snap, err := s.direct.Stock.Stock(ctx, reservation.One(s.item))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 						t.Fatalf("warm-up: %d %s", r.status, r.body)
 					}
 					// Two units too many in Redis (a drift the warm-up lowers).
-					k := s.direct.Keys(stockredis.One(s.item))
+					k := s.direct.Keys(reservation.One(s.item))
 					key := k.Stock()
 					if buckets > 1 {
 						key = k.Bucket(0)
@@ -245,7 +245,7 @@ func TestWarmupReadBeforeRestockCommitted(t *testing.T) {
 						t.Errorf("restock: %d %s", r.status, r.body)
 					}
 				}}
-				if _, err := s.direct.Stock.WarmupFrom(ctx, stockredis.One(s.item), buckets, time.Hour, db); err != nil {
+				if _, err := s.direct.Stock.WarmupFrom(ctx, reservation.One(s.item), buckets, time.Hour, db); err != nil {
 					t.Fatal(err)
 				}
 				if n := s.redisUnits(); n > 14 {

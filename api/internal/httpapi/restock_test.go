@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
@@ -165,7 +166,7 @@ func TestRestockLostRedisReply(t *testing.T) {
 	if p.Lost() != 1 {
 		t.Fatalf("%d answers lost, want 1", p.Lost())
 	}
-	snap, err := direct.Stock.Stock(context.Background(), stockredis.One(item))
+	snap, err := direct.Stock.Stock(context.Background(), reservation.One(item))
 	if err != nil || snap.Stock != 14 {
 		t.Fatalf("Redis %+v %v after the lost answer, want 14 (the script ran once)", snap, err)
 	}

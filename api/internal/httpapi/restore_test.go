@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // brokenPublisher fails every publish, as an unreachable Kafka does.
@@ -42,7 +41,7 @@ func TestKeyOf503FreeAfterRedisWentBack(t *testing.T) {
 	}
 
 	// Redis goes back to the moment after the reserve script ran.
-	rdb, k := ts.rdb, ts.store.Keys(stockredis.One(item))
+	rdb, k := ts.rdb, ts.store.Keys(reservation.One(item))
 	rdb.DecrBy(ctx, k.Stock(), 1)
 	rdb.IncrBy(ctx, k.Inflight(), 1)
 	rdb.ZAdd(ctx, k.Pending(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: failed.OrderNo})

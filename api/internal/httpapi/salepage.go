@@ -13,9 +13,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/service/draws"
 )
@@ -39,13 +39,13 @@ const (
 type ActivityPage struct {
 	ActivityID int64 `json:"activity_id"`
 	// Name is the sale's first item's name.
-	Name         string    `json:"name,omitempty"`
-	ItemID       int64     `json:"item_id"`
-	StartsAt     time.Time `json:"starts_at"`
-	EndsAt       time.Time `json:"ends_at"`
-	PerUserLimit int       `json:"per_user_limit"`
-	SalePrice    *int64    `json:"sale_price,omitempty"`
-	Currency     string    `json:"currency,omitempty"`
+	Name         string        `json:"name,omitempty"`
+	ItemID       int64         `json:"item_id"`
+	StartsAt     time.Time     `json:"starts_at"`
+	EndsAt       time.Time     `json:"ends_at"`
+	PerUserLimit int           `json:"per_user_limit"`
+	SalePrice    *int64        `json:"sale_price,omitempty"`
+	Currency     string        `json:"currency,omitempty"`
 	State        ActivityState `json:"state"`
 	// UnitsLeft is exact when read: the units Redis can still reserve
 	// (MySQL's stock before the warm-up), at most ActivityPageTTL old; over
@@ -63,7 +63,7 @@ type ActivityPage struct {
 	Seed           string `json:"seed,omitempty"`
 	// Mode is "first_come" or "draw"; Draw is a draw's state, left out for
 	// a first-come sale.
-	Mode string        `json:"mode"`
+	Mode string            `json:"mode"`
 	Draw *ActivityPageDraw `json:"draw,omitempty"`
 }
 
@@ -192,9 +192,9 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	}
 	page := ActivityPage{ActivityID: act.ID, Name: act.Name, ItemID: act.ItemID, StartsAt: act.StartsAt.UTC(), EndsAt: act.EndsAt.UTC(),
 		PerUserLimit: act.PerUserLimit, Items: make([]ActivityPageItem, 0, len(act.Items))}
-	items := make([]stockredis.Item, len(act.Items))
+	items := make([]reservation.Item, len(act.Items))
 	for i, it := range act.Items {
-		items[i] = stockredis.In(act.ItemID, it.ItemID)
+		items[i] = reservation.In(act.ItemID, it.ItemID)
 	}
 	// One read of Redis for every size (they share the sale's hash tag).
 	snaps, err := s.intake.Stock.Stocks(ctx, items)

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // createSale posts a sale of item with the given bucket count (0: left
@@ -156,7 +157,7 @@ func TestSaleSettingsKeysDependOn(t *testing.T) {
 	}
 	wantError(t, ts.patchSale(t, sale, `{"stock_buckets":17}`), 400, "INVALID_ARGUMENT")
 	ts.warmSale(t, sale)
-	if l, err := ts.store.Stock.Layout(context.Background(), stockredis.One(item)); err != nil || l != 3 {
+	if l, err := ts.store.Stock.Layout(context.Background(), reservation.One(item)); err != nil || l != 3 {
 		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 	before := func() (int, time.Time) {
@@ -215,7 +216,7 @@ func TestWarmupAfterALaterEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ttl := ts.rdb.PTTL(context.Background(), ts.store.Keys(stockredis.One(item)).Stock()).Val()
+	ttl := ts.rdb.PTTL(context.Background(), ts.store.Keys(reservation.One(item)).Stock()).Val()
 	switch {
 	case r.status == 503:
 		if !warmedAt.IsZero() {
@@ -284,7 +285,7 @@ func TestWarmupRightAfterABucketChange(t *testing.T) {
 	if last.status != 200 {
 		t.Fatalf("warm-up after the guard: %d %s", last.status, last.body)
 	}
-	if l, err := ts.store.Stock.Layout(context.Background(), stockredis.One(item)); err != nil || l != 3 {
+	if l, err := ts.store.Stock.Layout(context.Background(), reservation.One(item)); err != nil || l != 3 {
 		t.Fatalf("layout after the warm-up: %v %v, want 3 stock buckets", l, err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/placing"
 )
 
@@ -397,9 +398,9 @@ func accepted(t *testing.T, r response) string {
 
 // Observing what the API wrote.
 
-func (ts *testServer) stock(t *testing.T, item int64) stockredis.Snapshot {
+func (ts *testServer) stock(t *testing.T, item int64) reservation.Snapshot {
 	t.Helper()
-	snap, err := ts.store.Stock.Stock(context.Background(), stockredis.One(item))
+	snap, err := ts.store.Stock.Stock(context.Background(), reservation.One(item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func (ts *testServer) redisDump(t *testing.T) string {
 func (ts *testServer) reservations(t *testing.T, item int64) []string {
 	t.Helper()
 	ctx := context.Background()
-	pattern := ts.store.Keys(stockredis.One(item)).Reservation("*")
+	pattern := ts.store.Keys(reservation.One(item)).Reservation("*")
 	var nos []string
 	iter := ts.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {

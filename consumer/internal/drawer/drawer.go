@@ -36,10 +36,10 @@ import (
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/placing"
 )
@@ -72,12 +72,12 @@ type Orders interface {
 // Reservations is Redis as the retire of an alternate's failed order
 // uses it (*stockredis.Reservations).
 type Reservations interface {
-	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	Release(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error)
 }
 
 // Stock is Redis's stock as the drawer reads it (*stockredis.Stock).
 type Stock interface {
-	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
+	Stocks(ctx context.Context, items []reservation.Item) ([]reservation.Snapshot, error)
 }
 
 // Placing reserves and publishes a pick's order (*placing.Service).
@@ -289,9 +289,9 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 // Redis stock the heal has not checked yet (restored from a copy taken
 // before orders were made) promotes nobody.
 func (d *Drawer) alternates(ctx context.Context, a activity.Activity, h *held, st *Stats) error {
-	items := make([]stockredis.Item, len(a.Items))
+	items := make([]reservation.Item, len(a.Items))
 	for i, it := range a.Items {
-		items[i] = stockredis.In(a.ItemID, it.ItemID)
+		items[i] = reservation.In(a.ItemID, it.ItemID)
 	}
 	snaps, err := d.Stock.Stocks(ctx, items)
 	if err != nil {
@@ -427,8 +427,8 @@ func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error
 	if o.Status != order.Failed || o.UserID != p.UserID {
 		return fmt.Errorf("entry %s: its key names order %s (%s), not failed", p.EntryID, prior, o.Status)
 	}
-	rel, err := d.Reservations.Release(ctx, stockredis.OrderRef(o), stockredis.ReleaseOptions{Reason: o.FailureReason,
-		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
+	rel, err := d.Reservations.Release(ctx, reservation.OrderRef(o), reservation.ReleaseOptions{Reason: o.FailureReason,
+		From: []reservation.State{reservation.StateReserved, reservation.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return fmt.Errorf("entry %s: free its key from order %s: %w", p.EntryID, prior, err)
 	}

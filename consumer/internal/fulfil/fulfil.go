@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
@@ -29,11 +30,11 @@ import (
 // confirm a batch's reservations (every sale's in one round trip), give a
 // refused order's back.
 type Stock interface {
-	ClaimAll(ctx context.Context, sales []stockredis.SaleOrders) ([][]stockredis.State, []error)
+	ClaimAll(ctx context.Context, sales []stockredis.SaleOrders) ([][]reservation.State, []error)
 	ConfirmAll(ctx context.Context, sales []stockredis.SaleOrders) ([]int64, []error)
-	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
-	ReleaseCapped(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions, dbStock int64) (stockredis.Released, error)
-	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
+	Release(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error)
+	ReleaseCapped(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions, dbStock int64) (reservation.Released, error)
+	Reservation(ctx context.Context, orderNo string) (reservation.Info, error)
 }
 
 // Orders is MySQL as fulfilment writes the batch's orders (*orderdb.Orders).
@@ -139,7 +140,7 @@ type saleBatch struct {
 
 	res    []orderevents.Result
 	final  bool // res is the answer: nothing more to do
-	states []stockredis.State
+	states []reservation.State
 	reqs   []orderdb.Request
 	reqIdx []int // indexes into events of reqs
 	out    map[string]orderdb.Outcome
@@ -182,14 +183,14 @@ func (p *Handler) claimSales(ctx context.Context, sales []*saleBatch) {
 }
 
 // claimed takes in the claim of b's reservations.
-func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []stockredis.State, err error) {
+func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []reservation.State, err error) {
 	if err != nil {
 		b.res, b.final = retryAll(len(b.events), err), true
 		return
 	}
 	b.states, b.res = states, make([]orderevents.Result, len(b.events))
 	for i, e := range b.events {
-		if states[i] == stockredis.StateReleased {
+		if states[i] == reservation.StateReleased {
 			// The API gave this reservation back (publish failed); the
 			// event that reached Kafka anyway must not become an order.
 			b.res[i] = result(Skipped, nil)
@@ -283,8 +284,8 @@ func (p *Handler) DeadLettered(ctx context.Context, e order.Event) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.Stock.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: order.ReasonInvalidEvent,
-		From: []stockredis.State{stockredis.StateReserved}})
+	_, err = p.Stock.Release(ctx, info.Ref, reservation.ReleaseOptions{Reason: order.ReasonInvalidEvent,
+		From: []reservation.State{reservation.StateReserved}})
 	return err
 }
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
@@ -22,6 +21,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // env is one test's Redis prefix and MySQL database, and a handler over
@@ -81,7 +81,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
+	if _, err := e.store.Stock.Warmup(ctx, reservation.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
 		return e.db.Activities.ItemStock(ctx, it.ID)
 	}); err != nil {
 		e.t.Fatal(err)
@@ -94,7 +94,7 @@ func (e *env) newSale(stock int64, limit int) sale {
 func (e *env) reserve(s sale, user int64, qty int) order.Event {
 	e.t.Helper()
 	ev := e.event(s, user, qty)
-	_, err := e.store.Reservations.Reserve(context.Background(), stockredis.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
+	_, err := e.store.Reservations.Reserve(context.Background(), reservation.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
 		ItemID: s.item, ActivityID: s.activity, Quantity: qty, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
 		QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour})
 	if err != nil {
@@ -111,11 +111,11 @@ func (e *env) event(s sale, user int64, qty int) order.Event {
 }
 
 // state is the reservation's state, or MISSING.
-func (e *env) state(ev order.Event) stockredis.State {
+func (e *env) state(ev order.Event) reservation.State {
 	e.t.Helper()
 	info, err := e.store.Reservations.Reservation(context.Background(), ev.OrderNo)
 	if errors.Is(err, order.ErrNotFound) {
-		return stockredis.StateMissing
+		return reservation.StateMissing
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -172,7 +172,7 @@ func (e *env) wantStock(item, stock int64) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	snap, err := e.store.Stock.Stock(ctx, stockredis.One(item))
+	snap, err := e.store.Stock.Stock(ctx, reservation.One(item))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -194,30 +194,30 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 
 	// Each claim setup leaves the reservation of ev in one state.
 	claims := []struct {
-		name  stockredis.State
+		name  reservation.State
 		setup func(e *env, ev order.Event)
 	}{
-		{stockredis.StateReserved, func(*env, order.Event) {}},
-		{stockredis.StateClaimed, func(e *env, ev order.Event) {
-			if _, err := e.store.Reservations.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
+		{reservation.StateReserved, func(*env, order.Event) {}},
+		{reservation.StateClaimed, func(e *env, ev order.Event) {
+			if _, err := e.store.Reservations.Claim(ctx, reservation.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
-		{stockredis.StateConfirmed, func(e *env, ev order.Event) {
-			if _, err := e.store.Reservations.Claim(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
+		{reservation.StateConfirmed, func(e *env, ev order.Event) {
+			if _, err := e.store.Reservations.Claim(ctx, reservation.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
-			if _, err := e.store.Reservations.Confirm(ctx, stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
+			if _, err := e.store.Reservations.Confirm(ctx, reservation.One(ev.ItemID), []string{ev.OrderNo}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
-		{stockredis.StateReleased, func(e *env, ev order.Event) {
-			if rel, err := e.store.Reservations.Release(ctx, stockredis.EventRef(ev), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+		{reservation.StateReleased, func(e *env, ev order.Event) {
+			if rel, err := e.store.Reservations.Release(ctx, reservation.EventRef(ev), reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}}); err != nil || !rel.Released {
 				e.t.Fatalf("release: %v %v", rel.Released, err)
 			}
 		}},
-		{stockredis.StateMissing, func(e *env, ev order.Event) {
-			if err := e.rdb.Del(ctx, e.store.Keys(stockredis.One(ev.ItemID)).Reservation(ev.OrderNo)).Err(); err != nil {
+		{reservation.StateMissing, func(e *env, ev order.Event) {
+			if err := e.rdb.Del(ctx, e.store.Keys(reservation.One(ev.ItemID)).Reservation(ev.OrderNo)).Err(); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
@@ -283,25 +283,25 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 
 				want, wantStatus, wantState := m.outcome, m.status, c.name
 				switch {
-				case c.name == stockredis.StateReleased:
+				case c.name == reservation.StateReleased:
 					// The API gave it back: MySQL is not asked.
 					want, wantStatus = fulfil.Skipped, before
-				case c.name == stockredis.StateMissing:
+				case c.name == reservation.StateMissing:
 				case m.outcome == fulfil.Retry:
-					if c.name == stockredis.StateReserved {
-						wantState = stockredis.StateClaimed
+					if c.name == reservation.StateReserved {
+						wantState = reservation.StateClaimed
 					}
-				case m.outcome == fulfil.Failed && c.name != stockredis.StateConfirmed:
-					wantState = stockredis.StateReleased
+				case m.outcome == fulfil.Failed && c.name != reservation.StateConfirmed:
+					wantState = reservation.StateReleased
 				case m.outcome == fulfil.Failed:
 					// A confirmed reservation is never released by the consumer.
-				case m.status == order.Closed && c.name != stockredis.StateConfirmed:
+				case m.status == order.Closed && c.name != reservation.StateConfirmed:
 					// Released, not confirmed: MySQL has the unit back.
-					wantState = stockredis.StateReleased
+					wantState = reservation.StateReleased
 				case m.status == order.Closed:
 					// A confirmed one is the closer's to release.
 				default:
-					wantState = stockredis.StateConfirmed
+					wantState = reservation.StateConfirmed
 				}
 				if len(res) != 1 || fulfil.OutcomeOf(res[0]) != want {
 					t.Fatalf("outcome %v, want %s", res, want)
@@ -312,13 +312,13 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 				if got := e.status(ev.OrderNo); got != wantStatus {
 					t.Errorf("MySQL status %q, want %q", got, wantStatus)
 				}
-				if m.status == order.Closed && wantState == stockredis.StateReleased {
+				if m.status == order.Closed && wantState == reservation.StateReleased {
 					e.wantStock(s.item, 10)
 				}
 				if unlock == nil {
 					return
 				}
-				if c.name == stockredis.StateReleased {
+				if c.name == reservation.StateReleased {
 					unlock()
 					return
 				}
@@ -331,7 +331,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 				if got := e.status(ev.OrderNo); got != order.Created {
 					t.Errorf("after the retry MySQL status %q, want CREATED", got)
 				}
-				if got := e.state(ev); c.name != stockredis.StateMissing && got != stockredis.StateConfirmed {
+				if got := e.state(ev); c.name != reservation.StateMissing && got != reservation.StateConfirmed {
 					t.Errorf("after the retry reservation %s, want CONFIRMED", got)
 				}
 			})
@@ -377,7 +377,7 @@ func TestHandleBatchMixingItems(t *testing.T) {
 	if err := e.handler.DeadLettered(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.state(bad); got != stockredis.StateReleased {
+	if got := e.state(bad); got != reservation.StateReleased {
 		t.Errorf("the impossible event's reservation %s, want RELEASED", got)
 	}
 	if got := e.status(bad.OrderNo); got != "" {
@@ -408,7 +408,7 @@ func TestHandleExactTail(t *testing.T) {
 			t.Errorf("event %d: %s %v, want %s", i, fulfil.OutcomeOf(res[i]), res[i].Err, want[i])
 		}
 	}
-	if got := e.state(batch[2]); got != stockredis.StateReleased {
+	if got := e.state(batch[2]); got != reservation.StateReleased {
 		t.Errorf("refused reservation %s, want RELEASED", got)
 	}
 	o, err := e.db.Orders.Order(ctx, batch[2].OrderNo)

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // An order records the sale's price at the time it is written: the unit
@@ -42,7 +42,7 @@ func TestHandleRecordsThePrice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return 10, nil }); err != nil {
+		if _, err := e.store.Stock.Warmup(ctx, reservation.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return 10, nil }); err != nil {
 			t.Fatal(err)
 		}
 		ev := e.reserve(sale{item: it.ID, activity: act.ID}, int64(100+i), c.qty)
@@ -57,7 +57,7 @@ func TestHandleRecordsThePrice(t *testing.T) {
 		if o.UnitPrice != c.want || o.Amount != wantAmount {
 			t.Errorf("%s: unit price %v, amount %v; want %v and %v", c.name, o.UnitPrice, o.Amount, c.want, wantAmount)
 		}
-		if got := e.state(ev); got != stockredis.StateConfirmed {
+		if got := e.state(ev); got != reservation.StateConfirmed {
 			t.Errorf("%s: reservation %s, want CONFIRMED", c.name, got)
 		}
 	}

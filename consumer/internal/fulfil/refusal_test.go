@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/consumer/internal/fulfil"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // An instance sold on a copy of the sale older than MySQL's: orders
@@ -85,7 +85,7 @@ func TestHandleRefusesWhatMySQLsSaleRefuses(t *testing.T) {
 					t.Errorf("event %d: order %s %q, want FAILED %q", i, o.Status, o.FailureReason, want[i].reason)
 				}
 				if want[i].out == fulfil.Failed {
-					if got := e.state(ev); got != stockredis.StateReleased {
+					if got := e.state(ev); got != reservation.StateReleased {
 						t.Errorf("event %d: reservation %s, want RELEASED", i, got)
 					}
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
@@ -101,7 +102,7 @@ func (p *Handler) sortOut(ctx context.Context, b *saleBatch) {
 		if bt != nil {
 			b.confirmIdx = append(b.confirmIdx, i)
 		}
-		if b.states[i] == stockredis.StateMissing {
+		if b.states[i] == reservation.StateMissing {
 			b.missing = append(b.missing, i)
 		}
 		if !o.Existing {
@@ -215,9 +216,9 @@ func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
 // what MySQL can still fulfil, in the same script.
 // The release script runs under sctx's span (the order's, or the batch's
 // for an order whose trace is not sampled); ctx is the lines' context.
-func (p *Handler) release(ctx, sctx context.Context, e order.Event, status order.Status, reason string, claimState stockredis.State, fresh bool, dbStock int64) error {
+func (p *Handler) release(ctx, sctx context.Context, e order.Event, status order.Status, reason string, claimState reservation.State, fresh bool, dbStock int64) error {
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
-	if claimState == stockredis.StateMissing {
+	if claimState == reservation.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
 		// the reconciler aligns Redis with MySQL.
 		if status == order.Failed {
@@ -225,18 +226,18 @@ func (p *Handler) release(ctx, sctx context.Context, e order.Event, status order
 		}
 		return nil
 	}
-	ref := stockredis.EventRef(e)
-	live := []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}
+	ref := reservation.EventRef(e)
+	live := []reservation.State{reservation.StateReserved, reservation.StateClaimed}
 	var (
-		rel stockredis.Released
+		rel reservation.Released
 		err error
 	)
 	if reason == order.ReasonOutOfStock && dbStock >= 0 {
-		rel, err = p.Stock.ReleaseCapped(sctx, ref, stockredis.ReleaseOptions{Reason: reason, From: live}, dbStock)
+		rel, err = p.Stock.ReleaseCapped(sctx, ref, reservation.ReleaseOptions{Reason: reason, From: live}, dbStock)
 	} else {
 		// An order the API gave up (it answered 503) frees its idempotency
 		// key too, so the buyer's retry with that key tries anew.
-		rel, err = p.Stock.Release(sctx, ref, stockredis.ReleaseOptions{Reason: reason, From: live, FreeKey: order.AnsweredUnavailable(reason)})
+		rel, err = p.Stock.Release(sctx, ref, reservation.ReleaseOptions{Reason: reason, From: live, FreeKey: order.AnsweredUnavailable(reason)})
 	}
 	if err != nil {
 		return err

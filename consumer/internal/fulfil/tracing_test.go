@@ -16,8 +16,8 @@ import (
 	"github.com/seckill/seckill/internal/testkit/tracingtest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
@@ -50,7 +50,7 @@ func TestTraceFollowsTheOrderThroughKafka(t *testing.T) {
 		defer req.End()
 		ev := e.event(s, user, 1)
 		ev.TraceParent = "ignored: the publisher writes the headers"
-		_, err := e.store.Reservations.Reserve(rctx, stockredis.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
+		_, err := e.store.Reservations.Reserve(rctx, reservation.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
 			ItemID: s.item, ActivityID: s.activity, Quantity: 1, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
 			QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour})
 		if err != nil {

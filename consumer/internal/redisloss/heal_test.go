@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 )
@@ -164,17 +165,17 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, reservation.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	// One buyer's order, all the way through.
 	gen := order.NewNumberGenerator()
-	r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID, Quantity: 1,
+	r := reservation.Reservation{OrderNo: gen.Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID, Quantity: 1,
 		IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
 	if _, err := store.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Reservations.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Claim(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
@@ -182,7 +183,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Reservations.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Confirm(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -245,10 +246,10 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 		})
 		return time.Since(start)
 	}
-	k := store.Keys(stockredis.One(it.ID))
+	k := store.Keys(reservation.One(it.ID))
 	check := func(what string) {
 		t.Helper()
-		snap, err := store.Stock.Stock(ctx, stockredis.One(it.ID))
+		snap, err := store.Stock.Stock(ctx, reservation.One(it.ID))
 		if err != nil || !snap.Warmed || snap.Stock != 9 {
 			t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
@@ -44,14 +44,14 @@ func TestWatchRepairsTheItemThatLostDataWhileAnotherKeepsFailing(t *testing.T) {
 	}
 
 	f.lose()
-	badKey := f.store.Keys(stockredis.One(bad.ID)).Stock()
+	badKey := f.store.Keys(reservation.One(bad.ID)).Stock()
 	if err := rdb.HSet(ctx, badKey, "stock", 10).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The item that lost data is repaired while the other keeps failing.
 	waittest.UntilEvery(t, 15*time.Second, w.Every, "the item that lost data repaired", func() bool {
 		_ = w.Tick(ctx)
-		s, err := f.store.Stock.Stock(ctx, stockredis.One(f.item))
+		s, err := f.store.Stock.Stock(ctx, reservation.One(f.item))
 		return err == nil && s.Warmed && s.Stock == 9
 	})
 	f.healed("while another item fails")
@@ -81,7 +81,7 @@ func TestWatchRepairsTheItemThatLostDataWhileAnotherKeepsFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tickUntilHealed(w, "after the fault went")
-	if s, err := f.store.Stock.Stock(ctx, stockredis.One(bad.ID)); err != nil || !s.Warmed || s.Stock != 10 {
+	if s, err := f.store.Stock.Stock(ctx, reservation.One(bad.ID)); err != nil || !s.Warmed || s.Stock != 10 {
 		t.Fatalf("the item that failed: Redis %+v (%v), want stock 10", s, err)
 	}
 	if v := value(t, reg, "seckill_heal_items_failing"); v != 0 {

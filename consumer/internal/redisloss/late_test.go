@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 )
@@ -59,7 +60,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	item := stockredis.One(it.ID)
+	item := reservation.One(it.ID)
 	if _, err := store.Stock.WarmupFrom(ctx, item, buckets, 2*time.Hour, db.Restocks); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 
 	// The API reserves an order and publishes its event; the consumer has
 	// not claimed it when Redis goes down.
-	r := stockredis.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID,
+	r := reservation.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: "7", ItemID: it.ID, ActivityID: act.ID,
 		Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 	if _, err := store.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)

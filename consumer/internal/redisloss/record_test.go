@@ -23,6 +23,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 )
@@ -99,15 +100,15 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Stock.Warmup(ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := store.Stock.Warmup(ctx, reservation.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
-	r := stockredis.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: fixtureUser, ItemID: it.ID, ActivityID: act.ID,
+	r := reservation.Reservation{OrderNo: order.NewNumberGenerator().Next(it.ID), UserID: fixtureUser, ItemID: it.ID, ActivityID: act.ID,
 		Quantity: 1, IdempotencyKey: fixtureKey, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
 	if _, err := store.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Reservations.Claim(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Claim(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
@@ -115,7 +116,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Reservations.Confirm(ctx, stockredis.One(it.ID), []string{r.OrderNo}); err != nil {
+	if _, err := store.Reservations.Confirm(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	buf := &logstest.Buffer{}
@@ -175,11 +176,11 @@ func (f *fixture) lose() {
 func (f *fixture) healed(what string) {
 	f.t.Helper()
 	ctx := context.Background()
-	snap, err := f.store.Stock.Stock(ctx, stockredis.One(f.item))
+	snap, err := f.store.Stock.Stock(ctx, reservation.One(f.item))
 	if err != nil || !snap.Warmed || snap.Stock != 9 {
 		f.t.Fatalf("%s: Redis stock %+v (%v), want 9 (MySQL's)", what, snap, err)
 	}
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	if got := f.rdb.Get(ctx, k.Quota(f.activity, fixtureUser)).Val(); got != f.orderNo {
 		f.t.Fatalf("%s: quota key of the buyer holds %q, want %s", what, got, f.orderNo)
 	}
@@ -251,7 +252,7 @@ func TestWatchHealsLossWhileNoWatchRan(t *testing.T) {
 	// 2. The consumer stops; Redis comes back from an older state without
 	// a restart the run id shows (a resync from a lagging master): the
 	// marker goes back with the data.
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	rdb.Set(ctx, MarkerKey(f.prefix), 1, 0)
 	rdb.Del(ctx, k.Quota(f.activity, fixtureUser), k.Idem(fixtureUser, fixtureKey))
 	rdb.IncrBy(ctx, k.Stock(), 3)

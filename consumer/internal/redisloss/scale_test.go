@@ -7,9 +7,9 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // After Redis lost every key, the watch repairs a sale with more live
@@ -56,11 +56,11 @@ func TestWatchHealsAnItemWithSeventyThousandLiveOrders(t *testing.T) {
 		return tickErr == nil && !w.Incident() && rec.Healed == rec.Losses && rec.Losses > 0
 	})
 	f.healed("the small item")
-	snap, err := f.store.Stock.Stock(ctx, stockredis.One(big.ID))
+	snap, err := f.store.Stock.Stock(ctx, reservation.One(big.ID))
 	if err != nil || !snap.Warmed || snap.Stock != spare {
 		t.Fatalf("the big item's Redis stock %+v (%v), want %d (MySQL's)", snap, err, spare)
 	}
-	k := f.store.Keys(stockredis.One(big.ID))
+	k := f.store.Keys(reservation.One(big.ID))
 	for _, b := range []order.Event{bought[0], bought[n/2], bought[n-1]} {
 		if got := rdb.Get(ctx, k.Quota(act.ID, b.UserID)).Val(); got != b.OrderNo {
 			t.Fatalf("quota key of buyer %s holds %q, want %s", b.UserID, got, b.OrderNo)

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // roundTrips counts what a client sends: one a command, one a pipeline.
@@ -90,7 +90,7 @@ func sweepRoundTrips(t *testing.T, cluster bool) {
 		t.Errorf("Redis round trips: %d for the sweep that re-published, %d for an idle one; want at most 40 each over %d items",
 			busy, idle, len(ids)+1)
 	}
-	if info, err := p.Store.Reservations.Reservation(ctx, stranded.OrderNo); err != nil || info.State != stockredis.StateReserved {
+	if info, err := p.Store.Reservations.Reservation(ctx, stranded.OrderNo); err != nil || info.State != reservation.StateReserved {
 		t.Errorf("stranded reservation: %+v %v, want still reserved (re-published)", info, err)
 	}
 }

@@ -19,8 +19,8 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
@@ -31,17 +31,17 @@ type Publisher interface {
 
 // Items lists the warmed items (*stockredis.Stock).
 type Items interface {
-	ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []stockredis.Item, next uint64, err error)
+	ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []reservation.Item, next uint64, err error)
 }
 
 // Reservations is Redis as the sweep uses it (*stockredis.Reservations):
 // the items' old unconfirmed reservations, and what settles each.
 type Reservations interface {
-	PendingOlderThanEach(ctx context.Context, items []stockredis.Item, cutoff time.Time, limit int64) (pending map[stockredis.Item][]string, errs map[stockredis.Item]error)
-	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
-	Confirm(ctx context.Context, item stockredis.Item, orderNos []string) (int64, error)
-	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
-	Touch(ctx context.Context, item stockredis.Item, orderNo string, t time.Time) error
+	PendingOlderThanEach(ctx context.Context, items []reservation.Item, cutoff time.Time, limit int64) (pending map[reservation.Item][]string, errs map[reservation.Item]error)
+	Reservation(ctx context.Context, orderNo string) (reservation.Info, error)
+	Confirm(ctx context.Context, item reservation.Item, orderNos []string) (int64, error)
+	Release(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error)
+	Touch(ctx context.Context, item reservation.Item, orderNo string, t time.Time) error
 }
 
 // Orders reads the MySQL rows of stranded reservations (*orderdb.DB).
@@ -112,7 +112,7 @@ func (s *Sweeper) sweep(ctx context.Context, b *backoff.Records) (Stats, error) 
 		if err != nil {
 			return st, err
 		}
-		due := make([]stockredis.Item, 0, len(page))
+		due := make([]reservation.Item, 0, len(page))
 		for _, item := range page {
 			if b.Due(itemKey(item)) {
 				due = append(due, item)
@@ -150,7 +150,7 @@ const (
 	batch     = 500
 )
 
-func itemKey(item stockredis.Item) string {
+func itemKey(item reservation.Item) string {
 	return "item:" + strconv.FormatInt(item.ID, 10) + "@" + strconv.FormatInt(item.Tag, 10)
 }
 
@@ -165,7 +165,7 @@ func (s *Sweeper) after() time.Duration {
 // pending ones, at most batch). A reservation that
 // fails is given to b and the others go on; an error is what fails the
 // whole item (its pending list, its orders in MySQL).
-func (s *Sweeper) sweepItem(ctx context.Context, item stockredis.Item, nos []string, cutoff time.Time, st *Stats, b *backoff.Records) error {
+func (s *Sweeper) sweepItem(ctx context.Context, item reservation.Item, nos []string, cutoff time.Time, st *Stats, b *backoff.Records) error {
 	if len(nos) == 0 {
 		return nil
 	}
@@ -227,7 +227,7 @@ func (s *Sweeper) sweepItem(ctx context.Context, item stockredis.Item, nos []str
 
 // sweepOne finishes one stranded reservation, or reports that MySQL has
 // its order created and it is to be confirmed (with the item's others).
-func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string, inDB map[string]order.Order, cutoff time.Time, st *Stats) (confirm bool, err error) {
+func (s *Sweeper) sweepOne(ctx context.Context, item reservation.Item, no string, inDB map[string]order.Order, cutoff time.Time, st *Stats) (confirm bool, err error) {
 	info, err := s.Reservations.Reservation(ctx, no)
 	if errors.Is(err, order.ErrNotFound) {
 		return false, nil
@@ -248,8 +248,8 @@ func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string,
 		// went with it (or that release has not run yet, and then finds
 		// RELEASED). A confirm would keep its units out of Redis stock for
 		// good; the release gives them back, as the closer's does.
-		rel, err := s.Reservations.Release(ctx, info.Ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
-			From:    []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed},
+		rel, err := s.Reservations.Release(ctx, info.Ref, reservation.ReleaseOptions{Reason: o.FailureReason,
+			From:    []reservation.State{reservation.StateReserved, reservation.StateClaimed},
 			FreeKey: order.AnsweredUnavailable(o.FailureReason)})
 		if err != nil {
 			return false, err
@@ -261,8 +261,8 @@ func (s *Sweeper) sweepOne(ctx context.Context, item stockredis.Item, no string,
 		return false, nil
 	}
 	switch info.State {
-	case stockredis.StateReserved:
-	case stockredis.StateClaimed:
+	case reservation.StateReserved:
+	case reservation.StateClaimed:
 		// A consumer took the event; if it died, Kafka redelivers the
 		// uncommitted message. Re-publish only when that has not
 		// happened for much longer (the message itself was lost).

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/logstest"
@@ -19,8 +18,8 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // TestSweepOnce runs one sweep in-process against real Redis, MySQL and
@@ -36,34 +35,34 @@ func TestSweepOnce(t *testing.T) {
 		// setup brings MySQL and the claim where the case needs them.
 		setup     func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event)
 		want      sweep.Stats
-		state     stockredis.State
+		state     reservation.State
 		published int64
 		keyFreed  bool // the idempotency key is gone
 	}{
-		{"young reservation", 0, nil, sweep.Stats{}, stockredis.StateReserved, 0, false},
+		{"young reservation", 0, nil, sweep.Stats{}, reservation.StateReserved, 0, false},
 		{"not in MySQL, reserved", 2 * after, nil,
-			sweep.Stats{Republished: 1}, stockredis.StateReserved, 1, false},
+			sweep.Stats{Republished: 1}, reservation.StateReserved, 1, false},
 		{"not in MySQL, claimed lately", 2 * after, claim,
-			sweep.Stats{}, stockredis.StateClaimed, 0, false},
+			sweep.Stats{}, reservation.StateClaimed, 0, false},
 		{"not in MySQL, claimed long ago", 20 * after, claim,
-			sweep.Stats{Republished: 1}, stockredis.StateClaimed, 1, false},
+			sweep.Stats{Republished: 1}, reservation.StateClaimed, 1, false},
 		{"created in MySQL, claimed", 2 * after, func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 			claim(t, p, ev)
 			if _, err := p.DB.Orders.Fulfil(context.Background(), []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
-		}, sweep.Stats{Confirmed: 1}, stockredis.StateConfirmed, 0, false},
+		}, sweep.Stats{Confirmed: 1}, reservation.StateConfirmed, 0, false},
 		{"failed in MySQL for a 503, reserved", 2 * after, abandon(order.ReasonPublishFailed),
-			sweep.Stats{Released: 1}, stockredis.StateReleased, 0, true},
+			sweep.Stats{Released: 1}, reservation.StateReleased, 0, true},
 		{"failed in MySQL, claimed", 2 * after, func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 			claim(t, p, ev)
 			abandon(order.ReasonOutOfStock)(t, p, ev)
-		}, sweep.Stats{Released: 1}, stockredis.StateReleased, 0, false},
+		}, sweep.Stats{Released: 1}, reservation.StateReleased, 0, false},
 		// Created, confirmed, cancelled and released, then Redis came back
 		// from a state older than all that: the reservation is RESERVED
 		// again, its units out of Redis stock, while MySQL has them back.
 		{"closed and released in MySQL, reserved again", 2 * after, closedAndReleased,
-			sweep.Stats{Released: 1}, stockredis.StateReleased, 0, false},
+			sweep.Stats{Released: 1}, reservation.StateReleased, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,13 +95,13 @@ func TestSweepOnce(t *testing.T) {
 			if err != nil || end[0] != c.published {
 				t.Errorf("topic holds %v %v, want %d events", end, err, c.published)
 			}
-			_, err = p.Redis.Get(ctx, p.Store.Keys(stockredis.One(ev.ItemID)).Idem(ev.UserID, ev.IdempotencyKey)).Result()
+			_, err = p.Redis.Get(ctx, p.Store.Keys(reservation.One(ev.ItemID)).Idem(ev.UserID, ev.IdempotencyKey)).Result()
 			if freed := errors.Is(err, redis.Nil); freed != c.keyFreed || (err != nil && !freed) {
 				t.Errorf("idempotency key read: %v, want freed %v", err, c.keyFreed)
 			}
 			// What MySQL has decided is settled in Redis; what it has not
 			// is still in flight.
-			snap, err := p.Store.Stock.Stock(ctx, stockredis.One(ev.ItemID))
+			snap, err := p.Store.Stock.Stock(ctx, reservation.One(ev.ItemID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +128,7 @@ func closedAndReleased(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 
 func claim(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	t.Helper()
-	if st, err := p.Store.Reservations.Claim(context.Background(), stockredis.One(ev.ItemID), []string{ev.OrderNo}); err != nil || st[0] != stockredis.StateReserved {
+	if st, err := p.Store.Reservations.Claim(context.Background(), reservation.One(ev.ItemID), []string{ev.OrderNo}); err != nil || st[0] != reservation.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
 }
@@ -166,7 +165,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)
 	p.ReserveEventAt(badItem, 5, 1, "k5", ago)
 	rdb := p.Redis
-	for _, key := range []string{p.Store.Keys(stockredis.One(s.ItemID)).Reservation(unreadable.OrderNo), p.Store.Keys(stockredis.One(badItem.ItemID)).Pending()} {
+	for _, key := range []string{p.Store.Keys(reservation.One(s.ItemID)).Reservation(unreadable.OrderNo), p.Store.Keys(reservation.One(badItem.ItemID)).Pending()} {
 		if err := rdb.Del(ctx, key).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -186,8 +185,8 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	}
 	for _, c := range []struct {
 		e     order.Event
-		state stockredis.State
-	}{{republish, stockredis.StateReserved}, {created, stockredis.StateConfirmed}, {otherItems, stockredis.StateReserved}} {
+		state reservation.State
+	}{{republish, reservation.StateReserved}, {created, reservation.StateConfirmed}, {otherItems, reservation.StateReserved}} {
 		if info, err := p.Store.Reservations.Reservation(ctx, c.e.OrderNo); err != nil || info.State != c.state {
 			t.Errorf("reservation %s: %+v %v, want %s", c.e.OrderNo, info, err, c.state)
 		}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/consumer/internal/unpaid"
 	"github.com/seckill/seckill/internal/testkit/logstest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
@@ -22,6 +21,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
@@ -70,7 +70,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	// Two orders written as the consumer writes them, one past its window.
 	expired, live := p.ReserveEvent(s, 1, 1, "k1"), p.ReserveEvent(s, 2, 1, "k2")
 	nos := []string{expired.OrderNo, live.OrderNo}
-	if _, err := p.Store.Reservations.Claim(ctx, stockredis.One(s.ItemID), nos); err != nil {
+	if _, err := p.Store.Reservations.Claim(ctx, reservation.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{
@@ -79,7 +79,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Store.Reservations.Confirm(ctx, stockredis.One(s.ItemID), nos); err != nil {
+	if _, err := p.Store.Reservations.Confirm(ctx, reservation.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
 
@@ -98,14 +98,14 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := p.Store.Stock.Stock(ctx, stockredis.One(s.ItemID))
+	snap, err := p.Store.Stock.Stock(ctx, reservation.One(s.ItemID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if db != 9 || snap.Stock != 9 || snap.Inflight != 0 {
 		t.Errorf("MySQL stock %d, Redis %+v; want 9 in both (one live order), none in flight", db, snap)
 	}
-	_, err = p.Redis.Get(ctx, p.Store.Keys(stockredis.One(s.ItemID)).Quota(s.ActivityID, expired.UserID)).Result()
+	_, err = p.Redis.Get(ctx, p.Store.Keys(reservation.One(s.ItemID)).Quota(s.ActivityID, expired.UserID)).Result()
 	if !errors.Is(err, redis.Nil) {
 		t.Errorf("quota key of the closed order's buyer: %v, want gone", err)
 	}
@@ -142,14 +142,14 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	write := func(s pipelinetest.Sale, user int64) order.Event {
 		t.Helper()
 		e := p.ReserveEvent(s, user, 1, fmt.Sprintf("k%d", user))
-		if _, err := p.Store.Reservations.Claim(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
+		if _, err := p.Store.Reservations.Claim(ctx, reservation.One(s.ItemID), []string{e.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		deadline = deadline.Add(time.Second)
 		if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Store.Reservations.Confirm(ctx, stockredis.One(s.ItemID), []string{e.OrderNo}); err != nil {
+		if _, err := p.Store.Reservations.Confirm(ctx, reservation.One(s.ItemID), []string{e.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		return e
@@ -165,7 +165,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 		exec("UPDATE orders SET updated_at = NOW(3) - INTERVAL 1 MINUTE WHERE order_no = ?", e.OrderNo)
 	}
 	exec("UPDATE item_stock SET stock = 2147483647 WHERE item_id = ?", bad.ItemID)
-	rkey := p.Store.Keys(stockredis.One(good.ItemID)).Reservation(unreleasable.OrderNo)
+	rkey := p.Store.Keys(reservation.One(good.ItemID)).Reservation(unreleasable.OrderNo)
 	if err := p.Redis.Del(ctx, rkey).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
 
@@ -80,7 +81,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		t.Fatalf("one pass warmed %d sales, want %d", len(warmed), len(due))
 	}
 	for i, a := range due {
-		snap, err := store.Stock.Stock(ctx, stockredis.One(a.ItemID))
+		snap, err := store.Stock.Stock(ctx, reservation.One(a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
@@ -69,7 +70,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 			if _, ok := warmedAt[a.ID]; ok {
 				continue
 			}
-			if snap, err := store.Stock.Stock(ctx, stockredis.One(a.ItemID)); err == nil && snap.Warmed {
+			if snap, err := store.Stock.Stock(ctx, reservation.One(a.ItemID)); err == nil && snap.Warmed {
 				warmedAt[a.ID] = time.Now()
 			}
 		}
@@ -99,7 +100,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 		warmed bool
 		stock  int64
 	}{{soon, true, 25}, {bucketed, true, 30}, {later, false, 0}} {
-		snap, err := store.Stock.Stock(ctx, stockredis.One(c.a.ItemID))
+		snap, err := store.Stock.Stock(ctx, reservation.One(c.a.ItemID))
 		if err != nil {
 			t.Fatal(err)
 		}

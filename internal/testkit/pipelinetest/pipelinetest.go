@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
-
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
@@ -31,7 +29,9 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
+	"github.com/segmentio/kafka-go"
 )
 
 // Secret is the JWT secret the test processes use.
@@ -410,7 +410,7 @@ func (s Sale) All() []SaleItem {
 func (s Sale) Sized() bool { return len(s.Items) > 1 }
 
 // Item is the stockredis item of s with id (under s's hash tag).
-func (s Sale) Item(id int64) stockredis.Item { return stockredis.In(s.ItemID, id) }
+func (s Sale) Item(id int64) reservation.Item { return reservation.In(s.ItemID, id) }
 
 // CreateSale creates an item with stock and an activity running now for an
 // hour, and warms it up.
@@ -548,7 +548,7 @@ func (p *Pipeline) NewSale(stock int64, perUserLimit int) Sale {
 	if err != nil {
 		t.Fatalf("create activity: %v", err)
 	}
-	if _, err := p.Store.Stock.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
+	if _, err := p.Store.Stock.WarmupFrom(ctx, reservation.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatalf("warmup: %v", err)
 	}
 	return Sale{ItemID: it.ID, ActivityID: act.ID, Stock: stock}
@@ -665,7 +665,7 @@ func (p *Pipeline) WaitFinal(accepted map[string]int64, timeout time.Duration) m
 // is in flight.
 func (p *Pipeline) WaitDrained(item int64, timeout time.Duration) {
 	p.t.Helper()
-	p.waitDrained(stockredis.One(item), timeout)
+	p.waitDrained(reservation.One(item), timeout)
 }
 
 // WaitSaleDrained polls until no reservation of any item of s is in flight.
@@ -676,7 +676,7 @@ func (p *Pipeline) WaitSaleDrained(s Sale, timeout time.Duration) {
 	}
 }
 
-func (p *Pipeline) waitDrained(it stockredis.Item, timeout time.Duration) {
+func (p *Pipeline) waitDrained(it reservation.Item, timeout time.Duration) {
 	p.t.Helper()
 	waittest.Until(p.t, timeout, fmt.Sprintf("pipelinetest: item %d to have nothing in flight", it.ID), func() bool {
 		snap, err := p.Store.Stock.Stock(context.Background(), it)
@@ -781,7 +781,7 @@ func (p *Pipeline) ReserveEventAt(s Sale, userID int64, qty int, key string, at 
 	user := strconv.FormatInt(userID, 10)
 	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.ItemID), IdempotencyKey: key,
 		UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty, ReservedAt: at}
-	if _, err := p.Store.Reservations.Reserve(context.Background(), stockredis.Reservation{
+	if _, err := p.Store.Reservations.Reserve(context.Background(), reservation.Reservation{
 		OrderNo: e.OrderNo, UserID: user, ItemID: s.ItemID, ActivityID: s.ActivityID, Quantity: qty,
 		IdempotencyKey: key, At: e.ReservedAt, QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}); err != nil {

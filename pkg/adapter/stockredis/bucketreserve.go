@@ -7,24 +7,25 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
 // reserveBucketed takes the quantity from the user's home bucket or, when
 // that one is short, from the others in order, then records the
 // reservation on the item's main tag.
-func (s *Reservations) reserveBucketed(ctx context.Context, r Reservation) (ReserveResult, error) {
-	k := s.keys(r.item())
+func (s *Reservations) reserveBucketed(ctx context.Context, r reservation.Reservation) (reservation.Result, error) {
+	k := s.keys(r.Item())
 	n := r.Buckets
 	home := homeBucket(r.UserID, n)
 	missing := 0
 	for i := range n {
 		b := (home + i) % n
-		tctx, span := s.span(ctx, "bucket_take", r.item())
+		tctx, span := s.span(ctx, "bucket_take", r.Item())
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), attribute.Int("seckill.bucket", b))
 		}
@@ -32,7 +33,7 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r Reservation) (Rese
 			r.Quantity, markerTTL(r.ReservationTTL).Milliseconds()).Int64()
 		endSpan(span, err)
 		if err != nil {
-			return ReserveResult{}, unavailable("take from bucket", err)
+			return reservation.Result{}, unavailable("take from bucket", err)
 		}
 		switch left {
 		case -2:
@@ -49,7 +50,7 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r Reservation) (Rese
 				// connection: dead, or failed over and not yet known):
 				// no reservation holds the units, give them back now.
 				// Best effort, as below.
-				_ = s.buckets.giveBack(ctx, r.item(), b, r.OrderNo)
+				_ = s.buckets.giveBack(ctx, r.Item(), b, r.OrderNo)
 				return res, err
 			}
 			// The script may have run: keep the units out of the bucket
@@ -60,28 +61,28 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r Reservation) (Rese
 		if refused || res.Duplicate {
 			// Best effort: if this fails the units are lost from Redis
 			// until the reconciler puts them back (never an oversell).
-			_ = s.buckets.giveBack(ctx, r.item(), b, r.OrderNo)
+			_ = s.buckets.giveBack(ctx, r.Item(), b, r.OrderNo)
 			return res, err
 		}
 		res.Left = left
 		return res, nil
 	}
 	if missing > 0 {
-		return ReserveResult{}, order.ErrNotWarmed
+		return reservation.Result{}, order.ErrNotWarmed
 	}
 	// Every bucket is short. Keep reserve.lua's precedence: a replayed key
 	// gets its order, a user holding the quota hears so.
 	vals, err := s.rdb.MGet(ctx, k.Idem(r.UserID, r.IdempotencyKey), k.Quota(r.ActivityID, r.UserID)).Result()
 	if err != nil {
-		return ReserveResult{}, unavailable("read idempotency record", err)
+		return reservation.Result{}, unavailable("read idempotency record", err)
 	}
 	if v, ok := vals[0].(string); ok {
-		return ReserveResult{OrderNo: v, Duplicate: true}, nil
+		return reservation.Result{OrderNo: v, Duplicate: true}, nil
 	}
 	if v, ok := vals[1].(string); ok {
-		return ReserveResult{OrderNo: v}, order.ErrAlreadyPurchased
+		return reservation.Result{OrderNo: v}, order.ErrAlreadyPurchased
 	}
-	return ReserveResult{}, order.ErrSoldOut
+	return reservation.Result{}, order.ErrSoldOut
 }
 
 // markerTTL keeps a take marker as long as the reservation (a day when the
@@ -95,7 +96,7 @@ func markerTTL(reservation time.Duration) time.Duration {
 
 // giveBack is bucket_give: bucket n gets back what orderNo took from it,
 // if it still holds a take marker for it (so it may be repeated).
-func (s *buckets) giveBack(ctx context.Context, item Item, n int, orderNo string) (err error) {
+func (s *buckets) giveBack(ctx context.Context, item reservation.Item, n int, orderNo string) (err error) {
 	ctx, span := s.span(ctx, "bucket_give", item)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrOrderNo.String(orderNo), attribute.Int("seckill.bucket", n))
@@ -111,7 +112,7 @@ func (s *buckets) giveBack(ctx context.Context, item Item, n int, orderNo string
 // giveBackAny gives back whatever orderNo took from any bucket of item: its
 // reservation is missing (the reserve script never ran after bucket_take, or
 // Redis lost it), so the bucket is not known.
-func (s *buckets) giveBackAny(ctx context.Context, item Item, orderNo string) error {
+func (s *buckets) giveBackAny(ctx context.Context, item reservation.Item, orderNo string) error {
 	n, err := s.bucketCount(ctx, item)
 	if err != nil {
 		return err
@@ -127,7 +128,7 @@ func (s *buckets) giveBackAny(ctx context.Context, item Item, orderNo string) er
 // releaseToBucket gives a released bucketed reservation's units back to
 // its bucket and, for a capped release (dbStock not ""), lowers the
 // buckets to what MySQL can still fulfil.
-func (s *buckets) releaseToBucket(ctx context.Context, item Item, orderNo string, bucket any, dbStock string) error {
+func (s *buckets) releaseToBucket(ctx context.Context, item reservation.Item, orderNo string, bucket any, dbStock string) error {
 	bs, _ := bucket.(string)
 	b, err := strconv.Atoi(bs)
 	if err != nil {
@@ -148,7 +149,7 @@ func (s *buckets) releaseToBucket(ctx context.Context, item Item, orderNo string
 
 // capBuckets lowers item's buckets (never raises them) so that their sum
 // is at most MySQL stock minus what is in flight.
-func (s *buckets) capBuckets(ctx context.Context, item Item, dbStock int64) error {
+func (s *buckets) capBuckets(ctx context.Context, item reservation.Item, dbStock int64) error {
 	n, err := s.bucketCount(ctx, item)
 	if err != nil || n < 2 {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // A hot item's stock may be split over K buckets (docs/adr/0002-stock-buckets.md):
@@ -75,7 +76,7 @@ func split(total int64, n int) []int64 {
 
 // readBuckets reads the n bucket keys of item (one pipeline; on a cluster
 // go-redis sends each GET to the node owning its slot).
-func (s *buckets) readBuckets(ctx context.Context, item Item, n int) (bucketValues, error) {
+func (s *buckets) readBuckets(ctx context.Context, item reservation.Item, n int) (bucketValues, error) {
 	k := s.keys(item)
 	cmds := make([]*redis.StringCmd, n)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -103,7 +104,7 @@ func (s *buckets) readBuckets(ctx context.Context, item Item, n int) (bucketValu
 }
 
 // bucketCount reads item's bucket marker: 0 for an item with one stock key.
-func (s *buckets) bucketCount(ctx context.Context, item Item) (int, error) {
+func (s *buckets) bucketCount(ctx context.Context, item reservation.Item) (int, error) {
 	v, err := s.rdb.Get(ctx, s.keys(item).BucketMarker()).Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -115,7 +116,7 @@ func (s *buckets) bucketCount(ctx context.Context, item Item) (int, error) {
 }
 
 // setBucket is bucket_set: bucket n of item from was (-1: missing) to v.
-func (s *buckets) setBucket(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration) (bool, error) {
+func (s *buckets) setBucket(ctx context.Context, item reservation.Item, n int, was, v int64, ttl time.Duration) (bool, error) {
 	r, err := s.setBucketUpto(ctx, item, n, was, v, ttl, "")
 	return r == 1, err
 }
@@ -124,7 +125,7 @@ func (s *buckets) setBucket(ctx context.Context, item Item, n int, was, v int64,
 // includes the item's restocks up to upto (empty: not known): the bucket
 // records it (lua/bucket_set.lua). It returns 1 written, 0 changed since
 // read, -1 the bucket holds a later restock than upto.
-func (s *buckets) setBucketUpto(ctx context.Context, item Item, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
+func (s *buckets) setBucketUpto(ctx context.Context, item reservation.Item, n int, was, v int64, ttl time.Duration, upto string) (int64, error) {
 	w := ""
 	if was >= 0 {
 		w = strconv.FormatInt(was, 10)
@@ -141,7 +142,7 @@ func (s *buckets) setBucketUpto(ctx context.Context, item Item, n int, was, v in
 // level), until their sum is at most want; cur is updated with what was
 // written. It reports false when a bucket changed since it was read (the
 // caller reads again).
-func (s *buckets) lowerBuckets(ctx context.Context, item Item, cur bucketValues, want int64) (bool, error) {
+func (s *buckets) lowerBuckets(ctx context.Context, item reservation.Item, cur bucketValues, want int64) (bool, error) {
 	want = max(want, 0)
 	if cur.sum() <= want {
 		return true, nil

@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 const buckets = 3
 
-func bucketRes(user int64, key string) stockredis.Reservation {
+func bucketRes(user int64, key string) reservation.Reservation {
 	r := res(user, key, 1)
 	r.Buckets = buckets
 	return r
@@ -28,7 +28,7 @@ func bucketRes(user int64, key string) stockredis.Reservation {
 
 func warmBuckets(t *testing.T, s *stockredis.Store, stock int64) int64 {
 	t.Helper()
-	n, err := s.Stock.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+	n, err := s.Stock.WarmupBuckets(context.Background(), reservation.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func bucketValues(t *testing.T, s *stockredis.Store) []int64 {
 	t.Helper()
 	out := make([]int64, buckets)
 	for i := range out {
-		v, err := s.Client().Get(context.Background(), s.Keys(stockredis.One(item)).Bucket(i)).Int64()
+		v, err := s.Client().Get(context.Background(), s.Keys(reservation.One(item)).Bucket(i)).Int64()
 		if err != nil {
 			t.Fatalf("bucket %d: %v", i, err)
 		}
@@ -163,7 +163,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	s := stockredis.New(rdb, prefix)
 	warmBuckets(t, s, 3)
-	k := s.Keys(stockredis.One(item))
+	k := s.Keys(reservation.One(item))
 	// Empty user 3's home bucket (3 % 3 = 0).
 	rdb.Set(ctx, k.Bucket(0), 0, redis.KeepTTL)
 	first := bucketRes(3, "k1")
@@ -183,7 +183,7 @@ func TestBucketedFallOverAndPrecedence(t *testing.T) {
 	}
 	for _, st := range []struct {
 		name    string
-		r       stockredis.Reservation
+		r       reservation.Reservation
 		wantErr error
 		wantDup bool
 	}{
@@ -220,9 +220,9 @@ func TestBucketedRelease(t *testing.T) {
 	if v := bucketValues(t, s); v[2] != 2 {
 		t.Fatalf("buckets %v, want bucket 2 at 2", v)
 	}
-	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+	ref := reservation.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	for i, want := range []bool{true, false} {
-		rel, err := s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := s.Reservations.Release(ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true})
 		if err != nil || rel.Released != want {
 			t.Fatalf("release %d: %v %v, want %v", i+1, rel.Released, err, want)
 		}
@@ -251,9 +251,9 @@ func TestBucketedReleaseCapped(t *testing.T) {
 	if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+	ref := reservation.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	// MySQL has only 4 left.
-	if rel, err := s.Reservations.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 4); err != nil || !rel.Released {
+	if rel, err := s.Reservations.ReleaseCapped(ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []reservation.State{reservation.StateReserved}}, 4); err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	if snap := snapshot(t, s); snap.Stock != 4 || snap.Inflight != 0 {
@@ -278,7 +278,7 @@ func TestBucketedWarmup(t *testing.T) {
 		{"to zero", 0, []int64{0, 0, 0}},
 	}
 	for _, st := range steps {
-		n, err := s.Stock.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return st.mysql, nil })
+		n, err := s.Stock.WarmupBuckets(ctx, reservation.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return st.mysql, nil })
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -294,7 +294,7 @@ func TestBucketedWarmup(t *testing.T) {
 			t.Fatalf("%s: returned %d, sum %d", st.name, n, sum)
 		}
 	}
-	k := s.Keys(stockredis.One(item))
+	k := s.Keys(reservation.One(item))
 	if rdb.Exists(ctx, k.Stock()).Val() != 0 || rdb.Get(ctx, k.BucketMarker()).Val() != "3" {
 		t.Fatal("a bucketed item has a main stock key, or no marker")
 	}
@@ -302,7 +302,7 @@ func TestBucketedWarmup(t *testing.T) {
 	rdb.Set(ctx, k.Bucket(0), 1, redis.KeepTTL)
 	rdb.Set(ctx, k.Bucket(1), 2, redis.KeepTTL)
 	rdb.Del(ctx, k.Bucket(2))
-	if n, err := s.Stock.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil || n != 5 {
+	if n, err := s.Stock.WarmupBuckets(ctx, reservation.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil || n != 5 {
 		t.Fatalf("rewarm: %d %v", n, err)
 	}
 	if v := bucketValues(t, s); v[2] != 2 {
@@ -329,7 +329,7 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 		}
 		return m.Options().Addr
 	}
-	down := masterOf(direct.Keys(stockredis.One(item)).Inflight())
+	down := masterOf(direct.Keys(reservation.One(item)).Inflight())
 	vrdb := stockredis.NewClient(stockredis.Config{Addrs: redistest.ClusterAddrs(), Cluster: true,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if addr == down {
@@ -343,7 +343,7 @@ func TestBucketedReserveItemMasterUnreachable(t *testing.T) {
 	// A buyer whose home bucket is on another master.
 	user := int64(-1)
 	for u := int64(1); u <= buckets; u++ {
-		if masterOf(direct.Keys(stockredis.One(item)).Bucket(int(u%buckets))) != down {
+		if masterOf(direct.Keys(reservation.One(item)).Bucket(int(u%buckets))) != down {
 			user = u
 			break
 		}
@@ -370,26 +370,26 @@ func TestWarmupKeepsTheLiveLayout(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	ctx := context.Background()
 	db := func(context.Context) (int64, error) { return 30, nil }
-	k := s.Keys(stockredis.One(1))
-	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
+	k := s.Keys(reservation.One(1))
+	if _, err := s.Stock.WarmupBuckets(ctx, reservation.One(1), 1, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 3, time.Hour, db); !errors.Is(err, activity.ErrSettingLocked) {
+	if _, err := s.Stock.WarmupBuckets(ctx, reservation.One(1), 3, time.Hour, db); !errors.Is(err, activity.ErrSettingLocked) {
 		t.Fatalf("warm-up in 3 buckets over one stock key: %v, want ErrSettingLocked", err)
 	}
 	if n := rdb.Exists(ctx, k.BucketMarker(), k.Bucket(0), k.Bucket(1), k.Bucket(2)).Val(); n != 0 {
 		t.Fatalf("the refused warm-up wrote %d bucket keys", n)
 	}
-	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(1), 1, time.Hour, db); err != nil {
+	if _, err := s.Stock.WarmupBuckets(ctx, reservation.One(1), 1, time.Hour, db); err != nil {
 		t.Fatalf("warm-up in the live layout: %v", err)
 	}
 
-	k2 := s.Keys(stockredis.One(2))
-	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(2), 3, time.Hour, db); err != nil {
+	k2 := s.Keys(reservation.One(2))
+	if _, err := s.Stock.WarmupBuckets(ctx, reservation.One(2), 3, time.Hour, db); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 2} {
-		if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(2), n, time.Hour, db); !errors.Is(err, activity.ErrSettingLocked) {
+		if _, err := s.Stock.WarmupBuckets(ctx, reservation.One(2), n, time.Hour, db); !errors.Is(err, activity.ErrSettingLocked) {
 			t.Fatalf("warm-up in %d over 3 buckets: %v, want ErrSettingLocked", n, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // warmupBucketed is the warm-up of an item over buckets > 1. A bucket is
@@ -33,7 +34,7 @@ import (
 // and its own (each adds its share to the buckets that hold it neither by
 // marker nor by figure, once): recording the figure then leaves no share
 // out, whatever happens next.
-func (s *Stock) warmupBucketed(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (int64, int64, error) {
+func (s *Stock) warmupBucketed(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, fig figure, force bool) (int64, int64, error) {
 	cur, want, wrote, err := s.settleBuckets(ctx, item, buckets, ttl, fig, force)
 	if err != nil {
 		return 0, 0, err
@@ -64,7 +65,7 @@ func (s *Stock) warmupBucketed(ctx context.Context, item Item, buckets int, ttl 
 // to five times while they change under it: it returns them as they are
 // then, the sellable stock the warm-up script computed (want) and whether
 // the buckets are written from the figure (wrote).
-func (s *Stock) settleBuckets(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool) (cur bucketValues, want int64, wrote bool, err error) {
+func (s *Stock) settleBuckets(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, fig figure, force bool) (cur bucketValues, want int64, wrote bool, err error) {
 	res, committed := fig.reservations(s.keys(item))
 	for attempt := 1; ; attempt++ {
 		var ok bool
@@ -86,7 +87,7 @@ func (s *Stock) settleBuckets(ctx context.Context, item Item, buckets int, ttl t
 // when the buckets are to be written, catches them up with the figure's
 // restocks, records the figure on them and lowers them to want. ok is
 // false when a bucket changed since it was read.
-func (s *Stock) settleBucketsOnce(ctx context.Context, item Item, buckets int, ttl time.Duration, fig figure, force bool, res []string, committed int) (cur bucketValues, want int64, wrote, ok bool, err error) {
+func (s *Stock) settleBucketsOnce(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, fig figure, force bool, res []string, committed int) (cur bucketValues, want int64, wrote, ok bool, err error) {
 	k := s.keys(item)
 	if cur, err = s.buckets.readBuckets(ctx, item, buckets); err != nil {
 		return nil, 0, false, false, err
@@ -127,7 +128,7 @@ func (s *Stock) settleBucketsOnce(ctx context.Context, item Item, buckets int, t
 // the sellable stock want less what the existing ones hold, split evenly,
 // each recording fig's restocks; errBucketsRaced when another warm-up
 // created one meanwhile (for a figure that knows its restocks).
-func (s *buckets) createMissingBuckets(ctx context.Context, item Item, cur bucketValues, want int64, ttl time.Duration, fig figure) error {
+func (s *buckets) createMissingBuckets(ctx context.Context, item reservation.Item, cur bucketValues, want int64, ttl time.Duration, fig figure) error {
 	var missing []int
 	for i, v := range cur {
 		if v < 0 {
@@ -154,7 +155,7 @@ func (s *buckets) createMissingBuckets(ctx context.Context, item Item, cur bucke
 
 // refreshBucketTTL sets ttl on each bucket of item and on its restock
 // record.
-func (s *buckets) refreshBucketTTL(ctx context.Context, item Item, buckets int, ttl time.Duration) error {
+func (s *buckets) refreshBucketTTL(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration) error {
 	k := s.keys(item)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range buckets {
@@ -173,7 +174,7 @@ func (s *buckets) refreshBucketTTL(ctx context.Context, item Item, buckets int, 
 // the oldest figure its buckets record and fig's (in chunks), so that
 // every bucket holds its share of each: a bucket whose figure included a
 // restock adds nothing, one that holds it by its marker neither.
-func (s *Stock) catchUpRestocks(ctx context.Context, item Item, cur bucketValues, fig figure) error {
+func (s *Stock) catchUpRestocks(ctx context.Context, item reservation.Item, cur bucketValues, fig figure) error {
 	after, err := s.buckets.bucketsUpto(ctx, item, cur)
 	if err != nil {
 		return err
@@ -198,7 +199,7 @@ func (s *Stock) catchUpRestocks(ctx context.Context, item Item, cur bucketValues
 
 // bucketsUpto is the last restock id that every existing bucket of cur is
 // recorded to hold (the smallest upto of their records; 0 for none).
-func (s *buckets) bucketsUpto(ctx context.Context, item Item, cur bucketValues) (int64, error) {
+func (s *buckets) bucketsUpto(ctx context.Context, item reservation.Item, cur bucketValues) (int64, error) {
 	k := s.keys(item)
 	cmds := make([]*redis.StringCmd, 0, len(cur))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -229,7 +230,7 @@ func (s *buckets) bucketsUpto(ctx context.Context, item Item, cur bucketValues) 
 // restocks up to upto, keeping its value (a compare-and-set on the value
 // read). false: a bucket changed since it was read (read again);
 // errStaleFigure: a bucket holds a later restock than the figure.
-func (s *buckets) recordFigure(ctx context.Context, item Item, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
+func (s *buckets) recordFigure(ctx context.Context, item reservation.Item, cur bucketValues, ttl time.Duration, upto string) (bool, error) {
 	for b, v := range cur {
 		if v < 0 {
 			continue

@@ -6,18 +6,19 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // ReserveTogether runs rs, all of one unbucketed item, as one batch of the
 // reserve script (the batch the reserver would form had they arrived
 // together), and returns each order's answer.
-func (s *Reservations) ReserveTogether(rs []Reservation) ([]ReserveResult, []error) {
+func (s *Reservations) ReserveTogether(rs []reservation.Reservation) ([]reservation.Result, []error) {
 	calls := make([]reserveCall, len(rs))
 	for i, r := range rs {
-		calls[i] = reserveCall{r: r, first: s.keys(One(r.ItemID)).Stock(), reply: make(chan reserveAnswer, 1)}
+		calls[i] = reserveCall{r: r, first: s.keys(reservation.One(r.ItemID)).Stock(), reply: make(chan reserveAnswer, 1)}
 	}
 	s.reserves.run(calls)
-	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))
+	out, errs := make([]reservation.Result, len(rs)), make([]error, len(rs))
 	for i, c := range calls {
 		a := <-c.reply
 		out[i], errs[i] = a.res, a.err
@@ -28,13 +29,13 @@ func (s *Reservations) ReserveTogether(rs []Reservation) ([]ReserveResult, []err
 // ReserveAtOnce runs rs, of any unbucketed items of any sales, as one batch
 // of the reserver (one script per sale, the sales' at once), and returns
 // each order's answer.
-func (s *Reservations) ReserveAtOnce(rs []Reservation) ([]ReserveResult, []error) {
+func (s *Reservations) ReserveAtOnce(rs []reservation.Reservation) ([]reservation.Result, []error) {
 	calls := make([]reserveCall, len(rs))
 	for i, r := range rs {
-		calls[i] = reserveCall{r: r, first: s.keys(r.item()).Stock(), reply: make(chan reserveAnswer, 1)}
+		calls[i] = reserveCall{r: r, first: s.keys(r.Item()).Stock(), reply: make(chan reserveAnswer, 1)}
 	}
 	s.reserves.runAll(slices.Clone(calls)) // runAll sorts its slice in place
-	out, errs := make([]ReserveResult, len(rs)), make([]error, len(rs))
+	out, errs := make([]reservation.Result, len(rs)), make([]error, len(rs))
 	for i, c := range calls {
 		a := <-c.reply
 		out[i], errs[i] = a.res, a.err
@@ -50,7 +51,7 @@ func (s *Store) Client() redis.UniversalClient { return s.rdb }
 // order number the key holds (ScanQuota, into one map: for the tests' small activities).
 func (r *Reconciler) QuotaHolders(ctx context.Context, item, activity int64) (map[string]string, error) {
 	out := map[string]string{}
-	err := r.ScanQuota(ctx, One(item), activity, func(page map[string]string) error {
+	err := r.ScanQuota(ctx, reservation.One(item), activity, func(page map[string]string) error {
 		maps.Copy(out, page)
 		return nil
 	})

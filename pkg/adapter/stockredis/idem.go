@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 var restoreMissingScript = redis.NewScript(lua.Source("reconcile_restore_missing"))
@@ -32,7 +32,7 @@ type IdemRecord struct {
 // up to 500 records, each guarded by g. It returns how many it wrote; on
 // StaleFence (a later reconciler wrote to the item) it stops, and the
 // count is what earlier calls wrote.
-func (r *Reconciler) RestoreIdem(ctx context.Context, item Item, recs []IdemRecord, g Guard) (int, CAS, error) {
+func (r *Reconciler) RestoreIdem(ctx context.Context, item reservation.Item, recs []IdemRecord, g Guard) (int, CAS, error) {
 	k := r.keys(item)
 	written := 0
 	for chunk := range slices.Chunk(recs, idemBatch) {

@@ -4,60 +4,34 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
-// Item says where one item's keys are: the item, and its sale's tag, the
-// item whose hash tag every key of the sale shares (a sale's first item,
-// activity.Activity.ItemID). One reserve script must see the buyer's quota
-// in the sale and the chosen item's stock at once, so on Redis Cluster
-// they share a slot. For a sale of one item the tag is the item itself and
-// the keys are named as they were before sales had sizes.
-type Item struct {
-	ID  int64
-	Tag int64 // 0: ID
-}
-
-// One is the item of a sale of one item (its own tag).
-func One(id int64) Item { return Item{ID: id, Tag: id} }
-
-// In is item of a sale whose first item is tag.
-func In(tag, item int64) Item { return Item{ID: item, Tag: tag} }
-
-// tagged is it with Tag filled in.
-func (it Item) tagged() Item {
-	if it.Tag == 0 {
-		it.Tag = it.ID
-	}
-	return it
-}
-
-// own reports whether the item is its own tag (a sale's first item).
-func (it Item) own() bool { return it.Tag == 0 || it.Tag == it.ID }
-
-// member is the item's entry in the warmed-items set: its id, then
+// member is item it's entry in the warmed-items set: its id, then
 // "@<tag>" when it is not its own tag.
-func (it Item) member() string {
-	if it.own() {
+func member(it reservation.Item) string {
+	if it.Own() {
 		return strconv.FormatInt(it.ID, 10)
 	}
 	return strconv.FormatInt(it.ID, 10) + "@" + strconv.FormatInt(it.Tag, 10)
 }
 
 // parseMember reads member back; false for anything else.
-func parseMember(m string) (Item, bool) {
+func parseMember(m string) (reservation.Item, bool) {
 	id, tag, grouped := strings.Cut(m, "@")
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil || n <= 0 {
-		return Item{}, false
+		return reservation.Item{}, false
 	}
 	if !grouped {
-		return One(n), true
+		return reservation.One(n), true
 	}
 	t, err := strconv.ParseInt(tag, 10, 64)
 	if err != nil || t <= 0 {
-		return Item{}, false
+		return reservation.Item{}, false
 	}
-	return In(t, n), true
+	return reservation.In(t, n), true
 }
 
 // Keys names the keys of one item.
@@ -120,11 +94,11 @@ func (k Keys) quotaPattern(activityID int64) string {
 }
 
 // Keys returns the key names of item.
-func (s *Store) Keys(item Item) Keys { return s.keys(item) }
+func (s *Store) Keys(item reservation.Item) Keys { return s.keys(item) }
 
 // keys returns the key names of item.
-func (c *core) keys(item Item) Keys {
-	item = item.tagged()
+func (c *core) keys(item reservation.Item) Keys {
+	item = item.Tagged()
 	return Keys{prefix: c.prefix, tag: item.Tag, item: item.ID}
 }
 

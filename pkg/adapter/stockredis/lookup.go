@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/batch"
 )
 
@@ -88,9 +88,9 @@ func (b *batcher) answer(batch []lookup) {
 
 // get reads keys of item through the batcher: one value per key, "" for
 // a missing one.
-func (b *batcher) get(ctx context.Context, item Item, keys ...string) ([]string, error) {
+func (b *batcher) get(ctx context.Context, item reservation.Item, keys ...string) ([]string, error) {
 	b.once.Do(b.start)
-	l := lookup{item: item.tagged().Tag, keys: keys, reply: make(chan lookupResult, 1)}
+	l := lookup{item: item.Tagged().Tag, keys: keys, reply: make(chan lookupResult, 1)}
 	select {
 	case b.queue <- l:
 	case <-ctx.Done():
@@ -104,33 +104,24 @@ func (b *batcher) get(ctx context.Context, item Item, keys ...string) ([]string,
 	}
 }
 
-// PriorOrders are the order numbers the reserve script looks for before it
-// looks at stock; "" for none.
-type PriorOrders struct {
-	// ByKey is the order the user's idempotency key produced for the item.
-	ByKey string
-	// QuotaHolder is the order holding the user's quota in the activity.
-	QuotaHolder string
-}
-
 // PriorOrders returns what the reserve script would find before it looks
 // at stock. Concurrent calls share MGETs: this is the read the API makes
 // for every request it answers from its sold-out flag, so the flag keeps
 // the script's precedence (a replayed key gets its order, a buyer holding
 // an order hears ALREADY_PURCHASED, only then SOLD_OUT).
-func (s *Reservations) PriorOrders(ctx context.Context, item Item, activity int64, user, idemKey string) (PriorOrders, error) {
+func (s *Reservations) PriorOrders(ctx context.Context, item reservation.Item, activity int64, user, idemKey string) (reservation.PriorOrders, error) {
 	k := s.keys(item)
 	vals, err := s.lookups.get(ctx, item, k.Idem(user, idemKey), k.Quota(activity, user))
 	if err != nil {
-		return PriorOrders{}, err
+		return reservation.PriorOrders{}, err
 	}
-	return PriorOrders{ByKey: vals[0], QuotaHolder: vals[1]}, nil
+	return reservation.PriorOrders{ByKey: vals[0], QuotaHolder: vals[1]}, nil
 }
 
 // HeldOrder returns the order holding user's quota in the activity (the
 // order they hold in the sale), "" for none: the read PriorOrders makes,
 // without a key, through the same shared MGETs.
-func (s *Reservations) HeldOrder(ctx context.Context, item Item, activity int64, user string) (string, error) {
+func (s *Reservations) HeldOrder(ctx context.Context, item reservation.Item, activity int64, user string) (string, error) {
 	vals, err := s.lookups.get(ctx, item, s.keys(item).Quota(activity, user))
 	if err != nil {
 		return "", err

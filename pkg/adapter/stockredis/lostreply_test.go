@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // lossy is a Store whose connections go through fault proxies (one per
@@ -57,7 +58,7 @@ func forBoth(t *testing.T, f func(t *testing.T, l lossy)) {
 
 func warm(t *testing.T, s *stockredis.Store, stock int64, buckets int) {
 	t.Helper()
-	_, err := s.Stock.WarmupBuckets(context.Background(), stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
+	_, err := s.Stock.WarmupBuckets(context.Background(), reservation.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return stock, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,15 +72,15 @@ func wantStock(t *testing.T, s *stockredis.Store, stock, inflight int64) {
 	}
 }
 
-func ref(r stockredis.Reservation) stockredis.Ref {
-	return stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+func ref(r reservation.Reservation) reservation.Ref {
+	return reservation.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 }
 
-func state(t *testing.T, s *stockredis.Store, orderNo string) stockredis.State {
+func state(t *testing.T, s *stockredis.Store, orderNo string) reservation.State {
 	t.Helper()
 	info, err := s.Reservations.Reservation(context.Background(), orderNo)
 	if errors.Is(err, order.ErrNotFound) {
-		return stockredis.StateMissing
+		return reservation.StateMissing
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +100,7 @@ func TestLostReplyReserve(t *testing.T) {
 		_, err := l.via.Reservations.Reserve(ctx, r)
 		mustBeUnknown(t, l, "reserve", err)
 		wantStock(t, l.direct, 4, 1) // ran exactly once
-		if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+		if _, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 5, 0)
@@ -118,17 +119,17 @@ func TestLostReplyReserve(t *testing.T) {
 func TestLostReplyRelease(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		from   stockredis.State
+		from   reservation.State
 		forget bool
-		prep   func(context.Context, *stockredis.Store, stockredis.Reservation) error
+		prep   func(context.Context, *stockredis.Store, reservation.Reservation) error
 	}{
-		{name: "api from RESERVED", from: stockredis.StateReserved, forget: true},
-		{name: "consumer from CLAIMED", from: stockredis.StateClaimed, prep: func(ctx context.Context, s *stockredis.Store, r stockredis.Reservation) error {
-			_, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
+		{name: "api from RESERVED", from: reservation.StateReserved, forget: true},
+		{name: "consumer from CLAIMED", from: reservation.StateClaimed, prep: func(ctx context.Context, s *stockredis.Store, r reservation.Reservation) error {
+			_, err := s.Reservations.Claim(ctx, reservation.One(item), []string{r.OrderNo})
 			return err
 		}},
-		{name: "closer from CONFIRMED", from: stockredis.StateConfirmed, prep: func(ctx context.Context, s *stockredis.Store, r stockredis.Reservation) error {
-			_, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
+		{name: "closer from CONFIRMED", from: reservation.StateConfirmed, prep: func(ctx context.Context, s *stockredis.Store, r reservation.Reservation) error {
+			_, err := s.Reservations.Confirm(ctx, reservation.One(item), []string{r.OrderNo})
 			return err
 		}},
 	} {
@@ -147,10 +148,10 @@ func TestLostReplyRelease(t *testing.T) {
 					}
 				}
 				l.LoseNext("release")
-				_, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
+				_, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: "test", From: []reservation.State{c.from}, FreeKey: c.forget})
 				mustBeUnknown(t, l, "release", err)
-				rel, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{c.from}, FreeKey: c.forget})
-				if err != nil || rel.Released || rel.State != stockredis.StateReleased {
+				rel, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: "test", From: []reservation.State{c.from}, FreeKey: c.forget})
+				if err != nil || rel.Released || rel.State != reservation.StateReleased {
 					t.Fatalf("the retry: released %v state %s err %v; want it to find RELEASED", rel.Released, rel.State, err)
 				}
 				wantStock(t, l.direct, 5, 0)
@@ -180,22 +181,22 @@ func TestLostReplyClaimConfirm(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.LoseNext("claim")
-		_, err := l.via.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
+		_, err := l.via.Reservations.Claim(ctx, reservation.One(item), []string{r.OrderNo})
 		mustBeUnknown(t, l, "claim", err)
-		states, err := l.via.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo})
-		if err != nil || states[0] != stockredis.StateClaimed {
+		states, err := l.via.Reservations.Claim(ctx, reservation.One(item), []string{r.OrderNo})
+		if err != nil || states[0] != reservation.StateClaimed {
 			t.Fatalf("claim again: %v %v; want CLAIMED (go ahead)", states, err)
 		}
 		l.LoseNext("confirm")
-		_, err = l.via.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo})
+		_, err = l.via.Reservations.Confirm(ctx, reservation.One(item), []string{r.OrderNo})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("confirm with its answer lost: %v", err)
 		}
-		if n, err := l.via.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil || n != 0 {
+		if n, err := l.via.Reservations.Confirm(ctx, reservation.One(item), []string{r.OrderNo}); err != nil || n != 0 {
 			t.Fatalf("confirm again moved %d (%v); want 0: it ran once", n, err)
 		}
 		wantStock(t, l.direct, 4, 0)
-		if st := state(t, l.direct, r.OrderNo); st != stockredis.StateConfirmed {
+		if st := state(t, l.direct, r.OrderNo); st != reservation.StateConfirmed {
 			t.Fatalf("state %s, want CONFIRMED", st)
 		}
 	})
@@ -215,13 +216,13 @@ func TestLostReplyBuckets(t *testing.T) {
 		_, err := l.via.Reservations.Reserve(ctx, r)
 		mustBeUnknown(t, l, "bucket_take", err)
 		wantStock(t, l.direct, 7, 0)
-		rel, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
-		if err != nil || rel.Released || rel.State != stockredis.StateMissing {
+		rel, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true})
+		if err != nil || rel.Released || rel.State != reservation.StateMissing {
 			t.Fatalf("release after the lost take: %v %s %v", rel.Released, rel.State, err)
 		}
 		wantStock(t, l.direct, 9, 0)
 		// Giving back again gives nothing more.
-		if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+		if _, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		wantStock(t, l.direct, 9, 0)
@@ -233,12 +234,12 @@ func TestLostReplyBuckets(t *testing.T) {
 		}
 		wantStock(t, l.direct, 7, 2)
 		l.LoseNext("bucket_give")
-		_, err = l.via.Reservations.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
+		_, err = l.via.Reservations.Release(ctx, ref(r2), reservation.ReleaseOptions{Reason: "test", From: []reservation.State{reservation.StateReserved}})
 		if err == nil || !stockredis.MayHaveRun(err) {
 			t.Fatalf("release whose bucket_give answer was lost: %v", err)
 		}
-		rel, err = l.via.Reservations.Release(ctx, ref(r2), stockredis.ReleaseOptions{Reason: "test", From: []stockredis.State{stockredis.StateReserved}})
-		if err != nil || rel.Released || rel.State != stockredis.StateReleased {
+		rel, err = l.via.Reservations.Release(ctx, ref(r2), reservation.ReleaseOptions{Reason: "test", From: []reservation.State{reservation.StateReserved}})
+		if err != nil || rel.Released || rel.State != reservation.StateReleased {
 			t.Fatalf("the repeated release: %v %s %v", rel.Released, rel.State, err)
 		}
 		wantStock(t, l.direct, 9, 0)

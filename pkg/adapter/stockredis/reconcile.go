@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Fence holds the last fencing token the reconciler used on the item; its
@@ -58,7 +58,7 @@ type StockView struct {
 	Pending []string
 	// States gives the reservation state of each order asked about
 	// (StateMissing when there is no reservation).
-	States map[string]State
+	States map[string]reservation.State
 	// Buckets holds, for a bucketed item, the value of each bucket key
 	// (-1 for a missing one), read right after the item's own keys; Stock
 	// is then their sum and Warmed says none is missing. Nil for an item
@@ -91,7 +91,7 @@ type PendingRestock struct {
 // already, in one script call, so the values are from one instant. A bucketed item's buckets live in other slots and
 // are read right after; a reservation or release in progress between its
 // two steps then shows as a unit missing from Redis for a moment.
-func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, restocks ...PendingRestock) (StockView, error) {
+func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos []string, restocks ...PendingRestock) (StockView, error) {
 	k := r.keys(item)
 	// The pending set is what is in flight, not history; past MaxPending
 	// the read waits for the pipeline to drain rather than take it all in.
@@ -118,7 +118,7 @@ func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, res
 	if len(res) != 7 {
 		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
-	v := StockView{States: make(map[string]State, len(orderNos))}
+	v := StockView{States: make(map[string]reservation.State, len(orderNos))}
 	warmed, _ := res[0].(int64)
 	v.Warmed = warmed == 1
 	v.Stock, _ = res[1].(int64)
@@ -134,7 +134,7 @@ func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, res
 	for i, no := range orderNos {
 		if i < len(states) {
 			st, _ := states[i].(string)
-			v.States[no] = State(st)
+			v.States[no] = reservation.State(st)
 		}
 	}
 	if n, _ := res[5].(int64); n > 1 {
@@ -168,7 +168,7 @@ func (r *Reconciler) View(ctx context.Context, item Item, orderNos []string, res
 // hold: the bucket's marker is missing and the bucket's record does not
 // include the restock (one pipeline; on a cluster each command goes to its
 // bucket's node, and a bucket's record is read with its markers).
-func (r *Reconciler) bucketRestocking(ctx context.Context, item Item, n int, restocks []PendingRestock) (int64, error) {
+func (r *Reconciler) bucketRestocking(ctx context.Context, item reservation.Item, n int, restocks []PendingRestock) (int64, error) {
 	if len(restocks) == 0 {
 		return 0, nil
 	}
@@ -216,7 +216,7 @@ func (r *Reconciler) bucketRestocking(ctx context.Context, item Item, n int, res
 
 // Restock is Store.Restock: the reconciler finishes restocks whose Redis
 // step was left undone (safe beside the API doing the same: once per id).
-func (r *Reconciler) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
+func (r *Reconciler) Restock(ctx context.Context, item reservation.Item, id, qty int64) (reservation.Restocked, error) {
 	return r.stock.Restock(ctx, item, id, qty)
 }
 
@@ -256,7 +256,7 @@ type Guard struct {
 // hold the values in seen (a missing stock key when !seen.Warmed; it is then
 // created with ttl) and no later fence wrote here. Reads nothing but the
 // Warmed, Stock and Inflight fields of seen.
-func (r *Reconciler) SetStock(ctx context.Context, item Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) SetStock(ctx context.Context, item reservation.Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
 	if want < 0 {
 		return 0, fmt.Errorf("set stock of item %d: negative stock %d", item.ID, want)
 	}
@@ -282,7 +282,7 @@ func (r *Reconciler) SetStock(ctx context.Context, item Item, seen StockView, wa
 // after, so Redis never offers more than the larger of before and want.
 // A bucket that changed since it was read stops it (Changed); what was
 // written stays (each write moves toward want) and the next run finishes.
-func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) setBuckets(ctx context.Context, item reservation.Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
 	k := r.keys(item)
 	res, err := r.fenceBuckets.Run(ctx, r.rdb, []string{k.Inflight(), k.Fence(), k.BucketMarker()},
 		g.Fence, seen.Inflight, g.ExpireAt.UnixMilli()).Slice()
@@ -311,14 +311,14 @@ func (r *Reconciler) setBuckets(ctx context.Context, item Item, seen StockView, 
 }
 
 // Layout is Store.Layout: how the item's stock lives in Redis.
-func (r *Reconciler) Layout(ctx context.Context, item Item) (activity.Layout, error) {
+func (r *Reconciler) Layout(ctx context.Context, item reservation.Item) (activity.Layout, error) {
 	return r.stock.Layout(ctx, item)
 }
 
 // MarkWarmed records item among the warmed items (as Warmup does), so the
 // sweep visits it.
-func (r *Reconciler) MarkWarmed(ctx context.Context, item Item) error {
-	if err := r.rdb.SAdd(ctx, r.itemsKey(), item.member()).Err(); err != nil {
+func (r *Reconciler) MarkWarmed(ctx context.Context, item reservation.Item) error {
+	if err := r.rdb.SAdd(ctx, r.itemsKey(), member(item)).Err(); err != nil {
 		return unavailable("record warmed item", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 func guard(fence int64) stockredis.Guard {
@@ -23,18 +24,18 @@ func TestReconcileView(t *testing.T) {
 	rc := s.Reconciler
 
 	a, b, c := res(1, "a", 2), res(2, "b", 1), res(3, "c", 3)
-	for _, r := range []stockredis.Reservation{a, b, c} {
+	for _, r := range []reservation.Reservation{a, b, c} {
 		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{b.OrderNo}); err != nil {
+	if _, err := s.Reservations.Claim(ctx, reservation.One(item), []string{b.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{c.OrderNo}); err != nil {
+	if _, err := s.Reservations.Confirm(ctx, reservation.One(item), []string{c.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := rc.View(ctx, stockredis.One(item), []string{c.OrderNo, b.OrderNo, "01ARZ3NDEKTSV4RRFFQ69G5FAV-42"})
+	v, err := rc.View(ctx, reservation.One(item), []string{c.OrderNo, b.OrderNo, "01ARZ3NDEKTSV4RRFFQ69G5FAV-42"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,15 +45,15 @@ func TestReconcileView(t *testing.T) {
 	if !slices.Equal(v.Pending, []string{a.OrderNo, b.OrderNo}) {
 		t.Fatalf("pending %v, want %v", v.Pending, []string{a.OrderNo, b.OrderNo})
 	}
-	want := map[string]stockredis.State{c.OrderNo: stockredis.StateConfirmed, b.OrderNo: stockredis.StateClaimed,
-		"01ARZ3NDEKTSV4RRFFQ69G5FAV-42": stockredis.StateMissing}
+	want := map[string]reservation.State{c.OrderNo: reservation.StateConfirmed, b.OrderNo: reservation.StateClaimed,
+		"01ARZ3NDEKTSV4RRFFQ69G5FAV-42": reservation.StateMissing}
 	for no, st := range want {
 		if v.States[no] != st {
 			t.Fatalf("state of %s = %q, want %q", no, v.States[no], st)
 		}
 	}
 
-	empty, err := newStore(t, -1).Reconciler.View(ctx, stockredis.One(item), nil)
+	empty, err := newStore(t, -1).Reconciler.View(ctx, reservation.One(item), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +68,12 @@ func TestReconcileSetStock(t *testing.T) {
 	s := newStore(t, 10)
 	rc := s.Reconciler
 	rdb := s.Client()
-	k := s.Keys(stockredis.One(item))
+	k := s.Keys(reservation.One(item))
 
 	if _, err := s.Reservations.Reserve(ctx, res(1, "a", 2)); err != nil {
 		t.Fatal(err)
 	}
-	seen, err := rc.View(ctx, stockredis.One(item), nil)
+	seen, err := rc.View(ctx, reservation.One(item), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,24 +83,24 @@ func TestReconcileSetStock(t *testing.T) {
 	if _, err := s.Reservations.Reserve(ctx, res(2, "b", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Changed {
+	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Changed {
 		t.Fatalf("set after a reservation: %v %v, want %v", got, err, stockredis.Changed)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "7" {
 		t.Fatalf("stock %s after a refused set, want 7", n)
 	}
 	// A confirm changes only inflight: refused as well.
-	seen, _ = rc.View(ctx, stockredis.One(item), nil)
-	if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), seen.Pending[:1]); err != nil {
+	seen, _ = rc.View(ctx, reservation.One(item), nil)
+	if _, err := s.Reservations.Confirm(ctx, reservation.One(item), seen.Pending[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); got != stockredis.Changed {
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); got != stockredis.Changed {
 		t.Fatalf("set after a confirm: %v, want %v", got, stockredis.Changed)
 	}
 
 	// Unchanged: written, TTL kept, fence recorded.
-	seen, _ = rc.View(ctx, stockredis.One(item), nil)
-	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Written {
+	seen, _ = rc.View(ctx, reservation.One(item), nil)
+	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Written {
 		t.Fatalf("set: %v %v", got, err)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "5" {
@@ -116,18 +117,18 @@ func TestReconcileSetStock(t *testing.T) {
 	}
 
 	// The same fence may write again; a smaller one may not.
-	seen, _ = rc.View(ctx, stockredis.One(item), nil)
-	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 6, time.Hour, guard(3)); got != stockredis.Written {
+	seen, _ = rc.View(ctx, reservation.One(item), nil)
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 6, time.Hour, guard(3)); got != stockredis.Written {
 		t.Fatalf("same fence again: %v", got)
 	}
-	seen, _ = rc.View(ctx, stockredis.One(item), nil)
-	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 1, time.Hour, guard(2)); got != stockredis.StaleFence {
+	seen, _ = rc.View(ctx, reservation.One(item), nil)
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 1, time.Hour, guard(2)); got != stockredis.StaleFence {
 		t.Fatalf("older fence: %v, want %v", got, stockredis.StaleFence)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "6" {
 		t.Fatalf("stock %s after a stale write, want 6", n)
 	}
-	if _, err := rc.SetStock(ctx, stockredis.One(item), seen, -1, time.Hour, guard(4)); err == nil {
+	if _, err := rc.SetStock(ctx, reservation.One(item), seen, -1, time.Hour, guard(4)); err == nil {
 		t.Fatal("negative stock accepted")
 	}
 }
@@ -138,30 +139,30 @@ func TestReconcileSetStockCreatesMissingKey(t *testing.T) {
 	s := newStore(t, -1)
 	rc := s.Reconciler
 	rdb := s.Client()
-	seen, _ := rc.View(ctx, stockredis.One(item), nil)
+	seen, _ := rc.View(ctx, reservation.One(item), nil)
 
 	// Someone warmed it meanwhile: refused.
-	rdb.Set(ctx, s.Keys(stockredis.One(item)).Stock(), 3, time.Hour)
-	if got, _ := rc.SetStock(ctx, stockredis.One(item), seen, 9, time.Hour, guard(1)); got != stockredis.Changed {
+	rdb.Set(ctx, s.Keys(reservation.One(item)).Stock(), 3, time.Hour)
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 9, time.Hour, guard(1)); got != stockredis.Changed {
 		t.Fatalf("set over a key created meanwhile: %v", got)
 	}
-	rdb.Del(ctx, s.Keys(stockredis.One(item)).Stock())
+	rdb.Del(ctx, s.Keys(reservation.One(item)).Stock())
 
-	if got, err := rc.SetStock(ctx, stockredis.One(item), seen, 9, 2*time.Hour, guard(1)); err != nil || got != stockredis.Written {
+	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 9, 2*time.Hour, guard(1)); err != nil || got != stockredis.Written {
 		t.Fatalf("create: %v %v", got, err)
 	}
-	if err := rc.MarkWarmed(ctx, stockredis.One(item)); err != nil {
+	if err := rc.MarkWarmed(ctx, reservation.One(item)); err != nil {
 		t.Fatal(err)
 	}
 	snap := snapshot(t, s)
 	if !snap.Warmed || snap.Stock != 9 {
 		t.Fatalf("after create: %+v", snap)
 	}
-	if ttl := rdb.PTTL(ctx, s.Keys(stockredis.One(item)).Stock()).Val(); ttl < time.Hour || ttl > 2*time.Hour {
+	if ttl := rdb.PTTL(ctx, s.Keys(reservation.One(item)).Stock()).Val(); ttl < time.Hour || ttl > 2*time.Hour {
 		t.Fatalf("TTL %v, want about 2h", ttl)
 	}
 	items, _ := s.Stock.WarmedItems(ctx)
-	if !slices.Contains(items, stockredis.One(int64(item))) {
+	if !slices.Contains(items, reservation.One(int64(item))) {
 		t.Fatalf("warmed items %v lack %d", items, item)
 	}
 	// Reservations work on the restored key.
@@ -176,20 +177,20 @@ func TestReconcileQuota(t *testing.T) {
 	s := newStore(t, 10)
 	rc := s.Reconciler
 	rdb := s.Client()
-	k := s.Keys(stockredis.One(item))
+	k := s.Keys(reservation.One(item))
 
 	a, b := res(1, "a", 1), res(2, "b", 1)
-	for _, r := range []stockredis.Reservation{a, b} {
+	for _, r := range []reservation.Reservation{a, b} {
 		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{a.OrderNo}); err != nil {
+	if _, err := s.Reservations.Confirm(ctx, reservation.One(item), []string{a.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
 	// Another activity's key is not listed; nor is a key of another item.
 	rdb.Set(ctx, k.Quota(8, "3"), "x", time.Hour)
-	rdb.Set(ctx, s.Keys(stockredis.One(item+1)).Quota(7, "4"), "y", time.Hour)
+	rdb.Set(ctx, s.Keys(reservation.One(item+1)).Quota(7, "4"), "y", time.Hour)
 
 	holders, err := rc.QuotaHolders(ctx, item, 7)
 	if err != nil {
@@ -198,14 +199,14 @@ func TestReconcileQuota(t *testing.T) {
 	if len(holders) != 2 || holders["1"] != a.OrderNo || holders["2"] != b.OrderNo {
 		t.Fatalf("holders %v", holders)
 	}
-	states, err := rc.QuotaStates(ctx, stockredis.One(item), 7, map[string]string{"1": a.OrderNo, "2": b.OrderNo, "5": "gone"})
+	states, err := rc.QuotaStates(ctx, reservation.One(item), 7, map[string]string{"1": a.OrderNo, "2": b.OrderNo, "5": "gone"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]stockredis.QuotaState{
-		"1": {Holder: a.OrderNo, State: stockredis.StateConfirmed},
-		"2": {Holder: b.OrderNo, State: stockredis.StateReserved},
-		"5": {Holder: "", State: stockredis.StateMissing},
+		"1": {Holder: a.OrderNo, State: reservation.StateConfirmed},
+		"2": {Holder: b.OrderNo, State: reservation.StateReserved},
+		"5": {Holder: "", State: reservation.StateMissing},
 	}
 	for u, w := range want {
 		if states[u] != w {
@@ -215,7 +216,7 @@ func TestReconcileQuota(t *testing.T) {
 
 	// Restore: only into a missing key (or the stale value read).
 	rdb.Del(ctx, k.Quota(7, "1"))
-	if got, err := rc.RestoreQuota(ctx, stockredis.One(item), 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
+	if got, err := rc.RestoreQuota(ctx, reservation.One(item), 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
 		t.Fatalf("restore: %v %v", got, err)
 	}
 	if v := rdb.Get(ctx, k.Quota(7, "1")).Val(); v != a.OrderNo {
@@ -224,26 +225,26 @@ func TestReconcileQuota(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, k.Quota(7, "1")).Val(); ttl <= 0 || ttl > time.Hour {
 		t.Fatalf("quota TTL %v", ttl)
 	}
-	if got, _ := rc.RestoreQuota(ctx, stockredis.One(item), 7, "1", "other", "", time.Hour, guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "1", "other", "", time.Hour, guard(5)); got != stockredis.Changed {
 		t.Fatalf("restore over a present key: %v", got)
 	}
 	rdb.Set(ctx, k.Quota(7, "6"), "stale", time.Hour)
-	if got, _ := rc.RestoreQuota(ctx, stockredis.One(item), 7, "6", "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
+	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "6", "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
 		t.Fatalf("restore over the stale value: %v", got)
 	}
-	if got, _ := rc.RestoreQuota(ctx, stockredis.One(item), 7, "9", "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "9", "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
 		t.Fatalf("restore with an older fence: %v", got)
 	}
 
 	// Remove: compare-and-delete.
 	rdb.Set(ctx, k.Quota(7, "7"), "stale", time.Hour)
-	if got, _ := rc.RemoveQuota(ctx, stockredis.One(item), 7, "7", "other", guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "other", guard(5)); got != stockredis.Changed {
 		t.Fatalf("remove with the wrong value: %v", got)
 	}
-	if got, _ := rc.RemoveQuota(ctx, stockredis.One(item), 7, "7", "stale", guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "stale", guard(4)); got != stockredis.StaleFence {
 		t.Fatalf("remove with an older fence: %v", got)
 	}
-	if got, err := rc.RemoveQuota(ctx, stockredis.One(item), 7, "7", "stale", guard(6)); err != nil || got != stockredis.Written {
+	if got, err := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "stale", guard(6)); err != nil || got != stockredis.Written {
 		t.Fatalf("remove: %v %v", got, err)
 	}
 	if n := rdb.Exists(ctx, k.Quota(7, "7")).Val(); n != 0 {
@@ -256,7 +257,7 @@ func TestReconcileQuotaHoldersScansMany(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, -1)
 	rdb := s.Client()
-	k := s.Keys(stockredis.One(item))
+	k := s.Keys(reservation.One(item))
 	pipe := rdb.Pipeline()
 	for u := int64(1); u <= 2500; u++ {
 		pipe.Set(ctx, k.Quota(7, strconv.FormatInt(u, 10)), fmt.Sprintf("o%d", u), time.Hour)
@@ -283,26 +284,26 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	rc := s.Reconciler
 	for it := int64(1); it <= 6; it++ {
-		if _, err := s.Stock.Warmup(ctx, stockredis.One(it), time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
+		if _, err := s.Stock.Warmup(ctx, reservation.One(it), time.Hour, func(context.Context) (int64, error) { return 10, nil }); err != nil {
 			t.Fatal(err)
 		}
 		var nos []string
 		for u := int64(1); u <= 3; u++ {
-			r := stockredis.Reservation{OrderNo: gen.Next(it), UserID: strconv.FormatInt(u, 10), ItemID: it, ActivityID: 7, Quantity: 1,
+			r := reservation.Reservation{OrderNo: gen.Next(it), UserID: strconv.FormatInt(u, 10), ItemID: it, ActivityID: 7, Quantity: 1,
 				IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 			if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 			nos = append(nos, r.OrderNo)
 		}
-		if _, err := s.Reservations.Confirm(ctx, stockredis.One(it), nos[:1]); err != nil {
+		if _, err := s.Reservations.Confirm(ctx, reservation.One(it), nos[:1]); err != nil {
 			t.Fatal(err)
 		}
-		v, err := rc.View(ctx, stockredis.One(it), nos[:1])
+		v, err := rc.View(ctx, reservation.One(it), nos[:1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Stock != 7 || v.Inflight != 2 || len(v.Pending) != 2 || v.States[nos[0]] != stockredis.StateConfirmed {
+		if v.Stock != 7 || v.Inflight != 2 || len(v.Pending) != 2 || v.States[nos[0]] != reservation.StateConfirmed {
 			t.Fatalf("item %d: view %+v", it, v)
 		}
 		holders, err := rc.QuotaHolders(ctx, it, 7)
@@ -312,23 +313,23 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 		if len(holders) != 3 || holders["2"] != nos[1] {
 			t.Fatalf("item %d: holders %v", it, holders)
 		}
-		states, err := rc.QuotaStates(ctx, stockredis.One(it), 7, holders)
+		states, err := rc.QuotaStates(ctx, reservation.One(it), 7, holders)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if states["1"].State != stockredis.StateConfirmed || states["3"].State != stockredis.StateReserved {
+		if states["1"].State != reservation.StateConfirmed || states["3"].State != reservation.StateReserved {
 			t.Fatalf("item %d: states %+v", it, states)
 		}
-		if got, err := rc.SetStock(ctx, stockredis.One(it), v, 8, time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.SetStock(ctx, reservation.One(it), v, 8, time.Hour, guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: set stock %v %v", it, got, err)
 		}
-		if got, err := rc.RemoveQuota(ctx, stockredis.One(it), 7, "1", nos[0], guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RemoveQuota(ctx, reservation.One(it), 7, "1", nos[0], guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: remove quota %v %v", it, got, err)
 		}
-		if got, err := rc.RestoreQuota(ctx, stockredis.One(it), 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RestoreQuota(ctx, reservation.One(it), 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
 			t.Fatalf("item %d: restore quota %v %v", it, got, err)
 		}
-		if err := rc.MarkWarmed(ctx, stockredis.One(it)); err != nil {
+		if err := rc.MarkWarmed(ctx, reservation.One(it)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -347,20 +348,20 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	s := stockredis.New(rdb, prefix)
 	rc := s.Reconciler
 	const item, buckets = 4, 3
-	if _, err := s.Stock.WarmupBuckets(ctx, stockredis.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
+	if _, err := s.Stock.WarmupBuckets(ctx, reservation.One(item), buckets, time.Hour, func(context.Context) (int64, error) { return 30, nil }); err != nil {
 		t.Fatal(err)
 	}
-	k := s.Keys(stockredis.One(item))
-	bought := func(user string) stockredis.Reservation {
-		r := stockredis.Reservation{OrderNo: gen.Next(item), UserID: user, ItemID: item, ActivityID: 7, Quantity: 2,
+	k := s.Keys(reservation.One(item))
+	bought := func(user string) reservation.Reservation {
+		r := reservation.Reservation{OrderNo: gen.Next(item), UserID: user, ItemID: item, ActivityID: 7, Quantity: 2,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour, Buckets: buckets}
 		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
+		if _, err := s.Reservations.Claim(ctx, reservation.One(item), []string{r.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{r.OrderNo}); err != nil {
+		if _, err := s.Reservations.Confirm(ctx, reservation.One(item), []string{r.OrderNo}); err != nil {
 			t.Fatal(err)
 		}
 		// Lost with the data: the hash and every take marker.
@@ -370,15 +371,15 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		}
 		return r
 	}
-	lost := func(r stockredis.Reservation) stockredis.LostReservation {
+	lost := func(r reservation.Reservation) stockredis.LostReservation {
 		return stockredis.LostReservation{OrderNo: r.OrderNo, UserID: r.UserID, ActivityID: r.ActivityID, Quantity: r.Quantity,
 			IdempotencyKey: r.IdempotencyKey, ReservedAt: r.At, TTL: time.Hour}
 	}
-	ref := func(r stockredis.Reservation) stockredis.Ref {
-		return stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+	ref := func(r reservation.Reservation) reservation.Ref {
+		return reservation.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: item, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
 	}
 	stock := func() int64 {
-		snap, err := s.Stock.Stock(ctx, stockredis.One(item))
+		snap, err := s.Stock.Stock(ctx, reservation.One(item))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,21 +390,21 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	if got := stock(); got != 26 {
 		t.Fatalf("stock %d after two orders of 2, want 26", got)
 	}
-	written, res, err := rc.RestoreReservations(ctx, stockredis.One(item), buckets, []stockredis.LostReservation{lost(a), lost(b)}, guard(5))
+	written, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []stockredis.LostReservation{lost(a), lost(b)}, guard(5))
 	if err != nil || res != stockredis.Written || len(written) != 2 {
 		t.Fatalf("restore: %v %v %v", written, res, err)
 	}
-	if again, res, err := rc.RestoreReservations(ctx, stockredis.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(5)); err != nil ||
+	if again, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(5)); err != nil ||
 		res != stockredis.Written || len(again) != 0 {
 		t.Fatalf("restore again: %v %v %v; want nothing written", again, res, err)
 	}
-	if _, res, err := rc.RestoreReservations(ctx, stockredis.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(4)); err != nil || res != stockredis.StaleFence {
+	if _, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(4)); err != nil || res != stockredis.StaleFence {
 		t.Fatalf("restore with an older fence: %v %v", res, err)
 	}
 
 	// a's order is closed: its release gives 2 units back, once.
 	for range 2 {
-		if _, err := s.Reservations.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
+		if _, err := s.Reservations.Release(ctx, ref(a), reservation.ReleaseOptions{Reason: "CANCELLED", From: []reservation.State{reservation.StateConfirmed}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := stock(); got != 28 {
@@ -411,7 +412,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		}
 	}
 	// b's order was closed meanwhile: taken back, its release credits nothing.
-	if n, res, err := rc.UnrestoreReservations(ctx, stockredis.One(item), []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 1 {
+	if n, res, err := rc.UnrestoreReservations(ctx, reservation.One(item), []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 1 {
 		t.Fatalf("take back: %d %v %v; want 1 (a's is RELEASED)", n, res, err)
 	}
 	for bk := range buckets {
@@ -419,7 +420,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 			t.Fatalf("take marker of the taken-back reservation left in bucket %d", bk)
 		}
 	}
-	if rel, err := s.Reservations.Release(ctx, ref(b), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
+	if rel, err := s.Reservations.Release(ctx, ref(b), reservation.ReleaseOptions{Reason: "CANCELLED", From: []reservation.State{reservation.StateConfirmed}}); err != nil || rel.Released || rel.State != reservation.StateMissing {
 		t.Fatalf("release after the take-back: %v %s %v, want MISSING", rel.Released, rel.State, err)
 	}
 	if got := stock(); got != 28 {
@@ -430,13 +431,13 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	// repeated release gives nothing more.
 	home, _ := strconv.Atoi(rdb.HGet(ctx, k.Reservation(a.OrderNo), "bucket").Val())
 	rdb.Set(ctx, k.Taken(home, a.OrderNo), 2, time.Hour)
-	if n, res, err := rc.UnrestoreReservations(ctx, stockredis.One(item), []string{a.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 0 {
+	if n, res, err := rc.UnrestoreReservations(ctx, reservation.One(item), []string{a.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 0 {
 		t.Fatalf("take back a RELEASED one: %d %v %v; want 0 deleted", n, res, err)
 	}
 	if rdb.Exists(ctx, k.Taken(home, a.OrderNo)).Val() != 0 {
 		t.Fatal("the marker restored after the release is still there")
 	}
-	if _, err := s.Reservations.Release(ctx, ref(a), stockredis.ReleaseOptions{Reason: "CANCELLED", From: []stockredis.State{stockredis.StateConfirmed}}); err != nil {
+	if _, err := s.Reservations.Release(ctx, ref(a), reservation.ReleaseOptions{Reason: "CANCELLED", From: []reservation.State{reservation.StateConfirmed}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := stock(); got != 28 {

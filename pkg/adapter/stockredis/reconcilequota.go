@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // quotaPrefix is what every quota key of the activity starts with.
@@ -32,7 +33,7 @@ const ScanCount = 5000
 // all of the item's keys live. SCAN may return a key twice (fn then sees
 // it twice) and misses no key that lived throughout the scan. An error
 // from fn ends the scan.
-func (r *Reconciler) ScanQuota(ctx context.Context, item Item, activity int64, fn func(map[string]string) error) error {
+func (r *Reconciler) ScanQuota(ctx context.Context, item reservation.Item, activity int64, fn func(map[string]string) error) error {
 	k := r.keys(item)
 	node, err := r.nodeFor(ctx, k.Stock())
 	if err != nil {
@@ -75,7 +76,7 @@ func (r *Reconciler) ScanQuota(ctx context.Context, item Item, activity int64, f
 // QuotaHoldersOf reads the quota keys of users in the activity on item:
 // user -> the order number the key holds, for the users who have one
 // (MGET of QuotaBatch keys at a time).
-func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item Item, activity int64, users []string) (map[string]string, error) {
+func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item reservation.Item, activity int64, users []string) (map[string]string, error) {
 	k := r.keys(item)
 	out := make(map[string]string, len(users))
 	for chunk := range slices.Chunk(users, QuotaBatch) {
@@ -109,7 +110,7 @@ type QuotaRecord struct {
 // records per script call, each guarded by g. It returns the users whose
 // key it wrote; on StaleFence it stops, and the list is what earlier calls
 // wrote.
-func (r *Reconciler) RestoreQuotas(ctx context.Context, item Item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
+func (r *Reconciler) RestoreQuotas(ctx context.Context, item reservation.Item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
 	k := r.keys(item)
 	var written []string
 	for chunk := range slices.Chunk(recs, QuotaBatch) {
@@ -149,7 +150,7 @@ type QuotaState struct {
 	// Holder is the order number the key holds now ("" when missing).
 	Holder string
 	// State is the state of Holder's reservation (StateMissing for none).
-	State State
+	State reservation.State
 }
 
 // QuotaStates reads, for each user -> order number in holders, the user's
@@ -157,7 +158,7 @@ type QuotaState struct {
 // pair atomically (MULTI; the keys share the item's slot). A key that no
 // longer holds the order number given is reported with its new holder and
 // that holder's state is not read (StateMissing).
-func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
+func (r *Reconciler) QuotaStates(ctx context.Context, item reservation.Item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
 	k := r.keys(item)
 	type pair struct {
 		get   *redis.StringCmd
@@ -193,9 +194,9 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64,
 				return nil, unavailable("read reservation state", err)
 			}
 			if err != nil || holder != holders[u] {
-				state = string(StateMissing)
+				state = string(reservation.StateMissing)
 			}
-			out[u] = QuotaState{Holder: holder, State: State(state)}
+			out[u] = QuotaState{Holder: holder, State: reservation.State(state)}
 		}
 		users = users[n:]
 	}
@@ -205,7 +206,7 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item Item, activity int64,
 // RestoreQuota sets the user's quota key to orderNo (the user's live order)
 // with ttl, only if it still holds was ("" for a missing key) and no later
 // fence wrote here.
-func (r *Reconciler) RestoreQuota(ctx context.Context, item Item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) RestoreQuota(ctx context.Context, item reservation.Item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
 	k := r.keys(item)
 	res, err := r.restoreQuota.Run(ctx, r.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, orderNo, was, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
@@ -217,7 +218,7 @@ func (r *Reconciler) RestoreQuota(ctx context.Context, item Item, activity int64
 
 // RemoveQuota deletes the user's quota key only if it still holds the stale
 // order number and no later fence wrote here.
-func (r *Reconciler) RemoveQuota(ctx context.Context, item Item, activity int64, user, stale string, g Guard) (CAS, error) {
+func (r *Reconciler) RemoveQuota(ctx context.Context, item reservation.Item, activity int64, user, stale string, g Guard) (CAS, error) {
 	k := r.keys(item)
 	res, err := r.removeQuota.Run(ctx, r.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, stale, g.ExpireAt.UnixMilli()).Slice()

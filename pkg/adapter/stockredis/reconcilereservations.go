@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // LostReservation is a CREATED order of the item whose reservation hash the
@@ -36,7 +37,7 @@ const reservationBatch = 500
 // release gives a bucketed order's units back by its marker); a marker
 // that exists is kept. It returns the order numbers whose hash it wrote;
 // on StaleFence it stops, and the list is what earlier calls wrote.
-func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets int, recs []LostReservation, g Guard) ([]string, CAS, error) {
+func (r *Reconciler) RestoreReservations(ctx context.Context, item reservation.Item, buckets int, recs []LostReservation, g Guard) ([]string, CAS, error) {
 	k := r.keys(item)
 	var written []string
 	for len(recs) > 0 {
@@ -97,7 +98,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item Item, buckets
 // deleted or RELEASED, in script calls of up to 500, each guarded by g
 // (lua/reconcile_unrestore_reservation.lua says why). It returns how many
 // hashes it deleted; on StaleFence it stops.
-func (r *Reconciler) UnrestoreReservations(ctx context.Context, item Item, orderNos []string, g Guard) (int, CAS, error) {
+func (r *Reconciler) UnrestoreReservations(ctx context.Context, item reservation.Item, orderNos []string, g Guard) (int, CAS, error) {
 	k := r.keys(item)
 	deleted := 0
 	for len(orderNos) > 0 {

@@ -8,9 +8,9 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/batch"
 )
 
@@ -29,7 +29,7 @@ const reserveFanOut = 8
 
 // reserveCall is one order waiting for the reserve script.
 type reserveCall struct {
-	r     Reservation
+	r     reservation.Reservation
 	reply chan reserveAnswer
 	first string      // KEYS[1]: the item's stock key (or bucket marker)
 	mode  reserveMode // ARGV[2]
@@ -64,7 +64,7 @@ func (m reserveMode) arg() string {
 }
 
 type reserveAnswer struct {
-	res ReserveResult
+	res reservation.Result
 	err error
 }
 
@@ -113,14 +113,14 @@ func (b *reserver) runAll(calls []reserveCall) {
 		group := calls[:0:0]
 		rest := calls[:0]
 		for _, c := range calls {
-			same := (b.oneNode || c.r.item().Tag == head.r.item().Tag) && c.mode == head.mode
+			same := (b.oneNode || c.r.Item().Tag == head.r.Item().Tag) && c.mode == head.mode
 			switch head.mode {
 			case plainMode:
 			case roomMode:
 				// One room's keys a run: one sale.
-				same = same && c.r.item().Tag == head.r.item().Tag && c.r.ActivityID == head.r.ActivityID
+				same = same && c.r.Item().Tag == head.r.Item().Tag && c.r.ActivityID == head.r.ActivityID
 			default:
-				same = same && c.r.item() == head.r.item() && c.first == head.first
+				same = same && c.r.Item() == head.r.Item() && c.first == head.first
 			}
 			if same {
 				group = append(group, c)
@@ -151,11 +151,11 @@ func (b *reserver) runAll(calls []reserveCall) {
 // any sales), and answers each.
 func (b *reserver) run(calls []reserveCall) {
 	c0 := calls[0]
-	var items []reserveCall // the first call of each item, in order
-	index := map[Item]int{} // by item and sale: an item may be sold by two sales
+	var items []reserveCall             // the first call of each item, in order
+	index := map[reservation.Item]int{} // by item and sale: an item may be sold by two sales
 	for _, c := range calls {
-		if _, ok := index[c.r.item()]; !ok {
-			index[c.r.item()] = len(items)
+		if _, ok := index[c.r.Item()]; !ok {
+			index[c.r.Item()] = len(items)
 			items = append(items, c)
 		}
 	}
@@ -163,18 +163,18 @@ func (b *reserver) run(calls []reserveCall) {
 	args := make([]any, 0, 2+len(items)+9*len(calls))
 	args = append(args, len(items), c0.mode.arg())
 	for _, c := range items {
-		it := c.r.item()
+		it := c.r.Item()
 		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 		keys = append(keys, c.first, k.Inflight(), k.Pending())
 		args = append(args, it.ID)
 	}
 	if c0.mode == roomMode {
-		k := Keys{prefix: b.prefix, tag: c0.r.item().Tag}
+		k := Keys{prefix: b.prefix, tag: c0.r.Item().Tag}
 		keys = append(keys, k.room(c0.r.ActivityID, "adm"), k.room(c0.r.ActivityID, "used"), k.room(c0.r.ActivityID, "held"))
 	}
 	for _, c := range calls {
 		r := c.r
-		it := r.item()
+		it := r.Item()
 		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
 		keys = append(keys, k.Reservation(r.OrderNo), k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey))
 		args = append(args, index[it], r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
@@ -196,43 +196,43 @@ func (b *reserver) run(calls []reserveCall) {
 }
 
 // reserveResult reads one order's two values of the script's answer.
-func reserveResult(orderNo string, code, val any) (ReserveResult, error) {
+func reserveResult(orderNo string, code, val any) (reservation.Result, error) {
 	c, _ := code.(int64)
 	switch c {
 	case 1:
 		left, _ := val.(int64)
-		return ReserveResult{OrderNo: orderNo, Left: left}, nil
+		return reservation.Result{OrderNo: orderNo, Left: left}, nil
 	case -1:
-		return ReserveResult{}, order.ErrNotWarmed
+		return reservation.Result{}, order.ErrNotWarmed
 	case -2:
 		no, _ := val.(string)
-		return ReserveResult{OrderNo: no, Duplicate: true}, nil
+		return reservation.Result{OrderNo: no, Duplicate: true}, nil
 	case -3:
 		no, _ := val.(string)
-		return ReserveResult{OrderNo: no}, order.ErrAlreadyPurchased
+		return reservation.Result{OrderNo: no}, order.ErrAlreadyPurchased
 	case -4:
 		left, _ := val.(int64)
-		return ReserveResult{Left: left}, order.ErrSoldOut
+		return reservation.Result{Left: left}, order.ErrSoldOut
 	case -5:
-		return ReserveResult{}, order.Errorf(order.ErrNotAdmitted, "the admission was used by an order, or expired: poll the queue again")
+		return reservation.Result{}, order.Errorf(order.ErrNotAdmitted, "the admission was used by an order, or expired: poll the queue again")
 	case -6:
 		grant, _ := val.(int64)
-		return ReserveResult{}, order.Errorf(order.ErrInvalidArgument, "your admission holds %d units: order at most that many", grant)
+		return reservation.Result{}, order.Errorf(order.ErrInvalidArgument, "your admission holds %d units: order at most that many", grant)
 	}
-	return ReserveResult{}, fmt.Errorf("reserve: unexpected reply %v %v", code, val)
+	return reservation.Result{}, fmt.Errorf("reserve: unexpected reply %v %v", code, val)
 }
 
 // reserve queues r and waits for its answer. Once queued, the order may be
 // taken, so it waits for the answer even if ctx ends meanwhile (the Redis
 // client's timeouts bound the wait): a caller that gave up would not know
 // whether its order holds stock.
-func (b *reserver) reserve(ctx context.Context, r Reservation, first string, mode reserveMode) (ReserveResult, error) {
+func (b *reserver) reserve(ctx context.Context, r reservation.Reservation, first string, mode reserveMode) (reservation.Result, error) {
 	b.once.Do(b.start)
 	c := reserveCall{r: r, first: first, mode: mode, reply: make(chan reserveAnswer, 1)}
 	select {
 	case b.queue <- c:
 	case <-ctx.Done():
-		return ReserveResult{}, unavailable("reserve", fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
+		return reservation.Result{}, unavailable("reserve", fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
 	}
 	a := <-c.reply
 	return a.res, a.err

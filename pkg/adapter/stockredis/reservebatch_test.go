@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // One batch of the reserve script answers each order exactly as a run of
@@ -28,17 +28,17 @@ func TestReserveBatchKeepsEachOrdersAnswer(t *testing.T) {
 	big := res(2, "k3", 3)    // more than is left after the first
 	fits := res(3, "k4", 2)
 	late := res(4, "k5", 1) // after the stock ran out
-	got, errs := s.Reservations.ReserveTogether([]stockredis.Reservation{first, replay, second, big, fits, late})
+	got, errs := s.Reservations.ReserveTogether([]reservation.Reservation{first, replay, second, big, fits, late})
 	want := []struct {
-		res stockredis.ReserveResult
+		res reservation.Result
 		err error
 	}{
-		{stockredis.ReserveResult{OrderNo: first.OrderNo, Left: 2}, nil},
-		{stockredis.ReserveResult{OrderNo: first.OrderNo, Duplicate: true}, nil},
-		{stockredis.ReserveResult{OrderNo: first.OrderNo}, order.ErrAlreadyPurchased},
-		{stockredis.ReserveResult{Left: 2}, order.ErrSoldOut},
-		{stockredis.ReserveResult{OrderNo: fits.OrderNo, Left: 0}, nil},
-		{stockredis.ReserveResult{Left: 0}, order.ErrSoldOut},
+		{reservation.Result{OrderNo: first.OrderNo, Left: 2}, nil},
+		{reservation.Result{OrderNo: first.OrderNo, Duplicate: true}, nil},
+		{reservation.Result{OrderNo: first.OrderNo}, order.ErrAlreadyPurchased},
+		{reservation.Result{Left: 2}, order.ErrSoldOut},
+		{reservation.Result{OrderNo: fits.OrderNo, Left: 0}, nil},
+		{reservation.Result{Left: 0}, order.ErrSoldOut},
 	}
 	for i, w := range want {
 		if got[i] != w.res || !errors.Is(errs[i], w.err) || (w.err == nil) != (errs[i] == nil) {
@@ -47,12 +47,12 @@ func TestReserveBatchKeepsEachOrdersAnswer(t *testing.T) {
 	}
 	wantStock(t, s, 0, 3)
 	for _, no := range []string{first.OrderNo, fits.OrderNo} {
-		if st := state(t, s, no); st != stockredis.StateReserved {
+		if st := state(t, s, no); st != reservation.StateReserved {
 			t.Errorf("%s is %s, want RESERVED", no, st)
 		}
 	}
-	for _, r := range []stockredis.Reservation{replay, second, big, late} {
-		if st := state(t, s, r.OrderNo); st != stockredis.StateMissing {
+	for _, r := range []reservation.Reservation{replay, second, big, late} {
+		if st := state(t, s, r.OrderNo); st != reservation.StateMissing {
 			t.Errorf("refused %s is %s, want no reservation", r.OrderNo, st)
 		}
 	}
@@ -61,7 +61,7 @@ func TestReserveBatchKeepsEachOrdersAnswer(t *testing.T) {
 // An item not warmed refuses every order of a batch.
 func TestReserveBatchNotWarmed(t *testing.T) {
 	s := newStore(t, -1)
-	_, errs := s.Reservations.ReserveTogether([]stockredis.Reservation{res(1, "a", 1), res(2, "b", 1)})
+	_, errs := s.Reservations.ReserveTogether([]reservation.Reservation{res(1, "a", 1), res(2, "b", 1)})
 	for i, err := range errs {
 		if !errors.Is(err, order.ErrNotWarmed) {
 			t.Errorf("order %d: %v, want not warmed", i, err)
@@ -76,7 +76,7 @@ func TestLostReplyReserveBatch(t *testing.T) {
 	forBoth(t, func(t *testing.T, l lossy) {
 		ctx := context.Background()
 		warm(t, l.direct, 10, 1)
-		rs := []stockredis.Reservation{res(1, "a", 1), res(2, "b", 2), res(3, "c", 1)}
+		rs := []reservation.Reservation{res(1, "a", 1), res(2, "b", 2), res(3, "c", 1)}
 		l.LoseNext("reserve")
 		_, errs := l.via.Reservations.ReserveTogether(rs)
 		for i, err := range errs {
@@ -84,7 +84,7 @@ func TestLostReplyReserveBatch(t *testing.T) {
 		}
 		wantStock(t, l.direct, 6, 4) // the batch ran once
 		for _, r := range rs {
-			if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+			if _, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: order.ReasonReserveFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -142,7 +142,7 @@ func TestReserveBatchedUnderConcurrency(t *testing.T) {
 func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 	const n = 2500
 	s := newStore(t, n+10)
-	rs := make([]stockredis.Reservation, n)
+	rs := make([]reservation.Reservation, n)
 	nos := make([]string, n)
 	for i := range rs {
 		rs[i] = res(int64(5000+i), "big"+strconv.Itoa(i), 1)
@@ -158,20 +158,20 @@ func TestLargeBatchesReserveClaimConfirm(t *testing.T) {
 	}
 	wantStock(t, s, 10, n)
 	ctx := context.Background()
-	states, err := s.Reservations.Claim(ctx, stockredis.One(item), nos)
+	states, err := s.Reservations.Claim(ctx, reservation.One(item), nos)
 	if err != nil || len(states) != n {
 		t.Fatalf("claim: %d states, %v", len(states), err)
 	}
-	moved, err := s.Reservations.Confirm(ctx, stockredis.One(item), nos)
+	moved, err := s.Reservations.Confirm(ctx, reservation.One(item), nos)
 	if err != nil || moved != n {
 		t.Fatalf("confirm moved %d, %v; want %d", moved, err, n)
 	}
 	wantStock(t, s, 10, 0)
-	left, err := s.Client().ZCard(ctx, s.Keys(stockredis.One(item)).Pending()).Result()
+	left, err := s.Client().ZCard(ctx, s.Keys(reservation.One(item)).Pending()).Result()
 	if err != nil || left != 0 {
 		t.Fatalf("%d orders still pending (%v), want none", left, err)
 	}
-	if moved, err := s.Reservations.Confirm(ctx, stockredis.One(item), nos); err != nil || moved != 0 {
+	if moved, err := s.Reservations.Confirm(ctx, reservation.One(item), nos); err != nil || moved != 0 {
 		t.Fatalf("a second confirm moved %d, %v", moved, err)
 	}
 	wantStock(t, s, 10, 0)
@@ -187,14 +187,14 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 		ctx := context.Background()
 		// Sale b sells a's item too, as its second item, from a stock of
 		// its own.
-		a, b, ab := stockredis.One(item+20), stockredis.One(item+30), stockredis.In(item+30, item+20)
-		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1, ab: 1} {
+		a, b, ab := reservation.One(item+20), reservation.One(item+30), reservation.In(item+30, item+20)
+		for it, stock := range map[reservation.Item]int64{a: 2, b: 1, ab: 1} {
 			if _, err := s.Stock.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		warmSizes(t, s, 1, 1, 1)
-		rs := []stockredis.Reservation{
+		rs := []reservation.Reservation{
 			sizedRes(a, 1, "k", 1), sizedRes(sizes[0], 1, "k", 1), sizedRes(b, 1, "k", 1),
 			sizedRes(a, 2, "k", 1), sizedRes(sizes[1], 1, "k2", 1), sizedRes(b, 2, "k", 1),
 			sizedRes(a, 3, "k", 1), sizedRes(sizes[2], 2, "k", 1), sizedRes(ab, 3, "k", 1),
@@ -210,7 +210,7 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 			}
 		}
 		for _, w := range []struct {
-			it              stockredis.Item
+			it              reservation.Item
 			stock, inflight int64
 		}{{a, 0, 2}, {b, 0, 1}, {ab, 0, 1}, {sizes[0], 0, 1}, {sizes[1], 1, 0}, {sizes[2], 0, 1}} {
 			if snap := sizeStock(t, s, w.it); snap.Stock != w.stock || snap.Inflight != w.inflight {
@@ -228,14 +228,14 @@ func TestReserveBatchOfSeveralSales(t *testing.T) {
 func TestLostReplyReserveBatchOfSeveralSales(t *testing.T) {
 	forBoth(t, func(t *testing.T, l lossy) {
 		ctx := context.Background()
-		a, b := stockredis.One(item+20), stockredis.One(item+30)
-		for it, stock := range map[stockredis.Item]int64{a: 2, b: 1} {
+		a, b := reservation.One(item+20), reservation.One(item+30)
+		for it, stock := range map[reservation.Item]int64{a: 2, b: 1} {
 			if _, err := l.direct.Stock.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return stock, nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		l.LoseNext("reserve")
-		_, errs := l.via.Reservations.ReserveAtOnce([]stockredis.Reservation{sizedRes(a, 1, "k", 1), sizedRes(b, 1, "k", 1), sizedRes(a, 2, "k", 1)})
+		_, errs := l.via.Reservations.ReserveAtOnce([]reservation.Reservation{sizedRes(a, 1, "k", 1), sizedRes(b, 1, "k", 1), sizedRes(a, 2, "k", 1)})
 		unknown := 0
 		for i, err := range errs {
 			var u *stockredis.UnknownOutcomeError
@@ -250,7 +250,7 @@ func TestLostReplyReserveBatchOfSeveralSales(t *testing.T) {
 			t.Fatalf("%d orders of 3 heard an unknown outcome, %d answers lost (single node: want 3 and 1)", unknown, l.Lost())
 		}
 		for _, w := range []struct {
-			it              stockredis.Item
+			it              reservation.Item
 			stock, inflight int64
 		}{{a, 0, 2}, {b, 0, 1}} {
 			if snap := sizeStock(t, l.direct, w.it); snap.Stock != w.stock || snap.Inflight != w.inflight {

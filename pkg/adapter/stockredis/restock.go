@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // restockMarkerTTL is how long a restock's markers live: long past the
@@ -36,18 +38,6 @@ func restockShares(qty int64, buckets int) []int64 {
 	return split(qty, max(buckets, 1))
 }
 
-// RestockResult says what a restock did in Redis.
-type RestockResult struct {
-	// Warmed is false when the item's stock is not in Redis (no stock key,
-	// or a bucket missing): nothing was added to what is missing and the
-	// restock is not done in Redis. The warm-up that loads the stock
-	// carries it when its MySQL figure includes the restock; else running
-	// this again once the stock is there adds it.
-	Warmed bool
-	// Added is the units this call added (0 when an earlier run did).
-	Added int64
-}
-
 // Restock adds restock id's qty units to the item's Redis stock, once per
 // restock id however often it runs: spread over the buckets of a bucketed
 // item (each bucket's share once, by a marker in the bucket's slot), and
@@ -56,17 +46,17 @@ type RestockResult struct {
 // may leave some buckets done: running it again finishes the rest. A lost
 // answer is an UnknownOutcomeError (MayHaveRun); running it again is the
 // resolution.
-func (s *Stock) Restock(ctx context.Context, item Item, id, qty int64) (RestockResult, error) {
+func (s *Stock) Restock(ctx context.Context, item reservation.Item, id, qty int64) (reservation.Restocked, error) {
 	k := s.keys(item)
 	n, err := s.buckets.bucketCount(ctx, item)
 	if err != nil {
-		return RestockResult{}, err
+		return reservation.Restocked{}, err
 	}
-	res := RestockResult{Warmed: true}
+	res := reservation.Restocked{Warmed: true}
 	ttl := restockMarkerTTL.Milliseconds()
 	if n < 2 {
 		add, warmed, err := s.runRestock(ctx, k.Stock(), k.restockMarker(id), k.restockRecord(), id, qty, ttl)
-		return RestockResult{Warmed: warmed, Added: add}, err
+		return reservation.Restocked{Warmed: warmed, Added: add}, err
 	}
 	for b, share := range restockShares(qty, n) {
 		if share == 0 {

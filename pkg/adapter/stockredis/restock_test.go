@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // The restock script's answer is lost (on the first bucket of a bucketed
@@ -22,14 +23,14 @@ func TestLostReplyRestock(t *testing.T) {
 				ctx := context.Background()
 				warm(t, l.direct, 9, buckets)
 				l.LoseNext("restock")
-				_, err := l.via.Stock.Restock(ctx, stockredis.One(item), 1, 7)
+				_, err := l.via.Stock.Restock(ctx, reservation.One(item), 1, 7)
 				mustBeUnknown(t, l, "restock", err)
 				// On the cluster each node's proxy loses one answer, and
 				// buckets live on several nodes: retry as a client would,
 				// until an answer comes back.
-				var res stockredis.RestockResult
+				var res reservation.Restocked
 				for attempt := 1; ; attempt++ {
-					res, err = l.via.Stock.Restock(ctx, stockredis.One(item), 1, 7)
+					res, err = l.via.Stock.Restock(ctx, reservation.One(item), 1, 7)
 					if err == nil || attempt > len(l.Proxies) {
 						break
 					}
@@ -41,13 +42,13 @@ func TestLostReplyRestock(t *testing.T) {
 					t.Fatalf("the retry: %+v %v", res, err)
 				}
 				wantStock(t, l.direct, 16, 0)
-				res, err = l.via.Stock.Restock(ctx, stockredis.One(item), 1, 7)
+				res, err = l.via.Stock.Restock(ctx, reservation.One(item), 1, 7)
 				if err != nil || res.Added != 0 {
 					t.Fatalf("a third run: %+v %v, want nothing added", res, err)
 				}
 				wantStock(t, l.direct, 16, 0)
 				if buckets > 1 {
-					k := l.direct.Keys(stockredis.One(item))
+					k := l.direct.Keys(reservation.One(item))
 					for b, want := range []int64{6, 5, 5} { // 3+3+3, then 7 as 3+2+2
 						if got, _ := l.Direct.Get(ctx, k.Bucket(b)).Int64(); got != want {
 							t.Fatalf("bucket %d holds %d, want %d", b, got, want)
@@ -78,10 +79,10 @@ func TestRestockBeforeWarmup(t *testing.T) {
 					// The bucket layout comes first, as the warm-up writes it.
 					warm(t, s, 0, buckets)
 					for b := range buckets {
-						rdb.Del(ctx, s.Keys(stockredis.One(item)).Bucket(b))
+						rdb.Del(ctx, s.Keys(reservation.One(item)).Bucket(b))
 					}
 				}
-				res, err := s.Stock.Restock(ctx, stockredis.One(item), 5, 4)
+				res, err := s.Stock.Restock(ctx, reservation.One(item), 5, 4)
 				if err != nil || res.Warmed || res.Added != 0 {
 					t.Fatalf("restock of a cold item: %+v %v, want nothing added", res, err)
 				}
@@ -89,13 +90,13 @@ func TestRestockBeforeWarmup(t *testing.T) {
 				if !included {
 					db = &figure{stock: 10, last: 4}
 				}
-				if _, err := s.Stock.WarmupFrom(ctx, stockredis.One(item), buckets, time.Hour, db); err != nil {
+				if _, err := s.Stock.WarmupFrom(ctx, reservation.One(item), buckets, time.Hour, db); err != nil {
 					t.Fatal(err)
 				}
 				if db.marked != db.last {
 					t.Fatalf("restocks up to %d recorded as warmed, want up to %d", db.marked, db.last)
 				}
-				res, err = s.Stock.Restock(ctx, stockredis.One(item), 5, 4)
+				res, err = s.Stock.Restock(ctx, reservation.One(item), 5, 4)
 				wantAdded := int64(4)
 				if included {
 					wantAdded = 0
@@ -103,7 +104,7 @@ func TestRestockBeforeWarmup(t *testing.T) {
 				if err != nil || !res.Warmed || res.Added != wantAdded {
 					t.Fatalf("the same restock after the warm-up: %+v %v, want %d added", res, err, wantAdded)
 				}
-				if res, err := s.Stock.Restock(ctx, stockredis.One(item), 5, 4); err != nil || res.Added != 0 {
+				if res, err := s.Stock.Restock(ctx, reservation.One(item), 5, 4); err != nil || res.Added != 0 {
 					t.Fatalf("the restock once more: %+v %v, want nothing added", res, err)
 				}
 				wantStock(t, s, 14, 0)
@@ -144,7 +145,7 @@ func TestLostReplyWarmupCarriesRestock(t *testing.T) {
 			t.Parallel()
 			forBoth(t, func(t *testing.T, l lossy) {
 				ctx := context.Background()
-				if res, err := l.via.Stock.Restock(ctx, stockredis.One(item), 5, 4); err != nil || res.Warmed || res.Added != 0 {
+				if res, err := l.via.Stock.Restock(ctx, reservation.One(item), 5, 4); err != nil || res.Warmed || res.Added != 0 {
 					t.Fatalf("restock of a cold item: %+v %v, want nothing added", res, err)
 				}
 				db := &figure{stock: 14, last: 5}
@@ -153,7 +154,7 @@ func TestLostReplyWarmupCarriesRestock(t *testing.T) {
 					script = "bucket_set"
 				}
 				l.LoseNext(script)
-				_, err := l.via.Stock.WarmupFrom(ctx, stockredis.One(item), buckets, time.Hour, db)
+				_, err := l.via.Stock.WarmupFrom(ctx, reservation.One(item), buckets, time.Hour, db)
 				mustBeUnknown(t, l, script, err)
 				// On the cluster every node's proxy was armed: run each
 				// step again, as a client would, until it answers.
@@ -169,16 +170,16 @@ func TestLostReplyWarmupCarriesRestock(t *testing.T) {
 						}
 					}
 				}
-				retry("the restock's retry", func() error { _, err := l.via.Stock.Restock(ctx, stockredis.One(item), 5, 4); return err })
+				retry("the restock's retry", func() error { _, err := l.via.Stock.Restock(ctx, reservation.One(item), 5, 4); return err })
 				if snap := snapshot(t, l.direct); snap.Stock > 14 {
 					t.Fatalf("Redis stock %d after the restock's retry, MySQL 14", snap.Stock)
 				}
 				retry("the warm-up's retry", func() error {
-					_, err := l.via.Stock.WarmupFrom(ctx, stockredis.One(item), buckets, time.Hour, db)
+					_, err := l.via.Stock.WarmupFrom(ctx, reservation.One(item), buckets, time.Hour, db)
 					return err
 				})
 				retry("the restock once more", func() error {
-					res, err := l.via.Stock.Restock(ctx, stockredis.One(item), 5, 4)
+					res, err := l.via.Stock.Restock(ctx, reservation.One(item), 5, 4)
 					if err == nil && (res.Added != 0 || !res.Warmed) {
 						t.Fatalf("the restock after the warm-up: %+v, want nothing added", res)
 					}
@@ -188,7 +189,7 @@ func TestLostReplyWarmupCarriesRestock(t *testing.T) {
 				if db.marked != 5 {
 					t.Fatalf("restocks up to %d recorded as warmed, want up to 5", db.marked)
 				}
-				retry("a later restock", func() error { _, err := l.via.Stock.Restock(ctx, stockredis.One(item), 6, 3); return err })
+				retry("a later restock", func() error { _, err := l.via.Stock.Restock(ctx, reservation.One(item), 6, 3); return err })
 				wantStock(t, l.direct, 17, 0)
 			})
 		})

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Room is one sale's waiting room as its scripts see it (lua/room_*.lua).
@@ -20,7 +20,7 @@ import (
 type Room struct {
 	ActivityID int64
 	// Items are the sale's items, its first one first (the tag).
-	Items    []Item
+	Items    []reservation.Item
 	StartsAt time.Time
 	Settings activity.WaitingRoom
 	// GrantMax is the most units one admission holds: the sale's per-user

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -287,7 +287,7 @@ func TestRoomAdmitsWhatTheStockAllows(t *testing.T) {
 func TestRoomLostAnswers(t *testing.T) {
 	forBoth(t, func(t *testing.T, l lossy) {
 		r := newRoom(100, 1)
-		r.Items = []stockredis.Item{stockredis.One(item)}
+		r.Items = []reservation.Item{reservation.One(item)}
 		buildRoom(t, l.direct, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
 		seed := room.NewSeed()
 		l.LoseNext("room_join")
@@ -324,7 +324,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		}
 		// The api's 503 release, its answer lost: run again, it finds the
 		// reservation released and gives the admission back only once.
-		free := stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}
+		free := reservation.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []reservation.State{reservation.StateReserved}, FreeKey: true}
 		l.LoseNext("release")
 		if _, err := l.via.Reservations.Release(context.Background(), ref(o), free); !stockredis.MayHaveRun(err) {
 			t.Fatalf("release with its answer lost: %v", err)
@@ -360,7 +360,7 @@ func TestRoomLostAnswers(t *testing.T) {
 }
 
 // roomRes is an order of user for size it at at, in the room's sale.
-func roomRes(it stockredis.Item, user, key string, qty int, at time.Time) stockredis.Reservation {
+func roomRes(it reservation.Item, user, key string, qty int, at time.Time) reservation.Reservation {
 	r := sizedRes(it, 0, key, qty)
 	r.UserID, r.At, r.Room = user, at, true
 	return r
@@ -380,7 +380,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		if st := advance(t, s, r, at); st.Next != 4 || st.Held != 7 {
 			t.Fatalf("advance: %+v, want 4 admitted holding 7", st)
 		}
-		refused := func(what string, rr stockredis.Reservation, code error) {
+		refused := func(what string, rr reservation.Reservation, code error) {
 			t.Helper()
 			if _, err := s.Reservations.Reserve(ctx, rr); !errors.Is(err, code) {
 				t.Fatalf("%s: %v, want %v", what, err, code)
@@ -413,7 +413,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 		}
 
 		// The api answered 503 and releases: the buyer's retry is admitted.
-		rel, err := s.Reservations.Release(ctx, ref(first), stockredis.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := s.Reservations.Release(ctx, ref(first), reservation.ReleaseOptions{Reason: "PUBLISH_FAILED", From: []reservation.State{reservation.StateReserved}, FreeKey: true})
 		if err != nil || !rel.Released {
 			t.Fatalf("release: %+v, %v", rel, err)
 		}
@@ -440,7 +440,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 		warmSizes(t, s, 20, 15, 25)
 		admitted := map[string]bool{}
 		var mu sync.Mutex
-		var orders []stockredis.Reservation
+		var orders []reservation.Reservation
 		var wg sync.WaitGroup
 		buy := func(u string, at time.Time) {
 			// Up to 2 units, as many as the admission grants, of the first
@@ -480,7 +480,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 				// A closed unpaid order: its units go to the next in line.
 				o := orders[0]
 				orders = orders[1:]
-				if _, err := s.Reservations.Release(ctx, ref(o), stockredis.ReleaseOptions{Reason: "UNPAID", From: []stockredis.State{stockredis.StateReserved}}); err != nil {
+				if _, err := s.Reservations.Release(ctx, ref(o), reservation.ReleaseOptions{Reason: "UNPAID", From: []reservation.State{reservation.StateReserved}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -560,7 +560,7 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 	forBoth(t, func(t *testing.T, l lossy) {
 		ctx := context.Background()
 		r := newRoom(100, 1)
-		r.Items = []stockredis.Item{stockredis.One(item)}
+		r.Items = []reservation.Item{reservation.One(item)}
 		img := stockredis.RoomImage{Gen: 2, Late: []string{"l1", "l2"}, Frozen: true,
 			Early: []stockredis.RankedJoin{{UserID: "e1", Rank: 1}, {UserID: "e2", Rank: 2}}}
 		at := roomStart.Add(time.Second)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
-
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
@@ -25,19 +25,19 @@ type SaleOrders struct {
 // trip on a single node, one per node on a cluster. It returns each sale's
 // states (in the order of its order numbers) or its error; every step is
 // idempotent, so a sale whose answer was lost is simply claimed again.
-func (s *Reservations) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]State, []error) {
+func (s *Reservations) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]reservation.State, []error) {
 	calls := make([]scriptCall, len(sales))
 	for i, sale := range sales {
-		k := s.keys(One(sale.Tag))
+		k := s.keys(reservation.One(sale.Tag))
 		nos := sale.OrderNos[0]
 		keys := make([]string, len(nos))
 		for j, no := range nos {
 			keys[j] = k.Reservation(no)
 		}
-		calls[i] = scriptCall{ctx: sale.Ctx, item: One(sale.Tag), size: len(nos), keys: keys}
+		calls[i] = scriptCall{ctx: sale.Ctx, item: reservation.One(sale.Tag), size: len(nos), keys: keys}
 	}
 	cmds, errs := s.pipelined(ctx, "claim", s.claim, calls)
-	states := make([][]State, len(sales))
+	states := make([][]reservation.State, len(sales))
 	for i, cmd := range cmds {
 		if errs[i] != nil {
 			continue
@@ -51,9 +51,9 @@ func (s *Reservations) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]St
 			continue
 		}
 		// (A lost answer is cmd's error, set by pipelined.)
-		states[i] = make([]State, len(res))
+		states[i] = make([]reservation.State, len(res))
 		for j, st := range res {
-			states[i][j] = State(st)
+			states[i][j] = reservation.State(st)
 		}
 	}
 	return states, errs
@@ -72,7 +72,7 @@ func (s *Reservations) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]in
 		for j, id := range sale.Items {
 			args = append(args, len(sale.OrderNos[j]))
 			size += len(sale.OrderNos[j])
-			k := s.keys(In(sale.Tag, id))
+			k := s.keys(reservation.In(sale.Tag, id))
 			keys = append(keys, k.Inflight(), k.Pending())
 			for _, no := range sale.OrderNos[j] {
 				keys = append(keys, k.Reservation(no))
@@ -83,7 +83,7 @@ func (s *Reservations) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]in
 				args = append(args, no)
 			}
 		}
-		calls[i] = scriptCall{ctx: sale.Ctx, item: One(sale.Tag), size: size, keys: keys, args: args}
+		calls[i] = scriptCall{ctx: sale.Ctx, item: reservation.One(sale.Tag), size: size, keys: keys, args: args}
 	}
 	cmds, errs := s.pipelined(ctx, "confirm", s.confirm, calls)
 	moved := make([]int64, len(sales))
@@ -100,9 +100,9 @@ func (s *Reservations) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]in
 // scriptCall is one run of a script in a pipeline, with the span it is
 // traced in.
 type scriptCall struct {
-	ctx  context.Context // the span's parent; nil: the pipeline's
-	item Item            // for the span
-	size int             // orders, for the span
+	ctx  context.Context  // the span's parent; nil: the pipeline's
+	item reservation.Item // for the span
+	size int              // orders, for the span
 	keys []string
 	args []any
 }

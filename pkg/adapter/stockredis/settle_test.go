@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // ClaimAll and ConfirmAll settle the orders of several sales in one
@@ -19,7 +20,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 		ctx := context.Background()
 		other := warmTwoSales(t, l.direct)
 		a, b, c := sizedRes(sizes[0], 1, "k", 1), sizedRes(sizes[2], 2, "k", 2), sizedRes(other, 3, "k", 1)
-		for _, r := range []stockredis.Reservation{a, b, c} {
+		for _, r := range []reservation.Reservation{a, b, c} {
 			if _, err := l.direct.Reservations.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
 			}
@@ -28,7 +29,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 			{Tag: item, OrderNos: [][]string{{a.OrderNo, b.OrderNo}}},
 			{Tag: other.Tag, OrderNos: [][]string{{c.OrderNo}}},
 		}
-		for _, want := range []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed} {
+		for _, want := range []reservation.State{reservation.StateReserved, reservation.StateClaimed} {
 			states, errs := l.via.Reservations.ClaimAll(ctx, claims)
 			for i, err := range errs {
 				if err != nil {
@@ -74,13 +75,13 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 		if failed > 0 && total > 3 {
 			t.Fatalf("confirms moved %d reservations (%v then %v), want at most 3", total, moved, again)
 		}
-		for _, r := range []stockredis.Reservation{a, b, c} {
-			if st := state(t, l.direct, r.OrderNo); st != stockredis.StateConfirmed {
+		for _, r := range []reservation.Reservation{a, b, c} {
+			if st := state(t, l.direct, r.OrderNo); st != reservation.StateConfirmed {
 				t.Fatalf("order %s: %s, want CONFIRMED", r.OrderNo, st)
 			}
 		}
 		for _, w := range []struct {
-			it    stockredis.Item
+			it    reservation.Item
 			stock int64
 		}{{sizes[0], 4}, {sizes[1], 5}, {sizes[2], 3}, {other, 4}} {
 			if snap := sizeStock(t, l.direct, w.it); snap.Stock != w.stock || snap.Inflight != 0 {
@@ -101,7 +102,7 @@ func TestLostReplyClaimOfSeveralSales(t *testing.T) {
 		ctx := context.Background()
 		other := warmTwoSales(t, l.direct)
 		a, b := sizedRes(sizes[1], 1, "k", 1), sizedRes(other, 2, "k", 1)
-		for _, r := range []stockredis.Reservation{a, b} {
+		for _, r := range []reservation.Reservation{a, b} {
 			if _, err := l.direct.Reservations.Reserve(ctx, r); err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +120,7 @@ func TestLostReplyClaimOfSeveralSales(t *testing.T) {
 		}
 		states, errs := l.via.Reservations.ClaimAll(ctx, claims)
 		for i := range claims {
-			if errs[i] != nil || len(states[i]) != 1 || states[i][0] != stockredis.StateClaimed {
+			if errs[i] != nil || len(states[i]) != 1 || states[i][0] != reservation.StateClaimed {
 				t.Fatalf("claim again, sale %d: %v %v; want CLAIMED", i, states[i], errs[i])
 			}
 		}
@@ -128,9 +129,9 @@ func TestLostReplyClaimOfSeveralSales(t *testing.T) {
 
 // warmTwoSales warms the sale of sizes (5 units each) and a sale of one
 // item, which it returns, with 5.
-func warmTwoSales(t *testing.T, s *stockredis.Store) stockredis.Item {
+func warmTwoSales(t *testing.T, s *stockredis.Store) reservation.Item {
 	t.Helper()
-	other := stockredis.One(item + 10)
+	other := reservation.One(item + 10)
 	warmSizes(t, s, 5, 5, 5)
 	if _, err := s.Stock.Warmup(context.Background(), other, time.Hour, func(context.Context) (int64, error) { return 5, nil }); err != nil {
 		t.Fatal(err)

@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // A sale of three items whose first is item (the tag) and the others
 // item+1, item+2.
-var sizes = []stockredis.Item{stockredis.In(item, item), stockredis.In(item, item+1), stockredis.In(item, item+2)}
+var sizes = []reservation.Item{reservation.In(item, item), reservation.In(item, item+1), reservation.In(item, item+2)}
 
 func warmSizes(t *testing.T, s *stockredis.Store, stocks ...int64) {
 	t.Helper()
@@ -29,7 +29,7 @@ func warmSizes(t *testing.T, s *stockredis.Store, stocks ...int64) {
 }
 
 // sizedRes is res for an order of size it.
-func sizedRes(it stockredis.Item, user int64, key string, qty int) stockredis.Reservation {
+func sizedRes(it reservation.Item, user int64, key string, qty int) reservation.Reservation {
 	r := res(user, key, qty)
 	r.ItemID, r.Tag, r.OrderNo = it.ID, it.Tag, gen.Next(it.Tag)
 	return r
@@ -56,7 +56,7 @@ func onSingleAndCluster(t *testing.T, f func(t *testing.T, s *stockredis.Store, 
 	}
 }
 
-func sizeStock(t *testing.T, s *stockredis.Store, it stockredis.Item) stockredis.Snapshot {
+func sizeStock(t *testing.T, s *stockredis.Store, it reservation.Item) reservation.Snapshot {
 	t.Helper()
 	snap, err := s.Stock.Stock(context.Background(), it)
 	if err != nil {
@@ -128,7 +128,7 @@ func TestSizedSaleReserve(t *testing.T) {
 // A sale of one item keeps every key name it had before sales had sizes:
 // the keys a running sale wrote before the upgrade are the ones read after.
 func TestOneItemSaleKeepsItsKeyNames(t *testing.T) {
-	k := stockredis.New(nil, "sk").Keys(stockredis.One(5))
+	k := stockredis.New(nil, "sk").Keys(reservation.One(5))
 	for got, want := range map[string]string{
 		k.Stock():                "sk:{i5}:stock",
 		k.Inflight():             "sk:{i5}:inflight",
@@ -139,7 +139,7 @@ func TestOneItemSaleKeepsItsKeyNames(t *testing.T) {
 		k.Bucket(2):              "sk:{i5b2}:stock",
 		k.BucketMarker():         "sk:{i5}:buckets",
 		k.Fence():                "sk:{i5}:fence",
-		stockredis.New(nil, "sk").Keys(stockredis.In(5, 7)).Stock(): "sk:{i5}:7:stock",
+		stockredis.New(nil, "sk").Keys(reservation.In(5, 7)).Stock(): "sk:{i5}:7:stock",
 	} {
 		if got != want {
 			t.Errorf("key %q, want %q", got, want)
@@ -162,8 +162,8 @@ func TestLostReplyReserveOfASize(t *testing.T) {
 		if snap := sizeStock(t, l.direct, sizes[1]); snap.Stock != 1 || snap.Inflight != 1 {
 			t.Fatalf("size 1 after the lost answer: %+v, want the script to have run once", snap)
 		}
-		if _, err := l.via.Reservations.Release(ctx, ref(r), stockredis.ReleaseOptions{Reason: order.ReasonReserveFailed,
-			From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil {
+		if _, err := l.via.Reservations.Release(ctx, ref(r), reservation.ReleaseOptions{Reason: order.ReasonReserveFailed,
+			From: []reservation.State{reservation.StateReserved}, FreeKey: true}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range sizes {
@@ -175,7 +175,7 @@ func TestLostReplyReserveOfASize(t *testing.T) {
 		if got, err := l.via.Reservations.Reserve(ctx, again); err != nil || got.Duplicate || got.OrderNo != again.OrderNo {
 			t.Fatalf("the same key after the 503, another size: %+v, %v; want a new reservation", got, err)
 		}
-		if st := state(t, l.direct, r.OrderNo); st != stockredis.StateReleased {
+		if st := state(t, l.direct, r.OrderNo); st != reservation.StateReleased {
 			t.Fatalf("the first reservation is %s, want RELEASED", st)
 		}
 	})
@@ -191,7 +191,7 @@ func TestWarmedItemsNameTheirTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[stockredis.Item]bool{}
+	want := map[reservation.Item]bool{}
 	for _, it := range sizes {
 		want[it] = true
 	}
@@ -223,7 +223,7 @@ func TestReserveBatchesTheSizesOfASale(t *testing.T) {
 		for u := range 400 {
 			wg.Go(func() {
 				ctx := context.Background()
-				tries := []stockredis.Reservation{sizedRes(sizes[u%3], int64(1000+u), "a", 1)}
+				tries := []reservation.Reservation{sizedRes(sizes[u%3], int64(1000+u), "a", 1)}
 				if u%3 == 0 {
 					tries = append(tries, sizedRes(sizes[(u+1)%3], int64(1000+u), "b", 1))
 				}

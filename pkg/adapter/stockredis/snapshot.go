@@ -7,24 +7,18 @@ import (
 
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
-
-// Snapshot is an item's stock as Redis sees it.
-type Snapshot struct {
-	Warmed   bool
-	Stock    int64
-	Inflight int64
-}
 
 // Stock reads the item's Redis stock and in-flight quantity in one round
 // trip (both keys share a slot, so MGET works on a cluster too).
 //
 // For a bucketed item Stock is the sum of its buckets (read after the
 // item's own keys) and Warmed says every bucket key exists.
-func (s *Stock) Stock(ctx context.Context, item Item) (Snapshot, error) {
-	snaps, err := s.Stocks(ctx, []Item{item})
+func (s *Stock) Stock(ctx context.Context, item reservation.Item) (reservation.Snapshot, error) {
+	snaps, err := s.Stocks(ctx, []reservation.Item{item})
 	if err != nil {
-		return Snapshot{}, err
+		return reservation.Snapshot{}, err
 	}
 	return snaps[0], nil
 }
@@ -32,12 +26,12 @@ func (s *Stock) Stock(ctx context.Context, item Item) (Snapshot, error) {
 // Stocks is Stock for each of items, in their order: one MGET for the items
 // of one sale (their keys share its hash tag), whatever their number, and
 // one more read for each bucketed item.
-func (s *Stock) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
-	out := make([]Snapshot, len(items))
+func (s *Stock) Stocks(ctx context.Context, items []reservation.Item) ([]reservation.Snapshot, error) {
+	out := make([]reservation.Snapshot, len(items))
 	byTag := map[int64][]int{}
 	var tags []int64
 	for i, it := range items {
-		t := it.tagged().Tag
+		t := it.Tagged().Tag
 		if _, ok := byTag[t]; !ok {
 			tags = append(tags, t)
 		}
@@ -67,8 +61,8 @@ func (s *Stock) Stocks(ctx context.Context, items []Item) ([]Snapshot, error) {
 
 // snapshot reads an item's Snapshot from the values of its stock, in-flight
 // and bucket marker keys (and its buckets, for a bucketed item).
-func (s *Stock) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, error) {
-	var snap Snapshot
+func (s *Stock) snapshot(ctx context.Context, item reservation.Item, vals []any) (reservation.Snapshot, error) {
+	var snap reservation.Snapshot
 	if v, ok := vals[2].(string); ok {
 		if n, _ := strconv.Atoi(v); n > 1 {
 			if v, ok := vals[1].(string); ok {
@@ -76,7 +70,7 @@ func (s *Stock) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, 
 			}
 			b, err := s.buckets.readBuckets(ctx, item, n)
 			if err != nil {
-				return Snapshot{}, err
+				return reservation.Snapshot{}, err
 			}
 			snap.Warmed, snap.Stock = b.warmed(), b.sum()
 			return snap, nil
@@ -98,7 +92,7 @@ func (s *Stock) snapshot(ctx context.Context, item Item, vals []any) (Snapshot, 
 // order.ErrUnavailable, never "no keys". Both a marker and the one stock
 // key (a layout changed while the old keys lived) is activity.ErrSettingLocked:
 // the reconciler reports such an item.
-func (s *Stock) Layout(ctx context.Context, item Item) (activity.Layout, error) {
+func (s *Stock) Layout(ctx context.Context, item reservation.Item) (activity.Layout, error) {
 	k := s.keys(item)
 	vals, err := s.rdb.MGet(ctx, k.Stock(), k.BucketMarker()).Result()
 	if err != nil {
@@ -124,7 +118,7 @@ func (s *Stock) Layout(ctx context.Context, item Item) (activity.Layout, error) 
 }
 
 // WarmedItems lists the items warmup has loaded.
-func (s *Stock) WarmedItems(ctx context.Context) ([]Item, error) {
+func (s *Stock) WarmedItems(ctx context.Context) ([]reservation.Item, error) {
 	ids, err := s.rdb.SMembers(ctx, s.itemsKey()).Result()
 	if err != nil {
 		return nil, unavailable("list items", err)
@@ -134,8 +128,8 @@ func (s *Stock) WarmedItems(ctx context.Context) ([]Item, error) {
 
 // parseMembers reads the members of the warmed-items set, skipping any
 // that is not one.
-func parseMembers(ids []string) []Item {
-	out := make([]Item, 0, len(ids))
+func parseMembers(ids []string) []reservation.Item {
+	out := make([]reservation.Item, 0, len(ids))
 	for _, id := range ids {
 		if it, ok := parseMember(id); ok {
 			out = append(out, it)

@@ -22,20 +22,6 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
-// State is where a reservation is in its life (docs/adr/0001): the
-// reserve script writes it RESERVED, a consumer CLAIMED, its MySQL commit
-// CONFIRMED, a release RELEASED. MISSING is no reservation at all.
-type State string
-
-// The reservation states, as the scripts write them.
-const (
-	StateReserved  State = "RESERVED"
-	StateClaimed   State = "CLAIMED"
-	StateConfirmed State = "CONFIRMED"
-	StateReleased  State = "RELEASED"
-	StateMissing   State = "MISSING"
-)
-
 // Config says where Redis is and how keys are named.
 type Config struct {
 	// Addrs is one address for a single node, or the seed nodes of a cluster.

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 const item = 42
@@ -23,7 +23,7 @@ func newStore(t *testing.T, stock int64) *stockredis.Store {
 	rdb, prefix := redistest.New(t)
 	s := stockredis.New(rdb, prefix)
 	if stock >= 0 {
-		_, err := s.Stock.Warmup(context.Background(), stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return stock, nil })
+		_, err := s.Stock.Warmup(context.Background(), reservation.One(item), time.Hour, func(context.Context) (int64, error) { return stock, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,16 +33,16 @@ func newStore(t *testing.T, stock int64) *stockredis.Store {
 
 var gen = order.NewNumberGenerator()
 
-func res(user int64, key string, qty int) stockredis.Reservation {
-	return stockredis.Reservation{
+func res(user int64, key string, qty int) reservation.Reservation {
+	return reservation.Reservation{
 		OrderNo: gen.Next(item), UserID: strconv.FormatInt(user, 10), ItemID: item, ActivityID: 7, Quantity: qty,
 		IdempotencyKey: key, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour,
 	}
 }
 
-func snapshot(t *testing.T, s *stockredis.Store) stockredis.Snapshot {
+func snapshot(t *testing.T, s *stockredis.Store) reservation.Snapshot {
 	t.Helper()
-	snap, err := s.Stock.Stock(context.Background(), stockredis.One(item))
+	snap, err := s.Stock.Stock(context.Background(), reservation.One(item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestReserve(t *testing.T) {
 
 	steps := []struct {
 		name     string
-		r        stockredis.Reservation
+		r        reservation.Reservation
 		wantErr  error
 		wantLeft int64
 		wantDup  string
@@ -96,7 +96,7 @@ func TestReserveRefusals(t *testing.T) {
 	cases := []struct {
 		name    string
 		stock   int64 // -1: not warmed
-		r       stockredis.Reservation
+		r       reservation.Reservation
 		wantErr error
 	}{
 		{name: "not warmed", stock: -1, r: res(1, "a", 1), wantErr: order.ErrNotWarmed},
@@ -203,9 +203,9 @@ func TestReleaseAtMostOnce(t *testing.T) {
 	if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
+	ref := reservation.Ref{OrderNo: r.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
 	for i, want := range []bool{true, false, false} {
-		rel, err := s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+		rel, err := s.Reservations.Release(ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,17 +229,17 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 10)
 	a, b, c := res(1, "a", 1), res(2, "b", 1), res(3, "c", 1)
-	for _, r := range []stockredis.Reservation{a, b, c} {
+	for _, r := range []reservation.Reservation{a, b, c} {
 		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The API's release of c wins before the consumer sees it.
-	refC := stockredis.Ref{OrderNo: c.OrderNo, UserID: "3", ItemID: item, ActivityID: 7, IdempotencyKey: "c"}
-	if rel, err := s.Reservations.Release(ctx, refC, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); err != nil || !rel.Released {
+	refC := reservation.Ref{OrderNo: c.OrderNo, UserID: "3", ItemID: item, ActivityID: 7, IdempotencyKey: "c"}
+	if rel, err := s.Reservations.Release(ctx, refC, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true}); err != nil || !rel.Released {
 		t.Fatalf("release c: %v %v", rel.Released, err)
 	}
-	states, err := s.Reservations.Claim(ctx, stockredis.One(item), []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
+	states, err := s.Reservations.Claim(ctx, reservation.One(item), []string{a.OrderNo, b.OrderNo, c.OrderNo, "nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,15 +248,15 @@ func TestClaimReleaseConfirmStates(t *testing.T) {
 		t.Fatalf("claim states = %v, want %v", states, want)
 	}
 	// Once claimed, the API's release (only from RESERVED) does nothing.
-	refA := stockredis.Ref{OrderNo: a.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "a"}
-	if rel, _ := s.Reservations.Release(ctx, refA, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true}); rel.Released || rel.State != "CLAIMED" {
+	refA := reservation.Ref{OrderNo: a.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "a"}
+	if rel, _ := s.Reservations.Release(ctx, refA, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true}); rel.Released || rel.State != "CLAIMED" {
 		t.Fatalf("API release of a claimed reservation: released=%v state=%s", rel.Released, rel.State)
 	}
-	if n, err := s.Reservations.Confirm(ctx, stockredis.One(item), []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
+	if n, err := s.Reservations.Confirm(ctx, reservation.One(item), []string{a.OrderNo, a.OrderNo}); err != nil || n != 1 {
 		t.Fatalf("confirm = %d, %v; want 1", n, err)
 	}
-	refB := stockredis.Ref{OrderNo: b.OrderNo, UserID: "2", ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
-	if rel, err := s.Reservations.Release(ctx, refB, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
+	refB := reservation.Ref{OrderNo: b.OrderNo, UserID: "2", ItemID: item, ActivityID: 7, IdempotencyKey: "b"}
+	if rel, err := s.Reservations.Release(ctx, refB, reservation.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []reservation.State{reservation.StateClaimed}}); err != nil || !rel.Released {
 		t.Fatalf("consumer release of b: %v %v", rel.Released, err)
 	}
 	if snap := snapshot(t, s); snap.Stock != 9 || snap.Inflight != 0 {
@@ -279,12 +279,12 @@ func TestReleaseKeepsNewerQuota(t *testing.T) {
 	}
 	// The quota now belongs to a newer order of the same user (e.g. the
 	// reconciler restored it after Redis lost its keys).
-	k := s.Keys(stockredis.One(item))
+	k := s.Keys(reservation.One(item))
 	if err := s.Client().Set(ctx, k.Quota(7, "1"), "NEWER", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ref := stockredis.Ref{OrderNo: old.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "old"}
-	if rel, err := s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+	ref := reservation.Ref{OrderNo: old.OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "old"}
+	if rel, err := s.Reservations.Release(ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonCancelled, From: []reservation.State{reservation.StateReserved}}); err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	if got, _ := s.Client().Get(ctx, k.Quota(7, "1")).Result(); got != "NEWER" {
@@ -306,12 +306,12 @@ func TestWarmupNeverExceedsFulfillable(t *testing.T) {
 	}
 	// Warm up again with MySQL still at 10 (3 orders on their way): Redis
 	// stays 7, not 10.
-	n, err := s.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 10, nil })
+	n, err := s.Stock.Warmup(ctx, reservation.One(item), time.Hour, func(context.Context) (int64, error) { return 10, nil })
 	if err != nil || n != 7 {
 		t.Fatalf("warmup = %d, %v; want 7", n, err)
 	}
 	// MySQL lower than Redis believes: Redis is lowered.
-	n, err = s.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 5, nil })
+	n, err = s.Stock.Warmup(ctx, reservation.One(item), time.Hour, func(context.Context) (int64, error) { return 5, nil })
 	if err != nil || n != 2 {
 		t.Fatalf("warmup = %d, %v; want 2", n, err)
 	}
@@ -324,7 +324,7 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, 10)
-	var rs []stockredis.Reservation
+	var rs []reservation.Reservation
 	for u := int64(1); u <= 4; u++ {
 		r := res(u, "k", 1)
 		if _, err := s.Reservations.Reserve(ctx, r); err != nil {
@@ -333,8 +333,8 @@ func TestReleaseCappedByMySQLStock(t *testing.T) {
 		rs = append(rs, r)
 	}
 	// MySQL has only 3 units although Redis sold 4 of 10: stock 6, in flight 4.
-	ref := stockredis.Ref{OrderNo: rs[0].OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
-	rel, err := s.Reservations.ReleaseCapped(ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []stockredis.State{stockredis.StateReserved}}, 3)
+	ref := reservation.Ref{OrderNo: rs[0].OrderNo, UserID: "1", ItemID: item, ActivityID: 7, IdempotencyKey: "k"}
+	rel, err := s.Reservations.ReleaseCapped(ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonOutOfStock, From: []reservation.State{reservation.StateReserved}}, 3)
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
@@ -368,7 +368,7 @@ func TestPriorOrdersBatchesLookups(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				prior, err := s.Reservations.PriorOrders(ctx, stockredis.One(item), 7, strconv.FormatInt(u, 10), key)
+				prior, err := s.Reservations.PriorOrders(ctx, reservation.One(item), 7, strconv.FormatInt(u, 10), key)
 				if err != nil {
 					t.Error(err)
 					return
@@ -388,7 +388,7 @@ func TestPriorOrdersBatchesLookups(t *testing.T) {
 func TestPriorOrdersOfSeveralSalesAtOnce(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, cluster bool) {
 		ctx := context.Background()
-		sales := []stockredis.Item{stockredis.One(item + 20), stockredis.One(item + 30), sizes[1]}
+		sales := []reservation.Item{reservation.One(item + 20), reservation.One(item + 30), sizes[1]}
 		for _, it := range sales {
 			if _, err := s.Stock.Warmup(ctx, it, time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
 				t.Fatal(err)

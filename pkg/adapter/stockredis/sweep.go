@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // ScanWarmedItems lists a page of the warmed items, about count of them
@@ -13,7 +14,7 @@ import (
 // warmed), from cursor (0: the first page). next is 0 after the last page.
 // An item may come twice in one scan (SSCAN's guarantee is that every
 // member present throughout comes at least once).
-func (s *Stock) ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []Item, next uint64, err error) {
+func (s *Stock) ScanWarmedItems(ctx context.Context, cursor uint64, count int64) (items []reservation.Item, next uint64, err error) {
 	ids, next, err := s.rdb.SScan(ctx, s.itemsKey(), cursor, "", count).Result()
 	if err != nil {
 		return nil, 0, unavailable("scan items", err)
@@ -26,8 +27,8 @@ func (s *Stock) ScanWarmedItems(ctx context.Context, cursor uint64, count int64)
 // unconfirmed order numbers of each item reserved before cutoff, oldest
 // first. An item whose read failed is in errs (and not in pending); an
 // item with none is in neither.
-func (s *Reservations) PendingOlderThanEach(ctx context.Context, items []Item, cutoff time.Time, limit int64) (pending map[Item][]string, errs map[Item]error) {
-	pending, errs = map[Item][]string{}, map[Item]error{}
+func (s *Reservations) PendingOlderThanEach(ctx context.Context, items []reservation.Item, cutoff time.Time, limit int64) (pending map[reservation.Item][]string, errs map[reservation.Item]error) {
+	pending, errs = map[reservation.Item][]string{}, map[reservation.Item]error{}
 	if len(items) == 0 {
 		return pending, errs
 	}

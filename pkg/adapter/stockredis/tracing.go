@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
@@ -22,7 +23,7 @@ func (s *Store) Trace(t *tracing.Tracer) *Store {
 // span starts the span of one run of script for item (callers add their
 // attributes only when it records, so tracing off allocates nothing). End
 // it with endSpan.
-func (c *core) span(ctx context.Context, script string, item Item) (context.Context, trace.Span) {
+func (c *core) span(ctx context.Context, script string, item reservation.Item) (context.Context, trace.Span) {
 	ctx, span := c.tracer.StartKind(ctx, "redis "+script, trace.SpanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("db.system.name", "redis"),

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // hostileSubjects are user ids an identity provider may write, or a buyer
@@ -76,12 +76,12 @@ func TestHostileSubjectsOnRedisCluster(t *testing.T) {
 func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalClient, prefix string) {
 	s := stockredis.New(rdb, prefix)
 	subjects := hostileSubjects(item)
-	if _, err := s.Stock.Warmup(ctx, stockredis.One(item), time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
+	if _, err := s.Stock.Warmup(ctx, reservation.One(item), time.Hour, func(context.Context) (int64, error) { return 100, nil }); err != nil {
 		t.Fatal(err)
 	}
 	orders := map[string]string{}
 	for _, u := range subjects {
-		r := stockredis.Reservation{OrderNo: gen.Next(item), UserID: u, ItemID: item, ActivityID: 7, Quantity: 1,
+		r := reservation.Reservation{OrderNo: gen.Next(item), UserID: u, ItemID: item, ActivityID: 7, Quantity: 1,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 		got, err := s.Reservations.Reserve(ctx, r)
 		if err != nil || got.Duplicate || got.OrderNo != r.OrderNo {
@@ -90,7 +90,7 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 		orders[u] = r.OrderNo
 	}
 	for _, u := range subjects {
-		again := stockredis.Reservation{OrderNo: gen.Next(item), UserID: u, ItemID: item, ActivityID: 7, Quantity: 1,
+		again := reservation.Reservation{OrderNo: gen.Next(item), UserID: u, ItemID: item, ActivityID: 7, Quantity: 1,
 			IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 		if got, err := s.Reservations.Reserve(ctx, again); err != nil || !got.Duplicate || got.OrderNo != orders[u] {
 			t.Fatalf("user %q replaying its key: %+v %v, want its own order %s", u, got, err, orders[u])
@@ -104,7 +104,7 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 			t.Fatalf("reservation of %q: %+v %v", u, info, err)
 		}
 	}
-	if snap, err := s.Stock.Stock(ctx, stockredis.One(item)); err != nil || snap.Stock != int64(100-len(subjects)) || snap.Inflight != int64(len(subjects)) {
+	if snap, err := s.Stock.Stock(ctx, reservation.One(item)); err != nil || snap.Stock != int64(100-len(subjects)) || snap.Inflight != int64(len(subjects)) {
 		t.Fatalf("stock %+v %v, want %d sold", snap, err, len(subjects))
 	}
 	holders, err := s.Reconciler.QuotaHolders(ctx, item, 7)
@@ -155,7 +155,7 @@ func runHostileSubjects(t *testing.T, ctx context.Context, rdb redis.UniversalCl
 	}
 	// Releasing one user frees that user's quota only.
 	victim := subjects[0]
-	rel, err := s.Reservations.Release(ctx, stockredis.Ref{OrderNo: orders[victim], UserID: victim, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}, stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}, FreeKey: true})
+	rel, err := s.Reservations.Release(ctx, reservation.Ref{OrderNo: orders[victim], UserID: victim, ItemID: item, ActivityID: 7, IdempotencyKey: "k"}, reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}, FreeKey: true})
 	if err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // A StockReader is MySQL as a warm-up reads it (*orderdb.DB).
@@ -52,7 +53,7 @@ type StockReader interface {
 // older than the key it would lower (the key holds a later restock) is
 // read again. The restocks the loaded stock carries are then recorded as
 // applied in MySQL.
-func (s *Stock) WarmupFrom(ctx context.Context, item Item, buckets int, ttl time.Duration, db StockReader) (int64, error) {
+func (s *Stock) WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db StockReader) (int64, error) {
 	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context, pending []string) (figure, error) {
 		stock, last, committed, err := db.WarmupStock(ctx, item.ID, pending)
 		return figure{stock: stock, lastRestock: last, known: true, restocks: db, pending: pending, committed: committed}, err
@@ -71,7 +72,7 @@ func (s *Stock) WarmupFrom(ctx context.Context, item Item, buckets int, ttl time
 // Warmup is WarmupFrom for an item with one stock key and a figure that
 // includes no restock (dbStock: tests and tools that never restock). A
 // program warms up with WarmupFrom.
-func (s *Stock) Warmup(ctx context.Context, item Item, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+func (s *Stock) Warmup(ctx context.Context, item reservation.Item, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
 	return s.WarmupBuckets(ctx, item, 1, ttl, dbStock)
 }
 
@@ -80,7 +81,7 @@ func (s *Stock) Warmup(ctx context.Context, item Item, ttl time.Duration, dbStoc
 // keys; existing ones are only ever lowered, largest first, so their sum
 // is at most the sellable stock. It returns the sum of the buckets. Like
 // Warmup, it knows no restocks: a program warms up with WarmupFrom.
-func (s *Stock) WarmupBuckets(ctx context.Context, item Item, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
+func (s *Stock) WarmupBuckets(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, dbStock func(context.Context) (int64, error)) (int64, error) {
 	n, _, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context, pending []string) (figure, error) {
 		stock, err := dbStock(ctx)
 		return figure{stock: stock, pending: pending}, err
@@ -147,7 +148,7 @@ const staleReads = 5
 // older than the Redis stock. covered is the last restock id up to which
 // both the figure and the Redis stock hold every restock (0: none, or the
 // figure's restocks are not known).
-func (s *Stock) warmupFigure(ctx context.Context, item Item, buckets int, ttl time.Duration, read func(ctx context.Context, pending []string) (figure, error)) (n, covered int64, err error) {
+func (s *Stock) warmupFigure(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, read func(ctx context.Context, pending []string) (figure, error)) (n, covered int64, err error) {
 	if err := s.checkWarmupLayout(ctx, item, buckets); err != nil {
 		return 0, 0, err
 	}
@@ -177,7 +178,7 @@ func (s *Stock) warmupFigure(ctx context.Context, item Item, buckets int, ttl ti
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := s.rdb.SAdd(ctx, s.itemsKey(), item.member()).Err(); err != nil {
+		if err := s.rdb.SAdd(ctx, s.itemsKey(), member(item)).Err(); err != nil {
 			return 0, 0, unavailable("record warmed item", err)
 		}
 		if fig.known {
@@ -189,7 +190,7 @@ func (s *Stock) warmupFigure(ctx context.Context, item Item, buckets int, ttl ti
 
 // warmupOne is the warm-up of an item with one stock key. It returns the
 // stock and the last restock id the key is recorded to hold.
-func (s *Stock) warmupOne(ctx context.Context, item Item, ttl time.Duration, fig figure) (int64, int64, error) {
+func (s *Stock) warmupOne(ctx context.Context, item reservation.Item, ttl time.Duration, fig figure) (int64, int64, error) {
 	k := s.keys(item)
 	res, committed := fig.reservations(k)
 	r, err := s.warmup.Run(ctx, s.rdb, append([]string{k.Stock(), k.Inflight(), k.restockRecord()}, res...),
@@ -213,7 +214,7 @@ func (s *Stock) warmupOne(ctx context.Context, item Item, ttl time.Duration, fig
 // in between; the warm-up script then sorts each of them by its state when
 // it runs: an order that commits (or is confirmed) in between is never
 // counted as sellable twice, nor a committed one taken off twice.
-func (s *Stock) pendingThenDB(ctx context.Context, item Item, read func(ctx context.Context, pending []string) (figure, error)) (figure, error) {
+func (s *Stock) pendingThenDB(ctx context.Context, item reservation.Item, read func(ctx context.Context, pending []string) (figure, error)) (figure, error) {
 	pending, err := s.rdb.ZRange(ctx, s.keys(item).Pending(), 0, -1).Result()
 	if err != nil {
 		return figure{}, unavailable("read pending reservations", err)
@@ -229,7 +230,7 @@ func (s *Stock) pendingThenDB(ctx context.Context, item Item, read func(ctx cont
 // this catches a warm-up from a copy of the sale older than such a change.
 // It is a read before the writes, not one script with them: two warm-ups
 // of different layouts started together can still both pass.
-func (s *Stock) checkWarmupLayout(ctx context.Context, item Item, buckets int) error {
+func (s *Stock) checkWarmupLayout(ctx context.Context, item reservation.Item, buckets int) error {
 	live, err := s.Layout(ctx, item)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // A warm-up runs while orders are committed in MySQL and their confirm has
@@ -49,7 +50,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			item := stockredis.One(it.ID)
+			item := reservation.One(it.ID)
 			warmup := func() int64 {
 				t.Helper()
 				n, err := s.Stock.WarmupFrom(ctx, item, buckets, time.Hour, db.Restocks)
@@ -62,9 +63,9 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 				t.Fatalf("first warm-up: %d, want 30", n)
 			}
 			gen := order.NewNumberGenerator()
-			var rs []stockredis.Reservation
+			var rs []reservation.Reservation
 			for u := range 6 {
-				r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.Itoa(u + 1), ItemID: it.ID,
+				r := reservation.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.Itoa(u + 1), ItemID: it.ID,
 					ActivityID: act.ID, Quantity: 1 + u%2, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour,
 					ReservationTTL: 2 * time.Hour, Buckets: buckets}
 				if _, err := s.Reservations.Reserve(ctx, r); err != nil {
@@ -108,9 +109,9 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if _, err := s.Reservations.Confirm(ctx, item, nos); err != nil {
 				t.Fatal(err)
 			}
-			if rel, err := s.Reservations.Release(ctx, stockredis.Ref{OrderNo: refused.OrderNo, UserID: refused.UserID, ItemID: refused.ItemID,
+			if rel, err := s.Reservations.Release(ctx, reservation.Ref{OrderNo: refused.OrderNo, UserID: refused.UserID, ItemID: refused.ItemID,
 				ActivityID: refused.ActivityID, IdempotencyKey: refused.IdempotencyKey},
-				stockredis.ReleaseOptions{Reason: order.ReasonSaleEnded, From: []stockredis.State{stockredis.StateClaimed}}); err != nil || !rel.Released {
+				reservation.ReleaseOptions{Reason: order.ReasonSaleEnded, From: []reservation.State{reservation.StateClaimed}}); err != nil || !rel.Released {
 				t.Fatalf("release the refused order: %+v %v", rel, err)
 			}
 			if n := warmup(); n != 23 {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
@@ -27,7 +27,7 @@ func TestFind(t *testing.T) {
 	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	if rel, err := p.Store.Reservations.Release(ctx, stockredis.EventRef(released), stockredis.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []stockredis.State{stockredis.StateReserved}}); err != nil || !rel.Released {
+	if rel, err := p.Store.Reservations.Release(ctx, reservation.EventRef(released), reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}}); err != nil || !rel.Released {
 		t.Fatalf("release: %v %v", rel.Released, err)
 	}
 	// A number the api signed whose reservation Redis lost before the

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
@@ -53,7 +53,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Stock.Warmup(ctx, stockredis.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
+	if _, err := st.Stock.Warmup(ctx, reservation.One(it.ID), time.Hour, func(ctx context.Context) (int64, error) { return db.Activities.ItemStock(ctx, it.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	s := &sale{db: db, stock: st, rdb: rdb, item: it.ID, activity: act.ID}
@@ -61,7 +61,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	var reqs []orderdb.Request
 	var nos []string
 	for u := int64(1); u <= int64(n); u++ {
-		r := stockredis.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID,
+		r := reservation.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 		if _, err := st.Reservations.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: deadline, UnitPrice: price})
 		nos = append(nos, r.OrderNo)
 	}
-	if _, err := st.Reservations.Claim(ctx, stockredis.One(it.ID), nos); err != nil {
+	if _, err := st.Reservations.Claim(ctx, reservation.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
 	out, err := db.Orders.Fulfil(ctx, reqs)
@@ -84,21 +84,21 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 			t.Fatalf("order %s: %+v", no, o)
 		}
 	}
-	if _, err := st.Reservations.Confirm(ctx, stockredis.One(it.ID), nos); err != nil {
+	if _, err := st.Reservations.Confirm(ctx, reservation.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
 // stocks reads the item's MySQL stock and its Redis stock and in-flight.
-func (s *sale) stocks(t *testing.T) (int64, stockredis.Snapshot) {
+func (s *sale) stocks(t *testing.T) (int64, reservation.Snapshot) {
 	t.Helper()
 	ctx := context.Background()
 	dbStock, err := s.db.Activities.ItemStock(ctx, s.item)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := s.stock.Stock.Stock(ctx, stockredis.One(s.item))
+	snap, err := s.stock.Stock.Stock(ctx, reservation.One(s.item))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestOverlappingClosersCloseEachOrderOnce(t *testing.T) {
 	// Every quota came back: each buyer can reserve again.
 	gen := order.NewNumberGenerator()
 	for _, e := range s.orders {
-		_, err := s.stock.Reservations.Reserve(ctx, stockredis.Reservation{OrderNo: gen.Next(s.item), UserID: e.UserID, ItemID: s.item,
+		_, err := s.stock.Reservations.Reserve(ctx, reservation.Reservation{OrderNo: gen.Next(s.item), UserID: e.UserID, ItemID: s.item,
 			ActivityID: s.activity, Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour})
 		if err != nil {
 			t.Fatalf("user %s after the close: %v", e.UserID, err)
@@ -249,8 +249,8 @@ func TestCloseAfterRedisWentBack(t *testing.T) {
 	s := newExpiredSale(t, stock, 3)
 	ctx := context.Background()
 	rdb := s.rdb
-	k := s.stock.Keys(stockredis.One(s.item))
-	for i, state := range []stockredis.State{stockredis.StateClaimed, stockredis.StateReserved} {
+	k := s.stock.Keys(reservation.One(s.item))
+	for i, state := range []reservation.State{reservation.StateClaimed, reservation.StateReserved} {
 		no := s.orders[i].OrderNo
 		rdb.HSet(ctx, k.Reservation(no), "state", string(state))
 		rdb.IncrBy(ctx, k.Inflight(), 1)

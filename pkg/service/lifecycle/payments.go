@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
 
@@ -88,7 +88,7 @@ func (s *Service) notInMySQL(ctx context.Context, orderNo string) error {
 	if err != nil {
 		return err
 	}
-	if info.State == stockredis.StateReserved || info.State == stockredis.StateClaimed || info.State == stockredis.StateConfirmed {
+	if info.State == reservation.StateReserved || info.State == reservation.StateClaimed || info.State == reservation.StateConfirmed {
 		return order.Errorf(order.ErrNotPayable, "the order is still being placed; retry shortly")
 	}
 	return order.Errorf(order.ErrNotFound, "no order %s", orderNo)

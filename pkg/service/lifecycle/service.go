@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
@@ -117,13 +117,13 @@ type Payments interface {
 
 // ReservationReader reads a reservation in Redis (*stockredis.Store).
 type ReservationReader interface {
-	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
+	Reservation(ctx context.Context, orderNo string) (reservation.Info, error)
 }
 
 // Stock is Redis as the transitions use it (*stockredis.Store).
 type Stock interface {
 	ReservationReader
-	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
+	Release(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error)
 }
 
 // Numbers tells an order number the api issued for a user from one it
@@ -171,7 +171,7 @@ func Find(ctx context.Context, orders OrderReader, stock ReservationReader, numb
 		Quantity: info.Quantity, Status: order.Pending, IdempotencyKey: info.IdempotencyKey,
 		CreatedAt: info.ReservedAt, UpdatedAt: info.ReservedAt,
 	}
-	if info.State == stockredis.StateReleased {
+	if info.State == reservation.StateReleased {
 		o.Status, o.FailureReason = order.Failed, info.Reason
 	}
 	return o, false, nil
@@ -212,12 +212,12 @@ func (s *Service) close(ctx context.Context, user, orderNo, reason string) (orde
 // release gives the closed order's Redis stock and quota back (at most
 // once, by the reservation state machine) and records it in MySQL.
 func (s *Service) release(ctx context.Context, o order.Order, reason string) error {
-	ref := stockredis.OrderRef(o)
+	ref := reservation.OrderRef(o)
 	// MySQL closed the order, so its reservation goes from whichever live
 	// state it is in: CONFIRMED normally, or RESERVED or CLAIMED when Redis
 	// came back from an older state.
-	rel, err := s.Stock.Release(ctx, ref, stockredis.ReleaseOptions{Reason: reason,
-		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed, stockredis.StateConfirmed}})
+	rel, err := s.Stock.Release(ctx, ref, reservation.ReleaseOptions{Reason: reason,
+		From: []reservation.State{reservation.StateReserved, reservation.StateClaimed, reservation.StateConfirmed}})
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 )
 
@@ -42,7 +42,7 @@ func (s *Service) PlaceDrawn(ctx context.Context, a activity.Activity, d Drawn) 
 	if err != nil {
 		return err
 	}
-	item := stockredis.In(a.ItemID, d.ItemID)
+	item := reservation.In(a.ItemID, d.ItemID)
 	key, err := s.drawKey(ctx, a, item, d)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func (s *Service) PlaceDrawn(ctx context.Context, a activity.Activity, d Drawn) 
 // before the upgrade holds the form before (order.LegacyDrawKey; a number
 // that is fresh was never reserved): a retry finds its reservation by that
 // key and publishes its event with it, as the first attempt did.
-func (s *Service) drawKey(ctx context.Context, a activity.Activity, item stockredis.Item, d Drawn) (string, error) {
+func (s *Service) drawKey(ctx context.Context, a activity.Activity, item reservation.Item, d Drawn) (string, error) {
 	if d.Fresh {
 		return order.DrawKey(d.EntryID), nil
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
@@ -25,7 +25,7 @@ import (
 // release whose answer was lost finds it RELEASED: done); if Redis cannot be
 // told, the sweep releases it later.
 func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
-	ref := stockredis.EventRef(ev)
+	ref := reservation.EventRef(ev)
 	// The request's context may be what timed out; the release must still run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -37,13 +37,13 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 		return Placed{OrderNo: ev.OrderNo, Status: o.Status}, nil
 	}
 	recorded := dbErr == nil
-	from := []stockredis.State{stockredis.StateReserved}
+	from := []reservation.State{reservation.StateReserved}
 	if recorded {
 		// No consumer can create the order any more: a claimed reservation
 		// may go too.
-		from = append(from, stockredis.StateClaimed)
+		from = append(from, reservation.StateClaimed)
 	}
-	rel, err := s.release(rctx, ref, stockredis.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
+	rel, err := s.release(rctx, ref, reservation.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
 	state := rel.State
 	switch {
 	case err == nil && rel.Gone():
@@ -75,9 +75,9 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 
 // release runs Stock.Release, trying a few times. Repeating it is safe: a
 // release whose answer was lost is found RELEASED by the next attempt.
-func (s *Service) release(ctx context.Context, ref stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error) {
+func (s *Service) release(ctx context.Context, ref reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error) {
 	var (
-		rel stockredis.Released
+		rel reservation.Released
 		err error
 	)
 	for attempt := range 3 {

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -50,22 +51,22 @@ type Orders interface {
 // reservation the API cannot confirm, and the reads that answer a replayed
 // key and an order's status.
 type Reservations interface {
-	Reserve(ctx context.Context, r stockredis.Reservation) (stockredis.ReserveResult, error)
-	Release(ctx context.Context, r stockredis.Ref, o stockredis.ReleaseOptions) (stockredis.Released, error)
-	PriorOrders(ctx context.Context, item stockredis.Item, activity int64, user, idemKey string) (stockredis.PriorOrders, error)
-	HeldOrder(ctx context.Context, item stockredis.Item, activity int64, user string) (string, error)
-	Reservation(ctx context.Context, orderNo string) (stockredis.ReservationInfo, error)
+	Reserve(ctx context.Context, r reservation.Reservation) (reservation.Result, error)
+	Release(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error)
+	PriorOrders(ctx context.Context, item reservation.Item, activity int64, user, idemKey string) (reservation.PriorOrders, error)
+	HeldOrder(ctx context.Context, item reservation.Item, activity int64, user string) (string, error)
+	Reservation(ctx context.Context, orderNo string) (reservation.Info, error)
 }
 
 // Stock is Redis's stock as the service uses it (*stockredis.Stock): the
 // warm-up, and the stock reads, layout and restock the HTTP handlers reach
 // through the service.
 type Stock interface {
-	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
-	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
-	Stocks(ctx context.Context, items []stockredis.Item) ([]stockredis.Snapshot, error)
-	Layout(ctx context.Context, item stockredis.Item) (activity.Layout, error)
-	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
+	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	Stock(ctx context.Context, item reservation.Item) (reservation.Snapshot, error)
+	Stocks(ctx context.Context, items []reservation.Item) ([]reservation.Snapshot, error)
+	Layout(ctx context.Context, item reservation.Item) (activity.Layout, error)
+	Restock(ctx context.Context, item reservation.Item, id, qty int64) (reservation.Restocked, error)
 }
 
 // Service places orders.
@@ -126,11 +127,11 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if p, done, err := s.refuseEarly(ctx, r, act, item, now); done {
 		return p, err
 	}
-	ev, reservation, err := s.newOrder(ctx, r, act, item, now)
+	ev, res, err := s.newOrder(ctx, r, act, item, now)
 	if err != nil {
 		return Placed{}, err
 	}
-	if p, done, err := s.reserve(ctx, r, act, item, ev, reservation, now); done {
+	if p, done, err := s.reserve(ctx, r, act, item, ev, res, now); done {
 		return p, err
 	}
 	return s.publish(ctx, r, act, item, ev)
@@ -138,35 +139,35 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 
 // saleItem checks the request against its sale and returns the sale and
 // the item it buys.
-func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (activity.Activity, stockredis.Item, error) {
+func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (activity.Activity, reservation.Item, error) {
 	if !order.ValidIdempotencyKey(r.IdempotencyKey) {
-		return activity.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
+		return activity.Activity{}, reservation.Item{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if r.ActivityID <= 0 {
-		return activity.Activity{}, stockredis.Item{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
+		return activity.Activity{}, reservation.Item{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
 	act, err := s.activity(ctx, r.ActivityID)
 	if err != nil {
-		return activity.Activity{}, stockredis.Item{}, err
+		return activity.Activity{}, reservation.Item{}, err
 	}
 	if act.Draw.On() {
-		return activity.Activity{}, stockredis.Item{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
+		return activity.Activity{}, reservation.Item{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
 	}
 	if err := act.CheckQuantity(r.Quantity); err != nil {
-		return activity.Activity{}, stockredis.Item{}, err
+		return activity.Activity{}, reservation.Item{}, err
 	}
 	chosen, err := act.ChooseItem(r.ItemID)
 	if err != nil {
-		return activity.Activity{}, stockredis.Item{}, err
+		return activity.Activity{}, reservation.Item{}, err
 	}
-	return act, stockredis.In(act.ItemID, chosen.ItemID), nil
+	return act, reservation.In(act.ItemID, chosen.ItemID), nil
 }
 
 // refuseEarly answers, before anything is reserved, a request the sale
 // turns away at now: not on, without a valid admission to its waiting
 // room, or for an item flagged sold out. done is false when the request
 // goes on to the reserve.
-func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, now time.Time) (p Placed, done bool, err error) {
+func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item, now time.Time) (p Placed, done bool, err error) {
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
@@ -209,10 +210,10 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.
 
 // newOrder numbers the order and returns its create event and the
 // reservation that takes its stock.
-func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, now time.Time) (order.Event, stockredis.Reservation, error) {
+func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item, now time.Time) (order.Event, reservation.Reservation, error) {
 	quotaTTL, reservationTTL, err := s.lifetimes(act, now)
 	if err != nil {
-		return order.Event{}, stockredis.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
+		return order.Event{}, reservation.Reservation{}, fmt.Errorf("reserve in activity %d: %w", act.ID, err)
 	}
 	// The number names the sale's first item: its keys' hash tag.
 	no := s.Numbers.NextFor(act.ItemID, r.UserID)
@@ -220,59 +221,59 @@ func (s *Service) newOrder(ctx context.Context, r PlaceRequest, act activity.Act
 		span.SetAttributes(tracing.AttrOrderNo.String(no), tracing.AttrItemID.Int64(item.ID),
 			tracing.AttrActivityID.Int64(act.ID), tracing.AttrQuantity.Int(r.Quantity))
 	}
-	ev, reservation := records(act, item, order.Event{OrderNo: no, IdempotencyKey: r.IdempotencyKey, UserID: r.UserID,
+	ev, res := records(act, item, order.Event{OrderNo: no, IdempotencyKey: r.IdempotencyKey, UserID: r.UserID,
 		Quantity: r.Quantity, ReservedAt: now, RequestID: r.RequestID}, quotaTTL, reservationTTL)
-	return ev, reservation, nil
+	return ev, res, nil
 }
 
 // lifetimes are how long from now the records of an order in act live:
 // its quota and idempotency records, and its reservation.
-func (s *Service) lifetimes(act activity.Activity, now time.Time) (quota, reservation time.Duration, err error) {
+func (s *Service) lifetimes(act activity.Activity, now time.Time) (quota, keys time.Duration, err error) {
 	if quota, err = act.RecordsLifetime(now); err != nil {
 		return 0, 0, err
 	}
-	if reservation, err = act.KeysLifetime(now, s.PaymentWindow); err != nil {
+	if keys, err = act.KeysLifetime(now, s.PaymentWindow); err != nil {
 		return 0, 0, err
 	}
-	return quota, reservation, nil
+	return quota, keys, nil
 }
 
 // records returns the create event of the order o names (its number,
 // key, buyer, quantity, request and time) of item in act, and the
 // reservation that takes its stock: the one place both are built, for a
 // buyer's order and a draw's alike.
-func records(act activity.Activity, item stockredis.Item, o order.Event, quotaTTL, reservationTTL time.Duration) (order.Event, stockredis.Reservation) {
+func records(act activity.Activity, item reservation.Item, o order.Event, quotaTTL, reservationTTL time.Duration) (order.Event, reservation.Reservation) {
 	ev := order.Event{
 		Version: order.EventVersion, OrderNo: o.OrderNo, IdempotencyKey: o.IdempotencyKey,
 		UserID: o.UserID, ItemID: item.ID, ActivityID: act.ID, Quantity: o.Quantity,
 		ReservedAt: o.ReservedAt, RequestID: o.RequestID,
 	}
-	reservation := stockredis.Reservation{
+	res := reservation.Reservation{
 		OrderNo: o.OrderNo, UserID: o.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
 		Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, At: o.ReservedAt,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
 		Buckets: act.StockBuckets, Room: act.Room.On(),
 	}
-	return ev, reservation
+	return ev, res
 }
 
 // reserve runs the reserve script for the order of ev and answers the
 // request when the script did not reserve it (done): a refusal, an
 // earlier order of the key, or a reservation given up when the script's
 // outcome is unknown.
-func (s *Service) reserve(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, ev order.Event,
-	reservation stockredis.Reservation, now time.Time) (p Placed, done bool, err error) {
+func (s *Service) reserve(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item, ev order.Event,
+	asked reservation.Reservation, now time.Time) (p Placed, done bool, err error) {
 	no := ev.OrderNo
 	started := time.Now()
 	// The stock generation before the script: a refusal that raced a
 	// restock or a release here (ClearSoldOut) must not flag the units it
 	// brought back as sold out.
 	gen := s.stockGeneration(item.ID)
-	res, err := s.Reservations.Reserve(ctx, reservation)
+	res, err := s.Reservations.Reserve(ctx, asked)
 	if err == nil && res.Duplicate && res.OrderNo != no && s.freeStaleKey(ctx, r.UserID, res.OrderNo) {
 		// The key named an order this API refused with 503 (Redis came
 		// back from an older state with the record): it buys anew.
-		res, err = s.Reservations.Reserve(ctx, reservation)
+		res, err = s.Reservations.Reserve(ctx, asked)
 	}
 	s.Metrics.Reserved(reserveOutcome(res, err), time.Since(started))
 	switch {
@@ -306,7 +307,7 @@ func (s *Service) reserve(ctx context.Context, r PlaceRequest, act activity.Acti
 
 // publish sends the reserved order's create event to Kafka, and gives the
 // reservation up when it cannot.
-func (s *Service) publish(ctx context.Context, r PlaceRequest, act activity.Activity, item stockredis.Item, ev order.Event) (Placed, error) {
+func (s *Service) publish(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item, ev order.Event) (Placed, error) {
 	failpoint.Inject("api-after-reserve")
 	started := time.Now()
 	err := s.Publisher.Publish(ctx, ev)
@@ -320,7 +321,7 @@ func (s *Service) publish(ctx context.Context, r PlaceRequest, act activity.Acti
 }
 
 // reserveOutcome names what the reserve script answered, for the metrics.
-func reserveOutcome(res stockredis.ReserveResult, err error) metrics.ReserveOutcome {
+func reserveOutcome(res reservation.Result, err error) metrics.ReserveOutcome {
 	switch {
 	case err == nil && res.Duplicate:
 		return metrics.ReserveDuplicateKey
@@ -350,7 +351,7 @@ func (s *Service) Status(ctx context.Context, user, orderNo string) (order.Order
 // holding their quota: placed and not failed, closed or cancelled), "" for
 // none. One shared read (see stockredis.Store.PriorOrders).
 func (s *Service) HeldOrder(ctx context.Context, a activity.Activity, user string) (string, error) {
-	return s.Reservations.HeldOrder(ctx, stockredis.In(a.ItemID, a.ItemID), a.ID, user)
+	return s.Reservations.HeldOrder(ctx, reservation.In(a.ItemID, a.ItemID), a.ID, user)
 }
 
 // Activity is the sale as this instance's copy has it (at most

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // notAdmitted answers an order of a room sale without a valid admission
@@ -19,7 +19,7 @@ import (
 // key. When Redis cannot be read the buyer hears 503, not a refusal: the
 // key may have an order. A key Redis does not know is looked up in MySQL
 // before the refusal (Redis may have lost it).
-func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
+func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item reservation.Item, refused error) (Placed, error) {
 	prior, err := s.Reservations.PriorOrders(ctx, item, r.ActivityID, r.UserID, r.IdempotencyKey)
 	switch {
 	case err != nil:
@@ -38,7 +38,7 @@ func (s *Service) notAdmitted(ctx context.Context, r PlaceRequest, item stockred
 // brought back from an older copy, before the heal puts it back), and
 // MySQL's order is then the answer, as the script's replay would have
 // given it.
-func (s *Service) refuseUnlessMySQLHasKey(ctx context.Context, r PlaceRequest, item stockredis.Item, refused error) (Placed, error) {
+func (s *Service) refuseUnlessMySQLHasKey(ctx context.Context, r PlaceRequest, item reservation.Item, refused error) (Placed, error) {
 	o, err := s.Orders.OrderOfKey(ctx, r.ActivityID, r.UserID, r.IdempotencyKey)
 	switch {
 	case err == nil:
@@ -57,9 +57,9 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 	if err != nil || o.UserID != user || o.Status != order.Failed || !order.AnsweredUnavailable(o.FailureReason) {
 		return false
 	}
-	ref := stockredis.OrderRef(o)
-	_, err = s.Reservations.Release(ctx, ref, stockredis.ReleaseOptions{Reason: o.FailureReason,
-		From: []stockredis.State{stockredis.StateReserved, stockredis.StateClaimed}, FreeKey: true})
+	ref := reservation.OrderRef(o)
+	_, err = s.Reservations.Release(ctx, ref, reservation.ReleaseOptions{Reason: o.FailureReason,
+		From: []reservation.State{reservation.StateReserved, reservation.StateClaimed}, FreeKey: true})
 	if err != nil {
 		return false
 	}
@@ -73,7 +73,7 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 // (the IETF Idempotency-Key draft; Stripe answers so too). An order known
 // only by its number (Redis lost its reservation, MySQL has yet to write
 // it) cannot be compared and is answered as the same.
-func (s *Service) replay(ctx context.Context, r PlaceRequest, item stockredis.Item, orderNo string) (Placed, error) {
+func (s *Service) replay(ctx context.Context, r PlaceRequest, item reservation.Item, orderNo string) (Placed, error) {
 	o, err := s.Status(ctx, r.UserID, orderNo)
 	if err != nil {
 		if errors.Is(err, order.ErrNotFound) {

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // A bucketed item (stock split over 3 keys in other slots): Redis stock is
@@ -22,13 +21,13 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, time.Hour) // not started: newFixture leaves it cold
 	const buckets = 3
-	if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.Stock.WarmupBuckets(f.ctx, reservation.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
-	reserve := func(user int64, qty int) stockredis.Reservation {
+	reserve := func(user int64, qty int) reservation.Reservation {
 		// Reserved at the sale's start: MySQL refuses an order of a sale
 		// that has not started (SALE_NOT_STARTED).
-		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
+		r := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: qty, IdempotencyKey: "k", At: f.act.StartsAt, QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 		if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
@@ -42,7 +41,7 @@ func TestReconcileBucketedStockDriftIsRepaired(t *testing.T) {
 	_, it := f.check(CheckOnly)
 	wantItem(t, it, OK, 28, 27, 1, 0)
 
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	bucketsNow := func() []int64 {
 		out := make([]int64, buckets)
 		for i := range out {
@@ -98,11 +97,11 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.Stock.WarmupBuckets(f.ctx, reservation.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
-	reserve := func(user int64) stockredis.Reservation {
-		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
+	reserve := func(user int64) reservation.Reservation {
+		r := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 		if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", user, err)
@@ -117,7 +116,7 @@ func TestReconcileBucketedItemLostEverythingIsLaidOutFromTheActivity(t *testing.
 	if it.Verdict != Repaired || rep.ExitCode() != 0 {
 		t.Fatalf("repair: %+v", it)
 	}
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	if f.rdb.Exists(f.ctx, k.Stock()).Val() != 0 {
 		t.Fatalf("the repair created the main-tag stock key of a bucketed item: %q", it.Repairs)
 	}
@@ -164,7 +163,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 		EndsAt: now.Add(-2 * time.Hour), PerUserLimit: 1, StockBuckets: 3}); err != nil {
 		t.Fatal(err)
 	}
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 5)
 	_, it := f.check(CheckOnly)
 	wantItem(t, it, Drift, 30, 35, 0, 5)
@@ -190,7 +189,7 @@ func TestReconcileRepairsTheLiveKeyNotTheOldSalesBuckets(t *testing.T) {
 func TestReconcileReportsTwoLayoutsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30, -time.Minute) // warmed: one stock key
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	// An older sale's layout, as a warm-up before the checks wrote it
 	// (warm-ups refuse to now).
 	f.rdb.Set(f.ctx, k.BucketMarker(), 3, time.Hour)

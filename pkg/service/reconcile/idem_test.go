@@ -6,16 +6,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // failedInMySQL records the reservation's order as FAILED for reason, as
 // the consumer (OUT_OF_STOCK) or the API (PUBLISH_FAILED, before its 503)
 // would, and releases the reservation as they do: the API's 503 frees the
 // idempotency key, the consumer's refusal keeps it.
-func (f *fixture) failedInMySQL(r stockredis.Reservation, reason string) {
+func (f *fixture) failedInMySQL(r reservation.Reservation, reason string) {
 	f.t.Helper()
 	err := f.db.Gorm().Exec(`INSERT INTO orders (order_no, user_id, item_id, activity_id, quantity, status, failure_reason,
 		idempotency_key, reserved_at, released_at) VALUES (?, ?, ?, ?, ?, 'FAILED', ?, ?, ?, ?)`,
@@ -23,14 +22,14 @@ func (f *fixture) failedInMySQL(r stockredis.Reservation, reason string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
-	if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: reason, From: []stockredis.State{stockredis.StateReserved}, FreeKey: order.AnsweredUnavailable(reason)}); err != nil || !rel.Released {
+	ref := reservation.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+	if rel, err := f.store.Reservations.Release(f.ctx, ref, reservation.ReleaseOptions{Reason: reason, From: []reservation.State{reservation.StateReserved}, FreeKey: order.AnsweredUnavailable(reason)}); err != nil || !rel.Released {
 		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, rel.Released, rel.State, err)
 	}
 }
 
 // bought takes user's order all the way: reserved, CREATED, confirmed.
-func (f *fixture) bought(user int64) stockredis.Reservation {
+func (f *fixture) bought(user int64) reservation.Reservation {
 	f.t.Helper()
 	r := f.reserve(user, 1)
 	f.commit(r)
@@ -47,7 +46,7 @@ func (f *fixture) bought(user int64) stockredis.Reservation {
 func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 
 	created := f.bought(1)
 	paid := f.bought(2)
@@ -58,7 +57,7 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	if tr, err := f.db.Orders.CloseOrder(f.ctx, "3", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
-	f.release(closed, stockredis.StateConfirmed)
+	f.release(closed, reservation.StateConfirmed)
 	if err := f.db.Orders.MarkReleased(f.ctx, closed.OrderNo); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 	f.failedInMySQL(publishFailed, order.ReasonPublishFailed)
 	other := f.bought(6)
 
-	restored := []stockredis.Reservation{created, paid, closed, outOfStock}
+	restored := []reservation.Reservation{created, paid, closed, outOfStock}
 	for _, r := range append(restored, publishFailed) {
 		f.rdb.Del(f.ctx, k.Idem(r.UserID, r.IdempotencyKey)) // lost with the restore
 	}
@@ -129,13 +128,13 @@ func TestReconcileRestoresLostIdempotencyRecords(t *testing.T) {
 func TestReconcileRestoresTheKeysOrderNotItsRefusedRetry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 
 	closed := f.bought(1)
 	if tr, err := f.db.Orders.CloseOrder(f.ctx, "1", closed.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 		t.Fatalf("close: %+v %v", tr, err)
 	}
-	f.release(closed, stockredis.StateConfirmed)
+	f.release(closed, reservation.StateConfirmed)
 	if err := f.db.Orders.MarkReleased(f.ctx, closed.OrderNo); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Restocks (half of them with their Redis step left undone, as an API
@@ -28,7 +28,7 @@ func TestRestocksAndWarmupsInterleaved(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			f := newFixture(t, 20, time.Hour) // cold
 			warmup := func() error {
-				_, err := f.store.Stock.WarmupFrom(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, f.db.Restocks)
+				_, err := f.store.Stock.WarmupFrom(f.ctx, reservation.One(f.item), buckets, 2*time.Hour, f.db.Restocks)
 				return err
 			}
 			const restocks = 24
@@ -53,7 +53,7 @@ func TestRestocksAndWarmupsInterleaved(t *testing.T) {
 					}
 					ids[i] = rs.ID
 					if step[i] {
-						if _, err := f.store.Stock.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity); err != nil {
+						if _, err := f.store.Stock.Restock(f.ctx, reservation.One(f.item), rs.ID, rs.Quantity); err != nil {
 							t.Error(err)
 							return
 						}
@@ -87,7 +87,7 @@ func TestRestocksAndWarmupsInterleaved(t *testing.T) {
 			// The operator retries every restock (the same key runs its Redis
 			// step again), then the reconciler repairs.
 			for i, id := range ids {
-				if _, err := f.store.Stock.Restock(f.ctx, stockredis.One(f.item), id, qty[i]); err != nil {
+				if _, err := f.store.Stock.Restock(f.ctx, reservation.One(f.item), id, qty[i]); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // addItem creates another item with stock units and an activity on sale in
@@ -26,7 +27,7 @@ func (f *fixture) addItem(stock int64) int64 {
 		EndsAt: now.Add(time.Hour), PerUserLimit: 5}); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.store.Stock.Warmup(f.ctx, stockredis.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
+	if _, err := f.store.Stock.Warmup(f.ctx, reservation.One(it.ID), 2*time.Hour, func(ctx context.Context) (int64, error) {
 		return f.db.Activities.ItemStock(ctx, it.ID)
 	}); err != nil {
 		f.t.Fatal(err)
@@ -38,7 +39,7 @@ func (f *fixture) addItem(stock int64) int64 {
 // reads it fails with WRONGTYPE, on every run, until someone deletes it.
 func (f *fixture) poison(item int64) {
 	f.t.Helper()
-	k := f.store.Keys(stockredis.One(item)).Stock()
+	k := f.store.Keys(reservation.One(item)).Stock()
 	if err := f.rdb.Del(f.ctx, k).Err(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -82,8 +83,8 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 	drifted := f.item
 	bad := f.addItem(10)
 	lost := f.addItem(7)
-	f.rdb.IncrBy(f.ctx, f.store.Keys(stockredis.One(drifted)).Stock(), 3) // Redis could sell 3 units too many
-	f.rdb.Del(f.ctx, f.store.Keys(stockredis.One(lost)).Stock())          // Redis lost the item's stock
+	f.rdb.IncrBy(f.ctx, f.store.Keys(reservation.One(drifted)).Stock(), 3) // Redis could sell 3 units too many
+	f.rdb.Del(f.ctx, f.store.Keys(reservation.One(lost)).Stock())          // Redis lost the item's stock
 	f.poison(bad)
 
 	l := f.lock()
@@ -124,16 +125,16 @@ func TestReconcileOneFailingItemDoesNotBlockTheOthers(t *testing.T) {
 
 	// The others are repaired in Redis, the failing one untouched.
 	for item, want := range map[int64]int64{drifted: 10, lost: 7} {
-		if s, err := f.store.Stock.Stock(f.ctx, stockredis.One(item)); err != nil || !s.Warmed || s.Stock != want {
+		if s, err := f.store.Stock.Stock(f.ctx, reservation.One(item)); err != nil || !s.Warmed || s.Stock != want {
 			t.Fatalf("item %d after the repair: Redis %+v (%v), want stock %d", item, s, err, want)
 		}
 	}
-	if typ := f.rdb.Type(f.ctx, f.store.Keys(stockredis.One(bad)).Stock()).Val(); typ != "hash" {
+	if typ := f.rdb.Type(f.ctx, f.store.Keys(reservation.One(bad)).Stock()).Val(); typ != "hash" {
 		t.Fatalf("the failing item's stock key is a %s now", typ)
 	}
 
 	// The fault goes (the key is deleted): the next run repairs it.
-	f.rdb.Del(f.ctx, f.store.Keys(stockredis.One(bad)).Stock())
+	f.rdb.Del(f.ctx, f.store.Keys(reservation.One(bad)).Stock())
 	rep, err = f.c.Run(f.ctx, f.targets(), CheckAndRepair, f.lock())
 	if err != nil || rep.ExitCode() != 0 || byItem(t, rep, bad).Verdict != Repaired {
 		t.Fatalf("after the fault: err %v, report %+v", err, rep.Items)

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Each repair script's answer is lost once after it ran (a real proxy
@@ -30,7 +30,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			// missing quota key back (after the idempotency records' call).
 			script, _, _ := strings.Cut(name, " ")
 			f := newFixture(t, 20, -time.Minute)
-			k := f.store.Keys(stockredis.One(f.item))
+			k := f.store.Keys(reservation.One(f.item))
 			if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestLostReplyRepairScripts(t *testing.T) {
 			if got := f.rdb.Get(f.ctx, k.Idem("1", live.IdempotencyKey)).Val(); got != live.OrderNo {
 				t.Fatalf("idempotency record of the live order = %q, want %q", got, live.OrderNo)
 			}
-			if st := f.rdb.HGet(f.ctx, k.Reservation(live.OrderNo), "state").Val(); stockredis.State(st) != stockredis.StateConfirmed {
+			if st := f.rdb.HGet(f.ctx, k.Reservation(live.OrderNo), "state").Val(); reservation.State(st) != reservation.StateConfirmed {
 				t.Fatalf("reservation of the live order is %q, want CONFIRMED", st)
 			}
 			// The next pass finds nothing more to restore, and the live
@@ -115,7 +115,7 @@ func TestLostReplyUnrestoreReservation(t *testing.T) {
 	t.Parallel()
 	const script = "reconcile_unrestore_reservation"
 	f := newFixture(t, 20, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	if err := f.rdb.ScriptLoad(f.ctx, lua.Source(script)).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // reading is one read of an item: its stock in both stores and its quota
@@ -102,7 +103,7 @@ const readAttempts = 3
 // readStock reads the item's stock in both stores, in the order the package
 // comment explains, and reads again at once (up to readAttempts times) when
 // an order moved between the stores while it read.
-func (c *Checker) readStock(ctx context.Context, item stockredis.Item) (stockReading, error) {
+func (c *Checker) readStock(ctx context.Context, item reservation.Item) (stockReading, error) {
 	for attempt := 1; ; attempt++ {
 		s, moved, err := c.readStockOnce(ctx, item)
 		if err != nil || len(moved) == 0 || attempt == readAttempts {
@@ -112,7 +113,7 @@ func (c *Checker) readStock(ctx context.Context, item stockredis.Item) (stockRea
 	}
 }
 
-func (c *Checker) readStockOnce(ctx context.Context, item stockredis.Item) (stockReading, []string, error) {
+func (c *Checker) readStockOnce(ctx context.Context, item reservation.Item) (stockReading, []string, error) {
 	mark, err := c.DB.ReadMark(ctx, item.ID)
 	if err != nil {
 		return stockReading{}, nil, err
@@ -144,7 +145,7 @@ func (c *Checker) readStockOnce(ctx context.Context, item stockredis.Item) (stoc
 		}
 	}
 	for no, o := range mark.Closing {
-		if view.States[no] == stockredis.StateConfirmed {
+		if view.States[no] == reservation.StateConfirmed {
 			s.closing += o.Quantity
 		}
 	}
@@ -193,7 +194,7 @@ func (q *quotaReading) addStale(s QuotaIssue) {
 // order that was live then: a key goes only with its order's release);
 // then the quota keys by SCAN, each page of them before the live orders of
 // its users, for the keys whose user holds no live order.
-func (c *Checker) readQuota(ctx context.Context, item stockredis.Item, a activity.Activity) (quotaReading, error) {
+func (c *Checker) readQuota(ctx context.Context, item reservation.Item, a activity.Activity) (quotaReading, error) {
 	activity := a.ID
 	q := quotaReading{missing: []QuotaIssue{}, stale: []QuotaIssue{}}
 	var closing map[string]orderdb.OrderState // read once, when needed
@@ -291,7 +292,7 @@ func (s *keySet) add(user, holder string) {
 
 // checkLivePage checks the quota keys of one page of live orders, and
 // adds the keys it finds to seen.
-func (c *Checker) checkLivePage(ctx context.Context, item stockredis.Item, activity int64, page []orderdb.LiveOrder, q *quotaReading, seen *keySet,
+func (c *Checker) checkLivePage(ctx context.Context, item reservation.Item, activity int64, page []orderdb.LiveOrder, q *quotaReading, seen *keySet,
 	closingOf func() (map[string]orderdb.OrderState, error)) error {
 	q.live += len(page)
 	users := make([]string, len(page))
@@ -351,7 +352,7 @@ func (c *Checker) checkLivePage(ctx context.Context, item stockredis.Item, activ
 // or CLAIMED then is on its way, and one that was further along is in
 // MySQL by now; one MySQL closed whose release has not run yet keeps its
 // key until the release deletes it.
-func (c *Checker) judgeSuspects(ctx context.Context, item stockredis.Item, activity int64, suspects, live map[string]string, q *quotaReading,
+func (c *Checker) judgeSuspects(ctx context.Context, item reservation.Item, activity int64, suspects, live map[string]string, q *quotaReading,
 	closingOf func() (map[string]orderdb.OrderState, error)) error {
 	if len(suspects) == 0 {
 		return nil
@@ -363,7 +364,7 @@ func (c *Checker) judgeSuspects(ctx context.Context, item stockredis.Item, activ
 	var ask []string
 	for user, h := range suspects {
 		st := states[user]
-		if st.Holder != h || st.State == stockredis.StateReserved || st.State == stockredis.StateClaimed {
+		if st.Holder != h || st.State == reservation.StateReserved || st.State == reservation.StateClaimed {
 			delete(suspects, user) // changed since the read, or on its way
 			continue
 		}

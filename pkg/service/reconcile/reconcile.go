@@ -117,6 +117,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // LockName is the distributed lock every repair of Redis from MySQL runs
@@ -156,7 +157,7 @@ type Progress interface {
 // minus what is in flight, never raising an existing one, recording the
 // restocks that stock includes (stockredis.WarmupFrom).
 type Warmer interface {
-	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Checker checks and repairs items.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/internal/testkit/logstest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
@@ -20,6 +19,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // fixture is one item with one activity in its own database and key
@@ -78,15 +78,15 @@ func newFixture(t *testing.T, stock int64, start time.Duration) *fixture {
 
 func (f *fixture) warm() {
 	f.t.Helper()
-	_, err := f.store.Stock.Warmup(f.ctx, stockredis.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) })
+	_, err := f.store.Stock.Warmup(f.ctx, reservation.One(f.item), 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) })
 	if err != nil {
 		f.t.Fatal(err)
 	}
 }
 
-func (f *fixture) reserve(user int64, qty int) stockredis.Reservation {
+func (f *fixture) reserve(user int64, qty int) reservation.Reservation {
 	f.t.Helper()
-	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
+	r := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(user, 10), ItemID: f.item, ActivityID: f.act.ID,
 		Quantity: qty, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
 	if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 		f.t.Fatalf("reserve for user %d: %v", user, err)
@@ -96,7 +96,7 @@ func (f *fixture) reserve(user int64, qty int) stockredis.Reservation {
 
 // commit claims the reservations and writes their orders to MySQL (the
 // consumer up to its commit, before the confirm).
-func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcome {
+func (f *fixture) commit(rs ...reservation.Reservation) map[string]orderdb.Outcome {
 	f.t.Helper()
 	var nos []string
 	var reqs []orderdb.Request
@@ -106,7 +106,7 @@ func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcom
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
-	if _, err := f.store.Reservations.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
+	if _, err := f.store.Reservations.Claim(f.ctx, reservation.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
 	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
@@ -118,7 +118,7 @@ func (f *fixture) commit(rs ...stockredis.Reservation) map[string]orderdb.Outcom
 
 // consume is commit then confirm of the created orders, with errors
 // returned (for goroutines other than the test's).
-func (f *fixture) consume(batch []stockredis.Reservation) error {
+func (f *fixture) consume(batch []reservation.Reservation) error {
 	var nos []string
 	var reqs []orderdb.Request
 	for _, r := range batch {
@@ -127,7 +127,7 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
-	if _, err := f.store.Reservations.Claim(f.ctx, stockredis.One(f.item), nos); err != nil {
+	if _, err := f.store.Reservations.Claim(f.ctx, reservation.One(f.item), nos); err != nil {
 		return err
 	}
 	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
@@ -140,32 +140,32 @@ func (f *fixture) consume(batch []stockredis.Reservation) error {
 			created = append(created, no)
 		}
 	}
-	_, err = f.store.Reservations.Confirm(f.ctx, stockredis.One(f.item), created)
+	_, err = f.store.Reservations.Confirm(f.ctx, reservation.One(f.item), created)
 	return err
 }
 
-func (f *fixture) confirm(rs ...stockredis.Reservation) {
+func (f *fixture) confirm(rs ...reservation.Reservation) {
 	f.t.Helper()
 	var nos []string
 	for _, r := range rs {
 		nos = append(nos, r.OrderNo)
 	}
-	if _, err := f.store.Reservations.Confirm(f.ctx, stockredis.One(f.item), nos); err != nil {
+	if _, err := f.store.Reservations.Confirm(f.ctx, reservation.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
-func (f *fixture) release(r stockredis.Reservation, from ...stockredis.State) {
+func (f *fixture) release(r reservation.Reservation, from ...reservation.State) {
 	f.t.Helper()
-	ref := stockredis.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
-	if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: "test", From: from}); err != nil || !rel.Released {
+	ref := reservation.Ref{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, IdempotencyKey: r.IdempotencyKey}
+	if rel, err := f.store.Reservations.Release(f.ctx, ref, reservation.ReleaseOptions{Reason: "test", From: from}); err != nil || !rel.Released {
 		f.t.Fatalf("release %s: %v %s %v", r.OrderNo, rel.Released, rel.State, err)
 	}
 }
 
 // failInMySQL records the reservation's order as FAILED (MySQL refused it),
 // as the consumer's transaction would, without touching stock.
-func (f *fixture) failInMySQL(r stockredis.Reservation) {
+func (f *fixture) failInMySQL(r reservation.Reservation) {
 	f.t.Helper()
 	err := f.db.Gorm().Exec(`INSERT INTO orders (order_no, user_id, item_id, activity_id, quantity, status, failure_reason,
 		idempotency_key, reserved_at, released_at) VALUES (?, ?, ?, ?, ?, 'FAILED', 'OUT_OF_STOCK', 'k', ?, ?)`,
@@ -178,9 +178,9 @@ func (f *fixture) failInMySQL(r stockredis.Reservation) {
 // buyThenLoseEverything has users 1..n buy one unit each with reserve, all
 // the way to a confirmed order, then deletes every Redis key of the test:
 // Redis lost its data.
-func (f *fixture) buyThenLoseEverything(n int64, reserve func(user int64) stockredis.Reservation) []stockredis.Reservation {
+func (f *fixture) buyThenLoseEverything(n int64, reserve func(user int64) reservation.Reservation) []reservation.Reservation {
 	f.t.Helper()
-	var bought []stockredis.Reservation
+	var bought []reservation.Reservation
 	for u := int64(1); u <= n; u++ {
 		r := reserve(u)
 		f.commit(r)
@@ -234,9 +234,9 @@ func (f *fixture) check(mode Mode) (Report, ItemReport) {
 	return rep, rep.Items[0]
 }
 
-func (f *fixture) redisStock() stockredis.Snapshot {
+func (f *fixture) redisStock() reservation.Snapshot {
 	f.t.Helper()
-	s, err := f.store.Stock.Stock(f.ctx, stockredis.One(f.item))
+	s, err := f.store.Stock.Stock(f.ctx, reservation.One(f.item))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -293,12 +293,12 @@ func TestReconcileAgreesWhileOrdersAreMidway(t *testing.T) {
 
 	// Every order finishes its way: still no drift.
 	f.confirm(committed)
-	f.release(refused, stockredis.StateReserved)
-	f.release(closing, stockredis.StateConfirmed)
+	f.release(refused, reservation.StateReserved)
+	f.release(closing, reservation.StateConfirmed)
 	if err := f.db.Orders.MarkReleased(f.ctx, closing.OrderNo); err != nil {
 		t.Fatal(err)
 	}
-	f.release(closedEarly, stockredis.StateClaimed)
+	f.release(closedEarly, reservation.StateClaimed)
 	_, it = f.check(CheckOnly)
 	wantItem(t, it, OK, 17, 16, 1, 0)
 	_ = undecided
@@ -311,7 +311,7 @@ func TestReconcileStockDriftIsReportedAndRepaired(t *testing.T) {
 	f.commit(first)
 	f.confirm(first)
 	inFlight := f.reserve(2, 1)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 
 	cases := []struct {
 		name   string
@@ -376,7 +376,7 @@ func (p *progressHook) Done()             {}
 func TestReconcileTransientMismatchIsNotDrift(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 2)
 	// Gone by the second read.
 	f.c.Progress = &progressHook{fn: func(pass int) {
@@ -401,7 +401,7 @@ func TestReconcileOrdersMovingDuringTheReadAreReadAgain(t *testing.T) {
 	toClose := f.reserve(1, 1)
 	f.commit(toClose)
 	f.confirm(toClose)
-	var moved []stockredis.Reservation
+	var moved []reservation.Reservation
 	f.c.afterView = func(int64) {
 		if moved != nil {
 			return
@@ -428,7 +428,7 @@ func TestReconcileOrdersMovingDuringTheReadAreReadAgain(t *testing.T) {
 func TestReconcileChangingMismatchIsUnsettledAndNotRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	f.c.Progress = &progressHook{fn: func(int) { f.rdb.IncrBy(f.ctx, k.Stock(), 1) }}
 	f.rdb.IncrBy(f.ctx, k.Stock(), 1)
 	rep, it := f.check(CheckAndRepair)
@@ -440,7 +440,7 @@ func TestReconcileChangingMismatchIsUnsettledAndNotRepaired(t *testing.T) {
 func TestReconcileRepairRechecksWhenStockChangesConcurrently(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	f.rdb.IncrBy(f.ctx, k.Stock(), 4)
 	// A buyer reserves between the check and the first write.
 	var writes int
@@ -474,7 +474,7 @@ func TestReconcileRepairRechecksWhenStockChangesConcurrently(t *testing.T) {
 func TestReconcileRepairRefusesAnOlderFence(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	f.rdb.Set(f.ctx, k.Fence(), 1_000_000, time.Hour) // a later reconciler wrote here
 	f.rdb.IncrBy(f.ctx, k.Stock(), 3)
 	_, it := f.check(CheckAndRepair)
@@ -498,7 +498,7 @@ func (lostLock) Lost() <-chan struct{} {
 func TestReconcileRepairStopsWhenTheLockIsLost(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	f.rdb.IncrBy(f.ctx, f.store.Keys(stockredis.One(f.item)).Stock(), 3)
+	f.rdb.IncrBy(f.ctx, f.store.Keys(reservation.One(f.item)).Stock(), 3)
 	_, err := f.c.Run(f.ctx, f.targets(), CheckAndRepair, lostLock{})
 	if !errors.Is(err, ErrLockLost) {
 		t.Fatalf("err = %v, want ErrLockLost", err)
@@ -511,7 +511,7 @@ func TestReconcileRepairStopsWhenTheLockIsLost(t *testing.T) {
 func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 20, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	lost := f.reserve(1, 1) // live order, its quota key lost
 	f.commit(lost)
 	f.confirm(lost)
@@ -558,7 +558,7 @@ func TestReconcileQuotaMissingAndStaleAreRepaired(t *testing.T) {
 		t.Fatalf("after repair: %+v", it)
 	}
 	// The restored quota holds: user 1 cannot buy again; user 3 can.
-	r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: "1", ItemID: f.item, ActivityID: f.act.ID,
+	r := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: "1", ItemID: f.item, ActivityID: f.act.ID,
 		Quantity: 1, IdempotencyKey: "again", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 	if _, err := f.store.Reservations.Reserve(f.ctx, r); !errors.Is(err, order.ErrAlreadyPurchased) {
 		t.Fatalf("user 1 buying again: %v, want ErrAlreadyPurchased", err)
@@ -583,7 +583,7 @@ func equalIssues(a, b []QuotaIssue) bool {
 func TestReconcileRedisLostEverything(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation { return f.reserve(u, 1) })
+	bought := f.buyThenLoseEverything(4, func(u int64) reservation.Reservation { return f.reserve(u, 1) })
 
 	rep, it := f.check(CheckOnly)
 	wantItem(t, it, NotWarmed, 6, -1, 0, -6)
@@ -605,12 +605,12 @@ func TestReconcileRedisLostEverything(t *testing.T) {
 	if !snap.Warmed || snap.Stock != 6 {
 		t.Fatalf("Redis %+v, want stock 6", snap)
 	}
-	ttl := f.rdb.PTTL(f.ctx, f.store.Keys(stockredis.One(f.item)).Stock()).Val()
+	ttl := f.rdb.PTTL(f.ctx, f.store.Keys(reservation.One(f.item)).Stock()).Val()
 	wantTTL := time.Until(f.act.EndsAt.Add(activity.DefaultPaymentWindow + order.KeyMargin))
 	if ttl < wantTTL-time.Minute || ttl > wantTTL+time.Minute {
 		t.Fatalf("stock TTL %v, want about %v", ttl, wantTTL)
 	}
-	if items, _ := f.store.Stock.WarmedItems(f.ctx); len(items) != 1 || items[0] != stockredis.One(f.item) {
+	if items, _ := f.store.Stock.WarmedItems(f.ctx); len(items) != 1 || items[0] != reservation.One(f.item) {
 		t.Fatalf("warmed items %v", items)
 	}
 	_, it = f.check(CheckOnly)
@@ -693,13 +693,13 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	reserved := make(chan stockredis.Reservation, 1000)
+	reserved := make(chan reservation.Reservation, 1000)
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for u := int64(w*1000 + 1); u <= int64(w*1000+100) && ctx.Err() == nil; u++ {
-				r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
+				r := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
 					Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: time.Hour}
 				if _, err := f.store.Reservations.Reserve(ctx, r); err == nil {
 					reserved <- r
@@ -711,7 +711,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 	go func() { // the consumer: batches of what arrived, commit then confirm
 		defer close(consumed)
 		for r := range reserved {
-			batch := []stockredis.Reservation{r}
+			batch := []reservation.Reservation{r}
 		more:
 			for len(batch) < 20 {
 				select {
@@ -764,7 +764,7 @@ func TestReconcileNoFalseDriftUnderConcurrentOrders(t *testing.T) {
 func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	closed := f.reserve(1, 1)
 	f.commit(closed)
 	f.confirm(closed)
@@ -779,7 +779,7 @@ func TestReconcileStaleQuotaAfterRestoreIsRemoved(t *testing.T) {
 	}
 	failed := f.reserve(2, 1)
 	f.failInMySQL(failed)
-	f.release(failed, stockredis.StateReserved)
+	f.release(failed, reservation.StateReserved)
 	f.rdb.Set(f.ctx, k.Quota(f.act.ID, "2"), failed.OrderNo, time.Hour) // the restored key
 	f.rdb.Del(f.ctx, k.Reservation(failed.OrderNo))
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // repair applies what the item's last two reads agreed on, quota keys
@@ -230,7 +231,7 @@ func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g stockre
 
 // before runs before each write: it stops when the lock is lost or ctx
 // ended.
-func (c *Checker) before(ctx context.Context, item stockredis.Item, l Lock) error {
+func (c *Checker) before(ctx context.Context, item reservation.Item, l Lock) error {
 	if c.beforeWrite != nil {
 		c.beforeWrite(item.ID)
 	}

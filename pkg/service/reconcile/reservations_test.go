@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
@@ -19,7 +19,7 @@ func (f *fixture) lifecycle() *lifecycle.Service {
 
 // cancel closes the order as its buyer's cancel does (MySQL, then the
 // Redis release).
-func (f *fixture) cancel(r stockredis.Reservation) {
+func (f *fixture) cancel(r reservation.Reservation) {
 	f.t.Helper()
 	if o, err := f.lifecycle().Cancel(f.ctx, r.UserID, r.OrderNo); err != nil || o.Status != order.Closed {
 		f.t.Fatalf("cancel %s: %+v %v", r.OrderNo, o, err)
@@ -27,7 +27,7 @@ func (f *fixture) cancel(r stockredis.Reservation) {
 }
 
 // timeOut lets the order's payment window pass and runs the closer.
-func (f *fixture) timeOut(r stockredis.Reservation) {
+func (f *fixture) timeOut(r reservation.Reservation) {
 	f.t.Helper()
 	if err := f.db.Gorm().Exec("UPDATE orders SET pay_deadline = ? WHERE order_no = ?",
 		time.Now().Add(-time.Second).UTC(), r.OrderNo).Error; err != nil {
@@ -67,7 +67,7 @@ func (f *fixture) wantAgree(mysql int64) {
 func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	bought := f.buyThenLoseEverything(5, func(u int64) stockredis.Reservation { return f.reserve(u, 1) })
+	bought := f.buyThenLoseEverything(5, func(u int64) reservation.Reservation { return f.reserve(u, 1) })
 	if tr, err := f.db.Orders.Pay(f.ctx, "4", bought[3].OrderNo); err != nil || !tr.Won {
 		t.Fatalf("pay: %+v %v", tr, err)
 	}
@@ -88,11 +88,11 @@ func TestRepairRestoresLostReservationsSoLaterClosesCredit(t *testing.T) {
 	if it.ReservationsRestored != 3 {
 		t.Fatalf("repair: %+v; want 3 reservations restored", it)
 	}
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	wantTTL := time.Until(f.act.KeysLiveUntil(activity.DefaultPaymentWindow))
 	for _, b := range bought[2:3] {
 		h := f.rdb.HGetAll(f.ctx, k.Reservation(b.OrderNo)).Val()
-		if stockredis.State(h["state"]) != stockredis.StateConfirmed || h["qty"] != "1" || h["user"] != b.UserID ||
+		if reservation.State(h["state"]) != reservation.StateConfirmed || h["qty"] != "1" || h["user"] != b.UserID ||
 			h["activity"] != strconv.FormatInt(f.act.ID, 10) || h["key"] != b.IdempotencyKey || h["bucket"] != "" {
 			t.Fatalf("restored reservation of user %s: %v", b.UserID, h)
 		}
@@ -122,11 +122,11 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		buckets, time.Now().Add(-time.Minute).UTC(), f.act.ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
+	if _, err := f.store.Stock.WarmupBuckets(f.ctx, reservation.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) { return f.db.Activities.ItemStock(ctx, f.item) }); err != nil {
 		t.Fatal(err)
 	}
-	bought := f.buyThenLoseEverything(4, func(u int64) stockredis.Reservation {
-		r := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
+	bought := f.buyThenLoseEverything(4, func(u int64) reservation.Reservation {
+		r := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: strconv.FormatInt(u, 10), ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: "k", At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour, Buckets: buckets}
 		if _, err := f.store.Reservations.Reserve(f.ctx, r); err != nil {
 			t.Fatalf("reserve for user %d: %v", u, err)
@@ -139,7 +139,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		t.Fatalf("repair: %+v", it)
 	}
 	f.wantAgree(26)
-	k := f.store.Keys(stockredis.One(f.item))
+	k := f.store.Keys(reservation.One(f.item))
 	if n, _ := f.rdb.Get(f.ctx, k.BucketMarker()).Int(); n != buckets {
 		t.Fatalf("bucket marker %d, want %d", n, buckets)
 	}
@@ -153,7 +153,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 		t.Fatalf("repair: %+v; want 4 reservations restored", it)
 	}
 	for _, b := range bought[2:] {
-		if st := f.rdb.HGet(f.ctx, k.Reservation(b.OrderNo), "state").Val(); stockredis.State(st) != stockredis.StateConfirmed {
+		if st := f.rdb.HGet(f.ctx, k.Reservation(b.OrderNo), "state").Val(); reservation.State(st) != reservation.StateConfirmed {
 			t.Fatalf("reservation of user %s is %q, want CONFIRMED", b.UserID, st)
 		}
 		if bk := f.rdb.HGet(f.ctx, k.Reservation(b.OrderNo), "bucket").Val(); bk == "" {
@@ -172,7 +172,7 @@ func TestRepairRestoresLostReservationsOfABucketedItem(t *testing.T) {
 func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	bought := f.buyThenLoseEverything(3, func(u int64) stockredis.Reservation { return f.reserve(u, 1) })
+	bought := f.buyThenLoseEverything(3, func(u int64) reservation.Reservation { return f.reserve(u, 1) })
 	racer := bought[0]
 	closed := false
 	f.c.beforeWrite = func(int64) {
@@ -183,9 +183,9 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 		if tr, err := f.db.Orders.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Errorf("close: %+v %v", tr, err)
 		}
-		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
+		ref := reservation.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
 			IdempotencyKey: racer.IdempotencyKey}
-		if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || rel.Released || rel.State != stockredis.StateMissing {
+		if rel, err := f.store.Reservations.Release(f.ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonCancelled, From: []reservation.State{reservation.StateConfirmed}}); err != nil || rel.Released || rel.State != reservation.StateMissing {
 			t.Errorf("release before the restore: %v %s %v, want MISSING", rel.Released, rel.State, err)
 		}
 	}
@@ -198,7 +198,7 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.wantAgree(8)
-	if f.rdb.Exists(f.ctx, f.store.Keys(stockredis.One(f.item)).Reservation(racer.OrderNo)).Val() != 0 {
+	if f.rdb.Exists(f.ctx, f.store.Keys(reservation.One(f.item)).Reservation(racer.OrderNo)).Val() != 0 {
 		t.Fatalf("the reservation of the order closed meanwhile is still there (repairs %q)", it.Repairs)
 	}
 	f.cancel(bought[1])
@@ -211,8 +211,8 @@ func TestRepairTakesBackAReservationClosedMeanwhile(t *testing.T) {
 func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10, -time.Minute)
-	k := f.store.Keys(stockredis.One(f.item))
-	var bought []stockredis.Reservation
+	k := f.store.Keys(reservation.One(f.item))
+	var bought []reservation.Reservation
 	for u := int64(1); u <= 3; u++ {
 		r := f.reserve(u, 1)
 		f.commit(r)
@@ -231,9 +231,9 @@ func TestRepairTakesBackAQuotaKeyClosedMeanwhile(t *testing.T) {
 		if tr, err := f.db.Orders.CloseOrder(f.ctx, racer.UserID, racer.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
 			t.Errorf("close: %+v %v", tr, err)
 		}
-		ref := stockredis.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
+		ref := reservation.Ref{OrderNo: racer.OrderNo, UserID: racer.UserID, ItemID: racer.ItemID, ActivityID: racer.ActivityID,
 			IdempotencyKey: racer.IdempotencyKey}
-		if rel, err := f.store.Reservations.Release(f.ctx, ref, stockredis.ReleaseOptions{Reason: order.ReasonCancelled, From: []stockredis.State{stockredis.StateConfirmed}}); err != nil || !rel.Released {
+		if rel, err := f.store.Reservations.Release(f.ctx, ref, reservation.ReleaseOptions{Reason: order.ReasonCancelled, From: []reservation.State{reservation.StateConfirmed}}); err != nil || !rel.Released {
 			t.Errorf("release: %v %v", rel.Released, err)
 		}
 	}

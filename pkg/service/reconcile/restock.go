@@ -3,7 +3,7 @@ package reconcile
 import (
 	"context"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // finishRestocks runs the Redis step of every restock of item that MySQL
@@ -15,7 +15,7 @@ import (
 // left pending: the warm-up that loads the stock carries it, or a later
 // pass adds it. It runs before the item is read, so the reading that
 // follows sees the units in Redis.
-func (c *Checker) finishRestocks(ctx context.Context, item stockredis.Item, l Lock) error {
+func (c *Checker) finishRestocks(ctx context.Context, item reservation.Item, l Lock) error {
 	pending, err := c.DB.PendingRestocks(ctx, item.ID)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // A restock MySQL committed whose Redis step never ran (the API answered
@@ -21,7 +21,7 @@ func TestRestockLeftHalfDoneIsFinishedByTheRepair(t *testing.T) {
 		t.Run(fmt.Sprintf("buckets=%d", buckets), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 30, time.Hour) // cold; warmed below
-			if _, err := f.store.Stock.WarmupBuckets(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) {
+			if _, err := f.store.Stock.WarmupBuckets(f.ctx, reservation.One(f.item), buckets, 2*time.Hour, func(ctx context.Context) (int64, error) {
 				return f.db.Activities.ItemStock(ctx, f.item)
 			}); err != nil {
 				t.Fatal(err)
@@ -47,7 +47,7 @@ func TestRestockLeftHalfDoneIsFinishedByTheRepair(t *testing.T) {
 			}
 
 			// The API's retry, late: the Redis step finds its markers.
-			res, err := f.store.Stock.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity)
+			res, err := f.store.Stock.Restock(f.ctx, reservation.One(f.item), rs.ID, rs.Quantity)
 			if err != nil || res.Added != 0 || !res.Warmed {
 				t.Fatalf("late retry: %+v %v, want nothing added", res, err)
 			}
@@ -74,7 +74,7 @@ func TestRestockDuringReadIsNotDrift(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if _, err := f.store.Stock.Restock(f.ctx, stockredis.One(item), rs.ID, rs.Quantity); err != nil {
+		if _, err := f.store.Stock.Restock(f.ctx, reservation.One(item), rs.ID, rs.Quantity); err != nil {
 			t.Error(err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.store.Stock.WarmupFrom(f.ctx, stockredis.One(f.item), buckets, 2*time.Hour, noMark{f.db.Restocks}); err != nil {
+			if _, err := f.store.Stock.WarmupFrom(f.ctx, reservation.One(f.item), buckets, 2*time.Hour, noMark{f.db.Restocks}); err != nil {
 				t.Fatal(err)
 			}
 			if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 1 {
@@ -117,7 +117,7 @@ func TestRestockCarriedByWarmupIsNotRestocking(t *testing.T) {
 			if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
 				t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
 			}
-			if res, err := f.store.Stock.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 || !res.Warmed {
+			if res, err := f.store.Stock.Restock(f.ctx, reservation.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 || !res.Warmed {
 				t.Fatalf("the restock's late retry: %+v %v, want nothing added", res, err)
 			}
 			if s := f.redisStock(); s.Stock != 37 {
@@ -156,7 +156,7 @@ func TestRestockFinishedAfterTheRepairRestoresTheKey(t *testing.T) {
 	if p, err := f.db.Restocks.PendingRestocks(f.ctx, f.item); err != nil || len(p) != 0 {
 		t.Fatalf("pending restocks after the repair: %v %v, want none", p, err)
 	}
-	if res, err := f.store.Stock.Restock(f.ctx, stockredis.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 {
+	if res, err := f.store.Stock.Restock(f.ctx, reservation.One(f.item), rs.ID, rs.Quantity); err != nil || res.Added != 0 {
 		t.Fatalf("the restock's late retry: %+v %v, want nothing added", res, err)
 	}
 	_, it = f.check(CheckOnly)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // loseEverything deletes every key of the fixture's prefix (SCAN, then DEL
@@ -75,7 +75,7 @@ func TestReconcileItemWithSeventyThousandLiveOrders(t *testing.T) {
 	// The first, a middle and the last buyer cannot buy again, and a retry
 	// of their request gets their order back; a new buyer can.
 	for _, b := range []order.Event{bought[0], bought[n/2], bought[n-1]} {
-		again := stockredis.Reservation{OrderNo: f.gen.Next(f.item), UserID: b.UserID, ItemID: f.item, ActivityID: f.act.ID,
+		again := reservation.Reservation{OrderNo: f.gen.Next(f.item), UserID: b.UserID, ItemID: f.item, ActivityID: f.act.ID,
 			Quantity: 1, IdempotencyKey: b.IdempotencyKey, At: time.Now(), QuotaTTL: time.Hour, ReservationTTL: 2 * time.Hour}
 		if res, err := f.store.Reservations.Reserve(f.ctx, again); err != nil || !res.Duplicate || res.OrderNo != b.OrderNo {
 			t.Fatalf("user %s retrying: %+v, %v; want their order %s back", b.UserID, res, err, b.OrderNo)

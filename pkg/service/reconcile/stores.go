@@ -8,26 +8,27 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Stock is Redis as the checks and repairs use it (*stockredis.Reconciler):
 // atomic reads, and compare-and-set writes guarded by a fencing token.
 type Stock interface {
-	View(ctx context.Context, item stockredis.Item, orderNos []string, restocks ...stockredis.PendingRestock) (stockredis.StockView, error)
-	Layout(ctx context.Context, item stockredis.Item) (activity.Layout, error)
-	ScanQuota(ctx context.Context, item stockredis.Item, activity int64, fn func(map[string]string) error) error
-	QuotaHoldersOf(ctx context.Context, item stockredis.Item, activity int64, users []string) (map[string]string, error)
-	QuotaStates(ctx context.Context, item stockredis.Item, activity int64, holders map[string]string) (map[string]stockredis.QuotaState, error)
+	View(ctx context.Context, item reservation.Item, orderNos []string, restocks ...stockredis.PendingRestock) (stockredis.StockView, error)
+	Layout(ctx context.Context, item reservation.Item) (activity.Layout, error)
+	ScanQuota(ctx context.Context, item reservation.Item, activity int64, fn func(map[string]string) error) error
+	QuotaHoldersOf(ctx context.Context, item reservation.Item, activity int64, users []string) (map[string]string, error)
+	QuotaStates(ctx context.Context, item reservation.Item, activity int64, holders map[string]string) (map[string]stockredis.QuotaState, error)
 
-	SetStock(ctx context.Context, item stockredis.Item, seen stockredis.StockView, want int64, ttl time.Duration, g stockredis.Guard) (stockredis.CAS, error)
-	MarkWarmed(ctx context.Context, item stockredis.Item) error
-	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
-	RestoreQuota(ctx context.Context, item stockredis.Item, activity int64, user, orderNo, was string, ttl time.Duration, g stockredis.Guard) (stockredis.CAS, error)
-	RestoreQuotas(ctx context.Context, item stockredis.Item, activity int64, recs []stockredis.QuotaRecord, g stockredis.Guard) ([]string, stockredis.CAS, error)
-	RemoveQuota(ctx context.Context, item stockredis.Item, activity int64, user, stale string, g stockredis.Guard) (stockredis.CAS, error)
-	RestoreIdem(ctx context.Context, item stockredis.Item, recs []stockredis.IdemRecord, g stockredis.Guard) (int, stockredis.CAS, error)
-	RestoreReservations(ctx context.Context, item stockredis.Item, buckets int, recs []stockredis.LostReservation, g stockredis.Guard) ([]string, stockredis.CAS, error)
-	UnrestoreReservations(ctx context.Context, item stockredis.Item, orderNos []string, g stockredis.Guard) (int, stockredis.CAS, error)
+	SetStock(ctx context.Context, item reservation.Item, seen stockredis.StockView, want int64, ttl time.Duration, g stockredis.Guard) (stockredis.CAS, error)
+	MarkWarmed(ctx context.Context, item reservation.Item) error
+	Restock(ctx context.Context, item reservation.Item, id, qty int64) (reservation.Restocked, error)
+	RestoreQuota(ctx context.Context, item reservation.Item, activity int64, user, orderNo, was string, ttl time.Duration, g stockredis.Guard) (stockredis.CAS, error)
+	RestoreQuotas(ctx context.Context, item reservation.Item, activity int64, recs []stockredis.QuotaRecord, g stockredis.Guard) ([]string, stockredis.CAS, error)
+	RemoveQuota(ctx context.Context, item reservation.Item, activity int64, user, stale string, g stockredis.Guard) (stockredis.CAS, error)
+	RestoreIdem(ctx context.Context, item reservation.Item, recs []stockredis.IdemRecord, g stockredis.Guard) (int, stockredis.CAS, error)
+	RestoreReservations(ctx context.Context, item reservation.Item, buckets int, recs []stockredis.LostReservation, g stockredis.Guard) ([]string, stockredis.CAS, error)
+	UnrestoreReservations(ctx context.Context, item reservation.Item, orderNos []string, g stockredis.Guard) (int, stockredis.CAS, error)
 }
 
 // DB is MySQL as the checks and repairs read it, a store each: the sales

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // Target is one item to check and the activities of it whose quota is
@@ -25,7 +25,7 @@ type Target struct {
 }
 
 // item is where the target's keys are in Redis.
-func (t Target) item() stockredis.Item { return stockredis.Item{ID: t.ItemID, Tag: t.Tag} }
+func (t Target) item() reservation.Item { return reservation.Item{ID: t.ItemID, Tag: t.Tag} }
 
 // quotaOwner reports whether t checks a's quota keys: those of a sale of
 // several items are checked once, with its first item, whose hash tag they

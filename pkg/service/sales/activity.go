@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // PricedItem is one item of a sale as the operator listed it, with the
@@ -182,7 +182,7 @@ func (s *Service) salePrice(ctx context.Context, field string, item int64, price
 func (s *Service) layouts(ctx context.Context, a activity.Activity) (map[int64]activity.Layout, error) {
 	live := map[int64]activity.Layout{}
 	for _, id := range a.ItemIDs() {
-		l, err := s.Stock.Layout(ctx, stockredis.In(a.ItemID, id))
+		l, err := s.Stock.Layout(ctx, reservation.In(a.ItemID, id))
 		if err != nil {
 			return nil, err
 		}

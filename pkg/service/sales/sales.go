@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
 
@@ -36,10 +37,10 @@ type Restocks interface {
 
 // Stock is the items' stock in Redis.
 type Stock interface {
-	Restock(ctx context.Context, item stockredis.Item, id, qty int64) (stockredis.RestockResult, error)
-	Stock(ctx context.Context, item stockredis.Item) (stockredis.Snapshot, error)
-	Layout(ctx context.Context, item stockredis.Item) (activity.Layout, error)
-	WarmupFrom(ctx context.Context, item stockredis.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	Restock(ctx context.Context, item reservation.Item, id, qty int64) (reservation.Restocked, error)
+	Stock(ctx context.Context, item reservation.Item) (reservation.Snapshot, error)
+	Layout(ctx context.Context, item reservation.Item) (activity.Layout, error)
+	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
 }
 
 // Closer closes a cancelled sale's unpaid orders, up to limit a call, and
@@ -135,7 +136,7 @@ func (s *Service) Restock(ctx context.Context, itemID int64, key string, qty int
 	if err != nil {
 		return Restocked{}, err
 	}
-	item := stockredis.In(tag, itemID)
+	item := reservation.In(tag, itemID)
 	if !rs.Applied {
 		res, err := s.applyInRedis(ctx, item, rs, log)
 		if err != nil {
@@ -162,7 +163,7 @@ func (s *Service) Restock(ctx context.Context, itemID int64, key string, qty int
 }
 
 // applyInRedis adds a restock MySQL holds to Redis, once.
-func (s *Service) applyInRedis(ctx context.Context, item stockredis.Item, rs orderdb.Restock, log *slog.Logger) (stockredis.RestockResult, error) {
+func (s *Service) applyInRedis(ctx context.Context, item reservation.Item, rs orderdb.Restock, log *slog.Logger) (reservation.Restocked, error) {
 	res, err := s.Stock.Restock(ctx, item, rs.ID, rs.Quantity)
 	if err != nil {
 		// MySQL has the units; Redis may or may not (a lost answer).

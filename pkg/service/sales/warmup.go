@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
 
@@ -122,7 +122,7 @@ func (s *Service) load(ctx context.Context, a activity.Activity, now time.Time, 
 	}
 	loaded := map[int64]int64{}
 	for _, id := range a.ItemIDs() {
-		item := stockredis.In(a.ItemID, id)
+		item := reservation.In(a.ItemID, id)
 		if scheduled && !now.Before(a.StartsAt) {
 			snap, err := s.Stock.Stock(ctx, item)
 			if err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/batch"
 )
@@ -438,9 +439,9 @@ func (s *Service) RebuildAll(ctx context.Context, ids []int64, lostBy time.Time,
 // StoreRoom is sale a's room as its scripts see it; its keys live as long
 // as the sale's (activity.Activity.KeysLiveUntil with the payment window).
 func StoreRoom(a activity.Activity, paymentWindow time.Duration) stockredis.Room {
-	items := make([]stockredis.Item, 0, len(a.Items))
+	items := make([]reservation.Item, 0, len(a.Items))
 	for _, id := range a.ItemIDs() {
-		items = append(items, stockredis.In(a.ItemID, id))
+		items = append(items, reservation.In(a.ItemID, id))
 	}
 	return stockredis.Room{ActivityID: a.ID, Items: items, StartsAt: a.StartsAt, Settings: a.Room,
 		GrantMax: a.PerUserLimit, KeysUntil: a.KeysLiveUntil(paymentWindow)}

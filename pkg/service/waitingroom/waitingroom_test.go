@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
@@ -47,7 +48,7 @@ func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Store.Stock.WarmupFrom(ctx, stockredis.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
+	if _, err := p.Store.Stock.WarmupFrom(ctx, reservation.One(it.ID), 1, 2*time.Hour, p.DB.Restocks); err != nil {
 		t.Fatal(err)
 	}
 	a, err = p.DB.Activities.Activity(ctx, a.ID)
