@@ -12,24 +12,6 @@ import (
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
-// A StockReader is MySQL as a warm-up reads it (*orderdb.DB).
-type StockReader interface {
-	// WarmupStock reads the item's stock and the id of its last restock
-	// (0: none) at one instant: the stock includes exactly the item's
-	// restocks up to that id (an item's restocks commit in id order). At
-	// the same instant it lists the orders among pending that MySQL holds
-	// live (CREATED or PAID): committed, their units are out of the stock
-	// read, although Redis counts them in flight until their confirm.
-	WarmupStock(ctx context.Context, item int64, pending []string) (stock, lastRestock int64, committed []string, err error)
-	// MarkRestocksWarmed records the item's restocks up to id as applied
-	// in Redis: a warm-up loaded them with the stock.
-	MarkRestocksWarmed(ctx context.Context, item, upTo int64) error
-	// RestocksBetween lists the item's restocks with an id above after
-	// and at most upTo, by id, at most limit of them: their ids and
-	// quantities.
-	RestocksBetween(ctx context.Context, item, after, upTo int64, limit int) (ids, quantities []int64, err error)
-}
-
 // WarmupFrom loads the item's sellable stock from MySQL: its stock (read
 // after this call has read the item's pending reservations) minus what is
 // in flight and not in MySQL yet, split evenly over the buckets of a
@@ -53,7 +35,7 @@ type StockReader interface {
 // older than the key it would lower (the key holds a later restock) is
 // read again. The restocks the loaded stock carries are then recorded as
 // applied in MySQL.
-func (s *Stock) WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db StockReader) (int64, error) {
+func (s *Stock) WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db reservation.StockReader) (int64, error) {
 	n, covered, err := s.warmupFigure(ctx, item, buckets, ttl, func(ctx context.Context, pending []string) (figure, error) {
 		stock, last, committed, err := db.WarmupStock(ctx, item.ID, pending)
 		return figure{stock: stock, lastRestock: last, known: true, restocks: db, pending: pending, committed: committed}, err
@@ -95,7 +77,7 @@ func (s *Stock) WarmupBuckets(ctx context.Context, item reservation.Item, bucket
 type figure struct {
 	stock, lastRestock int64
 	known              bool
-	restocks           StockReader // lists restocks (known figures only)
+	restocks           reservation.StockReader // lists restocks (known figures only)
 	pending, committed []string
 }
 

@@ -5,6 +5,7 @@
 package reservation
 
 import (
+	"context"
 	"time"
 
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -174,4 +175,23 @@ type Restocked struct {
 	Warmed bool
 	// Added is the units this call added (0 when an earlier run did).
 	Added int64
+}
+
+// A StockReader is MySQL as a warm-up reads it: the stock and restocks
+// it loads into Redis.
+type StockReader interface {
+	// WarmupStock reads the item's stock and the id of its last restock
+	// (0: none) at one instant: the stock includes exactly the item's
+	// restocks up to that id (an item's restocks commit in id order). At
+	// the same instant it lists the orders among pending that MySQL holds
+	// live (CREATED or PAID): committed, their units are out of the stock
+	// read, although Redis counts them in flight until their confirm.
+	WarmupStock(ctx context.Context, item int64, pending []string) (stock, lastRestock int64, committed []string, err error)
+	// MarkRestocksWarmed records the item's restocks up to id as applied
+	// in Redis: a warm-up loaded them with the stock.
+	MarkRestocksWarmed(ctx context.Context, item, upTo int64) error
+	// RestocksBetween lists the item's restocks with an id above after
+	// and at most upTo, by id, at most limit of them: their ids and
+	// quantities.
+	RestocksBetween(ctx context.Context, item, after, upTo int64, limit int) (ids, quantities []int64, err error)
 }

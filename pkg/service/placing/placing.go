@@ -62,7 +62,7 @@ type Reservations interface {
 // warm-up, and the stock reads, layout and restock the HTTP handlers reach
 // through the service.
 type Stock interface {
-	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db reservation.StockReader) (int64, error)
 	Stock(ctx context.Context, item reservation.Item) (reservation.Snapshot, error)
 	Stocks(ctx context.Context, items []reservation.Item) ([]reservation.Snapshot, error)
 	Layout(ctx context.Context, item reservation.Item) (activity.Layout, error)

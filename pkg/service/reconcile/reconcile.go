@@ -115,7 +115,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -157,7 +156,7 @@ type Progress interface {
 // minus what is in flight, never raising an existing one, recording the
 // restocks that stock includes (stockredis.WarmupFrom).
 type Warmer interface {
-	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db reservation.StockReader) (int64, error)
 }
 
 // Checker checks and repairs items.

@@ -57,7 +57,7 @@ type Reads interface {
 // Restocks are the restocks in flight and the stock a warm-up loads
 // (*orderdb.Restocks).
 type Restocks interface {
-	stockredis.StockReader
+	reservation.StockReader
 	PendingRestocks(ctx context.Context, itemID int64) ([]orderdb.Restock, error)
 	MarkRestockApplied(ctx context.Context, id int64) error
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
@@ -30,7 +29,7 @@ type Sales interface {
 // Restocks are the restocks MySQL keeps (*orderdb.Restocks), and the
 // figure a warm-up loads (stock and last restock at one instant).
 type Restocks interface {
-	stockredis.StockReader
+	reservation.StockReader
 	Restock(ctx context.Context, itemID int64, key string, qty int64) (orderdb.Restock, bool, error)
 	MarkRestockApplied(ctx context.Context, id int64) error
 }
@@ -40,7 +39,7 @@ type Stock interface {
 	Restock(ctx context.Context, item reservation.Item, id, qty int64) (reservation.Restocked, error)
 	Stock(ctx context.Context, item reservation.Item) (reservation.Snapshot, error)
 	Layout(ctx context.Context, item reservation.Item) (activity.Layout, error)
-	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db stockredis.StockReader) (int64, error)
+	WarmupFrom(ctx context.Context, item reservation.Item, buckets int, ttl time.Duration, db reservation.StockReader) (int64, error)
 }
 
 // Closer closes a cancelled sale's unpaid orders, up to limit a call, and
