@@ -93,7 +93,6 @@ var debt = []string{
 	"pkg/service/lifecycle -> pkg/adapter/orderdb",
 	"pkg/service/reconcile -> pkg/adapter/orderdb",
 	"pkg/service/sales -> pkg/adapter/orderdb",
-	"pkg/service/reconcile -> pkg/adapter/stockredis",
 	"pkg/service/waitingroom -> pkg/adapter/orderdb",
 	"pkg/service/waitingroom -> pkg/adapter/stockredis",
 }

@@ -4,20 +4,9 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
-
-// IdemOrder is what the reconciler needs of an order to give its
-// idempotency record back.
-type IdemOrder struct {
-	OrderNo        string
-	UserID         string
-	ItemID         int64
-	IdempotencyKey string
-	Status         order.Status
-	// FailureReason is "" for an order without one.
-	FailureReason string
-}
 
 // IdemOrderPage lists every order (CREATED, PAID, CLOSED and FAILED alike)
 // with its idempotency key of the next users of the activity: those whose
@@ -25,7 +14,7 @@ type IdemOrder struct {
 // of them, each with all its orders, by id. last is the last of those
 // users ("" when there are none left): the after of the next page. Both
 // statements are range reads of uk_orders_live.
-func (s *Reconcile) IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []IdemOrder, last string, err error) {
+func (s *Reconcile) IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []drift.IdemOrder, last string, err error) {
 	var bound sql.NullString
 	err = s.gdb.WithContext(ctx).Raw(`SELECT MAX(user_id) FROM (SELECT DISTINCT user_id FROM orders
 		WHERE activity_id = ? AND user_id > ? ORDER BY user_id LIMIT ?) page`, activityID, after, users).Row().Scan(&bound)
@@ -50,9 +39,9 @@ func (s *Reconcile) IdemOrderPage(ctx context.Context, activityID int64, after s
 	if err != nil {
 		return nil, "", wrap("list orders with idempotency keys", err)
 	}
-	out := make([]IdemOrder, len(rows))
+	out := make([]drift.IdemOrder, len(rows))
 	for i, r := range rows {
-		out[i] = IdemOrder{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID,
+		out[i] = drift.IdemOrder{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID,
 			IdempotencyKey: r.IdempotencyKey, Status: order.Status(r.Status)}
 		if r.FailureReason != nil {
 			out[i].FailureReason = *r.FailureReason

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -41,18 +42,8 @@ func errTooManyMoved(itemID int64) error {
 	return fmt.Errorf("item %d: more than %d orders moved while it was read: %w", itemID, MaxMoved, order.ErrTooBusy)
 }
 
-// ActivityFilter picks activities for the reconciler. Set fields combine
-// with AND; the zero filter picks every activity.
-type ActivityFilter struct {
-	// EndsAfter keeps activities whose ends_at is after it.
-	EndsAfter time.Time
-	// IDs keeps these activities; Items keeps the activities that sell
-	// these items.
-	IDs, Items []int64
-}
-
 // Activities lists the activities f picks, by id.
-func (s *Reconcile) Activities(ctx context.Context, f ActivityFilter) ([]activity.Activity, error) {
+func (s *Reconcile) Activities(ctx context.Context, f drift.ActivityFilter) ([]activity.Activity, error) {
 	q := s.gdb.WithContext(ctx).Model(&activityRow{}).Order("id")
 	if !f.EndsAfter.IsZero() {
 		q = q.Where("ends_at > ?", f.EndsAfter.UTC())
@@ -87,28 +78,9 @@ func nonEmpty(ids []int64) []int64 {
 	return ids
 }
 
-// OrderState is an order's status and quantity.
-type OrderState struct {
-	Status   order.Status
-	Quantity int64
-}
-
-// ReadMark is where a reconciler's read of an item starts in MySQL: the
-// server's clock and the largest order id then, and the item's closing
-// orders (CLOSED, Redis release not recorded).
-type ReadMark struct {
-	At      time.Time
-	MaxID   int64
-	Closing map[string]OrderState
-	// Restocks are the item's restocks not recorded as applied in Redis,
-	// and MaxRestockID the largest restock id then.
-	Restocks     []Restock
-	MaxRestockID int64
-}
-
 // ReadMark takes the mark (clock and id first, then the closing orders).
-func (s *Reconcile) ReadMark(ctx context.Context, itemID int64) (ReadMark, error) {
-	var m ReadMark
+func (s *Reconcile) ReadMark(ctx context.Context, itemID int64) (drift.ReadMark, error) {
+	var m drift.ReadMark
 	var maxID sql.NullInt64
 	if err := s.gdb.WithContext(ctx).Raw("SELECT NOW(3), MAX(id) FROM orders").Row().Scan(&m.At, &maxID); err != nil {
 		return m, wrap("read clock", err)
@@ -124,23 +96,15 @@ func (s *Reconcile) ReadMark(ctx context.Context, itemID int64) (ReadMark, error
 		return m, err
 	}
 	m.Closing = closing
-	if m.Restocks, err = s.restocks.PendingRestocks(ctx, itemID); err != nil {
+	pending, err := s.restocks.PendingRestocks(ctx, itemID)
+	if err != nil {
 		return m, err
 	}
+	m.Restocks = make([]drift.PendingRestock, len(pending))
+	for i, r := range pending {
+		m.Restocks[i] = drift.PendingRestock{ID: r.ID, Quantity: r.Quantity}
+	}
 	return m, nil
-}
-
-// StockSnapshot is an item's MySQL stock and some of its orders, read in
-// one consistent snapshot.
-type StockSnapshot struct {
-	Stock int64
-	// Orders holds the orders MySQL has among those asked about.
-	Orders map[string]OrderState
-	// Moved lists the orders that changed the stock since the mark without
-	// being among those asked about: live orders created after it, and
-	// orders closed (or their release recorded) after it that are not
-	// among its closing orders, and restocks made after it ("restock <id>").
-	Moved []string
 }
 
 // StockSnapshot reads the item's stock, the status and quantity of the
@@ -148,8 +112,8 @@ type StockSnapshot struct {
 // read-only REPEATABLE READ transaction: all of it comes from the instant
 // of the first read, as if no order committed in between.
 // order.ErrNotFound when the item has no stock row.
-func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark ReadMark) (StockSnapshot, error) {
-	snap := StockSnapshot{Orders: make(map[string]OrderState, len(orderNos))}
+func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []string, mark drift.ReadMark) (drift.StockSnapshot, error) {
+	snap := drift.StockSnapshot{Orders: make(map[string]drift.OrderState, len(orderNos))}
 	asked := make(map[string]bool, len(orderNos))
 	for _, no := range orderNos {
 		asked[no] = true
@@ -171,7 +135,7 @@ func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []
 				return err
 			}
 			for _, r := range rows {
-				snap.Orders[r.OrderNo] = OrderState{Status: order.Status(r.Status), Quantity: r.Quantity}
+				snap.Orders[r.OrderNo] = drift.OrderState{Status: order.Status(r.Status), Quantity: r.Quantity}
 			}
 		}
 		var created []string
@@ -213,7 +177,7 @@ func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []
 		return nil
 	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return StockSnapshot{}, wrap("read stock snapshot", err)
+		return drift.StockSnapshot{}, wrap("read stock snapshot", err)
 	}
 	return snap, nil
 }
@@ -222,7 +186,7 @@ func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []
 // recorded yet (released_at IS NULL): MySQL already has their units back,
 // Redis may not. More than MaxClosing is an error: the closer is behind,
 // and the item is checked once it caught up.
-func (s *Reconcile) ClosingOrders(ctx context.Context, itemID int64) (map[string]OrderState, error) {
+func (s *Reconcile) ClosingOrders(ctx context.Context, itemID int64) (map[string]drift.OrderState, error) {
 	var rows []struct {
 		OrderNo  string
 		Quantity int64
@@ -236,29 +200,18 @@ func (s *Reconcile) ClosingOrders(ctx context.Context, itemID int64) (map[string
 	if len(rows) > MaxClosing {
 		return nil, errTooManyClosing(itemID)
 	}
-	out := make(map[string]OrderState, len(rows))
+	out := make(map[string]drift.OrderState, len(rows))
 	for _, r := range rows {
-		out[r.OrderNo] = OrderState{Status: order.Closed, Quantity: r.Quantity}
+		out[r.OrderNo] = drift.OrderState{Status: order.Closed, Quantity: r.Quantity}
 	}
 	return out, nil
-}
-
-// LiveOrder is a live (CREATED or PAID) order as the reconciler reads it.
-type LiveOrder struct {
-	OrderNo        string
-	UserID         string
-	ItemID         int64
-	Status         order.Status
-	Quantity       int
-	IdempotencyKey string
-	CreatedAt      time.Time
 }
 
 // LiveOrderPage returns up to limit live orders of the activity whose user
 // id sorts after after (by bytes; "" for the first page), by user id: a
 // keyset scan of uk_orders_live, so a page costs the same however far into
 // the activity it is.
-func (s *Reconcile) LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]LiveOrder, error) {
+func (s *Reconcile) LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]drift.LiveOrder, error) {
 	var rows []orderRow
 	err := s.gdb.WithContext(ctx).
 		Select("order_no, user_id, item_id, status, quantity, idempotency_key, created_at").
@@ -267,9 +220,9 @@ func (s *Reconcile) LiveOrderPage(ctx context.Context, activityID int64, after s
 	if err != nil {
 		return nil, wrap("list live orders", err)
 	}
-	out := make([]LiveOrder, len(rows))
+	out := make([]drift.LiveOrder, len(rows))
 	for i, r := range rows {
-		out[i] = LiveOrder{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, Status: order.Status(r.Status),
+		out[i] = drift.LiveOrder{OrderNo: r.OrderNo, UserID: r.UserID, ItemID: r.ItemID, Status: order.Status(r.Status),
 			Quantity: r.Quantity, IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt}
 	}
 	return out, nil

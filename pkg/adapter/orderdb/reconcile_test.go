@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -37,14 +38,14 @@ func TestActivitiesFilter(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		f    orderdb.ActivityFilter
+		f    drift.ActivityFilter
 		want []int64
 	}{
-		{"all", orderdb.ActivityFilter{}, []int64{1, old.ID}},
-		{"ending after a day ago", orderdb.ActivityFilter{EndsAfter: time.Now().Add(-24 * time.Hour)}, []int64{1}},
-		{"by id", orderdb.ActivityFilter{IDs: []int64{old.ID}}, []int64{old.ID}},
-		{"by item", orderdb.ActivityFilter{Items: []int64{item}}, []int64{1}},
-		{"empty id list", orderdb.ActivityFilter{IDs: []int64{}}, nil},
+		{"all", drift.ActivityFilter{}, []int64{1, old.ID}},
+		{"ending after a day ago", drift.ActivityFilter{EndsAfter: time.Now().Add(-24 * time.Hour)}, []int64{1}},
+		{"by id", drift.ActivityFilter{IDs: []int64{old.ID}}, []int64{old.ID}},
+		{"by item", drift.ActivityFilter{Items: []int64{item}}, []int64{1}},
+		{"empty id list", drift.ActivityFilter{IDs: []int64{}}, nil},
 	}
 	for _, c := range cases {
 		got := ids(db.Reconcile.Activities(ctx, c.f))
@@ -52,7 +53,7 @@ func TestActivitiesFilter(t *testing.T) {
 			t.Fatalf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-	as, _ := db.Reconcile.Activities(ctx, orderdb.ActivityFilter{IDs: []int64{old.ID}})
+	as, _ := db.Reconcile.Activities(ctx, drift.ActivityFilter{IDs: []int64{old.ID}})
 	if as[0].PaymentWindow != 90*time.Second || as[0].ItemID != other.ID || as[0].PerUserLimit != 2 {
 		t.Fatalf("activity %+v", as[0])
 	}
@@ -69,14 +70,14 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	if _, err := db.Orders.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := db.Reconcile.StockSnapshot(ctx, item, []string{a.Event.OrderNo, b.Event.OrderNo, dup.Event.OrderNo, "nope"}, orderdb.ReadMark{})
+	snap, err := db.Reconcile.StockSnapshot(ctx, item, []string{a.Event.OrderNo, b.Event.OrderNo, dup.Event.OrderNo, "nope"}, drift.ReadMark{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if snap.Stock != 8 || len(snap.Orders) != 3 {
 		t.Fatalf("snapshot %+v, want stock 8 and 3 orders", snap)
 	}
-	want := map[string]orderdb.OrderState{
+	want := map[string]drift.OrderState{
 		a.Event.OrderNo:   {Status: order.Created, Quantity: 2},
 		b.Event.OrderNo:   {Status: order.Closed, Quantity: 1},
 		dup.Event.OrderNo: {Status: order.Failed, Quantity: 1},
@@ -86,7 +87,7 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 			t.Fatalf("%s: %+v, want %+v", no, snap.Orders[no], w)
 		}
 	}
-	if _, err := db.Reconcile.StockSnapshot(ctx, item+100, nil, orderdb.ReadMark{}); err == nil {
+	if _, err := db.Reconcile.StockSnapshot(ctx, item+100, nil, drift.ReadMark{}); err == nil {
 		t.Fatal("snapshot of an unknown item succeeded")
 	}
 
@@ -149,7 +150,7 @@ func TestStockSnapshotIsConsistent(t *testing.T) {
 		}
 	}()
 	for range 50 {
-		snap, err := db.Reconcile.StockSnapshot(ctx, item, nos, orderdb.ReadMark{})
+		snap, err := db.Reconcile.StockSnapshot(ctx, item, nos, drift.ReadMark{})
 		if err != nil {
 			t.Fatal(err)
 		}

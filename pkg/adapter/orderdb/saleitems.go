@@ -102,21 +102,6 @@ func (s *Activities) ItemTag(ctx context.Context, item int64) (int64, error) {
 	return tags[0], nil
 }
 
-// LatestTag is ItemTag among acts, the sales of one item: the first item of
-// the one created last (largest id); item when acts is empty.
-func LatestTag(item int64, acts []activity.Activity) int64 {
-	var last *activity.Activity
-	for i := range acts {
-		if last == nil || acts[i].ID > last.ID {
-			last = &acts[i]
-		}
-	}
-	if last == nil {
-		return item
-	}
-	return last.ItemID
-}
-
 // priceItems gives each of items without a sale price its list price
 // (lists, by item), refuses a sale price in another currency than its
 // item's, and a sale whose items are priced in more than one currency.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
@@ -17,22 +18,12 @@ var restoreMissingScript = redis.NewScript(lua.Source("reconcile_restore_missing
 // Redis while it runs).
 const idemBatch = 500
 
-// IdemRecord is one idempotency record the reconciler gives back: the
-// order number the user's key produced on the item, and how long the
-// record lives.
-type IdemRecord struct {
-	UserID  string
-	Key     string
-	OrderNo string
-	TTL     time.Duration
-}
-
 // RestoreIdem writes each record of item whose key is missing (a record
 // that exists is left alone, whatever order it names), in script calls of
 // up to 500 records, each guarded by g. It returns how many it wrote; on
 // StaleFence (a later reconciler wrote to the item) it stops, and the
 // count is what earlier calls wrote.
-func (r *Reconciler) RestoreIdem(ctx context.Context, item reservation.Item, recs []IdemRecord, g Guard) (int, CAS, error) {
+func (r *Reconciler) RestoreIdem(ctx context.Context, item reservation.Item, recs []drift.IdemRecord, g drift.Guard) (int, drift.CAS, error) {
 	k := r.keys(item)
 	written := 0
 	for chunk := range slices.Chunk(recs, idemBatch) {
@@ -44,11 +35,11 @@ func (r *Reconciler) RestoreIdem(ctx context.Context, item reservation.Item, rec
 		}
 		set, c, err := r.restoreMissing(ctx, "reconcile restore idempotency records", k.Fence(), keys, vals, g)
 		written += len(set)
-		if err != nil || c != Written {
+		if err != nil || c != drift.Written {
 			return written, c, err
 		}
 	}
-	return written, Written, nil
+	return written, drift.Written, nil
 }
 
 // missingValue is what restoreMissing writes to one key.
@@ -60,7 +51,7 @@ type missingValue struct {
 // restoreMissing writes each of keys that is missing with its value and
 // ttl, in one script call guarded by g, and returns the positions in keys
 // of those it wrote.
-func (r *Reconciler) restoreMissing(ctx context.Context, op, fence string, keys []string, vals []missingValue, g Guard) ([]int, CAS, error) {
+func (r *Reconciler) restoreMissing(ctx context.Context, op, fence string, keys []string, vals []missingValue, g drift.Guard) ([]int, drift.CAS, error) {
 	args := make([]any, 0, 2*len(keys)+2)
 	args = append(args, g.Fence, g.ExpireAt.UnixMilli())
 	for _, v := range vals {
@@ -71,7 +62,7 @@ func (r *Reconciler) restoreMissing(ctx context.Context, op, fence string, keys 
 		return nil, 0, unavailable(op, err)
 	}
 	c, err := casResult(op, res)
-	if err != nil || c != Written {
+	if err != nil || c != drift.Written {
 		return nil, c, err
 	}
 	if len(res) < 3 {
@@ -84,5 +75,5 @@ func (r *Reconciler) restoreMissing(ctx context.Context, op, fence string, keys 
 			set = append(set, int(n)-1)
 		}
 	}
-	return set, Written, nil
+	return set, drift.Written, nil
 }

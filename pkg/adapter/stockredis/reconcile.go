@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -48,57 +49,23 @@ func newReconciler(c *core, b *buckets, stock *Stock) *Reconciler {
 	}
 }
 
-// StockView is an item's stock as Redis saw it at one instant.
-type StockView struct {
-	// Warmed is false when the stock key is missing (Stock is then 0).
-	Warmed   bool
-	Stock    int64
-	Inflight int64
-	// Pending lists the RESERVED and CLAIMED order numbers, oldest first.
-	Pending []string
-	// States gives the reservation state of each order asked about
-	// (StateMissing when there is no reservation).
-	States map[string]reservation.State
-	// Buckets holds, for a bucketed item, the value of each bucket key
-	// (-1 for a missing one), read right after the item's own keys; Stock
-	// is then their sum and Warmed says none is missing. Nil for an item
-	// with one stock key.
-	Buckets []int64
-	// BothLayouts is true when the item's one stock key exists beside its
-	// bucket marker (the layout changed while the old keys lived): Stock
-	// is then the buckets' sum, as the marker says, and SingleStock the
-	// one key's value. The reconciler reports it and repairs neither.
-	BothLayouts bool
-	SingleStock int64
-	// Restocking is the units of the restocks asked about that Redis stock
-	// does not hold yet (their markers are missing and no warm-up's figure
-	// included them): MySQL has them, and the restock's Redis step will
-	// add them.
-	Restocking int64
-}
-
 // MaxPending is the most pending (RESERVED or CLAIMED) orders View reads
 // at once.
 const MaxPending = 100_000
-
-// PendingRestock is a restock MySQL has not recorded as applied in Redis.
-type PendingRestock struct {
-	ID, Quantity int64
-}
 
 // View reads the item's stock, in-flight counter and pending orders, the
 // reservation states of orderNos, and which of restocks are in the stock
 // already, in one script call, so the values are from one instant. A bucketed item's buckets live in other slots and
 // are read right after; a reservation or release in progress between its
 // two steps then shows as a unit missing from Redis for a moment.
-func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos []string, restocks ...PendingRestock) (StockView, error) {
+func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos []string, restocks ...drift.PendingRestock) (drift.StockView, error) {
 	k := r.keys(item)
 	// The pending set is what is in flight, not history; past MaxPending
 	// the read waits for the pipeline to drain rather than take it all in.
 	if n, err := r.rdb.ZCard(ctx, k.Pending()).Result(); err != nil {
-		return StockView{}, unavailable("count pending orders", err)
+		return drift.StockView{}, unavailable("count pending orders", err)
 	} else if n > MaxPending {
-		return StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item.ID, n, MaxPending, order.ErrTooBusy)
+		return drift.StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item.ID, n, MaxPending, order.ErrTooBusy)
 	}
 	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
 	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.restockRecord())
@@ -113,12 +80,12 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 	}
 	res, err := r.read.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
-		return StockView{}, unavailable("reconcile read", err)
+		return drift.StockView{}, unavailable("reconcile read", err)
 	}
 	if len(res) != 7 {
-		return StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
+		return drift.StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
-	v := StockView{States: make(map[string]reservation.State, len(orderNos))}
+	v := drift.StockView{States: make(map[string]reservation.State, len(orderNos))}
 	warmed, _ := res[0].(int64)
 	v.Warmed = warmed == 1
 	v.Stock, _ = res[1].(int64)
@@ -142,11 +109,11 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 		// shows as units too many for a moment, never as units missing
 		// that a repair would add a second time.
 		if v.Restocking, err = r.bucketRestocking(ctx, item, int(n), restocks); err != nil {
-			return StockView{}, err
+			return drift.StockView{}, err
 		}
 		b, err := r.buckets.readBuckets(ctx, item, int(n))
 		if err != nil {
-			return StockView{}, err
+			return drift.StockView{}, err
 		}
 		v.Buckets = b
 		if v.Warmed {
@@ -168,7 +135,7 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 // hold: the bucket's marker is missing and the bucket's record does not
 // include the restock (one pipeline; on a cluster each command goes to its
 // bucket's node, and a bucket's record is read with its markers).
-func (r *Reconciler) bucketRestocking(ctx context.Context, item reservation.Item, n int, restocks []PendingRestock) (int64, error) {
+func (r *Reconciler) bucketRestocking(ctx context.Context, item reservation.Item, n int, restocks []drift.PendingRestock) (int64, error) {
 	if len(restocks) == 0 {
 		return 0, nil
 	}
@@ -220,43 +187,11 @@ func (r *Reconciler) Restock(ctx context.Context, item reservation.Item, id, qty
 	return r.stock.Restock(ctx, item, id, qty)
 }
 
-// CAS is the outcome of one of the reconciler's compare-and-set repairs.
-type CAS int
-
-const (
-	// Written: the repair was applied.
-	Written CAS = iota
-	// Changed: the keys changed since they were read; nothing was written.
-	Changed
-	// StaleFence: a reconciler with a larger fencing token already wrote
-	// to this item; nothing was written.
-	StaleFence
-)
-
-func (c CAS) String() string {
-	switch c {
-	case Written:
-		return "written"
-	case Changed:
-		return "changed concurrently"
-	case StaleFence:
-		return "stale fencing token"
-	}
-	return "CAS(" + strconv.Itoa(int(c)) + ")"
-}
-
-// Guard is the fencing token a repair carries and when the item's fence
-// key expires (keep it past the item's keys).
-type Guard struct {
-	Fence    int64
-	ExpireAt time.Time
-}
-
 // SetStock sets the item's stock to want, only if stock and inflight still
 // hold the values in seen (a missing stock key when !seen.Warmed; it is then
 // created with ttl) and no later fence wrote here. Reads nothing but the
 // Warmed, Stock and Inflight fields of seen.
-func (r *Reconciler) SetStock(ctx context.Context, item reservation.Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) SetStock(ctx context.Context, item reservation.Item, seen drift.StockView, want int64, ttl time.Duration, g drift.Guard) (drift.CAS, error) {
 	if want < 0 {
 		return 0, fmt.Errorf("set stock of item %d: negative stock %d", item.ID, want)
 	}
@@ -282,14 +217,14 @@ func (r *Reconciler) SetStock(ctx context.Context, item reservation.Item, seen S
 // after, so Redis never offers more than the larger of before and want.
 // A bucket that changed since it was read stops it (Changed); what was
 // written stays (each write moves toward want) and the next run finishes.
-func (r *Reconciler) setBuckets(ctx context.Context, item reservation.Item, seen StockView, want int64, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) setBuckets(ctx context.Context, item reservation.Item, seen drift.StockView, want int64, ttl time.Duration, g drift.Guard) (drift.CAS, error) {
 	k := r.keys(item)
 	res, err := r.fenceBuckets.Run(ctx, r.rdb, []string{k.Inflight(), k.Fence(), k.BucketMarker()},
 		g.Fence, seen.Inflight, g.ExpireAt.UnixMilli()).Slice()
 	if err != nil {
 		return 0, unavailable("reconcile fence buckets", err)
 	}
-	if c, err := casResult("reconcile fence buckets", res); err != nil || c != Written {
+	if c, err := casResult("reconcile fence buckets", res); err != nil || c != drift.Written {
 		return c, err
 	}
 	target := split(want, len(seen.Buckets))
@@ -303,11 +238,11 @@ func (r *Reconciler) setBuckets(ctx context.Context, item reservation.Item, seen
 				return 0, err
 			}
 			if !ok {
-				return Changed, nil
+				return drift.Changed, nil
 			}
 		}
 	}
-	return Written, nil
+	return drift.Written, nil
 }
 
 // Layout is Store.Layout: how the item's stock lives in Redis.
@@ -324,15 +259,15 @@ func (r *Reconciler) MarkWarmed(ctx context.Context, item reservation.Item) erro
 	return nil
 }
 
-func casResult(op string, res []any) (CAS, error) {
+func casResult(op string, res []any) (drift.CAS, error) {
 	if len(res) > 0 {
 		switch code, _ := res[0].(int64); code {
 		case 1:
-			return Written, nil
+			return drift.Written, nil
 		case 0:
-			return Changed, nil
+			return drift.Changed, nil
 		case -1:
-			return StaleFence, nil
+			return drift.StaleFence, nil
 		}
 	}
 	return 0, fmt.Errorf("%s: unexpected reply %v", op, res)

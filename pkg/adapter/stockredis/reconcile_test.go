@@ -10,11 +10,12 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
-func guard(fence int64) stockredis.Guard {
-	return stockredis.Guard{Fence: fence, ExpireAt: time.Now().Add(time.Hour)}
+func guard(fence int64) drift.Guard {
+	return drift.Guard{Fence: fence, ExpireAt: time.Now().Add(time.Hour)}
 }
 
 func TestReconcileView(t *testing.T) {
@@ -83,8 +84,8 @@ func TestReconcileSetStock(t *testing.T) {
 	if _, err := s.Reservations.Reserve(ctx, res(2, "b", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Changed {
-		t.Fatalf("set after a reservation: %v %v, want %v", got, err, stockredis.Changed)
+	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != drift.Changed {
+		t.Fatalf("set after a reservation: %v %v, want %v", got, err, drift.Changed)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "7" {
 		t.Fatalf("stock %s after a refused set, want 7", n)
@@ -94,13 +95,13 @@ func TestReconcileSetStock(t *testing.T) {
 	if _, err := s.Reservations.Confirm(ctx, reservation.One(item), seen.Pending[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); got != stockredis.Changed {
-		t.Fatalf("set after a confirm: %v, want %v", got, stockredis.Changed)
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); got != drift.Changed {
+		t.Fatalf("set after a confirm: %v, want %v", got, drift.Changed)
 	}
 
 	// Unchanged: written, TTL kept, fence recorded.
 	seen, _ = rc.View(ctx, reservation.One(item), nil)
-	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != stockredis.Written {
+	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 5, time.Hour, guard(3)); err != nil || got != drift.Written {
 		t.Fatalf("set: %v %v", got, err)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "5" {
@@ -118,12 +119,12 @@ func TestReconcileSetStock(t *testing.T) {
 
 	// The same fence may write again; a smaller one may not.
 	seen, _ = rc.View(ctx, reservation.One(item), nil)
-	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 6, time.Hour, guard(3)); got != stockredis.Written {
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 6, time.Hour, guard(3)); got != drift.Written {
 		t.Fatalf("same fence again: %v", got)
 	}
 	seen, _ = rc.View(ctx, reservation.One(item), nil)
-	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 1, time.Hour, guard(2)); got != stockredis.StaleFence {
-		t.Fatalf("older fence: %v, want %v", got, stockredis.StaleFence)
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 1, time.Hour, guard(2)); got != drift.StaleFence {
+		t.Fatalf("older fence: %v, want %v", got, drift.StaleFence)
 	}
 	if n := rdb.Get(ctx, k.Stock()).Val(); n != "6" {
 		t.Fatalf("stock %s after a stale write, want 6", n)
@@ -143,12 +144,12 @@ func TestReconcileSetStockCreatesMissingKey(t *testing.T) {
 
 	// Someone warmed it meanwhile: refused.
 	rdb.Set(ctx, s.Keys(reservation.One(item)).Stock(), 3, time.Hour)
-	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 9, time.Hour, guard(1)); got != stockredis.Changed {
+	if got, _ := rc.SetStock(ctx, reservation.One(item), seen, 9, time.Hour, guard(1)); got != drift.Changed {
 		t.Fatalf("set over a key created meanwhile: %v", got)
 	}
 	rdb.Del(ctx, s.Keys(reservation.One(item)).Stock())
 
-	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 9, 2*time.Hour, guard(1)); err != nil || got != stockredis.Written {
+	if got, err := rc.SetStock(ctx, reservation.One(item), seen, 9, 2*time.Hour, guard(1)); err != nil || got != drift.Written {
 		t.Fatalf("create: %v %v", got, err)
 	}
 	if err := rc.MarkWarmed(ctx, reservation.One(item)); err != nil {
@@ -203,7 +204,7 @@ func TestReconcileQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]stockredis.QuotaState{
+	want := map[string]drift.QuotaState{
 		"1": {Holder: a.OrderNo, State: reservation.StateConfirmed},
 		"2": {Holder: b.OrderNo, State: reservation.StateReserved},
 		"5": {Holder: "", State: reservation.StateMissing},
@@ -216,7 +217,7 @@ func TestReconcileQuota(t *testing.T) {
 
 	// Restore: only into a missing key (or the stale value read).
 	rdb.Del(ctx, k.Quota(7, "1"))
-	if got, err := rc.RestoreQuota(ctx, reservation.One(item), 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != stockredis.Written {
+	if got, err := rc.RestoreQuota(ctx, reservation.One(item), 7, "1", a.OrderNo, "", time.Hour, guard(5)); err != nil || got != drift.Written {
 		t.Fatalf("restore: %v %v", got, err)
 	}
 	if v := rdb.Get(ctx, k.Quota(7, "1")).Val(); v != a.OrderNo {
@@ -225,26 +226,26 @@ func TestReconcileQuota(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, k.Quota(7, "1")).Val(); ttl <= 0 || ttl > time.Hour {
 		t.Fatalf("quota TTL %v", ttl)
 	}
-	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "1", "other", "", time.Hour, guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "1", "other", "", time.Hour, guard(5)); got != drift.Changed {
 		t.Fatalf("restore over a present key: %v", got)
 	}
 	rdb.Set(ctx, k.Quota(7, "6"), "stale", time.Hour)
-	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "6", "live", "stale", time.Hour, guard(5)); got != stockredis.Written {
+	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "6", "live", "stale", time.Hour, guard(5)); got != drift.Written {
 		t.Fatalf("restore over the stale value: %v", got)
 	}
-	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "9", "live", "", time.Hour, guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RestoreQuota(ctx, reservation.One(item), 7, "9", "live", "", time.Hour, guard(4)); got != drift.StaleFence {
 		t.Fatalf("restore with an older fence: %v", got)
 	}
 
 	// Remove: compare-and-delete.
 	rdb.Set(ctx, k.Quota(7, "7"), "stale", time.Hour)
-	if got, _ := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "other", guard(5)); got != stockredis.Changed {
+	if got, _ := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "other", guard(5)); got != drift.Changed {
 		t.Fatalf("remove with the wrong value: %v", got)
 	}
-	if got, _ := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "stale", guard(4)); got != stockredis.StaleFence {
+	if got, _ := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "stale", guard(4)); got != drift.StaleFence {
 		t.Fatalf("remove with an older fence: %v", got)
 	}
-	if got, err := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "stale", guard(6)); err != nil || got != stockredis.Written {
+	if got, err := rc.RemoveQuota(ctx, reservation.One(item), 7, "7", "stale", guard(6)); err != nil || got != drift.Written {
 		t.Fatalf("remove: %v %v", got, err)
 	}
 	if n := rdb.Exists(ctx, k.Quota(7, "7")).Val(); n != 0 {
@@ -320,13 +321,13 @@ func TestReconcileOnRedisCluster(t *testing.T) {
 		if states["1"].State != reservation.StateConfirmed || states["3"].State != reservation.StateReserved {
 			t.Fatalf("item %d: states %+v", it, states)
 		}
-		if got, err := rc.SetStock(ctx, reservation.One(it), v, 8, time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.SetStock(ctx, reservation.One(it), v, 8, time.Hour, guard(1)); err != nil || got != drift.Written {
 			t.Fatalf("item %d: set stock %v %v", it, got, err)
 		}
-		if got, err := rc.RemoveQuota(ctx, reservation.One(it), 7, "1", nos[0], guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RemoveQuota(ctx, reservation.One(it), 7, "1", nos[0], guard(1)); err != nil || got != drift.Written {
 			t.Fatalf("item %d: remove quota %v %v", it, got, err)
 		}
-		if got, err := rc.RestoreQuota(ctx, reservation.One(it), 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != stockredis.Written {
+		if got, err := rc.RestoreQuota(ctx, reservation.One(it), 7, "1", nos[0], "", time.Hour, guard(1)); err != nil || got != drift.Written {
 			t.Fatalf("item %d: restore quota %v %v", it, got, err)
 		}
 		if err := rc.MarkWarmed(ctx, reservation.One(it)); err != nil {
@@ -371,8 +372,8 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		}
 		return r
 	}
-	lost := func(r reservation.Reservation) stockredis.LostReservation {
-		return stockredis.LostReservation{OrderNo: r.OrderNo, UserID: r.UserID, ActivityID: r.ActivityID, Quantity: r.Quantity,
+	lost := func(r reservation.Reservation) drift.LostReservation {
+		return drift.LostReservation{OrderNo: r.OrderNo, UserID: r.UserID, ActivityID: r.ActivityID, Quantity: r.Quantity,
 			IdempotencyKey: r.IdempotencyKey, ReservedAt: r.At, TTL: time.Hour}
 	}
 	ref := func(r reservation.Reservation) reservation.Ref {
@@ -390,15 +391,15 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	if got := stock(); got != 26 {
 		t.Fatalf("stock %d after two orders of 2, want 26", got)
 	}
-	written, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []stockredis.LostReservation{lost(a), lost(b)}, guard(5))
-	if err != nil || res != stockredis.Written || len(written) != 2 {
+	written, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []drift.LostReservation{lost(a), lost(b)}, guard(5))
+	if err != nil || res != drift.Written || len(written) != 2 {
 		t.Fatalf("restore: %v %v %v", written, res, err)
 	}
-	if again, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(5)); err != nil ||
-		res != stockredis.Written || len(again) != 0 {
+	if again, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []drift.LostReservation{lost(a)}, guard(5)); err != nil ||
+		res != drift.Written || len(again) != 0 {
 		t.Fatalf("restore again: %v %v %v; want nothing written", again, res, err)
 	}
-	if _, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []stockredis.LostReservation{lost(a)}, guard(4)); err != nil || res != stockredis.StaleFence {
+	if _, res, err := rc.RestoreReservations(ctx, reservation.One(item), buckets, []drift.LostReservation{lost(a)}, guard(4)); err != nil || res != drift.StaleFence {
 		t.Fatalf("restore with an older fence: %v %v", res, err)
 	}
 
@@ -412,7 +413,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 		}
 	}
 	// b's order was closed meanwhile: taken back, its release credits nothing.
-	if n, res, err := rc.UnrestoreReservations(ctx, reservation.One(item), []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 1 {
+	if n, res, err := rc.UnrestoreReservations(ctx, reservation.One(item), []string{a.OrderNo, b.OrderNo}, guard(5)); err != nil || res != drift.Written || n != 1 {
 		t.Fatalf("take back: %d %v %v; want 1 (a's is RELEASED)", n, res, err)
 	}
 	for bk := range buckets {
@@ -431,7 +432,7 @@ func TestRestoreReservationsOnRedisCluster(t *testing.T) {
 	// repeated release gives nothing more.
 	home, _ := strconv.Atoi(rdb.HGet(ctx, k.Reservation(a.OrderNo), "bucket").Val())
 	rdb.Set(ctx, k.Taken(home, a.OrderNo), 2, time.Hour)
-	if n, res, err := rc.UnrestoreReservations(ctx, reservation.One(item), []string{a.OrderNo}, guard(5)); err != nil || res != stockredis.Written || n != 0 {
+	if n, res, err := rc.UnrestoreReservations(ctx, reservation.One(item), []string{a.OrderNo}, guard(5)); err != nil || res != drift.Written || n != 0 {
 		t.Fatalf("take back a RELEASED one: %d %v %v; want 0 deleted", n, res, err)
 	}
 	if rdb.Exists(ctx, k.Taken(home, a.OrderNo)).Val() != 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
@@ -97,20 +98,12 @@ func (r *Reconciler) QuotaHoldersOf(ctx context.Context, item reservation.Item, 
 	return out, nil
 }
 
-// QuotaRecord is a quota key the reconciler gives back: the user's live
-// order, and how long the key lives.
-type QuotaRecord struct {
-	UserID  string
-	OrderNo string
-	TTL     time.Duration
-}
-
 // RestoreQuotas writes the quota key of each record whose key is missing
 // (a key that exists is left alone, whatever order it names), QuotaBatch
 // records per script call, each guarded by g. It returns the users whose
 // key it wrote; on StaleFence it stops, and the list is what earlier calls
 // wrote.
-func (r *Reconciler) RestoreQuotas(ctx context.Context, item reservation.Item, activity int64, recs []QuotaRecord, g Guard) ([]string, CAS, error) {
+func (r *Reconciler) RestoreQuotas(ctx context.Context, item reservation.Item, activity int64, recs []drift.QuotaRecord, g drift.Guard) ([]string, drift.CAS, error) {
 	k := r.keys(item)
 	var written []string
 	for chunk := range slices.Chunk(recs, QuotaBatch) {
@@ -124,11 +117,11 @@ func (r *Reconciler) RestoreQuotas(ctx context.Context, item reservation.Item, a
 		for _, i := range set {
 			written = append(written, chunk[i].UserID)
 		}
-		if err != nil || c != Written {
+		if err != nil || c != drift.Written {
 			return written, c, err
 		}
 	}
-	return written, Written, nil
+	return written, drift.Written, nil
 }
 
 // nodeFor returns the client that serves key: the client itself on a single
@@ -144,27 +137,18 @@ func (r *Reconciler) nodeFor(ctx context.Context, key string) (redis.Cmdable, er
 	return r.rdb, nil
 }
 
-// QuotaState is a quota key and the state of the reservation it names,
-// read together.
-type QuotaState struct {
-	// Holder is the order number the key holds now ("" when missing).
-	Holder string
-	// State is the state of Holder's reservation (StateMissing for none).
-	State reservation.State
-}
-
 // QuotaStates reads, for each user -> order number in holders, the user's
 // quota key and the state of the reservation of the order it holds, each
 // pair atomically (MULTI; the keys share the item's slot). A key that no
 // longer holds the order number given is reported with its new holder and
 // that holder's state is not read (StateMissing).
-func (r *Reconciler) QuotaStates(ctx context.Context, item reservation.Item, activity int64, holders map[string]string) (map[string]QuotaState, error) {
+func (r *Reconciler) QuotaStates(ctx context.Context, item reservation.Item, activity int64, holders map[string]string) (map[string]drift.QuotaState, error) {
 	k := r.keys(item)
 	type pair struct {
 		get   *redis.StringCmd
 		state *redis.StringCmd
 	}
-	out := make(map[string]QuotaState, len(holders))
+	out := make(map[string]drift.QuotaState, len(holders))
 	users := make([]string, 0, len(holders))
 	for u := range holders {
 		users = append(users, u)
@@ -196,7 +180,7 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item reservation.Item, act
 			if err != nil || holder != holders[u] {
 				state = string(reservation.StateMissing)
 			}
-			out[u] = QuotaState{Holder: holder, State: reservation.State(state)}
+			out[u] = drift.QuotaState{Holder: holder, State: reservation.State(state)}
 		}
 		users = users[n:]
 	}
@@ -206,7 +190,7 @@ func (r *Reconciler) QuotaStates(ctx context.Context, item reservation.Item, act
 // RestoreQuota sets the user's quota key to orderNo (the user's live order)
 // with ttl, only if it still holds was ("" for a missing key) and no later
 // fence wrote here.
-func (r *Reconciler) RestoreQuota(ctx context.Context, item reservation.Item, activity int64, user, orderNo, was string, ttl time.Duration, g Guard) (CAS, error) {
+func (r *Reconciler) RestoreQuota(ctx context.Context, item reservation.Item, activity int64, user, orderNo, was string, ttl time.Duration, g drift.Guard) (drift.CAS, error) {
 	k := r.keys(item)
 	res, err := r.restoreQuota.Run(ctx, r.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, orderNo, was, max(ttl.Milliseconds(), 1), g.ExpireAt.UnixMilli()).Slice()
@@ -218,7 +202,7 @@ func (r *Reconciler) RestoreQuota(ctx context.Context, item reservation.Item, ac
 
 // RemoveQuota deletes the user's quota key only if it still holds the stale
 // order number and no later fence wrote here.
-func (r *Reconciler) RemoveQuota(ctx context.Context, item reservation.Item, activity int64, user, stale string, g Guard) (CAS, error) {
+func (r *Reconciler) RemoveQuota(ctx context.Context, item reservation.Item, activity int64, user, stale string, g drift.Guard) (drift.CAS, error) {
 	k := r.keys(item)
 	res, err := r.removeQuota.Run(ctx, r.rdb, []string{k.Fence(), k.Quota(activity, user)},
 		g.Fence, stale, g.ExpireAt.UnixMilli()).Slice()

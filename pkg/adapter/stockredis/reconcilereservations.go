@@ -4,26 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
-
-// LostReservation is a CREATED order of the item whose reservation hash the
-// reconciler gives back (CONFIRMED), so a later close's release credits its
-// units to Redis.
-type LostReservation struct {
-	OrderNo        string
-	UserID         string
-	ActivityID     int64
-	Quantity       int
-	IdempotencyKey string
-	ReservedAt     time.Time
-	// TTL is the reservation's lifetime: past the sale's end and payment
-	// window, as the API gives it.
-	TTL time.Duration
-}
 
 // reservationBatch bounds the hashes one script call writes or reads (the
 // script blocks Redis while it runs).
@@ -37,7 +22,7 @@ const reservationBatch = 500
 // release gives a bucketed order's units back by its marker); a marker
 // that exists is kept. It returns the order numbers whose hash it wrote;
 // on StaleFence it stops, and the list is what earlier calls wrote.
-func (r *Reconciler) RestoreReservations(ctx context.Context, item reservation.Item, buckets int, recs []LostReservation, g Guard) ([]string, CAS, error) {
+func (r *Reconciler) RestoreReservations(ctx context.Context, item reservation.Item, buckets int, recs []drift.LostReservation, g drift.Guard) ([]string, drift.CAS, error) {
 	k := r.keys(item)
 	var written []string
 	for len(recs) > 0 {
@@ -60,13 +45,13 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item reservation.I
 			return written, 0, unavailable("reconcile restore reservations", err)
 		}
 		c, err := casResult("reconcile restore reservations", res)
-		if err != nil || c != Written {
+		if err != nil || c != drift.Written {
 			return written, c, err
 		}
 		if len(res) != n+1 {
 			return written, 0, fmt.Errorf("reconcile restore reservations: unexpected reply %v", res)
 		}
-		var now []LostReservation
+		var now []drift.LostReservation
 		for i, rec := range recs[:n] {
 			if w, _ := res[i+1].(int64); w == 1 {
 				now = append(now, rec)
@@ -89,7 +74,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item reservation.I
 		}
 		recs = recs[n:]
 	}
-	return written, Written, nil
+	return written, drift.Written, nil
 }
 
 // UnrestoreReservations deletes the reservation hashes among orderNos that
@@ -98,7 +83,7 @@ func (r *Reconciler) RestoreReservations(ctx context.Context, item reservation.I
 // deleted or RELEASED, in script calls of up to 500, each guarded by g
 // (lua/reconcile_unrestore_reservation.lua says why). It returns how many
 // hashes it deleted; on StaleFence it stops.
-func (r *Reconciler) UnrestoreReservations(ctx context.Context, item reservation.Item, orderNos []string, g Guard) (int, CAS, error) {
+func (r *Reconciler) UnrestoreReservations(ctx context.Context, item reservation.Item, orderNos []string, g drift.Guard) (int, drift.CAS, error) {
 	k := r.keys(item)
 	deleted := 0
 	for len(orderNos) > 0 {
@@ -113,7 +98,7 @@ func (r *Reconciler) UnrestoreReservations(ctx context.Context, item reservation
 			return deleted, 0, unavailable("reconcile unrestore reservations", err)
 		}
 		c, err := casResult("reconcile unrestore reservations", res)
-		if err != nil || c != Written {
+		if err != nil || c != drift.Written {
 			return deleted, c, err
 		}
 		if len(res) != n+2 {
@@ -147,5 +132,5 @@ func (r *Reconciler) UnrestoreReservations(ctx context.Context, item reservation
 		}
 		orderNos = orderNos[n:]
 	}
-	return deleted, Written, nil
+	return deleted, drift.Written, nil
 }

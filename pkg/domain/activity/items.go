@@ -108,6 +108,22 @@ func (a Activity) ItemIDs() []int64 {
 	return ids
 }
 
+// LatestTag is the hash tag of item's keys given acts, the sales of one
+// item: the first item of the one created last (largest id); item when acts
+// is empty (orderdb's Activities.ItemTag reads the same from MySQL).
+func LatestTag(item int64, acts []Activity) int64 {
+	var last *Activity
+	for i := range acts {
+		if last == nil || acts[i].ID > last.ID {
+			last = &acts[i]
+		}
+	}
+	if last == nil {
+		return item
+	}
+	return last.ItemID
+}
+
 // ChooseItem returns the item an order of the sale buys: id, or, when id is
 // 0, the sale's only item. ErrInvalidArgument when id is 0 for a sale of
 // several items or names an item the sale does not sell.

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -33,9 +32,9 @@ const idemPage = 2000
 // user produced several orders (a retry after the record was lost before
 // this repair existed), the live one wins, else the latest that is not a
 // DUPLICATE_REQUEST refusal.
-func pickIdem(item int64, orders []orderdb.IdemOrder, ttl time.Duration) []stockredis.IdemRecord {
+func pickIdem(item int64, orders []drift.IdemOrder, ttl time.Duration) []drift.IdemRecord {
 	type pick struct {
-		rec  stockredis.IdemRecord
+		rec  drift.IdemRecord
 		live bool
 	}
 	type userKey struct {
@@ -60,10 +59,10 @@ func pickIdem(item int64, orders []orderdb.IdemOrder, ttl time.Duration) []stock
 		if !seen {
 			seq = append(seq, k)
 		}
-		picked[k] = pick{rec: stockredis.IdemRecord{UserID: o.UserID, Key: o.IdempotencyKey, OrderNo: o.OrderNo, TTL: ttl},
+		picked[k] = pick{rec: drift.IdemRecord{UserID: o.UserID, Key: o.IdempotencyKey, OrderNo: o.OrderNo, TTL: ttl},
 			live: o.Status.Live()}
 	}
-	out := make([]stockredis.IdemRecord, len(seq))
+	out := make([]drift.IdemRecord, len(seq))
 	for i, k := range seq {
 		out[i] = picked[k].rec
 	}
@@ -75,7 +74,7 @@ func pickIdem(item int64, orders []orderdb.IdemOrder, ttl time.Duration) []stock
 // item's report. It returns false when a later reconciler's fence refused
 // a write.
 func (c *Checker) restoreIdem(ctx context.Context, t Target, it *ItemReport, l Lock) (bool, error) {
-	g := stockredis.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, c.now())}
+	g := drift.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, c.now())}
 	log := c.Log.With("item_id", t.ItemID, "fence", g.Fence)
 	written, orders := 0, 0
 	defer func() {
@@ -117,7 +116,7 @@ func (c *Checker) restoreIdem(ctx context.Context, t Target, it *ItemReport, l L
 			if err != nil {
 				return false, err
 			}
-			if res != stockredis.Written {
+			if res != drift.Written {
 				s := "idempotency records not restored: " + outcome(res)
 				it.Repairs = append(it.Repairs, s)
 				log.Warn("repair not applied", "what", s)

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -25,7 +24,7 @@ type reading struct {
 
 type stockReading struct {
 	// view is what Redis held (also the values a repair compares with).
-	view  stockredis.StockView
+	view  drift.StockView
 	mysql int64
 	// committed, releasing and closing: see the package comment
 	// (restocking is view.Restocking).
@@ -118,11 +117,7 @@ func (c *Checker) readStockOnce(ctx context.Context, item reservation.Item) (sto
 	if err != nil {
 		return stockReading{}, nil, err
 	}
-	restocks := make([]stockredis.PendingRestock, len(mark.Restocks))
-	for i, r := range mark.Restocks {
-		restocks[i] = stockredis.PendingRestock{ID: r.ID, Quantity: r.Quantity}
-	}
-	view, err := c.Stock.View(ctx, item, slices.Sorted(maps.Keys(mark.Closing)), restocks...)
+	view, err := c.Stock.View(ctx, item, slices.Sorted(maps.Keys(mark.Closing)), mark.Restocks...)
 	if err != nil {
 		return stockReading{}, nil, err
 	}
@@ -197,13 +192,13 @@ func (q *quotaReading) addStale(s QuotaIssue) {
 func (c *Checker) readQuota(ctx context.Context, item reservation.Item, a activity.Activity) (quotaReading, error) {
 	activity := a.ID
 	q := quotaReading{missing: []QuotaIssue{}, stale: []QuotaIssue{}}
-	var closing map[string]orderdb.OrderState // read once, when needed
-	closingOf := func() (map[string]orderdb.OrderState, error) {
+	var closing map[string]drift.OrderState // read once, when needed
+	closingOf := func() (map[string]drift.OrderState, error) {
 		if closing != nil {
 			return closing, nil
 		}
 		// The sale's closing orders, of each of its items.
-		closing = map[string]orderdb.OrderState{}
+		closing = map[string]drift.OrderState{}
 		for _, id := range a.ItemIDs() {
 			of, err := c.DB.ClosingOrders(ctx, id)
 			if err != nil {
@@ -292,8 +287,8 @@ func (s *keySet) add(user, holder string) {
 
 // checkLivePage checks the quota keys of one page of live orders, and
 // adds the keys it finds to seen.
-func (c *Checker) checkLivePage(ctx context.Context, item reservation.Item, activity int64, page []orderdb.LiveOrder, q *quotaReading, seen *keySet,
-	closingOf func() (map[string]orderdb.OrderState, error)) error {
+func (c *Checker) checkLivePage(ctx context.Context, item reservation.Item, activity int64, page []drift.LiveOrder, q *quotaReading, seen *keySet,
+	closingOf func() (map[string]drift.OrderState, error)) error {
 	q.live += len(page)
 	users := make([]string, len(page))
 	live := make(map[string]string, len(page))
@@ -353,7 +348,7 @@ func (c *Checker) checkLivePage(ctx context.Context, item reservation.Item, acti
 // MySQL by now; one MySQL closed whose release has not run yet keeps its
 // key until the release deletes it.
 func (c *Checker) judgeSuspects(ctx context.Context, item reservation.Item, activity int64, suspects, live map[string]string, q *quotaReading,
-	closingOf func() (map[string]orderdb.OrderState, error)) error {
+	closingOf func() (map[string]drift.OrderState, error)) error {
 	if len(suspects) == 0 {
 		return nil
 	}
@@ -374,7 +369,7 @@ func (c *Checker) judgeSuspects(ctx context.Context, item reservation.Item, acti
 	if err != nil {
 		return err
 	}
-	var closing map[string]orderdb.OrderState
+	var closing map[string]drift.OrderState
 	for _, o := range orders {
 		if o.Status == order.Closed {
 			if closing, err = closingOf(); err != nil {

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
@@ -17,7 +17,7 @@ import (
 // the lock was lost).
 func (c *Checker) repair(ctx context.Context, t Target, it *ItemReport, rs []reading, l Lock) error {
 	now := c.now()
-	g := stockredis.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, now)}
+	g := drift.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, now)}
 	p := &itemRepair{c: c, t: t, it: it, l: l, g: g, now: now,
 		log: c.Log.With("item_id", t.ItemID, "fence", g.Fence), applied: true}
 
@@ -62,7 +62,7 @@ type itemRepair struct {
 	t       Target
 	it      *ItemReport
 	l       Lock
-	g       stockredis.Guard
+	g       drift.Guard
 	now     time.Time
 	log     *slog.Logger
 	applied bool
@@ -100,7 +100,7 @@ func (p *itemRepair) quotas(ctx context.Context, ar ActivityReport, a activity.A
 		if back > 0 {
 			p.note(true, "%s restored for orders closed meanwhile removed again", plural(back, "quota key", "quota keys"))
 		}
-		if res != stockredis.Written {
+		if res != drift.Written {
 			p.note(false, "quota keys in activity %d not restored: %s", a.ID, outcome(res))
 		}
 	}
@@ -115,7 +115,7 @@ func (p *itemRepair) quotas(ctx context.Context, ar ActivityReport, a activity.A
 		if err != nil {
 			return err
 		}
-		p.note(res == stockredis.Written, "quota of user %q in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
+		p.note(res == drift.Written, "quota of user %q in activity %d set to %s: %s", m.UserID, a.ID, m.OrderNo, outcome(res))
 	}
 	for _, s := range ar.QuotaStale {
 		if err := c.before(ctx, t.item(), l); err != nil {
@@ -125,7 +125,7 @@ func (p *itemRepair) quotas(ctx context.Context, ar ActivityReport, a activity.A
 		if err != nil {
 			return err
 		}
-		p.note(res == stockredis.Written, "stale quota of user %q in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
+		p.note(res == drift.Written, "stale quota of user %q in activity %d (held by %s) removed: %s", s.UserID, a.ID, s.Holder, outcome(res))
 	}
 	if q.missingN-q.absentN > holders(q.missing) || q.staleN > len(q.stale) {
 		p.note(false, "activity %d has more quota keys holding another order than the %d listed; the next run repairs them", a.ID, MaxListed)
@@ -159,7 +159,7 @@ func (p *itemRepair) layout(ctx context.Context, last reading) (stockReading, bo
 // from the values of the last read. If the keys changed since (a
 // reservation, release or confirm), it reads the item once more and, when
 // that read shows the same drift, tries once more with its values.
-func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g stockredis.Guard, l Lock) (bool, string, error) {
+func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g drift.Guard, l Lock) (bool, string, error) {
 	want := stockKey{warmed: s.view.Warmed, drift: s.drift()}
 	for attempt := 1; ; attempt++ {
 		if err := c.before(ctx, t.item(), l); err != nil {
@@ -176,7 +176,7 @@ func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g s
 			from = fmt.Sprint(s.view.Stock)
 		}
 		switch res {
-		case stockredis.Written:
+		case drift.Written:
 			if err := c.Stock.MarkWarmed(ctx, t.item()); err != nil {
 				return false, "", err
 			}
@@ -185,7 +185,7 @@ func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g s
 				msg += "; MySQL has less than is in flight, so some of those orders will fail"
 			}
 			return true, msg, nil
-		case stockredis.StaleFence:
+		case drift.StaleFence:
 			return false, "stock not set: a later reconciler (larger fencing token) already repaired this item", nil
 		}
 		if attempt == 2 {
@@ -208,7 +208,7 @@ func (c *Checker) repairStock(ctx context.Context, t Target, s stockReading, g s
 // buckets (an even split of MySQL stock minus in flight; existing ones are
 // only ever lowered). It then reads the item again; the caller sets the
 // buckets from that read with the usual compare-and-set.
-func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g stockredis.Guard, l Lock) (stockReading, bool, string, error) {
+func (c *Checker) restoreBuckets(ctx context.Context, t Target, n int, g drift.Guard, l Lock) (stockReading, bool, string, error) {
 	if c.Warmer == nil {
 		return stockReading{}, false, fmt.Sprintf("bucket marker missing (the activity has %d buckets): not restored", n), nil
 	}
@@ -243,11 +243,11 @@ func (c *Checker) before(ctx context.Context, item reservation.Item, l Lock) err
 	return ctx.Err()
 }
 
-func outcome(res stockredis.CAS) string {
+func outcome(res drift.CAS) string {
 	switch res {
-	case stockredis.Written:
+	case drift.Written:
 		return "done"
-	case stockredis.Changed:
+	case drift.Changed:
 		return "changed concurrently, retry"
 	}
 	return "refused: a later reconciler (larger fencing token) already wrote this item"
@@ -279,12 +279,12 @@ func holders(issues []QuotaIssue) int {
 // orders MySQL closed meanwhile: a close's release may have run between
 // the page's read and the write, and the key would keep the buyer from
 // buying again. It returns how many keys it wrote and took back.
-func (c *Checker) restoreQuotas(ctx context.Context, t Target, a activity.Activity, ttl time.Duration, g stockredis.Guard, l Lock) (
-	restored, takenBack int, res stockredis.CAS, err error) {
+func (c *Checker) restoreQuotas(ctx context.Context, t Target, a activity.Activity, ttl time.Duration, g drift.Guard, l Lock) (
+	restored, takenBack int, res drift.CAS, err error) {
 	for after := ""; ; {
 		page, err := c.DB.LiveOrderPage(ctx, a.ID, after, quotaPage)
 		if err != nil || len(page) == 0 {
-			return restored, takenBack, stockredis.Written, err
+			return restored, takenBack, drift.Written, err
 		}
 		after = page[len(page)-1].UserID
 		users := make([]string, len(page))
@@ -295,11 +295,11 @@ func (c *Checker) restoreQuotas(ctx context.Context, t Target, a activity.Activi
 		if err != nil {
 			return restored, takenBack, 0, err
 		}
-		var recs []stockredis.QuotaRecord
+		var recs []drift.QuotaRecord
 		orderOf := map[string]string{}
 		for _, o := range page {
 			if _, ok := held[o.UserID]; !ok {
-				recs = append(recs, stockredis.QuotaRecord{UserID: o.UserID, OrderNo: o.OrderNo, TTL: ttl})
+				recs = append(recs, drift.QuotaRecord{UserID: o.UserID, OrderNo: o.OrderNo, TTL: ttl})
 				orderOf[o.UserID] = o.OrderNo
 			}
 		}
@@ -311,7 +311,7 @@ func (c *Checker) restoreQuotas(ctx context.Context, t Target, a activity.Activi
 		}
 		written, res, err := c.Stock.RestoreQuotas(ctx, t.item(), a.ID, recs, g)
 		restored += len(written)
-		if err != nil || res != stockredis.Written {
+		if err != nil || res != drift.Written {
 			return restored, takenBack, res, err
 		}
 		nos := make([]string, len(written))
@@ -333,7 +333,7 @@ func (c *Checker) restoreQuotas(ctx context.Context, t Target, a activity.Activi
 			if err != nil {
 				return restored, takenBack, 0, err
 			}
-			if res == stockredis.Written {
+			if res == drift.Written {
 				takenBack++
 			}
 		}

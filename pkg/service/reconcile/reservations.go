@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -37,7 +37,7 @@ const reservationBatch = 500
 // later reconciler's fence refused a write.
 func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (restored, takenBack int, ok bool, err error) {
 	now := c.now()
-	g := stockredis.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, now)}
+	g := drift.Guard{Fence: l.Fence(), ExpireAt: c.horizon(t, now)}
 	k, err := c.layout(ctx, t, now)
 	if err != nil || k < 0 {
 		return 0, 0, err == nil, err // two layouts: the operator's call first
@@ -62,12 +62,12 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 				break
 			}
 			after = page[len(page)-1].UserID
-			var recs []stockredis.LostReservation
+			var recs []drift.LostReservation
 			for _, o := range page {
 				if o.Status != order.Created || o.ItemID != t.ItemID {
 					continue // a PAID order never gives units back
 				}
-				recs = append(recs, stockredis.LostReservation{OrderNo: o.OrderNo, UserID: o.UserID, ActivityID: a.ID,
+				recs = append(recs, drift.LostReservation{OrderNo: o.OrderNo, UserID: o.UserID, ActivityID: a.ID,
 					Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, ReservedAt: o.CreatedAt, TTL: ttl})
 			}
 			if len(recs) == 0 {
@@ -78,7 +78,7 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 			}
 			written, res, err := c.Stock.RestoreReservations(ctx, t.item(), k, recs, g)
 			restored += len(written)
-			if err != nil || res != stockredis.Written {
+			if err != nil || res != drift.Written {
 				return restored, takenBack, false, err
 			}
 		}
@@ -100,7 +100,7 @@ func (c *Checker) restoreReservations(ctx context.Context, t Target, l Lock) (re
 		}
 		n, res, err := c.Stock.UnrestoreReservations(ctx, t.item(), chunk, g)
 		takenBack += n
-		if err != nil || res != stockredis.Written {
+		if err != nil || res != drift.Written {
 			return restored, takenBack, false, err
 		}
 	}
@@ -141,7 +141,7 @@ func (c *Checker) noteReservations(it *ItemReport, restored, takenBack int, ok b
 		log.Info("repaired", "what", s, "reservations_taken_back", takenBack)
 	}
 	if !ok {
-		s := "reservations not restored: " + outcome(stockredis.StaleFence)
+		s := "reservations not restored: " + outcome(drift.StaleFence)
 		it.Repairs = append(it.Repairs, s)
 		log.Warn("repair not applied", "what", s)
 	}

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -19,7 +19,7 @@ type Target struct {
 	ItemID     int64
 	Activities []activity.Activity
 	// Tag is the first item of the sale the item's keys are kept with
-	// (orderdb.LatestTag): the item itself but for a size of a sale of
+	// (activity.LatestTag): the item itself but for a size of a sale of
 	// several items. 0 means ItemID.
 	Tag int64
 }
@@ -44,14 +44,14 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 	var acts []activity.Activity
 	var items []int64
 	if len(sel.Items) == 0 && len(sel.Activities) == 0 {
-		a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{EndsAfter: since})
+		a, err := c.DB.Activities(ctx, drift.ActivityFilter{EndsAfter: since})
 		if err != nil {
 			return nil, err
 		}
 		acts = a
 	} else {
 		if len(sel.Activities) > 0 {
-			a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{IDs: sel.Activities})
+			a, err := c.DB.Activities(ctx, drift.ActivityFilter{IDs: sel.Activities})
 			if err != nil {
 				return nil, err
 			}
@@ -70,7 +70,7 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 					return nil, fmt.Errorf("item %d: %w", id, err)
 				}
 			}
-			a, err := c.DB.Activities(ctx, orderdb.ActivityFilter{Items: sel.Items})
+			a, err := c.DB.Activities(ctx, drift.ActivityFilter{Items: sel.Items})
 			if err != nil {
 				return nil, err
 			}
@@ -92,7 +92,7 @@ func (c *Checker) Targets(ctx context.Context, sel Selection) ([]Target, error) 
 	out := make([]Target, 0, len(byItem))
 	for id, as := range byItem {
 		sort.Slice(as, func(i, j int) bool { return as[i].ID < as[j].ID })
-		out = append(out, Target{ItemID: id, Activities: as, Tag: orderdb.LatestTag(id, as)})
+		out = append(out, Target{ItemID: id, Activities: as, Tag: activity.LatestTag(id, as)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ItemID < out[j].ItemID })
 	return out, nil
