@@ -88,7 +88,6 @@ var debt = []string{
 	"consumer/internal/redisloss -> pkg/adapter/lock",
 	"consumer/internal/redisloss -> pkg/adapter/orderdb",
 	"pkg/domain/order -> github.com/oklog/ulid/v2",
-	"pkg/service/lifecycle -> pkg/adapter/orderdb",
 	"pkg/service/reconcile -> pkg/adapter/orderdb",
 	"pkg/service/sales -> pkg/adapter/orderdb",
 	"pkg/service/reconcile -> pkg/adapter/stockredis",
