@@ -89,7 +89,6 @@ var debt = []string{
 	"consumer/internal/redisloss -> pkg/adapter/orderdb",
 	"pkg/domain/order -> github.com/oklog/ulid/v2",
 	"pkg/service/reconcile -> pkg/adapter/orderdb",
-	"pkg/service/sales -> pkg/adapter/orderdb",
 	"pkg/service/reconcile -> pkg/adapter/stockredis",
 	"pkg/service/waitingroom -> pkg/adapter/orderdb",
 	"pkg/service/waitingroom -> pkg/adapter/stockredis",

@@ -81,7 +81,7 @@ func createDraw(tx *gorm.DB, activity int64, d activity.Draw) error {
 
 // changeDraw checks a change of the sale of row against its draw, if it
 // has one: the times as the change leaves them, and no room or buckets.
-func changeDraw(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, now time.Time) error {
+func changeDraw(tx *gorm.DB, row activityRow, ch activity.Patch, starts, ends, now time.Time) error {
 	var d drawRow
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", row.ID).Take(&d).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -391,7 +391,7 @@ func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	a := laterDrawSale(t, db, start)
-	for _, ch := range []orderdb.ActivityChange{
+	for _, ch := range []activity.Patch{
 		{EndsAt: ptrTo(start.Add(20 * time.Minute))},
 		{StartsAt: ptrTo(start.Add(40 * time.Minute))},
 		{StockBuckets: ptrTo(2)},
@@ -403,7 +403,7 @@ func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 			t.Log(err)
 		}
 	}
-	if _, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, a.ID, activity.Patch{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
 		t.Fatalf("a later end: %v", err)
 	}
 }

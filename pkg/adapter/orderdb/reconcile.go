@@ -102,7 +102,7 @@ type ReadMark struct {
 	Closing map[string]OrderState
 	// Restocks are the item's restocks not recorded as applied in Redis,
 	// and MaxRestockID the largest restock id then.
-	Restocks     []Restock
+	Restocks     []activity.Restock
 	MaxRestockID int64
 }
 

@@ -58,7 +58,7 @@ type Reads interface {
 // (*orderdb.Restocks).
 type Restocks interface {
 	reservation.StockReader
-	PendingRestocks(ctx context.Context, itemID int64) ([]orderdb.Restock, error)
+	PendingRestocks(ctx context.Context, itemID int64) ([]activity.Restock, error)
 	MarkRestockApplied(ctx context.Context, id int64) error
 }
 
@@ -69,5 +69,5 @@ type OrderLookup interface {
 
 // Items reads an item (*orderdb.Activities).
 type Items interface {
-	Item(ctx context.Context, id int64) (orderdb.Item, error)
+	Item(ctx context.Context, id int64) (activity.Product, error)
 }
