@@ -12,7 +12,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -267,7 +266,7 @@ func TestOrderAboveALimitLoweredBeforeTheStartFails(t *testing.T) {
 	}
 	px.Latency(2*time.Second, 0)
 	limit := 1
-	if _, err := p.DB.Activities.PatchActivity(context.Background(), act.ActivityID, orderdb.ActivityChange{PerUserLimit: &limit}, time.Now()); err != nil {
+	if _, err := p.DB.Activities.PatchActivity(context.Background(), act.ActivityID, activity.Patch{PerUserLimit: &limit}, time.Now()); err != nil {
 		t.Fatalf("lower the limit: %v", err)
 	}
 	waittest.Until(t, 10*time.Second, "the sale started", func() bool { return time.Now().After(starts.Add(50 * time.Millisecond)) })

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
@@ -50,7 +49,7 @@ type EntryView struct {
 	Commitment string `json:"commitment"`
 }
 
-func entryView(e orderdb.Entry, a activity.Activity, now time.Time) EntryView {
+func entryView(e draw.BuyerEntry, a activity.Activity, now time.Time) EntryView {
 	v := EntryView{EntryID: e.ID, ActivityID: e.ActivityID, ItemID: e.ItemID, Quantity: e.Quantity, EnteredAt: e.CreatedAt.UTC(),
 		Commitment: a.Draw.Commitment}
 	if e.Issued {

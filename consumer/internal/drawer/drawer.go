@@ -35,7 +35,6 @@ import (
 
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/pass"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -47,11 +46,11 @@ import (
 // DB is MySQL as the drawer uses it (*orderdb.Draws).
 type DB interface {
 	DrawsDue(ctx context.Context, now time.Time) ([]int64, error)
-	RunDraw(ctx context.Context, activity int64, now time.Time) (orderdb.Drawn, error)
+	RunDraw(ctx context.Context, activity int64, now time.Time) (draw.Drawn, error)
 	DrawnLive(ctx context.Context, now time.Time) ([]int64, error)
-	Unissued(ctx context.Context, activity int64, limit int) ([]orderdb.Pick, error)
-	WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]orderdb.Pick, error)
-	NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]orderdb.Pick, error)
+	Unissued(ctx context.Context, activity int64, limit int) ([]draw.Picked, error)
+	WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]draw.Picked, error)
+	NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]draw.Picked, error)
 	NumberPick(ctx context.Context, entryID, no string) (string, error)
 	MarkIssued(ctx context.Context, entryID, no string) error
 	Unnumber(ctx context.Context, entryID, no string) error
@@ -190,7 +189,7 @@ type held struct {
 func newHeld() *held { return &held{winners: map[int64]bool{}, alternates: map[int64]bool{}} }
 
 // hold records that p could not have its order now.
-func (h *held) hold(p orderdb.Pick) {
+func (h *held) hold(p draw.Picked) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if p.Outcome == draw.Won {
@@ -211,7 +210,7 @@ func (h *held) size(item int64) bool {
 // try places p's order with place unless p is backed off, and reports
 // whether it got it; a failure is p's alone (given to d.Picks, held in
 // h), never the pass's, unless ctx ended.
-func (d *Drawer) try(ctx context.Context, a activity.Activity, p orderdb.Pick, h *held, place func() (bool, error)) (bool, error) {
+func (d *Drawer) try(ctx context.Context, a activity.Activity, p draw.Picked, h *held, place func() (bool, error)) (bool, error) {
 	if !d.Picks.Due(p.EntryID) {
 		h.hold(p)
 		return false, nil
@@ -346,7 +345,7 @@ const parallel = 16
 
 // issueAll issues picks (issue), parallel at a time, each as d.try does,
 // and returns how many got their order; an error means ctx ended.
-func (d *Drawer) issueAll(ctx context.Context, a activity.Activity, picks []orderdb.Pick, h *held) (int, error) {
+func (d *Drawer) issueAll(ctx context.Context, a activity.Activity, picks []draw.Picked, h *held) (int, error) {
 	var (
 		mu      sync.Mutex
 		ordered int
@@ -376,7 +375,7 @@ func (d *Drawer) issueAll(ctx context.Context, a activity.Activity, picks []orde
 // issue gives a pick without a number one, or finds the one it has, then
 // places its order (place). A number made here is fresh: no reserve can
 // have run with it before.
-func (d *Drawer) issue(ctx context.Context, a activity.Activity, p orderdb.Pick) (bool, error) {
+func (d *Drawer) issue(ctx context.Context, a activity.Activity, p draw.Picked) (bool, error) {
 	mine := d.Numbers.NextFor(a.ItemID, p.UserID)
 	no, err := d.DB.NumberPick(ctx, p.EntryID, mine)
 	if err != nil {
@@ -391,7 +390,7 @@ func (d *Drawer) issue(ctx context.Context, a activity.Activity, p orderdb.Pick)
 // no reserve ran with no before: only then does a refusal prove that no
 // order of that number exists, so that an alternate's number may be
 // taken back.
-func (d *Drawer) place(ctx context.Context, a activity.Activity, p orderdb.Pick, no string, fresh bool) (bool, error) {
+func (d *Drawer) place(ctx context.Context, a activity.Activity, p draw.Picked, no string, fresh bool) (bool, error) {
 	err := d.Placing.PlaceDrawn(ctx, a, placing.Drawn{EntryID: p.EntryID, UserID: p.UserID, ItemID: p.ItemID,
 		Quantity: p.Quantity, OrderNo: no, Fresh: fresh, Alternate: p.Outcome == draw.Alternate,
 		Retire: func(ctx context.Context, prior string) error { return d.retire(ctx, p, prior) }})
@@ -419,7 +418,7 @@ func (d *Drawer) place(ctx context.Context, a activity.Activity, p orderdb.Pick,
 // and the key may go, as the sweep releases them), else an error and the
 // pick is tried again later. A release whose answer was lost is repeated
 // by that retry and finds its work done.
-func (d *Drawer) retire(ctx context.Context, p orderdb.Pick, prior string) error {
+func (d *Drawer) retire(ctx context.Context, p draw.Picked, prior string) error {
 	o, err := d.Orders.Order(ctx, prior)
 	if err != nil {
 		return fmt.Errorf("entry %s: read its earlier order %s: %w", p.EntryID, prior, err)

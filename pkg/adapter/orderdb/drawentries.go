@@ -25,37 +25,6 @@ type entryRow struct {
 
 func (entryRow) TableName() string { return "draw_entries" }
 
-// NewEntry is a buyer's entry as the api takes it.
-type NewEntry struct {
-	ActivityID int64
-	UserID     string
-	ItemID     int64
-	Quantity   int
-	// At is the shared clock's time of the request: entries are taken
-	// only before entries_close_at.
-	At time.Time
-}
-
-// Entry is a buyer's entry and, once drawn, what became of it.
-type Entry struct {
-	draw.Entry
-	ActivityID int64
-	UserID     string
-	CreatedAt  time.Time
-	// Rank is its place in the ranking (from 1), Outcome its outcome at
-	// the draw (draw.Won, draw.Alternate); zero and "" before the draw.
-	Rank    int
-	Outcome string
-	// OrderNo is the order made for it: a winner's, or an alternate's that
-	// units came back to; Issued once that order's event reached Kafka
-	// (before, the order may still not come of it, for an alternate).
-	OrderNo string
-	Issued  bool
-	// AlternatesBefore is, for an alternate without an issued order, how
-	// many of its size's alternates without a number come before it.
-	AlternatesBefore int64
-}
-
 var errEntered = errors.New("already entered")
 
 // Enter records a buyer's entry and reports whether it is new. A buyer who
@@ -64,7 +33,7 @@ var errEntered = errors.New("already entered")
 // froze (entries_close_at, or the draw ran), before the sale started
 // (MySQL's starts_at) or after it ended (MySQL's ends_at, an end or a
 // cancel included) is order.ErrActivityNotActive.
-func (s *Draws) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
+func (s *Draws) Enter(ctx context.Context, e draw.NewEntry) (draw.BuyerEntry, bool, error) {
 	var b [draw.EntryIDLen / 2]byte
 	_, _ = rand.Read(b[:])
 	row := entryRow{EntryID: hex.EncodeToString(b[:]), ActivityID: e.ActivityID, UserID: e.UserID, ItemID: e.ItemID,
@@ -103,19 +72,19 @@ func (s *Draws) Enter(ctx context.Context, e NewEntry) (Entry, bool, error) {
 		got, err := s.EntryOf(ctx, e.ActivityID, e.UserID)
 		return got, false, err
 	case err != nil:
-		return Entry{}, false, wrap("enter draw", err)
+		return draw.BuyerEntry{}, false, wrap("enter draw", err)
 	}
 	return row.entry(), true, nil
 }
 
-func (r entryRow) entry() Entry {
-	return Entry{Entry: draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}, ActivityID: r.ActivityID,
+func (r entryRow) entry() draw.BuyerEntry {
+	return draw.BuyerEntry{Entry: draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}, ActivityID: r.ActivityID,
 		UserID: r.UserID, CreatedAt: r.CreatedAt}
 }
 
 // EntryOf returns the buyer's entry in the sale with its outcome,
 // order.ErrNotFound if they have none.
-func (s *Draws) EntryOf(ctx context.Context, activity int64, user string) (Entry, error) {
+func (s *Draws) EntryOf(ctx context.Context, activity int64, user string) (draw.BuyerEntry, error) {
 	var row struct {
 		Entry     entryRow `gorm:"embedded"`
 		DrawRank  *int
@@ -133,7 +102,7 @@ func (s *Draws) EntryOf(ctx context.Context, activity int64, user string) (Entry
 		Joins("LEFT JOIN orders ON orders.order_no = draw_results.order_no").
 		Where("draw_entries.activity_id = ? AND draw_entries.user_id = ?", activity, user).Take(&row).Error
 	if err != nil {
-		return Entry{}, wrap("read entry", err)
+		return draw.BuyerEntry{}, wrap("read entry", err)
 	}
 	e := row.Entry.entry()
 	if row.DrawRank != nil {

@@ -10,44 +10,33 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// Pick is an entry of the ranking the draw gives (or has given) an order.
-type Pick struct {
-	EntryID  string
-	Rank     int
-	ItemID   int64
-	Quantity int
-	UserID   string
-	Outcome  string
-	OrderNo  string
-}
-
-func (r resultRow) pick() Pick {
-	p := Pick{EntryID: r.EntryID, Rank: r.DrawRank, ItemID: r.ItemID, Quantity: r.Quantity, UserID: r.UserID, Outcome: r.Outcome}
+func (r resultRow) pick() draw.Picked {
+	p := draw.Picked{EntryID: r.EntryID, Rank: r.DrawRank, ItemID: r.ItemID, Quantity: r.Quantity, UserID: r.UserID, Outcome: r.Outcome}
 	if r.OrderNo != nil {
 		p.OrderNo = *r.OrderNo
 	}
 	return p
 }
 
-func picks(q *gorm.DB, op string) ([]Pick, error) {
+func picks(q *gorm.DB, op string) ([]draw.Picked, error) {
 	return findAs(q.Order("draw_rank"), op, resultRow.pick)
 }
 
 // Unissued lists the sale's entries numbered for an order whose event is
 // not known to have reached Kafka, in ranking order.
-func (s *Draws) Unissued(ctx context.Context, activity int64, limit int) ([]Pick, error) {
+func (s *Draws) Unissued(ctx context.Context, activity int64, limit int) ([]draw.Picked, error) {
 	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND order_no IS NOT NULL AND issued = 0", activity).Limit(limit), "list unissued picks")
 }
 
 // WinnersWithoutOrders lists the sale's winners not yet numbered for an
 // order, in ranking order.
-func (s *Draws) WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]Pick, error) {
+func (s *Draws) WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]draw.Picked, error) {
 	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND outcome = ? AND order_no IS NULL", activity, draw.Won).Limit(limit), "list winners")
 }
 
 // NextAlternates lists the first alternates of the size without an order
 // whose quantity is at most most, in ranking order.
-func (s *Draws) NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]Pick, error) {
+func (s *Draws) NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]draw.Picked, error) {
 	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ?",
 		activity, item, draw.Alternate, most).Limit(limit), "list alternates")
 }

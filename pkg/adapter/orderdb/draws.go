@@ -81,7 +81,7 @@ func createDraw(tx *gorm.DB, activity int64, d activity.Draw) error {
 
 // changeDraw checks a change of the sale of row against its draw, if it
 // has one: the times as the change leaves them, and no room or buckets.
-func changeDraw(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, now time.Time) error {
+func changeDraw(tx *gorm.DB, row activityRow, ch activity.Patch, starts, ends, now time.Time) error {
 	var d drawRow
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", row.ID).Take(&d).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -140,14 +140,6 @@ func (s *Draws) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
 	return ids, wrap("list drawn sales", err)
 }
 
-// Drawn is what a run of the draw did.
-type Drawn struct {
-	// Ran is false when there was nothing to do: drawn already, or not due.
-	Ran     bool
-	Entries int
-	Winners int
-}
-
 // resultBatch is how many ranking rows one INSERT writes.
 const resultBatch = 1000
 
@@ -158,8 +150,8 @@ const resultBatch = 1000
 // lost answer leaves it all or nothing, and a second run finds it DRAWN;
 // the ranking depends on the seed and the list alone, so a run again after
 // a rollback draws the same.
-func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (Drawn, error) {
-	var out Drawn
+func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
+	var out draw.Drawn
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var d drawRow
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", activityID).Take(&d).Error; err != nil {
@@ -226,7 +218,7 @@ func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (D
 			"state": draw.StateDrawn, "entries": len(entries), "entries_digest": digest, "sizes": js, "drawn_at": now.UTC()}).Error
 	})
 	if err != nil {
-		return Drawn{}, wrap(fmt.Sprintf("draw activity %d", activityID), err)
+		return draw.Drawn{}, wrap(fmt.Sprintf("draw activity %d", activityID), err)
 	}
 	return out, nil
 }

@@ -83,7 +83,7 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 				u := next.Add(1)
 				// The api's clock says the entries are still open; the
 				// draw's, that they closed: the lock decides.
-				_, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.FormatInt(u, 10),
+				_, created, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: strconv.FormatInt(u, 10),
 					ItemID: a.Items[u%3].ItemID, Quantity: 1 + int(u%2), At: closes.Add(-time.Millisecond)})
 				switch {
 				case errors.Is(err, order.ErrActivityNotActive):
@@ -180,7 +180,7 @@ func TestEnterAfterTheSaleEndedIsRefused(t *testing.T) {
 		if _, err := db.Activities.EndActivity(ctx, a.ID, time.Now(), how); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "late", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
+		_, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "late", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
 		if !errors.Is(err, order.ErrActivityNotActive) {
 			t.Fatalf("an entry after the sale ended (ending %v): %v, want ErrActivityNotActive", how, err)
 		}
@@ -198,11 +198,11 @@ func TestEnterTwiceKeepsTheFirstEntry(t *testing.T) {
 	ctx := context.Background()
 	a := drawSale(t, db, time.Now().Add(time.Minute), 2, 2)
 	now := time.Now()
-	first, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[0].ItemID, Quantity: 1, At: now})
+	first, created, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[0].ItemID, Quantity: 1, At: now})
 	if err != nil || !created || !draw.ValidEntryID(first.ID) {
 		t.Fatalf("first entry: %+v %v %v", first, created, err)
 	}
-	again, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[1].ItemID, Quantity: 2, At: now})
+	again, created, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "ann", ItemID: a.Items[1].ItemID, Quantity: 2, At: now})
 	if err != nil || created || again.ID != first.ID || again.ItemID != first.ItemID || again.Quantity != 1 {
 		t.Fatalf("entering again: %+v %v %v; first %+v", again, created, err, first)
 	}
@@ -210,7 +210,7 @@ func TestEnterTwiceKeepsTheFirstEntry(t *testing.T) {
 		t.Fatalf("%d entries counted, want 1", sum.Entries)
 	}
 	// Buyer ids compare byte for byte: "Ann" is not "ann".
-	other, created, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "Ann", ItemID: a.Items[1].ItemID, Quantity: 1, At: now})
+	other, created, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "Ann", ItemID: a.Items[1].ItemID, Quantity: 1, At: now})
 	if err != nil || !created || other.ID == first.ID {
 		t.Fatalf("another buyer whose id differs in case: %+v %v %v", other, created, err)
 	}
@@ -224,7 +224,7 @@ func TestEnterLostCommitRetryFindsIt(t *testing.T) {
 	p, via := proxiedOrderDB(t, db)
 	ctx := context.Background()
 	a := drawSale(t, db, time.Now().Add(time.Minute), 2)
-	e := orderdb.NewEntry{ActivityID: a.ID, UserID: "bo", ItemID: a.ItemID, Quantity: 1, At: time.Now()}
+	e := draw.NewEntry{ActivityID: a.ID, UserID: "bo", ItemID: a.ItemID, Quantity: 1, At: time.Now()}
 	cutCommit(p)
 	if _, _, err := via.Draws.Enter(ctx, e); err == nil {
 		t.Fatal("the entry's answer was cut, yet Enter returned no error")
@@ -249,7 +249,7 @@ func TestRunDrawLostCommitDrawsOnce(t *testing.T) {
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 3)
 	for u := range 12 {
-		if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		if _, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestNumberPickKeepsTheFirstNumber(t *testing.T) {
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 1)
 	for _, u := range []string{"a", "b", "c"} {
-		if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: u, ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		if _, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: u, ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,7 +336,7 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 2, 3)
 	for u := range 25 {
-		if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.Items[u%2].ItemID, Quantity: 1, At: time.Now()}); err != nil {
+		if _, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: strconv.Itoa(u), ItemID: a.Items[u%2].ItemID, Quantity: 1, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -391,7 +391,7 @@ func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	a := laterDrawSale(t, db, start)
-	for _, ch := range []orderdb.ActivityChange{
+	for _, ch := range []activity.Patch{
 		{EndsAt: ptrTo(start.Add(20 * time.Minute))},
 		{StartsAt: ptrTo(start.Add(40 * time.Minute))},
 		{StockBuckets: ptrTo(2)},
@@ -403,7 +403,7 @@ func TestPatchKeepsTheDrawWithinTheSale(t *testing.T) {
 			t.Log(err)
 		}
 	}
-	if _, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, a.ID, activity.Patch{EndsAt: ptrTo(start.Add(2 * time.Hour))}, time.Now()); err != nil {
 		t.Fatalf("a later end: %v", err)
 	}
 }
@@ -419,7 +419,7 @@ func TestEnterBeforeTheSaleStartedIsRefused(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := laterDrawSale(t, db, start)
-	_, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "early", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
+	_, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "early", ItemID: a.ItemID, Quantity: 1, At: time.Now()})
 	if !errors.Is(err, order.ErrActivityNotActive) || !strings.Contains(err.Error(), "starts at") {
 		t.Fatalf("an entry before MySQL's start: %v, want ErrActivityNotActive naming the start", err)
 	}
@@ -430,7 +430,7 @@ func TestEnterBeforeTheSaleStartedIsRefused(t *testing.T) {
 	if err := db.Gorm().Raw("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", a.ID).Scan(&rows).Error; err != nil || rows != 0 {
 		t.Fatalf("%d entry rows written before the start (%v)", rows, err)
 	}
-	if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "on time", ItemID: a.ItemID, Quantity: 1, At: start}); err != nil {
+	if _, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "on time", ItemID: a.ItemID, Quantity: 1, At: start}); err != nil {
 		t.Fatalf("an entry at the start: %v", err)
 	}
 }
@@ -479,7 +479,7 @@ func TestDrawCommitmentIsFixedInMySQL(t *testing.T) {
 		}
 	}
 	refused("before any entry")
-	if _, _, err := db.Draws.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: "u1", ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
+	if _, _, err := db.Draws.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: "u1", ItemID: a.ItemID, Quantity: 1, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	refused("after the first entry")

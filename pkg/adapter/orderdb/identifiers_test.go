@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 // A provider's transaction ids that differ only in case are two payments:
@@ -27,17 +28,17 @@ func TestPaymentTransactionIDsCompareBytes(t *testing.T) {
 		nos = append(nos, r.Event.OrderNo)
 	}
 	for i, tx := range []string{"Ab1", "ab1"} {
-		rec, err := db.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: tx, OrderNo: nos[i], Amount: eur})
+		rec, err := db.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: tx, OrderNo: nos[i], Amount: eur})
 		if err != nil {
 			t.Fatalf("payment %s: %v", tx, err)
 		}
 		if rec.Duplicate || rec.Payment.TransactionID != tx || rec.Payment.OrderNo != nos[i] ||
-			rec.Payment.Outcome != orderdb.PaymentPaid || rec.Order.Status != order.Paid {
+			rec.Payment.Outcome != payment.Paid || rec.Order.Status != order.Paid {
 			t.Fatalf("payment %s of %s answered %+v, want a new PAID payment of that order", tx, nos[i], rec)
 		}
 	}
 	for i, tx := range []string{"Ab1", "ab1"} {
-		rec, err := db.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: tx, OrderNo: nos[i], Amount: eur})
+		rec, err := db.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: tx, OrderNo: nos[i], Amount: eur})
 		if err != nil || !rec.Duplicate || rec.Payment.TransactionID != tx || rec.Payment.OrderNo != nos[i] {
 			t.Fatalf("repeat of %s answered %+v (%v), want a Duplicate of itself", tx, rec, err)
 		}
@@ -142,7 +143,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := r.Event.OrderNo
-	if _, err := db.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: "Tx-1", OrderNo: no, Amount: eur}); err != nil {
+	if _, err := db.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: "Tx-1", OrderNo: no, Amount: eur}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := db.Restocks.Restock(ctx, item, "Restock-1", 5); err != nil {

@@ -62,23 +62,14 @@ func money(amount *int64, currency *string) order.Money {
 	return order.Money{Amount: *amount, Currency: *currency}
 }
 
-// Item is a product with its MySQL stock.
-type Item struct {
-	ID    int64
-	Name  string
-	Stock int64
-	// Price is the item's list price; zero when it has none.
-	Price order.Money
-}
-
 // CreateItem inserts an item without a price and its stock row.
-func (s *Activities) CreateItem(ctx context.Context, name string, stock int64) (Item, error) {
+func (s *Activities) CreateItem(ctx context.Context, name string, stock int64) (activity.Product, error) {
 	return s.CreatePricedItem(ctx, name, stock, order.Money{})
 }
 
 // CreatePricedItem inserts an item with its price (zero for none) and its
 // stock row, in one transaction.
-func (s *Activities) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (Item, error) {
+func (s *Activities) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (activity.Product, error) {
 	row := itemRow{Name: name}
 	row.Price, row.Currency = priceColumns(price)
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -88,13 +79,13 @@ func (s *Activities) CreatePricedItem(ctx context.Context, name string, stock in
 		return tx.Create(&stockRow{ItemID: row.ID, Stock: stock}).Error
 	})
 	if err != nil {
-		return Item{}, wrap("create item", err)
+		return activity.Product{}, wrap("create item", err)
 	}
-	return Item{ID: row.ID, Name: name, Stock: stock, Price: price}, nil
+	return activity.Product{ID: row.ID, Name: name, Stock: stock, Price: price}, nil
 }
 
 // Item returns one item with its MySQL stock, order.ErrNotFound if none.
-func (s *Activities) Item(ctx context.Context, id int64) (Item, error) {
+func (s *Activities) Item(ctx context.Context, id int64) (activity.Product, error) {
 	var row struct {
 		ID       int64
 		Name     string
@@ -105,9 +96,9 @@ func (s *Activities) Item(ctx context.Context, id int64) (Item, error) {
 	err := s.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
 		Joins("JOIN item_stock ON item_stock.item_id = items.id").Where("items.id = ?", id).Take(&row).Error
 	if err != nil {
-		return Item{}, wrap("read item", err)
+		return activity.Product{}, wrap("read item", err)
 	}
-	return Item{ID: row.ID, Name: row.Name, Stock: row.Stock, Price: money(row.Price, row.Currency)}, nil
+	return activity.Product{ID: row.ID, Name: row.Name, Stock: row.Stock, Price: money(row.Price, row.Currency)}, nil
 }
 
 // ItemStock returns the item's MySQL stock, order.ErrNotFound if none.
@@ -141,7 +132,7 @@ func (s *Activities) CreateActivity(ctx context.Context, a activity.Activity) (a
 
 // createActivity is CreateActivity, checked against g unless it is nil
 // (CreateSale).
-func (s *Activities) createActivity(ctx context.Context, a activity.Activity, g *KeyGuard) (activity.Activity, error) {
+func (s *Activities) createActivity(ctx context.Context, a activity.Activity, g *activity.KeyGuard) (activity.Activity, error) {
 	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
 		StockBuckets: max(a.StockBuckets, 1)}
 	if a.PaymentWindow > 0 {
@@ -173,7 +164,7 @@ func (s *Activities) createActivity(ctx context.Context, a activity.Activity, g 
 				}
 			}
 			for _, item := range lockOrder(a.ItemIDs()) {
-				if err := g.checkLayout(item, a.ItemID, othersOf[item], row.StockBuckets); err != nil {
+				if err := g.Check(item, a.ItemID, othersOf[item], row.StockBuckets); err != nil {
 					return fmt.Errorf("item %d: %w", item, err)
 				}
 			}

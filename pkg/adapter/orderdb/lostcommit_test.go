@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 // proxiedOrderDB opens a second handle on db's database through a MySQL
@@ -124,7 +125,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 		t.Fatalf("fixture order %+v, want CREATED", out[no])
 	}
 	p, via := proxiedOrderDB(t, db)
-	pay := orderdb.Payment{TransactionID: "tx-lost-commit", OrderNo: no, Amount: eur}
+	pay := payment.Transaction{TransactionID: "tx-lost-commit", OrderNo: no, Amount: eur}
 
 	cutCommit(p)
 	if rec, err := via.Payments.RecordPayment(ctx, pay); err == nil {
@@ -141,7 +142,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 1 || ps[0].TransactionID != pay.TransactionID || ps[0].Outcome != orderdb.PaymentPaid {
+	if len(ps) != 1 || ps[0].TransactionID != pay.TransactionID || ps[0].Outcome != payment.Paid {
 		t.Fatalf("payments after the lost COMMIT %+v, want one PAID of %s", ps, pay.TransactionID)
 	}
 	if o, err := db.Orders.Order(ctx, no); err != nil || o.Status != order.Paid {
@@ -156,7 +157,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	if !rec.Duplicate || rec.Closed {
 		t.Fatalf("the retry answered %+v, want a Duplicate", rec)
 	}
-	if rec.Payment.TransactionID != pay.TransactionID || rec.Payment.Outcome != orderdb.PaymentPaid || rec.Order.Status != order.Paid {
+	if rec.Payment.TransactionID != pay.TransactionID || rec.Payment.Outcome != payment.Paid || rec.Order.Status != order.Paid {
 		t.Fatalf("the retry answered %+v, want the PAID payment and the PAID order", rec)
 	}
 	if ps, err := db.Payments.PaymentsOf(ctx, no); err != nil || len(ps) != 1 {

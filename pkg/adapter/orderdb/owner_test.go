@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // ownerGuard is the guard a create or change of a sale is checked with,
 // at now, with no keys in Redis.
-func ownerGuard(now time.Time) orderdb.KeyGuard {
-	return orderdb.KeyGuard{Now: now, KeysUntil: func(a activity.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
+func ownerGuard(now time.Time) activity.KeyGuard {
+	return activity.KeyGuard{Now: now, KeysUntil: func(a activity.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
 }
 
 // items creates n items of stock 10.
@@ -121,7 +120,7 @@ func TestConcurrentPatchAndCreateOneWins(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, errPatch = db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{StartsAt: ptrTo(h(3)), EndsAt: ptrTo(h(5))}, now)
+			_, errPatch = db.Activities.PatchActivity(ctx, first.ID, activity.Patch{StartsAt: ptrTo(h(3)), EndsAt: ptrTo(h(5))}, now)
 		}()
 		go func() {
 			defer wg.Done()
@@ -184,7 +183,7 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 		t.Fatalf("a sale starting when the other ends: %v", err)
 	}
 	// A change of the first sale's window into the second's is refused.
-	if _, err := db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{EndsAt: ptrTo(h(2).Add(time.Minute))}, now); !errors.Is(err, activity.ErrItemInAnotherActivity) {
+	if _, err := db.Activities.PatchActivity(ctx, first.ID, activity.Patch{EndsAt: ptrTo(h(2).Add(time.Minute))}, now); !errors.Is(err, activity.ErrItemInAnotherActivity) {
 		t.Fatalf("window patched into another sale's: %v", err)
 	}
 	// So is a change of items of a sale of y alone into x's.
@@ -193,7 +192,7 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := ownerGuard(now)
-	_, err = db.Activities.PatchActivity(ctx, third.ID, orderdb.ActivityChange{Items: []activity.Item{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}, Guard: &g}, now)
+	_, err = db.Activities.PatchActivity(ctx, third.ID, activity.Patch{Items: []activity.Item{{ItemID: y, Label: "S"}, {ItemID: x, Label: "M"}}, Guard: &g}, now)
 	if !errors.Is(err, activity.ErrItemInAnotherActivity) {
 		t.Fatalf("items patched into another sale's: %v", err)
 	}
@@ -201,7 +200,7 @@ func TestOneSaleOwnsAnItem(t *testing.T) {
 		t.Fatalf("refused change written: %+v, %v", got.Items, err)
 	}
 	// The sale's own window moving within itself is no overlap with itself.
-	if _, err := db.Activities.PatchActivity(ctx, first.ID, orderdb.ActivityChange{StartsAt: ptrTo(h(1).Add(time.Minute))}, now); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, first.ID, activity.Patch{StartsAt: ptrTo(h(1).Add(time.Minute))}, now); err != nil {
 		t.Fatalf("a sale's own change: %v", err)
 	}
 	// A sale that ended and a cancelled one give the item up.

@@ -9,27 +9,8 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
-
-// Payment outcomes, the payments.outcome column.
-const (
-	// PaymentPaid: the payment moved its order from CREATED to PAID.
-	PaymentPaid = "PAID"
-	// PaymentRefund: the money arrived for an order that could not be
-	// paid any more; it is owed back to the buyer.
-	PaymentRefund = "REFUND"
-)
-
-// Payment is one provider transaction as recorded.
-type Payment struct {
-	TransactionID string
-	OrderNo       string
-	Amount        order.Money
-	Outcome       string
-	// RefundReason is the order's status when a REFUND payment arrived.
-	RefundReason string
-	ReceivedAt   time.Time
-}
 
 type paymentRow struct {
 	ID            int64 `gorm:"primaryKey"`
@@ -45,28 +26,13 @@ type paymentRow struct {
 
 func (paymentRow) TableName() string { return "payments" }
 
-func (r paymentRow) toPayment() Payment {
-	p := Payment{TransactionID: r.TransactionID, OrderNo: r.OrderNo, Amount: order.Money{Amount: r.Amount, Currency: r.Currency},
+func (r paymentRow) toPayment() payment.Transaction {
+	p := payment.Transaction{TransactionID: r.TransactionID, OrderNo: r.OrderNo, Amount: order.Money{Amount: r.Amount, Currency: r.Currency},
 		Outcome: r.Outcome, ReceivedAt: r.ReceivedAt}
 	if r.RefundReason != nil {
 		p.RefundReason = *r.RefundReason
 	}
 	return p
-}
-
-// Recorded is what RecordPayment did.
-type Recorded struct {
-	Payment Payment
-	// Order is the order after the payment.
-	Order order.Order
-	// Duplicate is true when the transaction was recorded before: nothing
-	// changed now.
-	Duplicate bool
-	// Closed is true when this call found the order CREATED past its payment
-	// window or in a cancelled sale and closed it (its units went back to
-	// item_stock in the same transaction; Order.FailureReason says why): the
-	// caller releases the Redis reservation next, as after any close.
-	Closed bool
 }
 
 // RecordPayment records one provider transaction for an order, once: in one
@@ -81,11 +47,11 @@ type Recorded struct {
 // the sale's row is read with a shared lock (saleCancelled), so a
 // concurrent cancel is either seen or waits for this transaction. The
 // caller checked the amount against the order's.
-func (s *Payments) RecordPayment(ctx context.Context, p Payment) (Recorded, error) {
-	var out Recorded
+func (s *Payments) RecordPayment(ctx context.Context, p payment.Transaction) (payment.Recorded, error) {
+	var out payment.Recorded
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := paymentRow{TransactionID: p.TransactionID, OrderNo: p.OrderNo, Amount: p.Amount.Amount,
-			Currency: p.Amount.Currency, Outcome: PaymentPaid, ReceivedAt: time.Now().UTC()}
+			Currency: p.Amount.Currency, Outcome: payment.Paid, ReceivedAt: time.Now().UTC()}
 		// The insert goes first: a concurrent duplicate waits on the unique
 		// key until this transaction ends, then finds the row.
 		if err := tx.Create(&row).Error; err != nil {
@@ -133,8 +99,8 @@ func (s *Payments) RecordPayment(ctx context.Context, p Payment) (Recorded, erro
 				}
 				out.Closed, reason = true, string(order.Closed)
 			}
-			row.Outcome, row.RefundReason = PaymentRefund, &reason
-			if err := tx.Model(&row).Updates(map[string]any{"outcome": PaymentRefund, "refund_reason": reason}).Error; err != nil {
+			row.Outcome, row.RefundReason = payment.Refund, &reason
+			if err := tx.Model(&row).Updates(map[string]any{"outcome": payment.Refund, "refund_reason": reason}).Error; err != nil {
 				return err
 			}
 		}
@@ -144,22 +110,22 @@ func (s *Payments) RecordPayment(ctx context.Context, p Payment) (Recorded, erro
 	if duplicateKey(err) == "uk_payments_transaction" {
 		var row paymentRow
 		if err := s.gdb.WithContext(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
-			return Recorded{}, wrap("read payment", err)
+			return payment.Recorded{}, wrap("read payment", err)
 		}
-		out = Recorded{Payment: row.toPayment(), Duplicate: true}
+		out = payment.Recorded{Payment: row.toPayment(), Duplicate: true}
 	} else if err != nil {
-		return Recorded{}, wrap("record payment", err)
+		return payment.Recorded{}, wrap("record payment", err)
 	}
 	o, err := s.orders.Order(ctx, out.Payment.OrderNo)
 	if err != nil {
-		return Recorded{}, err
+		return payment.Recorded{}, err
 	}
 	out.Order = o
 	return out, nil
 }
 
 // PaymentsOf returns the payments recorded for an order, oldest first.
-func (s *Payments) PaymentsOf(ctx context.Context, orderNo string) ([]Payment, error) {
+func (s *Payments) PaymentsOf(ctx context.Context, orderNo string) ([]payment.Transaction, error) {
 	return findAs(s.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
 }
 

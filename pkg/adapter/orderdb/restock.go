@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -29,19 +30,8 @@ type restockRow struct {
 
 func (restockRow) TableName() string { return "restocks" }
 
-// Restock is units added to an item, recorded under its idempotency key.
-type Restock struct {
-	ID       int64
-	ItemID   int64
-	Key      string
-	Quantity int64
-	// Applied: Redis has the units too (the restock's Redis step added
-	// them, or a warm-up's figure included them).
-	Applied bool
-}
-
-func (r restockRow) toRestock() Restock {
-	return Restock{ID: r.ID, ItemID: r.ItemID, Key: r.IdempotencyKey, Quantity: r.Quantity, Applied: r.AppliedAt != nil}
+func (r restockRow) toRestock() activity.Restock {
+	return activity.Restock{ID: r.ID, ItemID: r.ItemID, Key: r.IdempotencyKey, Quantity: r.Quantity, Applied: r.AppliedAt != nil}
 }
 
 // errRestockExists ends the transaction of a restock whose key is taken.
@@ -54,7 +44,7 @@ var errRestockExists = errors.New("restock key exists")
 // A concurrent repeat waits for the first transaction (the unique key)
 // and then finds its record. order.ErrNotFound: no such item;
 // order.ErrStockLimit: the stock would pass MaxStock.
-func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restock, bool, error) {
+func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty int64) (activity.Restock, bool, error) {
 	row := restockRow{ItemID: itemID, IdempotencyKey: key, Quantity: qty}
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var st stockRow
@@ -75,16 +65,16 @@ func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty in
 	if errors.Is(err, errRestockExists) {
 		var old restockRow
 		if err := s.gdb.WithContext(ctx).Where("item_id = ? AND idempotency_key = ?", itemID, key).Take(&old).Error; err != nil {
-			return Restock{}, false, wrap("read restock", err)
+			return activity.Restock{}, false, wrap("read restock", err)
 		}
 		if old.Quantity != qty {
-			return Restock{}, false, order.Errorf(order.ErrKeyReused,
+			return activity.Restock{}, false, order.Errorf(order.ErrKeyReused,
 				"this Idempotency-Key restocked %d units, not %d; use a new key for a new restock", old.Quantity, qty)
 		}
 		return old.toRestock(), false, nil
 	}
 	if err != nil {
-		return Restock{}, false, wrap("restock", err)
+		return activity.Restock{}, false, wrap("restock", err)
 	}
 	return row.toRestock(), true, nil
 }
@@ -165,7 +155,7 @@ func (s *Restocks) MarkRestockApplied(ctx context.Context, id int64) error {
 // PendingRestocks lists the item's restocks whose Redis step is not
 // recorded, oldest first: in flight (a warm-up or the step records them),
 // so more than MaxPendingRestocks is order.ErrTooBusy.
-func (s *Restocks) PendingRestocks(ctx context.Context, itemID int64) ([]Restock, error) {
+func (s *Restocks) PendingRestocks(ctx context.Context, itemID int64) ([]activity.Restock, error) {
 	q := s.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Limit(MaxPendingRestocks + 1)
 	rs, err := findAs(q, "list pending restocks", restockRow.toRestock)
 	if err == nil && len(rs) > MaxPendingRestocks {
@@ -175,10 +165,10 @@ func (s *Restocks) PendingRestocks(ctx context.Context, itemID int64) ([]Restock
 }
 
 // RestockOf returns one restock by id, order.ErrNotFound if none.
-func (s *Restocks) RestockOf(ctx context.Context, id int64) (Restock, error) {
+func (s *Restocks) RestockOf(ctx context.Context, id int64) (activity.Restock, error) {
 	var row restockRow
 	if err := s.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
-		return Restock{}, wrap("read restock", err)
+		return activity.Restock{}, wrap("read restock", err)
 	}
 	return row.toRestock(), nil
 }

@@ -61,7 +61,7 @@ const roomColumns = "activity_rooms.activity_id AS room_activity_id, activity_ro
 // changeRoom writes ch's room for the sale of row (locked), starting at
 // starts, checked against the sale as the change leaves it, and in time
 // for every instance to see it before the start (activity.CheckRoomInTime).
-func changeRoom(tx *gorm.DB, row activityRow, ch ActivityChange, starts, now time.Time) error {
+func changeRoom(tx *gorm.DB, row activityRow, ch activity.Patch, starts, now time.Time) error {
 	var cur roomRow
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", row.ID).Take(&cur).Error
 	has := err == nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
@@ -65,17 +64,17 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := activity.WaitingRoom{AdmitPerSecond: 10, AdmissionTTL: time.Minute, Seed: room.NewSeed(), Key: room.NewSeed()}
-	got, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &first}, now)
+	got, err := db.Activities.PatchActivity(ctx, a.ID, activity.Patch{Room: &first}, now)
 	if err != nil || got.Room != first {
 		t.Fatalf("a room by PATCH: %+v, %v; want %+v", got.Room, err, first)
 	}
 	second := activity.WaitingRoom{AdmitPerSecond: 99, AdmissionTTL: 2 * time.Minute, ProofOfWorkBits: 4, Seed: room.NewSeed(), Key: room.NewSeed()}
-	got, err = db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{Room: &second}, now)
+	got, err = db.Activities.PatchActivity(ctx, a.ID, activity.Patch{Room: &second}, now)
 	if err != nil || got.Room.AdmitPerSecond != 99 || got.Room.ProofOfWorkBits != 4 || got.Room.Seed != first.Seed || got.Room.Key != first.Key {
 		t.Fatalf("a changed room: %+v, %v; want the new settings with the first seed and key", got.Room, err)
 	}
 	two := 2
-	if _, err := db.Activities.PatchActivity(ctx, a.ID, orderdb.ActivityChange{StockBuckets: &two, Guard: &orderdb.KeyGuard{Now: now,
+	if _, err := db.Activities.PatchActivity(ctx, a.ID, activity.Patch{StockBuckets: &two, Guard: &activity.KeyGuard{Now: now,
 		KeysUntil: func(activity.Activity) time.Time { return now }}}, now); !errors.Is(err, order.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "waiting_room") {
 		t.Fatalf("buckets for a sale with a room: %v, want an invalid argument", err)
@@ -117,7 +116,7 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	}
 
 	soon := sale(now.Add(activity.RoomGuard - time.Second))
-	if _, err := db.Activities.PatchActivity(ctx, soon.ID, orderdb.ActivityChange{Room: newRoom()}, now); !errors.Is(err, activity.ErrSettingLocked) {
+	if _, err := db.Activities.PatchActivity(ctx, soon.ID, activity.Patch{Room: newRoom()}, now); !errors.Is(err, activity.ErrSettingLocked) {
 		t.Fatalf("a room added %v before the start: %v, want ErrSettingLocked", activity.RoomGuard-time.Second, err)
 	}
 	if hasRoom(soon.ID) {
@@ -125,20 +124,20 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	}
 
 	later := sale(now.Add(2 * time.Hour))
-	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{Room: newRoom()}, now); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, activity.Patch{Room: newRoom()}, now); err != nil {
 		t.Fatalf("a room added 2 h before the start: %v", err)
 	}
 	// The room exists now: a start moved to within the guard could reach an
 	// instance whose copy predates the room.
 	early := now.Add(activity.RoomGuard - time.Second)
-	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &early}, now); !errors.Is(err, activity.ErrSettingLocked) {
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, activity.Patch{StartsAt: &early}, now); !errors.Is(err, activity.ErrSettingLocked) {
 		t.Fatalf("the start of a sale with a room moved to %v from now: %v, want ErrSettingLocked", activity.RoomGuard-time.Second, err)
 	}
 	if a, err := db.Activities.Activity(ctx, later.ID); err != nil || !a.StartsAt.Equal(later.StartsAt) {
 		t.Fatalf("after the refused move the sale starts at %v (%v), want %v", a.StartsAt, err, later.StartsAt)
 	}
 	for _, starts := range []time.Time{now.Add(activity.RoomGuard + time.Minute), now.Add(3 * time.Hour)} {
-		if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, now); err != nil {
+		if _, err := db.Activities.PatchActivity(ctx, later.ID, activity.Patch{StartsAt: &starts}, now); err != nil {
 			t.Fatalf("the start of a sale with a room moved to %v from now: %v", starts.Sub(now), err)
 		}
 	}
@@ -146,7 +145,7 @@ func TestRoomIsSetInTimeForEveryInstance(t *testing.T) {
 	// even when the clock has come close (the room was set in time).
 	closer := now.Add(3*time.Hour - activity.RoomGuard + time.Second)
 	starts := now.Add(4 * time.Hour)
-	if _, err := db.Activities.PatchActivity(ctx, later.ID, orderdb.ActivityChange{StartsAt: &starts}, closer); err != nil {
+	if _, err := db.Activities.PatchActivity(ctx, later.ID, activity.Patch{StartsAt: &starts}, closer); err != nil {
 		t.Fatalf("the start moved later, %v before the old start: %v", activity.RoomGuard-time.Second, err)
 	}
 }

@@ -52,38 +52,6 @@ func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, h
 	return s.Activity(ctx, id)
 }
 
-// ActivityChange is what PatchActivity may change; nil fields stay.
-type ActivityChange struct {
-	StartsAt, EndsAt *time.Time
-	PerUserLimit     *int
-	StockBuckets     *int
-	// Items replaces the sale's items (labelled, each with the sale price
-	// the operator gave, if any; the item's own otherwise); nil keeps them.
-	Items []activity.Item
-	// Guard checks a new StockBuckets or Items against the items' live
-	// keys (see checkChange); required with either.
-	Guard *KeyGuard
-	// Room sets the sale's waiting room: a room it has keeps its seed and
-	// key (the seed's commitment is public), a new one takes Room's.
-	Room *activity.WaitingRoom
-	// PaymentWindow is the programs' payment window, a sale's without its
-	// own: a draw's close must leave it before the end
-	// (activity.Activity.CheckDraw).
-	PaymentWindow time.Duration
-}
-
-// sale is the change as the domain reads it.
-func (ch ActivityChange) sale() activity.Change {
-	c := activity.Change{StartsAt: ch.StartsAt, EndsAt: ch.EndsAt, PerUserLimit: ch.PerUserLimit, StockBuckets: ch.StockBuckets}
-	if ch.Items != nil {
-		c.Items = make([]activity.NewItem, len(ch.Items))
-		for i, it := range ch.Items {
-			c.Items[i] = activity.NewItem{ItemID: it.ItemID, Label: it.Label}
-		}
-	}
-	return c
-}
-
 // PatchActivity changes a sale's times, per-user limit or bucket count
 // while it starts more than activity.SettingsGuard after now (every instance
 // then sees the change before it opens); later, order.ErrActivityStarted.
@@ -93,7 +61,7 @@ func (ch ActivityChange) sale() activity.Change {
 // are activity.ErrSettingLocked (checkChange). A window or items that overlap
 // another sale of one of its items are order.ErrItemInAnotherSale
 // (checkOwner).
-func (s *Activities) PatchActivity(ctx context.Context, id int64, ch ActivityChange, now time.Time) (activity.Activity, error) {
+func (s *Activities) PatchActivity(ctx context.Context, id int64, ch activity.Patch, now time.Time) (activity.Activity, error) {
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {

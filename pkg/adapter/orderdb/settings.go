@@ -15,22 +15,6 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// KeyGuard is what a change to an item's sales is checked against: the
-// settings live Redis keys depend on stay as the keys have them
-// (activity.CheckLayout; docs/adr/0002-stock-buckets.md).
-type KeyGuard struct {
-	// Live is each item's stock layout in Redis (where the sale's keys of
-	// it are), read by the caller just before (missing or 0: no stock key).
-	// The check in MySQL covers the keys that Redis lost or that a warm-up
-	// is about to write.
-	Live map[int64]activity.Layout
-	// KeysUntil is how long a sale's keys may live
-	// (activity.Activity.KeysLiveUntil with the API's payment window).
-	KeysUntil func(activity.Activity) time.Time
-	// Now is the time the sales' key lives are compared with.
-	Now time.Time
-}
-
 // CreateSale is CreateActivity refusing, with activity.ErrSettingLocked, a
 // sale whose bucket count contradicts the item's live keys: Redis's (g.Live)
 // or those of another sale of the item laid out otherwise whose keys may
@@ -39,7 +23,7 @@ type KeyGuard struct {
 // over at g.Now (activity.CheckOneOwner). It holds the items' rows locked
 // meanwhile (itemSalesTx), so two such changes of one item happen one
 // after the other. Nothing is written when it refuses.
-func (s *Activities) CreateSale(ctx context.Context, a activity.Activity, g KeyGuard) (activity.Activity, error) {
+func (s *Activities) CreateSale(ctx context.Context, a activity.Activity, g activity.KeyGuard) (activity.Activity, error) {
 	return s.createActivity(ctx, a, &g)
 }
 
@@ -72,25 +56,18 @@ func lockItemSales(tx *gorm.DB, item, except int64) (itemRow, []activity.Activit
 	return it, out, nil
 }
 
-// checkLayout checks, inside tx with the item's row locked, that item of a
-// sale whose first item is tag, laid out in buckets keys, contradicts no
-// live keys.
-func (g *KeyGuard) checkLayout(item, tag int64, others []activity.Activity, buckets int) error {
-	return activity.CheckLayout(activity.KeySpace{Item: item, Tag: tag, Buckets: buckets}, g.Live[item], others, g.KeysUntil, g.Now)
-}
-
 // checkChange refuses, inside tx with the activity's row locked, a change
 // that live keys depend on once the sale was warmed up
 // (activity.KeyChange.CheckWarmed, with the warm-up MySQL recorded). A new
 // bucket count or new items must also fit each item's other sales and
 // Redis (g), with the items' rows locked; it returns the list prices of
 // the items it locked.
-func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]order.Money, error) {
+func checkChange(tx *gorm.DB, row activityRow, ch activity.Patch) (map[int64]order.Money, error) {
 	a, err := withItemsOne(tx, row.activity())
 	if err != nil {
 		return nil, err
 	}
-	k := activity.KeyChangeOf(a, ch.sale())
+	k := activity.KeyChangeOf(a, ch.Change())
 	if !k.Buckets && !k.LaterEnd && !k.Items {
 		return nil, nil
 	}
@@ -128,7 +105,7 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]ord
 			}
 			return nil, err
 		}
-		if err := ch.Guard.checkLayout(item, tag, others, buckets); err != nil {
+		if err := ch.Guard.Check(item, tag, others, buckets); err != nil {
 			return nil, fmt.Errorf("item %d: %w", item, err)
 		}
 		lists[item] = money(it.Price, it.Currency)
@@ -142,7 +119,7 @@ func checkChange(tx *gorm.DB, row activityRow, ch ActivityChange) (map[int64]ord
 // that still owns it at now (activity.CheckOneOwner). It locks the items' rows
 // in lockOrder, as a create of a sale of them does, so of two such changes
 // of one item the second sees the first.
-func checkOwner(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, now time.Time) error {
+func checkOwner(tx *gorm.DB, row activityRow, ch activity.Patch, starts, ends, now time.Time) error {
 	if ch.StartsAt == nil && ch.EndsAt == nil && ch.Items == nil {
 		return nil
 	}
@@ -173,9 +150,9 @@ func checkOwner(tx *gorm.DB, row activityRow, ch ActivityChange, starts, ends, n
 // are laid out or timed by (its bucket count, its items, its end):
 // PatchActivity then records when (key_settings_changed_at, MySQL's
 // clock), for KeySettingsChangedWithin.
-func keySettingsChange(tx *gorm.DB, row activityRow, ch ActivityChange) (bool, error) {
+func keySettingsChange(tx *gorm.DB, row activityRow, ch activity.Patch) (bool, error) {
 	a, err := withItemsOne(tx, row.activity())
-	return activity.KeyChangeOf(a, ch.sale()).Any(), err
+	return activity.KeyChangeOf(a, ch.Change()).Any(), err
 }
 
 // MarkWarmedAsOf records that activity a.ID was warmed up now from the copy

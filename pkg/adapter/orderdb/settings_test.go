@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 )
 
@@ -25,7 +24,7 @@ func TestConcurrentSalesOfAnItemAgreeOnItsLayout(t *testing.T) {
 	}
 	item := it.ID
 	now := time.Now().UTC().Truncate(time.Millisecond) // as MySQL keeps it
-	g := orderdb.KeyGuard{Now: now, KeysUntil: func(a activity.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
+	g := activity.KeyGuard{Now: now, KeysUntil: func(a activity.Activity) time.Time { return a.KeysLiveUntil(30 * time.Minute) }}
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make([]error, n)

@@ -10,18 +10,6 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// Transition is the result of a compare-and-set on an order's status.
-type Transition struct {
-	// Won is true when this call moved the order.
-	Won bool
-	// Order is the order after the attempt (the winner's state if another
-	// transition won).
-	Order order.Order
-	// SaleCancelled is true when the order was not paid because its sale
-	// was cancelled (the closer closes it).
-	SaleCancelled bool
-}
-
 // Pay moves the user's order from CREATED to PAID while its payment window
 // is open and its sale is not cancelled, in one transaction: the sale's row
 // is read with a shared lock first (saleCancelled), so a cancel either
@@ -29,8 +17,8 @@ type Transition struct {
 // committed (and its closer then finds the order PAID). UPDATE ... WHERE
 // status IN (the statuses that may become PAID: CREATED) is the
 // compare-and-set that races a close for the same row; exactly one wins.
-func (s *Orders) Pay(ctx context.Context, user, orderNo string) (Transition, error) {
-	var tr Transition
+func (s *Orders) Pay(ctx context.Context, user, orderNo string) (order.Transition, error) {
+	var tr order.Transition
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		cancelled, err := saleCancelled(tx, orderNo)
 		if err != nil || cancelled {
@@ -48,11 +36,11 @@ func (s *Orders) Pay(ctx context.Context, user, orderNo string) (Transition, err
 		err = nil // no such order: the read below says so
 	}
 	if err != nil {
-		return Transition{}, wrap("pay", err)
+		return order.Transition{}, wrap("pay", err)
 	}
 	o, err := s.Order(ctx, orderNo)
 	if err != nil {
-		return Transition{}, err
+		return order.Transition{}, err
 	}
 	tr.Order = o
 	tr.SaleCancelled = tr.SaleCancelled && o.Status == order.Created
@@ -84,7 +72,7 @@ func saleCancelled(tx *gorm.DB, orderNo string) (bool, error) {
 // the reservation next and then call MarkReleased, so a crash between the
 // two is finished by the closer later (ReleasesDue), never done twice.
 // user "" means any user (the timeout closer).
-func (s *Orders) CloseOrder(ctx context.Context, user, orderNo, reason string) (Transition, error) {
+func (s *Orders) CloseOrder(ctx context.Context, user, orderNo, reason string) (order.Transition, error) {
 	won := false
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
@@ -92,13 +80,13 @@ func (s *Orders) CloseOrder(ctx context.Context, user, orderNo, reason string) (
 		return err
 	})
 	if err != nil {
-		return Transition{}, wrap("close", err)
+		return order.Transition{}, wrap("close", err)
 	}
 	o, err := s.Order(ctx, orderNo)
 	if err != nil {
-		return Transition{}, err
+		return order.Transition{}, err
 	}
-	return Transition{Won: won, Order: o}, nil
+	return order.Transition{Won: won, Order: o}, nil
 }
 
 // closeCreated is the close's compare-and-set inside tx: CREATED → CLOSED

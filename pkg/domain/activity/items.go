@@ -140,3 +140,23 @@ func (a Activity) ChooseItem(id int64) (Item, error) {
 	}
 	return it, nil
 }
+
+// Product is an item with its stock in MySQL.
+type Product struct {
+	ID    int64
+	Name  string
+	Stock int64
+	// Price is the item's list price; zero when it has none.
+	Price order.Money
+}
+
+// Restock is units added to an item, recorded under its idempotency key.
+type Restock struct {
+	ID       int64
+	ItemID   int64
+	Key      string
+	Quantity int64
+	// Applied: Redis has the units too (the restock's Redis step added
+	// them, or a warm-up's figure included them).
+	Applied bool
+}

@@ -236,3 +236,35 @@ func sameItems(a Activity, items []NewItem) bool {
 	}
 	return true
 }
+
+// Patch is what a change to a stored sale may change; nil fields stay.
+type Patch struct {
+	StartsAt, EndsAt *time.Time
+	PerUserLimit     *int
+	StockBuckets     *int
+	// Items replaces the sale's items (labelled, each with the sale price
+	// the operator gave, if any; the item's own otherwise); nil keeps them.
+	Items []Item
+	// Guard checks a new StockBuckets or Items against the items' live
+	// keys; required with either.
+	Guard *KeyGuard
+	// Room sets the sale's waiting room: a room it has keeps its seed and
+	// key (the seed's commitment is public), a new one takes Room's.
+	Room *WaitingRoom
+	// PaymentWindow is the programs' payment window, a sale's without its
+	// own: a draw's close must leave it before the end
+	// (Activity.CheckDraw).
+	PaymentWindow time.Duration
+}
+
+// Change is the patch as the rules read it.
+func (p Patch) Change() Change {
+	c := Change{StartsAt: p.StartsAt, EndsAt: p.EndsAt, PerUserLimit: p.PerUserLimit, StockBuckets: p.StockBuckets}
+	if p.Items != nil {
+		c.Items = make([]NewItem, len(p.Items))
+		for i, it := range p.Items {
+			c.Items[i] = NewItem{ItemID: it.ItemID, Label: it.Label}
+		}
+	}
+	return c
+}

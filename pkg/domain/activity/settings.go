@@ -83,3 +83,26 @@ func (l Layout) String() string {
 	}
 	return strconv.Itoa(int(l)) + " stock buckets"
 }
+
+// KeyGuard is what a change to an item's sales is checked against: the
+// settings live Redis keys depend on stay as the keys have them
+// (CheckLayout; docs/adr/0002-stock-buckets.md).
+type KeyGuard struct {
+	// Live is each item's stock layout in Redis (where the sale's keys of
+	// it are), read by the caller just before (missing or 0: no stock key).
+	// The check in MySQL covers the keys that Redis lost or that a warm-up
+	// is about to write.
+	Live map[int64]Layout
+	// KeysUntil is how long a sale's keys may live
+	// (Activity.KeysLiveUntil with the API's payment window).
+	KeysUntil func(Activity) time.Time
+	// Now is the time the sales' key lives are compared with.
+	Now time.Time
+}
+
+// Check checks that item of a sale whose first item is tag, laid out in
+// buckets keys, contradicts no live keys: Redis's (g.Live) or other
+// sales' of the item (others), read while the item's sales cannot change.
+func (g *KeyGuard) Check(item, tag int64, others []Activity, buckets int) error {
+	return CheckLayout(KeySpace{Item: item, Tag: tag, Buckets: buckets}, g.Live[item], others, g.KeysUntil, g.Now)
+}

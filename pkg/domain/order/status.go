@@ -50,3 +50,15 @@ func BecomesFrom(next Status) []Status {
 	}
 	return out
 }
+
+// Transition is the result of a compare-and-set on an order's status.
+type Transition struct {
+	// Won is true when this call moved the order.
+	Won bool
+	// Order is the order after the attempt (the winner's state if another
+	// transition won).
+	Order Order
+	// SaleCancelled is true when the order was not paid because its sale
+	// was cancelled (the closer closes it).
+	SaleCancelled bool
+}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -16,8 +15,8 @@ import (
 
 // Store is MySQL as the draw's buyers use it (*orderdb.DB).
 type Store interface {
-	Enter(ctx context.Context, e orderdb.NewEntry) (orderdb.Entry, bool, error)
-	EntryOf(ctx context.Context, activity int64, user string) (orderdb.Entry, error)
+	Enter(ctx context.Context, e draw.NewEntry) (draw.BuyerEntry, bool, error)
+	EntryOf(ctx context.Context, activity int64, user string) (draw.BuyerEntry, error)
 	DrawRecord(ctx context.Context, activity int64) (draw.Record, error)
 }
 
@@ -31,7 +30,7 @@ type Service struct {
 // only item) and qty units, and says whether it is new: entering again
 // answers the entry made before, unchanged, so a retry is safe whatever
 // became of the first answer, also after the entries closed.
-func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int) (e orderdb.Entry, created bool, err error) {
+func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int) (e draw.BuyerEntry, created bool, err error) {
 	if err := a.CheckQuantity(qty); err != nil {
 		return e, false, err
 	}
@@ -48,11 +47,11 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 		return e, false, order.Errorf(order.ErrActivityNotActive, "the draw takes entries from %s until %s",
 			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339))
 	}
-	return s.Store.Enter(ctx, orderdb.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})
+	return s.Store.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})
 }
 
 // Entry is user's entry in draw sale a and what became of it.
-func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (orderdb.Entry, error) {
+func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (draw.BuyerEntry, error) {
 	e, err := s.Store.EntryOf(ctx, a.ID, user)
 	if errors.Is(err, order.ErrNotFound) {
 		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")

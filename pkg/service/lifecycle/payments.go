@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 )
@@ -24,13 +24,13 @@ import (
 // placed), an order without a price, an amount or currency other than the
 // order's, and a transaction id recorded for another order or amount
 // (order.ErrPaymentRefused).
-func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amount order.Money) (orderdb.Recorded, error) {
+func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amount order.Money) (payment.Recorded, error) {
 	o, err := s.DB.Order(ctx, orderNo)
 	if errors.Is(err, order.ErrNotFound) {
-		return orderdb.Recorded{}, s.notInMySQL(ctx, orderNo)
+		return payment.Recorded{}, s.notInMySQL(ctx, orderNo)
 	}
 	if err != nil {
-		return orderdb.Recorded{}, err
+		return payment.Recorded{}, err
 	}
 	switch {
 	case !o.Amount.Priced() && o.Status == order.Failed:
@@ -38,20 +38,20 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 		// records no price): it never could be paid, so whatever arrived is
 		// owed back, recorded as a refund like a payment of a closed order.
 	case !o.Amount.Priced():
-		return orderdb.Recorded{}, order.Errorf(order.ErrPaymentRefused,
+		return payment.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 			"order %s has no price (its sale had none), so no payment can be checked against it", orderNo)
 	case amount != o.Amount:
-		return orderdb.Recorded{}, order.Errorf(order.ErrPaymentRefused,
+		return payment.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 			"the payment of %s does not match the order's amount of %s", amount, o.Amount)
 	}
-	rec, err := s.Payments.RecordPayment(ctx, orderdb.Payment{TransactionID: txID, OrderNo: orderNo, Amount: amount})
+	rec, err := s.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: txID, OrderNo: orderNo, Amount: amount})
 	if err != nil {
-		return orderdb.Recorded{}, err
+		return payment.Recorded{}, err
 	}
 	p := rec.Payment
 	if rec.Duplicate {
 		if p.OrderNo != orderNo || p.Amount != amount {
-			return orderdb.Recorded{}, order.Errorf(order.ErrPaymentRefused,
+			return payment.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 				"transaction %s was recorded for another order or amount", txID)
 		}
 		return rec, nil
@@ -67,7 +67,7 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 				"request_id", logs.RequestID(ctx), "err", err)
 		}
 	}
-	if p.Outcome == orderdb.PaymentRefund {
+	if p.Outcome == payment.Refund {
 		s.Log.Log(ctx, logs.Alert, "payment arrived for an order that cannot be paid; refund it",
 			append(args, "order_status", p.RefundReason)...)
 		return rec, nil

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/payment"
 )
 
 var eur = order.Money{Amount: 1500, Currency: "EUR"}
@@ -53,7 +53,7 @@ func TestConcurrentDuplicateNotificationsPayOnce(t *testing.T) {
 			switch {
 			case err != nil:
 				t.Error(err)
-			case rec.Order.Status != order.Paid || rec.Payment.Outcome != orderdb.PaymentPaid:
+			case rec.Order.Status != order.Paid || rec.Payment.Outcome != payment.Paid:
 				t.Errorf("answer %+v", rec)
 			case rec.Duplicate:
 				dups.Add(1)
@@ -66,7 +66,7 @@ func TestConcurrentDuplicateNotificationsPayOnce(t *testing.T) {
 	if first.Load() != 1 || dups.Load() != 19 {
 		t.Fatalf("%d first answers and %d duplicates, want 1 and 19", first.Load(), dups.Load())
 	}
-	if got := s.payments(t); got[orderdb.PaymentPaid] != 1 || len(got) != 1 {
+	if got := s.payments(t); got[payment.Paid] != 1 || len(got) != 1 {
 		t.Fatalf("payments rows by outcome %v, want one PAID", got)
 	}
 	counts, err := s.db.Orders.StatusCounts(context.Background(), s.item)
@@ -128,7 +128,7 @@ func TestRefusedNotificationsWriteNothing(t *testing.T) {
 	if o, err := s.db.Orders.Order(ctx, a); err != nil || o.Status != order.Created {
 		t.Fatalf("order a: %+v %v, want CREATED", o, err)
 	}
-	if got := s.payments(t); got[orderdb.PaymentPaid] != 1 || len(got) != 1 {
+	if got := s.payments(t); got[payment.Paid] != 1 || len(got) != 1 {
 		t.Fatalf("payments rows by outcome %v, want only b's PAID", got)
 	}
 	if got := unpriced.payments(t); len(got) != 0 {
@@ -166,9 +166,9 @@ func TestNotificationRacesCloser(t *testing.T) {
 			t.Fatalf("order %s: payments %+v %v, want one", e.OrderNo, ps, err)
 		}
 		switch {
-		case o.Status == order.Paid && ps[0].Outcome == orderdb.PaymentPaid:
+		case o.Status == order.Paid && ps[0].Outcome == payment.Paid:
 			nPaid++
-		case o.Status == order.Closed && ps[0].Outcome == orderdb.PaymentRefund && ps[0].RefundReason == "CLOSED":
+		case o.Status == order.Closed && ps[0].Outcome == payment.Refund && ps[0].RefundReason == "CLOSED":
 		default:
 			t.Fatalf("order %s is %s with payment %+v", e.OrderNo, o.Status, ps[0])
 		}
@@ -291,7 +291,7 @@ func TestPaymentsRaceSaleCancel(t *testing.T) {
 						round, e.OrderNo, payPaid[i], payErr[i])
 				}
 				for _, p := range ps {
-					if p.Outcome != orderdb.PaymentRefund || p.RefundReason != string(order.Closed) {
+					if p.Outcome != payment.Refund || p.RefundReason != string(order.Closed) {
 						t.Fatalf("round %d: order %s closed by the cancel has payment %+v, want a REFUND of a CLOSED order", round, e.OrderNo, p)
 					}
 				}
@@ -332,12 +332,12 @@ func TestNotificationOfAnAbandonedOrderIsARefund(t *testing.T) {
 	}
 	for range 2 { // the provider's retry is a duplicate
 		rec, err := s.service().RecordPayment(ctx, "tx-abandoned", e.OrderNo, eur)
-		if err != nil || rec.Payment.Outcome != orderdb.PaymentRefund || rec.Order.Status != order.Failed {
+		if err != nil || rec.Payment.Outcome != payment.Refund || rec.Order.Status != order.Failed {
 			t.Fatalf("notification: %+v %v, want a REFUND recorded and the order FAILED", rec, err)
 		}
 	}
 	ps, err := s.db.Payments.PaymentsOf(ctx, e.OrderNo)
-	if err != nil || len(ps) != 1 || ps[0].Outcome != orderdb.PaymentRefund {
+	if err != nil || len(ps) != 1 || ps[0].Outcome != payment.Refund {
 		t.Fatalf("payments of the abandoned order: %+v %v, want one REFUND", ps, err)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/logs"
@@ -102,8 +102,8 @@ type OrderReader interface {
 // Orders is MySQL as the transitions use it (*orderdb.Orders).
 type Orders interface {
 	OrderReader
-	Pay(ctx context.Context, user, orderNo string) (orderdb.Transition, error)
-	CloseOrder(ctx context.Context, user, orderNo, reason string) (orderdb.Transition, error)
+	Pay(ctx context.Context, user, orderNo string) (order.Transition, error)
+	CloseOrder(ctx context.Context, user, orderNo, reason string) (order.Transition, error)
 	MarkReleased(ctx context.Context, orderNo string) error
 	CancelledUnpaid(ctx context.Context, activity int64, limit int) ([]string, error)
 	ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error)
@@ -112,7 +112,7 @@ type Orders interface {
 
 // Payments is MySQL as a payment is recorded (*orderdb.Payments).
 type Payments interface {
-	RecordPayment(ctx context.Context, p orderdb.Payment) (orderdb.Recorded, error)
+	RecordPayment(ctx context.Context, p payment.Transaction) (payment.Recorded, error)
 }
 
 // ReservationReader reads a reservation in Redis (*stockredis.Store).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -58,7 +57,7 @@ type Reads interface {
 // (*orderdb.Restocks).
 type Restocks interface {
 	reservation.StockReader
-	PendingRestocks(ctx context.Context, itemID int64) ([]orderdb.Restock, error)
+	PendingRestocks(ctx context.Context, itemID int64) ([]activity.Restock, error)
 	MarkRestockApplied(ctx context.Context, id int64) error
 }
 
@@ -69,5 +68,5 @@ type OrderLookup interface {
 
 // Items reads an item (*orderdb.Activities).
 type Items interface {
-	Item(ctx context.Context, id int64) (orderdb.Item, error)
+	Item(ctx context.Context, id int64) (activity.Product, error)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -97,7 +96,7 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Acti
 	if err := sc.Check(); err != nil {
 		return activity.Activity{}, err
 	}
-	ch := orderdb.ActivityChange{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
+	ch := activity.Patch{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
 		StockBuckets: sc.StockBuckets, PaymentWindow: s.PaymentWindow, Room: c.Room}
 	if c.Items != nil {
 		items, err := s.saleItems(ctx, c.Items, c.Currency)
@@ -194,8 +193,8 @@ func (s *Service) layouts(ctx context.Context, a activity.Activity) (map[int64]a
 // keyGuard is what a change of a sale is checked against: live, the layout
 // Redis holds for each item (read just before), and how long each sale's
 // keys live, by the rule placing gives them their lifetimes with.
-func (s *Service) keyGuard(live map[int64]activity.Layout) orderdb.KeyGuard {
-	return orderdb.KeyGuard{Live: live, Now: s.Now(), KeysUntil: func(a activity.Activity) time.Time {
+func (s *Service) keyGuard(live map[int64]activity.Layout) activity.KeyGuard {
+	return activity.KeyGuard{Live: live, Now: s.Now(), KeysUntil: func(a activity.Activity) time.Time {
 		return a.KeysLiveUntil(s.PaymentWindow)
 	}}
 }
@@ -203,17 +202,17 @@ func (s *Service) keyGuard(live map[int64]activity.Layout) orderdb.KeyGuard {
 // patchGuard is keyGuard for a change of activity id's bucket count or
 // items (nil: unchanged): the layout Redis holds now for each item the sale
 // will have, under the tag it will have.
-func (s *Service) patchGuard(ctx context.Context, id int64, items []activity.Item) (orderdb.KeyGuard, error) {
+func (s *Service) patchGuard(ctx context.Context, id int64, items []activity.Item) (activity.KeyGuard, error) {
 	a, err := s.Sales.Activity(ctx, id)
 	if err != nil {
-		return orderdb.KeyGuard{}, err
+		return activity.KeyGuard{}, err
 	}
 	if items != nil {
 		a.ItemID, a.Items = items[0].ItemID, items
 	}
 	live, err := s.layouts(ctx, a)
 	if err != nil {
-		return orderdb.KeyGuard{}, err
+		return activity.KeyGuard{}, err
 	}
 	return s.keyGuard(live), nil
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
@@ -18,9 +17,9 @@ import (
 // Sales are the sales MySQL keeps (*orderdb.Activities).
 type Sales interface {
 	Activity(ctx context.Context, id int64) (activity.Activity, error)
-	Item(ctx context.Context, id int64) (orderdb.Item, error)
-	CreateSale(ctx context.Context, a activity.Activity, g orderdb.KeyGuard) (activity.Activity, error)
-	PatchActivity(ctx context.Context, id int64, ch orderdb.ActivityChange, now time.Time) (activity.Activity, error)
+	Item(ctx context.Context, id int64) (activity.Product, error)
+	CreateSale(ctx context.Context, a activity.Activity, g activity.KeyGuard) (activity.Activity, error)
+	PatchActivity(ctx context.Context, id int64, ch activity.Patch, now time.Time) (activity.Activity, error)
 	EndActivity(ctx context.Context, id int64, now time.Time, how activity.Ending) (activity.Activity, error)
 	ItemTag(ctx context.Context, item int64) (int64, error)
 	ItemStock(ctx context.Context, itemID int64) (int64, error)
@@ -30,7 +29,7 @@ type Sales interface {
 // figure a warm-up loads (stock and last restock at one instant).
 type Restocks interface {
 	reservation.StockReader
-	Restock(ctx context.Context, itemID int64, key string, qty int64) (orderdb.Restock, bool, error)
+	Restock(ctx context.Context, itemID int64, key string, qty int64) (activity.Restock, bool, error)
 	MarkRestockApplied(ctx context.Context, id int64) error
 }
 
@@ -107,7 +106,7 @@ func (s *Service) soldOut(item int64) {
 
 // Restocked is a restock and the item's stock after it.
 type Restocked struct {
-	Restock orderdb.Restock
+	Restock activity.Restock
 	// Replayed: the key restocked before; nothing was added now.
 	Replayed bool
 	// DBStock is MySQL's stock; RedisStock Redis's (nil: not warmed);
@@ -162,7 +161,7 @@ func (s *Service) Restock(ctx context.Context, itemID int64, key string, qty int
 }
 
 // applyInRedis adds a restock MySQL holds to Redis, once.
-func (s *Service) applyInRedis(ctx context.Context, item reservation.Item, rs orderdb.Restock, log *slog.Logger) (reservation.Restocked, error) {
+func (s *Service) applyInRedis(ctx context.Context, item reservation.Item, rs activity.Restock, log *slog.Logger) (reservation.Restocked, error) {
 	res, err := s.Stock.Restock(ctx, item, rs.ID, rs.Quantity)
 	if err != nil {
 		// MySQL has the units; Redis may or may not (a lost answer).
