@@ -79,8 +79,6 @@ var allowed = map[layer][]layer{
 var debt = []string{
 	"api/internal/httpapi -> pkg/adapter/auth",
 	"api/internal/httpapi -> pkg/adapter/orderdb",
-	"pkg/service/placing -> pkg/adapter/orderdb",
-	"pkg/service/placing -> pkg/adapter/stockredis",
 	"consumer/internal/drawer -> pkg/adapter/orderdb",
 	"consumer/internal/fulfil -> pkg/adapter/orderdb",
 	"consumer/internal/fulfil -> pkg/adapter/orderevents",
