@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
@@ -109,5 +109,5 @@ func (s *Server) authenticate(admin bool) gin.HandlerFunc {
 	}
 }
 
-// claimsOf is the verified token's claims, set by authenticate.
-func claimsOf(c *gin.Context) auth.Claims { return c.MustGet(ctxClaims).(auth.Claims) }
+// claimsOf is whom the verified token names, set by authenticate.
+func claimsOf(c *gin.Context) order.Identity { return c.MustGet(ctxClaims).(order.Identity) }

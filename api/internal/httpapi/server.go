@@ -9,8 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 	"github.com/seckill/seckill/pkg/service/draws"
@@ -34,7 +34,7 @@ type Server struct {
 	sales     *sales.Service
 	draws     *draws.Service
 	db        *orderdb.DB
-	verifier  *auth.Verifier
+	verifier  Verifier
 	ready     []Checker
 	log       *slog.Logger
 
@@ -57,6 +57,12 @@ type Server struct {
 	tracer *tracing.Tracer // nil: no spans
 }
 
+// Verifier checks a bearer token and says whom it names (*auth.Verifier);
+// an error is a token to refuse.
+type Verifier interface {
+	Verify(token string) (order.Identity, error)
+}
+
 // Option configures the server.
 type Option func(*Server)
 
@@ -74,7 +80,7 @@ func WithMetrics(m *metrics.HTTP, h http.Handler) Option {
 }
 
 // New builds the Gin engine with every route.
-func New(svc *placing.Service, db *orderdb.DB, verifier *auth.Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
+func New(svc *placing.Service, db *orderdb.DB, verifier Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	stores := db
 	if stores == nil {

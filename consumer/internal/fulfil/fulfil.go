@@ -76,7 +76,7 @@ type Handler struct {
 	// start from; nil is time.Now.
 	Now func() time.Time
 
-	activities orderdb.ActivityCache
+	activities activity.Cache
 }
 
 // Handle decides every event and returns its outcome (see Outcome): final

@@ -36,14 +36,6 @@ const RoleAdmin = "admin"
 // ErrInvalidToken covers every token that must be refused.
 var ErrInvalidToken = errors.New("invalid token")
 
-// Claims is what a verified token says.
-type Claims struct {
-	// UserID is the buyer: the user claim's value (1-128 characters).
-	UserID string
-	// Admin is true when the role claim holds the admin role.
-	Admin bool
-}
-
 // DefaultAlgorithms are the signatures accepted from a JWKS by default.
 var DefaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
 
@@ -168,7 +160,7 @@ type Verifier struct {
 }
 
 type verified struct {
-	claims Claims
+	claims order.Identity
 	until  time.Time
 	kid    string           // JWKS mode: the key's id
 	key    crypto.PublicKey // JWKS mode: the key that verified the token
@@ -280,8 +272,9 @@ func newJWKS(ctx context.Context, cfg Config) (keyfunc.Keyfunc, error) {
 	return kf, nil
 }
 
-// Verify returns the token's claims, or an error wrapping ErrInvalidToken.
-func (v *Verifier) Verify(token string) (Claims, error) {
+// Verify returns whom the token names (its user and role claims), or an
+// error wrapping ErrInvalidToken.
+func (v *Verifier) Verify(token string) (order.Identity, error) {
 	now := v.now()
 	v.mu.Lock()
 	hit, ok := v.cache[token]
@@ -304,16 +297,16 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 	}
 	c := jwt.MapClaims{}
 	if _, err := v.parser.ParseWithClaims(token, c, keyFunc); err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return order.Identity{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	user, err := userOf(c, v.cfg.UserClaim)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return order.Identity{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	claims := Claims{UserID: user, Admin: holds(lookup(c, v.cfg.RoleClaim), v.cfg.AdminRole)}
+	claims := order.Identity{UserID: user, Admin: holds(lookup(c, v.cfg.RoleClaim), v.cfg.AdminRole)}
 	exp, err := c.GetExpirationTime()
 	if err != nil || exp == nil {
-		return Claims{}, fmt.Errorf("%w: exp", ErrInvalidToken)
+		return order.Identity{}, fmt.Errorf("%w: exp", ErrInvalidToken)
 	}
 	if v.jwks != nil && (kid == "" || !canCompare(used)) {
 		return claims, nil // no way to tell later that its key left the set

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 var secret = []byte("auth-test-secret-0123456789abcdef0123")
@@ -29,26 +30,26 @@ func TestVerify(t *testing.T) {
 	cases := []struct {
 		name  string
 		token string
-		want  Claims
+		want  order.Identity
 		ok    bool
 	}{
-		{"good", good, Claims{UserID: "42", Admin: true}, true},
-		{"expired", expired, Claims{}, false},
-		{"wrong key", forged, Claims{}, false},
-		{"garbage", "a.b.c", Claims{}, false},
+		{"good", good, order.Identity{UserID: "42", Admin: true}, true},
+		{"expired", expired, order.Identity{}, false},
+		{"wrong key", forged, order.Identity{}, false},
+		{"garbage", "a.b.c", order.Identity{}, false},
 		{"a UUID subject", hs256(t, jwt.MapClaims{"sub": "f3a1c9e2-7d4b-4c1e-9a63-2b8f0e5d7c41", "exp": exp}),
-			Claims{UserID: "f3a1c9e2-7d4b-4c1e-9a63-2b8f0e5d7c41"}, true},
-		{"an Auth0 subject", hs256(t, jwt.MapClaims{"sub": "auth0|65ab12", "exp": exp}), Claims{UserID: "auth0|65ab12"}, true},
-		{"separators and braces", hs256(t, jwt.MapClaims{"sub": "{i1}:q:1:2", "exp": exp}), Claims{UserID: "{i1}:q:1:2"}, true},
-		{"128 characters", hs256(t, jwt.MapClaims{"sub": long, "exp": exp}), Claims{UserID: long}, true},
-		{"129 characters", hs256(t, jwt.MapClaims{"sub": long + "x", "exp": exp}), Claims{}, false},
-		{"empty subject", hs256(t, jwt.MapClaims{"sub": "", "exp": exp}), Claims{}, false},
-		{"no subject", hs256(t, jwt.MapClaims{"exp": exp}), Claims{}, false},
-		{"integer subject", hs256(t, jwt.MapClaims{"sub": 1001, "exp": exp}), Claims{UserID: "1001"}, true},
-		{"fractional subject", hs256(t, jwt.MapClaims{"sub": 10.5, "exp": exp}), Claims{}, false},
-		{"array subject", hs256(t, jwt.MapClaims{"sub": []string{"1"}, "exp": exp}), Claims{}, false},
-		{"no exp", hs256(t, jwt.MapClaims{"sub": "1"}), Claims{}, false},
-		{"role Admin is not admin", hs256(t, jwt.MapClaims{"sub": "1", "role": "Admin", "exp": exp}), Claims{UserID: "1"}, true},
+			order.Identity{UserID: "f3a1c9e2-7d4b-4c1e-9a63-2b8f0e5d7c41"}, true},
+		{"an Auth0 subject", hs256(t, jwt.MapClaims{"sub": "auth0|65ab12", "exp": exp}), order.Identity{UserID: "auth0|65ab12"}, true},
+		{"separators and braces", hs256(t, jwt.MapClaims{"sub": "{i1}:q:1:2", "exp": exp}), order.Identity{UserID: "{i1}:q:1:2"}, true},
+		{"128 characters", hs256(t, jwt.MapClaims{"sub": long, "exp": exp}), order.Identity{UserID: long}, true},
+		{"129 characters", hs256(t, jwt.MapClaims{"sub": long + "x", "exp": exp}), order.Identity{}, false},
+		{"empty subject", hs256(t, jwt.MapClaims{"sub": "", "exp": exp}), order.Identity{}, false},
+		{"no subject", hs256(t, jwt.MapClaims{"exp": exp}), order.Identity{}, false},
+		{"integer subject", hs256(t, jwt.MapClaims{"sub": 1001, "exp": exp}), order.Identity{UserID: "1001"}, true},
+		{"fractional subject", hs256(t, jwt.MapClaims{"sub": 10.5, "exp": exp}), order.Identity{}, false},
+		{"array subject", hs256(t, jwt.MapClaims{"sub": []string{"1"}, "exp": exp}), order.Identity{}, false},
+		{"no exp", hs256(t, jwt.MapClaims{"sub": "1"}), order.Identity{}, false},
+		{"role Admin is not admin", hs256(t, jwt.MapClaims{"sub": "1", "role": "Admin", "exp": exp}), order.Identity{UserID: "1"}, true},
 	}
 	v := NewVerifier(secret)
 	for _, tc := range cases {

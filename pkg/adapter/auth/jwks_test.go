@@ -23,6 +23,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // provider is an identity provider's JWKS endpoint: it serves the public
@@ -329,7 +330,7 @@ func TestJWKSClaims(t *testing.T) {
 	})
 	got, err := v.Verify(ed.sign(t, claims("f3a1c9e2", "preferred_username", "ops@shop",
 		"realm_access", map[string]any{"roles": []string{"offline_access", "seckill-admin"}})))
-	if err != nil || got != (Claims{UserID: "ops@shop", Admin: true}) {
+	if err != nil || got != (order.Identity{UserID: "ops@shop", Admin: true}) {
 		t.Fatalf("Verify = %+v, %v", got, err)
 	}
 }

@@ -210,12 +210,15 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // MayHaveRun reports whether a command that failed with err may still have
 // run in Redis: the connection broke, or the wait ran out, after it was
-// sent. It is false for domain errors and for failures that happen before
+// sent (errors.Is(err, order.ErrOutcomeUnknown), which unavailable marks).
+// It is false for domain errors and for failures that happen before
 // anything is sent (no connection could be made or taken from the pool).
-func MayHaveRun(err error) bool {
-	if err == nil || !errors.Is(err, order.ErrUnavailable) {
-		return false
-	}
+func MayHaveRun(err error) bool { return errors.Is(err, order.ErrOutcomeUnknown) }
+
+// sentBeforeFailing reports whether a Redis failure err (one unavailable
+// wraps) came after the command may have been sent: not a dial, not the
+// pool, not a closed client, not a script never sent.
+func sentBeforeFailing(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return false
@@ -224,7 +227,22 @@ func MayHaveRun(err error) bool {
 		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, errNotSent)
 }
 
-// unavailable wraps a Redis failure so callers see order.ErrUnavailable.
+// unavailable wraps a Redis failure so callers see order.ErrUnavailable,
+// and order.ErrOutcomeUnknown too when the command may have run
+// (sentBeforeFailing).
 func unavailable(op string, err error) error {
-	return fmt.Errorf("redis %s: %w: %w", op, order.ErrUnavailable, err)
+	wrapped := fmt.Errorf("redis %s: %w: %w", op, order.ErrUnavailable, err)
+	if sentBeforeFailing(err) {
+		return outcomeUnknown{wrapped}
+	}
+	return wrapped
 }
+
+// outcomeUnknown marks a failure after which the command may have run:
+// errors.Is finds order.ErrOutcomeUnknown in it, and its text is the
+// failure's.
+type outcomeUnknown struct{ error }
+
+func (e outcomeUnknown) Unwrap() error { return e.error }
+
+func (e outcomeUnknown) Is(target error) bool { return target == order.ErrOutcomeUnknown }

@@ -39,6 +39,11 @@ var (
 	// ErrDrawSale: a draw sale takes entries, not orders; its orders are
 	// the winners' and the alternates', made by the draw.
 	ErrDrawSale = errors.New("draw sale")
+	// ErrOutcomeUnknown: a request that changes state was sent and its
+	// answer lost (the connection broke, the wait ran out), so it may have
+	// run. Such an error is ErrUnavailable too; the caller reads the state
+	// the request would have left, and never sends it again blindly.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the request may have run")
 )
 
 // Error is a domain error with a message chosen for the client: what a

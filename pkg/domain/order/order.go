@@ -2,9 +2,9 @@
 // legal transitions, the create-order event, the domain errors every
 // adapter translates its own failures into, and the rules of a sale (its
 // validation, the lifetimes of its keys, the layout of its stock). Callers
-// ask it; the adapters carry out what it decided. It imports no adapter: only the
-// standard library and oklog/ulid, whose ULIDs are the first part of every
-// order number.
+// ask it; the adapters carry out what it decided. It imports no adapter:
+// only the standard library (ulid.go writes the ULIDs that begin every
+// order number).
 package order
 
 import "time"

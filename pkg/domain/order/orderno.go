@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 )
 
 // NumberGenerator makes order numbers "<ULID>-<tag>": a ULID (26
@@ -34,8 +32,8 @@ import (
 // one it never made, without storing anything: an accepted order whose
 // reservation Redis lost is still the buyer's PENDING order.
 type NumberGenerator struct {
-	mu      sync.Mutex
-	entropy *ulid.MonotonicEntropy // unsigned only
+	mu   sync.Mutex
+	last monotonic // unsigned only
 
 	key    []byte
 	macs   sync.Pool // of *signer: HMAC-SHA256 with key
@@ -47,7 +45,7 @@ type NumberGenerator struct {
 // NewNumberGenerator returns an unsigned generator (for tests and the
 // bench) seeded from crypto/rand: Issued never vouches for its numbers.
 func NewNumberGenerator() *NumberGenerator {
-	return &NumberGenerator{entropy: ulid.Monotonic(rand.Reader, 0)}
+	return &NumberGenerator{}
 }
 
 // NumberKeySize is the size of a signing key (orderdb.DB.OrderNumberKey).
@@ -77,7 +75,7 @@ func (g *NumberGenerator) Next(item int64) string {
 		return g.NextFor(item, "")
 	}
 	g.mu.Lock()
-	id := ulid.MustNew(ulid.Timestamp(time.Now()), g.entropy)
+	id := g.last.next(ulidTime(time.Now()))
 	g.mu.Unlock()
 	return id.String() + "-" + strconv.FormatInt(item, 10)
 }
@@ -92,10 +90,10 @@ func (g *NumberGenerator) NextFor(item int64, user string) string {
 }
 
 func (g *NumberGenerator) nextAt(item int64, user string, now time.Time) string {
-	var id ulid.ULID
-	ms, seq := g.advance(ulid.Timestamp(now))
-	if err := id.SetTime(ms); err != nil {
-		panic(err) // a clock past the year 10889
+	var id ulid
+	ms, seq := g.advance(ulidTime(now))
+	if !id.setTime(ms) {
+		panic("order number: a clock past the year 10889")
 	}
 	putUint48(id[6:12], seq)
 	g.tag(id[12:16], id[:12], item, user)
@@ -150,8 +148,8 @@ func (g *NumberGenerator) Issued(orderNo, user string) bool {
 	if g == nil || g.key == nil || !ValidOrderNo(orderNo) {
 		return false
 	}
-	id, err := ulid.ParseStrict(orderNo[:ulid.EncodedSize])
-	if err != nil {
+	id, ok := parseULID(orderNo[:ulidLen])
+	if !ok {
 		return false
 	}
 	var want [4]byte
@@ -165,11 +163,11 @@ func NumberTime(orderNo string) (time.Time, bool) {
 	if !ValidOrderNo(orderNo) {
 		return time.Time{}, false
 	}
-	id, err := ulid.ParseStrict(orderNo[:ulid.EncodedSize])
-	if err != nil {
+	id, ok := parseULID(orderNo[:ulidLen])
+	if !ok {
 		return time.Time{}, false
 	}
-	return ulid.Time(id.Time()), true
+	return timeOfULID(id.time()), true
 }
 
 // Recent reports whether orderNo was made within KeyMargin of now, either

@@ -14,6 +14,15 @@ import (
 // identity provider writes it ("1001", "f3a1c9e2-…", "auth0|65ab…").
 const MaxUserIDLen = 128
 
+// Identity is who a request's verified bearer token names: what the
+// transports take from the token.
+type Identity struct {
+	// UserID is the buyer: the user claim's value (1-128 characters).
+	UserID string
+	// Admin is true when the role claim holds the admin role.
+	Admin bool
+}
+
 // ValidUserID reports whether u can be a buyer's id: 1-128 characters of
 // valid UTF-8. Anything else is allowed, separators and braces included:
 // every store encodes or parameterises it (see stockredis.Keys).

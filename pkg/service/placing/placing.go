@@ -14,8 +14,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -39,7 +37,7 @@ type Activities interface {
 }
 
 // Orders finds orders in MySQL, and records there as FAILED the ones the API
-// gives up (see orderdb.DB.Abandon).
+// gives up (see orderdb.Orders.Abandon).
 type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 	OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error)
@@ -90,7 +88,7 @@ type Service struct {
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
-	activities orderdb.ActivityCache
+	activities activity.Cache
 	soldOut    sync.Map // item id -> soldOutMark
 	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }
@@ -286,7 +284,7 @@ func (s *Service) reserve(ctx context.Context, r PlaceRequest, act activity.Acti
 			s.soldOut.Store(item.ID, soldOutMark{at: now, gen: gen})
 		}
 		return Placed{}, true, err
-	case stockredis.MayHaveRun(err):
+	case errors.Is(err, order.ErrOutcomeUnknown):
 		// The buyer hears 503, which promises that nothing stays reserved:
 		// take back whatever the script may have reserved.
 		p, err := s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
