@@ -17,11 +17,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
@@ -88,8 +88,8 @@ type Handler struct {
 // events only; when the one transaction fails, each sale is written alone,
 // so a sale MySQL refuses retries its own events only too. Every step is
 // idempotent, so handling an event again is always safe.
-func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
-	res := make([]orderevents.Result, len(events))
+func (p *Handler) Handle(ctx context.Context, events []order.Event) []consume.Result {
+	res := make([]consume.Result, len(events))
 	byTag := map[int64]*saleBatch{}
 	var sales []*saleBatch
 	for i, e := range events {
@@ -119,7 +119,7 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 	for _, b := range sales {
 		var err error
 		for j, r := range b.res {
-			if r.Outcome == orderevents.Retry && err == nil {
+			if r.Outcome == consume.Retry && err == nil {
 				err = r.Err
 			}
 			b.bt.outcome(j, r)
@@ -138,7 +138,7 @@ type saleBatch struct {
 	events []order.Event
 	bt     *batchTrace
 
-	res    []orderevents.Result
+	res    []consume.Result
 	final  bool // res is the answer: nothing more to do
 	states []reservation.State
 	reqs   []orderdb.Request
@@ -153,8 +153,8 @@ type saleBatch struct {
 }
 
 // retryAll answers Retry with err for n events.
-func retryAll(n int, err error) []orderevents.Result {
-	res := make([]orderevents.Result, n)
+func retryAll(n int, err error) []consume.Result {
+	res := make([]consume.Result, n)
 	for i := range res {
 		res[i] = result(Retry, err)
 	}
@@ -188,7 +188,7 @@ func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []reservatio
 		b.res, b.final = retryAll(len(b.events), err), true
 		return
 	}
-	b.states, b.res = states, make([]orderevents.Result, len(b.events))
+	b.states, b.res = states, make([]consume.Result, len(b.events))
 	for i, e := range b.events {
 		if states[i] == reservation.StateReleased {
 			// The API gave this reservation back (publish failed); the
