@@ -21,7 +21,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -178,7 +177,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if _, err := store.Reservations.Claim(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)

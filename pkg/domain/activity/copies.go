@@ -6,10 +6,9 @@ import "time"
 // change of a sale (an end, a cancel, new times or settings) takes to reach
 // every instance, and so when a change must stop (SettingsGuard).
 
-// CopyTTL is how long a process trusts its copy of a sale
-// (orderdb.ActivityCache): an operator may end a sale early or move its
-// times before it starts, and every process sees the change within this
-// time while MySQL answers.
+// CopyTTL is how long a process trusts its copy of a sale (Cache): an
+// operator may end a sale early or move its times before it starts, and
+// every process sees the change within this time while MySQL answers.
 const CopyTTL = time.Second
 
 // ReloadTimeout bounds the re-read of an activity a process
@@ -21,7 +20,7 @@ const ReloadTimeout = 500 * time.Millisecond
 // MaxStale bounds how old a copy of an activity a process still
 // sells on. A copy is as old as the time since the read that gave it
 // started; once its re-reads have failed or been slower than
-// ActivityReloadTimeout for this long, orderdb.ActivityCache.Get answers
+// ReloadTimeout for this long, Cache.Get answers
 // ErrUnavailable (503) until MySQL answers again. An instance whose MySQL
 // is slow therefore stops selling within MaxStale of the last read
 // that reached it; an order it took in that time after an end or cancel it

@@ -14,7 +14,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -90,7 +89,7 @@ type Service struct {
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
 
-	activities orderdb.ActivityCache
+	activities activity.Cache
 	soldOut    sync.Map // item id -> soldOutMark
 	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }

@@ -1,4 +1,4 @@
-package orderdb
+package activity
 
 import (
 	"context"
@@ -8,20 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-func TestActivityCache(t *testing.T) {
-	var c ActivityCache
+func TestCache(t *testing.T) {
+	var c Cache
 	calls := 0
 	fail := true
-	load := func(_ context.Context, id int64) (activity.Activity, error) {
+	load := func(_ context.Context, id int64) (Activity, error) {
 		calls++
 		if fail {
-			return activity.Activity{}, order.ErrUnavailable
+			return Activity{}, order.ErrUnavailable
 		}
-		return activity.Activity{ID: id, ItemID: 9}, nil
+		return Activity{ID: id, ItemID: 9}, nil
 	}
 	ctx := context.Background()
 	if _, err := c.Get(ctx, 1, load); !errors.Is(err, order.ErrUnavailable) {
@@ -39,17 +38,17 @@ func TestActivityCache(t *testing.T) {
 }
 
 // A storm of concurrent requests for an expired activity waits for one
-// load; a copy older than order.ActivityTTL is read again, so a changed activity
-// (a sale ended early) is seen within order.ActivityTTL.
-func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
-	var c ActivityCache
+// load; a copy older than CopyTTL is read again, so a changed activity
+// (a sale ended early) is seen within CopyTTL.
+func TestCacheExpiresAndLoadsOnce(t *testing.T) {
+	var c Cache
 	var calls atomic.Int32
 	var ends atomic.Int64
 	ends.Store(100)
-	load := func(_ context.Context, id int64) (activity.Activity, error) {
+	load := func(_ context.Context, id int64) (Activity, error) {
 		calls.Add(1)
 		time.Sleep(20 * time.Millisecond) // a MySQL read in progress
-		return activity.Activity{ID: id, EndsAt: time.Unix(ends.Load(), 0)}, nil
+		return Activity{ID: id, EndsAt: time.Unix(ends.Load(), 0)}, nil
 	}
 	get := func() {
 		var wg sync.WaitGroup
@@ -70,15 +69,15 @@ func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 	}
 	ends.Store(50) // the operator ended the sale
 	start := time.Now()
-	waitUntil := start.Add(3 * activity.CopyTTL)
+	waitUntil := start.Add(3 * CopyTTL)
 	for time.Now().Before(waitUntil) {
 		a, err := c.Get(context.Background(), 1, load)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a.EndsAt.Unix() == 50 {
-			if d := time.Since(start); d > activity.CopyTTL+100*time.Millisecond {
-				t.Fatalf("the change was seen after %v, want within %v", d, activity.CopyTTL)
+			if d := time.Since(start); d > CopyTTL+100*time.Millisecond {
+				t.Fatalf("the change was seen after %v, want within %v", d, CopyTTL)
 			}
 			return
 		}
@@ -88,30 +87,30 @@ func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 }
 
 // backdate makes the cache's copy of id as if read age ago and expired.
-func backdate(c *ActivityCache, id int64, age time.Duration) {
+func backdate(c *Cache, id int64, age time.Duration) {
 	v, _ := c.m.Load(id)
-	e := v.(*activityEntry)
+	e := v.(*cacheEntry)
 	e.loaded, e.expires = time.Now().Add(-age), time.Now().Add(-time.Millisecond)
 }
 
 // A re-read that fails keeps the last copy for a while: a blip of MySQL
 // does not stop the sale.
-func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
-	var c ActivityCache
+func TestCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
+	var c Cache
 	var down atomic.Bool
-	load := func(_ context.Context, id int64) (activity.Activity, error) {
+	load := func(_ context.Context, id int64) (Activity, error) {
 		if down.Load() {
-			return activity.Activity{}, order.ErrUnavailable
+			return Activity{}, order.ErrUnavailable
 		}
-		return activity.Activity{ID: id, ItemID: 9}, nil
+		return Activity{ID: id, ItemID: 9}, nil
 	}
 	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
 		t.Fatalf("first load: %+v %v", a, err)
 	}
 	down.Store(true)
 	for range 3 {
-		// Expire the copy by hand rather than wait order.ActivityTTL.
-		backdate(&c, 1, 2*activity.CopyTTL)
+		// Expire the copy by hand rather than wait CopyTTL.
+		backdate(&c, 1, 2*CopyTTL)
 		if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
 			t.Fatalf("reload while MySQL is down: %+v %v, want the last copy", a, err)
 		}
@@ -125,23 +124,23 @@ func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
 // that moment are answered from the copy without waiting (the re-read is
 // held here until they are all answered), one re-read serves them all,
 // and its copy then replaces the old one.
-func TestActivityCacheRefreshesAhead(t *testing.T) {
-	var c ActivityCache
+func TestCacheRefreshesAhead(t *testing.T) {
+	var c Cache
 	var calls atomic.Int32
 	release := make(chan struct{})
-	load := func(_ context.Context, id int64) (activity.Activity, error) {
+	load := func(_ context.Context, id int64) (Activity, error) {
 		if calls.Add(1) > 1 {
 			<-release // the re-read: MySQL slow
-			return activity.Activity{ID: id, ItemID: 2}, nil
+			return Activity{ID: id, ItemID: 2}, nil
 		}
-		return activity.Activity{ID: id, ItemID: 1}, nil
+		return Activity{ID: id, ItemID: 1}, nil
 	}
 	if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 1 {
 		t.Fatalf("first load: %+v %v", a, err)
 	}
 	v, _ := c.m.Load(int64(1))
-	v.(*activityEntry).loaded = time.Now().Add(-activityRefreshAt - 10*time.Millisecond)
-	v.(*activityEntry).expires = time.Now().Add(time.Minute)
+	v.(*cacheEntry).loaded = time.Now().Add(-cacheRefreshAt - 10*time.Millisecond)
+	v.(*cacheEntry).expires = time.Now().Add(time.Minute)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
@@ -173,9 +172,9 @@ func TestActivityCacheRefreshesAhead(t *testing.T) {
 
 // An instance whose MySQL re-reads fail or hang (a stalled MySQL, a pool
 // exhausted by buyers polling) stops selling on its old copy within
-// order.ActivityMaxStale of the last read that reached MySQL: Get answers
+// MaxStale of the last read that reached MySQL: Get answers
 // order.ErrUnavailable from then on, and soon again once MySQL answers.
-func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
+func TestCacheStopsServingACopyPastMaxStale(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		load func(ctx context.Context) error
@@ -185,13 +184,13 @@ func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var c ActivityCache
+			var c Cache
 			var down atomic.Bool
-			load := func(ctx context.Context, id int64) (activity.Activity, error) {
+			load := func(ctx context.Context, id int64) (Activity, error) {
 				if down.Load() {
-					return activity.Activity{}, tc.load(ctx)
+					return Activity{}, tc.load(ctx)
 				}
-				return activity.Activity{ID: id, ItemID: 9}, nil
+				return Activity{ID: id, ItemID: 9}, nil
 			}
 			if _, err := c.Get(context.Background(), 1, load); err != nil {
 				t.Fatal(err)
@@ -199,22 +198,22 @@ func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 			// As if read all but 2 s of the bound ago (the test then waits 2 s,
 			// not the whole bound).
 			v, _ := c.m.Load(int64(1))
-			v.(*activityEntry).loaded = time.Now().Add(-(activity.MaxStale - 2*time.Second))
+			v.(*cacheEntry).loaded = time.Now().Add(-(MaxStale - 2*time.Second))
 			down.Store(true)
-			lastRead := time.Now().Add(-(activity.MaxStale - 2*time.Second)) // at or after the copy's read
+			lastRead := time.Now().Add(-(MaxStale - 2*time.Second)) // at or after the copy's read
 			var lastServed time.Time
-			deadline := lastRead.Add(activity.MaxStale + 3*time.Second)
+			deadline := lastRead.Add(MaxStale + 3*time.Second)
 			for {
 				before := time.Now()
 				if before.After(deadline) {
 					t.Fatalf("the copy was still served %v after its read (last at %v), want at most %v",
-						before.Sub(lastRead), lastServed.Sub(lastRead), activity.MaxStale)
+						before.Sub(lastRead), lastServed.Sub(lastRead), MaxStale)
 				}
 				_, err := c.Get(context.Background(), 1, load)
 				if err == nil {
 					lastServed = before
-					if d := before.Sub(lastRead); d > activity.MaxStale {
-						t.Fatalf("the copy was served %v after its read, past order.ActivityMaxStale %v", d, activity.MaxStale)
+					if d := before.Sub(lastRead); d > MaxStale {
+						t.Fatalf("the copy was served %v after its read, past MaxStale %v", d, MaxStale)
 					}
 					time.Sleep(10 * time.Millisecond) // the request rate
 					continue
