@@ -83,8 +83,6 @@ var debt = []string{
 	"api/internal/httpapi -> pkg/adapter/stockredis",
 	"pkg/service/placing -> pkg/adapter/stockredis",
 	"consumer/internal/drawer -> pkg/adapter/orderdb",
-	"consumer/internal/redisloss -> pkg/adapter/lock",
-	"consumer/internal/redisloss -> pkg/adapter/orderdb",
 	"pkg/domain/order -> github.com/oklog/ulid/v2",
 	"pkg/service/draws -> pkg/adapter/orderdb",
 	"pkg/service/lifecycle -> pkg/adapter/orderdb",

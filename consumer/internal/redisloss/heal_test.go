@@ -196,7 +196,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	repairer := &Repairer{
 		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store.Stock, Recheck: 50 * time.Millisecond},
-		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
+		TryLock: tryLock(lock.New(rdb, lock.Options{Prefix: prefix})),
 	}
 	var mu sync.Mutex
 	var passes []bool
@@ -330,7 +330,7 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 	db := mysqltest.New(t)
 	store := stockredis.New(rdb, "hr")
 	locker := lock.New(rdb, lock.Options{Prefix: "hr"})
-	repairer := &Repairer{Locker: locker,
+	repairer := &Repairer{TryLock: tryLock(locker),
 		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 			Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Warmer: store.Stock}}
 	reg := prometheus.NewRegistry()
@@ -430,5 +430,17 @@ func TestWatchReadsEveryClusterMaster(t *testing.T) {
 	}
 	if v := value(t, reg, "seckill_heal_detections_total", "reason", metrics.HealNewMaster); v != 1 {
 		t.Fatalf("new-master detections %v, want 1", v)
+	}
+}
+
+// tryLock is locker's TryLock as a Repairer takes it (the consumer's
+// wiring does the same).
+func tryLock(locker *lock.Locker) func(context.Context, string, time.Duration) (Lock, error) {
+	return func(ctx context.Context, name string, ttl time.Duration) (Lock, error) {
+		l, err := locker.TryLock(ctx, name, lock.WithTTL(ttl))
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 }
