@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/heal"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -337,7 +337,7 @@ func waitHealed(t *testing.T, p *pipelinetest.Pipeline, within time.Duration) {
 	// redisloss.MarkerKey(p.Prefix) (consumer/internal: not importable
 	// from here).
 	marker := p.Prefix + ":heal:generation"
-	var rec orderdb.RedisWatch
+	var rec heal.RedisWatch
 	waittest.Until(t, within, "the consumer's watch to owe no repair", func() bool {
 		var err error
 		rec, err = p.DB.RedisWatches.RedisWatch(ctx, marker)

@@ -74,7 +74,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// the reconciler's lock; it judges against what it recorded in MySQL,
 	// so a loss while no consumer ran is repaired at start.
 	if s.healEvery > 0 {
-		repairer := &redisloss.Repairer{Locker: locker, Checker: &reconcile.Checker{
+		repairer := &redisloss.Repairer{TryLock: tryLock(locker), Checker: &reconcile.Checker{
 			Stock: st.store.Reconciler, DB: reconcile.DB{Reads: st.db.Reconcile, Restocks: st.db.Restocks,
 				OrderLookup: st.db.Orders, Items: st.db.Activities, Pinger: st.db}, Log: log.With("component", "heal"), Warmer: st.store.Stock,
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
@@ -120,5 +120,17 @@ func startPasses(ctx context.Context, passes []pass) (stop func()) {
 	return func() {
 		cancel()
 		wg.Wait()
+	}
+}
+
+// tryLock is locker's TryLock as a redisloss.Repairer takes it: the lease
+// as a duration, the handle as the repairer's Lock.
+func tryLock(locker *lock.Locker) func(context.Context, string, time.Duration) (redisloss.Lock, error) {
+	return func(ctx context.Context, name string, ttl time.Duration) (redisloss.Lock, error) {
+		l, err := locker.TryLock(ctx, name, lock.WithTTL(ttl))
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 }

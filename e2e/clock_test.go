@@ -41,7 +41,7 @@ func saleEnding(t *testing.T, api *pipelinetest.API, stock int64, ends time.Time
 
 // An api instance whose own clock is 10 s behind (SECKILL_TEST_CLOCK_OFFSET)
 // still decides a sale's end by the one shared clock: it refuses orders
-// after ends_at and, within order.ActivityTTL, after an end another
+// after ends_at and, within activity.CopyTTL, after an end another
 // instance answered; an end it handles itself ends the sale now, not 10 s
 // ago. Every order it answered 202 ends CREATED.
 func TestSkewedInstanceEndsTheSaleOnTime(t *testing.T) {
@@ -123,7 +123,7 @@ func TestSkewedInstanceEndsTheSaleOnTime(t *testing.T) {
 // An api instance whose MySQL turns slow (every read past
 // order.ActivityReloadTimeout: a stalled server, a pool exhausted by buyers
 // polling) cannot see an end or a cancel that another instance made. It
-// sells on its copy for at most order.ActivityMaxStale and then answers 503;
+// sells on its copy for at most activity.MaxStale and then answers 503;
 // every order it took after the end or the cancel ends FAILED with the
 // reason (the consumer decides by MySQL's row), never CREATED.
 func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
@@ -176,7 +176,7 @@ func TestSlowMySQLInstanceStopsSellingAnEndedSale(t *testing.T) {
 			pl := place(s)
 			switch {
 			case pl.Code == 202 && started.After(bound):
-				t.Fatalf("202 for a request started %v after MySQL turned slow, past order.ActivityMaxStale %v",
+				t.Fatalf("202 for a request started %v after MySQL turned slow, past activity.MaxStale %v",
 					started.Sub(slowed).Round(time.Millisecond), activity.MaxStale)
 			case pl.Code == 202:
 				after[pl.OrderNo] = user

@@ -16,7 +16,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -251,7 +250,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	if st, err := p.Store.Reservations.Claim(ctx, reservation.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != reservation.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
-	if out, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+	if out, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 		out[ev.OrderNo].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

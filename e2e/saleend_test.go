@@ -34,7 +34,7 @@ type attempt struct {
 // instances. Every order answered 202 still ends final: CREATED when it was
 // reserved before the end, FAILED SALE_ENDED when an instance took it after
 // the end on a copy that did not show it yet (MySQL's row decides); no request
-// that either instance started more than order.ActivityTTL after the end was
+// that either instance started more than activity.CopyTTL after the end was
 // answered gets a 202, each answers them 409 ACTIVITY_NOT_ACTIVE; the
 // invariants hold and the reconciler finds no drift.
 func TestEndRacesInFlightOrders(t *testing.T) {
@@ -242,7 +242,7 @@ func TestCancelClosesUnpaidOrders(t *testing.T) {
 	if got, want := byStatus(), "[CLOSED/SALE_CANCELLED=7 PAID/=3]"; got != want {
 		t.Fatalf("orders by status after the cancel: %s, want %s", got, want)
 	}
-	// Within order.ActivityTTL of the cancel the api may still take an
+	// Within activity.CopyTTL of the cancel the api may still take an
 	// order: reserved after the cancel, it never becomes an order (the
 	// consumer fails it SALE_CANCELLED, by MySQL's row).
 	probes, accepted := int64(200), 0

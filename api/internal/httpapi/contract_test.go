@@ -23,7 +23,6 @@ import (
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -651,7 +650,7 @@ func TestOrderStatus(t *testing.T) {
 	if events[0].OrderNo != no || events[0].UserID != "1" || events[0].Quantity != 1 {
 		t.Fatalf("event %+v", events[0])
 	}
-	out, err := ts.db.Orders.Fulfil(context.Background(), []orderdb.Request{{Event: events[0]}})
+	out, err := ts.db.Orders.Fulfil(context.Background(), []order.FulfilRequest{{Event: events[0]}})
 	if err != nil || out[no].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

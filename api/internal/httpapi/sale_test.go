@@ -17,7 +17,6 @@ import (
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -142,7 +141,7 @@ func TestPrices(t *testing.T) {
 		}
 		ev := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: fmt.Sprintf("k%d", user),
 			UserID: strconv.FormatInt(user, 10), ItemID: a.ItemID, ActivityID: a.ID, Quantity: qty, ReservedAt: time.Now()}
-		out, err := ts.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, UnitPrice: a.SalePrice}})
+		out, err := ts.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, UnitPrice: a.SalePrice}})
 		if err != nil || out[ev.OrderNo].Status != order.Created {
 			t.Fatalf("fulfil: %+v %v", out, err)
 		}

@@ -291,7 +291,7 @@ func TestWarmupRightAfterABucketChange(t *testing.T) {
 }
 
 // A warm-up right after the operator ended a sale this instance has a
-// copy of (younger than order.ActivityTTL, so with the old end) works
+// copy of (younger than activity.CopyTTL, so with the old end) works
 // from MySQL's row: 200, recorded, its keys timed by the new end. From the
 // copy it was a 503 "the sale changed while it warmed up" for no fault.
 func TestWarmupRightAfterAnEnd(t *testing.T) {

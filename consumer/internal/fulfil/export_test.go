@@ -1,6 +1,8 @@
 package fulfil
 
-import "github.com/seckill/seckill/pkg/adapter/orderevents"
+import (
+	"github.com/seckill/seckill/pkg/foundation/consume"
+)
 
 // OutcomeOf is the Outcome a result of Handle stands for.
-func OutcomeOf(r orderevents.Result) Outcome { return outcomeOf(r) }
+func OutcomeOf(r consume.Result) Outcome { return outcomeOf(r) }

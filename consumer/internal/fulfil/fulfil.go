@@ -16,12 +16,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/orderevents"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
@@ -30,8 +28,8 @@ import (
 // confirm a batch's reservations (every sale's in one round trip), give a
 // refused order's back.
 type Stock interface {
-	ClaimAll(ctx context.Context, sales []stockredis.SaleOrders) ([][]reservation.State, []error)
-	ConfirmAll(ctx context.Context, sales []stockredis.SaleOrders) ([]int64, []error)
+	ClaimAll(ctx context.Context, sales []reservation.SaleOrders) ([][]reservation.State, []error)
+	ConfirmAll(ctx context.Context, sales []reservation.SaleOrders) ([]int64, []error)
 	Release(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) (reservation.Released, error)
 	ReleaseCapped(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions, dbStock int64) (reservation.Released, error)
 	Reservation(ctx context.Context, orderNo string) (reservation.Info, error)
@@ -39,7 +37,7 @@ type Stock interface {
 
 // Orders is MySQL as fulfilment writes the batch's orders (*orderdb.Orders).
 type Orders interface {
-	Fulfil(ctx context.Context, reqs []orderdb.Request) (map[string]orderdb.Outcome, error)
+	Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error)
 }
 
 // Activities is MySQL as fulfilment reads the activity an event names and
@@ -88,8 +86,8 @@ type Handler struct {
 // events only; when the one transaction fails, each sale is written alone,
 // so a sale MySQL refuses retries its own events only too. Every step is
 // idempotent, so handling an event again is always safe.
-func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
-	res := make([]orderevents.Result, len(events))
+func (p *Handler) Handle(ctx context.Context, events []order.Event) []consume.Result {
+	res := make([]consume.Result, len(events))
 	byTag := map[int64]*saleBatch{}
 	var sales []*saleBatch
 	for i, e := range events {
@@ -119,7 +117,7 @@ func (p *Handler) Handle(ctx context.Context, events []order.Event) []orderevent
 	for _, b := range sales {
 		var err error
 		for j, r := range b.res {
-			if r.Outcome == orderevents.Retry && err == nil {
+			if r.Outcome == consume.Retry && err == nil {
 				err = r.Err
 			}
 			b.bt.outcome(j, r)
@@ -138,23 +136,23 @@ type saleBatch struct {
 	events []order.Event
 	bt     *batchTrace
 
-	res    []orderevents.Result
+	res    []consume.Result
 	final  bool // res is the answer: nothing more to do
 	states []reservation.State
-	reqs   []orderdb.Request
+	reqs   []order.FulfilRequest
 	reqIdx []int // indexes into events of reqs
-	out    map[string]orderdb.Outcome
+	out    map[string]order.FulfilOutcome
 
-	confirm    stockredis.SaleOrders // the orders to confirm, by item
-	confirmIdx []int                 // indexes into events of confirm's orders (when traced)
-	failed     []int                 // indexes into reqs of the orders to release: MySQL refused (FAILED) or closed (CLOSED) them
-	missing    []int                 // indexes into events of the live orders whose claim found no reservation
-	outOfStock map[int64]bool        // items MySQL had less of than Redis
+	confirm    reservation.SaleOrders // the orders to confirm, by item
+	confirmIdx []int                  // indexes into events of confirm's orders (when traced)
+	failed     []int                  // indexes into reqs of the orders to release: MySQL refused (FAILED) or closed (CLOSED) them
+	missing    []int                  // indexes into events of the live orders whose claim found no reservation
+	outOfStock map[int64]bool         // items MySQL had less of than Redis
 }
 
 // retryAll answers Retry with err for n events.
-func retryAll(n int, err error) []orderevents.Result {
-	res := make([]orderevents.Result, n)
+func retryAll(n int, err error) []consume.Result {
+	res := make([]consume.Result, n)
 	for i := range res {
 		res[i] = result(Retry, err)
 	}
@@ -166,13 +164,13 @@ func retryAll(n int, err error) []orderevents.Result {
 // sale) and lists the orders to write; a failure retries that sale's
 // events.
 func (p *Handler) claimSales(ctx context.Context, sales []*saleBatch) {
-	claims := make([]stockredis.SaleOrders, len(sales))
+	claims := make([]reservation.SaleOrders, len(sales))
 	for i, b := range sales {
 		nos := make([]string, len(b.events))
 		for j, e := range b.events {
 			nos[j] = e.OrderNo
 		}
-		claims[i] = stockredis.SaleOrders{Ctx: b.bt.context(ctx), Tag: b.tag, OrderNos: [][]string{nos}}
+		claims[i] = reservation.SaleOrders{Ctx: b.bt.context(ctx), Tag: b.tag, OrderNos: [][]string{nos}}
 	}
 	start := time.Now()
 	states, errs := p.Stock.ClaimAll(ctx, claims)
@@ -188,7 +186,7 @@ func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []reservatio
 		b.res, b.final = retryAll(len(b.events), err), true
 		return
 	}
-	b.states, b.res = states, make([]orderevents.Result, len(b.events))
+	b.states, b.res = states, make([]consume.Result, len(b.events))
 	for i, e := range b.events {
 		if states[i] == reservation.StateReleased {
 			// The API gave this reservation back (publish failed); the
@@ -205,7 +203,7 @@ func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []reservatio
 		// change price, so it is the price the buyer saw when the API
 		// reserved).
 		it, _ := act.Item(e.ItemID) // possible checked it is sold there
-		b.reqs = append(b.reqs, orderdb.Request{Event: e, PayDeadline: p.now().Add(act.PaymentWindowOr(p.PaymentWindow)),
+		b.reqs = append(b.reqs, order.FulfilRequest{Event: e, PayDeadline: p.now().Add(act.PaymentWindowOr(p.PaymentWindow)),
 			UnitPrice: it.SalePrice})
 		b.reqIdx = append(b.reqIdx, i)
 	}
@@ -213,12 +211,12 @@ func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []reservatio
 }
 
 // writeSales writes the orders of every sale left in one MySQL transaction
-// (orderdb.DB.Fulfil takes orders of several items); if that fails, each
+// (orderdb.Orders.Fulfil takes orders of several items); if that fails, each
 // sale alone, so only the sales MySQL cannot take retry. A sale whose
 // write failed is final with its events to retry.
 func (p *Handler) writeSales(ctx context.Context, sales []*saleBatch) {
 	var writing []*saleBatch
-	var all []orderdb.Request
+	var all []order.FulfilRequest
 	for _, b := range sales {
 		if !b.final {
 			writing = append(writing, b)
@@ -254,7 +252,7 @@ func (p *Handler) writeSales(ctx context.Context, sales []*saleBatch) {
 }
 
 // fulfil is DB.Fulfil in a span of its own (under the batch's).
-func (p *Handler) fulfil(ctx context.Context, item int64, reqs []orderdb.Request) (map[string]orderdb.Outcome, error) {
+func (p *Handler) fulfil(ctx context.Context, item int64, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
 	ctx, span := p.Tracer.StartKind(ctx, "mysql fulfil", trace.SpanKindClient)
 	defer span.End()
 	if span.IsRecording() {
@@ -297,7 +295,7 @@ var errImpossible = errors.New("impossible event")
 // (where the reservation is). An error wrapping errImpossible means poison; any
 // other is transient. The sale's window and per-user limit are not checked
 // here but by MySQL's row in the transaction that writes the orders
-// (orderdb.DB.Fulfil): an order the sale refuses ends FAILED with the
+// (orderdb.Orders.Fulfil): an order the sale refuses ends FAILED with the
 // reason (a limit lowered before the start while an instance still had the
 // old one, an end it had not seen), never dead-lettered with no final
 // state.

@@ -232,7 +232,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}{
 		{"created", func(*env, sale, order.Event) func() { return nil }, fulfil.Created, order.Created},
 		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := e.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
@@ -245,7 +245,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 		}, fulfil.Failed, order.Failed},
 		{"already purchased", func(e *env, s sale, ev order.Event) func() {
 			other := e.event(s, user, 1)
-			if out, err := e.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+			if out, err := e.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 				out[other.OrderNo].Status != order.Created {
 				e.t.Fatalf("the other order: %+v %v", out, err)
 			}
@@ -255,7 +255,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 		// back from an older state: the redelivery finds the reservation
 		// live again while MySQL has the unit back.
 		{"closed and released", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Orders.Fulfil(ctx, []orderdb.Request{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := e.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			if tr, err := e.db.Orders.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {

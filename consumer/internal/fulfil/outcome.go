@@ -1,6 +1,6 @@
 package fulfil
 
-import "github.com/seckill/seckill/pkg/adapter/orderevents"
+import "github.com/seckill/seckill/pkg/foundation/consume"
 
 // Outcome is what the handler made of one event, in the shop's words. The
 // router knows only whether an event is done, to retry or poison: result
@@ -27,20 +27,20 @@ const (
 
 // result is the router's answer for an event whose outcome is o; err says
 // why (a poison's reason, a retry's cause).
-func result(o Outcome, err error) orderevents.Result {
-	r := orderevents.Result{Outcome: orderevents.Done, Label: string(o), Err: err}
+func result(o Outcome, err error) consume.Result {
+	r := consume.Result{Outcome: consume.Done, Label: string(o), Err: err}
 	switch o {
 	case Retry:
-		r.Outcome = orderevents.Retry
+		r.Outcome = consume.Retry
 	case Poison:
-		r.Outcome = orderevents.Poison
+		r.Outcome = consume.Poison
 	}
 	return r
 }
 
 // outcomeOf is the Outcome a router result stands for; a result left unset
 // (the router's zero value) is Retry.
-func outcomeOf(r orderevents.Result) Outcome {
+func outcomeOf(r consume.Result) Outcome {
 	if r.Label == "" {
 		return Retry
 	}

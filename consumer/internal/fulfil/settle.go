@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
@@ -33,7 +32,7 @@ func (p *Handler) settleSales(ctx context.Context, sales []*saleBatch) {
 	p.reportMissing(ctx, settling)
 	start := time.Now()
 	// Sales with nothing to confirm send nothing.
-	var sending []stockredis.SaleOrders
+	var sending []reservation.SaleOrders
 	var at []int // index into settling of each of sending
 	for i, b := range settling {
 		if len(b.confirm.Items) > 0 {
@@ -62,7 +61,7 @@ func (p *Handler) settleSales(ctx context.Context, sales []*saleBatch) {
 // those to confirm (by item) and those to release.
 func (p *Handler) sortOut(ctx context.Context, b *saleBatch) {
 	bt, res, reqIdx, out := b.bt, b.res, b.reqIdx, b.out
-	b.confirm = stockredis.SaleOrders{Ctx: bt.context(ctx), Tag: b.tag}
+	b.confirm = reservation.SaleOrders{Ctx: bt.context(ctx), Tag: b.tag}
 	b.outOfStock = map[int64]bool{}
 	byItem := map[int64]int{} // index into b.confirm.Items
 	for j, r := range b.reqs {

@@ -7,8 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
@@ -132,12 +132,12 @@ func (b *batchTrace) step(name string, start time.Time, err error, which []int) 
 
 // outcome records what became of event i: its outcome, or the error of a
 // retry.
-func (b *batchTrace) outcome(i int, r orderevents.Result) {
+func (b *batchTrace) outcome(i int, r consume.Result) {
 	if b == nil || b.orders[i].span == nil {
 		return
 	}
 	b.orders[i].span.SetAttributes(tracing.AttrOutcome.String(string(outcomeOf(r))))
-	if r.Outcome == orderevents.Retry || r.Outcome == orderevents.Poison {
+	if r.Outcome == consume.Retry || r.Outcome == consume.Poison {
 		tracing.Fail(b.orders[i].span, r.Err)
 	}
 }

@@ -30,9 +30,9 @@ type Locker interface {
 	Hold(ctx context.Context, name string, ttl time.Duration) (work context.Context, done func(), err error)
 }
 
-// heldElsewhere reports whether err, from Locker.Hold, says that another
-// process holds the lock.
-func heldElsewhere(err error) bool {
+// HeldElsewhere reports whether err, from Locker.Hold (or the lock's
+// TryLock), says that another process holds the lock.
+func HeldElsewhere(err error) bool {
 	var e interface{ HeldElsewhere() bool }
 	return errors.As(err, &e) && e.HeldElsewhere()
 }
@@ -99,7 +99,7 @@ func (r *Runner[R]) Run(ctx context.Context, p Pass[R]) {
 		res, err := r.Once(ctx, p)
 		clean := false
 		switch {
-		case heldElsewhere(err):
+		case HeldElsewhere(err):
 			r.recordsOf(p).Idle()
 		case ctx.Err() != nil:
 		case err != nil:

@@ -21,7 +21,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -178,7 +177,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	if _, err := store.Reservations.Claim(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
@@ -197,7 +196,7 @@ func TestWatchRepairsAfterRedisLostData(t *testing.T) {
 	repairer := &Repairer{
 		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store.Stock, Recheck: 50 * time.Millisecond},
-		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
+		TryLock: tryLock(lock.New(rdb, lock.Options{Prefix: prefix})),
 	}
 	var mu sync.Mutex
 	var passes []bool
@@ -331,7 +330,7 @@ func TestWatchRetriesUntilAPassRunsCleanly(t *testing.T) {
 	db := mysqltest.New(t)
 	store := stockredis.New(rdb, "hr")
 	locker := lock.New(rdb, lock.Options{Prefix: "hr"})
-	repairer := &Repairer{Locker: locker,
+	repairer := &Repairer{TryLock: tryLock(locker),
 		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 			Items: db.Activities, Pinger: db.DB}, Log: slog.New(slog.DiscardHandler), Warmer: store.Stock}}
 	reg := prometheus.NewRegistry()
@@ -431,5 +430,17 @@ func TestWatchReadsEveryClusterMaster(t *testing.T) {
 	}
 	if v := value(t, reg, "seckill_heal_detections_total", "reason", metrics.HealNewMaster); v != 1 {
 		t.Fatalf("new-master detections %v, want 1", v)
+	}
+}
+
+// tryLock is locker's TryLock as a Repairer takes it (the consumer's
+// wiring does the same).
+func tryLock(locker *lock.Locker) func(context.Context, string, time.Duration) (Lock, error) {
+	return func(ctx context.Context, name string, ttl time.Duration) (Lock, error) {
+		l, err := locker.TryLock(ctx, name, lock.WithTTL(ttl))
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 }

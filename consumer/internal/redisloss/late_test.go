@@ -75,7 +75,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	repairer := &Repairer{
 		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 			Items: db.Activities, Pinger: db.DB}, Log: log, Warmer: store.Stock, Recheck: 50 * time.Millisecond},
-		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
+		TryLock: tryLock(lock.New(rdb, lock.Options{Prefix: prefix})),
 	}
 	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db.RedisWatches, Every: 20 * time.Millisecond, Log: log,
 		Metrics: metrics.NewHeal(prometheus.NewRegistry()), Repair: repairer.Repair}

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/heal"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -33,27 +34,27 @@ func TestDetect(t *testing.T) {
 	ids := map[string]string{"a:1": "r1", "b:2": "r2"}
 	cases := []struct {
 		name   string
-		rec    orderdb.RedisWatch
+		rec    heal.RedisWatch
 		ids    map[string]string
 		gen    int64
 		reason string
 	}{
-		{name: "never recorded", rec: orderdb.RedisWatch{}, ids: ids, gen: 0},
-		{name: "all as recorded", rec: orderdb.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 7},
-		{name: "marker ahead (another watch raised it)", rec: orderdb.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 9},
-		{name: "a master restarted", rec: orderdb.RedisWatch{RunIDs: "a:1=r0,b:2=r2", Generation: 7}, ids: ids, gen: 7,
+		{name: "never recorded", rec: heal.RedisWatch{}, ids: ids, gen: 0},
+		{name: "all as recorded", rec: heal.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 7},
+		{name: "marker ahead (another watch raised it)", rec: heal.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 9},
+		{name: "a master restarted", rec: heal.RedisWatch{RunIDs: "a:1=r0,b:2=r2", Generation: 7}, ids: ids, gen: 7,
 			reason: metrics.HealRestart},
-		{name: "a master at a new address", rec: orderdb.RedisWatch{RunIDs: "a:1=r1", Generation: 7}, ids: ids, gen: 7,
+		{name: "a master at a new address", rec: heal.RedisWatch{RunIDs: "a:1=r1", Generation: 7}, ids: ids, gen: 7,
 			reason: metrics.HealNewMaster},
-		{name: "a master gone is no loss by itself", rec: orderdb.RedisWatch{RunIDs: "a:1=r1,b:2=r2,c:3=r3", Generation: 7},
+		{name: "a master gone is no loss by itself", rec: heal.RedisWatch{RunIDs: "a:1=r1,b:2=r2,c:3=r3", Generation: 7},
 			ids: ids, gen: 7},
-		{name: "restart wins over a new master", rec: orderdb.RedisWatch{RunIDs: "a:1=r0", Generation: 7}, ids: ids, gen: 7,
+		{name: "restart wins over a new master", rec: heal.RedisWatch{RunIDs: "a:1=r0", Generation: 7}, ids: ids, gen: 7,
 			reason: metrics.HealRestart},
-		{name: "marker gone", rec: orderdb.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 0,
+		{name: "marker gone", rec: heal.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 0,
 			reason: metrics.HealMarker},
-		{name: "marker behind", rec: orderdb.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 6,
+		{name: "marker behind", rec: heal.RedisWatch{RunIDs: "a:1=r1,b:2=r2", Generation: 7}, ids: ids, gen: 6,
 			reason: metrics.HealMarker},
-		{name: "marker behind, run ids never recorded", rec: orderdb.RedisWatch{Generation: 7}, ids: ids, gen: 3,
+		{name: "marker behind, run ids never recorded", rec: heal.RedisWatch{Generation: 7}, ids: ids, gen: 3,
 			reason: metrics.HealMarker},
 	}
 	for _, c := range cases {
@@ -111,7 +112,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if _, err := store.Reservations.Claim(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	f.repairer = &Repairer{
 		Checker: &reconcile.Checker{Stock: store.Reconciler, DB: reconcile.DB{Reads: db.Reconcile, Restocks: db.Restocks, OrderLookup: db.Orders,
 			Items: db.Activities, Pinger: db.DB}, Log: f.logger(), Warmer: store.Stock, Recheck: 50 * time.Millisecond},
-		Locker: lock.New(rdb, lock.Options{Prefix: prefix}),
+		TryLock: tryLock(lock.New(rdb, lock.Options{Prefix: prefix})),
 	}
 	return f
 }
@@ -190,7 +191,7 @@ func (f *fixture) healed(what string) {
 }
 
 // record reads the fixture's MySQL record.
-func (f *fixture) record() orderdb.RedisWatch {
+func (f *fixture) record() heal.RedisWatch {
 	f.t.Helper()
 	rec, err := f.db.RedisWatches.RedisWatch(context.Background(), MarkerKey(f.prefix))
 	if err != nil {

@@ -2,12 +2,11 @@ package redisloss
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/lock"
+	"github.com/seckill/seckill/consumer/internal/pass"
 	"github.com/seckill/seckill/pkg/service/reconcile"
 )
 
@@ -22,7 +21,20 @@ const LockTTL = 30 * time.Second
 // stock_buckets (set Checker.Warmer).
 type Repairer struct {
 	Checker *reconcile.Checker
-	Locker  *lock.Locker
+	// TryLock takes the lock name in one attempt with the lease ttl (the
+	// wiring's *lock.Locker, TryLock with WithTTL); an error that says
+	// HeldElsewhere (lock.ErrNotAcquired) means another holder has it.
+	TryLock func(ctx context.Context, name string, ttl time.Duration) (Lock, error)
+}
+
+// Lock is the reconcile lock as a repair pass holds it (*lock.Lock): the
+// fencing token and the loss the repairs go by (reconcile.Lock), a context
+// that ends with the lock, why it was lost, and its release.
+type Lock interface {
+	reconcile.Lock
+	Context(parent context.Context) (context.Context, context.CancelFunc)
+	Err() error
+	Release(ctx context.Context) error
 }
 
 // PassError is the error of a pass that went over every item but left some
@@ -58,8 +70,8 @@ func (e *PassError) Error() string {
 // pass repairs the others, and returns whether it repaired any with a
 // *PassError naming the ones that failed.
 func (r *Repairer) Repair(ctx context.Context) (bool, error) {
-	l, err := r.Locker.TryLock(ctx, reconcile.LockName, lock.WithTTL(LockTTL))
-	if errors.Is(err, lock.ErrNotAcquired) {
+	l, err := r.TryLock(ctx, reconcile.LockName, LockTTL)
+	if pass.HeldElsewhere(err) {
 		return false, fmt.Errorf("a reconciler holds the %q lock", reconcile.LockName)
 	}
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/heal"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
@@ -19,7 +19,7 @@ import (
 // generation, 0 for none) with the record and returns the reason (a
 // metrics.Heal* value) and a description when they say Redis lost data
 // since the record was written. A record never written judges nothing.
-func detect(rec orderdb.RedisWatch, ids map[string]string, gen int64) (reason, why string) {
+func detect(rec heal.RedisWatch, ids map[string]string, gen int64) (reason, why string) {
 	if rec.RunIDs != "" {
 		old := decodeRunIDs(rec.RunIDs)
 		var restarted, added []string

@@ -55,7 +55,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/heal"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
@@ -85,10 +85,10 @@ func MarkerKey(prefix string) string {
 type Repair func(ctx context.Context) (repaired bool, err error)
 
 // Record keeps what the watches know of one Redis dataset, in MySQL
-// (implemented by *orderdb.DB). Its writes are idempotent or monotonic: one
-// whose answer was lost does no harm sent again or not.
+// (implemented by *orderdb.RedisWatches). Its writes are idempotent or
+// monotonic: one whose answer was lost does no harm sent again or not.
 type Record interface {
-	RedisWatch(ctx context.Context, marker string) (orderdb.RedisWatch, error)
+	RedisWatch(ctx context.Context, marker string) (heal.RedisWatch, error)
 	RecordRedisLoss(ctx context.Context, marker, what string) error
 	RecordRedisSeen(ctx context.Context, marker, oldRunIDs, runIDs string, generation int64) error
 	RecordRedisHealed(ctx context.Context, marker string, losses int64) error
@@ -219,7 +219,7 @@ func (w *Watch) check(ctx context.Context) error {
 // now, or recorded earlier by a watch that did not finish repairing it),
 // and marks the open one as lost again when the record counts losses it
 // does not cover.
-func (w *Watch) open(ctx context.Context, rec orderdb.RedisWatch, reason string) {
+func (w *Watch) open(ctx context.Context, rec heal.RedisWatch, reason string) {
 	switch in := w.incident; {
 	case in == nil && rec.Healed < rec.Losses:
 		if reason == "" {
@@ -239,7 +239,7 @@ func (w *Watch) open(ctx context.Context, rec orderdb.RedisWatch, reason string)
 // advance raises the marker past the record's generation and records it
 // with the run ids seen. The raise comes first: the record never holds a
 // generation Redis has not had.
-func (w *Watch) advance(ctx context.Context, rec orderdb.RedisWatch, ids map[string]string, gen int64, isGen bool) error {
+func (w *Watch) advance(ctx context.Context, rec heal.RedisWatch, ids map[string]string, gen int64, isGen bool) error {
 	next := rec.Generation + 1
 	var err error
 	if isGen {

@@ -18,7 +18,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -73,7 +72,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if _, err := p.Store.Reservations.Claim(ctx, reservation.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{
+	if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{
 		{Event: expired, PayDeadline: time.Now().Add(-time.Second)},
 		{Event: live, PayDeadline: time.Now().Add(time.Hour)},
 	}); err != nil {
@@ -146,7 +145,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline = deadline.Add(time.Second)
-		if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: e, PayDeadline: deadline}}); err != nil {
+		if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: e, PayDeadline: deadline}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Store.Reservations.Confirm(ctx, reservation.One(s.ItemID), []string{e.OrderNo}); err != nil {

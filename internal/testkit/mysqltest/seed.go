@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -20,12 +19,12 @@ func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.
 	gen := order.NewNumberGenerator()
 	all := make([]order.Event, 0, n)
 	for from := 1; from <= n; from += 1000 {
-		var reqs []orderdb.Request
+		var reqs []order.FulfilRequest
 		for u := from; u < from+1000 && u <= n; u++ {
 			e := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: "k" + strconv.Itoa(u),
 				UserID: strconv.Itoa(u), ItemID: a.ItemID, ActivityID: a.ID, Quantity: 1, ReservedAt: time.Now()}
 			all = append(all, e)
-			reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: time.Now().Add(time.Hour)})
+			reqs = append(reqs, order.FulfilRequest{Event: e, PayDeadline: time.Now().Add(time.Hour)})
 		}
 		out, err := d.Orders.Fulfil(ctx, reqs)
 		if err != nil {

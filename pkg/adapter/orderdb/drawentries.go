@@ -50,7 +50,7 @@ func (s *Draws) Enter(ctx context.Context, e draw.NewEntry) (draw.BuyerEntry, bo
 		// read or finds the draw no longer OPEN.
 		// The sale's window is MySQL's too: an instance whose copy of the
 		// sale predates an end, a cancel or a later start (up to
-		// order.ActivityTTL old) takes no entry outside it.
+		// activity.CopyTTL old) takes no entry outside it.
 		res := tx.Model(&drawRow{}).Where("activity_id = ? AND state = ? AND entries_close_at > ?", e.ActivityID, draw.StateOpen, e.At.UTC()).
 			Where(`EXISTS (SELECT 1 FROM activities WHERE activities.id = ? AND activities.starts_at <= ? AND activities.ends_at > ?
 				AND activities.cancelled_at IS NULL)`, e.ActivityID, e.At.UTC(), e.At.UTC()).

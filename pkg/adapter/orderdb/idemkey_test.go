@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -31,11 +30,11 @@ func keyOrders(t *testing.T, db *mysqltest.DB, user string) map[order.Status]int
 
 // firstOrder fulfils an order of user 1 with key and moves it to st the way
 // the programs do (pay, or close with its units back to stock).
-func firstOrder(t *testing.T, db *mysqltest.DB, item int64, key string, st order.Status) orderdb.Request {
+func firstOrder(t *testing.T, db *mysqltest.DB, item int64, key string, st order.Status) order.FulfilRequest {
 	t.Helper()
 	ctx := context.Background()
 	first := reqKey(item, 1, 1, key)
-	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{first})
+	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{first})
 	if err != nil || out[first.Event.OrderNo].Status != order.Created {
 		t.Fatalf("first order: %+v, %v", out, err)
 	}
@@ -71,7 +70,7 @@ func TestFulfilRetriedKeyIsRefused(t *testing.T) {
 			// Alone, and beside an order of another user in one batch (the
 			// batch falls back to order by order).
 			retry, other := reqKey(item, 1, 1, "retry"), reqKey(item, 2, 1, "retry")
-			out, err := db.Orders.Fulfil(ctx, []orderdb.Request{retry, other})
+			out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{retry, other})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +105,7 @@ func TestFulfilKeyOfUnavailableOrderBuysAgain(t *testing.T) {
 		t.Fatalf("abandon: %+v, %v", o, err)
 	}
 	retry := reqKey(item, 1, 1, "again")
-	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{retry})
+	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{retry})
 	if err != nil || out[retry.Event.OrderNo].Status != order.Created {
 		t.Fatalf("retry after a 503: %+v, %v, want CREATED", out, err)
 	}
@@ -122,10 +121,10 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 	const retries = 4
 	// check asserts that every retry ended FAILED DUPLICATE_REQUEST, the
 	// user holds the closed order and the refusals only, and stock is want.
-	check := func(t *testing.T, db *mysqltest.DB, item int64, reqs []orderdb.Request, outs []map[string]orderdb.Outcome, want int64) {
+	check := func(t *testing.T, db *mysqltest.DB, item int64, reqs []order.FulfilRequest, outs []map[string]order.FulfilOutcome, want int64) {
 		t.Helper()
 		for _, r := range reqs {
-			var o orderdb.Outcome
+			var o order.FulfilOutcome
 			for _, out := range outs {
 				if x, ok := out[r.Event.OrderNo]; ok {
 					o = x
@@ -146,7 +145,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 		t.Parallel()
 		db, item := setup(t, 10)
 		firstOrder(t, db, item, "race", order.Closed)
-		reqs := make([]orderdb.Request, retries)
+		reqs := make([]order.FulfilRequest, retries)
 		for i := range reqs {
 			reqs[i] = reqKey(item, 1, 1, "race")
 		}
@@ -154,14 +153,14 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, db, item, reqs, []map[string]orderdb.Outcome{out}, 10)
+		check(t, db, item, reqs, []map[string]order.FulfilOutcome{out}, 10)
 	})
 	t.Run("batches at once", func(t *testing.T) {
 		t.Parallel()
 		db, item := setup(t, 10)
 		firstOrder(t, db, item, "race", order.Closed)
-		reqs := make([]orderdb.Request, retries)
-		outs := make([]map[string]orderdb.Outcome, retries)
+		reqs := make([]order.FulfilRequest, retries)
+		outs := make([]map[string]order.FulfilOutcome, retries)
 		var wg sync.WaitGroup
 		for i := range reqs {
 			reqs[i] = reqKey(item, 1, 1, "race")
@@ -173,7 +172,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 				defer wg.Done()
 				// Each batch also carries another user's order, so each
 				// goes order by order after its batch insert is refused.
-				outs[i], errs[i] = db.Orders.Fulfil(context.Background(), []orderdb.Request{reqs[i], reqKey(item, int64(10+i), 1, "race")})
+				outs[i], errs[i] = db.Orders.Fulfil(context.Background(), []order.FulfilRequest{reqs[i], reqKey(item, int64(10+i), 1, "race")})
 			}()
 		}
 		wg.Wait()
@@ -218,7 +217,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			if dup {
-				if out, err := db.Orders.Fulfil(ctx, []orderdb.Request{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
+				if out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
 					t.Fatalf("second order of the key before 0008: %+v, %v", out, err)
 				}
 			}
@@ -248,7 +247,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 			}
 			// The closed order holds its key; the 503 record does not.
 			retry := reqKey(item, 1, 1, "old")
-			out, err := db.Orders.Fulfil(ctx, []orderdb.Request{retry})
+			out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{retry})
 			if err != nil || out[retry.Event.OrderNo].Reason != order.ReasonDuplicateRequest {
 				t.Fatalf("retry of %s's key after the migration: %+v, %v", first.Event.OrderNo, out, err)
 			}

@@ -22,7 +22,7 @@ func TestPaymentTransactionIDsCompareBytes(t *testing.T) {
 	for user := int64(1); user <= 2; user++ {
 		r := req(item, user, 1)
 		r.UnitPrice = eur
-		if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{r}); err != nil {
+		if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r}); err != nil {
 			t.Fatal(err)
 		}
 		nos = append(nos, r.Event.OrderNo)
@@ -79,7 +79,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 10)
 	ctx := context.Background()
-	var reqs []orderdb.Request
+	var reqs []order.FulfilRequest
 	for _, u := range []struct{ user, key string }{{"Alice", "K1"}, {"alice", "k1"}} {
 		r := req(item, 1, 1)
 		r.Event.UserID, r.Event.IdempotencyKey = u.user, u.key
@@ -105,7 +105,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 	// The live-order key still holds for each of them.
 	again := req(item, 1, 1)
 	again.Event.UserID = "alice"
-	out, err = db.Orders.Fulfil(ctx, []orderdb.Request{again})
+	out, err = db.Orders.Fulfil(ctx, []order.FulfilRequest{again})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	r.Event.UserID, r.Event.IdempotencyKey = "Alice", "Key-1"
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{r}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r}); err != nil {
 		t.Fatal(err)
 	}
 	no := r.Event.OrderNo

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -18,15 +17,15 @@ import (
 var gen = order.NewNumberGenerator()
 
 // req is an order with an Idempotency-Key of its own.
-func req(item, user int64, qty int) orderdb.Request {
+func req(item, user int64, qty int) order.FulfilRequest {
 	return reqKey(item, user, qty, "k"+strconv.FormatUint(keySeq.Add(1), 10))
 }
 
 var keySeq atomic.Uint64
 
 // reqKey is an order (a new order number) sent with key.
-func reqKey(item, user int64, qty int, key string) orderdb.Request {
-	return orderdb.Request{Event: order.Event{
+func reqKey(item, user int64, qty int, key string) order.FulfilRequest {
+	return order.FulfilRequest{Event: order.Event{
 		Version: order.EventVersion, OrderNo: gen.Next(item), IdempotencyKey: key, UserID: strconv.FormatInt(user, 10),
 		ItemID: item, ActivityID: 1, Quantity: qty, ReservedAt: time.Now(),
 	}, PayDeadline: time.Now().Add(30 * time.Minute)}
@@ -69,7 +68,7 @@ func TestFulfilBatchAndTail(t *testing.T) {
 	ctx := context.Background()
 	// 7 orders for 5 units, one of them quantity 2: the batch cannot be
 	// taken whole, so it goes order by order and the tail still sells.
-	reqs := []orderdb.Request{req(item, 1, 1), req(item, 2, 2), req(item, 3, 1), req(item, 4, 1), req(item, 5, 1), req(item, 6, 1), req(item, 7, 1)}
+	reqs := []order.FulfilRequest{req(item, 1, 1), req(item, 2, 2), req(item, 3, 1), req(item, 4, 1), req(item, 5, 1), req(item, 6, 1), req(item, 7, 1)}
 	out, err := db.Orders.Fulfil(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +112,7 @@ func TestFulfilAlreadyPurchased(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	first, second := req(item, 1, 1), req(item, 1, 1)
-	out, err := db.Orders.Fulfil(ctx, []orderdb.Request{first, second})
+	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{first, second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +135,7 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var reqs []orderdb.Request
+			var reqs []order.FulfilRequest
 			for u := range 30 {
 				reqs = append(reqs, req(item, int64(w*100+u+1), 1))
 			}
@@ -180,14 +179,14 @@ func TestAbandonRacesFulfil(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 100)
 	ctx := context.Background()
-	reqs := make([]orderdb.Request, 50)
+	reqs := make([]order.FulfilRequest, 50)
 	for i := range reqs {
 		reqs[i] = req(item, int64(i+1), 1)
 	}
 	var (
 		wg        sync.WaitGroup
 		abandoned = make([]order.Order, len(reqs))
-		fulfilled = make([]orderdb.Outcome, len(reqs))
+		fulfilled = make([]order.FulfilOutcome, len(reqs))
 		errs      = make(chan error, 2*len(reqs))
 	)
 	for i, r := range reqs {
@@ -200,7 +199,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			out, err := db.Orders.Fulfil(ctx, []orderdb.Request{r})
+			out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r})
 			fulfilled[i] = out[r.Event.OrderNo]
 			errs <- err
 		}()
@@ -270,13 +269,13 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sized := func(item, user int64) orderdb.Request {
+	sized := func(item, user int64) order.FulfilRequest {
 		r := req(item, user, 1)
 		r.Event.ActivityID, r.Event.OrderNo = act.ID, gen.Next(items[0])
 		return r
 	}
 	// Both fit: one transaction.
-	fit := []orderdb.Request{sized(items[0], 1), sized(items[1], 2), sized(items[0], 3)}
+	fit := []order.FulfilRequest{sized(items[0], 1), sized(items[1], 2), sized(items[0], 3)}
 	out, err := db.Orders.Fulfil(ctx, fit)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +286,7 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 		}
 	}
 	// The second item has nothing left: the first still sells its last unit.
-	short := []orderdb.Request{sized(items[1], 4), sized(items[0], 5), sized(items[1], 6)}
+	short := []order.FulfilRequest{sized(items[1], 4), sized(items[0], 5), sized(items[1], 6)}
 	out, err = db.Orders.Fulfil(ctx, short)
 	if err != nil {
 		t.Fatal(err)

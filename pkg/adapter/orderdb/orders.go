@@ -74,24 +74,6 @@ func (s *Orders) Orders(ctx context.Context, orderNos []string) (map[string]orde
 	return out, nil
 }
 
-// Outcome is what fulfilment did with one order.
-type Outcome struct {
-	Status order.Status
-	Reason string
-	// Existing is true when MySQL already had the order (a redelivery).
-	Existing bool
-}
-
-// Request is one order to fulfil: an accepted reservation on its way into
-// MySQL.
-type Request struct {
-	Event       order.Event
-	PayDeadline time.Time
-	// UnitPrice is the sale's price of one unit (zero: no price); the row
-	// records it with amount = UnitPrice × quantity.
-	UnitPrice order.Money
-}
-
 // Fulfil writes orders, of one item or of several (the sizes of one sale).
 // It first tries the whole batch in one transaction (one aggregated
 // conditional stock update per item, in item order so two batches never
@@ -110,8 +92,8 @@ type Request struct {
 // It returns one outcome per order number, or an error wrapping
 // order.ErrUnavailable when nothing may be assumed and the batch must be
 // retried.
-func (s *Orders) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome, error) {
-	out := make(map[string]Outcome, len(reqs))
+func (s *Orders) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
+	out := make(map[string]order.FulfilOutcome, len(reqs))
 	nos := make([]string, len(reqs))
 	for i, r := range reqs {
 		nos[i] = r.Event.OrderNo
@@ -120,12 +102,12 @@ func (s *Orders) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome
 	if err != nil {
 		return nil, err
 	}
-	todo := make([]Request, 0, len(reqs))
+	todo := make([]order.FulfilRequest, 0, len(reqs))
 	seen := make(map[string]bool, len(reqs))
 	for _, r := range reqs {
 		no := r.Event.OrderNo
 		if o, ok := existing[no]; ok {
-			out[no] = Outcome{Status: o.Status, Reason: o.FailureReason, Existing: true}
+			out[no] = order.FulfilOutcome{Status: o.Status, Reason: o.FailureReason, Existing: true}
 			continue
 		}
 		if seen[no] { // the same event twice in one batch
@@ -145,10 +127,10 @@ func (s *Orders) Fulfil(ctx context.Context, reqs []Request) (map[string]Outcome
 	if ok {
 		for _, r := range todo {
 			if reason := refused[r.Event.OrderNo]; reason != "" {
-				out[r.Event.OrderNo] = Outcome{Status: order.Failed, Reason: reason}
+				out[r.Event.OrderNo] = order.FulfilOutcome{Status: order.Failed, Reason: reason}
 				continue
 			}
-			out[r.Event.OrderNo] = Outcome{Status: order.Created}
+			out[r.Event.OrderNo] = order.FulfilOutcome{Status: order.Created}
 		}
 		return out, nil
 	}
@@ -167,7 +149,7 @@ var errFallback = errors.New("batch needs order-by-order fulfilment")
 
 // fulfilBatch writes reqs in one transaction and reports the orders the
 // sale refused (by number, with the reason) and whether it committed.
-func (s *Orders) fulfilBatch(ctx context.Context, reqs []Request) (map[string]string, bool, error) {
+func (s *Orders) fulfilBatch(ctx context.Context, reqs []order.FulfilRequest) (map[string]string, bool, error) {
 	refused := map[string]string{}
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, reqs)
@@ -241,7 +223,7 @@ func takeStock(tx *gorm.DB, sums map[int64]int) *gorm.DB {
 // shareActivities reads the activities of reqs inside tx under a shared
 // lock: the rows as MySQL has them now, which an end or cancel cannot
 // change until tx ends.
-func shareActivities(tx *gorm.DB, reqs []Request) (map[int64]activity.Activity, error) {
+func shareActivities(tx *gorm.DB, reqs []order.FulfilRequest) (map[int64]activity.Activity, error) {
 	ids := make([]int64, 0, 1)
 	seen := map[int64]bool{}
 	for _, r := range reqs {
@@ -274,15 +256,15 @@ func refusal(acts map[int64]activity.Activity, e order.Event) string {
 }
 
 // fulfilOne writes one order in its own transaction.
-func (s *Orders) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
-	var out Outcome
+func (s *Orders) fulfilOne(ctx context.Context, r order.FulfilRequest) (order.FulfilOutcome, error) {
+	var out order.FulfilOutcome
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		acts, err := shareActivities(tx, []Request{r})
+		acts, err := shareActivities(tx, []order.FulfilRequest{r})
 		if err != nil {
 			return err
 		}
 		if reason := refusal(acts, r.Event); reason != "" {
-			out = Outcome{Status: order.Failed, Reason: reason}
+			out = order.FulfilOutcome{Status: order.Failed, Reason: reason}
 			return tx.Create(ptr(newRow(r, order.Failed, reason))).Error
 		}
 		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, r.Event.ItemID, r.Event.Quantity)
@@ -290,10 +272,10 @@ func (s *Orders) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			out = Outcome{Status: order.Failed, Reason: order.ReasonOutOfStock}
+			out = order.FulfilOutcome{Status: order.Failed, Reason: order.ReasonOutOfStock}
 			return tx.Create(ptr(newRow(r, order.Failed, order.ReasonOutOfStock))).Error
 		}
-		out = Outcome{Status: order.Created}
+		out = order.FulfilOutcome{Status: order.Created}
 		return tx.Create(ptr(newRow(r, order.Created, ""))).Error
 	})
 	switch k := duplicateKey(err); k {
@@ -307,14 +289,14 @@ func (s *Orders) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 		if k == "uk_orders_live" {
 			used, kerr := s.keyUsed(ctx, r.Event)
 			if kerr != nil {
-				return Outcome{}, kerr
+				return order.FulfilOutcome{}, kerr
 			}
 			if !used {
 				reason = order.ReasonAlreadyPurchased
 			}
 		}
 		err = s.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
-		out = Outcome{Status: order.Failed, Reason: reason}
+		out = order.FulfilOutcome{Status: order.Failed, Reason: reason}
 		if duplicateKey(err) != "uk_orders_order_no" {
 			break
 		}
@@ -322,12 +304,12 @@ func (s *Orders) fulfilOne(ctx context.Context, r Request) (Outcome, error) {
 	default: // order_no: someone else wrote it meanwhile
 		o, rerr := s.Order(ctx, r.Event.OrderNo)
 		if rerr != nil {
-			return Outcome{}, rerr
+			return order.FulfilOutcome{}, rerr
 		}
-		return Outcome{Status: o.Status, Reason: o.FailureReason, Existing: true}, nil
+		return order.FulfilOutcome{Status: o.Status, Reason: o.FailureReason, Existing: true}, nil
 	}
 	if err != nil {
-		return Outcome{}, wrap("fulfil order", err)
+		return order.FulfilOutcome{}, wrap("fulfil order", err)
 	}
 	return out, nil
 }
@@ -364,7 +346,7 @@ func (s *Orders) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 // release the reservation instead of creating the order, and the unique
 // order number lets exactly one of {this row, the consumer's} exist.
 func (s *Orders) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
-	row := newRow(Request{Event: e}, order.Failed, reason)
+	row := newRow(order.FulfilRequest{Event: e}, order.Failed, reason)
 	err := s.gdb.WithContext(ctx).Create(&row).Error
 	if err == nil {
 		return row.toOrder(), nil
@@ -375,7 +357,7 @@ func (s *Orders) Abandon(ctx context.Context, e order.Event, reason string) (ord
 	return order.Order{}, wrap("abandon order", err)
 }
 
-func newRow(r Request, st order.Status, reason string) orderRow {
+func newRow(r order.FulfilRequest, st order.Status, reason string) orderRow {
 	e := r.Event
 	row := orderRow{
 		OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,

@@ -64,7 +64,7 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	a, b, dup := req(item, 1, 2), req(item, 2, 1), req(item, 1, 1)
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{a, b, dup}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{a, b, dup}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
@@ -130,7 +130,7 @@ func TestStockSnapshotIsConsistent(t *testing.T) {
 	t.Parallel()
 	db, item := setup(t, 1000)
 	ctx := context.Background()
-	var reqs []orderdb.Request
+	var reqs []order.FulfilRequest
 	for u := range 400 {
 		reqs = append(reqs, req(item, int64(u+1), 1))
 	}
@@ -169,7 +169,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	old, closing, later := req(item, 1, 1), req(item, 2, 1), req(item, 3, 1)
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{old, closing, later}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{old, closing, later}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.CloseOrder(ctx, "2", closing.Event.OrderNo, order.ReasonCancelled); err != nil {
@@ -188,7 +188,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	}
 
 	created := req(item, 4, 1)
-	if _, err := db.Orders.Fulfil(ctx, []orderdb.Request{created}); err != nil {
+	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{created}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.CloseOrder(ctx, "3", later.Event.OrderNo, order.ReasonCancelled); err != nil {

@@ -6,26 +6,9 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
-)
 
-// RedisWatch is what the consumer's data-loss watch knows of one Redis
-// dataset (the redis_watches row of its generation marker). Every write to
-// it is idempotent or only moves it forward, so a write whose answer was
-// lost can be sent again, or not, without harm.
-type RedisWatch struct {
-	Marker string
-	// Generation is the highest value a watch wrote to the marker; 0: none
-	// yet.
-	Generation int64
-	// RunIDs are the masters' run ids last seen, "addr=run_id" sorted and
-	// comma-separated; "" before the first look.
-	RunIDs string
-	// Losses counts the losses detected; Healed is the count a finished
-	// repair covers. Healed < Losses: a repair is owed.
-	Losses, Healed int64
-	// LastLoss describes the last loss detected ("" for none).
-	LastLoss string
-}
+	"github.com/seckill/seckill/pkg/domain/heal"
+)
 
 type redisWatchRow struct {
 	Marker     string `gorm:"primaryKey"`
@@ -40,20 +23,20 @@ func (redisWatchRow) TableName() string { return "redis_watches" }
 
 // RedisWatch returns the record of the dataset whose marker is marker,
 // making an empty one the first time.
-func (s *RedisWatches) RedisWatch(ctx context.Context, marker string) (RedisWatch, error) {
+func (s *RedisWatches) RedisWatch(ctx context.Context, marker string) (heal.RedisWatch, error) {
 	g := s.gdb.WithContext(ctx)
 	var row redisWatchRow
 	err := g.Where("marker = ?", marker).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		if err := g.Exec("INSERT IGNORE INTO redis_watches (marker) VALUES (?)", marker).Error; err != nil {
-			return RedisWatch{}, wrap("make the Redis watch record", err)
+			return heal.RedisWatch{}, wrap("make the Redis watch record", err)
 		}
 		err = g.Where("marker = ?", marker).Take(&row).Error
 	}
 	if err != nil {
-		return RedisWatch{}, wrap("read the Redis watch record", err)
+		return heal.RedisWatch{}, wrap("read the Redis watch record", err)
 	}
-	w := RedisWatch{Marker: row.Marker, Generation: row.Generation, RunIDs: row.RunIDs, Losses: row.Losses, Healed: row.Healed}
+	w := heal.RedisWatch{Marker: row.Marker, Generation: row.Generation, RunIDs: row.RunIDs, Losses: row.Losses, Healed: row.Healed}
 	if row.LastLoss != nil {
 		w.LastLoss = *row.LastLoss
 	}

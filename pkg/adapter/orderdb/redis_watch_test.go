@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/domain/heal"
 )
 
 // The watch's record only moves forward: the generation and healed are
@@ -16,7 +16,7 @@ func TestRedisWatchRecordMovesForward(t *testing.T) {
 	ctx := context.Background()
 	db := mysqltest.New(t)
 	const m = "sk:heal:generation"
-	read := func() orderdb.RedisWatch {
+	read := func() heal.RedisWatch {
 		t.Helper()
 		rec, err := db.RedisWatches.RedisWatch(ctx, m)
 		if err != nil {
@@ -24,30 +24,30 @@ func TestRedisWatchRecordMovesForward(t *testing.T) {
 		}
 		return rec
 	}
-	if rec := read(); rec != (orderdb.RedisWatch{Marker: m}) {
+	if rec := read(); rec != (heal.RedisWatch{Marker: m}) {
 		t.Fatalf("a new record %+v, want an empty one", rec)
 	}
 	steps := []struct {
 		name string
 		do   func() error
-		want orderdb.RedisWatch
+		want heal.RedisWatch
 	}{
 		{"first look", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "", "a=1", 1) },
-			orderdb.RedisWatch{Marker: m, Generation: 1, RunIDs: "a=1"}},
+			heal.RedisWatch{Marker: m, Generation: 1, RunIDs: "a=1"}},
 		{"raised", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "a=1", "a=1", 5) },
-			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1"}},
+			heal.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1"}},
 		{"a late writer's lower generation and stale run ids", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "", "a=0", 3) },
-			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1"}},
+			heal.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1"}},
 		{"a loss", func() error { return db.RedisWatches.RecordRedisLoss(ctx, m, "restart: a run_id 1 -> 2") },
-			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1", Losses: 1, LastLoss: "restart: a run_id 1 -> 2"}},
+			heal.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1", Losses: 1, LastLoss: "restart: a run_id 1 -> 2"}},
 		{"the same loss seen by another watch", func() error { return db.RedisWatches.RecordRedisLoss(ctx, m, "restart: a run_id 1 -> 2") },
-			orderdb.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1", Losses: 2, LastLoss: "restart: a run_id 1 -> 2"}},
+			heal.RedisWatch{Marker: m, Generation: 5, RunIDs: "a=1", Losses: 2, LastLoss: "restart: a run_id 1 -> 2"}},
 		{"moved on", func() error { return db.RedisWatches.RecordRedisSeen(ctx, m, "a=1", "a=2", 6) },
-			orderdb.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, LastLoss: "restart: a run_id 1 -> 2"}},
+			heal.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, LastLoss: "restart: a run_id 1 -> 2"}},
 		{"healed", func() error { return db.RedisWatches.RecordRedisHealed(ctx, m, 2) },
-			orderdb.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, Healed: 2, LastLoss: "restart: a run_id 1 -> 2"}},
+			heal.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, Healed: 2, LastLoss: "restart: a run_id 1 -> 2"}},
 		{"a late close of an older incident", func() error { return db.RedisWatches.RecordRedisHealed(ctx, m, 1) },
-			orderdb.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, Healed: 2, LastLoss: "restart: a run_id 1 -> 2"}},
+			heal.RedisWatch{Marker: m, Generation: 6, RunIDs: "a=2", Losses: 2, Healed: 2, LastLoss: "restart: a run_id 1 -> 2"}},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {

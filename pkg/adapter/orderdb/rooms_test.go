@@ -82,7 +82,7 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 }
 
 // A room reaches every instance before the sale opens, or it is refused:
-// an instance sells from a copy of the sale up to order.ActivityMaxStale
+// an instance sells from a copy of the sale up to activity.MaxStale
 // old, and one that never saw the room would take orders without
 // admissions. So a room is added, and the start of a sale with a room
 // moved earlier, only while the sale starts more than activity.RoomGuard

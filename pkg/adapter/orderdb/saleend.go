@@ -13,7 +13,7 @@ import (
 
 // EndActivity ends a running sale at now: ends_at moves to now (the API
 // instances refuse new orders once their copy of the activity, at most
-// order.ActivityTTL old, shows it). activity.CancelNow also marks it cancelled
+// activity.CopyTTL old, shows it). activity.CancelNow also marks it cancelled
 // (cancelled_at, the moment the cancel took effect by MySQL's clock: the
 // first cancel's), after which the closer closes its CREATED orders. Ending
 // a sale that has ended already changes nothing (cancelling one still marks

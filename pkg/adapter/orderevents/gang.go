@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 )
 
 // gang merges the first attempts of the partition workers that wait at
@@ -30,7 +31,7 @@ const gangQueue = 64
 type gangCall struct {
 	ctx    context.Context
 	events []order.Event
-	res    []Result
+	res    []consume.Result
 	done   chan struct{}
 }
 
@@ -45,14 +46,14 @@ func startGang(h Handler, max int) *gang {
 // Handle hands events to the gang's handler, merged with the calls waiting
 // beside it, and returns their results. If ctx ends before the gang takes
 // them, every event is to retry.
-func (g *gang) Handle(ctx context.Context, events []order.Event) []Result {
+func (g *gang) Handle(ctx context.Context, events []order.Event) []consume.Result {
 	c := &gangCall{ctx: ctx, events: events, done: make(chan struct{})}
 	select {
 	case g.calls <- c:
 	case <-ctx.Done():
-		res := make([]Result, len(events))
+		res := make([]consume.Result, len(events))
 		for i := range res {
-			res[i] = Result{Outcome: Retry, Err: ctx.Err()}
+			res[i] = consume.Result{Outcome: consume.Retry, Err: ctx.Err()}
 		}
 		return res
 	}

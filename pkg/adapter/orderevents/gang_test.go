@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 )
 
 // recording is a handler that records each call's order numbers, answers
@@ -22,14 +23,14 @@ type recording struct {
 	calls   [][]string
 }
 
-func (h *recording) Handle(_ context.Context, events []order.Event) []Result {
+func (h *recording) Handle(_ context.Context, events []order.Event) []consume.Result {
 	h.mu.Lock()
 	first := len(h.calls) == 0
 	var nos []string
-	res := make([]Result, len(events))
+	res := make([]consume.Result, len(events))
 	for i, e := range events {
 		nos = append(nos, e.OrderNo)
-		res[i] = Result{Outcome: Done, Label: e.OrderNo}
+		res[i] = consume.Result{Outcome: consume.Done, Label: e.OrderNo}
 	}
 	h.calls = append(h.calls, nos)
 	h.mu.Unlock()
@@ -61,7 +62,7 @@ func TestGangMergesTheCallsThatWaitTogether(t *testing.T) {
 	ctx := context.Background()
 
 	batches := map[string][]order.Event{"a": events("a", 2), "b": events("b", 2), "c": events("c", 3), "d": events("d", 1)}
-	got := map[string][]Result{}
+	got := map[string][]consume.Result{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	call := func(name string) {

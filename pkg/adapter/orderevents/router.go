@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 )
 
 // RouterConfig configures a Router.
@@ -334,18 +335,18 @@ func (r *Router) handlePending(ctx context.Context, g *gang, attempt int, b *bat
 	}
 	res := handle(ctx, evs)
 	for j, i := range idx {
-		var out Result
+		var out consume.Result
 		if j < len(res) {
 			out = res[j]
 		} else {
 			out.Err = errors.New("handler gave no result")
 		}
 		switch out.Outcome {
-		case Retry:
+		case consume.Retry:
 			if cause == nil {
 				cause = out.Err
 			}
-		case Poison:
+		case consume.Poison:
 			b.state[i], b.reasons[i] = poison, out.Err
 			b.deadLetters++
 		default:

@@ -16,17 +16,18 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/consume"
 )
 
 // handlerFunc adapts a function to orderevents.Handler and records the
 // dead-letter calls.
 type handlerFunc struct {
-	handle func(ctx context.Context, events []order.Event) []orderevents.Result
+	handle func(ctx context.Context, events []order.Event) []consume.Result
 	mu     sync.Mutex
 	dead   []order.Event
 }
 
-func (h *handlerFunc) Handle(ctx context.Context, events []order.Event) []orderevents.Result {
+func (h *handlerFunc) Handle(ctx context.Context, events []order.Event) []consume.Result {
 	return h.handle(ctx, events)
 }
 
@@ -101,16 +102,16 @@ func TestRouterRetriesOnlyWhatIsNotFinalAndCommitsAfter(t *testing.T) {
 		calls   []int   // events per call
 		retried []int64 // the committed offset seen at each failed call
 	)
-	h := &handlerFunc{handle: func(_ context.Context, evs []order.Event) []orderevents.Result {
+	h := &handlerFunc{handle: func(_ context.Context, evs []order.Event) []consume.Result {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, len(evs))
 		if len(calls) <= 3 {
 			_, c := committed(t, topic, group)
 			retried = append(retried, c)
-			return []orderevents.Result{{Outcome: orderevents.Retry, Err: errors.New("not yet")}}
+			return []consume.Result{{Outcome: consume.Retry, Err: errors.New("not yet")}}
 		}
-		return []orderevents.Result{{Outcome: orderevents.Done}}
+		return []consume.Result{{Outcome: consume.Done}}
 	}}
 	startRouter(t, topic, group, h, 5*time.Second)
 
@@ -146,10 +147,10 @@ func TestRouterFinishesTheBatchInHandOnShutdown(t *testing.T) {
 	topic := kafkatest.NewTopic(t, 1)
 	kafkatest.Write(t, topic, kafka.Message{Value: validEvent(t)})
 	started, release := make(chan struct{}), make(chan struct{})
-	h := &handlerFunc{handle: func(_ context.Context, evs []order.Event) []orderevents.Result {
+	h := &handlerFunc{handle: func(_ context.Context, evs []order.Event) []consume.Result {
 		close(started)
 		<-release
-		return []orderevents.Result{{Outcome: orderevents.Done}}
+		return []consume.Result{{Outcome: consume.Done}}
 	}}
 	group := kafkatest.Name("g")
 	stop := startRouter(t, topic, group, h, 10*time.Second)
@@ -180,9 +181,9 @@ func TestRouterGivesUpAtTheDrainTimeout(t *testing.T) {
 	kafkatest.Write(t, topic, kafka.Message{Value: validEvent(t)})
 	var once sync.Once
 	started := make(chan struct{})
-	h := &handlerFunc{handle: func(context.Context, []order.Event) []orderevents.Result {
+	h := &handlerFunc{handle: func(context.Context, []order.Event) []consume.Result {
 		once.Do(func() { close(started) })
-		return []orderevents.Result{{Outcome: orderevents.Retry, Err: errors.New("down")}}
+		return []consume.Result{{Outcome: consume.Retry, Err: errors.New("down")}}
 	}}
 	const drain = 500 * time.Millisecond
 	group := kafkatest.Name("g")

@@ -103,7 +103,7 @@ func (s *Reservations) Claim(ctx context.Context, item reservation.Item, orderNo
 	if len(orderNos) == 0 {
 		return nil, nil
 	}
-	states, errs := s.ClaimAll(ctx, []SaleOrders{{Tag: item.Tagged().Tag, OrderNos: [][]string{orderNos}}})
+	states, errs := s.ClaimAll(ctx, []reservation.SaleOrders{{Tag: item.Tagged().Tag, OrderNos: [][]string{orderNos}}})
 	return states[0], errs[0]
 }
 
@@ -114,7 +114,7 @@ func (s *Reservations) Confirm(ctx context.Context, item reservation.Item, order
 		return 0, nil
 	}
 	item = item.Tagged()
-	moved, errs := s.ConfirmAll(ctx, []SaleOrders{{Tag: item.Tag, Items: []int64{item.ID}, OrderNos: [][]string{orderNos}}})
+	moved, errs := s.ConfirmAll(ctx, []reservation.SaleOrders{{Tag: item.Tag, Items: []int64{item.ID}, OrderNos: [][]string{orderNos}}})
 	return moved[0], errs[0]
 }
 

@@ -9,23 +9,12 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
-// A SaleOrders is one sale's orders in a call that settles several sales
-// at once (ClaimAll, ConfirmAll): the sale's hash tag (its first item), and
-// its order numbers by item. Ctx, if set, is what the sale's span starts
-// under (the consumer's batch span of that sale); otherwise the call's.
-type SaleOrders struct {
-	Ctx      context.Context
-	Tag      int64
-	Items    []int64    // for ConfirmAll; ClaimAll needs only the tag
-	OrderNos [][]string // OrderNos[i]: Items[i]'s (for ClaimAll: OrderNos[0], every item's)
-}
-
 // ClaimAll claims the reservations of several sales' orders (RESERVED ->
 // CLAIMED, see Claim), one script per sale, all in one pipeline: one round
 // trip on a single node, one per node on a cluster. It returns each sale's
 // states (in the order of its order numbers) or its error; every step is
 // idempotent, so a sale whose answer was lost is simply claimed again.
-func (s *Reservations) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]reservation.State, []error) {
+func (s *Reservations) ClaimAll(ctx context.Context, sales []reservation.SaleOrders) ([][]reservation.State, []error) {
 	calls := make([]scriptCall, len(sales))
 	for i, sale := range sales {
 		k := s.keys(reservation.One(sale.Tag))
@@ -63,7 +52,7 @@ func (s *Reservations) ClaimAll(ctx context.Context, sales []SaleOrders) ([][]re
 // MySQL as CONFIRMED (see Confirm): one script per sale for all its items,
 // all in one pipeline. It returns how many reservations of each sale it
 // moved, or the sale's error; confirming is idempotent.
-func (s *Reservations) ConfirmAll(ctx context.Context, sales []SaleOrders) ([]int64, []error) {
+func (s *Reservations) ConfirmAll(ctx context.Context, sales []reservation.SaleOrders) ([]int64, []error) {
 	calls := make([]scriptCall, len(sales))
 	for i, sale := range sales {
 		var keys []string

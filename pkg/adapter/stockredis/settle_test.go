@@ -25,7 +25,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		claims := []stockredis.SaleOrders{
+		claims := []reservation.SaleOrders{
 			{Tag: item, OrderNos: [][]string{{a.OrderNo, b.OrderNo}}},
 			{Tag: other.Tag, OrderNos: [][]string{{c.OrderNo}}},
 		}
@@ -41,7 +41,7 @@ func TestClaimAndConfirmSeveralSalesAtOnce(t *testing.T) {
 			}
 		}
 
-		confirms := []stockredis.SaleOrders{
+		confirms := []reservation.SaleOrders{
 			{Tag: item, Items: []int64{sizes[0].ID, sizes[2].ID}, OrderNos: [][]string{{a.OrderNo}, {b.OrderNo}}},
 			{Tag: other.Tag, Items: []int64{other.ID}, OrderNos: [][]string{{c.OrderNo}}},
 		}
@@ -107,7 +107,7 @@ func TestLostReplyClaimOfSeveralSales(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		claims := []stockredis.SaleOrders{{Tag: item, OrderNos: [][]string{{a.OrderNo}}}, {Tag: other.Tag, OrderNos: [][]string{{b.OrderNo}}}}
+		claims := []reservation.SaleOrders{{Tag: item, OrderNos: [][]string{{a.OrderNo}}}, {Tag: other.Tag, OrderNos: [][]string{{b.OrderNo}}}}
 		l.LoseNext("claim")
 		_, errs := l.via.Reservations.ClaimAll(ctx, claims)
 		for i, err := range errs {

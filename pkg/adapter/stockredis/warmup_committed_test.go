@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -77,10 +76,10 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			// refused by MySQL (2 units, never taken there).
 			committed, onItsWay, refused := rs[:4], rs[4], rs[5]
 			var nos []string
-			var reqs []orderdb.Request
+			var reqs []order.FulfilRequest
 			for _, r := range committed {
 				nos = append(nos, r.OrderNo)
-				reqs = append(reqs, orderdb.Request{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+				reqs = append(reqs, order.FulfilRequest{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 					IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 					Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 			}

@@ -38,8 +38,8 @@ func TestActivityCache(t *testing.T) {
 }
 
 // A storm of concurrent requests for an expired activity waits for one
-// load; a copy older than order.ActivityTTL is read again, so a changed activity
-// (a sale ended early) is seen within order.ActivityTTL.
+// load; a copy older than activity.CopyTTL is read again, so a changed activity
+// (a sale ended early) is seen within activity.CopyTTL.
 func TestActivityCacheExpiresAndLoadsOnce(t *testing.T) {
 	var c Cache
 	var calls atomic.Int32
@@ -109,7 +109,7 @@ func TestActivityCacheKeepsItsCopyWhenAReloadFails(t *testing.T) {
 	}
 	down.Store(true)
 	for range 3 {
-		// Expire the copy by hand rather than wait order.ActivityTTL.
+		// Expire the copy by hand rather than wait activity.CopyTTL.
 		backdate(&c, 1, 2*CopyTTL)
 		if a, err := c.Get(context.Background(), 1, load); err != nil || a.ItemID != 9 {
 			t.Fatalf("reload while MySQL is down: %+v %v, want the last copy", a, err)
@@ -172,7 +172,7 @@ func TestActivityCacheRefreshesAhead(t *testing.T) {
 
 // An instance whose MySQL re-reads fail or hang (a stalled MySQL, a pool
 // exhausted by buyers polling) stops selling on its old copy within
-// order.ActivityMaxStale of the last read that reached MySQL: Get answers
+// activity.MaxStale of the last read that reached MySQL: Get answers
 // order.ErrUnavailable from then on, and soon again once MySQL answers.
 func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 	for _, tc := range []struct {
@@ -213,7 +213,7 @@ func TestActivityCacheStopsServingACopyPastMaxStale(t *testing.T) {
 				if err == nil {
 					lastServed = before
 					if d := before.Sub(lastRead); d > MaxStale {
-						t.Fatalf("the copy was served %v after its read, past order.ActivityMaxStale %v", d, MaxStale)
+						t.Fatalf("the copy was served %v after its read, past activity.MaxStale %v", d, MaxStale)
 					}
 					time.Sleep(10 * time.Millisecond) // the request rate
 					continue

@@ -195,3 +195,14 @@ type StockReader interface {
 	// quantities.
 	RestocksBetween(ctx context.Context, item, after, upTo int64, limit int) (ids, quantities []int64, err error)
 }
+
+// A SaleOrders is one sale's orders in a call that settles several sales
+// at once (a store's ClaimAll and ConfirmAll): the sale's hash tag (its
+// first item), and its order numbers by item. Ctx, if set, is what the sale's span starts
+// under (the consumer's batch span of that sale); otherwise the call's.
+type SaleOrders struct {
+	Ctx      context.Context
+	Tag      int64
+	Items    []int64    // for ConfirmAll; ClaimAll needs only the tag
+	OrderNos [][]string // OrderNos[i]: Items[i]'s (for ClaimAll: OrderNos[0], every item's)
+}

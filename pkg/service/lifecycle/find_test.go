@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
@@ -24,7 +23,7 @@ func TestFind(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	s := p.NewSale(10, 1)
 	inDB, pending, released := p.ReserveEvent(s, 1, 1, "a"), p.ReserveEvent(s, 2, 1, "b"), p.ReserveEvent(s, 3, 1, "c")
-	if _, err := p.DB.Orders.Fulfil(ctx, []orderdb.Request{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	if rel, err := p.Store.Reservations.Release(ctx, reservation.EventRef(released), reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}}); err != nil || !rel.Released {

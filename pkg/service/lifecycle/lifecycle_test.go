@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -58,7 +57,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	}
 	s := &sale{db: db, stock: st, rdb: rdb, item: it.ID, activity: act.ID}
 	gen := order.NewNumberGenerator()
-	var reqs []orderdb.Request
+	var reqs []order.FulfilRequest
 	var nos []string
 	for u := int64(1); u <= int64(n); u++ {
 		r := reservation.Reservation{OrderNo: gen.Next(it.ID), UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID,
@@ -69,7 +68,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 		e := order.Event{Version: order.EventVersion, OrderNo: r.OrderNo, IdempotencyKey: r.IdempotencyKey,
 			UserID: strconv.FormatInt(u, 10), ItemID: it.ID, ActivityID: act.ID, Quantity: 1, ReservedAt: r.At}
 		s.orders = append(s.orders, e)
-		reqs = append(reqs, orderdb.Request{Event: e, PayDeadline: deadline, UnitPrice: price})
+		reqs = append(reqs, order.FulfilRequest{Event: e, PayDeadline: deadline, UnitPrice: price})
 		nos = append(nos, r.OrderNo)
 	}
 	if _, err := st.Reservations.Claim(ctx, reservation.One(it.ID), nos); err != nil {

@@ -353,7 +353,7 @@ func (s *Service) HeldOrder(ctx context.Context, a activity.Activity, user strin
 }
 
 // Activity is the sale as this instance's copy has it (at most
-// order.ActivityTTL old).
+// activity.CopyTTL old).
 func (s *Service) Activity(ctx context.Context, id int64) (activity.Activity, error) {
 	return s.activity(ctx, id)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -96,13 +95,13 @@ func (f *fixture) reserve(user int64, qty int) reservation.Reservation {
 
 // commit claims the reservations and writes their orders to MySQL (the
 // consumer up to its commit, before the confirm).
-func (f *fixture) commit(rs ...reservation.Reservation) map[string]orderdb.Outcome {
+func (f *fixture) commit(rs ...reservation.Reservation) map[string]order.FulfilOutcome {
 	f.t.Helper()
 	var nos []string
-	var reqs []orderdb.Request
+	var reqs []order.FulfilRequest
 	for _, r := range rs {
 		nos = append(nos, r.OrderNo)
-		reqs = append(reqs, orderdb.Request{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+		reqs = append(reqs, order.FulfilRequest{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}
@@ -120,10 +119,10 @@ func (f *fixture) commit(rs ...reservation.Reservation) map[string]orderdb.Outco
 // returned (for goroutines other than the test's).
 func (f *fixture) consume(batch []reservation.Reservation) error {
 	var nos []string
-	var reqs []orderdb.Request
+	var reqs []order.FulfilRequest
 	for _, r := range batch {
 		nos = append(nos, r.OrderNo)
-		reqs = append(reqs, orderdb.Request{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+		reqs = append(reqs, order.FulfilRequest{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 			IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID,
 			Quantity: r.Quantity, ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)})
 	}

@@ -68,7 +68,7 @@ type Service struct {
 const cancelBatch = 500
 
 // End ends a running sale now: every api instance refuses new orders within
-// order.ActivityTTL, orders already accepted finish, and the consumer fails
+// activity.CopyTTL, orders already accepted finish, and the consumer fails
 // any order reserved after the end (SALE_ENDED).
 func (s *Service) End(ctx context.Context, id int64) (activity.Activity, error) {
 	return s.Sales.EndActivity(ctx, id, s.Now(), activity.EndNow)

@@ -51,7 +51,7 @@ func (w Warmed) Units() int64 {
 // and records the sale warmed.
 //
 // The operator's warm-up reads the sale as MySQL has it now, not this
-// instance's copy: a copy up to order.ActivityTTL old may predate an end
+// instance's copy: a copy up to activity.CopyTTL old may predate an end
 // or cancel (its keys would be timed by the old end, and the warm-up not
 // recorded: a 503 for no fault). It refuses a sale whose end or bucket
 // count changed less than activity.SettingsGuard ago (an instance's copy may
