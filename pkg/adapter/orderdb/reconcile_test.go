@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
