@@ -90,8 +90,6 @@ var debt = []string{
 	"pkg/domain/order -> github.com/oklog/ulid/v2",
 	"pkg/service/reconcile -> pkg/adapter/orderdb",
 	"pkg/service/reconcile -> pkg/adapter/stockredis",
-	"pkg/service/waitingroom -> pkg/adapter/orderdb",
-	"pkg/service/waitingroom -> pkg/adapter/stockredis",
 }
 
 // graph is each package's imports (paths without the module prefix; the
