@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/clock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
@@ -81,7 +82,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 		// A Redis brought back from an older copy keeps the rooms'
 		// generations: the watch rebuilds them from MySQL too.
 		rooms := waitingroom.New(st.store.Rooms, st.db.Rooms, log.With("component", "heal"), st.clk.Now)
-		roomOf := func(ctx context.Context, id int64) (stockredis.Room, error) {
+		roomOf := func(ctx context.Context, id int64) (room.Room, error) {
 			a, err := st.db.Activities.Activity(ctx, id)
 			return waitingroom.StoreRoom(a, s.window), err
 		}

@@ -143,14 +143,20 @@ func (s *Draws) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
 // resultBatch is how many ranking rows one INSERT writes.
 const resultBatch = 1000
 
-// RunDraw draws the sale at now, exactly once: in one transaction it locks
-// the draw, which freezes the list (an entry not committed by then finds it
-// DRAWN), reads the entries and each size's stock, ranks them
-// (draw.Pick), writes the ranking and sets the draw DRAWN. A crash or a
-// lost answer leaves it all or nothing, and a second run finds it DRAWN;
-// the ranking depends on the seed and the list alone, so a run again after
-// a rollback draws the same.
+// RunDraw is RunDrawWith ranking by draw.Pick.
 func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
+	return s.RunDrawWith(ctx, activityID, now, draw.Pick)
+}
+
+// RunDrawWith draws the sale at now, exactly once: in one transaction it
+// locks the draw, which freezes the list (an entry not committed by then
+// finds it DRAWN), reads the entries and each size's stock, ranks them
+// with pick (the caller's rule: draw.Pick) inside the transaction, writes
+// the ranking and sets the draw DRAWN. A crash or a lost answer leaves it
+// all or nothing, and a second run finds it DRAWN; the ranking depends on
+// the seed and the list alone, so a run again after a rollback draws the
+// same.
+func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time, pick draw.Ranker) (draw.Drawn, error) {
 	var out draw.Drawn
 	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var d drawRow
@@ -189,7 +195,7 @@ func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (d
 		}
 		var seed draw.Seed
 		copy(seed[:], d.Seed)
-		ranked := draw.Pick(seed, entries, stock)
+		ranked := pick(seed, entries, stock)
 		results := make([]resultRow, len(ranked))
 		alternates := map[int64]int{}
 		for i, r := range ranked {

@@ -2,25 +2,15 @@ package orderdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-)
 
-// RoomJoin is a buyer's join of a sale's waiting room as room_joins (0017)
-// keeps it: Gen is the room's generation the join was answered in, Seq the
-// late joiner's sequence number in it (0 for a buyer who joined before the
-// start, NULL in the table).
-type RoomJoin struct {
-	UserID   string
-	Gen      int64
-	Seq      int64
-	JoinedAt time.Time
-}
+	"github.com/seckill/seckill/pkg/domain/room"
+)
 
 type roomJoinRow struct {
 	ActivityID int64  `gorm:"primaryKey"`
@@ -32,29 +22,12 @@ type roomJoinRow struct {
 
 func (roomJoinRow) TableName() string { return "room_joins" }
 
-// ErrRoomJoinConflict is RecordRoomJoins' answer for a join whose place
-// another buyer's record already holds, or whose buyer's record names
-// another place: the room in Redis came back from an older state.
-var ErrRoomJoinConflict = errors.New("the room's record holds another place for this join")
-
-// JoinMatch says which record of a join's buyer RecordRoomJoins accepts
-// when the buyer already has one.
-type JoinMatch int
-
-const (
-	// SamePlace accepts only a record that names the join's place.
-	SamePlace JoinMatch = iota
-	// AnyPlace accepts any record of the buyer: an answered join asked
-	// again, whose place a rebuild may have renumbered.
-	AnyPlace
-)
-
 // RecordRoomJoins writes joins of activity's room, one statement for the
 // lot, and returns, for each, nil when MySQL now holds it. A join whose
 // buyer already has a record keeps that record if match[i] accepts it,
-// else its error is ErrRoomJoinConflict, as it is when another buyer holds
+// else its error is room.ErrJoinConflict, as it is when another buyer holds
 // the place. Sent again after a lost answer, it finds its own rows.
-func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []RoomJoin, match []JoinMatch) ([]error, error) {
+func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []room.Join, match []room.JoinMatch) ([]error, error) {
 	rows := make([]roomJoinRow, len(joins))
 	for i, j := range joins {
 		rows[i] = roomJoinRow{ActivityID: activity, UserID: j.UserID, Gen: j.Gen, JoinedAt: j.JoinedAt.UTC()}
@@ -89,10 +62,10 @@ func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []Roo
 	for i, r := range rows {
 		h, ok := byUser[r.UserID]
 		switch {
-		case ok && match[i] == AnyPlace:
+		case ok && match[i] == room.AnyPlace:
 		case ok && h.Gen == r.Gen && (h.Seq == nil) == (r.Seq == nil) && (h.Seq == nil || *h.Seq == *r.Seq):
 		default:
-			out[i] = fmt.Errorf("%w: buyer %q, generation %d, place %v", ErrRoomJoinConflict, r.UserID, r.Gen, seqText(r.Seq))
+			out[i] = fmt.Errorf("%w: buyer %q, generation %d, place %v", room.ErrJoinConflict, r.UserID, r.Gen, seqText(r.Seq))
 		}
 	}
 	return out, nil
@@ -109,20 +82,20 @@ func seqText(s *int64) string {
 // (Seq 0) in no order, then the late ones in the order they joined, by
 // generation and sequence number (equal places, left by a Redis brought
 // back from an older copy before the second join was refused, by user id).
-func (s *Rooms) RoomJoins(ctx context.Context, activity int64) ([]RoomJoin, error) {
+func (s *Rooms) RoomJoins(ctx context.Context, activity int64) ([]room.Join, error) {
 	return roomJoins(s.gdb.WithContext(ctx), activity)
 }
 
-func roomJoins(g *gorm.DB, activity int64) ([]RoomJoin, error) {
+func roomJoins(g *gorm.DB, activity int64) ([]room.Join, error) {
 	var rows []roomJoinRow
 	err := g.Where("activity_id = ?", activity).
 		Order("seq IS NOT NULL, gen, seq, user_id").Find(&rows).Error
 	if err != nil {
 		return nil, wrap("read room joins", err)
 	}
-	out := make([]RoomJoin, len(rows))
+	out := make([]room.Join, len(rows))
 	for i, r := range rows {
-		out[i] = RoomJoin{UserID: r.UserID, Gen: r.Gen, JoinedAt: r.JoinedAt}
+		out[i] = room.Join{UserID: r.UserID, Gen: r.Gen, JoinedAt: r.JoinedAt}
 		if r.Seq != nil {
 			out[i].Seq = *r.Seq
 		}
@@ -159,7 +132,7 @@ func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
 // read is called. Rebuilds of one room, from any instance, run one at a
 // time.
 func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
-	build func(gen int64, builtAt time.Time, read func() ([]RoomJoin, map[string]bool, error)) (int64, error)) error {
+	build func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error {
 	return wrap("rebuild the waiting room", s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
 			Gen       int64
@@ -173,7 +146,7 @@ func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time
 		if row.RebuiltAt != nil {
 			at = *row.RebuiltAt
 		}
-		read := func() ([]RoomJoin, map[string]bool, error) {
+		read := func() ([]room.Join, map[string]bool, error) {
 			joins, err := roomJoins(tx, activity)
 			if err != nil {
 				return nil, nil, err

@@ -23,14 +23,14 @@ import (
 var roomStart = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 // newRoom is a room over the three sizes, starting at roomStart.
-func newRoom(admit, grantMax int) stockredis.Room {
-	return stockredis.Room{ActivityID: 7, Items: sizes, StartsAt: roomStart, GrantMax: grantMax,
+func newRoom(admit, grantMax int) room.Room {
+	return room.Room{ActivityID: 7, Items: sizes, StartsAt: roomStart, GrantMax: grantMax,
 		Settings: activity.WaitingRoom{AdmitPerSecond: admit, AdmissionTTL: 2 * time.Minute}, KeysUntil: roomStart.Add(time.Hour)}
 }
 
 // buildRoom writes img as r's room at now (a room never built answers
-// stockredis.ErrRoomLost).
-func buildRoom(t *testing.T, s *stockredis.Store, r stockredis.Room, img stockredis.RoomImage, now time.Time) {
+// room.ErrLost).
+func buildRoom(t *testing.T, s *stockredis.Store, r room.Room, img room.Image, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.Rooms.BeginRoomBuild(ctx, r, "t", time.Minute); err != nil {
@@ -41,7 +41,7 @@ func buildRoom(t *testing.T, s *stockredis.Store, r stockredis.Room, img stockre
 	}
 }
 
-func join(t *testing.T, s *stockredis.Store, r stockredis.Room, seed room.Seed, user string, at time.Time) stockredis.Place {
+func join(t *testing.T, s *stockredis.Store, r room.Room, seed room.Seed, user string, at time.Time) room.Place {
 	t.Helper()
 	p, err := s.Rooms.JoinRoom(context.Background(), r, user, room.Rank(seed, user), at)
 	if err != nil {
@@ -50,7 +50,7 @@ func join(t *testing.T, s *stockredis.Store, r stockredis.Room, seed room.Seed, 
 	return p
 }
 
-func look(t *testing.T, s *stockredis.Store, r stockredis.Room, user string, at time.Time) stockredis.Place {
+func look(t *testing.T, s *stockredis.Store, r room.Room, user string, at time.Time) room.Place {
 	t.Helper()
 	p, err := s.Rooms.LookRoom(context.Background(), r, user, at)
 	if err != nil {
@@ -59,9 +59,9 @@ func look(t *testing.T, s *stockredis.Store, r stockredis.Room, user string, at 
 	return p
 }
 
-func advance(t *testing.T, s *stockredis.Store, r stockredis.Room, at time.Time) stockredis.RoomState {
+func advance(t *testing.T, s *stockredis.Store, r room.Room, at time.Time) room.State {
 	t.Helper()
-	st, err := s.Rooms.AdvanceRoom(context.Background(), r, at, stockredis.RoomState{})
+	st, err := s.Rooms.AdvanceRoom(context.Background(), r, at, room.State{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func spearman(a, b []int64) float64 {
 func TestRoomFairOrder(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		r, seed := newRoom(100, 1), room.NewSeed()
-		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, s, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		const n = 2000
 		users := make([]string, n)
 		for i := range users {
@@ -200,7 +200,7 @@ func TestRoomFairOrder(t *testing.T) {
 
 // joinEarly joins users buyer-0..n-1 before the start and returns them in
 // position order.
-func joinEarly(t *testing.T, s *stockredis.Store, r stockredis.Room, n int) []string {
+func joinEarly(t *testing.T, s *stockredis.Store, r room.Room, n int) []string {
 	t.Helper()
 	seed := room.NewSeed()
 	for i := range n {
@@ -220,7 +220,7 @@ func joinEarly(t *testing.T, s *stockredis.Store, r stockredis.Room, n int) []st
 func TestRoomAdmitsWhatTheStockAllows(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, _ bool) {
 		r := newRoom(4, 2) // 4 a second, up to 2 units an admission
-		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, s, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		byPos := joinEarly(t, s, r, 30)
 		if st := advance(t, s, r, roomStart.Add(5*time.Second)); st.Left != -1 || st.Admitted != 0 {
 			t.Fatalf("before the warm-up: %+v, want nobody admitted and left -1", st)
@@ -288,7 +288,7 @@ func TestRoomLostAnswers(t *testing.T) {
 	forBoth(t, func(t *testing.T, l lossy) {
 		r := newRoom(100, 1)
 		r.Items = []reservation.Item{reservation.One(item)}
-		buildRoom(t, l.direct, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, l.direct, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		seed := room.NewSeed()
 		l.LoseNext("room_join")
 		p, err := l.via.Rooms.JoinRoom(context.Background(), r, "u1", room.Rank(seed, "u1"), roomStart.Add(time.Second))
@@ -298,7 +298,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		join(t, l.direct, r, seed, "u2", roomStart.Add(2*time.Second))
 		warm(t, l.direct, 5, 1)
 		l.LoseNext("room_advance")
-		_, err = l.via.Rooms.AdvanceRoom(context.Background(), r, roomStart.Add(3*time.Second), stockredis.RoomState{})
+		_, err = l.via.Rooms.AdvanceRoom(context.Background(), r, roomStart.Add(3*time.Second), room.State{})
 		if !stockredis.MayHaveRun(err) {
 			t.Fatalf("advance with its answer lost: %v, want an unknown outcome", err)
 		}
@@ -340,7 +340,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		// may send it again on its own; either way it gives them all.
 		early := r
 		early.ActivityID = 8
-		buildRoom(t, l.direct, early, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, l.direct, early, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		for _, u := range []string{"e1", "e2", "e3"} {
 			join(t, l.direct, early, seed, u, roomStart.Add(-time.Minute))
 		}
@@ -373,7 +373,7 @@ func TestRoomOrdersUseAdmissions(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		ctx := context.Background()
 		r := newRoom(100, 2)
-		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, s, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		byPos := joinEarly(t, s, r, 10)
 		warmSizes(t, s, 3, 0, 4)
 		at := roomStart.Add(time.Second)
@@ -435,7 +435,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, _ redis.UniversalClient, _ bool) {
 		ctx := context.Background()
 		r := newRoom(400, 2)
-		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, s, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		byPos := joinEarly(t, s, r, 300)
 		warmSizes(t, s, 20, 15, 25)
 		admitted := map[string]bool{}
@@ -462,7 +462,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 				}
 			}
 		}
-		var st stockredis.RoomState
+		var st room.State
 		for tick := range 60 {
 			at := roomStart.Add(time.Duration(tick*50) * time.Millisecond)
 			st = advance(t, s, r, at)
@@ -500,7 +500,7 @@ func TestRoomNeverHoldsMoreThanIsLeft(t *testing.T) {
 	})
 }
 
-// A room without its generation answers ErrRoomLost to a join, a look and
+// A room without its generation answers room.ErrLost to a join, a look and
 // an advance and writes nothing; a build gives back its joiners (early by
 // rank, late in order, positions after the admitted ones) under the
 // generation it names, and a build that stalled while a later one began
@@ -510,25 +510,25 @@ func TestRoomBuild(t *testing.T) {
 		ctx := context.Background()
 		r, seed := newRoom(100, 1), room.NewSeed()
 		at := roomStart.Add(time.Second)
-		if _, err := s.Rooms.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, stockredis.ErrRoomLost) {
-			t.Fatalf("join of a room never built: %v, want ErrRoomLost", err)
+		if _, err := s.Rooms.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, room.ErrLost) {
+			t.Fatalf("join of a room never built: %v, want room.ErrLost", err)
 		}
-		if _, err := s.Rooms.AdvanceRoom(ctx, r, at, stockredis.RoomState{}); !errors.Is(err, stockredis.ErrRoomLost) {
-			t.Fatalf("advance of a room never built: %v, want ErrRoomLost", err)
+		if _, err := s.Rooms.AdvanceRoom(ctx, r, at, room.State{}); !errors.Is(err, room.ErrLost) {
+			t.Fatalf("advance of a room never built: %v, want room.ErrLost", err)
 		}
 		if _, ok, err := s.Rooms.RoomGen(ctx, r); ok || err != nil {
 			t.Fatalf("generation of a room never built: %v %v", ok, err)
 		}
-		early := []stockredis.RankedJoin{{UserID: "e1", Rank: room.Rank(seed, "e1")}, {UserID: "e2", Rank: room.Rank(seed, "e2")}}
-		slices.SortFunc(early, func(a, b stockredis.RankedJoin) int { return cmp.Compare(a.Rank, b.Rank) })
-		img := stockredis.RoomImage{Gen: 3, Early: early, Late: []string{"l1", "l2"}, Frozen: true, Next: 1}
+		early := []room.RankedJoin{{UserID: "e1", Rank: room.Rank(seed, "e1")}, {UserID: "e2", Rank: room.Rank(seed, "e2")}}
+		slices.SortFunc(early, func(a, b room.RankedJoin) int { return cmp.Compare(a.Rank, b.Rank) })
+		img := room.Image{Gen: 3, Early: early, Late: []string{"l1", "l2"}, Frozen: true, Next: 1}
 		// A stalled build: a later one began, so its writes go nowhere.
 		if err := s.Rooms.BeginRoomBuild(ctx, r, "old", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		buildRoom(t, s, r, img, at)
-		if err := s.Rooms.FinishRoomBuild(ctx, r, "old", stockredis.RoomImage{Gen: 9, Late: []string{"intruder"}}, at); !errors.Is(err, stockredis.ErrRoomLost) {
-			t.Fatalf("the stalled build's finish: %v, want ErrRoomLost", err)
+		if err := s.Rooms.FinishRoomBuild(ctx, r, "old", room.Image{Gen: 9, Late: []string{"intruder"}}, at); !errors.Is(err, room.ErrLost) {
+			t.Fatalf("the stalled build's finish: %v, want room.ErrLost", err)
 		}
 		if g, ok, err := s.Rooms.RoomGen(ctx, r); g != 3 || !ok || err != nil {
 			t.Fatalf("generation %d %v %v, want 3", g, ok, err)
@@ -561,8 +561,8 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 		ctx := context.Background()
 		r := newRoom(100, 1)
 		r.Items = []reservation.Item{reservation.One(item)}
-		img := stockredis.RoomImage{Gen: 2, Late: []string{"l1", "l2"}, Frozen: true,
-			Early: []stockredis.RankedJoin{{UserID: "e1", Rank: 1}, {UserID: "e2", Rank: 2}}}
+		img := room.Image{Gen: 2, Late: []string{"l1", "l2"}, Frozen: true,
+			Early: []room.RankedJoin{{UserID: "e1", Rank: 1}, {UserID: "e2", Rank: 2}}}
 		at := roomStart.Add(time.Second)
 		l.LoseNext("room_build")
 		if err := l.via.Rooms.BeginRoomBuild(ctx, r, "b", time.Minute); !stockredis.MayHaveRun(err) {
@@ -601,13 +601,13 @@ func TestRoomBuildLostAnswers(t *testing.T) {
 
 // An advance given the state an earlier one answered refuses a room older
 // than it, of that generation or an earlier one (Redis brought back from
-// an older copy): it admits nobody and answers ErrRoomRewound. The same
+// an older copy): it admits nobody and answers room.ErrRewound. The same
 // room moved on, or a newer generation, advances.
 func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
 	onSingleAndCluster(t, func(t *testing.T, s *stockredis.Store, rdb redis.UniversalClient, _ bool) {
 		ctx := context.Background()
 		r, seed := newRoom(1, 1), room.NewSeed()
-		buildRoom(t, s, r, stockredis.RoomImage{Gen: 2, Frozen: true}, roomStart)
+		buildRoom(t, s, r, room.Image{Gen: 2, Frozen: true}, roomStart)
 		warmSizes(t, s, 3, 0, 4)
 		for _, u := range []string{"a", "b", "c"} {
 			join(t, s, r, seed, u, roomStart.Add(time.Second))
@@ -627,16 +627,16 @@ func TestRoomAdvanceRefusesAnOlderCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		next := second.Next
-		if _, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(6*time.Second), second); !errors.Is(err, stockredis.ErrRoomRewound) {
-			t.Fatalf("an advance of the older copy: %v, want ErrRoomRewound", err)
+		if _, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(6*time.Second), second); !errors.Is(err, room.ErrRewound) {
+			t.Fatalf("an advance of the older copy: %v, want room.ErrRewound", err)
 		}
 		if st := advance(t, s, r, roomStart.Add(6*time.Second)); st.Next != next+1 {
 			t.Fatalf("after the refused advance: next %d, want %d (the refused one admitted nobody)", st.Next, next+1)
 		}
 		newer := second
 		newer.Gen = 3
-		if _, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(7*time.Second), newer); !errors.Is(err, stockredis.ErrRoomRewound) {
-			t.Fatalf("an advance of generation 2 after one of 3 was seen: %v, want ErrRoomRewound", err)
+		if _, err := s.Rooms.AdvanceRoom(ctx, r, roomStart.Add(7*time.Second), newer); !errors.Is(err, room.ErrRewound) {
+			t.Fatalf("an advance of generation 2 after one of 3 was seen: %v, want room.ErrRewound", err)
 		}
 	})
 }
@@ -652,7 +652,7 @@ func TestRoomMembers(t *testing.T) {
 		if m, err := s.Rooms.RoomMembers(ctx, r, 0, 0, 10); err != nil || m.Gen != 0 || len(m.Early)+len(m.Late) != 0 {
 			t.Fatalf("a room never built: %+v %v, want nothing", m, err)
 		}
-		buildRoom(t, s, r, stockredis.RoomImage{Gen: 1}, roomStart.Add(-time.Minute))
+		buildRoom(t, s, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		var early, late []string
 		for i := range 5 {
 			u := "early-" + strconv.Itoa(i)
@@ -677,9 +677,9 @@ func TestRoomMembers(t *testing.T) {
 
 		// Rebuilt (generation 2): every member once, the early ones in the
 		// image's order.
-		img := stockredis.RoomImage{Gen: 2, Frozen: true, Late: late}
+		img := room.Image{Gen: 2, Frozen: true, Late: late}
 		for _, u := range early {
-			img.Early = append(img.Early, stockredis.RankedJoin{UserID: u, Rank: room.Rank(seed, u)})
+			img.Early = append(img.Early, room.RankedJoin{UserID: u, Rank: room.Rank(seed, u)})
 		}
 		if err := s.Rooms.BeginRoomBuild(ctx, r, "t2", time.Minute); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/batch"
 )
 
@@ -30,19 +31,19 @@ type roomJoiner struct {
 
 // join queues c and waits for its place, or for ctx to end: a join whose
 // caller left may still have run, and is resolved by joining again.
-func (j *roomJoiner) join(ctx context.Context, c placeCall) (Place, error) {
+func (j *roomJoiner) join(ctx context.Context, c placeCall) (room.Place, error) {
 	j.once.Do(func() { j.queue = batch.Start(joinWorkers, 4*joinBatch, joinBatch, j.runAll) })
 	c.reply = make(chan placeAnswer, 1)
 	select {
 	case j.queue <- c:
 	case <-ctx.Done():
-		return Place{}, unavailable("room join", fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
+		return room.Place{}, unavailable("room join", fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
 	}
 	select {
 	case a := <-c.reply:
 		return a.p, a.err
 	case <-ctx.Done():
-		return Place{}, unavailable("room join", ctx.Err())
+		return room.Place{}, unavailable("room join", ctx.Err())
 	}
 }
 

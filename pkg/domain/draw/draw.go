@@ -137,6 +137,10 @@ func Key(seed Seed, entryID string) [sha256.Size]byte {
 	return k
 }
 
+// Ranker ranks a draw's entries under its seed against each size's stock
+// (Pick).
+type Ranker func(seed Seed, entries []Entry, stock map[int64]int64) []Ranked
+
 // Pick ranks entries by their keys under seed and gives each its outcome
 // against stock, the units of each size (by item id): the whole draw.
 // Equal keys (a 2⁻²⁵⁶ chance) fall back to the entry ids.

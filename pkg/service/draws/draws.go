@@ -1,6 +1,7 @@
-// Package draws holds a draw sale's use cases for its buyers: enter the
-// draw, read one's entry, read the draw's published record. The draw
-// itself runs in the consumer (ADR 6).
+// Package draws holds a draw sale's use cases: for its buyers, enter the
+// draw, read one's entry, read the draw's published record; and the run of
+// the draw (Run), its ranking inside the store's transaction. The consumer
+// runs the draws (ADR 6).
 package draws
 
 import (
@@ -13,11 +14,15 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// Store is MySQL as the draw's buyers use it (*orderdb.DB).
+// Store is MySQL as the draw's use cases use it (*orderdb.Draws).
 type Store interface {
 	Enter(ctx context.Context, e draw.NewEntry) (draw.BuyerEntry, bool, error)
 	EntryOf(ctx context.Context, activity int64, user string) (draw.BuyerEntry, error)
 	DrawRecord(ctx context.Context, activity int64) (draw.Record, error)
+	// RunDrawWith is the run's unit of work: one transaction that freezes
+	// the list, reads the entries and the stock, ranks them with the given
+	// ranker, and records the ranking.
+	RunDrawWith(ctx context.Context, activity int64, now time.Time, pick draw.Ranker) (draw.Drawn, error)
 }
 
 // Service runs the use cases; Now is the shared clock.
@@ -57,6 +62,13 @@ func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (
 		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")
 	}
 	return e, err
+}
+
+// Run draws sale activityID at now, exactly once, inside the store's
+// transaction: the ranking is draw.Pick's, and a second run, or one before
+// the entries closed, does nothing (Drawn.Ran false).
+func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
+	return s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
 }
 
 // Record is draw sale a's published record: the commitment, and once

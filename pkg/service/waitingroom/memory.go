@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/room"
 )
 
 // This instance's memory of the rooms it is asked about (Service.views).
@@ -27,7 +27,7 @@ const maxPlaces = 1 << 20
 // the buyers this instance answered.
 type roomView struct {
 	mu      sync.Mutex
-	st      stockredis.RoomState
+	st      room.State
 	at      time.Time     // when st was read; zero: never
 	loading chan struct{} // closed when the advance under way ends
 	err     error
@@ -44,7 +44,7 @@ type roomView struct {
 
 	// members is every buyer in the room, read once a look found someone
 	// absent (tracking): each state read then reads who joined since
-	// (stockredis.RoomMembers: earlyRead early joiners and the late ones
+	// (Rooms.RoomMembers: earlyRead early joiners and the late ones
 	// up to sequence lateSeq so far). membersFrom is the advance whose
 	// state they are complete for (0: none): a buyer not among them had
 	// not joined when that state was read, on any instance, so a busy room
@@ -67,7 +67,7 @@ type roomView struct {
 // setState records st, read from the advance started as the from-th, and
 // forgets what this instance remembered of another generation of the
 // room. v.mu is held.
-func (v *roomView) setState(st stockredis.RoomState, err error, at time.Time, from uint64) {
+func (v *roomView) setState(st room.State, err error, at time.Time, from uint64) {
 	v.st, v.err, v.at, v.stFrom = st, err, at, from
 	if err == nil && st.Gen != v.gen {
 		v.gen = st.Gen
@@ -90,7 +90,7 @@ const (
 // readMembers reads, right after a state read of generation gen, who
 // joined the room since this instance last read its members (everyone, for
 // a new generation), when it tracks them; atEnd when it read up to now.
-func (s *Service) readMembers(ctx context.Context, v *roomView, room func() stockredis.Room, gen int64) (read []stockredis.RoomMembers, atEnd bool) {
+func (s *Service) readMembers(ctx context.Context, v *roomView, storeRoom func() room.Room, gen int64) (read []room.Members, atEnd bool) {
 	v.mu.Lock()
 	tracking, fromEarly, afterSeq := v.tracking, v.earlyRead, v.lateSeq
 	if gen != v.gen {
@@ -101,7 +101,7 @@ func (s *Service) readMembers(ctx context.Context, v *roomView, room func() stoc
 		return nil, false
 	}
 	for n := 0; n < membersPerRead; {
-		m, err := s.rooms.RoomMembers(ctx, room(), fromEarly, afterSeq, membersChunk)
+		m, err := s.rooms.RoomMembers(ctx, storeRoom(), fromEarly, afterSeq, membersChunk)
 		if err != nil || m.Gen != gen {
 			return read, false
 		}
@@ -118,7 +118,7 @@ func (s *Service) readMembers(ctx context.Context, v *roomView, room func() stoc
 
 // addMembers adds what readMembers read after the state read of the
 // from-th advance (generation gen) to the view's members. v.mu is held.
-func (v *roomView) addMembers(gen int64, from uint64, read []stockredis.RoomMembers, atEnd bool) {
+func (v *roomView) addMembers(gen int64, from uint64, read []room.Members, atEnd bool) {
 	if gen != v.gen || !v.tracking || len(read) == 0 {
 		return
 	}
@@ -156,7 +156,7 @@ type absence struct {
 // after their position was admitted (the admission, or its absence, is
 // then known for good).
 type cachedPlace struct {
-	p          stockredis.Place
+	p          room.Place
 	afterAdmit bool
 }
 
@@ -170,7 +170,7 @@ func (s *Service) view(id int64) *roomView {
 
 // state is the room's state at most roomPollTTL old: the first poll after
 // that advances the room (every instance may), the others wait for it.
-func (s *Service) state(ctx context.Context, id int64, room func() stockredis.Room, now time.Time) (stockredis.RoomState, error) {
+func (s *Service) state(ctx context.Context, id int64, storeRoom func() room.Room, now time.Time) (room.State, error) {
 	v := s.view(id)
 	v.mu.Lock()
 	if !v.at.IsZero() && now.Sub(v.at) < roomPollTTL && v.err == nil {
@@ -187,11 +187,11 @@ func (s *Service) state(ctx context.Context, id int64, room func() stockredis.Ro
 		v.mu.Unlock()
 		// Its own context: one poll giving up does not fail the others.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		st, err := s.Advance(actx, room(), now)
-		var members []stockredis.RoomMembers
+		st, err := s.Advance(actx, storeRoom(), now)
+		var members []room.Members
 		atEnd := false
 		if err == nil {
-			members, atEnd = s.readMembers(actx, v, room, st.Gen)
+			members, atEnd = s.readMembers(actx, v, storeRoom, st.Gen)
 		}
 		cancel()
 		v.mu.Lock()
@@ -208,7 +208,7 @@ func (s *Service) state(ctx context.Context, id int64, room func() stockredis.Ro
 	select {
 	case <-wait:
 	case <-ctx.Done():
-		return stockredis.RoomState{}, ctx.Err()
+		return room.State{}, ctx.Err()
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -217,8 +217,8 @@ func (s *Service) state(ctx context.Context, id int64, room func() stockredis.Ro
 
 // place is the buyer's place: from memory while nothing it says can have
 // changed, else read from Redis (joining first when join is set).
-func (s *Service) place(ctx context.Context, id int64, room func() stockredis.Room, user string, rank func() uint64, join bool,
-	st stockredis.RoomState, now time.Time) (stockredis.Place, error) {
+func (s *Service) place(ctx context.Context, id int64, storeRoom func() room.Room, user string, rank func() uint64, join bool,
+	st room.State, now time.Time) (room.Place, error) {
 	v := s.view(id)
 	v.mu.Lock()
 	c, ok := v.places[user]
@@ -226,8 +226,8 @@ func (s *Service) place(ctx context.Context, id int64, room func() stockredis.Ro
 	v.mu.Unlock()
 	if st.Started && (!ok || c.p.Position == 0) {
 		// An early joiner's position, from the frozen early set.
-		if pos, found := s.earlyPosition(ctx, v, room, st, user); found {
-			c, ok = cachedPlace{p: stockredis.Place{Joined: true, Position: pos, Gen: st.Gen, Early: st.Early}}, true
+		if pos, found := s.earlyPosition(ctx, v, storeRoom, st, user); found {
+			c, ok = cachedPlace{p: room.Place{Joined: true, Position: pos, Gen: st.Gen, Early: st.Early}}, true
 			v.keep(user, c)
 		}
 	}
@@ -236,14 +236,14 @@ func (s *Service) place(ctx context.Context, id int64, room func() stockredis.Ro
 		return c.p, nil
 	}
 	if !ok && !join && v.stillAbsent(user, st.Gen) {
-		return stockredis.Place{}, nil
+		return room.Place{}, nil
 	}
-	var p stockredis.Place
+	var p room.Place
 	var err error
 	if join {
-		p, err = s.Join(ctx, room(), user, rank(), now)
+		p, err = s.Join(ctx, storeRoom(), user, rank(), now)
 	} else {
-		p, err = s.Look(ctx, room(), user, now)
+		p, err = s.Look(ctx, storeRoom(), user, now)
 		if err == nil && !p.Joined {
 			v.rememberAbsent(user, p.Count, p.Gen)
 		}
@@ -309,14 +309,14 @@ func (v *roomView) keep(user string, c cachedPlace) {
 // frozen early set this instance reads once (one flight); false when the
 // user is not an early joiner, or the read failed (the caller then reads
 // the user's place alone).
-func (s *Service) earlyPosition(ctx context.Context, v *roomView, room func() stockredis.Room, st stockredis.RoomState, user string) (int64, bool) {
+func (s *Service) earlyPosition(ctx context.Context, v *roomView, storeRoom func() room.Room, st room.State, user string) (int64, bool) {
 	v.mu.Lock()
 	if v.early == nil && v.earlyLoading == nil && st.Early > 0 && st.Gen == v.gen {
 		wait := make(chan struct{})
 		v.earlyLoading = wait
 		v.mu.Unlock()
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		early, err := s.rooms.EarlyPositions(lctx, room(), st.Early)
+		early, err := s.rooms.EarlyPositions(lctx, storeRoom(), st.Early)
 		cancel()
 		v.mu.Lock()
 		// Kept only if the room is still of the generation it was read

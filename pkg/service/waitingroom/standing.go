@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
@@ -78,7 +77,7 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 		}
 	}
 	// Built only when Redis is read: most polls are answered from memory.
-	storeRoom := func() stockredis.Room { return StoreRoom(a, s.PaymentWindow) }
+	storeRoom := func() room.Room { return StoreRoom(a, s.PaymentWindow) }
 	st, err := s.state(ctx, a.ID, storeRoom, now)
 	if err != nil {
 		return Standing{}, err
@@ -104,7 +103,7 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 
 // standing is what the buyer at p, holding the order held ("" for none),
 // is told at now.
-func standing(a activity.Activity, user string, p stockredis.Place, st stockredis.RoomState, held string, now time.Time) Standing {
+func standing(a activity.Activity, user string, p room.Place, st room.State, held string, now time.Time) Standing {
 	v := Standing{State: Waiting, Position: p.Position}
 	expires := p.Admission
 	if p.Used {

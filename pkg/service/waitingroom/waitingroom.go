@@ -8,7 +8,7 @@
 // joined after the loss goes ahead of them (ADR 0005, "Losing the room").
 //
 // How a loss is seen: the room's generation key goes with the rest of the
-// room, and every room script answers stockredis.ErrRoomLost without it,
+// room, and every room script answers room.ErrLost without it,
 // so the first join, look or advance after an emptying starts a rebuild. A
 // room brought back from an older copy keeps a generation; the consumer's
 // data-loss watch rebuilds every live room when it sees such a loss
@@ -27,8 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -38,21 +36,21 @@ import (
 
 // Rooms is Redis as the room uses it (*stockredis.Store).
 type Rooms interface {
-	JoinRoom(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error)
-	LookRoom(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error)
-	AdvanceRoom(ctx context.Context, r stockredis.Room, now time.Time, seen stockredis.RoomState) (stockredis.RoomState, error)
-	BeginRoomBuild(ctx context.Context, r stockredis.Room, token string, life time.Duration) error
-	FinishRoomBuild(ctx context.Context, r stockredis.Room, token string, img stockredis.RoomImage, now time.Time) error
-	RoomGen(ctx context.Context, r stockredis.Room) (int64, bool, error)
-	EarlyPositions(ctx context.Context, r stockredis.Room, early int64) (map[string]int64, error)
-	RoomMembers(ctx context.Context, r stockredis.Room, fromEarly, afterSeq, limit int64) (stockredis.RoomMembers, error)
+	JoinRoom(ctx context.Context, r room.Room, user string, rank uint64, now time.Time) (room.Place, error)
+	LookRoom(ctx context.Context, r room.Room, user string, now time.Time) (room.Place, error)
+	AdvanceRoom(ctx context.Context, r room.Room, now time.Time, seen room.State) (room.State, error)
+	BeginRoomBuild(ctx context.Context, r room.Room, token string, life time.Duration) error
+	FinishRoomBuild(ctx context.Context, r room.Room, token string, img room.Image, now time.Time) error
+	RoomGen(ctx context.Context, r room.Room) (int64, bool, error)
+	EarlyPositions(ctx context.Context, r room.Room, early int64) (map[string]int64, error)
+	RoomMembers(ctx context.Context, r room.Room, fromEarly, afterSeq, limit int64) (room.Members, error)
 }
 
 // Records is MySQL as the room uses it (*orderdb.DB).
 type Records interface {
-	RecordRoomJoins(ctx context.Context, activity int64, joins []orderdb.RoomJoin, match []orderdb.JoinMatch) ([]error, error)
+	RecordRoomJoins(ctx context.Context, activity int64, joins []room.Join, match []room.JoinMatch) ([]error, error)
 	RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
-		build func(gen int64, builtAt time.Time, read func() ([]orderdb.RoomJoin, map[string]bool, error)) (int64, error)) error
+		build func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error
 	RoomGeneration(ctx context.Context, activity int64) (int64, error)
 }
 
@@ -91,7 +89,7 @@ type Service struct {
 	// other calls wait for it instead of queueing on MySQL's lock.
 	making map[int64]chan struct{}
 	// seen is the latest state each room's advance answered here
-	// (activity id -> stockredis.RoomState): a room of its generation
+	// (activity id -> room.State): a room of its generation
 	// whose rate clock is older came back from an older copy.
 	seen sync.Map
 	// sleep waits out the joins in flight (time.Sleep but for tests).
@@ -101,7 +99,7 @@ type Service struct {
 // pending is a join waiting for its record.
 type pending struct {
 	activity int64
-	join     orderdb.RoomJoin
+	join     room.Join
 	rejoin   bool
 	done     chan error
 }
@@ -136,7 +134,7 @@ func errRebuilding(activity int64) error {
 // Join puts user in r's room (rank: room.Rank of the sale's seed) and
 // returns their place once MySQL holds their join. Joining again returns
 // the same place.
-func (s *Service) Join(ctx context.Context, r stockredis.Room, user string, rank uint64, now time.Time) (stockredis.Place, error) {
+func (s *Service) Join(ctx context.Context, r room.Room, user string, rank uint64, now time.Time) (room.Place, error) {
 	start := time.Now()
 	p, err := s.rooms.JoinRoom(ctx, r, user, rank, now)
 	if s.built(ctx, r, err) {
@@ -146,7 +144,7 @@ func (s *Service) Join(ctx context.Context, r stockredis.Room, user string, rank
 	if err != nil {
 		return p, s.lost(r, err)
 	}
-	j := orderdb.RoomJoin{UserID: user, Gen: p.Gen, JoinedAt: now}
+	j := room.Join{UserID: user, Gen: p.Gen, JoinedAt: now}
 	if p.Position > p.Early {
 		// A late join: its number in the generation. (An early joiner's
 		// place is their rank, computed again by a rebuild.)
@@ -156,23 +154,23 @@ func (s *Service) Join(ctx context.Context, r stockredis.Room, user string, rank
 	select {
 	case s.writes <- &pending{activity: r.ActivityID, join: j, rejoin: !p.Added, done: done}:
 	case <-ctx.Done():
-		return stockredis.Place{}, ctx.Err()
+		return room.Place{}, ctx.Err()
 	}
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return stockredis.Place{}, ctx.Err()
+		return room.Place{}, ctx.Err()
 	}
 	switch {
-	case errors.Is(err, orderdb.ErrRoomJoinConflict):
+	case errors.Is(err, room.ErrJoinConflict):
 		s.log.Warn("waiting room: a join's place is another buyer's in MySQL; Redis came back from an older copy, rebuilding",
 			"activity_id", r.ActivityID, "err", err)
 		s.startRebuild(r, s.now())
-		return stockredis.Place{}, errRebuilding(r.ActivityID)
+		return room.Place{}, errRebuilding(r.ActivityID)
 	case err != nil:
-		return stockredis.Place{}, err
+		return room.Place{}, err
 	case time.Since(start) > RecordDeadline:
-		return stockredis.Place{}, order.Errorf(order.ErrUnavailable, "recording the join took longer than %v; join again", RecordDeadline)
+		return room.Place{}, order.Errorf(order.ErrUnavailable, "recording the join took longer than %v; join again", RecordDeadline)
 	}
 	return p, nil
 }
@@ -184,11 +182,11 @@ func (s *Service) record(b []*pending) {
 		by[p.activity] = append(by[p.activity], p)
 	}
 	for activity, ps := range by {
-		joins, match := make([]orderdb.RoomJoin, len(ps)), make([]orderdb.JoinMatch, len(ps))
+		joins, match := make([]room.Join, len(ps)), make([]room.JoinMatch, len(ps))
 		for i, p := range ps {
 			joins[i] = p.join
 			if p.rejoin {
-				match[i] = orderdb.AnyPlace
+				match[i] = room.AnyPlace
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), RecordDeadline)
@@ -205,7 +203,7 @@ func (s *Service) record(b []*pending) {
 }
 
 // Look returns user's place without joining.
-func (s *Service) Look(ctx context.Context, r stockredis.Room, user string, now time.Time) (stockredis.Place, error) {
+func (s *Service) Look(ctx context.Context, r room.Room, user string, now time.Time) (room.Place, error) {
 	p, err := s.rooms.LookRoom(ctx, r, user, now)
 	if s.built(ctx, r, err) {
 		p, err = s.rooms.LookRoom(ctx, r, user, now)
@@ -213,20 +211,20 @@ func (s *Service) Look(ctx context.Context, r stockredis.Room, user string, now 
 	return p, s.lost(r, err)
 }
 
-// Advance admits the next positions at now (stockredis.AdvanceRoom). A
+// Advance admits the next positions at now (Rooms.AdvanceRoom). A
 // room older than one this instance advanced before (Redis came back from
 // an older copy, or a replica behind its master took over) admits nobody:
 // it is rebuilt first, without waiting for the data-loss watch.
-func (s *Service) Advance(ctx context.Context, r stockredis.Room, now time.Time) (stockredis.RoomState, error) {
-	var seen stockredis.RoomState
+func (s *Service) Advance(ctx context.Context, r room.Room, now time.Time) (room.State, error) {
+	var seen room.State
 	if v, ok := s.seen.Load(r.ActivityID); ok {
-		seen = v.(stockredis.RoomState)
+		seen = v.(room.State)
 	}
 	st, err := s.rooms.AdvanceRoom(ctx, r, now, seen)
 	if s.built(ctx, r, err) {
 		st, err = s.rooms.AdvanceRoom(ctx, r, now, seen)
 	}
-	if errors.Is(err, stockredis.ErrRoomRewound) {
+	if errors.Is(err, room.ErrRewound) {
 		s.log.Warn("waiting room: older in Redis than this instance saw it; rebuilding", "activity_id", r.ActivityID,
 			"generation", seen.Gen, "seen_ms", seen.At)
 		// It stays refused here until the rebuild gives it the next
@@ -245,8 +243,8 @@ func (s *Service) Advance(ctx context.Context, r stockredis.Room, now time.Time)
 // whether it did: the call is then made again. A room that was built
 // before is rebuilt in the background instead (lost), because its rebuild
 // waits for the joins in flight.
-func (s *Service) built(ctx context.Context, r stockredis.Room, err error) bool {
-	if !errors.Is(err, stockredis.ErrRoomLost) {
+func (s *Service) built(ctx context.Context, r room.Room, err error) bool {
+	if !errors.Is(err, room.ErrLost) {
 		return false
 	}
 	gen, gerr := s.records.RoomGeneration(ctx, r.ActivityID)
@@ -288,8 +286,8 @@ func (s *Service) built(ctx context.Context, r stockredis.Room, err error) bool 
 
 // lost starts a rebuild of r's room when err says Redis has none, and
 // answers unavailable meanwhile.
-func (s *Service) lost(r stockredis.Room, err error) error {
-	if !errors.Is(err, stockredis.ErrRoomLost) {
+func (s *Service) lost(r room.Room, err error) error {
+	if !errors.Is(err, room.ErrLost) {
 		return err
 	}
 	s.startRebuild(r, time.Time{})
@@ -299,7 +297,7 @@ func (s *Service) lost(r stockredis.Room, err error) error {
 // startRebuild rebuilds r's room in the background (Rebuild), once at a
 // time per room on this instance (other instances wait for MySQL's lock
 // and then find it built).
-func (s *Service) startRebuild(r stockredis.Room, lostBy time.Time) {
+func (s *Service) startRebuild(r room.Room, lostBy time.Time) {
 	s.mu.Lock()
 	if s.rebuilding[r.ActivityID] {
 		s.mu.Unlock()
@@ -327,8 +325,8 @@ func (s *Service) startRebuild(r stockredis.Room, lostBy time.Time) {
 // was seen by then), the room was built after lostBy: the room is whole,
 // or another instance just rebuilt it. Rebuilds of one room run one at a
 // time, whichever instance runs them.
-func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, lostBy time.Time) error {
-	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time, read func() ([]orderdb.RoomJoin, map[string]bool, error)) (int64, error) {
+func (s *Service) Rebuild(ctx context.Context, r room.Room, lostBy time.Time) error {
+	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error) {
 		have, ok, err := s.rooms.RoomGen(ctx, r)
 		if err != nil {
 			return 0, err
@@ -369,17 +367,17 @@ func (s *Service) Rebuild(ctx context.Context, r stockredis.Room, lostBy time.Ti
 // start (frozen) the leading positions whose buyers hold an order (done)
 // are taken as admitted, so admissions resume at the first buyer whose
 // turn is not over.
-func Image(seed room.Seed, joins []orderdb.RoomJoin, done map[string]bool, frozen bool) stockredis.RoomImage {
-	img := stockredis.RoomImage{Frozen: frozen}
+func Image(seed room.Seed, joins []room.Join, done map[string]bool, frozen bool) room.Image {
+	img := room.Image{Frozen: frozen}
 	for _, j := range joins {
 		if j.Seq == 0 {
-			img.Early = append(img.Early, stockredis.RankedJoin{UserID: j.UserID, Rank: room.Rank(seed, j.UserID)})
+			img.Early = append(img.Early, room.RankedJoin{UserID: j.UserID, Rank: room.Rank(seed, j.UserID)})
 		} else {
 			img.Late = append(img.Late, j.UserID)
 		}
 	}
 	// As the early sorted set orders them: by rank, then by member bytes.
-	slices.SortFunc(img.Early, func(a, b stockredis.RankedJoin) int {
+	slices.SortFunc(img.Early, func(a, b room.RankedJoin) int {
 		if a.Rank != b.Rank {
 			if a.Rank < b.Rank {
 				return -1
@@ -415,15 +413,15 @@ func Image(seed room.Seed, joins []orderdb.RoomJoin, done map[string]bool, froze
 // RebuildAll rebuilds the rooms of ids that were not built after lostBy:
 // the consumer's data-loss watch runs it for the sales not ended when it
 // sees that Redis lost data, since a Redis brought back from an older copy
-// leaves rooms a generation. room makes a sale's room as its scripts see
-// it.
+// leaves rooms a generation. roomOf makes a sale's room as its scripts
+// see it.
 // The rooms are rebuilt side by side: each waits out its joins in flight.
-func (s *Service) RebuildAll(ctx context.Context, ids []int64, lostBy time.Time, room func(context.Context, int64) (stockredis.Room, error)) error {
+func (s *Service) RebuildAll(ctx context.Context, ids []int64, lostBy time.Time, roomOf func(context.Context, int64) (room.Room, error)) error {
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			r, err := room(ctx, id)
+			r, err := roomOf(ctx, id)
 			if err == nil {
 				err = s.Rebuild(ctx, r, lostBy)
 			}
@@ -438,12 +436,12 @@ func (s *Service) RebuildAll(ctx context.Context, ids []int64, lostBy time.Time,
 
 // StoreRoom is sale a's room as its scripts see it; its keys live as long
 // as the sale's (activity.Activity.KeysLiveUntil with the payment window).
-func StoreRoom(a activity.Activity, paymentWindow time.Duration) stockredis.Room {
+func StoreRoom(a activity.Activity, paymentWindow time.Duration) room.Room {
 	items := make([]reservation.Item, 0, len(a.Items))
 	for _, id := range a.ItemIDs() {
 		items = append(items, reservation.In(a.ItemID, id))
 	}
-	return stockredis.Room{ActivityID: a.ID, Items: items, StartsAt: a.StartsAt, Settings: a.Room,
+	return room.Room{ActivityID: a.ID, Items: items, StartsAt: a.StartsAt, Settings: a.Room,
 		GrantMax: a.PerUserLimit, KeysUntil: a.KeysLiveUntil(paymentWindow)}
 }
 

@@ -13,8 +13,6 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
-	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -59,7 +57,7 @@ func roomSaleTB(t testing.TB, p *pipelinetest.Pipeline, stock int64, start time.
 }
 
 // joinAll joins users at once and fails the test on any error.
-func joinAll(t *testing.T, svc *waitingroom.Service, r stockredis.Room, seed room.Seed, users []string, now time.Time) {
+func joinAll(t *testing.T, svc *waitingroom.Service, r room.Room, seed room.Seed, users []string, now time.Time) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(users))
@@ -73,7 +71,7 @@ func joinAll(t *testing.T, svc *waitingroom.Service, r stockredis.Room, seed roo
 }
 
 // order is every joiner's position, by position.
-func lineOf(t *testing.T, svc *waitingroom.Service, r stockredis.Room, users []string, now time.Time) []string {
+func lineOf(t *testing.T, svc *waitingroom.Service, r room.Room, users []string, now time.Time) []string {
 	t.Helper()
 	byPos := map[int64]string{}
 	for _, u := range users {
@@ -108,10 +106,10 @@ func sameLine(t *testing.T, before, after []string) {
 
 // retryJoin joins until the room answers (it is rebuilt meanwhile), for
 // up to 15 s, and returns how long that took.
-func retryJoin(t *testing.T, svc *waitingroom.Service, r stockredis.Room, seed room.Seed, u string, now time.Time) (stockredis.Place, time.Duration) {
+func retryJoin(t *testing.T, svc *waitingroom.Service, r room.Room, seed room.Seed, u string, now time.Time) (room.Place, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	var p stockredis.Place
+	var p room.Place
 	var err error
 	waittest.Until(t, 15*time.Second, "the room to answer "+u+"'s join", func() bool {
 		p, err = svc.Join(context.Background(), r, u, room.Rank(seed, u), now)
@@ -216,10 +214,10 @@ func BenchmarkRoomRebuild100k(b *testing.B) {
 	start := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	a := roomSaleTB(b, p, 5, start)
 	r := waitingroom.StoreRoom(a, time.Minute)
-	joins := make([]orderdb.RoomJoin, 0, 500)
-	match := make([]orderdb.JoinMatch, 500)
+	joins := make([]room.Join, 0, 500)
+	match := make([]room.JoinMatch, 500)
 	for i := range n {
-		j := orderdb.RoomJoin{UserID: fmt.Sprintf("user-%06d", i), Gen: 1, JoinedAt: start}
+		j := room.Join{UserID: fmt.Sprintf("user-%06d", i), Gen: 1, JoinedAt: start}
 		if i >= n/2 {
 			j.Seq = int64(i - n/2 + 1)
 		}
