@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -54,7 +53,7 @@ func decodeCursor(s string) (int64, bool) {
 var listParams = map[string]bool{"limit": true, "cursor": true, "activity_id": true, "status": true}
 
 // listQuery reads and checks the list's query parameters.
-func listQuery(c *gin.Context) (f orderdb.OrderFilter, before int64, limit int, err error) {
+func listQuery(c *gin.Context) (f order.Filter, before int64, limit int, err error) {
 	limit = DefaultPageSize
 	// A misspelt filter must not widen the list, nor a repeated one
 	// leave the reader guessing which counts.
