@@ -103,7 +103,7 @@ func (s *Server) listOrders(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	rows, more, err := s.db.Orders.UserOrders(c.Request.Context(), claimsOf(c).UserID, f, before, limit)
+	rows, more, err := s.lifecycle.UserOrders(c.Request.Context(), claimsOf(c).UserID, f, before, limit)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -166,17 +166,17 @@ func (s *Server) activitySummary(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	act, err := s.db.Activities.Activity(ctx, id)
+	act, err := s.sales.Activity(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	tally, err := s.db.Activities.ActivityTally(ctx, id)
+	tally, err := s.sales.Tally(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	refunds, err := s.db.Payments.RefundsNeeded(ctx, id)
+	refunds, err := s.lifecycle.RefundsNeeded(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -186,7 +186,7 @@ func (s *Server) activitySummary(c *gin.Context) {
 	var revenue int64
 	warmed := true
 	for _, it := range act.Items {
-		dbStock, err := s.db.Activities.ItemStock(ctx, it.ItemID)
+		dbStock, err := s.sales.ItemStock(ctx, it.ItemID)
 		if err != nil {
 			s.fail(c, err)
 			return
