@@ -71,15 +71,6 @@ var allowed = map[layer][]layer{
 	transport:  {foundation, domain, service, transport},
 }
 
-// debt is every arrow that breaks a rule today and that the middle floor's
-// restructuring takes away: the services still speak in the adapters'
-// types and the transports reach the adapters. The list only shrinks: an
-// arrow gone from the code must go from here too (the test says so), and
-// any arrow not here that breaks a rule fails the test.
-var debt = []string{
-	"api/internal/httpapi -> pkg/adapter/orderdb",
-}
-
 // graph is each package's imports (paths without the module prefix; the
 // standard library and outside modules as they are).
 type graph map[string][]string
@@ -108,9 +99,6 @@ func breaches(g graph) []string {
 }
 
 func (g graph) has(p string) bool { _, ok := g[p]; return ok }
-
-// arrow is the "from -> to" of a breach.
-func arrow(b string) string { return b[:strings.Index(b, ":")] }
 
 // load reads the module's product packages (not their tests) with go list.
 func load(t *testing.T) graph {
@@ -144,27 +132,7 @@ func load(t *testing.T) graph {
 	return g
 }
 
-// check returns every breach of g not in debt, and every arrow of debt
-// that is no longer a breach.
-func check(g graph, debt []string) []string {
-	var problems []string
-	found := map[string]bool{}
-	for _, b := range breaches(g) {
-		found[arrow(b)] = true
-		if !slices.Contains(debt, arrow(b)) {
-			problems = append(problems, b)
-		}
-	}
-	for _, d := range debt {
-		if !found[d] {
-			problems = append(problems, d+" is gone from the code (or no longer breaks a rule): take it off the debt list")
-		}
-	}
-	return problems
-}
-
-// The module's import graph keeps the rules of docs/structure.md, but for
-// the arrows listed as debt.
+// The module's import graph keeps the rules of docs/structure.md.
 func TestImportRules(t *testing.T) {
 	g := load(t)
 	for _, p := range []string{"api", "consumer", "pkg/domain/order", "pkg/adapter/orderdb", "pkg/service/lifecycle"} {
@@ -172,10 +140,9 @@ func TestImportRules(t *testing.T) {
 			t.Fatalf("go list did not read %s: the graph is not the module's", p)
 		}
 	}
-	for _, problem := range check(g, debt) {
-		t.Error(problem)
+	for _, b := range breaches(g) {
+		t.Error(b)
 	}
-	t.Logf("%d arrows still break a rule (the debt list)", len(debt))
 }
 
 // Each rule catches its breach: a graph with one bad arrow per rule.
@@ -191,9 +158,6 @@ func TestImportRulesCatchBreaches(t *testing.T) {
 	}
 	if b := breaches(g); len(b) != 0 {
 		t.Fatalf("a graph that keeps the rules breaks them: %v", b)
-	}
-	if p := check(g, []string{"api/internal/httpapi -> pkg/adapter/orderdb"}); len(p) != 1 || !strings.Contains(p[0], "take it off the debt list") {
-		t.Errorf("a debt arrow the graph no longer has: %q, want it reported", p)
 	}
 	for _, c := range []struct{ from, to, why string }{
 		{"pkg/domain/order", "gorm.io/gorm", "the domain imports only the standard library"},
@@ -212,9 +176,6 @@ func TestImportRulesCatchBreaches(t *testing.T) {
 			bad[k] = slices.Clone(v)
 		}
 		bad[c.from] = append(bad[c.from], c.to)
-		if p := check(bad, []string{c.from + " -> " + c.to}); len(p) != 0 {
-			t.Errorf("%s -> %s listed as debt: %q, want no problem", c.from, c.to, p)
-		}
 		b := breaches(bad)
 		if len(b) != 1 || !strings.HasPrefix(b[0], c.from+" -> "+c.to+": ") || !strings.Contains(b[0], c.why) {
 			t.Errorf("%s -> %s: breaches %q, want one saying %q", c.from, c.to, b, c.why)

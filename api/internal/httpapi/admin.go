@@ -68,7 +68,7 @@ func (s *Server) createItem(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	it, err := s.db.Activities.CreatePricedItem(c.Request.Context(), b.Name, *b.Stock, price)
+	it, err := s.sales.CreateItem(c.Request.Context(), b.Name, *b.Stock, price)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -225,12 +225,12 @@ func (s *Server) itemStock(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	db, err := s.db.Activities.ItemStock(ctx, id)
+	db, err := s.sales.ItemStock(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	tag, err := s.db.Activities.ItemTag(ctx, id)
+	tag, err := s.sales.ItemTag(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return

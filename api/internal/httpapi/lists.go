@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -54,7 +53,7 @@ func decodeCursor(s string) (int64, bool) {
 var listParams = map[string]bool{"limit": true, "cursor": true, "activity_id": true, "status": true}
 
 // listQuery reads and checks the list's query parameters.
-func listQuery(c *gin.Context) (f orderdb.OrderFilter, before int64, limit int, err error) {
+func listQuery(c *gin.Context) (f order.Filter, before int64, limit int, err error) {
 	limit = DefaultPageSize
 	// A misspelt filter must not widen the list, nor a repeated one
 	// leave the reader guessing which counts.
@@ -104,7 +103,7 @@ func (s *Server) listOrders(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	rows, more, err := s.db.Orders.UserOrders(c.Request.Context(), claimsOf(c).UserID, f, before, limit)
+	rows, more, err := s.lifecycle.UserOrders(c.Request.Context(), claimsOf(c).UserID, f, before, limit)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -167,17 +166,17 @@ func (s *Server) activitySummary(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	act, err := s.db.Activities.Activity(ctx, id)
+	act, err := s.sales.Activity(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	tally, err := s.db.Activities.ActivityTally(ctx, id)
+	tally, err := s.sales.Tally(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	refunds, err := s.db.Payments.RefundsNeeded(ctx, id)
+	refunds, err := s.lifecycle.RefundsNeeded(ctx, id)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -187,7 +186,7 @@ func (s *Server) activitySummary(c *gin.Context) {
 	var revenue int64
 	warmed := true
 	for _, it := range act.Items {
-		dbStock, err := s.db.Activities.ItemStock(ctx, it.ItemID)
+		dbStock, err := s.sales.ItemStock(ctx, it.ItemID)
 		if err != nil {
 			s.fail(c, err)
 			return

@@ -37,7 +37,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		}
 	}
 
-	h := httpapi.New(&placing.Service{}, nil, nil, nil, slog.New(slog.DiscardHandler),
+	h := httpapi.New(&placing.Service{}, httpapi.Services{}, nil, nil, slog.New(slog.DiscardHandler),
 		httpapi.WithMetrics(metrics.NewHTTP(prometheus.NewRegistry()), http.NotFoundHandler()))
 	param := regexp.MustCompile(`:([a-z_]+)`)
 	var served []string

@@ -38,7 +38,7 @@ func TestRateLimitPerClientIP(t *testing.T) {
 	// One request per IP, then a token every 100 s: the second request of
 	// an IP is over the limit however slow the machine. No per-user limit,
 	// so only the IP decides.
-	limited := httpapi.New(ts.svc, ts.db.DB, auth.NewVerifier(testSecret), ts.checkers(kafkatest.Brokers()), testLogger(t),
+	limited := httpapi.New(ts.svc, ts.services(ts.svc, testLogger(t)), auth.NewVerifier(testSecret), ts.checkers(kafkatest.Brokers()), testLogger(t),
 		httpapi.WithRateLimits(httpapi.RateLimits{PerIP: 0.01}))
 	const ipA, ipB, ipC = "192.0.2.1", "198.51.100.2", "203.0.113.3"
 	placeAs := func(remote string, user int64, header map[string]string) response {

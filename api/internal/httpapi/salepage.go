@@ -186,7 +186,7 @@ func (p *salePages) dropExpired(now time.Time) {
 // page itself is the once-a-second cache, so a sale ended early shows ENDED
 // within a second) and the units left.
 func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
-	act, err := s.db.Activities.Activity(ctx, id)
+	act, err := s.sales.Activity(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		snap := snaps[i]
 		left := snap.Stock
 		if !snap.Warmed {
-			if left, err = s.db.Activities.ItemStock(ctx, it.ItemID); err != nil {
+			if left, err = s.sales.ItemStock(ctx, it.ItemID); err != nil {
 				return nil, err
 			}
 		}
@@ -232,7 +232,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	}
 	page.Mode = act.Mode()
 	if act.Draw.On() {
-		sum, err := s.db.Draws.DrawSummary(ctx, act.ID)
+		sum, err := s.draws.Summary(ctx, act.ID)
 		if err != nil {
 			return nil, err
 		}

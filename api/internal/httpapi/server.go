@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
@@ -33,7 +32,6 @@ type Server struct {
 	lifecycle *lifecycle.Service
 	sales     *sales.Service
 	draws     *draws.Service
-	db        *orderdb.DB
 	verifier  Verifier
 	ready     []Checker
 	log       *slog.Logger
@@ -79,25 +77,24 @@ func WithMetrics(m *metrics.HTTP, h http.Handler) Option {
 	return func(s *Server) { s.metrics, s.metricsHandler = m, h }
 }
 
+// Services are the use cases the handlers call besides placing, built by
+// the wiring over the stores. Rooms is nil when the api runs no waiting
+// rooms.
+type Services struct {
+	Lifecycle *lifecycle.Service
+	Sales     *sales.Service
+	Draws     *draws.Service
+	Rooms     *waitingroom.Service
+}
+
 // New builds the Gin engine with every route.
-func New(svc *placing.Service, db *orderdb.DB, verifier Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
+func New(svc *placing.Service, services Services, verifier Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
-	stores := db
-	if stores == nil {
-		stores = &orderdb.DB{} // a server without MySQL: its stores are nil
-	}
-	s := &Server{intake: svc, db: db, verifier: verifier, ready: ready, log: log,
-		lifecycle: &lifecycle.Service{DB: stores.Orders, Payments: stores.Payments, Stock: svc.Reservations, Numbers: svc.Numbers, Log: log}}
+	s := &Server{intake: svc, verifier: verifier, ready: ready, log: log,
+		lifecycle: services.Lifecycle, sales: services.Sales, draws: services.Draws, rooms: services.Rooms}
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders
-	}
-	s.draws = &draws.Service{Store: stores.Draws, Now: now}
-	s.sales = &sales.Service{Sales: stores.Activities, Warmups: stores.Activities, Restocks: stores.Restocks, Stock: svc.Stock, Closer: s.lifecycle, Now: now, SoldOut: svc.ClearSoldOut,
-		PaymentWindow: svc.PaymentWindow, Log: log}
-	if svc.Rooms != nil && db != nil {
-		s.rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
-		s.rooms.PaymentWindow, s.rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 	}
 	s.salePages = &salePages{ttl: ActivityPageTTL, now: now, load: s.loadSalePage, m: map[int64]*salePage{}}
 	for _, o := range opts {

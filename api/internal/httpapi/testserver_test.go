@@ -112,7 +112,7 @@ func (ts *testServer) checkers(kafkaBrokers []string) []httpapi.Checker {
 // the base URL.
 func (ts *testServer) serve(t *testing.T, svc *placing.Service, ready []httpapi.Checker) string {
 	t.Helper()
-	srv := httptest.NewServer(httpapi.New(svc, ts.db.DB, auth.NewVerifier(testSecret), ready, testLogger(t)))
+	srv := httptest.NewServer(httpapi.New(svc, ts.services(svc, testLogger(t)), auth.NewVerifier(testSecret), ready, testLogger(t)))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

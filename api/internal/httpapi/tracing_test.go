@@ -39,7 +39,7 @@ func TestRequestSpans(t *testing.T) {
 	svc := ts.service(t, pub)
 	useStore(svc, stockredis.New(ts.rdb, ts.prefix).Trace(tracer))
 	reg := metrics.NewRegistry()
-	srv := httptest.NewServer(httpapi.New(svc, ts.db.DB, auth.NewVerifier(testSecret), ts.checkers(kafkatest.Brokers()), testLogger(t),
+	srv := httptest.NewServer(httpapi.New(svc, ts.services(svc, testLogger(t)), auth.NewVerifier(testSecret), ts.checkers(kafkatest.Brokers()), testLogger(t),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)), httpapi.WithTracer(tracer)))
 	t.Cleanup(srv.Close)
 

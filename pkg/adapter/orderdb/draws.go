@@ -101,20 +101,12 @@ func changeDraw(tx *gorm.DB, row activityRow, ch activity.Patch, starts, ends, n
 	return a.CheckDraw(now, ch.PaymentWindow)
 }
 
-// DrawSummary is where a sale's draw stands: draw.StateOpen or
-// draw.StateDrawn (the api shows CLOSED for an OPEN draw past its close),
-// and its entries so far.
-type DrawSummary struct {
-	State   string
-	Entries int64
-}
-
 // DrawSummary reads the sale's draw; order.ErrNotFound for a sale that is
 // not a draw.
-func (s *Draws) DrawSummary(ctx context.Context, activity int64) (DrawSummary, error) {
+func (s *Draws) DrawSummary(ctx context.Context, activity int64) (draw.Summary, error) {
 	var row drawRow
 	err := s.gdb.WithContext(ctx).Select("state", "entries").Where("activity_id = ?", activity).Take(&row).Error
-	return DrawSummary{State: row.State, Entries: row.Entries}, wrap("read draw", err)
+	return draw.Summary{State: row.State, Entries: row.Entries}, wrap("read draw", err)
 }
 
 // DrawsDue lists the draw sales to draw at now: entries closed, not drawn,

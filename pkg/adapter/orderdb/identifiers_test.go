@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/payment"
 )
@@ -97,7 +96,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 		if err != nil || o.UserID != r.Event.UserID || o.IdempotencyKey != r.Event.IdempotencyKey || o.Status != order.Created {
 			t.Fatalf("order of %s read back %+v (%v)", r.Event.UserID, o, err)
 		}
-		listed, _, err := db.Orders.UserOrders(ctx, r.Event.UserID, orderdb.OrderFilter{}, 0, 10)
+		listed, _, err := db.Orders.UserOrders(ctx, r.Event.UserID, order.Filter{}, 0, 10)
 		if err != nil || len(listed) != 1 || listed[0].Order.OrderNo != r.Event.OrderNo {
 			t.Fatalf("orders of %s: %+v (%v), want only its own", r.Event.UserID, listed, err)
 		}

@@ -181,11 +181,11 @@ func TestUserOrdersUsesItsIndex(t *testing.T) {
 			t.Errorf("%s: plan %v, want the key idx_orders_user", q, plan)
 		}
 	}
-	rows, more, err := db.Orders.UserOrders(ctx, "7", orderdb.OrderFilter{}, 0, 3)
+	rows, more, err := db.Orders.UserOrders(ctx, "7", order.Filter{}, 0, 3)
 	if err != nil || len(rows) != 3 || !more || rows[0].ID <= rows[1].ID || rows[1].ID <= rows[2].ID {
 		t.Fatalf("first page: %+v %v %v", rows, more, err)
 	}
-	rows, more, err = db.Orders.UserOrders(ctx, "7", orderdb.OrderFilter{}, rows[2].ID, 3)
+	rows, more, err = db.Orders.UserOrders(ctx, "7", order.Filter{}, rows[2].ID, 3)
 	if err != nil || len(rows) != 1 || more {
 		t.Fatalf("last page: %+v %v %v", rows, more, err)
 	}

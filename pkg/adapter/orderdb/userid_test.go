@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -53,7 +52,7 @@ func TestMigrationToStringUserIDsKeepsOrders(t *testing.T) {
 			t.Fatalf("order %d is %q after the migration, want %q", i, g, w)
 		}
 	}
-	listed, _, err := db.Orders.UserOrders(ctx, "1001", orderdb.OrderFilter{}, 0, 10)
+	listed, _, err := db.Orders.UserOrders(ctx, "1001", order.Filter{}, 0, 10)
 	if err != nil || len(listed) != 2 {
 		t.Fatalf("user 1001's orders after the migration: %d, %v", len(listed), err)
 	}

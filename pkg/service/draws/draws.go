@@ -29,6 +29,9 @@ type Store interface {
 type Service struct {
 	Store Store
 	Now   func() time.Time
+
+	// Summaries serve the sale page (summary.go).
+	Summaries Summaries
 }
 
 // Enter records user's entry in draw sale a, for itemID (0: the sale's

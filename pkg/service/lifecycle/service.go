@@ -27,6 +27,9 @@ type Service struct {
 	// Numbers vouches for the order numbers the api issued (see Find);
 	// nil vouches for none.
 	Numbers Numbers
+	// Lists and Refunds serve the reads (lists.go).
+	Lists   Lists
+	Refunds Refunds
 	Log     *slog.Logger
 }
 

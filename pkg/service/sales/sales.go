@@ -56,6 +56,8 @@ type Service struct {
 	Sales         Sales
 	Warmups       Warmups
 	Restocks      Restocks
+	Items         Items
+	Tallies       Tallies
 	Stock         Stock
 	Closer        Closer
 	Now           func() time.Time

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/api/internal/httpapi"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/service/draws"
+	"github.com/seckill/seckill/pkg/service/lifecycle"
+	"github.com/seckill/seckill/pkg/service/placing"
+	"github.com/seckill/seckill/pkg/service/sales"
+	"github.com/seckill/seckill/pkg/service/waitingroom"
+)
+
+// services builds the use cases the handlers call besides placing, over
+// MySQL's stores and svc's Redis stores, numbers and clock.
+func services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Services {
+	now := time.Now
+	if svc.Now != nil {
+		now = svc.Now
+	}
+	lc := &lifecycle.Service{DB: db.Orders, Payments: db.Payments, Stock: svc.Reservations, Numbers: svc.Numbers,
+		Lists: db.Orders, Refunds: db.Payments, Log: log}
+	out := httpapi.Services{
+		Lifecycle: lc,
+		Draws:     &draws.Service{Store: db.Draws, Summaries: db.Draws, Now: now},
+		Sales: &sales.Service{Sales: db.Activities, Warmups: db.Activities, Restocks: db.Restocks, Items: db.Activities,
+			Tallies: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
+			PaymentWindow: svc.PaymentWindow, Log: log},
+	}
+	if svc.Rooms != nil {
+		out.Rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
+		out.Rooms.PaymentWindow, out.Rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
+	}
+	return out
+}
