@@ -110,7 +110,7 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 	// The drawer of before: the draw, the winner's number, its reserve
 	// under the old key; then it stopped (its event never published).
 	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw to run", func() bool {
-		res, err := p.DB.Draws.RunDraw(ctx, s.ActivityID, time.Now())
+		res, err := p.DB.Draws.RunDrawWith(ctx, s.ActivityID, time.Now(), draw.Pick)
 		if err != nil {
 			t.Fatal(err)
 		}

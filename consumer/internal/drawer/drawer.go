@@ -46,7 +46,6 @@ import (
 // DB is MySQL as the drawer uses it (*orderdb.Draws).
 type DB interface {
 	DrawsDue(ctx context.Context, now time.Time) ([]int64, error)
-	RunDraw(ctx context.Context, activity int64, now time.Time) (draw.Drawn, error)
 	DrawnLive(ctx context.Context, now time.Time) ([]int64, error)
 	Unissued(ctx context.Context, activity int64, limit int) ([]draw.Picked, error)
 	WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]draw.Picked, error)
@@ -56,6 +55,11 @@ type DB interface {
 	Unnumber(ctx context.Context, entryID, no string) error
 	DrawFree(ctx context.Context, activity int64, items []int64) (map[int64]int64, error)
 	ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error)
+}
+
+// Draws runs a draw, once, in the store's transaction (*draws.Service).
+type Draws interface {
+	Run(ctx context.Context, activity int64, now time.Time) (draw.Drawn, error)
 }
 
 // Activities reads a drawn sale (*orderdb.Activities).
@@ -87,6 +91,7 @@ type Placing interface {
 // Drawer runs the draws and their orders periodically.
 type Drawer struct {
 	DB           DB
+	Draws        Draws
 	Activities   Activities
 	Orders       Orders
 	Reservations Reservations
@@ -152,7 +157,7 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 	}
 	var errs []error
 	for _, id := range due {
-		res, err := d.DB.RunDraw(ctx, id, now)
+		res, err := d.Draws.Run(ctx, id, now)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -135,11 +135,6 @@ func (s *Draws) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
 // resultBatch is how many ranking rows one INSERT writes.
 const resultBatch = 1000
 
-// RunDraw is RunDrawWith ranking by draw.Pick.
-func (s *Draws) RunDraw(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
-	return s.RunDrawWith(ctx, activityID, now, draw.Pick)
-}
-
 // RunDrawWith draws the sale at now, exactly once: in one transaction it
 // locks the draw, which freezes the list (an entry not committed by then
 // finds it DRAWN), reads the entries and each size's stock, ranks them

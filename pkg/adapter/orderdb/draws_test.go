@@ -101,7 +101,7 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	res, err := db.Draws.RunDraw(ctx, a.ID, closes)
+	res, err := db.Draws.RunDrawWith(ctx, a.ID, closes, draw.Pick)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestDrawFreezesTheListExactly(t *testing.T) {
 		}
 	}
 	// Drawn once: another run does nothing.
-	if again, err := db.Draws.RunDraw(ctx, a.ID, closes.Add(time.Second)); err != nil || again.Ran {
+	if again, err := db.Draws.RunDrawWith(ctx, a.ID, closes.Add(time.Second), draw.Pick); err != nil || again.Ran {
 		t.Fatalf("a second draw: %+v, %v", again, err)
 	}
 }
@@ -151,7 +151,7 @@ func TestDrawRunsOnlyWhenDue(t *testing.T) {
 	ctx := context.Background()
 	closes := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
 	a := drawSale(t, db, closes, 2)
-	if res, err := db.Draws.RunDraw(ctx, a.ID, closes.Add(-time.Millisecond)); err != nil || res.Ran {
+	if res, err := db.Draws.RunDrawWith(ctx, a.ID, closes.Add(-time.Millisecond), draw.Pick); err != nil || res.Ran {
 		t.Fatalf("a draw before its close: %+v, %v", res, err)
 	}
 	due, err := db.Draws.DrawsDue(ctx, closes)
@@ -164,7 +164,7 @@ func TestDrawRunsOnlyWhenDue(t *testing.T) {
 	if due, err := db.Draws.DrawsDue(ctx, closes); err != nil || len(due) != 0 {
 		t.Fatalf("a cancelled sale is still due: %v, %v", due, err)
 	}
-	if res, err := db.Draws.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
+	if res, err := db.Draws.RunDrawWith(ctx, a.ID, closes, draw.Pick); err != nil || res.Ran {
 		t.Fatalf("a cancelled sale drawn: %+v, %v", res, err)
 	}
 }
@@ -254,11 +254,11 @@ func TestRunDrawLostCommitDrawsOnce(t *testing.T) {
 		}
 	}
 	cutCommit(p)
-	if _, err := via.Draws.RunDraw(ctx, a.ID, closes); err == nil {
-		t.Fatal("the draw's answer was cut, yet RunDraw returned no error")
+	if _, err := via.Draws.RunDrawWith(ctx, a.ID, closes, draw.Pick); err == nil {
+		t.Fatal("the draw's answer was cut, yet RunDrawWith returned no error")
 	}
 	waitCutOver(t, via)
-	if res, err := via.Draws.RunDraw(ctx, a.ID, closes); err != nil || res.Ran {
+	if res, err := via.Draws.RunDrawWith(ctx, a.ID, closes, draw.Pick); err != nil || res.Ran {
 		t.Fatalf("the run after the lost commit: %+v, %v; want nothing left to draw", res, err)
 	}
 	rec, err := db.Draws.DrawRecord(ctx, a.ID)
@@ -283,7 +283,7 @@ func TestNumberPickKeepsTheFirstNumber(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Draws.RunDraw(ctx, a.ID, closes); err != nil {
+	if _, err := db.Draws.RunDrawWith(ctx, a.ID, closes, draw.Pick); err != nil {
 		t.Fatal(err)
 	}
 	winners, err := db.Draws.WinnersWithoutOrders(ctx, a.ID, 10)
@@ -340,7 +340,7 @@ func TestDrawRecordReadsPageByPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Draws.RunDraw(ctx, a.ID, closes); err != nil {
+	if _, err := db.Draws.RunDrawWith(ctx, a.ID, closes, draw.Pick); err != nil {
 		t.Fatal(err)
 	}
 	defer orderdb.SetRecordPage(10)()
