@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
@@ -19,15 +20,21 @@ import (
 // order.ErrAlreadyPurchased or order.ErrSoldOut for the refusals, and an
 // error wrapping order.ErrUnavailable when Redis cannot be reached.
 func (s *Reservations) Reserve(ctx context.Context, r reservation.Reservation) (reservation.Result, error) {
-	switch {
-	case r.Room && r.Buckets > 1:
-		return reservation.Result{}, fmt.Errorf("reserve: a sale with a waiting room has one stock key an item: %w", order.ErrInvalidArgument)
-	case r.Room:
-		return s.runReserve(ctx, r, s.keys(r.Item()).Stock(), roomMode)
-	case r.Buckets > 1:
-		return s.reserveBucketed(ctx, r)
+	mode := plainMode
+	switch r.Selling {
+	case activity.SellsInRoom:
+		if r.Buckets > 1 {
+			return reservation.Result{}, fmt.Errorf("reserve: a sale with a waiting room has one stock key an item: %w", order.ErrInvalidArgument)
+		}
+		mode = roomMode
+	default: // activity.SellsFirstCome, and a draw's orders, which take
+		// their units as a first-come sale's do:
+		// from the item's stock key, or its buckets.
+		if r.Buckets > 1 {
+			return s.reserveBucketed(ctx, r)
+		}
 	}
-	return s.runReserve(ctx, r, s.keys(r.Item()).Stock(), plainMode)
+	return s.runReserve(ctx, r, s.keys(r.Item()).Stock(), mode)
 }
 
 // runReserve runs the reserve script with first as KEYS[1] in mode (see

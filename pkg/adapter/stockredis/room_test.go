@@ -309,7 +309,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		// An order whose answer is lost used the admission once: its retry
 		// with the same key finds it.
 		o := res(0, "k1", 1)
-		o.UserID, o.At, o.Room = "u1", roomStart.Add(4*time.Second), true
+		o.UserID, o.At, o.Selling = "u1", roomStart.Add(4*time.Second), activity.SellsInRoom
 		l.LoseNext("reserve")
 		if _, err := l.via.Reservations.Reserve(context.Background(), o); !stockredis.MayHaveRun(err) {
 			t.Fatalf("reserve with its answer lost: %v", err)
@@ -362,7 +362,7 @@ func TestRoomLostAnswers(t *testing.T) {
 // roomRes is an order of user for size it at at, in the room's sale.
 func roomRes(it reservation.Item, user, key string, qty int, at time.Time) reservation.Reservation {
 	r := sizedRes(it, 0, key, qty)
-	r.UserID, r.At, r.Room = user, at, true
+	r.UserID, r.At, r.Selling = user, at, activity.SellsInRoom
 	return r
 }
 

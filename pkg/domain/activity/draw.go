@@ -31,9 +31,10 @@ type Draw struct {
 // On reports whether the sale is a draw.
 func (d Draw) On() bool { return !d.EntriesCloseAt.IsZero() }
 
-// Mode names how the sale sells: ModeDraw or ModeFirstCome.
+// Mode names how the sale sells as the API does: ModeDraw for a draw,
+// ModeFirstCome otherwise (a sale with a waiting room included).
 func (a Activity) Mode() string {
-	if a.Draw.On() {
+	if a.Selling() == SellsByDraw {
 		return ModeDraw
 	}
 	return ModeFirstCome

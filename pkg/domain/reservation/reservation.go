@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -73,9 +74,10 @@ type Reservation struct {
 	// Tag is the sale's first item (activity.Activity.ItemID), whose hash tag
 	// the keys share; 0 means ItemID. The order number names it too.
 	Tag int64
-	// Room is true for a sale with a waiting room: the order must hold an
-	// admission of the buyer's (see Room), and uses it up.
-	Room bool
+	// Selling is how the sale sells: in a sale with a waiting room
+	// (activity.SellsInRoom) the order must hold an admission of the
+	// buyer's (see Room), and uses it up.
+	Selling activity.Selling
 }
 
 // Item is where the reservation's keys are.

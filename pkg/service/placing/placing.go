@@ -117,12 +117,12 @@ type Placed struct {
 // Place reserves and publishes one order. Errors are domain errors from
 // package order, wrapped with context.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
-	act, item, err := s.saleItem(ctx, r)
+	act, item, admit, err := s.saleItem(ctx, r)
 	if err != nil {
 		return Placed{}, err
 	}
 	now := s.Now()
-	if p, done, err := s.refuseEarly(ctx, r, act, item, now); done {
+	if p, done, err := s.refuseEarly(ctx, r, act, item, admit, now); done {
 		return p, err
 	}
 	ev, res, err := s.newOrder(ctx, r, act, item, now)
@@ -135,37 +135,54 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	return s.publish(ctx, r, act, item, ev)
 }
 
-// saleItem checks the request against its sale and returns the sale and
-// the item it buys.
-func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (activity.Activity, reservation.Item, error) {
+// admission is what the way a sale sells asks of a request before the
+// reserve, at now: nil when it may go on, or why it may not.
+type admission func(now time.Time) error
+
+// saleItem checks the request against its sale and returns the sale, the
+// item it buys, and the admission the sale asks of it (nil: none).
+func (s *Service) saleItem(ctx context.Context, r PlaceRequest) (activity.Activity, reservation.Item, admission, error) {
 	if !order.ValidIdempotencyKey(r.IdempotencyKey) {
-		return activity.Activity{}, reservation.Item{}, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
+		return activity.Activity{}, reservation.Item{}, nil, order.Errorf(order.ErrInvalidArgument, "Idempotency-Key must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if r.ActivityID <= 0 {
-		return activity.Activity{}, reservation.Item{}, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
+		return activity.Activity{}, reservation.Item{}, nil, order.Errorf(order.ErrInvalidArgument, "activity_id must be a positive integer")
 	}
 	act, err := s.activity(ctx, r.ActivityID)
 	if err != nil {
-		return activity.Activity{}, reservation.Item{}, err
+		return activity.Activity{}, reservation.Item{}, nil, err
 	}
-	if act.Draw.On() {
-		return activity.Activity{}, reservation.Item{}, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
+	var admit admission
+	switch act.Selling() {
+	case activity.SellsByDraw:
+		return activity.Activity{}, reservation.Item{}, nil, order.Errorf(order.ErrDrawSale, "sale %d is a draw: enter it at /api/v1/activities/%d/entries; its winners get their orders from the draw", act.ID, act.ID)
+	case activity.SellsInRoom:
+		// Signed by the sale's key: a forged, expired or another buyer's
+		// or sale's admission reserves nothing; the reserve script then
+		// checks it is unused.
+		admit = func(now time.Time) error {
+			_, err := room.Verify(act.Room.Key[:], r.Admission, act.ID, r.UserID, now)
+			return err
+		}
+	case activity.SellsFirstCome:
+		// Whoever reserves first buys: nothing to show.
 	}
 	if err := act.CheckQuantity(r.Quantity); err != nil {
-		return activity.Activity{}, reservation.Item{}, err
+		return activity.Activity{}, reservation.Item{}, nil, err
 	}
 	chosen, err := act.ChooseItem(r.ItemID)
 	if err != nil {
-		return activity.Activity{}, reservation.Item{}, err
+		return activity.Activity{}, reservation.Item{}, nil, err
 	}
-	return act, reservation.In(act.ItemID, chosen.ItemID), nil
+	return act, reservation.In(act.ItemID, chosen.ItemID), admit, nil
 }
 
 // refuseEarly answers, before anything is reserved, a request the sale
-// turns away at now: not on, without a valid admission to its waiting
-// room, or for an item flagged sold out. done is false when the request
-// goes on to the reserve.
-func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item, now time.Time) (p Placed, done bool, err error) {
+// turns away at now: not on, refused by the sale's admission (admit, nil
+// for none: its waiting room's), or for an item flagged sold out. done is
+// false when the request goes on to the reserve.
+func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item,
+	admit admission, now time.Time) (p Placed, done bool, err error) {
 	if !act.ActiveAt(now) {
 		if !now.Before(act.EndsAt) {
 			// A key accepted during the sale still gets its order back
@@ -178,11 +195,8 @@ func (s *Service) refuseEarly(ctx context.Context, r PlaceRequest, act activity.
 		return Placed{}, true, order.Errorf(order.ErrActivityNotActive, "the sale runs from %s to %s",
 			act.StartsAt.Format(time.RFC3339), act.EndsAt.Format(time.RFC3339))
 	}
-	if act.Room.On() {
-		// Signed by the sale's key: a forged, expired or another buyer's
-		// or sale's admission reserves nothing; the reserve script then
-		// checks it is unused.
-		if _, err := room.Verify(act.Room.Key[:], r.Admission, act.ID, r.UserID, now); err != nil {
+	if admit != nil {
+		if err := admit(now); err != nil {
 			p, err := s.notAdmitted(ctx, r, item, err)
 			return p, true, err
 		}
@@ -250,7 +264,7 @@ func records(act activity.Activity, item reservation.Item, o order.Event, quotaT
 		OrderNo: o.OrderNo, UserID: o.UserID, ItemID: item.ID, Tag: item.Tag, ActivityID: act.ID,
 		Quantity: o.Quantity, IdempotencyKey: o.IdempotencyKey, At: o.ReservedAt,
 		QuotaTTL: quotaTTL, ReservationTTL: reservationTTL,
-		Buckets: act.StockBuckets, Room: act.Room.On(),
+		Buckets: act.StockBuckets, Selling: act.Selling(),
 	}
 	return ev, res
 }
