@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
+	"github.com/seckill/seckill/api/wiring"
 	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
@@ -131,7 +132,7 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 	if err != nil {
 		return nil, err
 	}
-	handler := httpapi.New(svc, services(svc, b.db, log), verifier, ready, log, httpapi.WithRateLimits(cfg.limits),
+	handler := httpapi.New(svc, wiring.Services(svc, b.db, log), verifier, ready, log, httpapi.WithRateLimits(cfg.limits),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
 		httpapi.WithPayments(cfg.paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(cfg.buyerPay),
 		httpapi.WithTracer(b.tracer))

@@ -27,7 +27,7 @@ const (
 	domain                  // pkg/domain: the standard library and itself only
 	adapter                 // pkg/adapter: one outside system each
 	service                 // pkg/service: the use cases
-	wiring                  // internal/config and each program's main package
+	wiring                  // internal/config, each program's main package and api/wiring
 	transport               // api/internal/..., consumer/internal/...
 	testkit                 // internal/testkit: the test harness
 )
@@ -50,7 +50,7 @@ func layerOf(p string) layer {
 		return service
 	case under("internal/testkit"):
 		return testkit
-	case p == "internal/config", p == "api", p == "consumer", p == "reconciler":
+	case p == "internal/config", p == "api", under("api/wiring"), p == "consumer", p == "reconciler":
 		return wiring
 	case under("api/internal"), under("consumer/internal"), under("reconciler/internal"):
 		return transport

@@ -1,4 +1,7 @@
-package main
+// Package wiring builds the api's use cases over the concrete stores: the
+// one place the program and the handlers' tests share, so both run the
+// services the same way.
+package wiring
 
 import (
 	"log/slog"
@@ -13,9 +16,9 @@ import (
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
 
-// services builds the use cases the handlers call besides placing, over
+// Services builds the use cases the handlers call besides placing, over
 // MySQL's stores and svc's Redis stores, numbers and clock.
-func services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Services {
+func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Services {
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now
