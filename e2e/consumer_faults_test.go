@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
@@ -250,7 +251,7 @@ func TestDeadLetterLeavesAClaimedReservationToItsEvent(t *testing.T) {
 	if st, err := p.Store.Reservations.Claim(ctx, reservation.One(sale.ItemID), []string{ev.OrderNo}); err != nil || st[0] != reservation.StateReserved {
 		t.Fatalf("claim: %v %v", st, err)
 	}
-	if out, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+	if out, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 		out[ev.OrderNo].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

@@ -23,12 +23,12 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Se
 	if svc.Now != nil {
 		now = svc.Now
 	}
-	lc := &lifecycle.Service{DB: db.Orders, Payments: db.Payments, Stock: svc.Reservations, Numbers: svc.Numbers,
+	lc := &lifecycle.Service{Tx: db, DB: db.Orders, Payments: db.Payments, Stock: svc.Reservations, Numbers: svc.Numbers,
 		Lists: db.Orders, Refunds: db.Payments, Log: log}
 	out := httpapi.Services{
 		Lifecycle: lc,
-		Draws:     &draws.Service{Store: db.Draws, Summaries: db.Draws, Now: now},
-		Sales: &sales.Service{Sales: db.Activities, Warmups: db.Activities, Restocks: db.Restocks, Items: db.Activities,
+		Draws:     &draws.Service{Tx: db, Store: db.Draws, Summaries: db.Draws, Now: now},
+		Sales: &sales.Service{Tx: db, Sales: db.Activities, Warmups: db.Activities, Restocks: db.Restocks, Items: db.Activities,
 			Tallies: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
 			PaymentWindow: svc.PaymentWindow, Log: log},
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
@@ -650,7 +651,7 @@ func TestOrderStatus(t *testing.T) {
 	if events[0].OrderNo != no || events[0].UserID != "1" || events[0].Quantity != 1 {
 		t.Fatalf("event %+v", events[0])
 	}
-	out, err := ts.db.Orders.Fulfil(context.Background(), []order.FulfilRequest{{Event: events[0]}})
+	out, err := mysqltest.Fulfil(context.Background(), ts.db.DB, []order.FulfilRequest{{Event: events[0]}})
 	if err != nil || out[no].Status != order.Created {
 		t.Fatalf("fulfil: %+v %v", out, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -70,7 +71,7 @@ func (f *listFixture) created(user, activity int64, qty int) string {
 		f.t.Fatal(err)
 	}
 	ev := f.event(user, activity, qty)
-	out, err := f.ts.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, UnitPrice: a.SalePrice}})
+	out, err := mysqltest.Fulfil(ctx, f.ts.db.DB, []order.FulfilRequest{{Event: ev, UnitPrice: a.SalePrice}})
 	if err != nil || out[ev.OrderNo].Status != order.Created {
 		f.t.Fatalf("fulfil: %+v %v", out, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -141,7 +142,7 @@ func TestPrices(t *testing.T) {
 		}
 		ev := order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID), IdempotencyKey: fmt.Sprintf("k%d", user),
 			UserID: strconv.FormatInt(user, 10), ItemID: a.ItemID, ActivityID: a.ID, Quantity: qty, ReservedAt: time.Now()}
-		out, err := ts.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, UnitPrice: a.SalePrice}})
+		out, err := mysqltest.Fulfil(ctx, ts.db.DB, []order.FulfilRequest{{Event: ev, UnitPrice: a.SalePrice}})
 		if err != nil || out[ev.OrderNo].Status != order.Created {
 			t.Fatalf("fulfil: %+v %v", out, err)
 		}

@@ -35,7 +35,7 @@ type Stock interface {
 	Reservation(ctx context.Context, orderNo string) (reservation.Info, error)
 }
 
-// Orders is MySQL as fulfilment writes the batch's orders (*orderdb.Orders).
+// Orders writes the batch's orders into MySQL (*fulfilment.Service).
 type Orders interface {
 	Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/service/fulfilment"
 )
 
 // env is one test's Redis prefix and MySQL database, and a handler over
@@ -59,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
 	return &env{t: t, store: store, rdb: rdb, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
-		handler: &fulfil.Handler{Stock: store.Reservations, DB: hdb.Orders, Activities: hdb.Activities, PaymentWindow: time.Hour,
+		handler: &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: hdb, Orders: hdb.Orders}, Activities: hdb.Activities, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
@@ -232,7 +233,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 	}{
 		{"created", func(*env, sale, order.Event) func() { return nil }, fulfil.Created, order.Created},
 		{"duplicate order_no", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := mysqltest.Fulfil(ctx, e.db.DB, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			return nil
@@ -245,7 +246,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 		}, fulfil.Failed, order.Failed},
 		{"already purchased", func(e *env, s sale, ev order.Event) func() {
 			other := e.event(s, user, 1)
-			if out, err := e.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
+			if out, err := mysqltest.Fulfil(ctx, e.db.DB, []order.FulfilRequest{{Event: other, PayDeadline: time.Now().Add(time.Hour)}}); err != nil ||
 				out[other.OrderNo].Status != order.Created {
 				e.t.Fatalf("the other order: %+v %v", out, err)
 			}
@@ -255,7 +256,7 @@ func TestHandleClaimTimesMySQL(t *testing.T) {
 		// back from an older state: the redelivery finds the reservation
 		// live again while MySQL has the unit back.
 		{"closed and released", func(e *env, s sale, ev order.Event) func() {
-			if _, err := e.db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := mysqltest.Fulfil(ctx, e.db.DB, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				e.t.Fatal(err)
 			}
 			if tr, err := e.db.Orders.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {

@@ -112,7 +112,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, prefix string) *fixture
 	if _, err := store.Reservations.Claim(ctx, reservation.One(it.ID), []string{r.OrderNo}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
+	if _, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{{Event: order.Event{Version: order.EventVersion, OrderNo: r.OrderNo,
 		IdempotencyKey: r.IdempotencyKey, UserID: r.UserID, ItemID: r.ItemID, ActivityID: r.ActivityID, Quantity: 1,
 		ReservedAt: r.At}, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)

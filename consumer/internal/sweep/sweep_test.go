@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/logstest"
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/adapter/lock"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
@@ -47,7 +48,7 @@ func TestSweepOnce(t *testing.T) {
 			sweep.Stats{Republished: 1}, reservation.StateClaimed, 1, false},
 		{"created in MySQL, claimed", 2 * after, func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 			claim(t, p, ev)
-			if _, err := p.DB.Orders.Fulfil(context.Background(), []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+			if _, err := mysqltest.Fulfil(context.Background(), p.DB.DB, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 		}, sweep.Stats{Confirmed: 1}, reservation.StateConfirmed, 0, false},
@@ -114,7 +115,7 @@ func TestSweepOnce(t *testing.T) {
 func closedAndReleased(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{{Event: ev, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	if tr, err := p.DB.Orders.CloseOrder(ctx, ev.UserID, ev.OrderNo, order.ReasonCancelled); err != nil || !tr.Won {
@@ -158,7 +159,7 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 	republish := p.ReserveEventAt(s, 2, 1, "k2", ago.Add(time.Second))
 	created := p.ReserveEventAt(s, 3, 1, "k3", ago.Add(2*time.Second))
 	claim(t, p, created)
-	if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{{Event: created, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	otherItems := p.ReserveEventAt(other, 4, 1, "k4", ago)

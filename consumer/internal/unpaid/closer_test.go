@@ -33,7 +33,7 @@ func TestOneCloserAtATime(t *testing.T) {
 	db := mysqltest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: db, DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-a"}),
 		Log:       log,
 	}
@@ -62,7 +62,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	s := p.NewSale(10, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: p.DB, DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
@@ -72,7 +72,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	if _, err := p.Store.Reservations.Claim(ctx, reservation.One(s.ItemID), nos); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{
+	if _, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{
 		{Event: expired, PayDeadline: time.Now().Add(-time.Second)},
 		{Event: live, PayDeadline: time.Now().Add(time.Hour)},
 	}); err != nil {
@@ -125,7 +125,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	logBuf := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: p.DB, DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
@@ -145,7 +145,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline = deadline.Add(time.Second)
-		if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: e, PayDeadline: deadline}}); err != nil {
+		if _, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{{Event: e, PayDeadline: deadline}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Store.Reservations.Confirm(ctx, reservation.One(s.ItemID), []string{e.OrderNo}); err != nil {

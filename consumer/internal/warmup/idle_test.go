@@ -31,7 +31,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := db.OneSession(t)
-	s := &warmup.Scheduler{DB: session.Activities, Sales: &sales.Service{Sales: session.Activities, Warmups: session.Activities, Restocks: session.Restocks, Stock: stockredis.New(rdb, prefix).Stock}, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: session.Activities, Sales: &sales.Service{Tx: session, Sales: session.Activities, Warmups: session.Activities, Restocks: session.Restocks, Stock: stockredis.New(rdb, prefix).Stock}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-idle"})}
 	var warmed []int64
 	read := mysqltest.RowsRead(t, session, func() {
@@ -71,7 +71,7 @@ func TestOnePassWarmsMoreSalesThanAPage(t *testing.T) {
 		}
 		due = append(due, a)
 	}
-	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store.Stock}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Tx: db.DB, Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store.Stock}, Lead: time.Hour, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "warmup-pages"})}
 	warmed, err := s.Once(ctx)
 	if err != nil {

@@ -57,7 +57,7 @@ func TestScheduledWarmupOnceAcrossTwoConsumers(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, name := range []string{"consumer-a", "consumer-b"} {
-		s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store.Stock}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
+		s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Tx: db.DB, Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: store.Stock}, Lead: lead, Every: 20 * time.Millisecond, Log: log.With("instance", name),
 			Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: name})}
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Run(runCtx) }()
@@ -135,7 +135,7 @@ func TestWarmupWaitsForTheLock(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
 	db := mysqltest.New(t)
-	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: stockredis.New(rdb, prefix).Stock}, Log: slog.New(slog.DiscardHandler),
+	s := &warmup.Scheduler{DB: db.DB.Activities, Sales: &sales.Service{Tx: db.DB, Sales: db.DB.Activities, Warmups: db.DB.Activities, Restocks: db.DB.Restocks, Stock: stockredis.New(rdb, prefix).Stock}, Log: slog.New(slog.DiscardHandler),
 		Locker: lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "a"})}
 	other, err := lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "b"}).TryLock(ctx, warmup.LockName)
 	if err != nil {

@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/service/fulfilment"
 )
 
 // SeedLive writes live orders of users 1..n (one unit each, idempotency
@@ -26,7 +28,7 @@ func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.
 			all = append(all, e)
 			reqs = append(reqs, order.FulfilRequest{Event: e, PayDeadline: time.Now().Add(time.Hour)})
 		}
-		out, err := d.Orders.Fulfil(ctx, reqs)
+		out, err := Fulfil(ctx, d.DB, reqs)
 		if err != nil {
 			return nil, err
 		}
@@ -37,4 +39,11 @@ func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.
 		}
 	}
 	return all, nil
+}
+
+// Fulfil writes reqs into db as the consumer writes a batch (the
+// fulfilment service on db's orders) and returns the outcomes.
+func Fulfil(ctx context.Context, db *orderdb.DB, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
+	s := &fulfilment.Service{Tx: db, Orders: db.Orders}
+	return s.Fulfil(ctx, reqs)
 }

@@ -38,7 +38,7 @@ func (s *Draws) Enter(ctx context.Context, e draw.NewEntry) (draw.BuyerEntry, bo
 	_, _ = rand.Read(b[:])
 	row := entryRow{EntryID: hex.EncodeToString(b[:]), ActivityID: e.ActivityID, UserID: e.UserID, ItemID: e.ItemID,
 		Quantity: e.Quantity, CreatedAt: e.At.UTC()}
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			if duplicateKey(err) != "" {
 				return errEntered
@@ -95,7 +95,7 @@ func (s *Draws) EntryOf(ctx context.Context, activity int64, user string) (draw.
 		// OrderStatus is the status of the order MySQL holds for OrderNo.
 		OrderStatus *string
 	}
-	tx := s.gdb.WithContext(ctx)
+	tx := s.db(ctx)
 	err := tx.Table("draw_entries").
 		Select("draw_entries.*, draw_results.draw_rank, draw_results.outcome, draw_results.alternate, draw_results.order_no, draw_results.issued, orders.status AS order_status").
 		Joins("LEFT JOIN draw_results ON draw_results.entry_id = draw_entries.entry_id").

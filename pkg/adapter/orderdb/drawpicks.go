@@ -25,19 +25,19 @@ func picks(q *gorm.DB, op string) ([]draw.Picked, error) {
 // Unissued lists the sale's entries numbered for an order whose event is
 // not known to have reached Kafka, in ranking order.
 func (s *Draws) Unissued(ctx context.Context, activity int64, limit int) ([]draw.Picked, error) {
-	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND order_no IS NOT NULL AND issued = 0", activity).Limit(limit), "list unissued picks")
+	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ? AND order_no IS NOT NULL AND issued = 0", activity).Limit(limit), "list unissued picks")
 }
 
 // WinnersWithoutOrders lists the sale's winners not yet numbered for an
 // order, in ranking order.
 func (s *Draws) WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]draw.Picked, error) {
-	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND outcome = ? AND order_no IS NULL", activity, draw.Won).Limit(limit), "list winners")
+	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ? AND outcome = ? AND order_no IS NULL", activity, draw.Won).Limit(limit), "list winners")
 }
 
 // NextAlternates lists the first alternates of the size without an order
 // whose quantity is at most most, in ranking order.
 func (s *Draws) NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]draw.Picked, error) {
-	return picks(s.gdb.WithContext(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ?",
+	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ?",
 		activity, item, draw.Alternate, most).Limit(limit), "list alternates")
 }
 
@@ -46,7 +46,7 @@ func (s *Draws) NextAlternates(ctx context.Context, activity, item int64, most i
 // answer lost, or another process's). The number is set before the order
 // is reserved, so an entry never has two orders.
 func (s *Draws) NumberPick(ctx context.Context, entryID, no string) (string, error) {
-	tx := s.gdb.WithContext(ctx)
+	tx := s.db(ctx)
 	if err := tx.Model(&resultRow{}).Where("entry_id = ? AND order_no IS NULL", entryID).UpdateColumn("order_no", no).Error; err != nil {
 		return "", wrap("number pick", err)
 	}
@@ -62,7 +62,7 @@ func (s *Draws) NumberPick(ctx context.Context, entryID, no string) (string, err
 
 // MarkIssued records that the event of the entry's order no reached Kafka.
 func (s *Draws) MarkIssued(ctx context.Context, entryID, no string) error {
-	err := s.gdb.WithContext(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ?", entryID, no).UpdateColumn("issued", true).Error
+	err := s.db(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ?", entryID, no).UpdateColumn("issued", true).Error
 	return wrap("mark pick issued", err)
 }
 
@@ -70,7 +70,7 @@ func (s *Draws) MarkIssued(ctx context.Context, entryID, no string) error {
 // refused (the units it was promoted for went to another): it waits for
 // the next units again, in its place.
 func (s *Draws) Unnumber(ctx context.Context, entryID, no string) error {
-	err := s.gdb.WithContext(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ? AND issued = 0 AND outcome = ?", entryID, no, draw.Alternate).
+	err := s.db(ctx).Model(&resultRow{}).Where("entry_id = ? AND order_no = ? AND issued = 0 AND outcome = ?", entryID, no, draw.Alternate).
 		UpdateColumn("order_no", nil).Error
 	return wrap("unnumber pick", err)
 }
@@ -91,7 +91,7 @@ func (s *Draws) DrawFree(ctx context.Context, activity int64, items []int64) (ma
 	}
 	// The outcomes named so that idx_draw_results_size reads only the
 	// numbered picks of each size, not the whole ranking.
-	err := s.gdb.WithContext(ctx).Raw(`SELECT s.item_id, s.stock - COALESCE((SELECT SUM(r.quantity) FROM draw_results r
+	err := s.db(ctx).Raw(`SELECT s.item_id, s.stock - COALESCE((SELECT SUM(r.quantity) FROM draw_results r
 		WHERE r.activity_id = ? AND r.item_id = s.item_id AND r.outcome IN ? AND r.order_no IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = r.order_no)), 0) AS free
 		FROM item_stock s WHERE s.item_id IN ?`, activity, []string{draw.Won, draw.Alternate}, nonEmpty(items)).Scan(&rows).Error
@@ -115,7 +115,7 @@ func (s *Draws) DrawFree(ctx context.Context, activity int64, items []int64) (ma
 // only while the entry still has it; FAILED is final, so a retry after a
 // lost answer finds nothing more to do. It returns how many it took back.
 func (s *Draws) ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error) {
-	g := s.gdb.WithContext(ctx)
+	g := s.db(ctx)
 	var failed []struct {
 		EntryID string
 		OrderNo string

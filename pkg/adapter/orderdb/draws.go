@@ -105,7 +105,7 @@ func changeDraw(tx *gorm.DB, row activityRow, ch activity.Patch, starts, ends, n
 // not a draw.
 func (s *Draws) DrawSummary(ctx context.Context, activity int64) (draw.Summary, error) {
 	var row drawRow
-	err := s.gdb.WithContext(ctx).Select("state", "entries").Where("activity_id = ?", activity).Take(&row).Error
+	err := s.db(ctx).Select("state", "entries").Where("activity_id = ?", activity).Take(&row).Error
 	return draw.Summary{State: row.State, Entries: row.Entries}, wrap("read draw", err)
 }
 
@@ -113,7 +113,7 @@ func (s *Draws) DrawSummary(ctx context.Context, activity int64) (draw.Summary, 
 // the sale neither ended nor cancelled.
 func (s *Draws) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
-	err := s.gdb.WithContext(ctx).Table("activity_draws").Select("activity_draws.activity_id").
+	err := s.db(ctx).Table("activity_draws").Select("activity_draws.activity_id").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").
 		Where("activity_draws.state = ? AND activity_draws.entries_close_at <= ? AND activities.ends_at > ? AND activities.cancelled_at IS NULL",
 			draw.StateOpen, now.UTC(), now.UTC()).
@@ -125,7 +125,7 @@ func (s *Draws) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
 // alternates are given orders.
 func (s *Draws) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
-	err := s.gdb.WithContext(ctx).Table("activity_draws").Select("activity_draws.activity_id").
+	err := s.db(ctx).Table("activity_draws").Select("activity_draws.activity_id").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").
 		Where("activity_draws.state = ? AND activities.ends_at > ? AND activities.cancelled_at IS NULL", draw.StateDrawn, now.UTC()).
 		Order("activity_draws.activity_id").Limit(1000).Pluck("activity_draws.activity_id", &ids).Error
@@ -145,7 +145,7 @@ const resultBatch = 1000
 // same.
 func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time, pick draw.Ranker) (draw.Drawn, error) {
 	var out draw.Drawn
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var d drawRow
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("activity_id = ?", activityID).Take(&d).Error; err != nil {
 			return err
@@ -243,7 +243,7 @@ func drawStock(tx *gorm.DB, items []int64) ([]draw.Size, map[int64]int64, error)
 // once drawn the seed, the digest, the sizes' stock at the draw and every
 // entry in ranking order. order.ErrNotFound for a sale that is not a draw.
 func (s *Draws) DrawRecord(ctx context.Context, activity int64) (draw.Record, error) {
-	tx := s.gdb.WithContext(ctx)
+	tx := s.db(ctx)
 	var d drawRow
 	if err := tx.Where("activity_id = ?", activity).Take(&d).Error; err != nil {
 		return draw.Record{}, wrap("read draw", err)
@@ -321,7 +321,7 @@ var recordPage = 10_000
 // DrawSales lists the draw sales that end after endsAfter, or the ones
 // of ids among them when ids is not nil.
 func (s *Draws) DrawSales(ctx context.Context, endsAfter time.Time, ids []int64) ([]int64, error) {
-	q := s.gdb.WithContext(ctx).Table("activity_draws").
+	q := s.db(ctx).Table("activity_draws").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").Where("activities.ends_at > ?", endsAfter.UTC())
 	if ids != nil {
 		q = q.Where("activity_draws.activity_id IN ?", nonEmpty(ids))
@@ -348,7 +348,7 @@ type DrawAudit struct {
 // DrawAudit reads the audit of the sale's draw.
 func (s *Draws) DrawAudit(ctx context.Context, activity int64) (DrawAudit, error) {
 	var a DrawAudit
-	g := s.gdb.WithContext(ctx)
+	g := s.db(ctx)
 	err := g.Raw(`SELECT COALESCE(SUM(order_no IS NOT NULL), 0) AS numbered, COALESCE(SUM(issued), 0) AS issued,
 		COALESCE(SUM(outcome = ? AND order_no IS NOT NULL), 0) AS promoted,
 		COALESCE(SUM(issued = 1 AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_no = draw_results.order_no)), 0) AS missing

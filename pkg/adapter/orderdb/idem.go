@@ -16,7 +16,7 @@ import (
 // statements are range reads of uk_orders_live.
 func (s *Reconcile) IdemOrderPage(ctx context.Context, activityID int64, after string, users int) (orders []drift.IdemOrder, last string, err error) {
 	var bound sql.NullString
-	err = s.gdb.WithContext(ctx).Raw(`SELECT MAX(user_id) FROM (SELECT DISTINCT user_id FROM orders
+	err = s.db(ctx).Raw(`SELECT MAX(user_id) FROM (SELECT DISTINCT user_id FROM orders
 		WHERE activity_id = ? AND user_id > ? ORDER BY user_id LIMIT ?) page`, activityID, after, users).Row().Scan(&bound)
 	if err != nil {
 		return nil, "", wrap("page users with orders", err)
@@ -33,7 +33,7 @@ func (s *Reconcile) IdemOrderPage(ctx context.Context, activityID int64, after s
 		Status         string
 		FailureReason  *string
 	}
-	err = s.gdb.WithContext(ctx).Model(&orderRow{}).
+	err = s.db(ctx).Model(&orderRow{}).
 		Select("id, order_no, user_id, item_id, idempotency_key, status, failure_reason").
 		Where("activity_id = ? AND user_id > ? AND user_id <= ?", activityID, after, bound.String).Order("id").Scan(&rows).Error
 	if err != nil {

@@ -34,7 +34,7 @@ func firstOrder(t *testing.T, db *mysqltest.DB, item int64, key string, st order
 	t.Helper()
 	ctx := context.Background()
 	first := reqKey(item, 1, 1, key)
-	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{first})
+	out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{first})
 	if err != nil || out[first.Event.OrderNo].Status != order.Created {
 		t.Fatalf("first order: %+v, %v", out, err)
 	}
@@ -70,7 +70,7 @@ func TestFulfilRetriedKeyIsRefused(t *testing.T) {
 			// Alone, and beside an order of another user in one batch (the
 			// batch falls back to order by order).
 			retry, other := reqKey(item, 1, 1, "retry"), reqKey(item, 2, 1, "retry")
-			out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{retry, other})
+			out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{retry, other})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestFulfilKeyOfUnavailableOrderBuysAgain(t *testing.T) {
 		t.Fatalf("abandon: %+v, %v", o, err)
 	}
 	retry := reqKey(item, 1, 1, "again")
-	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{retry})
+	out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{retry})
 	if err != nil || out[retry.Event.OrderNo].Status != order.Created {
 		t.Fatalf("retry after a 503: %+v, %v, want CREATED", out, err)
 	}
@@ -149,7 +149,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 		for i := range reqs {
 			reqs[i] = reqKey(item, 1, 1, "race")
 		}
-		out, err := db.Orders.Fulfil(context.Background(), reqs)
+		out, err := mysqltest.Fulfil(context.Background(), db.DB, reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +172,7 @@ func TestFulfilConcurrentRetriesOfAKey(t *testing.T) {
 				defer wg.Done()
 				// Each batch also carries another user's order, so each
 				// goes order by order after its batch insert is refused.
-				outs[i], errs[i] = db.Orders.Fulfil(context.Background(), []order.FulfilRequest{reqs[i], reqKey(item, int64(10+i), 1, "race")})
+				outs[i], errs[i] = mysqltest.Fulfil(context.Background(), db.DB, []order.FulfilRequest{reqs[i], reqKey(item, int64(10+i), 1, "race")})
 			}()
 		}
 		wg.Wait()
@@ -217,7 +217,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			if dup {
-				if out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
+				if out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{reqKey(item, 1, 1, "old")}); err != nil || len(out) != 1 {
 					t.Fatalf("second order of the key before 0008: %+v, %v", out, err)
 				}
 			}
@@ -247,7 +247,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 			}
 			// The closed order holds its key; the 503 record does not.
 			retry := reqKey(item, 1, 1, "old")
-			out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{retry})
+			out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{retry})
 			if err != nil || out[retry.Event.OrderNo].Reason != order.ReasonDuplicateRequest {
 				t.Fatalf("retry of %s's key after the migration: %+v, %v", first.Event.OrderNo, out, err)
 			}

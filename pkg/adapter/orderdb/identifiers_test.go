@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/payment"
 )
@@ -21,7 +22,7 @@ func TestPaymentTransactionIDsCompareBytes(t *testing.T) {
 	for user := int64(1); user <= 2; user++ {
 		r := req(item, user, 1)
 		r.UnitPrice = eur
-		if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r}); err != nil {
+		if _, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{r}); err != nil {
 			t.Fatal(err)
 		}
 		nos = append(nos, r.Event.OrderNo)
@@ -84,7 +85,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 		r.Event.UserID, r.Event.IdempotencyKey = u.user, u.key
 		reqs = append(reqs, r)
 	}
-	out, err := db.Orders.Fulfil(ctx, reqs)
+	out, err := mysqltest.Fulfil(ctx, db.DB, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestUserIDsAndOrderKeysCompareBytes(t *testing.T) {
 	// The live-order key still holds for each of them.
 	again := req(item, 1, 1)
 	again.Event.UserID = "alice"
-	out, err = db.Orders.Fulfil(ctx, []order.FulfilRequest{again})
+	out, err = mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{again})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	r.Event.UserID, r.Event.IdempotencyKey = "Alice", "Key-1"
-	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{r}); err != nil {
 		t.Fatal(err)
 	}
 	no := r.Event.OrderNo

@@ -72,7 +72,7 @@ func (s *Activities) CreateItem(ctx context.Context, name string, stock int64) (
 func (s *Activities) CreatePricedItem(ctx context.Context, name string, stock int64, price order.Money) (activity.Product, error) {
 	row := itemRow{Name: name}
 	row.Price, row.Currency = priceColumns(price)
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (s *Activities) Item(ctx context.Context, id int64) (activity.Product, erro
 		Currency *string
 		Stock    int64
 	}
-	err := s.gdb.WithContext(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
+	err := s.db(ctx).Table("items").Select("items.id, items.name, items.price, items.currency, item_stock.stock").
 		Joins("JOIN item_stock ON item_stock.item_id = items.id").Where("items.id = ?", id).Take(&row).Error
 	if err != nil {
 		return activity.Product{}, wrap("read item", err)
@@ -104,7 +104,7 @@ func (s *Activities) Item(ctx context.Context, id int64) (activity.Product, erro
 // ItemStock returns the item's MySQL stock, order.ErrNotFound if none.
 func (s *Activities) ItemStock(ctx context.Context, itemID int64) (int64, error) {
 	var row stockRow
-	err := s.gdb.WithContext(ctx).Where("item_id = ?", itemID).Take(&row).Error
+	err := s.db(ctx).Where("item_id = ?", itemID).Take(&row).Error
 	if err != nil {
 		return 0, wrap("read stock", err)
 	}
@@ -113,7 +113,7 @@ func (s *Activities) ItemStock(ctx context.Context, itemID int64) (int64, error)
 
 // SetItemStock overwrites an item's MySQL stock (operators and tests).
 func (s *Activities) SetItemStock(ctx context.Context, itemID, stock int64) error {
-	res := s.gdb.WithContext(ctx).Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", stock)
+	res := s.db(ctx).Model(&stockRow{}).Where("item_id = ?", itemID).Update("stock", stock)
 	if res.Error != nil {
 		return wrap("set stock", res.Error)
 	}
@@ -142,7 +142,7 @@ func (s *Activities) createActivity(ctx context.Context, a activity.Activity, g 
 	if !labelled(a) {
 		a.Items = []activity.Item{{ItemID: a.ItemID, SalePrice: a.SalePrice}}
 	}
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		lists, othersOf := map[int64]order.Money{}, map[int64][]activity.Activity{}
 		for _, item := range lockOrder(a.ItemIDs()) {
 			it, others, err := lockItemSales(tx, item, 0)
@@ -202,7 +202,7 @@ func (s *Activities) Activity(ctx context.Context, id int64) (activity.Activity,
 	// With its room and its first item's name in the same query: a sale
 	// page reads the sale every second, in two queries (this and its items).
 	var row activityRoomRow
-	tx := s.gdb.WithContext(ctx)
+	tx := s.db(ctx)
 	err := tx.Table("activities").Select("activities.*, items.name AS item_name, "+roomColumns+", "+drawSelect).
 		Joins("JOIN items ON items.id = activities.item_id").
 		Joins("LEFT JOIN activity_rooms ON activity_rooms.activity_id = activities.id").

@@ -13,7 +13,7 @@ import (
 // user's rows, so a page costs the same however deep it is, and rows
 // inserted meanwhile (higher ids) neither shift nor repeat older pages.
 func (s *Orders) UserOrders(ctx context.Context, user string, f order.Filter, before int64, limit int) (rows []order.Listed, more bool, err error) {
-	q := s.gdb.WithContext(ctx).Where("user_id = ?", user)
+	q := s.db(ctx).Where("user_id = ?", user)
 	if f.ActivityID > 0 {
 		q = q.Where("activity_id = ?", f.ActivityID)
 	}
@@ -46,7 +46,7 @@ func (s *Activities) ActivityTally(ctx context.Context, activityID int64) (map[i
 		Status string
 		order.StatusTally
 	}
-	err := s.gdb.WithContext(ctx).Model(&orderRow{}).
+	err := s.db(ctx).Model(&orderRow{}).
 		Select("item_id, status, COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units, COALESCE(SUM(amount), 0) AS amount, COUNT(amount) AS priced").
 		Where("activity_id = ?", activityID).Group("item_id, status").Scan(&rows).Error
 	if err != nil {

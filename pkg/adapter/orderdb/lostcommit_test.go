@@ -117,7 +117,7 @@ func TestRecordPaymentLostCommitRetryIsDuplicate(t *testing.T) {
 	r := req(item, 1, 1)
 	r.UnitPrice = eur
 	no := r.Event.OrderNo
-	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r})
+	out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestCancelIsRecordedAfterThePaymentItWaitedFor(t *testing.T) {
 	ctx := context.Background()
 	r := req(item, 1, 1)
 	no := r.Event.OrderNo
-	if out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r}); err != nil || out[no].Status != order.Created {
+	if out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{r}); err != nil || out[no].Status != order.Created {
 		t.Fatalf("fixture order %+v (%v), want CREATED", out[no], err)
 	}
 	g := db.Gorm().WithContext(ctx)

@@ -18,7 +18,7 @@ func (s *Orders) OrderNumberKey(ctx context.Context) ([]byte, error) {
 	if _, err := rand.Read(offer); err != nil {
 		return nil, fmt.Errorf("order number key: %w", err)
 	}
-	g := s.gdb.WithContext(ctx)
+	g := s.db(ctx)
 	// A hex literal, not a placeholder: one plain statement (no prepare).
 	insert := fmt.Sprintf("INSERT IGNORE INTO shared_keys (name, value) VALUES ('order_number', X'%x')", offer)
 	if err := g.Exec(insert).Error; err != nil {

@@ -48,49 +48,50 @@ type DB struct {
 // Orders stores the orders: fulfilment of the reserved ones, lookups and
 // lists, the idempotency keys, the order numbers' key, and the moves of an
 // order's life (pay, close, release, expiry).
-type Orders struct{ gdb *gorm.DB }
+type Orders struct{ conn }
 
 // Payments stores the payments of the orders.
 type Payments struct {
-	gdb    *gorm.DB
+	conn
 	orders *Orders
 }
 
 // Activities stores the sales and their items: creation, changes and end,
 // the settings of the stock keys, the warm-up marks, and the tallies.
-type Activities struct{ gdb *gorm.DB }
+type Activities struct{ conn }
 
 // Restocks stores the items' restocks and reads the stock a warm-up loads.
-type Restocks struct{ gdb *gorm.DB }
+type Restocks struct{ conn }
 
 // Draws stores the draws: the entries, the run and its record, the picks.
-type Draws struct{ gdb *gorm.DB }
+type Draws struct{ conn }
 
 // Rooms stores the waiting rooms' joins and their rebuilds.
-type Rooms struct{ gdb *gorm.DB }
+type Rooms struct{ conn }
 
 // RedisWatches stores what the consumer saw of Redis' runs and losses.
-type RedisWatches struct{ gdb *gorm.DB }
+type RedisWatches struct{ conn }
 
 // Reconcile is the reconciler's read side: the sales to check and the
 // stock, orders and keys MySQL holds for them.
 type Reconcile struct {
-	gdb      *gorm.DB
+	conn
 	restocks *Restocks
 }
 
 func newDB(gdb *gorm.DB) *DB {
-	orders, restocks := &Orders{gdb}, &Restocks{gdb}
+	c := conn{gdb}
+	orders, restocks := &Orders{c}, &Restocks{c}
 	return &DB{
 		gdb:          gdb,
 		Orders:       orders,
-		Payments:     &Payments{gdb, orders},
-		Activities:   &Activities{gdb},
+		Payments:     &Payments{c, orders},
+		Activities:   &Activities{c},
 		Restocks:     restocks,
-		Draws:        &Draws{gdb},
-		Rooms:        &Rooms{gdb},
-		RedisWatches: &RedisWatches{gdb},
-		Reconcile:    &Reconcile{gdb, restocks},
+		Draws:        &Draws{c},
+		Rooms:        &Rooms{c},
+		RedisWatches: &RedisWatches{c},
+		Reconcile:    &Reconcile{c, restocks},
 	}
 }
 

@@ -69,7 +69,7 @@ func TestFulfilBatchAndTail(t *testing.T) {
 	// 7 orders for 5 units, one of them quantity 2: the batch cannot be
 	// taken whole, so it goes order by order and the tail still sells.
 	reqs := []order.FulfilRequest{req(item, 1, 1), req(item, 2, 2), req(item, 3, 1), req(item, 4, 1), req(item, 5, 1), req(item, 6, 1), req(item, 7, 1)}
-	out, err := db.Orders.Fulfil(ctx, reqs)
+	out, err := mysqltest.Fulfil(ctx, db.DB, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestFulfilBatchAndTail(t *testing.T) {
 		t.Fatalf("stock = %d %v, want 0", s, err)
 	}
 	// Redelivery: nothing changes.
-	again, err := db.Orders.Fulfil(ctx, reqs)
+	again, err := mysqltest.Fulfil(ctx, db.DB, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestFulfilAlreadyPurchased(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	first, second := req(item, 1, 1), req(item, 1, 1)
-	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{first, second})
+	out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{first, second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestFulfilConcurrentBatchesNeverOversell(t *testing.T) {
 			for u := range 30 {
 				reqs = append(reqs, req(item, int64(w*100+u+1), 1))
 			}
-			out, err := db.Orders.Fulfil(ctx, reqs)
+			out, err := mysqltest.Fulfil(ctx, db.DB, reqs)
 			if err != nil {
 				t.Error(err)
 				return
@@ -199,7 +199,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r})
+			out, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{r})
 			fulfilled[i] = out[r.Event.OrderNo]
 			errs <- err
 		}()
@@ -276,7 +276,7 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 	}
 	// Both fit: one transaction.
 	fit := []order.FulfilRequest{sized(items[0], 1), sized(items[1], 2), sized(items[0], 3)}
-	out, err := db.Orders.Fulfil(ctx, fit)
+	out, err := mysqltest.Fulfil(ctx, db.DB, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestFulfilOrdersOfSeveralItems(t *testing.T) {
 	}
 	// The second item has nothing left: the first still sells its last unit.
 	short := []order.FulfilRequest{sized(items[1], 4), sized(items[0], 5), sized(items[1], 6)}
-	out, err = db.Orders.Fulfil(ctx, short)
+	out, err = mysqltest.Fulfil(ctx, db.DB, short)
 	if err != nil {
 		t.Fatal(err)
 	}

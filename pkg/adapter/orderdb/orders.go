@@ -52,7 +52,7 @@ func (r orderRow) toOrder() order.Order {
 // Order returns one order by number, order.ErrNotFound if MySQL has none.
 func (s *Orders) Order(ctx context.Context, orderNo string) (order.Order, error) {
 	var row orderRow
-	if err := s.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
+	if err := s.db(ctx).Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
 		return order.Order{}, wrap("read order", err)
 	}
 	return row.toOrder(), nil
@@ -64,7 +64,7 @@ func (s *Orders) Orders(ctx context.Context, orderNos []string) (map[string]orde
 	out := make(map[string]order.Order, len(orderNos))
 	for chunk := range slices.Chunk(orderNos, ListBatch) {
 		var rows []orderRow
-		if err := s.gdb.WithContext(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
+		if err := s.db(ctx).Where("order_no IN ?", chunk).Find(&rows).Error; err != nil {
 			return nil, wrap("read orders", err)
 		}
 		for _, r := range rows {
@@ -74,84 +74,30 @@ func (s *Orders) Orders(ctx context.Context, orderNos []string) (map[string]orde
 	return out, nil
 }
 
-// Fulfil writes orders, of one item or of several (the sizes of one sale).
-// It first tries the whole batch in one transaction (one aggregated
-// conditional stock update per item, in item order so two batches never
-// wait on each other in a cycle, and one multi-row insert); if MySQL cannot take all of it (not enough stock for the sum, or
-// a unique key fires) it rolls back and goes order by order, so the exact
-// tail of the stock still sells and only the orders MySQL refuses fail.
-// Orders already in MySQL are reported as Existing and not touched.
-//
-// Each transaction first reads the orders' activities under a shared lock
-// (an end, cancel or change of the sale waits for it, and it for them) and
-// records as FAILED, taking no stock, every order the sale refuses
-// (activity.Activity.Refusal: reserved outside the sale's window as MySQL
-// has it now, or above its per-user limit), whatever the instance that
-// reserved it believed. An activity MySQL does not have refuses nothing
-// here (the consumer dead-letters such events before).
-// It returns one outcome per order number, or an error wrapping
-// order.ErrUnavailable when nothing may be assumed and the batch must be
-// retried.
-func (s *Orders) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
-	out := make(map[string]order.FulfilOutcome, len(reqs))
-	nos := make([]string, len(reqs))
-	for i, r := range reqs {
-		nos[i] = r.Event.OrderNo
-	}
-	existing, err := s.Orders(ctx, nos)
-	if err != nil {
-		return nil, err
-	}
-	todo := make([]order.FulfilRequest, 0, len(reqs))
-	seen := make(map[string]bool, len(reqs))
-	for _, r := range reqs {
-		no := r.Event.OrderNo
-		if o, ok := existing[no]; ok {
-			out[no] = order.FulfilOutcome{Status: o.Status, Reason: o.FailureReason, Existing: true}
-			continue
-		}
-		if seen[no] { // the same event twice in one batch
-			continue
-		}
-		seen[no] = true
-		todo = append(todo, r)
-	}
-	if len(todo) == 0 {
-		return out, nil
-	}
-
-	refused, ok, err := s.fulfilBatch(ctx, todo)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		for _, r := range todo {
-			if reason := refused[r.Event.OrderNo]; reason != "" {
-				out[r.Event.OrderNo] = order.FulfilOutcome{Status: order.Failed, Reason: reason}
-				continue
-			}
-			out[r.Event.OrderNo] = order.FulfilOutcome{Status: order.Created}
-		}
-		return out, nil
-	}
-	for _, r := range todo {
-		o, err := s.fulfilOne(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		out[r.Event.OrderNo] = o
-	}
-	return out, nil
-}
-
 // errFallback rolls a batch back so it can be retried order by order.
 var errFallback = errors.New("batch needs order-by-order fulfilment")
 
-// fulfilBatch writes reqs in one transaction and reports the orders the
-// sale refused (by number, with the reason) and whether it committed.
-func (s *Orders) fulfilBatch(ctx context.Context, reqs []order.FulfilRequest) (map[string]string, bool, error) {
-	refused := map[string]string{}
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+// FulfilBatch writes orders of one item or of several (the sizes of one
+// sale; none MySQL has already, none twice) all together, in one
+// transaction, or a savepoint of ctx's unit of work: one aggregated
+// conditional stock update per item, in item order so two batches never
+// wait on each other in a cycle, and one multi-row insert. If MySQL cannot
+// take all of it (not enough stock for the sum, or a unique key fires) it
+// rolls back what it wrote and reports ok false, so the caller goes order
+// by order (FulfilOne) and the exact tail of the stock still sells.
+//
+// It first reads the orders' activities under a shared lock (an end,
+// cancel or change of the sale waits for it, and it for them) and records
+// as FAILED, taking no stock, every order the sale refuses
+// (activity.Activity.Refusal: reserved outside the sale's window as MySQL
+// has it now, or above its per-user limit), whatever the instance that
+// reserved it believed, and reports it in refused (by number, with the
+// reason). An activity MySQL does not have refuses nothing here (the
+// consumer dead-letters such events before). An error wraps
+// order.ErrUnavailable when the batch must be retried.
+func (s *Orders) FulfilBatch(ctx context.Context, reqs []order.FulfilRequest) (refused map[string]string, ok bool, err error) {
+	refused = map[string]string{}
+	err = s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, reqs)
 		if err != nil {
 			return err
@@ -255,10 +201,14 @@ func refusal(acts map[int64]activity.Activity, e order.Event) string {
 	return a.Refusal(e.ReservedAt, e.Quantity)
 }
 
-// fulfilOne writes one order in its own transaction.
-func (s *Orders) fulfilOne(ctx context.Context, r order.FulfilRequest) (order.FulfilOutcome, error) {
+// FulfilOne writes one order MySQL does not have yet, as FulfilBatch
+// does, in its own transaction (or savepoint): CREATED when its item has
+// the stock, else FAILED with the reason (out of stock, refused by the
+// sale, a live order of the user's already, a duplicate request). An order
+// someone else wrote meanwhile is reported as it is (Existing).
+func (s *Orders) FulfilOne(ctx context.Context, r order.FulfilRequest) (order.FulfilOutcome, error) {
 	var out order.FulfilOutcome
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		acts, err := shareActivities(tx, []order.FulfilRequest{r})
 		if err != nil {
 			return err
@@ -295,7 +245,7 @@ func (s *Orders) fulfilOne(ctx context.Context, r order.FulfilRequest) (order.Fu
 				reason = order.ReasonAlreadyPurchased
 			}
 		}
-		err = s.gdb.WithContext(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
+		err = s.db(ctx).Create(ptr(newRow(r, order.Failed, reason))).Error
 		out = order.FulfilOutcome{Status: order.Failed, Reason: reason}
 		if duplicateKey(err) != "uk_orders_order_no" {
 			break
@@ -321,7 +271,7 @@ func (s *Orders) fulfilOne(ctx context.Context, r order.FulfilRequest) (order.Fu
 // order.ErrNotFound.
 func (s *Orders) OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error) {
 	var row orderRow
-	err := s.gdb.WithContext(ctx).Where("activity_id = ? AND user_id = ? AND key_once = ?", activity, user, key).Take(&row).Error
+	err := s.db(ctx).Where("activity_id = ? AND user_id = ? AND key_once = ?", activity, user, key).Take(&row).Error
 	if err != nil {
 		return order.Order{}, wrap("read the order of an idempotency key", err)
 	}
@@ -330,7 +280,7 @@ func (s *Orders) OrderOfKey(ctx context.Context, activity int64, user, key strin
 
 func (s *Orders) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 	var n int64
-	err := s.gdb.WithContext(ctx).Model(&orderRow{}).
+	err := s.db(ctx).Model(&orderRow{}).
 		Where("activity_id = ? AND user_id = ? AND key_once = ?", e.ActivityID, e.UserID, e.IdempotencyKey).Count(&n).Error
 	if err != nil {
 		return false, wrap("read order of idempotency key", err)
@@ -347,7 +297,7 @@ func (s *Orders) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 // order number lets exactly one of {this row, the consumer's} exist.
 func (s *Orders) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
 	row := newRow(order.FulfilRequest{Event: e}, order.Failed, reason)
-	err := s.gdb.WithContext(ctx).Create(&row).Error
+	err := s.db(ctx).Create(&row).Error
 	if err == nil {
 		return row.toOrder(), nil
 	}
@@ -385,7 +335,7 @@ func ptr[T any](v T) *T { return &v }
 // LiveOrderCount counts CREATED and PAID orders of an item (tests, bench).
 func (s *Orders) LiveOrderCount(ctx context.Context, itemID int64) (int64, error) {
 	var n int64
-	err := s.gdb.WithContext(ctx).Model(&orderRow{}).
+	err := s.db(ctx).Model(&orderRow{}).
 		Where("item_id = ? AND status IN ?", itemID, []string{string(order.Created), string(order.Paid)}).Count(&n).Error
 	return n, wrap("count orders", err)
 }
@@ -396,7 +346,7 @@ func (s *Orders) StatusCounts(ctx context.Context, itemID int64) (map[order.Stat
 		Status string
 		N      int64
 	}
-	err := s.gdb.WithContext(ctx).Model(&orderRow{}).Select("status, COUNT(*) AS n").
+	err := s.db(ctx).Model(&orderRow{}).Select("status, COUNT(*) AS n").
 		Where("item_id = ?", itemID).Group("status").Scan(&rows).Error
 	if err != nil {
 		return nil, wrap("count orders", err)

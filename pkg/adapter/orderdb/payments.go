@@ -49,7 +49,7 @@ func (r paymentRow) toPayment() payment.Transaction {
 // caller checked the amount against the order's.
 func (s *Payments) RecordPayment(ctx context.Context, p payment.Transaction) (payment.Recorded, error) {
 	var out payment.Recorded
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		row := paymentRow{TransactionID: p.TransactionID, OrderNo: p.OrderNo, Amount: p.Amount.Amount,
 			Currency: p.Amount.Currency, Outcome: payment.Paid, ReceivedAt: time.Now().UTC()}
 		// The insert goes first: a concurrent duplicate waits on the unique
@@ -109,7 +109,7 @@ func (s *Payments) RecordPayment(ctx context.Context, p payment.Transaction) (pa
 	})
 	if duplicateKey(err) == "uk_payments_transaction" {
 		var row paymentRow
-		if err := s.gdb.WithContext(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
+		if err := s.db(ctx).Where("transaction_id = ?", p.TransactionID).Take(&row).Error; err != nil {
 			return payment.Recorded{}, wrap("read payment", err)
 		}
 		out = payment.Recorded{Payment: row.toPayment(), Duplicate: true}
@@ -126,14 +126,14 @@ func (s *Payments) RecordPayment(ctx context.Context, p payment.Transaction) (pa
 
 // PaymentsOf returns the payments recorded for an order, oldest first.
 func (s *Payments) PaymentsOf(ctx context.Context, orderNo string) ([]payment.Transaction, error) {
-	return findAs(s.gdb.WithContext(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
+	return findAs(s.db(ctx).Where("order_no = ?", orderNo).Order("id"), "read payments", paymentRow.toPayment)
 }
 
 // RefundsNeeded counts the REFUND payments of an activity's orders not yet
 // marked refunded.
 func (s *Payments) RefundsNeeded(ctx context.Context, activityID int64) (int64, error) {
 	var n int64
-	err := s.gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
+	err := s.db(ctx).Raw(`SELECT COUNT(*) FROM payments p JOIN orders o ON o.order_no = p.order_no
 		WHERE o.activity_id = ? AND p.outcome = 'REFUND' AND p.refunded_at IS NULL`, activityID).Scan(&n).Error
 	return n, wrap("count refunds", err)
 }

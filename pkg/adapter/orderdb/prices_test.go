@@ -107,7 +107,7 @@ func TestMigrateKeepsRowsWithoutPrices(t *testing.T) {
 	}
 	r := order.FulfilRequest{Event: order.Event{Version: order.EventVersion, OrderNo: gen.Next(1), IdempotencyKey: "k2", UserID: "8",
 		ItemID: 1, ActivityID: 1, Quantity: 1, ReservedAt: now}, UnitPrice: a.SalePrice}
-	out, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{r})
+	out, err := mysqltest.Fulfil(ctx, db, []order.FulfilRequest{r})
 	if err != nil || out[r.Event.OrderNo].Status != order.Created {
 		t.Fatalf("a new order of the old sale: %+v %v", out, err)
 	}

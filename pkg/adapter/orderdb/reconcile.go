@@ -44,7 +44,7 @@ func errTooManyMoved(itemID int64) error {
 
 // Activities lists the activities f picks, by id.
 func (s *Reconcile) Activities(ctx context.Context, f drift.ActivityFilter) ([]activity.Activity, error) {
-	q := s.gdb.WithContext(ctx).Model(&activityRow{}).Order("id")
+	q := s.db(ctx).Model(&activityRow{}).Order("id")
 	if !f.EndsAfter.IsZero() {
 		q = q.Where("ends_at > ?", f.EndsAfter.UTC())
 	}
@@ -67,7 +67,7 @@ func (s *Reconcile) Activities(ctx context.Context, f drift.ActivityFilter) ([]a
 		}
 		out[i] = a
 	}
-	return out, wrap("list activities", withItems(s.gdb.WithContext(ctx), out))
+	return out, wrap("list activities", withItems(s.db(ctx), out))
 }
 
 // nonEmpty keeps "IN ?" valid SQL for an empty list (it matches nothing).
@@ -82,12 +82,12 @@ func nonEmpty(ids []int64) []int64 {
 func (s *Reconcile) ReadMark(ctx context.Context, itemID int64) (drift.ReadMark, error) {
 	var m drift.ReadMark
 	var maxID sql.NullInt64
-	if err := s.gdb.WithContext(ctx).Raw("SELECT NOW(3), MAX(id) FROM orders").Row().Scan(&m.At, &maxID); err != nil {
+	if err := s.db(ctx).Raw("SELECT NOW(3), MAX(id) FROM orders").Row().Scan(&m.At, &maxID); err != nil {
 		return m, wrap("read clock", err)
 	}
 	m.MaxID = maxID.Int64
 	var maxRestock sql.NullInt64
-	if err := s.gdb.WithContext(ctx).Raw("SELECT MAX(id) FROM restocks").Row().Scan(&maxRestock); err != nil {
+	if err := s.db(ctx).Raw("SELECT MAX(id) FROM restocks").Row().Scan(&maxRestock); err != nil {
 		return m, wrap("read last restock", err)
 	}
 	m.MaxRestockID = maxRestock.Int64
@@ -118,7 +118,7 @@ func (s *Reconcile) StockSnapshot(ctx context.Context, itemID int64, orderNos []
 	for _, no := range orderNos {
 		asked[no] = true
 	}
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var row stockRow
 		if err := tx.Where("item_id = ?", itemID).Take(&row).Error; err != nil {
 			return err
@@ -191,7 +191,7 @@ func (s *Reconcile) ClosingOrders(ctx context.Context, itemID int64) (map[string
 		OrderNo  string
 		Quantity int64
 	}
-	err := s.gdb.WithContext(ctx).Model(&orderRow{}).Select("order_no, quantity").
+	err := s.db(ctx).Model(&orderRow{}).Select("order_no, quantity").
 		Where("item_id = ? AND status = ? AND released_at IS NULL", itemID, string(order.Closed)).
 		Limit(MaxClosing + 1).Scan(&rows).Error
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *Reconcile) ClosingOrders(ctx context.Context, itemID int64) (map[string
 // the activity it is.
 func (s *Reconcile) LiveOrderPage(ctx context.Context, activityID int64, after string, limit int) ([]drift.LiveOrder, error) {
 	var rows []orderRow
-	err := s.gdb.WithContext(ctx).
+	err := s.db(ctx).
 		Select("order_no, user_id, item_id, status, quantity, idempotency_key, created_at").
 		Where("activity_id = ? AND user_id > ? AND live = 1", activityID, after).
 		Order("user_id").Limit(limit).Find(&rows).Error
@@ -237,7 +237,7 @@ func (s *Reconcile) LiveOrdersOf(ctx context.Context, activityID int64, users []
 			UserID  string
 			OrderNo string
 		}
-		err := s.gdb.WithContext(ctx).Model(&orderRow{}).Select("user_id, order_no").
+		err := s.db(ctx).Model(&orderRow{}).Select("user_id, order_no").
 			Where("activity_id = ? AND user_id IN ? AND live = 1", activityID, chunk).Scan(&rows).Error
 		if err != nil {
 			return nil, wrap("read live orders", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/drift"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -63,7 +64,7 @@ func TestStockSnapshotAndOrders(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	a, b, dup := req(item, 1, 2), req(item, 2, 1), req(item, 1, 1)
-	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{a, b, dup}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{a, b, dup}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.CloseOrder(ctx, "2", b.Event.OrderNo, order.ReasonCancelled); err != nil {
@@ -142,7 +143,7 @@ func TestStockSnapshotIsConsistent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < len(reqs); i += 20 {
-			if _, err := db.Orders.Fulfil(ctx, reqs[i:i+20]); err != nil {
+			if _, err := mysqltest.Fulfil(ctx, db.DB, reqs[i:i+20]); err != nil {
 				t.Error(err)
 				return
 			}
@@ -168,7 +169,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	old, closing, later := req(item, 1, 1), req(item, 2, 1), req(item, 3, 1)
-	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{old, closing, later}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{old, closing, later}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.CloseOrder(ctx, "2", closing.Event.OrderNo, order.ReasonCancelled); err != nil {
@@ -187,7 +188,7 @@ func TestStockSnapshotReportsWhatMoved(t *testing.T) {
 	}
 
 	created := req(item, 4, 1)
-	if _, err := db.Orders.Fulfil(ctx, []order.FulfilRequest{created}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, db.DB, []order.FulfilRequest{created}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Orders.CloseOrder(ctx, "3", later.Event.OrderNo, order.ReasonCancelled); err != nil {

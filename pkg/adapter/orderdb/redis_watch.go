@@ -24,7 +24,7 @@ func (redisWatchRow) TableName() string { return "redis_watches" }
 // RedisWatch returns the record of the dataset whose marker is marker,
 // making an empty one the first time.
 func (s *RedisWatches) RedisWatch(ctx context.Context, marker string) (heal.RedisWatch, error) {
-	g := s.gdb.WithContext(ctx)
+	g := s.db(ctx)
 	var row redisWatchRow
 	err := g.Where("marker = ?", marker).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -48,7 +48,7 @@ func (s *RedisWatches) RecordRedisLoss(ctx context.Context, marker, what string)
 	if len(what) > 512 {
 		what = strings.ToValidUTF8(what[:512], "")
 	}
-	err := s.gdb.WithContext(ctx).Exec(`UPDATE redis_watches SET losses = losses + 1, last_loss = ?, lost_at = NOW(3)
+	err := s.db(ctx).Exec(`UPDATE redis_watches SET losses = losses + 1, last_loss = ?, lost_at = NOW(3)
 		WHERE marker = ?`, what, marker).Error
 	return wrap("record a Redis data loss", err)
 }
@@ -58,7 +58,7 @@ func (s *RedisWatches) RecordRedisLoss(ctx context.Context, marker, what string)
 // set to runIDs if they still are oldRunIDs (a watch that read them before
 // another recorded newer ones leaves those).
 func (s *RedisWatches) RecordRedisSeen(ctx context.Context, marker, oldRunIDs, runIDs string, generation int64) error {
-	err := s.gdb.WithContext(ctx).Exec(`UPDATE redis_watches
+	err := s.db(ctx).Exec(`UPDATE redis_watches
 		SET generation = GREATEST(generation, ?), run_ids = IF(run_ids = ?, ?, run_ids)
 		WHERE marker = ?`, generation, oldRunIDs, runIDs, marker).Error
 	return wrap("record what the Redis watch saw", err)
@@ -67,7 +67,7 @@ func (s *RedisWatches) RecordRedisSeen(ctx context.Context, marker, oldRunIDs, r
 // RecordRedisHealed records that a finished repair covers the first losses
 // losses (never lowered).
 func (s *RedisWatches) RecordRedisHealed(ctx context.Context, marker string, losses int64) error {
-	err := s.gdb.WithContext(ctx).Exec("UPDATE redis_watches SET healed = GREATEST(healed, ?) WHERE marker = ?",
+	err := s.db(ctx).Exec("UPDATE redis_watches SET healed = GREATEST(healed, ?) WHERE marker = ?",
 		losses, marker).Error
 	return wrap("record a Redis repair", err)
 }

@@ -46,7 +46,7 @@ var errRestockExists = errors.New("restock key exists")
 // order.ErrStockLimit: the stock would pass MaxStock.
 func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty int64) (activity.Restock, bool, error) {
 	row := restockRow{ItemID: itemID, IdempotencyKey: key, Quantity: qty}
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var st stockRow
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("item_id = ?", itemID).Take(&st).Error; err != nil {
 			return err
@@ -64,7 +64,7 @@ func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty in
 	})
 	if errors.Is(err, errRestockExists) {
 		var old restockRow
-		if err := s.gdb.WithContext(ctx).Where("item_id = ? AND idempotency_key = ?", itemID, key).Take(&old).Error; err != nil {
+		if err := s.db(ctx).Where("item_id = ? AND idempotency_key = ?", itemID, key).Take(&old).Error; err != nil {
 			return activity.Restock{}, false, wrap("read restock", err)
 		}
 		if old.Quantity != qty {
@@ -90,7 +90,7 @@ func (s *Restocks) Restock(ctx context.Context, itemID int64, key string, qty in
 // loads this figure (stockredis.StockReader). order.ErrNotFound: no such
 // item.
 func (s *Restocks) WarmupStock(ctx context.Context, itemID int64, pending []string) (stock, lastRestock int64, committed []string, err error) {
-	err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
 			Stock       int64
 			LastRestock int64
@@ -124,7 +124,7 @@ func (s *Restocks) WarmupStock(ctx context.Context, itemID int64, pending []stri
 // MarkRestocksWarmed records the item's restocks up to id upTo as applied:
 // a warm-up's figure included them (stockredis.StockReader).
 func (s *Restocks) MarkRestocksWarmed(ctx context.Context, itemID, upTo int64) error {
-	err := s.gdb.WithContext(ctx).Model(&restockRow{}).Where("item_id = ? AND id <= ? AND applied_at IS NULL", itemID, upTo).
+	err := s.db(ctx).Model(&restockRow{}).Where("item_id = ? AND id <= ? AND applied_at IS NULL", itemID, upTo).
 		Update("applied_at", gorm.Expr("NOW(3)")).Error
 	return wrap("mark restocks warmed", err)
 }
@@ -133,7 +133,7 @@ func (s *Restocks) MarkRestocksWarmed(ctx context.Context, itemID, upTo int64) e
 // most upTo, by id, at most limit of them (stockredis.StockReader).
 func (s *Restocks) RestocksBetween(ctx context.Context, itemID, after, upTo int64, limit int) (ids, quantities []int64, err error) {
 	var rows []restockRow
-	err = s.gdb.WithContext(ctx).Select("id, quantity").Where("item_id = ? AND id > ? AND id <= ?", itemID, after, upTo).
+	err = s.db(ctx).Select("id, quantity").Where("item_id = ? AND id > ? AND id <= ?", itemID, after, upTo).
 		Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, nil, wrap("list restocks", err)
@@ -147,7 +147,7 @@ func (s *Restocks) RestocksBetween(ctx context.Context, itemID, after, upTo int6
 
 // MarkRestockApplied records that Redis has the restock's units.
 func (s *Restocks) MarkRestockApplied(ctx context.Context, id int64) error {
-	err := s.gdb.WithContext(ctx).Model(&restockRow{}).Where("id = ? AND applied_at IS NULL", id).
+	err := s.db(ctx).Model(&restockRow{}).Where("id = ? AND applied_at IS NULL", id).
 		Update("applied_at", gorm.Expr("NOW(3)")).Error
 	return wrap("mark restock applied", err)
 }
@@ -156,7 +156,7 @@ func (s *Restocks) MarkRestockApplied(ctx context.Context, id int64) error {
 // recorded, oldest first: in flight (a warm-up or the step records them),
 // so more than MaxPendingRestocks is order.ErrTooBusy.
 func (s *Restocks) PendingRestocks(ctx context.Context, itemID int64) ([]activity.Restock, error) {
-	q := s.gdb.WithContext(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Limit(MaxPendingRestocks + 1)
+	q := s.db(ctx).Where("item_id = ? AND applied_at IS NULL", itemID).Order("id").Limit(MaxPendingRestocks + 1)
 	rs, err := findAs(q, "list pending restocks", restockRow.toRestock)
 	if err == nil && len(rs) > MaxPendingRestocks {
 		return nil, fmt.Errorf("item %d has more than %d restocks whose Redis step is not recorded: %w", itemID, MaxPendingRestocks, order.ErrTooBusy)
@@ -167,7 +167,7 @@ func (s *Restocks) PendingRestocks(ctx context.Context, itemID int64) ([]activit
 // RestockOf returns one restock by id, order.ErrNotFound if none.
 func (s *Restocks) RestockOf(ctx context.Context, id int64) (activity.Restock, error) {
 	var row restockRow
-	if err := s.gdb.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
+	if err := s.db(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
 		return activity.Restock{}, wrap("read restock", err)
 	}
 	return row.toRestock(), nil

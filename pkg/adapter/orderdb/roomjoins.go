@@ -36,7 +36,7 @@ func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []roo
 			rows[i].Seq = &seq
 		}
 	}
-	g := s.gdb.WithContext(ctx)
+	g := s.db(ctx)
 	res := g.Clauses(clause.Insert{Modifier: "IGNORE"}).Create(&rows)
 	if res.Error != nil {
 		return nil, wrap("record room joins", res.Error)
@@ -83,7 +83,7 @@ func seqText(s *int64) string {
 // generation and sequence number (equal places, left by a Redis brought
 // back from an older copy before the second join was refused, by user id).
 func (s *Rooms) RoomJoins(ctx context.Context, activity int64) ([]room.Join, error) {
-	return roomJoins(s.gdb.WithContext(ctx), activity)
+	return roomJoins(s.db(ctx), activity)
 }
 
 func roomJoins(g *gorm.DB, activity int64) ([]room.Join, error) {
@@ -106,7 +106,7 @@ func roomJoins(g *gorm.DB, activity int64) ([]room.Join, error) {
 // BuyersWithOrders returns the buyers who hold an order of any status in
 // activity: their turn in the room is done.
 func (s *Rooms) BuyersWithOrders(ctx context.Context, activity int64) (map[string]bool, error) {
-	return buyersWithOrders(s.gdb.WithContext(ctx), activity)
+	return buyersWithOrders(s.db(ctx), activity)
 }
 
 func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
@@ -133,7 +133,7 @@ func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
 // time.
 func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
 	build func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error {
-	return wrap("rebuild the waiting room", s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return wrap("rebuild the waiting room", s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
 			Gen       int64
 			RebuiltAt *time.Time
@@ -166,7 +166,7 @@ func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time
 // how many times it was built in Redis, 0 before the first.
 func (s *Rooms) RoomGeneration(ctx context.Context, activity int64) (int64, error) {
 	var row struct{ Gen int64 }
-	err := s.gdb.WithContext(ctx).Raw("SELECT gen FROM activity_rooms WHERE activity_id = ?", activity).Scan(&row).Error
+	err := s.db(ctx).Raw("SELECT gen FROM activity_rooms WHERE activity_id = ?", activity).Scan(&row).Error
 	return row.Gen, wrap("read the room's generation", err)
 }
 
@@ -174,7 +174,7 @@ func (s *Rooms) RoomGeneration(ctx context.Context, activity int64) (int64, erro
 // at now.
 func (s *Rooms) LiveRoomSales(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
-	err := s.gdb.WithContext(ctx).Raw("SELECT a.id FROM activities a JOIN activity_rooms r ON r.activity_id = a.id WHERE a.ends_at > ?",
+	err := s.db(ctx).Raw("SELECT a.id FROM activities a JOIN activity_rooms r ON r.activity_id = a.id WHERE a.ends_at > ?",
 		now.UTC()).Scan(&ids).Error
 	if err != nil {
 		return nil, wrap("read the sales with a room", err)

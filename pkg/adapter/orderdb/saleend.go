@@ -21,7 +21,7 @@ import (
 // times instead.
 func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, how activity.Ending) (activity.Activity, error) {
 	now = now.UTC()
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {
 			return err
@@ -62,7 +62,7 @@ func (s *Activities) EndActivity(ctx context.Context, id int64, now time.Time, h
 // another sale of one of its items are order.ErrItemInAnotherSale
 // (checkOwner).
 func (s *Activities) PatchActivity(ctx context.Context, id int64, ch activity.Patch, now time.Time) (activity.Activity, error) {
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, id)
 		if err != nil {
 			return err
@@ -152,7 +152,7 @@ func (s *Orders) CancelledUnpaid(ctx context.Context, activity int64, limit int)
 		STRAIGHT_JOIN orders o FORCE INDEX (idx_orders_activity_status) ON o.activity_id = a.id AND o.status = 'CREATED'
 		WHERE a.cancelled_at IS NOT NULL` + where + ` LIMIT ?`
 	var nos []string
-	err := s.gdb.WithContext(ctx).Raw(q, append(args, limit)...).Scan(&nos).Error
+	err := s.db(ctx).Raw(q, append(args, limit)...).Scan(&nos).Error
 	return nos, wrap("list cancelled unpaid", err)
 }
 

@@ -90,7 +90,7 @@ func lockOrder(ids []int64) []int64 {
 // under this one.
 func (s *Activities) ItemTag(ctx context.Context, item int64) (int64, error) {
 	var tags []int64
-	err := s.gdb.WithContext(ctx).Raw(`SELECT item_id FROM activities
+	err := s.db(ctx).Raw(`SELECT item_id FROM activities
 		WHERE item_id = ? OR id IN (SELECT activity_id FROM activity_items WHERE item_id = ?)
 		ORDER BY id DESC LIMIT 1`, item, item).Scan(&tags).Error
 	if err != nil {

@@ -165,7 +165,7 @@ func keySettingsChange(tx *gorm.DB, row activityRow, ch activity.Patch) (bool, e
 // right.
 func (s *Activities) MarkWarmedAsOf(ctx context.Context, a activity.Activity) (bool, error) {
 	ok := false
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockActivity(tx, a.ID)
 		if err != nil {
 			return err
@@ -193,7 +193,7 @@ func (s *Activities) MarkWarmedAsOf(ctx context.Context, a activity.Activity) (b
 // keys by the old settings.
 func (s *Activities) KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error) {
 	var r struct{ Recent bool }
-	err := s.gdb.WithContext(ctx).Raw(`SELECT COALESCE(key_settings_changed_at > NOW(3) - INTERVAL ? MICROSECOND, FALSE) AS recent
+	err := s.db(ctx).Raw(`SELECT COALESCE(key_settings_changed_at > NOW(3) - INTERVAL ? MICROSECOND, FALSE) AS recent
 		FROM activities WHERE id = ?`, d.Microseconds(), id).Take(&r).Error
 	return r.Recent, wrap("read activity", err)
 }

@@ -19,7 +19,7 @@ import (
 // compare-and-set that races a close for the same row; exactly one wins.
 func (s *Orders) Pay(ctx context.Context, user, orderNo string) (order.Transition, error) {
 	var tr order.Transition
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		cancelled, err := saleCancelled(tx, orderNo)
 		if err != nil || cancelled {
 			tr.SaleCancelled = cancelled
@@ -74,7 +74,7 @@ func saleCancelled(tx *gorm.DB, orderNo string) (bool, error) {
 // user "" means any user (the timeout closer).
 func (s *Orders) CloseOrder(ctx context.Context, user, orderNo, reason string) (order.Transition, error) {
 	won := false
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		won, err = closeCreated(tx, user, orderNo, reason)
 		return err
@@ -114,7 +114,7 @@ func closeCreated(tx *gorm.DB, user, orderNo, reason string) (bool, error) {
 // MarkReleased records that a closed order's Redis reservation was
 // released.
 func (s *Orders) MarkReleased(ctx context.Context, orderNo string) error {
-	err := s.gdb.WithContext(ctx).Exec(`UPDATE orders SET released_at = ?
+	err := s.db(ctx).Exec(`UPDATE orders SET released_at = ?
 		WHERE order_no = ? AND status = 'CLOSED' AND released_at IS NULL`, time.Now().UTC(), orderNo).Error
 	return wrap("mark released", err)
 }
@@ -133,7 +133,7 @@ const timeParam = "CAST(? AS DATETIME(3))"
 // (status, pay_deadline), so a pass reads the orders due and no other.
 func (s *Orders) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var nos []string
-	err := s.gdb.WithContext(ctx).Raw(`SELECT order_no FROM orders
+	err := s.db(ctx).Raw(`SELECT order_no FROM orders
 		WHERE status = 'CREATED' AND pay_deadline <= `+timeParam+` ORDER BY pay_deadline LIMIT ?`, now.UTC(), limit).Scan(&nos).Error
 	return nos, wrap("list expired", err)
 }
@@ -143,7 +143,7 @@ func (s *Orders) ExpiredUnpaid(ctx context.Context, now time.Time, limit int) ([
 // (0011) makes it one range of exactly those orders: the closer asks every
 // second, and every past sale's CLOSED orders have their release recorded.
 func (s *Orders) ReleasesDue(ctx context.Context, olderThan time.Time, limit int) ([]order.Order, error) {
-	q := s.gdb.WithContext(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= "+timeParam, olderThan.UTC()).Limit(limit)
+	q := s.db(ctx).Where("status = 'CLOSED' AND released_at IS NULL AND updated_at <= "+timeParam, olderThan.UTC()).Limit(limit)
 	return findAs(q, "list releases due", orderRow.toOrder)
 }
 

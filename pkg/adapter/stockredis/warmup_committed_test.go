@@ -86,7 +86,7 @@ func TestWarmupDoesNotCountCommittedOrdersTwice(t *testing.T) {
 			if _, err := s.Reservations.Claim(ctx, item, append(nos, refused.OrderNo)); err != nil {
 				t.Fatal(err)
 			}
-			out, err := db.Orders.Fulfil(ctx, reqs)
+			out, err := mysqltest.Fulfil(ctx, db.DB, reqs)
 			if err != nil {
 				t.Fatal(err)
 			}

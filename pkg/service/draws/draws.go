@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // Store is MySQL as the draw's use cases use it (*orderdb.Draws).
@@ -27,6 +28,8 @@ type Store interface {
 
 // Service runs the use cases; Now is the shared clock.
 type Service struct {
+	// Tx is the unit of work an entry and a run are written in.
+	Tx    unit.Work
 	Store Store
 	Now   func() time.Time
 
@@ -55,7 +58,11 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 		return e, false, order.Errorf(order.ErrActivityNotActive, "the draw takes entries from %s until %s",
 			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339))
 	}
-	return s.Store.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})
+	err = s.Tx.InTx(ctx, func(ctx context.Context) (err error) {
+		e, created, err = s.Store.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})
+		return err
+	})
+	return e, created, err
 }
 
 // Entry is user's entry in draw sale a and what became of it.
@@ -71,7 +78,9 @@ func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (
 // transaction: the ranking is draw.Pick's, and a second run, or one before
 // the entries closed, does nothing (Drawn.Ran false).
 func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
-	return s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
+	return unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Drawn, error) {
+		return s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
+	})
 }
 
 // Record is draw sale a's published record: the commitment, and once

@@ -30,7 +30,7 @@ func TestRunDrawsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &draws.Service{Store: db.Draws, Now: func() time.Time { return now }}
+	s := &draws.Service{Tx: db, Store: db.Draws, Now: func() time.Time { return now }}
 	for u := range 5 {
 		if _, created, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1); err != nil || !created {
 			t.Fatalf("enter %d: created %v, %v", u, created, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -23,7 +24,7 @@ func TestFind(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	s := p.NewSale(10, 1)
 	inDB, pending, released := p.ReserveEvent(s, 1, 1, "a"), p.ReserveEvent(s, 2, 1, "b"), p.ReserveEvent(s, 3, 1, "c")
-	if _, err := p.DB.Orders.Fulfil(ctx, []order.FulfilRequest{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{{Event: inDB, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	if rel, err := p.Store.Reservations.Release(ctx, reservation.EventRef(released), reservation.ReleaseOptions{Reason: order.ReasonPublishFailed, From: []reservation.State{reservation.StateReserved}}); err != nil || !rel.Released {

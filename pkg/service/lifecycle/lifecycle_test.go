@@ -74,7 +74,7 @@ func newSale(t *testing.T, stock int64, n int, price order.Money, deadline time.
 	if _, err := st.Reservations.Claim(ctx, reservation.One(it.ID), nos); err != nil {
 		t.Fatal(err)
 	}
-	out, err := db.Orders.Fulfil(ctx, reqs)
+	out, err := mysqltest.Fulfil(ctx, db.DB, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func (s *sale) stocks(t *testing.T) (int64, reservation.Snapshot) {
 }
 
 func (s *sale) service() *lifecycle.Service {
-	return &lifecycle.Service{DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock.Reservations, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &lifecycle.Service{Tx: s.db, DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock.Reservations, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // raceCloser moves every deadline of the sale to 15 ms from now and runs

@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // RecordPayment takes one provider transaction of amount for an order
@@ -44,7 +45,9 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 		return payment.Recorded{}, order.Errorf(order.ErrPaymentRefused,
 			"the payment of %s does not match the order's amount of %s", amount, o.Amount)
 	}
-	rec, err := s.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: txID, OrderNo: orderNo, Amount: amount})
+	rec, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (payment.Recorded, error) {
+		return s.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: txID, OrderNo: orderNo, Amount: amount})
+	})
 	if err != nil {
 		return payment.Recorded{}, err
 	}

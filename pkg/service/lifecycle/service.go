@@ -17,10 +17,13 @@ import (
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // Service runs the transitions.
 type Service struct {
+	// Tx is the unit of work each transition's MySQL change runs in.
+	Tx       unit.Work
 	DB       Orders
 	Payments Payments
 	Stock    Stock
@@ -40,7 +43,9 @@ func (s *Service) Pay(ctx context.Context, user, orderNo string) (order.Order, e
 	if err := s.pendingOrMissing(ctx, user, orderNo, order.ErrNotPayable); err != nil {
 		return order.Order{}, err
 	}
-	tr, err := s.DB.Pay(ctx, user, orderNo)
+	tr, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (order.Transition, error) {
+		return s.DB.Pay(ctx, user, orderNo)
+	})
 	if err != nil {
 		return order.Order{}, err
 	}
@@ -193,7 +198,9 @@ func issued(numbers Numbers, user, orderNo string, item int64) (order.Order, boo
 // close runs the MySQL compare-and-set and, when it won, the Redis release.
 // It returns the order and whether this call closed it.
 func (s *Service) close(ctx context.Context, user, orderNo, reason string) (order.Order, bool, error) {
-	tr, err := s.DB.CloseOrder(ctx, user, orderNo, reason)
+	tr, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (order.Transition, error) {
+		return s.DB.CloseOrder(ctx, user, orderNo, reason)
+	})
 	if err != nil {
 		return order.Order{}, false, err
 	}

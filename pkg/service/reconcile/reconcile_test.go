@@ -108,7 +108,7 @@ func (f *fixture) commit(rs ...reservation.Reservation) map[string]order.FulfilO
 	if _, err := f.store.Reservations.Claim(f.ctx, reservation.One(f.item), nos); err != nil {
 		f.t.Fatal(err)
 	}
-	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
+	out, err := mysqltest.Fulfil(f.ctx, f.db.DB, reqs)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func (f *fixture) consume(batch []reservation.Reservation) error {
 	if _, err := f.store.Reservations.Claim(f.ctx, reservation.One(f.item), nos); err != nil {
 		return err
 	}
-	out, err := f.db.Orders.Fulfil(f.ctx, reqs)
+	out, err := mysqltest.Fulfil(f.ctx, f.db.DB, reqs)
 	if err != nil {
 		return err
 	}

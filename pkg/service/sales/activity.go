@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // PricedItem is one item of a sale as the operator listed it, with the
@@ -69,7 +70,9 @@ func (s *Service) Create(ctx context.Context, n NewActivity) (activity.Activity,
 	if err != nil {
 		return activity.Activity{}, err
 	}
-	return s.Sales.CreateSale(ctx, a, s.keyGuard(live))
+	return unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
+		return s.Sales.CreateSale(ctx, a, s.keyGuard(live))
+	})
 }
 
 // Change is a change of a sale the operator asks for, decoded.
@@ -112,7 +115,9 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Acti
 		}
 		ch.Guard = &g
 	}
-	return s.Sales.PatchActivity(ctx, id, ch, s.Now())
+	return unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
+		return s.Sales.PatchActivity(ctx, id, ch, s.Now())
+	})
 }
 
 // listed is items as order.NewSale and order.SaleChange list them (nil:

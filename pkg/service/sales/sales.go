@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // Sales are the sales MySQL keeps (*orderdb.Activities).
@@ -53,6 +54,8 @@ type Closer interface {
 // answering SOLD_OUT from memory. PaymentWindow is the programs' payment
 // window (a sale's own wins): with a sale's end it sets its keys' lifetime.
 type Service struct {
+	// Tx is the unit of work each change of MySQL runs in.
+	Tx            unit.Work
 	Sales         Sales
 	Warmups       Warmups
 	Restocks      Restocks
@@ -73,7 +76,14 @@ const cancelBatch = 500
 // activity.CopyTTL, orders already accepted finish, and the consumer fails
 // any order reserved after the end (SALE_ENDED).
 func (s *Service) End(ctx context.Context, id int64) (activity.Activity, error) {
-	return s.Sales.EndActivity(ctx, id, s.Now(), activity.EndNow)
+	return s.end(ctx, id, activity.EndNow)
+}
+
+// end ends sale id now, as how says, in a unit of its own.
+func (s *Service) end(ctx context.Context, id int64, how activity.Ending) (activity.Activity, error) {
+	return unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
+		return s.Sales.EndActivity(ctx, id, s.Now(), how)
+	})
 }
 
 // Cancel ends the sale now and closes its unpaid CREATED orders, giving
@@ -81,7 +91,7 @@ func (s *Service) End(ctx context.Context, id int64) (activity.Activity, error) 
 // many it closed. Orders still on their way are closed by the consumer's
 // closer once they reach MySQL.
 func (s *Service) Cancel(ctx context.Context, id int64) (activity.Activity, int, error) {
-	a, err := s.Sales.EndActivity(ctx, id, s.Now(), activity.CancelNow)
+	a, err := s.end(ctx, id, activity.CancelNow)
 	if err != nil {
 		return activity.Activity{}, 0, err
 	}
@@ -126,7 +136,12 @@ type Restocked struct {
 // else the reconciler's next repair, finishes it (ADR 1, "Unknown
 // outcomes").
 func (s *Service) Restock(ctx context.Context, itemID int64, key string, qty int64) (Restocked, error) {
-	rs, created, err := s.Restocks.Restock(ctx, itemID, key, qty)
+	var rs activity.Restock
+	var created bool
+	err := s.Tx.InTx(ctx, func(ctx context.Context) (err error) {
+		rs, created, err = s.Restocks.Restock(ctx, itemID, key, qty)
+		return err
+	})
 	if err != nil {
 		return Restocked{}, err
 	}
