@@ -73,7 +73,7 @@ func entryView(e draw.BuyerEntry, a activity.Activity, now time.Time) EntryView 
 
 // drawSale is the path's sale, which must be a draw.
 func (s *Server) drawSale(c *gin.Context) (activity.Activity, bool) {
-	return s.saleOf(c, func(a activity.Activity) bool { return a.Draw.On() }, "sale %d is not a draw: order it at /api/v1/orders")
+	return s.saleOf(c, func(a activity.Activity) bool { return a.Selling() == activity.SellsByDraw }, "sale %d is not a draw: order it at /api/v1/orders")
 }
 
 // enterDraw records the buyer's entry: 201 for a new one, 200 with the
@@ -139,7 +139,7 @@ func (s *Server) drawRecord(c *gin.Context) {
 		c.Data(http.StatusOK, "application/json; charset=utf-8", b.([]byte))
 		return
 	}
-	a, ok := s.saleOf(c, func(a activity.Activity) bool { return a.Draw.On() }, "sale %d is not a draw")
+	a, ok := s.saleOf(c, func(a activity.Activity) bool { return a.Selling() == activity.SellsByDraw }, "sale %d is not a draw")
 	if !ok {
 		return
 	}

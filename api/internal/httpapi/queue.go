@@ -55,7 +55,7 @@ type QueueView struct {
 // roomSale is the sale of the path's id with a room, or false after
 // answering 404 (no such sale, or one without a room).
 func (s *Server) roomSale(c *gin.Context) (activity.Activity, bool) {
-	return s.saleOf(c, func(a activity.Activity) bool { return a.Room.On() }, "sale %d has no waiting room: order directly")
+	return s.saleOf(c, func(a activity.Activity) bool { return a.Selling() == activity.SellsInRoom }, "sale %d has no waiting room: order directly")
 }
 
 // saleOf is the sale of the path's id (this instance's copy) when is

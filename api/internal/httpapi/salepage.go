@@ -223,15 +223,14 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 	// SOLD_OUT only when every item is: the total is then 0.
 	now := s.salePages.now()
 	page.State = saleState(act, page.UnitsLeft, now)
-	if act.Room.On() {
+	switch act.Selling() {
+	case activity.SellsInRoom:
 		seed := room.Seed(act.Room.Seed)
 		page.WaitingRoom, page.SeedCommitment = true, seed.Commitment()
 		if !now.Before(act.StartsAt) {
 			page.Seed = seed.String()
 		}
-	}
-	page.Mode = act.Mode()
-	if act.Draw.On() {
+	case activity.SellsByDraw:
 		sum, err := s.draws.Summary(ctx, act.ID)
 		if err != nil {
 			return nil, err
@@ -239,6 +238,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		page.Draw = &ActivityPageDraw{State: draws.State(sum.State, act, now), Entries: sum.Entries,
 			Commitment: act.Draw.Commitment, EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
 	}
+	page.Mode = act.Mode()
 	if price := priceView(act.SalePrice); price.Price != nil {
 		page.SalePrice, page.Currency = price.Price, price.Currency
 	}

@@ -211,7 +211,7 @@ func (p *Handler) claimed(ctx context.Context, b *saleBatch, states []reservatio
 }
 
 // writeSales writes the orders of every sale left in one MySQL transaction
-// (orderdb.Orders.Fulfil takes orders of several items); if that fails, each
+// (fulfilment.Service.Fulfil takes orders of several items); if that fails, each
 // sale alone, so only the sales MySQL cannot take retry. A sale whose
 // write failed is final with its events to retry.
 func (p *Handler) writeSales(ctx context.Context, sales []*saleBatch) {
@@ -295,7 +295,7 @@ var errImpossible = errors.New("impossible event")
 // (where the reservation is). An error wrapping errImpossible means poison; any
 // other is transient. The sale's window and per-user limit are not checked
 // here but by MySQL's row in the transaction that writes the orders
-// (orderdb.Orders.Fulfil): an order the sale refuses ends FAILED with the
+// (orderdb.Orders.FulfilBatch): an order the sale refuses ends FAILED with the
 // reason (a limit lowered before the start while an instance still had the
 // old one, an end it had not seen), never dead-lettered with no final
 // state.

@@ -14,7 +14,7 @@ import (
 
 // SeedLive writes live orders of users 1..n (one unit each, idempotency
 // key "k<user>") in the activity straight into MySQL, with the consumer's
-// own write (orderdb.Fulfil) a thousand at a time: a sale that sold n
+// own write (Fulfil) a thousand at a time: a sale that sold n
 // units, with Redis left as it was. It returns the orders' events, by
 // user.
 func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.Event, error) {
