@@ -118,7 +118,7 @@ type backends struct {
 // token verifier, and the HTTP handler over them.
 func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.Registry, log *slog.Logger) (http.Handler, error) {
 	svc := &placing.Service{
-		Reservations: b.store.Reservations, Stock: b.store.Stock, Rooms: b.store.Rooms, Publisher: b.pub, Activities: b.db.Activities, Orders: b.db.Orders,
+		Reservations: b.store.Reservations, Stock: b.store.Stock, Rooms: b.store.Rooms, Publisher: b.pub, Activities: b.db.Activities, Orders: b.db.Orders, Tx: b.db, Events: b.db.Outbox,
 		Numbers: b.numbers, PaymentWindow: cfg.window, Log: log, Now: b.now,
 		Metrics: metrics.NewIntake(reg),
 	}

@@ -23,7 +23,7 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Se
 	if svc.Now != nil {
 		now = svc.Now
 	}
-	lc := &lifecycle.Service{Tx: db, DB: db.Orders, Payments: db.Payments, Stock: svc.Reservations, Numbers: svc.Numbers,
+	lc := &lifecycle.Service{Tx: db, Events: db.Outbox, DB: db.Orders, Payments: db.Payments, Stock: svc.Reservations, Numbers: svc.Numbers,
 		Lists: db.Orders, Refunds: db.Payments, Log: log}
 	out := httpapi.Services{
 		Lifecycle: lc,

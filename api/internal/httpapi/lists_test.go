@@ -81,7 +81,7 @@ func (f *listFixture) created(user, activity int64, qty int) string {
 // failed writes a FAILED order (any number per user and activity).
 func (f *listFixture) failed(user, activity int64) (string, error) {
 	ev := f.event(user, activity, 1)
-	_, err := f.ts.db.Orders.Abandon(context.Background(), ev, order.ReasonPublishFailed)
+	_, _, err := f.ts.db.Orders.Abandon(context.Background(), ev, order.ReasonPublishFailed)
 	return ev.OrderNo, err
 }
 

@@ -87,7 +87,7 @@ func newTestServer(t *testing.T, opts ...serviceOption) *testServer {
 // database that publishes through pub.
 func (ts *testServer) service(t *testing.T, pub placing.Publisher) *placing.Service {
 	svc := &placing.Service{
-		Publisher: pub, Activities: ts.db.Activities, Orders: ts.db.Orders,
+		Publisher: pub, Activities: ts.db.Activities, Orders: ts.db.Orders, Tx: ts.db, Events: ts.db.Outbox,
 		Numbers: order.NewNumberGenerator(), PaymentWindow: 15 * time.Minute,
 		Log: testLogger(t), Now: time.Now,
 	}

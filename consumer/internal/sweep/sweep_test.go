@@ -136,7 +136,7 @@ func claim(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 func abandon(reason string) func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 	return func(t *testing.T, p *pipelinetest.Pipeline, ev order.Event) {
 		t.Helper()
-		if o, err := p.DB.Orders.Abandon(context.Background(), ev, reason); err != nil || o.Status != order.Failed {
+		if o, _, err := p.DB.Orders.Abandon(context.Background(), ev, reason); err != nil || o.Status != order.Failed {
 			t.Fatalf("abandon: %+v %v", o, err)
 		}
 	}

@@ -33,7 +33,7 @@ func TestOneCloserAtATime(t *testing.T) {
 	db := mysqltest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{Tx: db, DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: db, Events: db.Outbox, DB: db.Orders, Payments: db.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-a"}),
 		Log:       log,
 	}
@@ -62,7 +62,7 @@ func TestOnceClosesExpiredOrders(t *testing.T) {
 	s := p.NewSale(10, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{Tx: p.DB, DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: p.DB, Events: p.DB.Outbox, DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}
@@ -125,7 +125,7 @@ func TestCloserGoesOnPastAnOrderThatFails(t *testing.T) {
 	logBuf := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{Tx: p.DB, DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: p.DB, Events: p.DB.Outbox, DB: p.DB.Orders, Payments: p.DB.Payments, Stock: p.Store.Reservations, Log: log},
 		Locker:    lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "closer-test"}),
 		Log:       log,
 	}

@@ -31,7 +31,7 @@ func TestIdlePassReadsOnlyWhatIsDue(t *testing.T) {
 	session := db.OneSession(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &unpaid.Closer{
-		Lifecycle: &lifecycle.Service{Tx: session, DB: session.Orders, Payments: session.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
+		Lifecycle: &lifecycle.Service{Tx: session, Events: session.Outbox, DB: session.Orders, Payments: session.Payments, Stock: stockredis.New(rdb, prefix).Reservations, Log: log},
 		Locker:    lock.New(rdb, lock.Options{Prefix: prefix, InstanceID: "closer-idle"}),
 		Log:       log,
 	}

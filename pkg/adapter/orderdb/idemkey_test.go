@@ -101,7 +101,7 @@ func TestFulfilKeyOfUnavailableOrderBuysAgain(t *testing.T) {
 	db, item := setup(t, 10)
 	ctx := context.Background()
 	first := reqKey(item, 1, 1, "again")
-	if o, err := db.Orders.Abandon(ctx, first.Event, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
+	if o, _, err := db.Orders.Abandon(ctx, first.Event, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
 		t.Fatalf("abandon: %+v, %v", o, err)
 	}
 	retry := reqKey(item, 1, 1, "again")
@@ -213,7 +213,7 @@ func TestMigrationKeyOnce(t *testing.T) {
 				}
 			}
 			first := firstOrder(t, db, item, "old", order.Closed)
-			if _, err := db.Orders.Abandon(ctx, reqKey(item, 1, 1, "old").Event, order.ReasonPublishFailed); err != nil {
+			if _, _, err := db.Orders.Abandon(ctx, reqKey(item, 1, 1, "old").Event, order.ReasonPublishFailed); err != nil {
 				t.Fatal(err)
 			}
 			if dup {

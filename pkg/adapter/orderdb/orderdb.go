@@ -43,6 +43,7 @@ type DB struct {
 	Rooms        *Rooms
 	RedisWatches *RedisWatches
 	Reconcile    *Reconcile
+	Outbox       *Outbox
 }
 
 // Orders stores the orders: fulfilment of the reserved ones, lookups and
@@ -92,6 +93,7 @@ func newDB(gdb *gorm.DB) *DB {
 		Rooms:        &Rooms{c},
 		RedisWatches: &RedisWatches{c},
 		Reconcile:    &Reconcile{c, restocks},
+		Outbox:       &Outbox{c},
 	}
 }
 

@@ -193,7 +193,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			o, err := db.Orders.Abandon(ctx, r.Event, order.ReasonPublishFailed)
+			o, _, err := db.Orders.Abandon(ctx, r.Event, order.ReasonPublishFailed)
 			abandoned[i] = o
 			errs <- err
 		}()
@@ -241,7 +241,7 @@ func TestAbandonRacesFulfil(t *testing.T) {
 	t.Logf("%d created, %d recorded FAILED", created, len(reqs)-created)
 
 	// A second Abandon of a decided order changes nothing.
-	again, err := db.Orders.Abandon(ctx, reqs[0].Event, order.ReasonReserveFailed)
+	again, _, err := db.Orders.Abandon(ctx, reqs[0].Event, order.ReasonReserveFailed)
 	if err != nil || again.Status != abandoned[0].Status || again.FailureReason != abandoned[0].FailureReason {
 		t.Fatalf("second abandon: %+v, %v; first saw %+v", again, err, abandoned[0])
 	}

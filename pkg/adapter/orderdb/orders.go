@@ -32,6 +32,9 @@ type orderRow struct {
 	ReservedAt     time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// EventSeq is the seq of the order's last event in the outbox (an
+	// order is written with its first).
+	EventSeq int
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -295,16 +298,18 @@ func (s *Orders) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 // and the stranded-reservation sweep both treat a FAILED row as final and
 // release the reservation instead of creating the order, and the unique
 // order number lets exactly one of {this row, the consumer's} exist.
-func (s *Orders) Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error) {
+// written says whether this call wrote the row.
+func (s *Orders) Abandon(ctx context.Context, e order.Event, reason string) (o order.Order, written bool, err error) {
 	row := newRow(order.FulfilRequest{Event: e}, order.Failed, reason)
-	err := s.db(ctx).Create(&row).Error
+	err = s.db(ctx).Create(&row).Error
 	if err == nil {
-		return row.toOrder(), nil
+		return row.toOrder(), true, nil
 	}
 	if duplicateKey(err) == "uk_orders_order_no" {
-		return s.Order(ctx, e.OrderNo)
+		o, err := s.Order(ctx, e.OrderNo)
+		return o, false, err
 	}
-	return order.Order{}, wrap("abandon order", err)
+	return order.Order{}, false, wrap("abandon order", err)
 }
 
 func newRow(r order.FulfilRequest, st order.Status, reason string) orderRow {
@@ -312,7 +317,7 @@ func newRow(r order.FulfilRequest, st order.Status, reason string) orderRow {
 	row := orderRow{
 		OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,
 		Quantity: e.Quantity, Status: string(st), IdempotencyKey: e.IdempotencyKey,
-		ReservedAt: e.ReservedAt.UTC(),
+		ReservedAt: e.ReservedAt.UTC(), EventSeq: 1,
 	}
 	if r.UnitPrice.Priced() {
 		amount := r.UnitPrice.Times(e.Quantity).Amount

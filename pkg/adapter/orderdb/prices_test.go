@@ -161,7 +161,7 @@ func TestUserOrdersUsesItsIndex(t *testing.T) {
 	for u := range int64(50) {
 		for range 4 {
 			r := req(item, u+1, 1)
-			if _, err := db.Orders.Abandon(ctx, r.Event, order.ReasonPublishFailed); err != nil {
+			if _, _, err := db.Orders.Abandon(ctx, r.Event, order.ReasonPublishFailed); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -19,3 +19,11 @@ type FulfilRequest struct {
 	// records it with amount = UnitPrice × quantity.
 	UnitPrice Money
 }
+
+// Order is the order r becomes when MySQL writes it as out says.
+func (r FulfilRequest) Order(out FulfilOutcome) Order {
+	e := r.Event
+	return Order{OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,
+		Quantity: e.Quantity, Status: out.Status, FailureReason: out.Reason, IdempotencyKey: e.IdempotencyKey,
+		UnitPrice: r.UnitPrice, Amount: r.UnitPrice.Times(e.Quantity)}
+}

@@ -7,8 +7,10 @@ package fulfilment
 
 import (
 	"context"
+	"maps"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
@@ -19,10 +21,18 @@ type Orders interface {
 	FulfilOne(ctx context.Context, r order.FulfilRequest) (order.FulfilOutcome, error)
 }
 
-// Service writes orders. Tx is the unit of work each write runs in.
+// Events is the outbox (*orderdb.Outbox): the events written with the
+// orders, in their unit.
+type Events interface {
+	Record(ctx context.Context, evs ...outbox.Event) error
+}
+
+// Service writes orders. Tx is the unit of work each write runs in, with
+// each order's first event (order.created or order.failed).
 type Service struct {
 	Tx     unit.Work
 	Orders Orders
+	Events Events
 }
 
 // Fulfil writes orders, of one item or of several (the sizes of one sale),
@@ -40,29 +50,38 @@ func (s *Service) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[s
 	if err != nil || len(todo) == 0 {
 		return out, err
 	}
-	var refused map[string]string
-	var whole bool
-	err = s.Tx.InTx(ctx, func(ctx context.Context) (err error) {
-		refused, whole, err = s.Orders.FulfilBatch(ctx, todo)
-		return err
+	// nil written: MySQL could not take the batch whole.
+	written, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (map[string]order.FulfilOutcome, error) {
+		refused, whole, err := s.Orders.FulfilBatch(ctx, todo)
+		if err != nil || !whole {
+			return nil, err
+		}
+		written := make(map[string]order.FulfilOutcome, len(todo))
+		evs := make([]outbox.Event, len(todo))
+		for i, r := range todo {
+			o := order.FulfilOutcome{Status: order.Created}
+			if reason := refused[r.Event.OrderNo]; reason != "" {
+				o = order.FulfilOutcome{Status: order.Failed, Reason: reason}
+			}
+			written[r.Event.OrderNo] = o
+			evs[i] = outbox.New(r.Order(o))
+		}
+		return written, s.Events.Record(ctx, evs...)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if whole {
-		for _, r := range todo {
-			no := r.Event.OrderNo
-			if reason := refused[no]; reason != "" {
-				out[no] = order.FulfilOutcome{Status: order.Failed, Reason: reason}
-				continue
-			}
-			out[no] = order.FulfilOutcome{Status: order.Created}
-		}
+	if written != nil {
+		maps.Copy(out, written)
 		return out, nil
 	}
 	for _, r := range todo {
 		o, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (order.FulfilOutcome, error) {
-			return s.Orders.FulfilOne(ctx, r)
+			o, err := s.Orders.FulfilOne(ctx, r)
+			if err != nil || o.Existing { // its writer wrote its event
+				return o, err
+			}
+			return o, s.Events.Record(ctx, outbox.New(r.Order(o)))
 		})
 		if err != nil {
 			return nil, err

@@ -105,7 +105,7 @@ func (s *sale) stocks(t *testing.T) (int64, reservation.Snapshot) {
 }
 
 func (s *sale) service() *lifecycle.Service {
-	return &lifecycle.Service{Tx: s.db, DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock.Reservations, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &lifecycle.Service{Tx: s.db, Events: s.db.Outbox, DB: s.db.Orders, Payments: s.db.Payments, Stock: s.stock.Reservations, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // raceCloser moves every deadline of the sale to 15 ms from now and runs

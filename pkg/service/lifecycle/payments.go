@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
@@ -46,7 +47,11 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 			"the payment of %s does not match the order's amount of %s", amount, o.Amount)
 	}
 	rec, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (payment.Recorded, error) {
-		return s.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: txID, OrderNo: orderNo, Amount: amount})
+		rec, err := s.Payments.RecordPayment(ctx, payment.Transaction{TransactionID: txID, OrderNo: orderNo, Amount: amount})
+		if err != nil || rec.Duplicate {
+			return rec, err
+		}
+		return rec, s.Events.Record(ctx, paymentEvents(rec, txID, amount)...)
 	})
 	if err != nil {
 		return payment.Recorded{}, err
@@ -77,6 +82,21 @@ func (s *Service) RecordPayment(ctx context.Context, txID, orderNo string, amoun
 	}
 	s.Log.Info("order paid", append(args, "status", order.Paid)...)
 	return rec, nil
+}
+
+// paymentEvents are the events of a payment recorded now: the order paid,
+// or a refund owed (after the order's close when the payment closed it).
+func paymentEvents(rec payment.Recorded, txID string, amount order.Money) []outbox.Event {
+	if rec.Payment.Outcome != payment.Refund {
+		e := outbox.Of(outbox.OrderPaid, rec.Order)
+		e.Data.TransactionID = txID
+		return []outbox.Event{e}
+	}
+	var evs []outbox.Event
+	if rec.Closed {
+		evs = append(evs, outbox.Of(outbox.OrderClosed, rec.Order))
+	}
+	return append(evs, outbox.Refund(rec.Order, txID, amount))
 }
 
 // notInMySQL says why MySQL has no order orderNo: still on its way, or none.

@@ -327,7 +327,7 @@ func TestNotificationOfAnAbandonedOrderIsARefund(t *testing.T) {
 	ctx := context.Background()
 	e := order.Event{Version: order.EventVersion, OrderNo: order.NewNumberGenerator().Next(s.item), IdempotencyKey: "k",
 		UserID: "7", ItemID: s.item, ActivityID: s.activity, Quantity: 1, ReservedAt: time.Now()}
-	if o, err := s.db.Orders.Abandon(ctx, e, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
+	if o, _, err := s.db.Orders.Abandon(ctx, e, order.ReasonPublishFailed); err != nil || o.Status != order.Failed {
 		t.Fatalf("abandon: %+v %v", o, err)
 	}
 	for range 2 { // the provider's retry is a duplicate

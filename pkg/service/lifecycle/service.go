@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
@@ -22,8 +23,10 @@ import (
 
 // Service runs the transitions.
 type Service struct {
-	// Tx is the unit of work each transition's MySQL change runs in.
+	// Tx is the unit of work each transition's MySQL change runs in, with
+	// the event it makes (Events).
 	Tx       unit.Work
+	Events   Events
 	DB       Orders
 	Payments Payments
 	Stock    Stock
@@ -44,7 +47,7 @@ func (s *Service) Pay(ctx context.Context, user, orderNo string) (order.Order, e
 		return order.Order{}, err
 	}
 	tr, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (order.Transition, error) {
-		return s.DB.Pay(ctx, user, orderNo)
+		return s.changed(ctx, outbox.OrderPaid)(s.DB.Pay(ctx, user, orderNo))
 	})
 	if err != nil {
 		return order.Order{}, err
@@ -100,6 +103,23 @@ func (s *Service) pendingOrMissing(ctx context.Context, user, orderNo string, no
 		return order.Errorf(notYet, "the order failed")
 	}
 	return order.Errorf(notYet, "the order is still being placed; retry shortly")
+}
+
+// Events is the outbox (*orderdb.Outbox): each transition's event is
+// written in its unit.
+type Events interface {
+	Record(ctx context.Context, evs ...outbox.Event) error
+}
+
+// changed records the event t of a transition this call won, in ctx's
+// unit, and passes the transition on.
+func (s *Service) changed(ctx context.Context, t outbox.Type) func(order.Transition, error) (order.Transition, error) {
+	return func(tr order.Transition, err error) (order.Transition, error) {
+		if err != nil || !tr.Won {
+			return tr, err
+		}
+		return tr, s.Events.Record(ctx, outbox.Of(t, tr.Order))
+	}
 }
 
 // OrderReader reads an order's MySQL row.
@@ -199,7 +219,7 @@ func issued(numbers Numbers, user, orderNo string, item int64) (order.Order, boo
 // It returns the order and whether this call closed it.
 func (s *Service) close(ctx context.Context, user, orderNo, reason string) (order.Order, bool, error) {
 	tr, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (order.Transition, error) {
-		return s.DB.CloseOrder(ctx, user, orderNo, reason)
+		return s.changed(ctx, outbox.OrderClosed)(s.DB.CloseOrder(ctx, user, orderNo, reason))
 	})
 	if err != nil {
 		return order.Order{}, false, err

@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // giveUp handles a reservation the API cannot confirm: its publish failed
@@ -30,7 +32,13 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	log := logs.WithTrace(ctx, s.Log).With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
-	o, dbErr := s.Orders.Abandon(rctx, ev, reason)
+	o, dbErr := unit.Do(rctx, s.Tx, func(ctx context.Context) (order.Order, error) {
+		o, written, err := s.Orders.Abandon(ctx, ev, reason)
+		if err != nil || !written { // a consumer wrote it, with its event
+			return o, err
+		}
+		return o, s.Events.Record(ctx, outbox.New(o))
+	})
 	if dbErr == nil && o.Status != order.Failed {
 		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
 		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)

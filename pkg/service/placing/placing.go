@@ -16,11 +16,13 @@ import (
 
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
@@ -41,7 +43,13 @@ type Activities interface {
 type Orders interface {
 	Order(ctx context.Context, orderNo string) (order.Order, error)
 	OrderOfKey(ctx context.Context, activity int64, user, key string) (order.Order, error)
-	Abandon(ctx context.Context, e order.Event, reason string) (order.Order, error)
+	Abandon(ctx context.Context, e order.Event, reason string) (o order.Order, written bool, err error)
+}
+
+// Events is the outbox (*orderdb.Outbox): an order the API gives up is
+// written FAILED in a unit of work (Tx) with its order.failed event.
+type Events interface {
+	Record(ctx context.Context, evs ...outbox.Event) error
 }
 
 // Reservations is Redis's reservations as the service uses them
@@ -77,6 +85,8 @@ type Service struct {
 	Publisher     Publisher
 	Activities    Activities
 	Orders        Orders
+	Tx            unit.Work
+	Events        Events
 	Numbers       *order.NumberGenerator
 	PaymentWindow time.Duration
 	Log           *slog.Logger

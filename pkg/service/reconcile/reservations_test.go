@@ -14,7 +14,7 @@ import (
 
 // lifecycle is the buyer's cancel and the closer, on the fixture's stores.
 func (f *fixture) lifecycle() *lifecycle.Service {
-	return &lifecycle.Service{Tx: f.db, DB: f.db.Orders, Payments: f.db.Payments, Stock: f.store.Reservations, Log: f.c.Log}
+	return &lifecycle.Service{Tx: f.db, Events: f.db.Outbox, DB: f.db.Orders, Payments: f.db.Payments, Stock: f.store.Reservations, Log: f.c.Log}
 }
 
 // cancel closes the order as its buyer's cancel does (MySQL, then the

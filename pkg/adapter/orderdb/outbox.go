@@ -1,0 +1,128 @@
+package orderdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
+)
+
+// Outbox stores the events the shop hears (outbox_events, 0018), written in
+// the unit of work of the change each reports, and their relay.
+type Outbox struct{ conn }
+
+type outboxRow struct {
+	ID          int64 `gorm:"primaryKey"`
+	EventID     string
+	Stream      string
+	Seq         int
+	Type        string
+	Data        []byte
+	Shard       int
+	CreatedAt   time.Time `gorm:"->"` // MySQL's clock, set by the insert
+	PublishedAt *time.Time
+}
+
+func (outboxRow) TableName() string { return "outbox_events" }
+
+func (r outboxRow) event() (outbox.Event, error) {
+	e := outbox.Event{ID: r.EventID, Type: outbox.Type(r.Type), Time: r.CreatedAt.UTC()}
+	if err := json.Unmarshal(r.Data, &e.Data); err != nil {
+		return e, fmt.Errorf("outbox event %s: %w", r.EventID, err)
+	}
+	return e, nil
+}
+
+// Record writes evs, in ctx's unit of work: each is numbered in its order's
+// sequence (Data.Seq) and gets its id. An event with Seq 1 is its order's
+// first, written with the order's row (which starts at 1); any other takes
+// the order's next number, counted on the order's row, which the change
+// being reported holds locked already.
+func (s *Outbox) Record(ctx context.Context, evs ...outbox.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rows := make([]outboxRow, len(evs))
+	for i, e := range evs {
+		if err := e.Check(); err != nil {
+			return fmt.Errorf("%w: %w", order.ErrInvalidArgument, err)
+		}
+		if e.Data.Seq != 1 {
+			seq, err := s.next(ctx, e.Stream())
+			if err != nil {
+				return err
+			}
+			e.Data.Seq = seq
+		}
+		data, err := json.Marshal(e.Data)
+		if err != nil {
+			return err
+		}
+		rows[i] = outboxRow{EventID: outbox.IDOf(e.Stream(), e.Data.Seq), Stream: e.Stream(), Seq: e.Data.Seq,
+			Type: string(e.Type), Data: data, Shard: outbox.ShardOf(e.Stream())}
+	}
+	return wrap("record events", s.db(ctx).Omit("CreatedAt").Create(&rows).Error)
+}
+
+// next counts one more event of the order orderNo and returns its number.
+func (s *Outbox) next(ctx context.Context, orderNo string) (int, error) {
+	db := s.db(ctx)
+	res := db.Exec("UPDATE orders SET event_seq = event_seq + 1 WHERE order_no = ?", orderNo)
+	if res.Error != nil {
+		return 0, wrap("number an event", res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return 0, fmt.Errorf("number an event of order %s: %w", orderNo, order.ErrNotFound)
+	}
+	var row orderRow
+	if err := db.Clauses(clause.Locking{Strength: "UPDATE"}).Select("event_seq").Where("order_no = ?", orderNo).Take(&row).Error; err != nil {
+		return 0, wrap("number an event", err)
+	}
+	return row.EventSeq, nil
+}
+
+// Stream returns the events of stream (an order number), in order.
+func (s *Outbox) Stream(ctx context.Context, stream string) ([]outbox.Event, error) {
+	return s.events(s.db(ctx).Where("stream = ?", stream).Order("seq"))
+}
+
+// Since returns up to limit events written after the event with row id
+// after (0: from the first), in the order they were written, and the row
+// id of the last one.
+func (s *Outbox) Since(ctx context.Context, after int64, limit int) ([]outbox.Event, int64, error) {
+	var rows []outboxRow
+	if err := s.db(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, after, wrap("read events", err)
+	}
+	out, err := decode(rows)
+	if len(rows) > 0 {
+		after = rows[len(rows)-1].ID
+	}
+	return out, after, err
+}
+
+func (s *Outbox) events(q *gorm.DB) ([]outbox.Event, error) {
+	var rows []outboxRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, wrap("read events", err)
+	}
+	return decode(rows)
+}
+
+func decode(rows []outboxRow) ([]outbox.Event, error) {
+	out := make([]outbox.Event, 0, len(rows))
+	for _, r := range rows {
+		e, err := r.event()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

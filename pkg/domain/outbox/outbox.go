@@ -1,0 +1,122 @@
+// Package outbox is the events the shop hears of its orders: one per
+// change MySQL commits (an order created, failed, paid, closed, a refund
+// owed), written in the transaction of the change and relayed from there
+// (docs/events.md has their schema and the delivery guarantees).
+package outbox
+
+import (
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill/pkg/domain/order"
+)
+
+// Type names what happened.
+type Type string
+
+// The events of an order.
+const (
+	OrderCreated Type = "order.created"
+	// OrderFailed: MySQL refused the order (Data.Reason says why).
+	OrderFailed Type = "order.failed"
+	OrderPaid   Type = "order.paid"
+	// OrderClosed: unpaid past its window, cancelled by the buyer, or its
+	// sale cancelled (Data.Reason).
+	OrderClosed Type = "order.closed"
+	// RefundOwed: a payment arrived for an order that could not take it;
+	// Data.Amount is the payment's, Data.TransactionID the provider's id.
+	RefundOwed Type = "refund.owed"
+)
+
+// Data is what an event says of its order.
+type Data struct {
+	OrderNo  string `json:"order_no"`
+	SaleID   int64  `json:"sale_id"`
+	ItemID   int64  `json:"item_id"`
+	Quantity int    `json:"quantity"`
+	// Amount and Currency: the order's price (absent when its sale had
+	// none), or the payment owed back for refund.owed.
+	Amount   *int64 `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	// Subject is the buyer (the subject of their token).
+	Subject string `json:"subject"`
+	// Status is the order's status after the change.
+	Status order.Status `json:"status"`
+	Reason string       `json:"reason,omitempty"`
+	// TransactionID is the provider's payment (order.paid, refund.owed).
+	TransactionID string `json:"transaction_id,omitempty"`
+	// Seq counts the order's events from 1, in the order they committed.
+	Seq int `json:"seq"`
+}
+
+// Event is one event as the outbox holds it.
+type Event struct {
+	// ID is unique and stable: every delivery of the event carries it.
+	ID   string
+	Type Type
+	// Time is MySQL's clock in the transaction that wrote the event.
+	Time time.Time
+	Data Data
+}
+
+// Stream is what the event is about: its events are numbered (Seq) and
+// delivered in order.
+func (e Event) Stream() string { return e.Data.OrderNo }
+
+// IDOf is the id of stream's seq-th event.
+func IDOf(stream string, seq int) string { return "evt_" + stream + "_" + strconv.Itoa(seq) }
+
+// Shards is how many parts the outbox is split into among relays.
+const Shards = 64
+
+// ShardOf is the part of the outbox stream's events are in.
+func ShardOf(stream string) int { return int(crc32.ChecksumIEEE([]byte(stream)) % Shards) }
+
+// Of is the event t of order o as it is after the change; reason is the
+// change's (a failure's or a close's).
+func Of(t Type, o order.Order) Event {
+	d := Data{OrderNo: o.OrderNo, SaleID: o.ActivityID, ItemID: o.ItemID, Quantity: o.Quantity,
+		Subject: o.UserID, Status: o.Status, Reason: o.FailureReason}
+	if o.Amount.Priced() {
+		amount := o.Amount.Amount
+		d.Amount, d.Currency = &amount, o.Amount.Currency
+	}
+	return Event{Type: t, Data: d}
+}
+
+// Refund is the refund.owed event of a payment of paid for order o that o
+// could not take.
+func Refund(o order.Order, txID string, paid order.Money) Event {
+	e := Of(RefundOwed, o)
+	amount := paid.Amount
+	e.Data.Amount, e.Data.Currency, e.Data.TransactionID = &amount, paid.Currency, txID
+	return e
+}
+
+// Check refuses an event the outbox must not hold.
+func (e Event) Check() error {
+	switch e.Type {
+	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed:
+	default:
+		return fmt.Errorf("outbox: unknown event type %q", e.Type)
+	}
+	if e.Stream() == "" {
+		return fmt.Errorf("outbox: a %s event names no order", e.Type)
+	}
+	return nil
+}
+
+// New is the first event of order o, written with its row (which starts
+// the order's count at 1): order.created, or order.failed when MySQL
+// refused it.
+func New(o order.Order) Event {
+	t := OrderCreated
+	if o.Status == order.Failed {
+		t = OrderFailed
+	}
+	e := Of(t, o)
+	e.Data.Seq = 1
+	return e
+}
