@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/seckill/seckill/pkg/adapter/webhook"
 )
 
@@ -83,6 +85,28 @@ func TestSignWithTwoSecrets(t *testing.T) {
 	third, _ := newSecret(t)
 	if err := webhook.Verify([]string{third}, h, body, at); !errors.Is(err, webhook.ErrNoMatchingSignature) {
 		t.Fatalf("verify with a third secret: %v", err)
+	}
+}
+
+// A shop that checks deliveries with the library's own Verify, as
+// docs/events.md shows, accepts ours: the secret's form, the headers.
+func TestTheLibraryVerifiesADelivery(t *testing.T) {
+	secret, _ := newSecret(t)
+	body := []byte(`{"type":"order.created"}`)
+	at := time.Now()
+	sig, err := webhook.Sign([]string{secret}, "msg_l", at, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Verify(body, webhook.Headers("msg_l", at, sig)); err != nil {
+		t.Fatalf("the library refuses our delivery: %v", err)
+	}
+	if err := wh.Verify(append(body, ' '), webhook.Headers("msg_l", at, sig)); err == nil {
+		t.Fatal("the library accepts a changed body")
 	}
 }
 
