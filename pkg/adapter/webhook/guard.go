@@ -160,8 +160,5 @@ func refuseDial(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("%w: connect to %q: not an IP address and port", ErrRefusedAddress, address)
 	}
-	if err := checkAddr(ap.Addr(), ap.Addr().String()); err != nil {
-		return fmt.Errorf("connect to %s: %w", address, err)
-	}
-	return nil
+	return checkAddr(ap.Addr(), ap.Addr().String()) // net's error names the address and port
 }
