@@ -25,7 +25,6 @@ const maxSeen = 100_000
 // as one JSON line: {"id", "type", "timestamp", "data"}.
 type Receiver struct {
 	secrets []string
-	now     func() time.Time
 
 	mu     sync.Mutex // orders the writes and guards the ids seen
 	events io.Writer
@@ -40,7 +39,7 @@ func NewReceiver(secrets []string, events, notes io.Writer) (*Receiver, error) {
 	if _, err := signers(secrets); err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
-	return &Receiver{secrets: secrets, now: time.Now, events: events, notes: notes, seen: make(map[string]bool)}, nil
+	return &Receiver{secrets: secrets, events: events, notes: notes, seen: make(map[string]bool)}, nil
 }
 
 // delivery is the body of a delivery, the event.
@@ -72,7 +71,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.refuse(w, id, status, fmt.Errorf("read body: %w", err))
 		return
 	}
-	if err := Verify(rc.secrets, r.Header, body, rc.now()); err != nil {
+	if err := Verify(rc.secrets, r.Header, body, time.Now()); err != nil {
 		rc.refuse(w, id, http.StatusBadRequest, err)
 		return
 	}
