@@ -1,7 +1,8 @@
 // Command api is the flash-sale front end: it authenticates buyers, reserves
 // stock in Redis with one Lua script, publishes create-order events to Kafka
-// and answers status polls. `api token` mints development tokens and
-// `api sign-payment` signs a payment notification for local testing.
+// and answers status polls. `api token` mints development tokens,
+// `api sign-payment` signs a payment notification for local testing and
+// `api webhook-listen` receives the events' webhook deliveries.
 package main
 
 import (
@@ -36,19 +37,22 @@ func main() {
 	log := logs.New(os.Stderr, os.Getenv("SECKILL_LOG_LEVEL"))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, log); err != nil {
+	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, log); err != nil {
 		log.Error("api stopped", "err", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout io.Writer, log *slog.Logger) error {
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer, log *slog.Logger) error {
 	if len(args) > 0 && args[0] == "token" {
 		return mintToken(args[1:], lookup, stdout)
 	}
 	if len(args) > 0 && args[0] == "sign-payment" {
 		return signPayment(args[1:], lookup, stdout, time.Now())
+	}
+	if len(args) > 0 && args[0] == "webhook-listen" {
+		return listenWebhooks(ctx, args[1:], lookup, stdout, stderr)
 	}
 	cfg, err := loadSettings(lookup)
 	if err != nil {

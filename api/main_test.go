@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestSignPayment(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Now()
 	err := run(t.Context(), []string{"sign-payment", "--order-no", "01KB3Z5W7XQ4M0R9D2H6T8V1CE-2", "--amount", "2998",
-		"--currency", "EUR", "--transaction-id", "pi_1"}, lookup, &out, nil)
+		"--currency", "EUR", "--transaction-id", "pi_1"}, lookup, &out, io.Discard, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestSignPayment(t *testing.T) {
 	if err := payment.Verify([]byte(secret), []byte(body), value, now); err != nil {
 		t.Fatalf("the api would refuse it: %v", err)
 	}
-	if err := run(t.Context(), []string{"sign-payment", "--order-no", "x"}, lookup, &out, nil); err == nil {
+	if err := run(t.Context(), []string{"sign-payment", "--order-no", "x"}, lookup, &out, io.Discard, nil); err == nil {
 		t.Fatal("no amount or currency: no error")
 	}
 }
