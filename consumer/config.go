@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
@@ -28,6 +29,8 @@ type settings struct {
 	drawEvery   time.Duration
 	healEvery   time.Duration // 0: no watch for lost Redis data
 	warmupLead  time.Duration // 0: no warm-up
+	relayEvery  time.Duration // the outbox relay's pause between passes
+	outboxTopic string
 	admin       metrics.AdminConfig
 	clockOffset time.Duration
 	instance    string // names this process in locks and log lines
@@ -57,6 +60,8 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		drawEvery:   env.Duration("SECKILL_DRAW_EVERY", time.Second),
 		healEvery:   config.HealEvery(env),
 		warmupLead:  config.WarmupLead(env),
+		relayEvery:  env.Duration("SECKILL_OUTBOX_RELAY_EVERY", 50*time.Millisecond),
+		outboxTopic: env.String("SECKILL_OUTBOX_TOPIC", outbox.Topic),
 		admin:       config.Admin(env, "127.0.0.1:9100"),
 		clockOffset: config.TestClockOffset(env),
 		instance:    fmt.Sprintf("consumer-%d", os.Getpid()),
@@ -75,5 +80,6 @@ func (s settings) logStart(log *slog.Logger) {
 	log.Info("consumer starting", "redis", s.redis.Addrs, "kafka", s.kafka.Brokers, "topic", s.kafka.Topic,
 		"group", s.loop.GroupID, "batch", s.loop.MaxBatch, "sweep_after", s.sweepAfter.String(),
 		"heal_every", s.healEvery.String(), "warmup_lead", s.warmupLead.String(),
+		"outbox_topic", s.outboxTopic, "relay_every", s.relayEvery.String(),
 		"admin_addr", s.admin.Addr, "pprof", s.admin.Pprof, "log_level", s.level)
 }

@@ -80,6 +80,14 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	}
 	pub := orderevents.NewPublisher(cfg.kafka)
 	defer pub.Close()
+	// The shop's events (the outbox) go to their own topic.
+	if err := waitFor(ctx, log, "kafka", func(ctx context.Context) error {
+		return orderevents.EnsureOutboxTopic(ctx, cfg.kafka, cfg.outboxTopic)
+	}); err != nil {
+		return err
+	}
+	events := orderevents.NewOutboxWriter(cfg.kafka, cfg.outboxTopic)
+	defer events.Close()
 
 	// The draws' orders are numbered with the key the api signs its
 	// numbers with, so the api vouches for them (order.NumberGenerator).
@@ -94,7 +102,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	if err != nil {
 		return err
 	}
-	stopPasses := startPasses(ctx, newPasses(cfg, stores{rdb: rdb, store: store, db: db, pub: pub, clk: clk, numbers: numbers}, reg, log))
+	stopPasses := startPasses(ctx, newPasses(cfg, stores{rdb: rdb, store: store, db: db, pub: pub, events: events, clk: clk, numbers: numbers}, reg, log))
 	cm := metrics.NewConsumer(reg)
 	// An order written to MySQL whose reservation Redis lost is recorded
 	// as a loss, so a watch (this consumer's or another's) repairs Redis

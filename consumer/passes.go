@@ -23,10 +23,12 @@ import (
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/clock"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/foundation/periodic"
 	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/placing"
 	"github.com/seckill/seckill/pkg/service/reconcile"
+	"github.com/seckill/seckill/pkg/service/relay"
 	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
 )
@@ -44,7 +46,9 @@ type stores struct {
 	store *stockredis.Store
 	db    *orderdb.DB
 	pub   *orderevents.Publisher
-	clk   *clock.Clock
+	// events publishes the outbox (the shop's events).
+	events *orderevents.OutboxWriter
+	clk    *clock.Clock
 	// numbers makes the draws' order numbers, signed as the api's are.
 	numbers *order.NumberGenerator
 }
@@ -70,6 +74,8 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Stock: st.store.Stock, Placing: &placing.Service{Reservations: st.store.Reservations, Stock: st.store.Stock, Publisher: st.pub, Activities: st.db.Activities, Orders: st.db.Orders, Tx: st.db, Events: st.db.Outbox, Numbers: st.numbers, PaymentWindow: s.window, Log: log, Now: st.clk.Now},
 			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
 			Picks: backoff.New(metrics.PassDraw, log, failures)},
+		// Every instance relays: the relays share the outbox's shards.
+		&relayPass{relay: &relay.Relay{Tx: st.db, Store: st.db.Outbox, Publisher: st.events}, every: s.relayEvery, log: log},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under
@@ -106,6 +112,21 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
 	}
 	return passes
+}
+
+// relayPass publishes the outbox every interval (package relay).
+type relayPass struct {
+	relay *relay.Relay
+	every time.Duration
+	log   *slog.Logger
+}
+
+func (p *relayPass) Run(ctx context.Context) {
+	periodic.Every(ctx, p.every, func(ctx context.Context) {
+		if n, err := p.relay.Pass(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("outbox relay pass failed; its events are published by the next", "published", n, "err", err)
+		}
+	})
 }
 
 // startPasses runs every pass in a goroutine of its own and returns what

@@ -20,8 +20,20 @@ CREATE TABLE outbox_events (
   published_at DATETIME(6)    NULL,
   UNIQUE KEY uk_outbox_event (event_id),
   UNIQUE KEY uk_outbox_stream (stream, seq),
-  KEY ix_outbox_unpublished (shard, published_at, id)
+  KEY ix_outbox_unpublished (published_at, shard, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- One row per shard: a relay holds a shard's row (FOR UPDATE SKIP LOCKED)
+-- while it publishes the shard's events and marks them, so relays share
+-- the shards and one order's events are relayed by one relay at a time,
+-- in order.
+CREATE TABLE outbox_shards (
+  shard SMALLINT NOT NULL PRIMARY KEY
+) ENGINE=InnoDB;
+
+INSERT INTO outbox_shards (shard)
+  WITH RECURSIVE s (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n < 63)
+  SELECT n FROM s;
 
 -- event_seq is the seq of the order's last event: the transaction that
 -- changes an order holds its row, so it numbers the order's next event

@@ -273,3 +273,31 @@ func TopicConfig(ctx context.Context, brokers []string, topic string, names ...s
 	}
 	return got, nil
 }
+
+// ReadAll reads every message topic holds now, by partition, in offset
+// order.
+func ReadAll(t testing.TB, topic string) map[int][]kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	end, _, err := Offsets(ctx, topic, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][]kafka.Message{}
+	for part, n := range end {
+		if n == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: Brokers(), Topic: topic, Partition: part, MaxWait: 100 * time.Millisecond})
+		for int64(len(got[part])) < n {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("partition %d: %d of %d messages read: %v", part, len(got[part]), n, err)
+			}
+			got[part] = append(got[part], m)
+		}
+		_ = r.Close()
+	}
+	return got
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
@@ -46,4 +47,21 @@ func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.
 func Fulfil(ctx context.Context, db *orderdb.DB, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
 	s := &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox}
 	return s.Fulfil(ctx, reqs)
+}
+
+// OpenSale creates an item of stock units at price (none when zero) and a
+// sale of it on for the next hour, one unit per buyer.
+func (d *DB) OpenSale(t testing.TB, stock int64, price order.Money) activity.Activity {
+	t.Helper()
+	ctx := context.Background()
+	it, err := d.Activities.CreatePricedItem(ctx, "ticket", stock, price)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
+		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

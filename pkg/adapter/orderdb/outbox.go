@@ -126,3 +126,34 @@ func decode(rows []outboxRow) ([]outbox.Event, error) {
 	}
 	return out, nil
 }
+
+// PendingShards returns the shards that hold events not yet published.
+func (s *Outbox) PendingShards(ctx context.Context) ([]int, error) {
+	var shards []int
+	err := s.db(ctx).Model(&outboxRow{}).Distinct("shard").Where("published_at IS NULL").Order("shard").Pluck("shard", &shards).Error
+	return shards, wrap("read the outbox's pending shards", err)
+}
+
+// ClaimShard takes shard for ctx's unit of work, unless another relay
+// holds it (false): the unit holds it until it ends.
+func (s *Outbox) ClaimShard(ctx context.Context, shard int) (bool, error) {
+	var got []int
+	err := s.db(ctx).Raw("SELECT shard FROM outbox_shards WHERE shard = ? FOR UPDATE SKIP LOCKED", shard).Scan(&got).Error
+	if err != nil {
+		return false, wrap("claim an outbox shard", err)
+	}
+	return len(got) == 1, nil
+}
+
+// Unpublished returns up to limit events of shard not yet published, in
+// the order they were written (so each order's in seq order).
+func (s *Outbox) Unpublished(ctx context.Context, shard, limit int) ([]outbox.Event, error) {
+	return s.events(s.db(ctx).Where("published_at IS NULL AND shard = ?", shard).Order("id").Limit(limit))
+}
+
+// MarkPublished records that Kafka took the events ids.
+func (s *Outbox) MarkPublished(ctx context.Context, ids []string) error {
+	err := s.db(ctx).Model(&outboxRow{}).Where("event_id IN ? AND published_at IS NULL", ids).
+		Update("published_at", gorm.Expr("NOW(6)")).Error
+	return wrap("mark events published", err)
+}

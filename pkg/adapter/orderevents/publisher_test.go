@@ -40,30 +40,15 @@ func event(item int64, i int) order.Event {
 // readAll returns every event in topic, by partition.
 func readAll(t *testing.T, topic string) map[int][]order.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	end, _, err := kafkatest.Offsets(ctx, topic, "none")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[int][]order.Event{}
-	for part, n := range end {
-		if n == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: kafkatest.Brokers(), Topic: topic, Partition: part, MaxWait: 100 * time.Millisecond})
-		for int64(len(got[part])) < n {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("partition %d: %d of %d events read: %v", part, len(got[part]), n, err)
-			}
+	for part, msgs := range kafkatest.ReadAll(t, topic) {
+		for _, m := range msgs {
 			e, err := orderevents.Decode(m.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got[part] = append(got[part], e)
 		}
-		_ = r.Close()
 	}
 	return got
 }

@@ -22,6 +22,13 @@ func DLQTopic(topic string) string { return topic + ".dlq" }
 // that would drop acknowledged events). A topic that exists with fewer
 // replicas than cfg asks for is an error.
 func EnsureTopics(ctx context.Context, cfg Config) error {
+	return ensure(ctx, cfg, kafka.TopicConfig{Topic: cfg.Topic}, kafka.TopicConfig{Topic: DLQTopic(cfg.Topic), NumPartitions: 1})
+}
+
+// ensure creates topics that do not exist yet, each with cfg's partition
+// count unless it names its own, cfg's replication factor and settings,
+// and checks their replicas.
+func ensure(ctx context.Context, cfg Config, topics ...kafka.TopicConfig) error {
 	parts := cfg.Partitions
 	if parts <= 0 {
 		parts = 12
@@ -31,16 +38,22 @@ func EnsureTopics(ctx context.Context, cfg Config) error {
 	if cfg.MinInsyncReplicas > 0 {
 		entries = append(entries, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: strconv.Itoa(cfg.MinInsyncReplicas)})
 	}
-	err := CreateTopics(ctx, cfg.Brokers,
-		kafka.TopicConfig{Topic: cfg.Topic, NumPartitions: parts, ReplicationFactor: rf, ConfigEntries: entries},
-		kafka.TopicConfig{Topic: DLQTopic(cfg.Topic), NumPartitions: 1, ReplicationFactor: rf, ConfigEntries: entries})
+	names := make([]string, len(topics))
+	for i := range topics {
+		t := &topics[i]
+		if t.NumPartitions <= 0 {
+			t.NumPartitions = parts
+		}
+		t.ReplicationFactor, t.ConfigEntries, names[i] = rf, entries, t.Topic
+	}
+	err := CreateTopics(ctx, cfg.Brokers, topics...)
 	if err != nil {
 		if errors.Is(err, kafka.InvalidReplicationFactor) {
 			return fmt.Errorf("%w (replication factor %d: the cluster needs that many live brokers)", err, rf)
 		}
 		return err
 	}
-	return checkReplicas(ctx, cfg.Brokers, rf, cfg.Topic, DLQTopic(cfg.Topic))
+	return checkReplicas(ctx, cfg.Brokers, rf, names...)
 }
 
 // checkReplicas fails when a partition of topics has fewer than rf replicas

@@ -52,14 +52,19 @@ type Data struct {
 }
 
 // Event is one event as the outbox holds it.
+// Its JSON is the event as the Kafka topic carries it.
 type Event struct {
 	// ID is unique and stable: every delivery of the event carries it.
-	ID   string
-	Type Type
+	ID   string `json:"id"`
+	Type Type   `json:"type"`
 	// Time is MySQL's clock in the transaction that wrote the event.
-	Time time.Time
-	Data Data
+	Time time.Time `json:"timestamp"`
+	Data Data      `json:"data"`
 }
+
+// Topic is the Kafka topic the relay publishes the events to, keyed by
+// order number.
+const Topic = "seckill.order-events"
 
 // Stream is what the event is about: its events are numbered (Seq) and
 // delivered in order.

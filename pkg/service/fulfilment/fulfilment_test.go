@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/service/fulfilment"
@@ -24,21 +23,13 @@ func TestEachWrittenOrderHasItsFirstEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := mysqltest.New(t)
-	it, err := db.Activities.CreatePricedItem(ctx, "ticket", 5, order.Money{Amount: 700, Currency: "JPY"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, StartsAt: time.Now().Add(-time.Minute),
-		EndsAt: time.Now().Add(time.Hour), PerUserLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := db.OpenSale(t, 5, order.Money{Amount: 700, Currency: "JPY"})
 	gen := order.NewNumberGenerator()
 	var reqs []order.FulfilRequest
 	for u := 1; u <= 9; u++ {
 		user := strconv.Itoa(min(u, 8)) // user 8 orders twice
-		reqs = append(reqs, order.FulfilRequest{Event: order.Event{Version: order.EventVersion, OrderNo: gen.Next(it.ID),
-			IdempotencyKey: "k" + strconv.Itoa(u), UserID: user, ItemID: it.ID, ActivityID: a.ID, Quantity: 1, ReservedAt: time.Now()},
+		reqs = append(reqs, order.FulfilRequest{Event: order.Event{Version: order.EventVersion, OrderNo: gen.Next(a.ItemID),
+			IdempotencyKey: "k" + strconv.Itoa(u), UserID: user, ItemID: a.ItemID, ActivityID: a.ID, Quantity: 1, ReservedAt: time.Now()},
 			PayDeadline: time.Now().Add(time.Hour), UnitPrice: order.Money{Amount: 700, Currency: "JPY"}})
 	}
 	svc := &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox}
