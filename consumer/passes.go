@@ -70,7 +70,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Locker:    locker, Every: s.closeEvery, Log: log, Metrics: metrics.NewCloser(reg),
 			Backoff: backoff.New(metrics.PassCloser, log, failures),
 		},
-		&drawer.Drawer{DB: st.db.Draws, Draws: &draws.Service{Tx: st.db, Store: st.db.Draws, Now: st.clk.Now}, Activities: st.db.Activities, Orders: st.db.Orders, Reservations: st.store.Reservations,
+		&drawer.Drawer{DB: st.db.Draws, Draws: &draws.Service{Tx: st.db, Store: st.db.Draws, Events: st.db.Outbox, Now: st.clk.Now}, Activities: st.db.Activities, Orders: st.db.Orders, Reservations: st.store.Reservations,
 			Stock: st.store.Stock, Placing: &placing.Service{Reservations: st.store.Reservations, Stock: st.store.Stock, Publisher: st.pub, Activities: st.db.Activities, Orders: st.db.Orders, Tx: st.db, Events: st.db.Outbox, Numbers: st.numbers, PaymentWindow: s.window, Log: log, Now: st.clk.Now},
 			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
 			Picks: backoff.New(metrics.PassDraw, log, failures)},

@@ -27,7 +27,7 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Se
 		Lists: db.Orders, Refunds: db.Payments, Log: log}
 	out := httpapi.Services{
 		Lifecycle: lc,
-		Draws:     &draws.Service{Tx: db, Store: db.Draws, Summaries: db.Draws, Now: now},
+		Draws:     &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Summaries: db.Draws, Now: now},
 		Sales: &sales.Service{Tx: db, Sales: db.Activities, Warmups: db.Activities, Restocks: db.Restocks, Items: db.Activities,
 			Tallies: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
 			PaymentWindow: svc.PaymentWindow, Log: log},

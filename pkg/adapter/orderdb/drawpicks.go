@@ -22,6 +22,12 @@ func picks(q *gorm.DB, op string) ([]draw.Picked, error) {
 	return findAs(q.Order("draw_rank"), op, resultRow.pick)
 }
 
+// Results lists the sale's ranking, every entry with its outcome, in
+// ranking order (none before the draw ran).
+func (s *Draws) Results(ctx context.Context, activity int64) ([]draw.Picked, error) {
+	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ?", activity), "read the draw's results")
+}
+
 // Unissued lists the sale's entries numbered for an order whose event is
 // not known to have reached Kafka, in ranking order.
 func (s *Draws) Unissued(ctx context.Context, activity int64, limit int) ([]draw.Picked, error) {

@@ -53,6 +53,9 @@ func (s *Outbox) Record(ctx context.Context, evs ...outbox.Event) error {
 		if err := e.Check(); err != nil {
 			return fmt.Errorf("%w: %w", order.ErrInvalidArgument, err)
 		}
+		if e.Data.Seq != 1 && e.Type.OfEntry() {
+			return fmt.Errorf("%w: an entry's event is its first (seq 1)", order.ErrInvalidArgument)
+		}
 		if e.Data.Seq != 1 {
 			seq, err := s.next(ctx, e.Stream())
 			if err != nil {
@@ -67,7 +70,7 @@ func (s *Outbox) Record(ctx context.Context, evs ...outbox.Event) error {
 		rows[i] = outboxRow{EventID: outbox.IDOf(e.Stream(), e.Data.Seq), Stream: e.Stream(), Seq: e.Data.Seq,
 			Type: string(e.Type), Data: data, Shard: outbox.ShardOf(e.Stream())}
 	}
-	return wrap("record events", s.db(ctx).Omit("CreatedAt").Create(&rows).Error)
+	return wrap("record events", s.db(ctx).Omit("CreatedAt").CreateInBatches(&rows, 1000).Error)
 }
 
 // next counts one more event of the order orderNo and returns its number.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -30,9 +31,19 @@ const (
 	RefundOwed Type = "refund.owed"
 )
 
+// The events of a draw's entry, on the entry's own stream (Stream): its
+// outcome when the draw ran.
+const (
+	EntryWon       Type = "entry.won"
+	EntryAlternate Type = "entry.alternate"
+)
+
 // Data is what an event says of its order.
 type Data struct {
-	OrderNo  string `json:"order_no"`
+	// OrderNo is the order's number; an entry's event has its entry's
+	// EntryID instead, and an order a draw made has both.
+	OrderNo  string `json:"order_no,omitempty"`
+	EntryID  string `json:"entry_id,omitempty"`
 	SaleID   int64  `json:"sale_id"`
 	ItemID   int64  `json:"item_id"`
 	Quantity int    `json:"quantity"`
@@ -42,9 +53,12 @@ type Data struct {
 	Currency string `json:"currency,omitempty"`
 	// Subject is the buyer (the subject of their token).
 	Subject string `json:"subject"`
-	// Status is the order's status after the change.
-	Status order.Status `json:"status"`
-	Reason string       `json:"reason,omitempty"`
+	// Status is the order's status after the change, or an entry's
+	// outcome (WON, ALTERNATE).
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Rank is an entry's place in the draw's ranking (from 1).
+	Rank int `json:"rank,omitempty"`
 	// TransactionID is the provider's payment (order.paid, refund.owed).
 	TransactionID string `json:"transaction_id,omitempty"`
 	// Seq counts the order's events from 1, in the order they committed.
@@ -67,8 +81,17 @@ type Event struct {
 const Topic = "seckill.order-events"
 
 // Stream is what the event is about: its events are numbered (Seq) and
-// delivered in order.
-func (e Event) Stream() string { return e.Data.OrderNo }
+// delivered in order. It is the order's number, or for an entry's event
+// "entry_" and the entry's id.
+func (e Event) Stream() string {
+	if e.Type.OfEntry() {
+		return "entry_" + e.Data.EntryID
+	}
+	return e.Data.OrderNo
+}
+
+// OfEntry tells an entry's event from an order's.
+func (t Type) OfEntry() bool { return t == EntryWon || t == EntryAlternate }
 
 // IDOf is the id of stream's seq-th event.
 func IDOf(stream string, seq int) string { return "evt_" + stream + "_" + strconv.Itoa(seq) }
@@ -83,7 +106,10 @@ func ShardOf(stream string) int { return int(crc32.ChecksumIEEE([]byte(stream)) 
 // change's (a failure's or a close's).
 func Of(t Type, o order.Order) Event {
 	d := Data{OrderNo: o.OrderNo, SaleID: o.ActivityID, ItemID: o.ItemID, Quantity: o.Quantity,
-		Subject: o.UserID, Status: o.Status, Reason: o.FailureReason}
+		Subject: o.UserID, Status: string(o.Status), Reason: o.FailureReason}
+	if entry, ok := order.DrawEntryOf(o.IdempotencyKey); ok && order.DrawKey(entry) == o.IdempotencyKey {
+		d.EntryID = entry
+	}
 	if o.Amount.Priced() {
 		amount := o.Amount.Amount
 		d.Amount, d.Currency = &amount, o.Amount.Currency
@@ -103,12 +129,12 @@ func Refund(o order.Order, txID string, paid order.Money) Event {
 // Check refuses an event the outbox must not hold.
 func (e Event) Check() error {
 	switch e.Type {
-	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed:
+	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed, EntryWon, EntryAlternate:
 	default:
 		return fmt.Errorf("outbox: unknown event type %q", e.Type)
 	}
-	if e.Stream() == "" {
-		return fmt.Errorf("outbox: a %s event names no order", e.Type)
+	if e.Data.OrderNo == "" && !e.Type.OfEntry() || e.Data.EntryID == "" && e.Type.OfEntry() {
+		return fmt.Errorf("outbox: a %s event names no order or entry", e.Type)
 	}
 	return nil
 }
@@ -124,4 +150,15 @@ func New(o order.Order) Event {
 	e := Of(t, o)
 	e.Data.Seq = 1
 	return e
+}
+
+// Drawn is the first event of a draw's entry: its outcome when sale's
+// draw ranked it (p).
+func Drawn(sale int64, p draw.Picked) Event {
+	t := EntryAlternate
+	if p.Outcome == draw.Won {
+		t = EntryWon
+	}
+	return Event{Type: t, Data: Data{EntryID: p.EntryID, SaleID: sale, ItemID: p.ItemID, Quantity: p.Quantity,
+		Subject: p.UserID, Status: p.Outcome, Rank: p.Rank, Seq: 1}}
 }

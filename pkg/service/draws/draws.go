@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
@@ -24,14 +25,24 @@ type Store interface {
 	// the list, reads the entries and the stock, ranks them with the given
 	// ranker, and records the ranking.
 	RunDrawWith(ctx context.Context, activity int64, now time.Time, pick draw.Ranker) (draw.Drawn, error)
+	// Results is the ranking a run recorded, every entry's outcome.
+	Results(ctx context.Context, activity int64) ([]draw.Picked, error)
+}
+
+// Events is the outbox (*orderdb.Outbox): the run writes each entry's
+// outcome (entry.won, entry.alternate) in its unit.
+type Events interface {
+	Record(ctx context.Context, evs ...outbox.Event) error
 }
 
 // Service runs the use cases; Now is the shared clock.
 type Service struct {
-	// Tx is the unit of work an entry and a run are written in.
-	Tx    unit.Work
-	Store Store
-	Now   func() time.Time
+	// Tx is the unit of work an entry and a run are written in, the run
+	// with its events.
+	Tx     unit.Work
+	Store  Store
+	Events Events
+	Now    func() time.Time
 
 	// Summaries serve the sale page (summary.go).
 	Summaries Summaries
@@ -79,7 +90,19 @@ func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (
 // the entries closed, does nothing (Drawn.Ran false).
 func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
 	return unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Drawn, error) {
-		return s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
+		drawn, err := s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
+		if err != nil || !drawn.Ran {
+			return drawn, err
+		}
+		ranked, err := s.Store.Results(ctx, activityID)
+		if err != nil {
+			return drawn, err
+		}
+		evs := make([]outbox.Event, len(ranked))
+		for i, p := range ranked {
+			evs[i] = outbox.Drawn(activityID, p)
+		}
+		return drawn, s.Events.Record(ctx, evs...)
 	})
 }
 

@@ -67,7 +67,7 @@ func TestEachWrittenOrderHasItsFirstEvent(t *testing.T) {
 			t.Fatalf("order %s (%s): %d events, want 1: %+v", o.OrderNo, o.Status, len(evs), evs)
 		}
 		e := evs[0]
-		if e.Type != want || e.Data.Seq != 1 || e.ID != outbox.IDOf(o.OrderNo, 1) || e.Data.Status != o.Status ||
+		if e.Type != want || e.Data.Seq != 1 || e.ID != outbox.IDOf(o.OrderNo, 1) || order.Status(e.Data.Status) != o.Status ||
 			e.Data.Reason != o.FailureReason || e.Data.Subject != o.UserID || e.Data.Amount == nil || *e.Data.Amount != 700 ||
 			e.Data.Currency != "JPY" || e.Time.IsZero() {
 			t.Fatalf("order %+v: event %+v", o, e)

@@ -39,7 +39,7 @@ func streamOf(t *testing.T, db *mysqltest.DB, no string) []outbox.Event {
 			t.Fatalf("order %s: event %d at %s, before the one it follows", no, i, e.Time)
 		}
 	}
-	if len(evs) == 0 || evs[len(evs)-1].Data.Status != o.Status {
+	if len(evs) == 0 || order.Status(evs[len(evs)-1].Data.Status) != o.Status {
 		t.Fatalf("order %s is %s in MySQL; its events: %+v", no, o.Status, evs)
 	}
 	return evs
@@ -99,7 +99,7 @@ func TestEveryCommittedChangeHasOneEventInOrder(t *testing.T) {
 	for i, e := range s.orders {
 		evs := streamOf(t, s.db, e.OrderNo)
 		first := evs[0]
-		if first.Type != outbox.OrderCreated || first.Data.Status != order.Created || first.Data.Amount == nil ||
+		if first.Type != outbox.OrderCreated || first.Data.Status != string(order.Created) || first.Data.Amount == nil ||
 			*first.Data.Amount != 500 || first.Data.Currency != "EUR" {
 			t.Fatalf("order %d's first event: %+v", i, first)
 		}
@@ -107,7 +107,7 @@ func TestEveryCommittedChangeHasOneEventInOrder(t *testing.T) {
 		switch last := evs[len(evs)-1]; i % 3 {
 		case 0:
 			want = "order.created order.paid "
-			if last.Data.Status == order.Closed {
+			if last.Data.Status == string(order.Closed) {
 				want = "order.created order.closed "
 			}
 		case 1:
