@@ -211,7 +211,7 @@ func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time
 			"state": draw.StateDrawn, "entries": len(entries), "entries_digest": digest, "sizes": js, "drawn_at": now.UTC()}).Error
 	})
 	if err != nil {
-		return draw.Drawn{}, wrap(fmt.Sprintf("draw activity %d", activityID), err)
+		return draw.Drawn{}, wrap("run the draw", err)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ package draws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/pkg/domain/activity"
@@ -89,7 +90,7 @@ func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (
 // transaction: the ranking is draw.Pick's, and a second run, or one before
 // the entries closed, does nothing (Drawn.Ran false).
 func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
-	return unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Drawn, error) {
+	drawn, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Drawn, error) {
 		drawn, err := s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
 		if err != nil || !drawn.Ran {
 			return drawn, err
@@ -104,6 +105,11 @@ func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (dra
 		}
 		return drawn, s.Events.Record(ctx, evs...)
 	})
+	if err != nil {
+		// The unit's commit too: its answer lost, the run may have happened.
+		return drawn, fmt.Errorf("draw activity %d: %w", activityID, err)
+	}
+	return drawn, nil
 }
 
 // Record is draw sale a's published record: the commitment, and once
