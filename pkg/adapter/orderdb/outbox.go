@@ -76,7 +76,9 @@ func (s *Outbox) Record(ctx context.Context, evs ...outbox.Event) error {
 // next counts one more event of the order orderNo and returns its number.
 func (s *Outbox) next(ctx context.Context, orderNo string) (int, error) {
 	db := s.db(ctx)
-	res := db.Exec("UPDATE orders SET event_seq = event_seq + 1 WHERE order_no = ?", orderNo)
+	// updated_at stays: it says when the order's status last changed, and
+	// an event such as refund.owed changes no status.
+	res := db.Exec("UPDATE orders SET event_seq = event_seq + 1, updated_at = updated_at WHERE order_no = ?", orderNo)
 	if res.Error != nil {
 		return 0, wrap("number an event", res.Error)
 	}

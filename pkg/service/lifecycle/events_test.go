@@ -167,3 +167,33 @@ func TestAChangeThatRollsBackLeavesNoEvent(t *testing.T) {
 		t.Fatalf("after the payment: %s", types(evs))
 	}
 }
+
+// A refund owed for a payment of an order paid already is an event of the
+// order, not a change of it: the order's updated_at (when its status last
+// changed) stays.
+func TestAnEventAloneLeavesTheOrdersTimeAsItWas(t *testing.T) {
+	t.Parallel()
+	price := order.Money{Amount: 500, Currency: "EUR"}
+	s := newSale(t, 2, 1, price, time.Now().Add(time.Hour))
+	e := s.orders[0]
+	ctx := context.Background()
+	svc := s.service()
+	paid, err := svc.Pay(ctx, e.UserID, e.OrderNo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if _, err := svc.RecordPayment(ctx, "tx-late", e.OrderNo, price); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.db.Orders.Order(ctx, e.OrderNo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := streamOf(t, s.db, e.OrderNo); types(evs) != "order.created order.paid refund.owed " {
+		t.Fatalf("events: %s", types(evs))
+	}
+	if !after.UpdatedAt.Equal(paid.UpdatedAt) {
+		t.Fatalf("updated_at moved from %s to %s with the refund's event", paid.UpdatedAt, after.UpdatedAt)
+	}
+}
