@@ -31,6 +31,9 @@ type settings struct {
 	limits      httpapi.RateLimits
 	admin       metrics.AdminConfig
 	clockOffset time.Duration
+	// privateHooks lets operators register webhook endpoints on loopback
+	// and private addresses (development).
+	privateHooks bool
 }
 
 // loadSettings reads and checks the environment; an error lists every
@@ -52,8 +55,9 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 			PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
 			PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),
 		},
-		admin:       config.Admin(env, ""),
-		clockOffset: config.TestClockOffset(env),
+		admin:        config.Admin(env, ""),
+		clockOffset:  config.TestClockOffset(env),
+		privateHooks: config.WebhookSettings(env).AllowPrivate,
 	}
 	if err := env.Err(); err != nil {
 		return s, err

@@ -31,6 +31,7 @@ type settings struct {
 	warmupLead  time.Duration // 0: no warm-up
 	relayEvery  time.Duration // the outbox relay's pause between passes
 	outboxTopic string
+	webhooks    config.Webhooks
 	admin       metrics.AdminConfig
 	clockOffset time.Duration
 	instance    string // names this process in locks and log lines
@@ -62,6 +63,7 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		warmupLead:  config.WarmupLead(env),
 		relayEvery:  env.Duration("SECKILL_OUTBOX_RELAY_EVERY", 50*time.Millisecond),
 		outboxTopic: env.String("SECKILL_OUTBOX_TOPIC", outbox.Topic),
+		webhooks:    config.WebhookSettings(env),
 		admin:       config.Admin(env, "127.0.0.1:9100"),
 		clockOffset: config.TestClockOffset(env),
 		instance:    fmt.Sprintf("consumer-%d", os.Getpid()),

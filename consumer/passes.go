@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/adapter/webhook"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 	"github.com/seckill/seckill/pkg/foundation/clock"
@@ -31,6 +33,7 @@ import (
 	"github.com/seckill/seckill/pkg/service/relay"
 	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
+	"github.com/seckill/seckill/pkg/service/webhooks"
 )
 
 // pass is a periodic job that runs beside the fulfilment loop until its
@@ -75,7 +78,13 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
 			Picks: backoff.New(metrics.PassDraw, log, failures)},
 		// Every instance relays: the relays share the outbox's shards.
-		&relayPass{relay: &relay.Relay{Tx: st.db, Store: st.db.Outbox, Publisher: st.events}, every: s.relayEvery, log: log},
+		&relayPass{relay: &relay.Relay{Tx: st.db, Store: st.db.Outbox, Publisher: st.events,
+			Fanout: &webhooks.Fanout{Queue: st.db.Webhooks}}, every: s.relayEvery, log: log},
+		// Every instance delivers: the endpoints are shared by lease.
+		&webhooks.Dispatcher{Store: st.db.Webhooks, Sender: webhook.Sender{Client: webhook.NewClient(s.webhooks.Timeout, s.webhooks.AllowPrivate)},
+			Owner: s.instance + "-" + rand.Text()[:8], Every: s.webhooks.Every, Lease: s.webhooks.Timeout + 30*time.Second, Batch: s.webhooks.Batch,
+			Concurrency: s.webhooks.Concurrency, Schedule: s.webhooks.Schedule, DisableAfter: s.webhooks.DisableAfter,
+			Metrics: metrics.NewWebhooks(reg), Log: log.With("component", "webhooks"), Now: st.clk.Now},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under

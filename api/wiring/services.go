@@ -4,21 +4,25 @@
 package wiring
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/webhook"
 	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/placing"
 	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
+	"github.com/seckill/seckill/pkg/service/webhooks"
 )
 
 // Services builds the use cases the handlers call besides placing, over
-// MySQL's stores and svc's Redis stores, numbers and clock.
-func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Services {
+// MySQL's stores and svc's Redis stores, numbers and clock. privateHooks
+// lets webhook endpoints be on loopback or private addresses.
+func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHooks bool) httpapi.Services {
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now
@@ -32,6 +36,8 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger) httpapi.Se
 			Tallies: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
 			PaymentWindow: svc.PaymentWindow, Log: log},
 	}
+	out.Webhooks = &webhooks.Service{Store: db.Webhooks, NewSecret: webhook.NewSecret, Now: now,
+		CheckURL: func(ctx context.Context, raw string) error { return webhook.CheckURL(ctx, raw, privateHooks) }}
 	if svc.Rooms != nil {
 		out.Rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
 		out.Rooms.PaymentWindow, out.Rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/hook"
 	"github.com/seckill/seckill/pkg/domain/payment"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
@@ -409,4 +410,39 @@ func GC(e *Env) int {
 	}
 	debug.SetGCPercent(DefaultGCPercent)
 	return DefaultGCPercent
+}
+
+// Webhooks is the webhook settings: AllowPrivate is shared by the api (it
+// refuses to register an endpoint on a loopback or private address unless
+// it is set) and the consumer (which refuses to connect to one); the rest
+// is the consumer's dispatcher's.
+type Webhooks struct {
+	AllowPrivate bool
+	Timeout      time.Duration
+	Concurrency  int
+	Batch        int
+	Every        time.Duration
+	Schedule     hook.Schedule
+	DisableAfter time.Duration
+}
+
+// WebhookSettings reads SECKILL_WEBHOOK_*.
+func WebhookSettings(e *Env) Webhooks {
+	w := Webhooks{
+		AllowPrivate: e.Bool("SECKILL_WEBHOOK_ALLOW_PRIVATE", false),
+		Timeout:      e.Duration("SECKILL_WEBHOOK_TIMEOUT", 15*time.Second),
+		Concurrency:  e.Int("SECKILL_WEBHOOK_CONCURRENCY", 8, 1, 64),
+		Batch:        e.Int("SECKILL_WEBHOOK_BATCH", 200, 1, 1000),
+		Every:        e.Duration("SECKILL_WEBHOOK_EVERY", 100*time.Millisecond),
+		Schedule:     hook.DefaultSchedule,
+		DisableAfter: e.Duration("SECKILL_WEBHOOK_DISABLE_AFTER", 24*time.Hour),
+	}
+	if v, ok := e.get("SECKILL_WEBHOOK_RETRY_SCHEDULE"); ok {
+		s, err := hook.ParseSchedule(v)
+		if err != nil {
+			e.fail("SECKILL_WEBHOOK_RETRY_SCHEDULE", v, err.Error())
+		}
+		w.Schedule = s
+	}
+	return w
 }

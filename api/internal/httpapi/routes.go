@@ -54,4 +54,12 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	admin.POST("/activities/:id/end", s.endActivity)
 	admin.POST("/activities/:id/cancel", s.cancelActivity)
 	admin.GET("/activities/:id/summary", s.activitySummary)
+	admin.POST("/webhooks", s.createWebhook)
+	admin.GET("/webhooks", s.listWebhooks)
+	admin.GET("/webhooks/:id", s.getWebhook)
+	admin.PATCH("/webhooks/:id", s.patchWebhook)
+	admin.DELETE("/webhooks/:id", s.deleteWebhook)
+	admin.POST("/webhooks/:id/rotate", s.rotateWebhook)
+	admin.GET("/webhooks/:id/deliveries", s.listDeliveries)
+	admin.POST("/webhooks/:id/replay", s.replayWebhook)
 }

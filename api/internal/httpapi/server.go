@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/pkg/service/placing"
 	"github.com/seckill/seckill/pkg/service/sales"
 	"github.com/seckill/seckill/pkg/service/waitingroom"
+	"github.com/seckill/seckill/pkg/service/webhooks"
 )
 
 const (
@@ -47,6 +48,7 @@ type Server struct {
 	// drawRecords are the draws published once drawn.
 	drawRecords drawRecords
 	rooms       *waitingroom.Service
+	webhooks    *webhooks.Service
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
@@ -85,13 +87,15 @@ type Services struct {
 	Sales     *sales.Service
 	Draws     *draws.Service
 	Rooms     *waitingroom.Service
+	Webhooks  *webhooks.Service
 }
 
 // New builds the Gin engine with every route.
 func New(svc *placing.Service, services Services, verifier Verifier, ready []Checker, log *slog.Logger, opts ...Option) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, verifier: verifier, ready: ready, log: log,
-		lifecycle: services.Lifecycle, sales: services.Sales, draws: services.Draws, rooms: services.Rooms}
+		lifecycle: services.Lifecycle, sales: services.Sales, draws: services.Draws, rooms: services.Rooms,
+		webhooks: services.Webhooks}
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders

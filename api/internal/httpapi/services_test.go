@@ -9,7 +9,8 @@ import (
 )
 
 // services builds the handlers' use cases over the test's database as the
-// api's wiring does.
+// api's wiring does; webhook endpoints may be on loopback (the tests'
+// receivers are).
 func (ts *testServer) services(svc *placing.Service, log *slog.Logger) httpapi.Services {
-	return wiring.Services(svc, ts.db.DB, log)
+	return wiring.Services(svc, ts.db.DB, log, true)
 }

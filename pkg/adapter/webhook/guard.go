@@ -139,7 +139,7 @@ func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		DialContext:           dialer.DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   4,
+		MaxIdleConnsPerHost:   32, // a dispatcher sends to one endpoint several at a time
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,

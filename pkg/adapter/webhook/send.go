@@ -76,3 +76,12 @@ func said(resp *http.Response, answer []byte) string {
 	}
 	return ": " + strconv.Quote(string(answer))
 }
+
+// Sender sends deliveries with its client (NewClient), as the dispatcher
+// takes it.
+type Sender struct{ Client *http.Client }
+
+// Send is Send with s's client.
+func (s Sender) Send(ctx context.Context, endpoint, id string, at time.Time, body []byte, secrets []string) (int, error) {
+	return Send(ctx, s.Client, endpoint, id, at, body, secrets)
+}

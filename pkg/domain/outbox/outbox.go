@@ -90,6 +90,15 @@ func (e Event) Stream() string {
 	return e.Data.OrderNo
 }
 
+// Known tells whether the outbox writes events of type t.
+func (t Type) Known() bool {
+	switch t {
+	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed, EntryWon, EntryAlternate:
+		return true
+	}
+	return false
+}
+
 // OfEntry tells an entry's event from an order's.
 func (t Type) OfEntry() bool { return t == EntryWon || t == EntryAlternate }
 
@@ -128,9 +137,7 @@ func Refund(o order.Order, txID string, paid order.Money) Event {
 
 // Check refuses an event the outbox must not hold.
 func (e Event) Check() error {
-	switch e.Type {
-	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed, EntryWon, EntryAlternate:
-	default:
+	if !e.Type.Known() {
 		return fmt.Errorf("outbox: unknown event type %q", e.Type)
 	}
 	if e.Data.OrderNo == "" && !e.Type.OfEntry() || e.Data.EntryID == "" && e.Type.OfEntry() {

@@ -31,12 +31,20 @@ type Publisher interface {
 	Publish(ctx context.Context, evs []outbox.Event) error
 }
 
+// Fanout queues published events for the webhook endpoints that want
+// them, in the unit that marks them published (*webhooks.Fanout).
+type Fanout interface {
+	Fan(ctx context.Context, evs []outbox.Event) error
+}
+
 // Relay relays the outbox. Batch bounds the events of one shard a unit
-// publishes (default 500).
+// publishes (default 500). Fanout, when set, queues each batch for the
+// webhooks.
 type Relay struct {
 	Tx        unit.Work
 	Store     Store
 	Publisher Publisher
+	Fanout    Fanout
 	Batch     int
 }
 
@@ -87,6 +95,11 @@ func (r *Relay) batch(ctx context.Context, shard int) (int, error) {
 		}
 		if err := r.Publisher.Publish(ctx, evs); err != nil {
 			return 0, err
+		}
+		if r.Fanout != nil {
+			if err := r.Fanout.Fan(ctx, evs); err != nil {
+				return 0, err
+			}
 		}
 		ids := make([]string, len(evs))
 		for i, e := range evs {
