@@ -1,0 +1,195 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testkit/hooktest"
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/domain/hook"
+	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
+)
+
+// hookSettings are the api's and consumer's webhook settings in these
+// tests: endpoints on loopback, retries within seconds, the shop's
+// events on topic.
+func hookSettings(topic string) []string {
+	return []string{"SECKILL_WEBHOOK_ALLOW_PRIVATE=true", "SECKILL_OUTBOX_TOPIC=" + topic,
+		"SECKILL_WEBHOOK_RETRY_SCHEDULE=200ms,500ms,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,2s,2s,2s,2s,2s,2s,2s,2s,2s,2s"}
+}
+
+// registerHook registers endpoint e through the admin API for events and
+// has it trust the secret the answer shows.
+func registerHook(t *testing.T, api *pipelinetest.API, e *hooktest.Endpoint, events ...string) hook.Endpoint {
+	t.Helper()
+	var out struct {
+		WebhookID int64  `json:"webhook_id"`
+		Secret    string `json:"secret"`
+	}
+	code, err := api.Do("POST", "/admin/v1/webhooks", 0, "admin", nil, map[string]any{"url": e.URL, "events": events}, &out)
+	if err != nil || code != 201 {
+		t.Fatalf("register webhook: %d %v", code, err)
+	}
+	e.Trust(out.Secret)
+	return hook.Endpoint{ID: out.WebhookID, URL: e.URL, Events: events, Enabled: true}
+}
+
+// eventsDrained waits until the outbox is published and no delivery to
+// the endpoints is pending.
+func eventsDrained(t *testing.T, p *pipelinetest.Pipeline, within time.Duration, eps ...hook.Endpoint) {
+	t.Helper()
+	ctx := context.Background()
+	waittest.Until(t, within, "every event published and delivered", func() bool {
+		if shards, err := p.DB.Outbox.PendingShards(ctx); err != nil || len(shards) > 0 {
+			return false
+		}
+		for _, ep := range eps {
+			if ds, err := p.DB.Webhooks.Deliveries(ctx, ep.ID, hook.Pending, 0, 1); err != nil || len(ds) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// streams is the events each order's stream got, duplicates dropped by
+// id, in the order of their first arrival; it fails the test when one
+// arrives out of seq order.
+func streams(t *testing.T, where string, evs []outbox.Event) map[string][]outbox.Event {
+	t.Helper()
+	seen := map[string]bool{}
+	out := map[string][]outbox.Event{}
+	for _, e := range evs {
+		if seen[e.ID] {
+			continue
+		}
+		seen[e.ID] = true
+		s := out[e.Stream()]
+		if e.Data.Seq != len(s)+1 {
+			t.Fatalf("%s: %s's event %s (seq %d) came after %d of its events", where, e.Stream(), e.ID, e.Data.Seq, len(s))
+		}
+		out[e.Stream()] = append(s, e)
+	}
+	return out
+}
+
+// story is an order's events as types and reasons, for the test's eyes.
+func story(evs []outbox.Event) string {
+	s := ""
+	for _, e := range evs {
+		s += fmt.Sprintf("%s(%s/%s) ", e.Type, e.Data.Status, e.Data.Reason)
+	}
+	return s
+}
+
+// A shop registers an endpoint before its sales. Orders are paid,
+// cancelled by their buyers, closed unpaid, refused by MySQL (its stock
+// below Redis's) and closed by the sale's cancel. The endpoint gets every
+// one of their events, signed, once each by id, each order's in seq
+// order, the last stating the order's status in MySQL; the Kafka topic
+// carries the same events.
+func TestAShopHearsEveryOrderEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 2})
+	topic := kafkatest.NewTopicOn(t, p.Brokers(), 2)
+	api := p.StartAPI(hookSettings(topic)...)
+	shop := hooktest.New(t)
+	ep := registerHook(t, api, shop, "*")
+	p.StartConsumer(append(hookSettings(topic), "SECKILL_PAYMENT_WINDOW=3s", "SECKILL_CLOSER_EVERY=200ms")...)
+
+	sale := api.CreateSale(6, 1)
+	paid := buy(t, p, api, 1, "a", sale.ActivityID)
+	if code, b := act(t, api, "1", paid, "pay"); code != 200 || b.Status != "PAID" {
+		t.Fatalf("pay: %d %+v", code, b)
+	}
+	cancelled := buy(t, p, api, 2, "b", sale.ActivityID)
+	if code, b := act(t, api, "2", cancelled, "cancel"); code != 200 || b.Status != "CLOSED" {
+		t.Fatalf("cancel: %d %+v", code, b)
+	}
+	unpaid := buy(t, p, api, 3, "c", sale.ActivityID)
+	// MySQL's stock falls below Redis's: the next order is refused there.
+	if err := p.DB.Gorm().Exec("UPDATE item_stock SET stock = 0 WHERE item_id = ?", sale.ItemID).Error; err != nil {
+		t.Fatal(err)
+	}
+	pl, err := api.PlaceOrder(4, "d", sale.ActivityID, 1)
+	if err != nil || pl.Code != 202 {
+		t.Fatalf("order 4: %+v %v", pl, err)
+	}
+	refused := pl.OrderNo
+	if o := p.WaitFinal(map[string]int64{refused: 4}, 30*time.Second)[refused]; o.Status != order.Failed {
+		t.Fatalf("order %s: %+v, want FAILED", refused, o)
+	}
+	other := api.CreateSale(2, 1)
+	inCancelledSale := buy(t, p, api, 5, "e", other.ActivityID)
+	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/cancel", other.ActivityID), 0, "admin", nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("cancel sale: %d %v", code, err)
+	}
+	waittest.Until(t, 30*time.Second, "the unpaid order closes", func() bool {
+		o, err := p.DB.Orders.Order(ctx, unpaid)
+		return err == nil && o.Status == order.Closed
+	})
+	eventsDrained(t, p, 60*time.Second, ep)
+
+	if err := shop.Invalid(); err != nil {
+		t.Fatalf("deliveries refused by the endpoint: %v", err)
+	}
+	got := streams(t, "the endpoint", shop.Arrivals())
+	want := map[string][]outbox.Type{
+		paid:            {outbox.OrderCreated, outbox.OrderPaid},
+		cancelled:       {outbox.OrderCreated, outbox.OrderClosed},
+		unpaid:          {outbox.OrderCreated, outbox.OrderClosed},
+		refused:         {outbox.OrderFailed},
+		inCancelledSale: {outbox.OrderCreated, outbox.OrderClosed},
+	}
+	reasons := map[string]string{cancelled: order.ReasonCancelled, unpaid: order.ReasonPaymentTimeout,
+		refused: order.ReasonOutOfStock, inCancelledSale: order.ReasonSaleCancelled}
+	if len(got) != len(want) {
+		t.Fatalf("the endpoint heard of %d orders, want %d", len(got), len(want))
+	}
+	for no, types := range want {
+		evs := got[no]
+		var have []outbox.Type
+		for _, e := range evs {
+			have = append(have, e.Type)
+		}
+		if !reflect.DeepEqual(have, types) {
+			t.Fatalf("order %s: the endpoint heard %s, want %v", no, story(evs), types)
+		}
+		o, err := p.DB.Orders.Order(ctx, no)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		if last.Data.Status != string(o.Status) || last.Data.Reason != reasons[no] || last.Data.Subject != o.UserID {
+			t.Fatalf("order %s: its last event %+v; MySQL holds %s (%s)", no, last.Data, o.Status, o.FailureReason)
+		}
+	}
+	// The topic carries the same events.
+	var inKafka []outbox.Event
+	for _, msgs := range kafkatest.ReadAll(t, topic) {
+		for _, m := range msgs {
+			var e outbox.Event
+			if err := json.Unmarshal(m.Value, &e); err != nil {
+				t.Fatal(err)
+			}
+			inKafka = append(inKafka, e)
+		}
+	}
+	topicStreams := streams(t, "the topic", inKafka)
+	for no, evs := range got {
+		if !reflect.DeepEqual(evs, topicStreams[no]) {
+			t.Fatalf("order %s: the endpoint heard %s; the topic has %s", no, story(evs), story(topicStreams[no]))
+		}
+	}
+	if len(topicStreams) != len(got) {
+		t.Fatalf("the topic has events of %d orders, the endpoint of %d", len(topicStreams), len(got))
+	}
+}
