@@ -124,8 +124,80 @@ func (d *devRun) call(t *testing.T, method, path, token, body string, headers ..
 	return resp.StatusCode, v
 }
 
+// listen follows the banner's two webhook commands: it registers a
+// listener (on a free port) and starts `bin/api webhook-listen` with the
+// secret the answer shows. It returns the lines the listener prints, and
+// what deletes the registration (make run's database outlives the test).
+func (d *devRun) listen(t *testing.T, banner string) (*lines, func()) {
+	t.Helper()
+	reg := regexp.MustCompile(`POST (\S+)/admin/v1/webhooks -H 'Authorization: Bearer ([A-Za-z0-9._-]+)' \\\s+-d '(\{"url": "http://127.0.0.1:8099/"[^']*\})'`).FindStringSubmatch(banner)
+	run := regexp.MustCompile(`SECKILL_WEBHOOK_SECRET=whsec_\.\.\. bin/api webhook-listen --port 8099`).FindString(banner)
+	if reg == nil || run == "" {
+		t.Fatalf("no webhook commands in the banner:\n%s", banner)
+	}
+	port := strings.TrimPrefix(pipelinetest.FreeAddr(t), "127.0.0.1:")
+	status, v := d.call(t, "POST", "/admin/v1/webhooks", reg[2], strings.Replace(reg[3], "8099", port, 1))
+	secret, _ := v["secret"].(string)
+	if status != http.StatusCreated || !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("the printed webhook registration: %d %v", status, v)
+	}
+	cmd := exec.Command("../bin/api", "webhook-listen", "--port", port)
+	cmd.Env = append(os.Environ(), "SECKILL_WEBHOOK_SECRET="+secret)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	l := &lines{}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			l.add(sc.Text())
+		}
+	}()
+	return l, func() {
+		if status, _ := d.call(t, "DELETE", fmt.Sprintf("/admin/v1/webhooks/%v", v["webhook_id"]), reg[2], ""); status != http.StatusNoContent {
+			t.Errorf("delete the listener's registration: %d", status)
+		}
+	}
+}
+
+// lines is what a program printed, a line at a time.
+type lines struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *lines) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, s)
+}
+
+// waitFor waits until a line printed satisfies ok.
+func waitFor(t *testing.T, l *lines, within time.Duration, what string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		all := append([]string(nil), l.all...)
+		l.mu.Unlock()
+		for _, s := range all {
+			if ok(s) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s", what, within)
+}
+
 // The README's first command, `make run` (scripts/dev-run), brings up the
-// pipeline with a demo sale and prints an order command that works; Ctrl-C
+// pipeline with a demo sale and prints an order command that works, and
+// the commands that make a listener print the order's events; Ctrl-C
 // stops the api and the consumer cleanly.
 func TestMakeRun(t *testing.T) {
 	t.Parallel()
@@ -150,8 +222,12 @@ func TestMakeRun(t *testing.T) {
 		}
 	}
 
-	// Place the order exactly as the banner says.
+	// Register a listener for the shop's events as the banner says (on a
+	// free port rather than its 8099) and start it with the answer's secret.
 	text := d.printed
+	events, unregister := d.listen(t, text)
+
+	// Place the order exactly as the banner says.
 	tok := regexp.MustCompile(`Authorization: Bearer ([A-Za-z0-9._-]+)`).FindStringSubmatch(text)
 	body := regexp.MustCompile(`-d '(\{"activity_id": \d+, "quantity": 1\})'`).FindStringSubmatch(text)
 	if tok == nil || body == nil {
@@ -162,6 +238,11 @@ func TestMakeRun(t *testing.T) {
 	if status != http.StatusAccepted || v["order_no"] == nil {
 		t.Fatalf("the printed order command: %d %v", status, v)
 	}
+	// The listener prints the order's order.created.
+	created := `"type":"order.created"`
+	waitFor(t, events, 60*time.Second, fmt.Sprintf("the listener prints order %v's order.created", v["order_no"]), func(line string) bool {
+		return strings.Contains(line, created) && strings.Contains(line, fmt.Sprintf(`"order_no":"%v"`, v["order_no"]))
+	})
 
 	// The sale in sizes: six sizes on its page, one bought as the banner
 	// says, the order naming its size.
@@ -203,6 +284,7 @@ func TestMakeRun(t *testing.T) {
 	if status, q := d.call(t, "GET", "/api/v1/activities/"+room[2]+"/queue", room[3], ""); status != http.StatusNotFound {
 		t.Fatalf("the buyer of the address polls before joining: %d %v, want 404", status, q)
 	}
+	unregister()
 
 	d.interrupt(t)
 }
