@@ -207,7 +207,8 @@ func Redis(e *Env) stockredis.Config {
 }
 
 // MySQL reads SECKILL_MYSQL_DSN, which the MySQL driver must be able to
-// parse, and SECKILL_MYSQL_MAX_CONNS.
+// parse, SECKILL_MYSQL_MAX_CONNS, and SECKILL_OUTBOX (on, the default, or
+// off: no order change writes its event).
 func MySQL(e *Env) orderdb.Config {
 	dsn := e.String("SECKILL_MYSQL_DSN", orderdb.DefaultDSN)
 	if _, err := mysqldrv.ParseDSN(dsn); err != nil {
@@ -215,9 +216,14 @@ func MySQL(e *Env) orderdb.Config {
 		e.errs = append(e.errs, fmt.Errorf("SECKILL_MYSQL_DSN: %w (want user:password@tcp(host:port)/dbname?parseTime=true)", err))
 		dsn = orderdb.DefaultDSN
 	}
+	events := e.String("SECKILL_OUTBOX", "on")
+	if events != "on" && events != "off" {
+		e.fail("SECKILL_OUTBOX", events, "on or off")
+	}
 	return orderdb.Config{
 		DSN:          dsn,
 		MaxOpenConns: e.Int("SECKILL_MYSQL_MAX_CONNS", 32, 1, 1000),
+		NoEvents:     events == "off",
 	}
 }
 

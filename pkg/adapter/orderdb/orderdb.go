@@ -28,6 +28,10 @@ const DefaultDSN = "seckill:seckill@tcp(127.0.0.1:3306)/seckill?parseTime=true"
 type Config struct {
 	DSN          string
 	MaxOpenConns int
+	// NoEvents turns the outbox off: no order change writes its event,
+	// so nothing reaches the events' topic or the webhooks (a shop that
+	// takes none; docs/events.md).
+	NoEvents bool
 }
 
 // DB is the connection pool and the stores that share it, one per
@@ -94,7 +98,7 @@ func newDB(gdb *gorm.DB) *DB {
 		Rooms:        &Rooms{c},
 		RedisWatches: &RedisWatches{c},
 		Reconcile:    &Reconcile{c, restocks},
-		Outbox:       &Outbox{c},
+		Outbox:       &Outbox{conn: c},
 		Webhooks:     &Webhooks{c},
 	}
 }
@@ -136,7 +140,9 @@ func Open(cfg Config) (*DB, error) {
 	sqlDB.SetMaxOpenConns(n)
 	sqlDB.SetMaxIdleConns(n)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	return newDB(gdb), nil
+	db := newDB(gdb)
+	db.Outbox.off = cfg.NoEvents
+	return db, nil
 }
 
 // Gorm returns the GORM handle.
