@@ -44,6 +44,7 @@ type DB struct {
 	RedisWatches *RedisWatches
 	Reconcile    *Reconcile
 	Outbox       *Outbox
+	Streams      *Streams
 }
 
 // Orders stores the orders: fulfilment of the reserved ones, lookups and
@@ -94,6 +95,7 @@ func newDB(gdb *gorm.DB) *DB {
 		RedisWatches: &RedisWatches{c},
 		Reconcile:    &Reconcile{c, restocks},
 		Outbox:       &Outbox{c},
+		Streams:      &Streams{c},
 	}
 }
 
