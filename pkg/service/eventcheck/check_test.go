@@ -91,7 +91,7 @@ func TestCheckerHoldsTheDeliveriesToMySQL(t *testing.T) {
 			out[i], out[j] = out[j], out[i]
 			return out
 		}, "out_of_order " + refunded + " " + outbox.IDOf(refunded, 2), "seq 2 first arrived after seq 3"},
-		{"a field changed in one copy", func() []outbox.Event {
+		{"a field changed (in its last copy)", func() []outbox.Event {
 			return changed(t, got, outbox.IDOf(closed, 2), func(e *outbox.Event) { e.Data.Reason = order.ReasonPaymentTimeout })
 		}, "differs " + closed + " " + outbox.IDOf(closed, 2), "data.reason"},
 		{"a timestamp changed", func() []outbox.Event {
@@ -107,6 +107,9 @@ func TestCheckerHoldsTheDeliveriesToMySQL(t *testing.T) {
 			e.ID = outbox.IDOf(e.Data.OrderNo, e.Data.Seq)
 			return append(slices.Clone(got), e)
 		}, "unknown_stream 01NOTANORDER0000000000000-1", "MySQL has no order 01NOTANORDER0000000000000-1"},
+		{"an event naming no order", func() []outbox.Event {
+			return changed(t, got, outbox.IDOf(closed, 1), func(e *outbox.Event) { e.Data.OrderNo = "" })
+		}, "unknown_stream", "event " + outbox.IDOf(closed, 1) + " (order.created) names no order"},
 		{"an event the outbox does not hold", func() []outbox.Event {
 			e := got[firstOf(t, got, outbox.IDOf(paid, 2))]
 			e.Data.Seq, e.ID = 7, outbox.IDOf(paid, 7)

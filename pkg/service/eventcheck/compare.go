@@ -178,11 +178,14 @@ func (c *comparison) arrival(e outbox.Event) {
 	name := e.Stream()
 	h, known := c.heads[name]
 	if !known {
-		what := "order " + e.Data.OrderNo
-		if e.Type.OfEntry() {
-			what = "draw entry " + e.Data.EntryID
+		what := fmt.Sprintf("MySQL has no order %s (a %s event arrived)", e.Data.OrderNo, e.Type)
+		switch {
+		case e.Type.OfEntry():
+			what = fmt.Sprintf("MySQL has no draw entry %s (a %s event arrived)", e.Data.EntryID, e.Type)
+		case name == "":
+			what = fmt.Sprintf("event %s (%s) names no order", e.ID, e.Type)
 		}
-		c.violate(UnknownStream, name, "", fmt.Sprintf("MySQL has no %s (a %s event arrived)", what, e.Type))
+		c.violate(UnknownStream, name, "", what)
 		return
 	}
 	if !again && !c.inSale[h.Sale] {
