@@ -115,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: reconciler [flags]
        reconciler verify-draw (--url URL --activity ID | --file PATH)
+       reconciler check-events --activity ID --file PATH
 
 Checks that Redis and MySQL agree on every item with a live activity (or the
 ones picked with --item/--activity) and prints a report. Configuration comes
@@ -171,6 +172,9 @@ func (l *idList) Set(v string) error {
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "verify-draw" {
 		return verifyDraw(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "check-events" {
+		return checkEvents(ctx, args[1:], lookup, stdout, stderr)
 	}
 	env := config.New(lookup)
 	log := logs.New(stderr, config.LogLevel(env))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/service/fulfilment"
 )
@@ -64,4 +65,24 @@ func (d *DB) OpenSale(t testing.TB, stock int64, price order.Money) activity.Act
 		t.Fatal(err)
 	}
 	return a
+}
+
+// OpenDraw creates an item of stock units and a draw sale of it that
+// started a minute before now, takes entries until a minute after it
+// (closes) and ends an hour after it, one unit per buyer.
+func (d *DB) OpenDraw(t testing.TB, stock int64, now time.Time) (a activity.Activity, closes time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	it, err := d.Activities.CreateItem(ctx, "sneaker", stock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closes = now.Add(time.Minute)
+	a, err = d.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, Items: []activity.Item{{ItemID: it.ID}},
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1,
+		Draw: activity.Draw{EntriesCloseAt: closes, Seed: draw.NewSeed()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, closes
 }

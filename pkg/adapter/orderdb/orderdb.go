@@ -49,6 +49,7 @@ type DB struct {
 	Reconcile    *Reconcile
 	Outbox       *Outbox
 	Webhooks     *Webhooks
+	Streams      *Streams
 }
 
 // Orders stores the orders: fulfilment of the reserved ones, lookups and
@@ -100,6 +101,7 @@ func newDB(gdb *gorm.DB) *DB {
 		Reconcile:    &Reconcile{c, restocks},
 		Outbox:       &Outbox{conn: c},
 		Webhooks:     &Webhooks{c},
+		Streams:      &Streams{c},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/pkg/domain/draw"
@@ -85,7 +86,7 @@ const Topic = "seckill.order-events"
 // "entry_" and the entry's id.
 func (e Event) Stream() string {
 	if e.Type.OfEntry() {
-		return "entry_" + e.Data.EntryID
+		return EntryStream(e.Data.EntryID)
 	}
 	return e.Data.OrderNo
 }
@@ -101,6 +102,36 @@ func (t Type) Known() bool {
 
 // OfEntry tells an entry's event from an order's.
 func (t Type) OfEntry() bool { return t == EntryWon || t == EntryAlternate }
+
+// Opens says whether t may be a stream's first event: an order's is its
+// creation or its failure (New), an entry's its outcome (Drawn).
+func (t Type) Opens() bool {
+	switch t {
+	case OrderCreated, OrderFailed, EntryWon, EntryAlternate:
+		return true
+	}
+	return false
+}
+
+// Head is what MySQL holds of a stream beside its events: the sale it is
+// of, how many events it committed (Seq, the seq of its last: the
+// order's event_seq) and the status its last event states (the order's).
+// An entry's events are not counted in MySQL yet: its Seq is 1, its
+// outcome's event, and its Status empty, which no event is held to.
+type Head struct {
+	Stream string
+	Sale   int64
+	Seq    int
+	Status string
+}
+
+// EntryStream is the stream of draw entry id's events.
+func EntryStream(id string) string { return entryPrefix + id }
+
+// EntryOfStream is the entry whose stream is stream, if it is an entry's.
+func EntryOfStream(stream string) (string, bool) { return strings.CutPrefix(stream, entryPrefix) }
+
+const entryPrefix = "entry_"
 
 // IDOf is the id of stream's seq-th event.
 func IDOf(stream string, seq int) string { return "evt_" + stream + "_" + strconv.Itoa(seq) }

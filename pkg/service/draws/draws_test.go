@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
-	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/service/draws"
@@ -20,18 +19,8 @@ func TestRunDrawsOnce(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.New(t)
 	ctx := context.Background()
-	it, err := db.Activities.CreateItem(ctx, "sneaker", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	closes := now.Add(time.Minute)
-	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: it.ID, Items: []activity.Item{{ItemID: it.ID}},
-		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PerUserLimit: 1,
-		Draw: activity.Draw{EntriesCloseAt: closes, Seed: draw.NewSeed()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, closes := db.OpenDraw(t, 2, now)
 	s := &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Now: func() time.Time { return now }}
 	for u := range 5 {
 		if _, created, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1); err != nil || !created {

@@ -4,43 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/relaytest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
-	"github.com/seckill/seckill/pkg/service/relay"
 )
-
-// diesAfterPublish publishes, then fails its first n batches as a relay
-// that died before marking them would: Kafka has them, MySQL does not say
-// so.
-type diesAfterPublish struct {
-	relay.Publisher
-	n atomic.Int32
-}
-
-func (d *diesAfterPublish) Publish(ctx context.Context, evs []outbox.Event) error {
-	if err := d.Publisher.Publish(ctx, evs); err != nil {
-		return err
-	}
-	if d.n.Add(-1) >= 0 {
-		return errors.New("the relay died before the mark")
-	}
-	return nil
-}
 
 // Orders are written and paid while three relays run, one of which dies
 // after publishing its first batches and before marking them. Once the
@@ -57,30 +36,9 @@ func TestRelayPublishesEveryEventInOrderAtLeastOnce(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 
 	a := db.OpenSale(t, 100, order.Money{Amount: 900, Currency: "EUR"})
-	dying := &diesAfterPublish{Publisher: w}
-	dying.n.Store(2)
-	relays := []*relay.Relay{
-		{Tx: db, Store: db.Outbox, Publisher: w, Batch: 7},
-		{Tx: db, Store: db.Outbox, Publisher: w, Batch: 7},
-		{Tx: db, Store: db.Outbox, Publisher: dying, Batch: 7},
-	}
-	stop := make(chan struct{})
-	var relaying sync.WaitGroup
-	for _, r := range relays {
-		relaying.Add(1)
-		go func() {
-			defer relaying.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, _ = r.Pass(ctx) // the dying relay's passes fail; the next goes on
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
-	}
+	// Three relays, one of which dies after publishing its first two
+	// batches and before marking them.
+	stop := relaytest.Run(db, 7, w, w, relaytest.Dying(w, 2))
 
 	gen := order.NewNumberGenerator()
 	var reqs []order.FulfilRequest
@@ -102,23 +60,8 @@ func TestRelayPublishesEveryEventInOrderAtLeastOnce(t *testing.T) {
 			}
 		}
 	}
-	// Drained: no event left unpublished.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		shards, err := db.Outbox.PendingShards(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(shards) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shards %v still hold unpublished events", shards)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	close(stop)
-	relaying.Wait()
+	relaytest.WaitDrained(t, db)
+	stop()
 
 	committed, _, err := db.Outbox.Since(ctx, 0, 1000)
 	if err != nil {
