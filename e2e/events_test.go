@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/hook"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
+	"github.com/seckill/seckill/pkg/service/eventcheck"
 )
 
 // hookSettings are the api's and consumer's webhook settings in these
@@ -191,5 +192,16 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 	}
 	if len(topicStreams) != len(got) {
 		t.Fatalf("the topic has events of %d orders, the endpoint of %d", len(topicStreams), len(got))
+	}
+	// The project's checker finds both streams complete against MySQL.
+	checker := &eventcheck.Checker{Tx: p.DB, Store: p.DB.Streams}
+	for where, evs := range map[string][]outbox.Event{"the endpoint": shop.Arrivals(), "the topic": inKafka} {
+		r, err := checker.Check(ctx, []int64{sale.ActivityID, other.ActivityID}, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() || r.Orders != len(want) {
+			t.Fatalf("%s: %s", where, r)
+		}
 	}
 }
