@@ -60,6 +60,11 @@ func everything(t *testing.T) *prometheus.Registry {
 	ps := metrics.NewPasses(reg)
 	ps.RecordFailed(metrics.PassWarmup)
 	ps.RecordsWaiting(metrics.PassWarmup, 1)
+	wh := metrics.NewWebhooks(reg)
+	wh.Sent(metrics.WebhookDelivered, time.Second)
+	wh.Sent(metrics.WebhookRetry, 0)
+	wh.Endpoints(1, 1, 1)
+	wh.Disabled()
 	return reg
 }
 
@@ -93,7 +98,8 @@ func TestNamesFollowConventions(t *testing.T) {
 	allowedLabels := map[string]bool{"route": true, "method": true, "code": true, "outcome": true, "result": true,
 		"partition": true, "action": true, "lock": true, "verdict": true, "item": true,
 		"reason": true, // reason: the heal watch's three (restart, new_master, marker)
-		"pass":   true} // pass: the consumer's periodic passes (warmup, closer, sweep)
+		"pass":   true, // pass: the consumer's periodic passes (warmup, closer, sweep)
+		"state":  true} // state: a webhook endpoint's (enabled, disabled, failing)
 	valid := regexp.MustCompile(`^seckill_[a-z]+(_[a-z0-9]+)+$`)
 	n := 0
 	for _, f := range fams {
@@ -147,6 +153,7 @@ func TestNilIsNoMetrics(t *testing.T) {
 		l  *metrics.Lock
 		r  *metrics.Reconciler
 		ps *metrics.Passes
+		wh *metrics.Webhooks
 	)
 	h.Start()
 	h.Route("GET", "/x").Observe(200, time.Millisecond)
@@ -173,6 +180,9 @@ func TestNilIsNoMetrics(t *testing.T) {
 	r.Drift(map[int64]int64{1: 1})
 	ps.RecordFailed(metrics.PassSweep)
 	ps.RecordsWaiting(metrics.PassSweep, 1)
+	wh.Sent(metrics.WebhookGaveUp, 0)
+	wh.Endpoints(1, 0, 0)
+	wh.Disabled()
 }
 
 func TestRouteCountsByCode(t *testing.T) {
