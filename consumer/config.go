@@ -32,6 +32,7 @@ type settings struct {
 	relayEvery  time.Duration // the outbox relay's pause between passes
 	outboxTopic string
 	webhooks    config.Webhooks
+	outboxKeep  time.Duration // how long events and their deliveries are kept
 	admin       metrics.AdminConfig
 	clockOffset time.Duration
 	instance    string // names this process in locks and log lines
@@ -64,6 +65,7 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		relayEvery:  env.Duration("SECKILL_OUTBOX_RELAY_EVERY", 50*time.Millisecond),
 		outboxTopic: env.String("SECKILL_OUTBOX_TOPIC", outbox.Topic),
 		webhooks:    config.WebhookSettings(env),
+		outboxKeep:  env.Duration("SECKILL_OUTBOX_RETENTION", 7*24*time.Hour),
 		admin:       config.Admin(env, "127.0.0.1:9100"),
 		clockOffset: config.TestClockOffset(env),
 		instance:    fmt.Sprintf("consumer-%d", os.Getpid()),

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/consumer/internal/backoff"
 	"github.com/seckill/seckill/consumer/internal/drawer"
 	"github.com/seckill/seckill/consumer/internal/redisloss"
+	"github.com/seckill/seckill/consumer/internal/retention"
 	"github.com/seckill/seckill/consumer/internal/sweep"
 	"github.com/seckill/seckill/consumer/internal/unpaid"
 	"github.com/seckill/seckill/consumer/internal/warmup"
@@ -85,6 +86,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Owner: s.instance + "-" + rand.Text()[:8], Every: s.webhooks.Every, Lease: s.webhooks.Timeout + 30*time.Second, Batch: s.webhooks.Batch,
 			Concurrency: s.webhooks.Concurrency, Schedule: s.webhooks.Schedule, DisableAfter: s.webhooks.DisableAfter,
 			Metrics: metrics.NewWebhooks(reg), Log: log.With("component", "webhooks"), Now: st.clk.Now},
+		&retention.Purger{Store: st.db.Outbox, Locker: locker, Keep: s.outboxKeep, Log: log, Now: st.clk.Now},
 	}
 	// The watch repairs Redis from MySQL as soon as it sees that Redis
 	// lost data (a restart, a failover, its marker gone or behind), under

@@ -12,53 +12,10 @@ import (
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
-	"github.com/seckill/seckill/pkg/domain/hook"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/service/eventcheck"
 )
-
-// hookSettings are the api's and consumer's webhook settings in these
-// tests: endpoints on loopback, retries within seconds, the shop's
-// events on topic.
-func hookSettings(topic string) []string {
-	return []string{"SECKILL_WEBHOOK_ALLOW_PRIVATE=true", "SECKILL_OUTBOX_TOPIC=" + topic,
-		"SECKILL_WEBHOOK_RETRY_SCHEDULE=200ms,500ms,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,2s,2s,2s,2s,2s,2s,2s,2s,2s,2s"}
-}
-
-// registerHook registers endpoint e through the admin API for events and
-// has it trust the secret the answer shows.
-func registerHook(t *testing.T, api *pipelinetest.API, e *hooktest.Endpoint, events ...string) hook.Endpoint {
-	t.Helper()
-	var out struct {
-		WebhookID int64  `json:"webhook_id"`
-		Secret    string `json:"secret"`
-	}
-	code, err := api.Do("POST", "/admin/v1/webhooks", 0, "admin", nil, map[string]any{"url": e.URL, "events": events}, &out)
-	if err != nil || code != 201 {
-		t.Fatalf("register webhook: %d %v", code, err)
-	}
-	e.Trust(out.Secret)
-	return hook.Endpoint{ID: out.WebhookID, URL: e.URL, Events: events, Enabled: true}
-}
-
-// eventsDrained waits until the outbox is published and no delivery to
-// the endpoints is pending.
-func eventsDrained(t *testing.T, p *pipelinetest.Pipeline, within time.Duration, eps ...hook.Endpoint) {
-	t.Helper()
-	ctx := context.Background()
-	waittest.Until(t, within, "every event published and delivered", func() bool {
-		if shards, err := p.DB.Outbox.PendingShards(ctx); err != nil || len(shards) > 0 {
-			return false
-		}
-		for _, ep := range eps {
-			if ds, err := p.DB.Webhooks.Deliveries(ctx, ep.ID, hook.Pending, 0, 1); err != nil || len(ds) > 0 {
-				return false
-			}
-		}
-		return true
-	})
-}
 
 // streams is the events each order's stream got, duplicates dropped by
 // id, in the order of their first arrival; it fails the test when one
@@ -101,10 +58,10 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 	ctx := context.Background()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 2})
 	topic := kafkatest.NewTopicOn(t, p.Brokers(), 2)
-	api := p.StartAPI(hookSettings(topic)...)
+	api := p.StartAPI(pipelinetest.HookSettings(topic)...)
 	shop := hooktest.New(t)
-	ep := registerHook(t, api, shop, "*")
-	p.StartConsumer(append(hookSettings(topic), "SECKILL_PAYMENT_WINDOW=3s", "SECKILL_CLOSER_EVERY=200ms")...)
+	ep := api.RegisterHook(t, shop, "*")
+	p.StartConsumer(append(pipelinetest.HookSettings(topic), "SECKILL_PAYMENT_WINDOW=3s", "SECKILL_CLOSER_EVERY=200ms")...)
 
 	sale := api.CreateSale(6, 1)
 	paid := buy(t, p, api, 1, "a", sale.ActivityID)
@@ -137,7 +94,7 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 		o, err := p.DB.Orders.Order(ctx, unpaid)
 		return err == nil && o.Status == order.Closed
 	})
-	eventsDrained(t, p, 60*time.Second, ep)
+	p.WaitEventsDrained(t, 60*time.Second, ep)
 
 	if err := shop.Invalid(); err != nil {
 		t.Fatalf("deliveries refused by the endpoint: %v", err)

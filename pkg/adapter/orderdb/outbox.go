@@ -166,3 +166,25 @@ func (s *Outbox) MarkPublished(ctx context.Context, ids []string) error {
 		Update("published_at", gorm.Expr("NOW(6)")).Error
 	return wrap("mark events published", err)
 }
+
+// Purge deletes up to limit of the events published and written before
+// cutoff, and up to limit of the webhook deliveries queued before it with
+// their attempts, and returns how many events and deliveries it deleted.
+// An event not yet published stays whatever its age.
+func (s *Outbox) Purge(ctx context.Context, cutoff time.Time, limit int) (events, deliveries int64, err error) {
+	db := s.db(ctx)
+	if err := db.Exec(`DELETE a FROM webhook_attempts a JOIN (SELECT id FROM webhook_deliveries WHERE created_at < ?
+		ORDER BY id LIMIT ?) d ON a.delivery_id = d.id`, cutoff, limit).Error; err != nil {
+		return 0, 0, wrap("purge webhook attempts", err)
+	}
+	res := db.Exec("DELETE FROM webhook_deliveries WHERE created_at < ? ORDER BY id LIMIT ?", cutoff, limit)
+	if res.Error != nil {
+		return 0, 0, wrap("purge webhook deliveries", res.Error)
+	}
+	deliveries = res.RowsAffected
+	res = db.Exec("DELETE FROM outbox_events WHERE published_at IS NOT NULL AND created_at < ? ORDER BY id LIMIT ?", cutoff, limit)
+	if res.Error != nil {
+		return 0, deliveries, wrap("purge outbox events", res.Error)
+	}
+	return res.RowsAffected, deliveries, nil
+}
