@@ -143,21 +143,23 @@ func (s *Outbox) PendingShards(ctx context.Context) ([]int, error) {
 	return shards, wrap("read the outbox's pending shards", err)
 }
 
-// ClaimShard takes shard for ctx's unit of work, unless another relay
-// holds it (false): the unit holds it until it ends.
-func (s *Outbox) ClaimShard(ctx context.Context, shard int) (bool, error) {
+// ClaimShards takes up to most of shards for ctx's unit of work, skipping
+// those another relay holds, and returns those it took: the unit holds
+// them until it ends.
+func (s *Outbox) ClaimShards(ctx context.Context, shards []int, most int) ([]int, error) {
 	var got []int
-	err := s.db(ctx).Raw("SELECT shard FROM outbox_shards WHERE shard = ? FOR UPDATE SKIP LOCKED", shard).Scan(&got).Error
+	err := s.db(ctx).Raw("SELECT shard FROM outbox_shards WHERE shard IN ? ORDER BY shard LIMIT ? FOR UPDATE SKIP LOCKED",
+		shards, most).Scan(&got).Error
 	if err != nil {
-		return false, wrap("claim an outbox shard", err)
+		return nil, wrap("claim outbox shards", err)
 	}
-	return len(got) == 1, nil
+	return got, nil
 }
 
-// Unpublished returns up to limit events of shard not yet published, in
+// Unpublished returns up to limit events of shards not yet published, in
 // the order they were written (so each order's in seq order).
-func (s *Outbox) Unpublished(ctx context.Context, shard, limit int) ([]outbox.Event, error) {
-	return s.events(s.db(ctx).Where("published_at IS NULL AND shard = ?", shard).Order("id").Limit(limit))
+func (s *Outbox) Unpublished(ctx context.Context, shards []int, limit int) ([]outbox.Event, error) {
+	return s.events(s.db(ctx).Where("published_at IS NULL AND shard IN ?", shards).Order("id").Limit(limit))
 }
 
 // MarkPublished records that Kafka took the events ids.

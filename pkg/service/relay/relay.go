@@ -1,8 +1,8 @@
 // Package relay publishes the outbox (package outbox) to Kafka: the events
 // every order change wrote in its own transaction reach the topic at least
 // once, each order's in seq order. Relays share the outbox's shards: a
-// relay holds a shard (in MySQL, for one unit of work) while it publishes
-// a batch of the shard's events and marks them published, so any number
+// relay holds some shards (in MySQL, for one unit of work) while it
+// publishes a batch of their events and marks them published, so any number
 // of relays may run and each order's events are relayed one batch after
 // the other. A relay that dies between the publish and the mark, or whose
 // mark's answer is lost, leaves the events unmarked: they are published
@@ -11,8 +11,7 @@ package relay
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"slices"
 
 	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/foundation/failpoint"
@@ -22,8 +21,8 @@ import (
 // Store is the outbox in MySQL (*orderdb.Outbox).
 type Store interface {
 	PendingShards(ctx context.Context) ([]int, error)
-	ClaimShard(ctx context.Context, shard int) (bool, error)
-	Unpublished(ctx context.Context, shard, limit int) ([]outbox.Event, error)
+	ClaimShards(ctx context.Context, shards []int, most int) ([]int, error)
+	Unpublished(ctx context.Context, shards []int, limit int) ([]outbox.Event, error)
 	MarkPublished(ctx context.Context, ids []string) error
 }
 
@@ -39,48 +38,48 @@ type Fanout interface {
 	Fan(ctx context.Context, evs []outbox.Event) error
 }
 
-// errPublish marks a batch Kafka did not take.
-var errPublish = errors.New("outbox relay: publish")
-
-// Relay relays the outbox. Batch bounds the events of one shard a unit
-// publishes (default 500). Fanout, when set, queues each batch for the
-// webhooks.
+// Relay relays the outbox. Batch bounds the events a unit publishes
+// (default 500), Shards the shards it holds together (default 16: a
+// batch gathers the events of many orders, and other relays find shards
+// left to take). Fanout, when set, queues each batch for the webhooks.
 type Relay struct {
 	Tx        unit.Work
 	Store     Store
 	Publisher Publisher
 	Fanout    Fanout
 	Batch     int
+	Shards    int
 }
 
-// Pass publishes the events pending when it starts, a batch per shard at
-// a time, skipping the shards another relay holds, and returns how many it
-// published. A shard whose publish or mark fails stays as it was for the
-// next pass (its error is returned with the others'); a publish that fails
-// ends the pass, since Kafka would refuse the other shards' as well.
+// Pass publishes the events pending when it starts, a batch at a time
+// from up to Shards shards it holds together (skipping those another
+// relay holds), and returns how many it published. A batch whose publish
+// or mark fails leaves its shards as they were for the next pass, and
+// ends this one (Kafka or MySQL would likely refuse the next as well).
 func (r *Relay) Pass(ctx context.Context) (int, error) {
-	shards, err := r.Store.PendingShards(ctx)
+	pending, err := r.Store.PendingShards(ctx)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
-	var errs []error
-	for _, shard := range shards {
-		for ctx.Err() == nil {
-			n, err := r.batch(ctx, shard)
-			total += n
-			if errors.Is(err, errPublish) {
-				return total, errors.Join(append(errs, err)...)
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if err != nil || n < r.size() {
-				break
-			}
+	for len(pending) > 0 && ctx.Err() == nil {
+		n, held, err := r.batch(ctx, pending)
+		total += n
+		if err != nil || len(held) == 0 {
+			return total, err
+		}
+		if n < r.size() { // the shards held are drained
+			pending = slices.DeleteFunc(pending, func(s int) bool { return slices.Contains(held, s) })
 		}
 	}
-	return total, errors.Join(append(errs, ctx.Err())...)
+	return total, ctx.Err()
+}
+
+func (r *Relay) shards() int {
+	if r.Shards <= 0 {
+		return 16
+	}
+	return r.Shards
 }
 
 func (r *Relay) size() int {
@@ -90,20 +89,23 @@ func (r *Relay) size() int {
 	return r.Batch
 }
 
-// batch publishes one batch of shard's events in a unit that holds the
-// shard, and returns how many (0: none, or another relay holds it).
-func (r *Relay) batch(ctx context.Context, shard int) (int, error) {
-	return unit.Do(ctx, r.Tx, func(ctx context.Context) (int, error) {
-		held, err := r.Store.ClaimShard(ctx, shard)
-		if err != nil || !held {
+// batch publishes one batch of the events of the shards of pending it
+// can hold, in a unit that holds them, and returns how many and which
+// shards it held (none: others hold them all).
+func (r *Relay) batch(ctx context.Context, pending []int) (int, []int, error) {
+	var held []int
+	n, err := unit.Do(ctx, r.Tx, func(ctx context.Context) (int, error) {
+		var err error
+		held, err = r.Store.ClaimShards(ctx, pending, r.shards())
+		if err != nil || len(held) == 0 {
 			return 0, err
 		}
-		evs, err := r.Store.Unpublished(ctx, shard, r.size())
+		evs, err := r.Store.Unpublished(ctx, held, r.size())
 		if err != nil || len(evs) == 0 {
 			return 0, err
 		}
 		if err := r.Publisher.Publish(ctx, evs); err != nil {
-			return 0, fmt.Errorf("%w: %w", errPublish, err)
+			return 0, err
 		}
 		// A relay that dies here leaves Kafka holding the batch and MySQL
 		// not saying so: it is published again (chaos tests crash here).
@@ -119,4 +121,5 @@ func (r *Relay) batch(ctx context.Context, shard int) (int, error) {
 		}
 		return len(evs), r.Store.MarkPublished(ctx, ids)
 	})
+	return n, held, err
 }
