@@ -29,6 +29,7 @@ type Endpoint struct {
 	invalid  []string
 	sigs     []string // the webhook-signature header of each arrival
 	answer   func(n int) (time.Duration, int)
+	refuse   func(outbox.Event) bool
 	calls    int
 	ln       net.Listener
 	srv      *http.Server
@@ -62,6 +63,14 @@ func (e *Endpoint) Answer(f func(n int) (wait time.Duration, status int)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.answer = f
+}
+
+// Refuse makes the endpoint answer 500 to every delivery of an event f
+// names (nil: none), whatever Answer says.
+func (e *Endpoint) Refuse(f func(outbox.Event) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refuse = f
 }
 
 // Down stops the endpoint: connections are refused until Up.
@@ -107,7 +116,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.mu.Lock()
-	secrets, answer := e.secrets, e.answer
+	secrets, answer, refuse := e.secrets, e.answer, e.refuse
 	e.calls++
 	n := e.calls
 	e.mu.Unlock()
@@ -135,6 +144,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wait, status := time.Duration(0), http.StatusNoContent
 	if answer != nil {
 		wait, status = answer(n)
+	}
+	if refuse != nil && refuse(ev) {
+		status = http.StatusInternalServerError
 	}
 	if wait > 0 {
 		select {

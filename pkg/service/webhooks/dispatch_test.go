@@ -6,18 +6,24 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/hooktest"
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/webhook"
 	"github.com/seckill/seckill/pkg/domain/hook"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/relay"
 	"github.com/seckill/seckill/pkg/service/webhooks"
@@ -30,6 +36,9 @@ type rig struct {
 	svc *webhooks.Service
 	// timeout is the dispatchers' per-delivery timeout.
 	timeout time.Duration
+	// schedule is the dispatchers' (quickSchedule unless set).
+	schedule hook.Schedule
+	metrics  *metrics.Webhooks
 }
 
 func newRig(t *testing.T) *rig {
@@ -48,6 +57,13 @@ func (r *rig) register(t *testing.T, e *hooktest.Endpoint, events ...string) hoo
 	}
 	e.Trust(secret)
 	return ep
+}
+
+func (r *rig) scheduleOr(def hook.Schedule) hook.Schedule {
+	if r.schedule != nil {
+		return r.schedule
+	}
+	return def
 }
 
 // quickSchedule retries within seconds, and for long enough to outlast
@@ -78,7 +94,8 @@ func (r *rig) run(t *testing.T, n int, disableAfter time.Duration) {
 	for i := range n {
 		d := &webhooks.Dispatcher{Store: r.db.Webhooks, Sender: webhook.Sender{Client: webhook.NewClient(r.timeout, true)},
 			Owner: "test-" + strconv.Itoa(i), Every: 20 * time.Millisecond, Lease: r.timeout + 5*time.Second, Batch: 50,
-			Concurrency: 4, Schedule: quickSchedule, DisableAfter: disableAfter, Log: slog.New(slog.DiscardHandler), Now: time.Now}
+			Concurrency: 4, Schedule: r.scheduleOr(quickSchedule), DisableAfter: disableAfter, Metrics: r.metrics,
+			Log: slog.New(slog.DiscardHandler), Now: time.Now}
 		wg.Go(func() { d.Run(ctx) })
 	}
 	t.Cleanup(func() {
@@ -258,5 +275,92 @@ func TestEveryEndpointHearsEveryEventInOrder(t *testing.T) {
 	}
 	if retried == 0 {
 		t.Fatal("no delivery of the flaky endpoint shows a retry")
+	}
+}
+
+// An endpoint that answers 500 to everything is turned off once it has
+// failed for DisableAfter (reason "failing", counted), its deliveries kept
+// pending; turned on again by the operator and answering, it gets them
+// all, in order.
+func TestAFailingEndpointIsTurnedOffAndCatchesUpWhenOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	e := hooktest.New(t)
+	ep := r.register(t, e, "*")
+	e.Answer(func(int) (time.Duration, int) { return 0, http.StatusInternalServerError })
+	reg := prometheus.NewRegistry()
+	r.metrics = metrics.NewWebhooks(reg)
+	r.run(t, 2, 2*time.Second)
+	r.orders(t, 20, 20)
+	waittest.Until(t, 30*time.Second, "the failing endpoint is turned off", func() bool {
+		got, err := r.svc.Get(ctx, ep.ID)
+		return err == nil && !got.Enabled
+	})
+	got, err := r.svc.Get(ctx, ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DisabledReason != hook.Failing || got.FailingSince == nil || got.DisabledAt == nil ||
+		got.DisabledAt.Sub(*got.FailingSince) < 2*time.Second {
+		t.Fatalf("turned off as %+v; want reason failing, after failing 2 s", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "seckill_webhook_endpoints_disabled_total"); err != nil || n != 1 {
+		t.Fatalf("%d series of endpoints turned off (%v), want 1", n, err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP seckill_webhook_endpoints_disabled_total Webhook endpoints the dispatcher turned off because every delivery failed for a day.
+# TYPE seckill_webhook_endpoints_disabled_total counter
+seckill_webhook_endpoints_disabled_total 1
+`), "seckill_webhook_endpoints_disabled_total"); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := r.db.Webhooks.Deliveries(ctx, ep.ID, hook.Pending, 0, 200)
+	if err != nil || len(pending) == 0 {
+		t.Fatalf("%d deliveries pending after the endpoint was turned off (%v); want them kept", len(pending), err)
+	}
+	e.Answer(nil)
+	on := true
+	if _, err := r.svc.Update(ctx, ep.ID, webhooks.Change{Enabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+	r.drained(t, ep, 60*time.Second)
+	r.heard(t, e, ep)
+}
+
+// A delivery whose every try of the schedule fails is given up ("failed",
+// each try logged), and the next event of its order goes after it: the
+// endpoint refuses each order's first event only.
+func TestADeliveryIsGivenUpAfterItsScheduleAndTheNextGoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	r.schedule = hook.Schedule{50 * time.Millisecond, 50 * time.Millisecond}
+	e := hooktest.New(t)
+	ep := r.register(t, e, "*")
+	e.Refuse(func(ev outbox.Event) bool { return ev.Data.Seq == 1 })
+	r.run(t, 1, time.Hour)
+	r.orders(t, 10, 10)
+	r.drained(t, ep, 30*time.Second)
+	failed, err := r.db.Webhooks.Deliveries(ctx, ep.ID, hook.GaveUp, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 10 {
+		t.Fatalf("%d deliveries given up, want the 10 orders' first events", len(failed))
+	}
+	for _, d := range failed {
+		if d.Seq != 1 || d.Attempts != 3 || len(d.Tries) != 3 || d.LastStatus != http.StatusInternalServerError {
+			t.Fatalf("given up: %+v; want seq 1 after 3 tries, the last a 500", d)
+		}
+	}
+	paid := 0
+	for _, ev := range e.Unique() {
+		if ev.Type == outbox.OrderPaid {
+			paid++
+		}
+	}
+	if paid != 5 {
+		t.Fatalf("%d order.paid delivered after their orders' order.created was given up, want 5", paid)
 	}
 }
