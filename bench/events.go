@@ -182,26 +182,16 @@ func (e *env) awaitRelay(ctx context.Context) (int64, error) {
 		if time.Now().After(deadline) {
 			return first, fmt.Errorf("the relay left %d events of the sales before unpublished after %s", n, e.opts.eventsWait)
 		}
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
-			return first, err
+		select {
+		case <-ctx.Done():
+			return first, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
 		if n, err = unpublished(); err != nil {
 			return first, err
 		}
 	}
 	return first, nil
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // outboxEvents counts the events the outbox holds for the orders of item
