@@ -44,6 +44,7 @@ type options struct {
 
 	refDuration  time.Duration
 	drainTimeout time.Duration
+	eventsWait   time.Duration // the events scenario's wait for its deliveries
 
 	apiURLs      []string // base URLs of running APIs to use instead of starting any (--api)
 	apis         int      // API processes: started here (--apis), or len(apiURLs)
@@ -127,6 +128,12 @@ Scenarios (--scenario, comma-separated, default all):
               does not name it) and the raw MySQL transaction's, close to DRAWN and to every winner's
               order CREATED, the record checked with draw.Verify, each size's stock won, one order a
               winner (not in all)
+  events      the sustained load (200 connections, 30s, stock 1,000,000) twice, the programs started
+              again for each: with SECKILL_OUTBOX=off (no order events), then with the outbox on and one
+              webhook endpoint (a receiver in the bench that verifies every signature) registered before
+              the sale: orders/s of each beside sustained's (added when --scenario does not name it), and
+              commit to delivery of every event (P50/P99/max), waiting up to --events-wait after the load
+              for the last one (not in all; without --api)
   floor       the flash load against a Gin server that does what the api does before it touches
               stock (bearer token, Idempotency-Key, JSON body) and then answers 409: the CPU per
               answer of that floor on this machine, beside the api's (500 connections, 10s; not in all)
@@ -163,6 +170,7 @@ Flags:
 	fs.IntVar(&c.quantity, "quantity", 1, "units per order (the activity's per-user limit is set to it)")
 	fs.DurationVar(&c.refDuration, "reference-duration", 5*time.Second, "how long each reference limit is measured")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the pipeline to drain after the load")
+	fs.DurationVar(&c.eventsWait, "events-wait", 3*time.Minute, "how long the events scenario waits, once its pipeline drained, for the webhook endpoint to have every event of its sale (at most 5m)")
 	api := fs.String("api", "", "base URL of a running API, or a comma-separated list of running APIs sharing one JWT secret and Redis prefix (default: build and start api and consumer here)")
 	fs.IntVar(&c.apis, "apis", 1, "api processes to start (1-8; without --api); the load's connections are spread over them round-robin")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "secret of the running API's tokens with --api (default $SECKILL_JWT_SECRET)")
@@ -309,6 +317,12 @@ Flags:
 			problems = append(problems, "--pprof and --program-env work only when the bench starts the programs (no --api)")
 		}
 	}
+	if c.has("events") && *api != "" {
+		problems = append(problems, "--scenario events starts the programs again with and without the outbox: drop --api")
+	}
+	if c.eventsWait <= 0 || c.eventsWait > 5*time.Minute {
+		problems = append(problems, "--events-wait must be above 0 and at most 5m")
+	}
 	if c.history < 0 || c.history > 100_000_000 {
 		problems = append(problems, "--history must be from 0 to 100000000")
 	}
@@ -325,19 +339,21 @@ Flags:
 }
 
 // extraScenarios run only when --scenario names them.
-var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "draw", "floor", "reconcile", "sizes", "drops"}
+var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "draw", "floor", "reconcile", "sizes", "drops", "events"}
 
 // withOneItemLoads adds the loads other scenarios are read against when
 // --scenario does not name them: flash and sustained before the first of
 // sizes and drops (their figures are ratios to the one-item loads of the
-// same run), salepage before queue (its polls/s against pages/s) and
-// flash before draw (its entries/s against flash's req/s).
+// same run), salepage before queue (its polls/s against pages/s), flash
+// before draw (its entries/s against flash's req/s) and sustained before
+// events (its two runs are shown beside it).
 func withOneItemLoads(names []string) []string {
 	out := slices.Clone(names)
 	for _, dep := range []struct {
 		before []string
 		add    []string
-	}{{[]string{"sizes", "drops"}, []string{"flash", "sustained"}}, {[]string{"queue"}, []string{"salepage"}}, {[]string{"draw"}, []string{"flash"}}} {
+	}{{[]string{"sizes", "drops"}, []string{"flash", "sustained"}}, {[]string{"queue"}, []string{"salepage"}}, {[]string{"draw"}, []string{"flash"}},
+		{[]string{"events"}, []string{"sustained"}}} {
 		at := slices.IndexFunc(out, func(s string) bool { return slices.Contains(dep.before, s) })
 		if at < 0 {
 			continue
@@ -422,6 +438,7 @@ var defaults = map[string]shape{
 	"flash-rate": {connections: 500, duration: 30 * time.Second, stock: 200},
 	"clickers":   {connections: 500, stock: 100, users: 500},
 	"sustained":  {connections: 200, duration: 30 * time.Second, stock: 1_000_000},
+	"events":     {connections: 200, duration: 30 * time.Second, stock: 1_000_000}, // each of its two runs
 	"compare":    {connections: 500, duration: 10 * time.Second, stock: 200, users: 1000},
 	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
@@ -457,7 +474,7 @@ func (c options) shapeOf(name string) shape {
 	switch name {
 	case "flash-rate", "first-sale":
 		s.rate = c.flashRate
-	case "flash", "sustained", "buckets", "sizes", "sizes-sustained", "drops", "drops-sustained":
+	case "flash", "sustained", "events", "buckets", "sizes", "sizes-sustained", "drops", "drops-sustained":
 		s.rate = c.rate
 	}
 	return s

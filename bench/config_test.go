@@ -101,6 +101,23 @@ func TestParseFlags(t *testing.T) {
 			},
 		},
 		{name: "a flash asked for is not added again", args: []string{"--scenario", "draw,flash"}, scenarios: []string{"draw", "flash"}},
+		{
+			name: "events brings the sustained it is shown beside", args: []string{"--scenario", "events", "--duration", "10s"},
+			scenarios: []string{"sustained", "events"},
+			check: func(t *testing.T, o options) {
+				if sh := o.shapeOf("events"); sh.connections != 200 || sh.stock != 1_000_000 || sh.duration != 10*time.Second {
+					t.Errorf("events shape %+v; want 200 connections, stock 1000000, 10s", sh)
+				}
+				if o.eventsWait != 3*time.Minute {
+					t.Errorf("events wait %s, want 3m", o.eventsWait)
+				}
+			},
+		},
+		{name: "a sustained asked for is not added again", args: []string{"--scenario", "events,sustained"}, scenarios: []string{"events", "sustained"}},
+		{name: "events not in all", args: []string{"--scenario", "all"}, scenarios: scenarioNames},
+		{name: "events restarts the programs: no --api", args: []string{"--scenario", "events", "--api", "http://127.0.0.1:8080", "--jwt-secret", strings.Repeat("k", 32)}, wantErr: true},
+		{name: "events wait above 5m", args: []string{"--scenario", "events", "--events-wait", "6m"}, wantErr: true},
+		{name: "events wait of 0", args: []string{"--scenario", "events", "--events-wait", "0s"}, wantErr: true},
 		{name: "draw: less stock than sizes", args: []string{"--scenario", "draw", "--stock", "4"}, wantErr: true},
 		{name: "sizes not in all", args: []string{"--scenario", "all"}, scenarios: scenarioNames},
 		{name: "one size is no sale of sizes", args: []string{"--scenario", "sizes", "--sizes", "1"}, wantErr: true},

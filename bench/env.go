@@ -56,8 +56,10 @@ type env struct {
 	meter                *meter
 	watched              []cpu.Proc // processes whose CPU time the report shows
 	// restart starts a program the bench started again, with the same
-	// environment and ports (the first-sale scenario restarts the APIs).
-	restart map[string]func() (*procs.Process, error)
+	// environment and ports and more after it (the first-sale scenario
+	// restarts the APIs, the events scenario every program without and
+	// with the outbox).
+	restart map[string]func(more ...string) (*procs.Process, error)
 }
 
 // measureCPU starts measuring CPU use; the returned function ends it.
@@ -216,6 +218,7 @@ func (e *env) startPrograms(ctx context.Context) error {
 		"SECKILL_MYSQL_DSN=" + e.opts.mysqlDSN,
 		"SECKILL_KAFKA_BROKERS=" + strings.Join(e.opts.brokers, ","),
 		"SECKILL_KAFKA_TOPIC=" + e.topic,
+		"SECKILL_OUTBOX_TOPIC=" + e.outboxTopic(),
 		"SECKILL_CONSUMER_GROUP=" + e.group,
 		"SECKILL_JWT_SECRET=" + string(e.secret),
 		"SECKILL_LOG_LEVEL=warn",
@@ -246,8 +249,8 @@ func (e *env) startPrograms(ctx context.Context) error {
 			extra = append(extra, "SECKILL_PPROF=true")
 		}
 		penv := slices.Concat(common, extra, e.opts.programEnv)
-		run := func() (*procs.Process, error) {
-			return procs.Start(name, filepath.Join(bin, kind), penv, filepath.Join(e.dir, name+".log"))
+		run := func(more ...string) (*procs.Process, error) {
+			return procs.Start(name, filepath.Join(bin, kind), slices.Concat(penv, more), filepath.Join(e.dir, name+".log"))
 		}
 		p, err := run()
 		if err != nil {
@@ -255,7 +258,7 @@ func (e *env) startPrograms(ctx context.Context) error {
 		}
 		e.programs = append(e.programs, p)
 		if e.restart == nil {
-			e.restart = map[string]func() (*procs.Process, error){}
+			e.restart = map[string]func(more ...string) (*procs.Process, error){}
 		}
 		e.restart[name] = run
 		return p, nil
@@ -303,18 +306,29 @@ func (e *env) startPrograms(ctx context.Context) error {
 // request of a fresh api would wait for is then paid before /readyz, or
 // by the buyers.
 func (e *env) restartAPIs(ctx context.Context) error {
+	return e.restartPrograms(ctx, false)
+}
+
+// restartPrograms stops the apis the bench started, and with consumers
+// its consumers too, and starts them again with more added to their
+// environment (after --program-env, so it wins), then waits for each api
+// to say it is ready. The consumers have no readiness to wait for: they
+// join their group again and take up the topic where the last ones
+// committed.
+func (e *env) restartPrograms(ctx context.Context, consumers bool, more ...string) error {
 	if e.restart == nil {
-		return errors.New("the APIs were not started by the bench (--api): they cannot be restarted")
+		return errors.New("the programs were not started by the bench (--api): they cannot be restarted")
 	}
 	i := 0
 	for pi, p := range e.programs {
-		if !strings.HasPrefix(p.Name, "api") {
+		isAPI := strings.HasPrefix(p.Name, "api")
+		if !isAPI && !consumers {
 			continue
 		}
 		if err := p.Stop(20 * time.Second); err != nil {
 			return err
 		}
-		np, err := e.restart[p.Name]()
+		np, err := e.restart[p.Name](more...)
 		if err != nil {
 			return err
 		}
@@ -324,6 +338,9 @@ func (e *env) restartAPIs(ctx context.Context) error {
 				e.watched[wi].Pid = np.Pid()
 			}
 		}
+		if !isAPI {
+			continue
+		}
 		if err := procs.WaitReady(ctx, e.apis[i]+"/readyz", np, 60*time.Second); err != nil {
 			return err
 		}
@@ -331,6 +348,11 @@ func (e *env) restartAPIs(ctx context.Context) error {
 	}
 	return nil
 }
+
+// outboxTopic is the Kafka topic of the order events of the programs the
+// bench starts: one of the run's own, like the orders' topic, so their
+// relays publish nothing to the installation's.
+func (e *env) outboxTopic() string { return "bench." + e.runID + ".events" }
 
 // numbered names the i-th (from 0) of several programs of one kind:
 // api, api2, api3, ... as the logs, CPU table and profiles call them.
@@ -396,6 +418,17 @@ func (e *env) cleanup(ctx context.Context) error {
 	if e.db != nil {
 		g := e.db.Gorm().WithContext(ctx)
 		for _, item := range e.items {
+			// The orders' events first, with their deliveries to any
+			// endpoint: the outbox and the deliveries name an order by its
+			// number alone.
+			for _, q := range []string{
+				"DELETE a FROM webhook_attempts a JOIN webhook_deliveries d ON a.delivery_id = d.id JOIN orders r ON d.stream = r.order_no WHERE r.item_id = ?",
+				"DELETE d FROM webhook_deliveries d JOIN orders r ON d.stream = r.order_no WHERE r.item_id = ?",
+				"DELETE o FROM outbox_events o JOIN orders r ON o.stream = r.order_no WHERE r.item_id = ?"} {
+				if err := g.Exec(q, item).Error; err != nil {
+					errs = append(errs, err)
+				}
+			}
 			for {
 				res := g.Exec("DELETE FROM orders WHERE item_id = ? LIMIT 20000", item)
 				if res.Error != nil {
@@ -433,7 +466,7 @@ func (e *env) cleanup(ctx context.Context) error {
 		}
 	}
 	if e.topic != "" {
-		if err := orderevents.DeleteTopics(ctx, e.opts.brokers, e.topic, orderevents.DLQTopic(e.topic)); err != nil {
+		if err := orderevents.DeleteTopics(ctx, e.opts.brokers, e.topic, orderevents.DLQTopic(e.topic), e.outboxTopic()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -116,6 +116,12 @@ sessions:
 	if err != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("The run stopped early (%v): the scenarios after it did not run.", err))
 	}
+	for _, ev := range rep.Events {
+		ev.OffRun, ev.OnRun = ev.Off.Name, ev.On.Name
+		if ev.Sustained != nil {
+			ev.SustainedRun = ev.Sustained.Name
+		}
+	}
 	rep.Replication = replicationCost(rep.Runs)
 	for _, row := range rep.Replication {
 		row.PlainRun, row.ReplicatedRun = row.Plain.Name, row.Replicated.Name
@@ -179,7 +185,7 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			}
 		}
 	}
-	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate")
+	needRef := o.has("reference") || o.has("flash") || o.has("sustained") || o.has("compare") || o.has("flash-rate") || o.has("events")
 	if o.tracing == "on" && rep.Reference != nil {
 		// The raw limits run straight from Go, without the programs:
 		// tracing changes nothing there.
@@ -201,6 +207,9 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			rep.ReferenceByTopology[o.topology] = ref
 		}
 	}
+	// sustained is this session's sustained run, which the events
+	// scenario's runs are shown beside.
+	var sustained *report.Run
 	for _, name := range o.scenarios {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -280,6 +289,18 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			r = keepAllButLast(runs)
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
+			sustained = r
+		case "events":
+			var (
+				runs []*report.Run
+				ev   *report.Events
+			)
+			runs, ev, err = e.eventsScenario(ctx, sh)
+			r = keepAllButLast(runs)
+			if ev != nil && ev.Off != nil && ev.On != nil {
+				ev.Sustained = sustained
+				rep.Events = append(rep.Events, ev)
+			}
 		case "first-sale":
 			var runs []*report.Run
 			runs, err = e.firstSale(ctx, sh)

@@ -327,10 +327,17 @@ func (e *env) clickers(ctx context.Context, sh shape) (*report.Run, error) {
 
 // sustained: stock that never runs out; measures the whole pipeline.
 func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
-	const name = "sustained"
+	r, _, _, err := e.sustainedAs(ctx, "sustained", sh)
+	return r, err
+}
+
+// sustainedAs runs the sustained load as the run name; it also returns
+// the sale and when the load ended (the events scenario times the
+// deliveries after it).
+func (e *env) sustainedAs(ctx context.Context, name string, sh shape) (*report.Run, sale, time.Time, error) {
 	s, err := e.newSale(ctx, name, sh.stock, e.opts.quantity, e.opts.buckets)
 	if err != nil {
-		return nil, err
+		return nil, s, time.Time{}, err
 	}
 	expect := int64(sh.duration.Seconds() * 15000)
 	if sh.rate > 0 {
@@ -340,11 +347,11 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	base := userBase()
 	tk, err := e.mintTokens(name, base, expect)
 	if err != nil {
-		return nil, err
+		return nil, s, time.Time{}, err
 	}
 	b, err := e.newBuyers(e.apis, sh.connections, s.activity, s.quantity, tk)
 	if err != nil {
-		return nil, err
+		return nil, s, time.Time{}, err
 	}
 	defer b.close()
 
@@ -369,17 +376,17 @@ func (e *env) sustained(ctx context.Context, sh shape) (*report.Run, error) {
 	t, err := e.finish(ctx, r, s, b, res, r.Requests*int64(s.quantity))
 	pl := lag.stop()
 	if err != nil {
-		return r, err
+		return r, s, loadEnd, err
 	}
 	endToEnd := loadEnd.Sub(start) + time.Duration(r.DrainSeconds*float64(time.Second))
 	pl.OrdersPerSecond = stats.Rate(t.created, endToEnd)
 	pl.DuringLoad = stats.Rate(s.stock-dbAtEnd, loadEnd.Sub(start))
 	if pl.PendingToCreated, pl.PendingToCreatedSeries, err = e.pendingToCreated(context.WithoutCancel(ctx), []int64{s.item}, start); err != nil {
-		return r, err
+		return r, s, loadEnd, err
 	}
 	r.Pipeline = pl
 	e.chart(r)
-	return r, nil
+	return r, s, loadEnd, nil
 }
 
 // lagSampler samples a load's pipeline until stopped.

@@ -114,6 +114,15 @@ func targets(rep *report.Report) []report.Target {
 		}
 	}
 	out = append(out, sizedTargets(rep)...)
+	for _, ev := range rep.Events {
+		if pct, ok := ev.OrdersChange(); ok {
+			add(ev.OnRun+": orders/s end to end vs "+ev.OffRun, "within 10 %",
+				fmt.Sprintf("%+.1f %% (%.0f / %.0f orders/s)", pct, ev.On.Pipeline.OrdersPerSecond, ev.Off.Pipeline.OrdersPerSecond), pct >= -10)
+		}
+		add(ev.OnRun+": commit→delivery of every event at the sustained rate", "P99 < 1 s, every event delivered",
+			fmt.Sprintf("P99 %.0f ms; %d of %d delivered, %d invalid signatures", ev.CommitToDelivery.P99Ms, ev.Delivered, ev.Committed, ev.Invalid),
+			ev.Complete() && ev.CommitToDelivery.P99Ms < 1000)
+	}
 	for _, rc := range rep.Reconcile {
 		if st := rc.Step("clean check"); st != nil {
 			got := fmt.Sprintf("%.1f s, max RSS %.0f MiB, exit %d", st.Seconds, st.MaxRSSMiB, st.ExitCode)

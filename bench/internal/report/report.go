@@ -38,6 +38,9 @@ type Report struct {
 	// --tracing both); TraceSink is what the sink took while it was on.
 	Tracing   []*TracingRow `json:"tracing,omitempty"`
 	TraceSink *TraceSink    `json:"trace_sink,omitempty"`
+	// Events is the events scenario's comparison, one per session it ran
+	// in (bench --scenario events).
+	Events []*Events `json:"events,omitempty"`
 	// Idle is the CPU the started programs and services used while no
 	// load ran (bench --scenario idle).
 	Idle *cpu.Usage `json:"idle_cpu,omitempty"`
@@ -405,6 +408,7 @@ func Markdown(w io.Writer, r *Report) {
 	reconcileTables(p, r)
 	replicationTable(p, r)
 	tracingTable(p, r)
+	eventsTables(p, r)
 	cpuTable(p, r)
 	if ref := r.Reference; ref != nil {
 		p("### Reference limits (same run)\n\n")
