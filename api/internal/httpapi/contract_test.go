@@ -26,9 +26,11 @@ import (
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/hook"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/service/placing"
+	"github.com/seckill/seckill/pkg/service/webhooks"
 )
 
 // unknownOrderNo has the form of an order number but was never issued.
@@ -812,5 +814,89 @@ func TestAdminRoutes(t *testing.T) {
 	ts.mustPlace(t, ts.url, buyerToken(t, 7), "k", a.ActivityID)
 	if s := stockOf(); s.DBStock != 5 || s.RedisStock == nil || *s.RedisStock != 4 || s.InFlight != 1 {
 		t.Fatalf("after one order: %+v", s)
+	}
+}
+
+// Every answer the webhook routes give a healthy server, of every status
+// the spec declares for them (but 429, 500 and 503), validated against
+// docs/openapi.yaml: the endpoint on and off, failing, with deliveries
+// pending, given up and paged, its secret rotated, replayed and deleted.
+func TestWebhookRoutesMatchTheSpec(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	sc := newSpecCheck(t, ts)
+	admin, buyer := adminToken(t), buyerToken(t, 1)
+	call := func(method, path, body string) request {
+		return request{method: method, path: path, token: admin, body: body}
+	}
+	big := `{"url":"` + hookURL + `","events":["*"],"description":"` + strings.Repeat("d", httpapi.MaxBody) + `"}`
+	evs := ts.outboxEvents(t, 2)
+
+	var c httpapi.CreatedWebhookView
+	sc.do(t, call("POST", "/admin/v1/webhooks", `{"url":"`+hookURL+`","events":["order.*"],"description":"erp"}`), 201).decode(t, &c)
+	sc.do(t, call("POST", "/admin/v1/webhooks", `{"url":"`+hookURL+`","events":["order.bogus"]}`), 400)
+	sc.do(t, call("POST", "/admin/v1/webhooks", big), 413)
+	sc.do(t, request{method: "POST", path: "/admin/v1/webhooks", token: buyer, body: `{"url":"` + hookURL + `","events":["*"]}`}, 403)
+	sc.do(t, request{method: "POST", path: "/admin/v1/webhooks", body: `{"url":"` + hookURL + `","events":["*"]}`}, 401)
+
+	hooks := "/admin/v1/webhooks"
+	one := fmt.Sprintf("/admin/v1/webhooks/%d", c.WebhookID)
+	for _, base := range []string{hooks, one, one + "/deliveries"} {
+		sc.do(t, request{method: "GET", path: base, token: buyer}, 403)
+		sc.do(t, request{method: "GET", path: base}, 401)
+	}
+	for _, p := range []string{one, one + "/deliveries"} {
+		sc.do(t, call("GET", "/admin/v1/webhooks/999999999"+p[len(one):], ""), 404)
+	}
+
+	// Failing: the dispatcher tried and recorded the failure.
+	sc.do(t, call("POST", one+"/replay", fmt.Sprintf(`{"since":%q}`, evs[0].Time.Format(time.RFC3339Nano))), 202)
+	d := &webhooks.Dispatcher{Store: ts.db.Webhooks, Sender: failingSender{}, Batch: 10, Concurrency: 1,
+		Schedule: hook.Schedule{time.Hour}, DisableAfter: time.Hour, Log: testLogger(t), Now: time.Now}
+	if n, err := d.Round(context.Background(), c.WebhookID); n != 2 || err != nil {
+		t.Fatalf("dispatcher round: %d %v", n, err)
+	}
+	var failing httpapi.WebhookView
+	sc.do(t, call("GET", one, ""), 200).decode(t, &failing)
+	if failing.FailingSince == nil {
+		t.Fatalf("after a failed round: %+v, want failing_since", failing)
+	}
+	sc.do(t, call("GET", one+"/deliveries?limit=1", ""), 200) // next_before, an attempt
+	sc.do(t, call("GET", one+"/deliveries?state=failed", ""), 200)
+	sc.do(t, call("GET", one+"/deliveries?state=later", ""), 400)
+
+	sc.do(t, call("PATCH", one, `{"enabled":false}`), 200) // disabled_reason, disabled_at
+	sc.do(t, call("GET", hooks, ""), 200)
+	sc.do(t, call("PATCH", one, `{"enabled":true,"events":["*"]}`), 200)
+	sc.do(t, call("PATCH", one, `{"url":"ftp://example.com/"}`), 400)
+	sc.do(t, call("PATCH", one, big), 413)
+	sc.do(t, call("PATCH", "/admin/v1/webhooks/999999999", `{"enabled":true}`), 404)
+	sc.do(t, request{method: "PATCH", path: one, token: buyer, body: `{"enabled":true}`}, 403)
+	sc.do(t, request{method: "PATCH", path: one, body: `{"enabled":true}`}, 401)
+
+	sc.do(t, call("POST", one+"/rotate", ""), 200)
+	sc.do(t, call("POST", one+"/rotate", `{"overlap_seconds":0}`), 200)
+	sc.do(t, call("POST", one+"/rotate", `{"overlap_seconds":-1}`), 400)
+	sc.do(t, call("POST", one+"/rotate", `{"overlap_seconds":1,"x":"`+strings.Repeat("x", httpapi.MaxBody)+`"}`), 413)
+	sc.do(t, call("POST", "/admin/v1/webhooks/999999999/rotate", ""), 404)
+	sc.do(t, request{method: "POST", path: one + "/rotate", token: buyer}, 403)
+	sc.do(t, request{method: "POST", path: one + "/rotate"}, 401)
+
+	since := fmt.Sprintf(`{"since":%q}`, time.Now().Add(-time.Hour).Format(time.RFC3339))
+	sc.do(t, call("POST", one+"/replay", since), 202)
+	sc.do(t, call("POST", one+"/replay", `{}`), 400)
+	sc.do(t, call("POST", one+"/replay", `{"since":"2026-01-01T00:00:00Z","x":"`+strings.Repeat("x", httpapi.MaxBody)+`"}`), 413)
+	sc.do(t, call("POST", "/admin/v1/webhooks/999999999/replay", since), 404)
+	sc.do(t, request{method: "POST", path: one + "/replay", token: buyer, body: since}, 403)
+	sc.do(t, request{method: "POST", path: one + "/replay", body: since}, 401)
+
+	sc.do(t, request{method: "DELETE", path: one, token: buyer}, 403)
+	sc.do(t, request{method: "DELETE", path: one}, 401)
+	sc.do(t, call("DELETE", one, ""), 204)
+	sc.do(t, call("DELETE", one, ""), 404)
+	sc.do(t, call("GET", one, ""), 404)
+
+	if left := sc.unseen("/admin/v1/webhooks"); len(left) > 0 {
+		t.Errorf("declared but never produced: %s", strings.Join(left, ", "))
 	}
 }

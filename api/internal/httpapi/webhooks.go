@@ -87,10 +87,10 @@ func (s *Server) getWebhook(c *gin.Context) {
 }
 
 type patchWebhookBody struct {
-	URL         optional[string] `json:"url"`
-	Events      []string         `json:"events"`
-	Description optional[string] `json:"description"`
-	Enabled     optional[bool]   `json:"enabled"`
+	URL         optional[string]   `json:"url"`
+	Events      optional[[]string] `json:"events"`
+	Description optional[string]   `json:"description"`
+	Enabled     optional[bool]     `json:"enabled"`
 }
 
 // patchWebhook changes an endpoint: its URL, events, description, or
@@ -104,11 +104,16 @@ func (s *Server) patchWebhook(c *gin.Context) {
 	if !s.decodeOr400(c, &b) {
 		return
 	}
-	if err := refuseNull(field{"url", b.URL}, field{"description", b.Description}, field{"enabled", b.Enabled}); err != nil {
+	if err := refuseNull(field{"url", b.URL}, field{"events", b.Events}, field{"description", b.Description}, field{"enabled", b.Enabled}); err != nil {
 		s.fail(c, err)
 		return
 	}
-	e, err := s.webhooks.Update(c.Request.Context(), id, webhooks.Change{URL: b.URL.ptr(), Events: b.Events,
+	var events []string
+	if b.Events.Set {
+		// Given, even as [], it is checked (an empty list is refused).
+		events = append([]string{}, b.Events.Value...)
+	}
+	e, err := s.webhooks.Update(c.Request.Context(), id, webhooks.Change{URL: b.URL.ptr(), Events: events,
 		Description: b.Description.ptr(), Enabled: b.Enabled.ptr()})
 	if err != nil {
 		s.fail(c, err)

@@ -460,7 +460,9 @@ func (s *Webhooks) EventsSince(ctx context.Context, since time.Time, after int64
 }
 
 // Requeue makes each of evs pending again for endpoint id, due now (a
-// replay): a delivery already there is sent again, one missing is added.
+// replay): a delivery already there is sent again, from the start of the
+// retry schedule (a given-up one would otherwise have no try left after
+// the first), one missing is added. Its attempt log stays.
 func (s *Webhooks) Requeue(ctx context.Context, id int64, evs []outbox.Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -470,6 +472,6 @@ func (s *Webhooks) Requeue(ctx context.Context, id int64, evs []outbox.Event) er
 		rows[i] = deliveryRow{WebhookID: id, EventID: e.ID, Stream: e.Stream(), Seq: e.Data.Seq, State: string(hook.Pending)}
 	}
 	err := s.db(ctx).Clauses(clause.OnConflict{DoUpdates: clause.Assignments(map[string]any{
-		"state": hook.Pending, "next_at": gorm.Expr("NOW(6)")})}).Omit("CreatedAt", "NextAt", "DeliveredAt").CreateInBatches(&rows, 1000).Error
+		"state": hook.Pending, "next_at": gorm.Expr("NOW(6)"), "attempts": 0, "delivered_at": nil})}).Omit("CreatedAt", "NextAt", "DeliveredAt").CreateInBatches(&rows, 1000).Error
 	return wrap("requeue webhook deliveries", err)
 }

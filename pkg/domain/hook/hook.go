@@ -129,7 +129,8 @@ type Delivery struct {
 	Stream    string
 	Seq       int
 	State     State
-	// Attempts is how many times it was sent.
+	// Attempts is how many times it was sent since it was queued or
+	// replayed (a replay starts the retry schedule again).
 	Attempts    int
 	NextAt      time.Time
 	LastStatus  int
