@@ -166,7 +166,7 @@ func (sc *specCheck) errorShape(base string, c specCall, want int, code string) 
 func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
-	api := p.StartAPI("SECKILL_RATE_LIMIT_USER=0")
+	api := p.StartAPI("SECKILL_RATE_LIMIT_USER=0", "SECKILL_WEBHOOK_ALLOW_PRIVATE=true")
 	// No scheduled warm-up: the "cold" sale below must stay unwarmed.
 	p.StartConsumer("SECKILL_WARMUP_LEAD=off")
 	limited := p.StartAPI("SECKILL_RATE_LIMIT_USER=1")
@@ -555,6 +555,23 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(limited.URL, limitedCall, 404)
 	sc.do(limited.URL, limitedCall, 404)
 	sc.do(limited.URL, limitedCall, 429)
+
+	// Webhook endpoints.
+	hook := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/webhooks", token: admin,
+		body: `{"url":"http://127.0.0.1:9/hook","events":["order.*"]}`}, 201), "webhook_id")
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/webhooks", token: admin, body: `{"url":"ftp://x","events":["*"]}`}, 400)
+	hookPath := fmt.Sprintf("/admin/v1/webhooks/%d", hook)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/webhooks", token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: hookPath, token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/webhooks/999999999", token: admin}, 404)
+	sc.do(base, specCall{method: "PATCH", path: hookPath, token: admin, body: `{"enabled":false}`}, 200)
+	sc.do(base, specCall{method: "POST", path: hookPath + "/rotate", token: admin, body: `{"overlap_seconds":60}`}, 200)
+	sc.do(base, specCall{method: "POST", path: hookPath + "/replay", token: admin,
+		body: fmt.Sprintf(`{"since":%q}`, now.Add(-time.Hour).Format(time.RFC3339))}, 202)
+	sc.do(base, specCall{method: "GET", path: hookPath + "/deliveries", token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: hookPath + "/deliveries?state=bogus", token: admin}, 400)
+	sc.do(base, specCall{method: "DELETE", path: hookPath, token: admin}, 204)
+	sc.do(base, specCall{method: "DELETE", path: hookPath, token: admin}, 404)
 
 	// Answers no operation declares still have the error shape.
 	sc.errorShape(base, specCall{method: "GET", path: "/no/such/route"}, 404, "NOT_FOUND")
