@@ -27,18 +27,23 @@ func firstOf(t *testing.T, evs []outbox.Event, id string) int {
 	return i
 }
 
-// changed is evs with the last copy of id changed by f.
+// changed is evs with every copy of id changed by f.
 func changed(t *testing.T, evs []outbox.Event, id string, f func(e *outbox.Event)) []outbox.Event {
 	t.Helper()
 	out := slices.Clone(evs)
-	for i := len(out) - 1; i >= 0; i-- {
+	found := false
+	// Every copy: a relay that died republished some, and the checker
+	// judges a stream's start on its first arrival.
+	for i := range out {
 		if out[i].ID == id {
 			f(&out[i])
-			return out
+			found = true
 		}
 	}
-	t.Fatalf("%s was not delivered", id)
-	return nil
+	if !found {
+		t.Fatalf("%s was not delivered", id)
+	}
+	return out
 }
 
 // The events the relays put on the topic while orders were written,

@@ -248,6 +248,9 @@ func TestEveryEndpointHearsEveryEventInOrder(t *testing.T) {
 	r.orders(t, 120, 100)
 
 	r.drained(t, epHealthy, 60*time.Second)
+	waittest.Until(t, 30*time.Second, "the hung endpoint is sent a delivery again after its timeout", func() bool {
+		return len(slow.Arrivals()) > len(slow.Unique())
+	})
 	close(hung)
 	down.Up(t)
 	for _, ep := range []hook.Endpoint{epFlaky, epDown, epSlow} {
