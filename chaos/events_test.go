@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -202,16 +201,7 @@ func TestChaosEventsReachKafkaAndEveryEndpointThroughFaults(t *testing.T) {
 		}
 		check("the "+name+" endpoint", e.Arrivals())
 	}
-	var inKafka []outbox.Event
-	for _, msgs := range kafkatest.ReadAll(t, topic) {
-		for _, m := range msgs {
-			var e outbox.Event
-			if err := json.Unmarshal(m.Value, &e); err != nil {
-				t.Fatal(err)
-			}
-			inKafka = append(inKafka, e)
-		}
-	}
+	inKafka := kafkatest.ReadEvents(t, topic)
 	if r := check("the topic", inKafka); r.Duplicates == 0 {
 		t.Fatal("the topic holds no event twice: the relay killed after its publish published nothing, or nothing again")
 	}

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
@@ -131,16 +130,7 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 		}
 	}
 	// The topic carries the same events.
-	var inKafka []outbox.Event
-	for _, msgs := range kafkatest.ReadAll(t, topic) {
-		for _, m := range msgs {
-			var e outbox.Event
-			if err := json.Unmarshal(m.Value, &e); err != nil {
-				t.Fatal(err)
-			}
-			inKafka = append(inKafka, e)
-		}
-	}
+	inKafka := kafkatest.ReadEvents(t, topic)
 	topicStreams := streams(t, "the topic", inKafka)
 	for no, evs := range got {
 		if !reflect.DeepEqual(evs, topicStreams[no]) {

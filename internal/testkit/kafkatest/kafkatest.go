@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 )
 
 // Brokers are the brokers tests use: SECKILL_KAFKA_BROKERS or 127.0.0.1:9092.
@@ -300,4 +302,28 @@ func ReadAll(t testing.TB, topic string) map[int][]kafka.Message {
 		_ = r.Close()
 	}
 	return got
+}
+
+// ReadEvents reads every event the outbox's topic holds now (the shop's
+// events), partition after partition, each in offset order, duplicates
+// included.
+func ReadEvents(t testing.TB, topic string) []outbox.Event {
+	t.Helper()
+	all := ReadAll(t, topic)
+	parts := make([]int, 0, len(all))
+	for p := range all {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	var out []outbox.Event
+	for _, p := range parts {
+		for _, m := range all[p] {
+			var e outbox.Event
+			if err := json.Unmarshal(m.Value, &e); err != nil {
+				t.Fatalf("partition %d offset %d: %v", p, m.Offset, err)
+			}
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package eventcheck_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -180,17 +179,7 @@ func runDraw(t *testing.T, db *mysqltest.DB) int64 {
 // the order Kafka holds it (a reader of one partition gets it so).
 func (w *world) delivered(t *testing.T) []outbox.Event {
 	t.Helper()
-	var out []outbox.Event
-	for _, msgs := range kafkatest.ReadAll(t, w.topic) {
-		for _, m := range msgs {
-			var e outbox.Event
-			if err := json.Unmarshal(m.Value, &e); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, e)
-		}
-	}
-	return out
+	return kafkatest.ReadEvents(t, w.topic)
 }
 
 func (w *world) check(t *testing.T, delivered []outbox.Event) eventcheck.Report {
