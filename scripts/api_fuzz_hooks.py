@@ -5,7 +5,8 @@ against another (a sale's ends_at after its starts_at, and within the range a sa
 have), or against what the server holds (an
 order's quantity at most the sale's per_user_limit, its item_id one of the sale's items, a list
 cursor is one the api gave, a restock's Idempotency-Key names one quantity, the items of a sale
-distinct and priced in one currency). A request the fuzzer generates as valid (positive mode) that
+distinct and priced in one currency, a webhook's URL one deliveries may reach and its patterns
+naming events the outbox writes, a replay's start not in the future). A request the fuzzer generates as valid (positive mode) that
 breaks one of them is made to keep it here, just before it is sent, so the check
 positive_data_acceptance stays as strict as it is: any other valid request refused with a 4xx it
 does not allow is a failure. Negative requests are sent as generated.
@@ -167,6 +168,23 @@ def keep_draw_change(body, page):
         body["per_user_limit"] = 1
 
 
+# The event types the outbox writes (docs/events.md); a pattern naming another is refused.
+EVENT_TYPES = {"order.created", "order.failed", "order.paid", "order.closed", "refund.owed",
+               "entry.won", "entry.alternate"}
+
+
+def keep_webhook(body):
+    """A webhook the api takes: a URL it may reach (scripts/api-fuzz allows loopback; port 9
+    refuses connections, so the consumer's deliveries fail at once and go nowhere else), patterns
+    naming events it writes, a description of 255 bytes at most."""
+    if "url" in body:
+        body["url"] = "http://127.0.0.1:9/hook"
+    if isinstance(body.get("events"), list):
+        body["events"] = [p if p == "*" or p.endswith(".*") or p in EVENT_TYPES else "*" for p in body["events"]]
+    if isinstance(body.get("description"), str):
+        body["description"] = body["description"].encode()[:255].decode(errors="ignore")
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if not positive(case):
@@ -204,6 +222,12 @@ def before_call(context, case, kwargs):
                 keep_waiting_room(body)
         if page and page.get("mode") == "draw":
             keep_draw_change(body, page)
+    elif op in ("registerWebhook", "patchWebhook") and body is not None:
+        keep_webhook(body)
+    elif op == "replayWebhook" and body is not None:
+        since = when(body.get("since"))
+        if since is None or since > datetime.datetime.now(datetime.timezone.utc):
+            body["since"] = rfc3339(datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1))
     elif op == "enterDraw" and isinstance(case.body, dict):
         page = sale_page(case.path_parameters.get("id"))
         if page and isinstance(body.get("quantity"), int) and body["quantity"] > page["per_user_limit"]:

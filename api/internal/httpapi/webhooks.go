@@ -235,7 +235,12 @@ func (s *Server) listDeliveries(c *gin.Context) {
 			return
 		}
 	}
-	ds, err := s.webhooks.Deliveries(c.Request.Context(), id, hook.State(c.Query("state")), before, limit)
+	state, named := c.GetQuery("state")
+	if named && state == "" {
+		s.fail(c, order.Errorf(order.ErrInvalidArgument, "state is pending, delivered or failed"))
+		return
+	}
+	ds, err := s.webhooks.Deliveries(c.Request.Context(), id, hook.State(state), before, limit)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -559,6 +559,7 @@ func TestWebhookDeliveries(t *testing.T) {
 
 	for _, tc := range []struct{ query, says string }{
 		{"?state=bogus", "state is pending, delivered or failed"},
+		{"?state=", "state is pending, delivered or failed"},
 		{"?state=PENDING", "state is pending, delivered or failed"},
 		{"?limit=0", "limit is between 1 and 200"},
 		{"?limit=201", "limit is between 1 and 200"},
