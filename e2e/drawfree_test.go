@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
@@ -68,7 +71,9 @@ func entryOf(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, s pi
 // before the winners' orders does until the heal checks it): nobody is
 // promoted for it, and the first alternate stays first. A winner cancels:
 // that unit, real in both stores, goes to the first alternate, and its
-// order is CREATED; the second alternate waits.
+// order is CREATED, with the entry's entry.promoted; the second alternate
+// waits. The operator ends the sale: the drawer tells the second it was
+// not selected, once, and the draw is settled.
 func TestDrawPromotesOnlyUnitsMySQLTookBack(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
@@ -109,6 +114,51 @@ func TestDrawPromotesOnlyUnitsMySQLTookBack(t *testing.T) {
 	if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'FAILED'", s.ActivityID); n != 0 {
 		t.Errorf("%d failed orders in the sale", n)
 	}
+	promoted := myEntry(t, api, s, first)
+	if got := entryEvents(t, p, promoted.EntryID); got != "entry.alternate entry.promoted:"+promoted.OrderNo {
+		t.Errorf("the promoted alternate's events: %s", got)
+	}
+
+	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", s.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("end the sale: %d %v", code, err)
+	}
+	waiting := myEntry(t, api, s, second)
+	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw settled", func() bool {
+		return p.Count("SELECT COUNT(*) FROM activity_draws WHERE activity_id = ? AND settled_at IS NOT NULL", s.ActivityID) == 1
+	})
+	time.Sleep(time.Second) // more drawer passes: they write nothing more
+	if got := entryEvents(t, p, waiting.EntryID); got != "entry.alternate entry.not_selected:SALE_ENDED" {
+		t.Errorf("the alternate left waiting at the end: %s", got)
+	}
+	if got := entryEvents(t, p, promoted.EntryID); got != "entry.alternate entry.promoted:"+promoted.OrderNo {
+		t.Errorf("the promoted alternate's events after the end: %s", got)
+	}
+}
+
+// entryEvents is the entry's stream in the outbox, in seq order: each
+// event's type, with its order for entry.promoted and its reason for
+// entry.not_selected; seq counts from 1 with no gap.
+func entryEvents(t *testing.T, p *pipelinetest.Pipeline, entry string) string {
+	t.Helper()
+	evs, err := p.DB.Outbox.Stream(context.Background(), "entry_"+entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range evs {
+		if e.Data.Seq != i+1 {
+			t.Fatalf("entry %s: event %d has seq %d", entry, i, e.Data.Seq)
+		}
+		switch e.Type {
+		case outbox.EntryPromoted:
+			got = append(got, string(e.Type)+":"+e.Data.OrderNo)
+		case outbox.EntryNotSelected:
+			got = append(got, string(e.Type)+":"+e.Data.Reason)
+		default:
+			got = append(got, string(e.Type))
+		}
+	}
+	return strings.Join(got, " ")
 }
 
 // An alternate whose promoted order MySQL fails for lack of stock keeps

@@ -28,9 +28,12 @@ func TestEventsFollowTheSchema(t *testing.T) {
 	closed.Status, closed.FailureReason = order.Closed, order.ReasonCancelled
 	failed := o
 	failed.Status, failed.FailureReason, failed.Amount = order.Failed, order.ReasonOutOfStock, order.Money{}
-	pick := draw.Picked{EntryID: "e1", Rank: 4, ItemID: 3, Quantity: 1, UserID: "alice", Outcome: draw.Alternate}
+	pick := draw.Picked{ActivityID: 2, EntryID: "e1", Rank: 4, ItemID: 3, Quantity: 1, UserID: "alice", Outcome: draw.Alternate}
+	promoted := pick
+	promoted.OrderNo = o.OrderNo
 	good := []outbox.Event{outbox.New(o), outbox.New(failed), outbox.Of(outbox.OrderPaid, o), outbox.Of(outbox.OrderClosed, closed),
-		outbox.Refund(closed, "tx-1", o.Amount), outbox.Drawn(2, pick)}
+		outbox.Refund(closed, "tx-1", o.Amount), outbox.Drawn(2, pick), outbox.Promoted(promoted),
+		outbox.NotSelected(pick, order.ReasonSaleEnded), outbox.NotSelected(pick, order.ReasonSaleCancelled)}
 	for i, e := range good {
 		e.Data.Seq = max(e.Data.Seq, 2)
 		e.ID, e.Time = outbox.IDOf(e.Stream(), e.Data.Seq), time.Now().UTC()
@@ -44,14 +47,34 @@ func TestEventsFollowTheSchema(t *testing.T) {
 	if good[0].Data.EntryID != "e1" || good[5].Stream() != "entry_e1" {
 		t.Fatalf("a draw's order names its entry (%q); an entry's stream is its own (%q)", good[0].Data.EntryID, good[5].Stream())
 	}
+	for _, e := range good[5:] {
+		if e.Stream() != "entry_e1" || e.Data.SaleID != 2 || e.Data.Rank != 4 || e.Data.Subject != "alice" {
+			t.Fatalf("an entry's event %+v: stream %s", e, e.Stream())
+		}
+	}
+	if p := good[6].Data; p.OrderNo != o.OrderNo || p.Status != outbox.StatusPromoted || p.Seq != 0 {
+		t.Fatalf("entry.promoted: %+v (numbered when recorded)", p)
+	}
+	if n := good[7].Data; n.Status != outbox.StatusNotSelected || n.Reason != order.ReasonSaleEnded || n.OrderNo != "" || n.Seq != 0 {
+		t.Fatalf("entry.not_selected: %+v", n)
+	}
 	noOrder := good[2]
 	noOrder.Data.OrderNo = ""
 	noRank := good[5]
 	noRank.Data.Rank = 0
-	for _, e := range []outbox.Event{noOrder, noRank} {
+	promotedToNothing := good[6]
+	promotedToNothing.Data.OrderNo = ""
+	noReason := good[7]
+	noReason.Data.Reason = ""
+	for _, e := range []outbox.Event{noOrder, noRank, promotedToNothing, noReason} {
+		e.Data.Seq = 2
+		e.ID = outbox.IDOf(e.Stream(), 2)
 		if schema.Validate(doc(t, e)) == nil {
 			t.Fatalf("the schema takes %+v", e)
 		}
+	}
+	if promotedToNothing.Check() == nil {
+		t.Fatal("Check takes an entry.promoted without its order")
 	}
 }
 
