@@ -150,13 +150,15 @@ func (s *Draws) SettleDraw(ctx context.Context, activity int64) (bool, error) {
 }
 
 // DrawsToSettle lists the drawn sales that ended at now (or were
-// cancelled) whose alternates have not all had their last event.
+// cancelled) whose alternates have not all had their last event (as many
+// as DrawnLive lists: a draw stays listed only while an alternate's order
+// is on its way).
 func (s *Draws) DrawsToSettle(ctx context.Context, now time.Time) ([]int64, error) {
 	var ids []int64
 	err := s.db(ctx).Table("activity_draws").Select("activity_draws.activity_id").
 		Joins("JOIN activities ON activities.id = activity_draws.activity_id").
 		Where("activity_draws.state = ? AND activity_draws.settled_at IS NULL AND (activities.ends_at <= ? OR activities.cancelled_at IS NOT NULL)",
 			draw.StateDrawn, now.UTC()).
-		Order("activity_draws.activity_id").Limit(100).Pluck("activity_draws.activity_id", &ids).Error
+		Order("activity_draws.activity_id").Limit(1000).Pluck("activity_draws.activity_id", &ids).Error
 	return ids, wrap("list the draws to settle", err)
 }

@@ -34,8 +34,9 @@ const (
 
 // The events of a draw's entry, on the entry's own stream (Stream): its
 // outcome when the draw ran (entry.won or entry.alternate, seq 1), then,
-// for an alternate, entry.promoted each time an order of it commits
-// CREATED (again after an order of it failed and units came back), or
+// for an alternate, entry.promoted when an order of it commits CREATED (an
+// order of it that FAILED promotes nobody: it is picked anew when units
+// come back, and has one order at most that is not FAILED), or
 // entry.not_selected once its sale ended without giving it an order.
 const (
 	EntryWon       Type = "entry.won"
