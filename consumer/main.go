@@ -108,7 +108,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	// as a loss, so a watch (this consumer's or another's) repairs Redis
 	// from MySQL after it: a repair that ran before it counted its unit
 	// as unsold (fulfil.Handler.Losses).
-	handler := &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox}, Activities: db.Activities, PaymentWindow: cfg.window, Log: log, Metrics: cm, Tracer: tracer,
+	handler := &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox, Draws: db.Draws}, Activities: db.Activities, PaymentWindow: cfg.window, Log: log, Metrics: cm, Tracer: tracer,
 		Now: clk.Now, Losses: &redisloss.Reporter{Record: db.RedisWatches, Marker: redisloss.MarkerKey(cfg.redis.Prefix)}}
 	// The loop drains what it holds before it returns; the passes stop
 	// after it, and the stores close after them.

@@ -4,22 +4,26 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
 // drawOfTwo makes a draw of one size of 2 units with 4 entrants (users
 // 1-4) and waits for its two winners' orders: it returns the sale and the
-// users in rank order, winners first.
-func drawOfTwo(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API) (pipelinetest.Sale, []int64) {
+// users in rank order, winners first. window is the sale's payment window
+// (0: the consumer's).
+func drawOfTwo(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, window time.Duration) (pipelinetest.Sale, []int64) {
 	t.Helper()
-	s := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{2}, EntriesCloseIn: 4 * time.Second})
+	s := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{2}, EntriesCloseIn: 4 * time.Second, PaymentWindow: window})
 	for u := int64(1); u <= 4; u++ {
 		enter(t, api, s, u, s.Items[0].ID)
 	}
@@ -68,13 +72,15 @@ func entryOf(t *testing.T, p *pipelinetest.Pipeline, api *pipelinetest.API, s pi
 // before the winners' orders does until the heal checks it): nobody is
 // promoted for it, and the first alternate stays first. A winner cancels:
 // that unit, real in both stores, goes to the first alternate, and its
-// order is CREATED; the second alternate waits.
+// order is CREATED, with the entry's entry.promoted; the second alternate
+// waits. The operator ends the sale: the drawer tells the second it was
+// not selected, once, and the draw is settled.
 func TestDrawPromotesOnlyUnitsMySQLTookBack(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
 	api := p.StartAPI()
 	p.StartConsumer("SECKILL_DRAW_EVERY=200ms")
-	s, users := drawOfTwo(t, p, api)
+	s, users := drawOfTwo(t, p, api, 0)
 	size := s.Items[0].ID
 	winner, first, second := users[0], users[2], users[3]
 
@@ -109,6 +115,51 @@ func TestDrawPromotesOnlyUnitsMySQLTookBack(t *testing.T) {
 	if n := p.Count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND status = 'FAILED'", s.ActivityID); n != 0 {
 		t.Errorf("%d failed orders in the sale", n)
 	}
+	promoted := myEntry(t, api, s, first)
+	if got := entryEvents(t, p, promoted.EntryID); got != "entry.alternate entry.promoted:"+promoted.OrderNo {
+		t.Errorf("the promoted alternate's events: %s", got)
+	}
+
+	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", s.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("end the sale: %d %v", code, err)
+	}
+	waiting := myEntry(t, api, s, second)
+	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw settled", func() bool {
+		return p.Count("SELECT COUNT(*) FROM activity_draws WHERE activity_id = ? AND settled_at IS NOT NULL", s.ActivityID) == 1
+	})
+	time.Sleep(time.Second) // more drawer passes: they write nothing more
+	if got := entryEvents(t, p, waiting.EntryID); got != "entry.alternate entry.not_selected:SALE_ENDED" {
+		t.Errorf("the alternate left waiting at the end: %s", got)
+	}
+	if got := entryEvents(t, p, promoted.EntryID); got != "entry.alternate entry.promoted:"+promoted.OrderNo {
+		t.Errorf("the promoted alternate's events after the end: %s", got)
+	}
+}
+
+// entryEvents is the entry's stream in the outbox, in seq order: each
+// event's type, with its order for entry.promoted and its reason for
+// entry.not_selected; seq counts from 1 with no gap.
+func entryEvents(t *testing.T, p *pipelinetest.Pipeline, entry string) string {
+	t.Helper()
+	evs, err := p.DB.Outbox.Stream(context.Background(), "entry_"+entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range evs {
+		if e.Data.Seq != i+1 {
+			t.Fatalf("entry %s: event %d has seq %d", entry, i, e.Data.Seq)
+		}
+		switch e.Type {
+		case outbox.EntryPromoted:
+			got = append(got, string(e.Type)+":"+e.Data.OrderNo)
+		case outbox.EntryNotSelected:
+			got = append(got, string(e.Type)+":"+e.Data.Reason)
+		default:
+			got = append(got, string(e.Type))
+		}
+	}
+	return strings.Join(got, " ")
 }
 
 // An alternate whose promoted order MySQL fails for lack of stock keeps
@@ -142,7 +193,7 @@ func alternateWhoseOrderFailed(t *testing.T, lostRetire bool) {
 	api := p.StartAPI()
 	fast := []string{"SECKILL_DRAW_EVERY=200ms"}
 	c := p.StartConsumer(fast...)
-	s, users := drawOfTwo(t, p, api)
+	s, users := drawOfTwo(t, p, api, 0)
 	size := s.Items[0].ID
 	winner, first, second := users[0], users[2], users[3]
 	if err := c.Stop(30 * time.Second); err != nil {

@@ -48,10 +48,12 @@ func story(evs []outbox.Event) string {
 
 // A shop registers an endpoint before its sales. Orders are paid,
 // cancelled by their buyers, closed unpaid, refused by MySQL (its stock
-// below Redis's) and closed by the sale's cancel. The endpoint gets every
-// one of their events, signed, once each by id, each order's in seq
-// order, the last stating the order's status in MySQL; the Kafka topic
-// carries the same events.
+// below Redis's) and closed by the sale's cancel. A draw of two units has
+// four entrants: a winner cancels, the first alternate is promoted, the
+// operator ends the sale and the second alternate is not selected. The
+// endpoint gets every one of their events, signed, once each by id, each
+// order's and entry's in seq order, an order's last stating its status in
+// MySQL; the Kafka topic carries the same events.
 func TestAShopHearsEveryOrderEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -60,7 +62,7 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 	api := p.StartAPI(pipelinetest.HookSettings(topic)...)
 	shop := hooktest.New(t)
 	ep := api.RegisterHook(t, shop, "*")
-	p.StartConsumer(append(pipelinetest.HookSettings(topic), "SECKILL_PAYMENT_WINDOW=3s", "SECKILL_CLOSER_EVERY=200ms")...)
+	p.StartConsumer(append(pipelinetest.HookSettings(topic), "SECKILL_PAYMENT_WINDOW=3s", "SECKILL_CLOSER_EVERY=200ms", "SECKILL_DRAW_EVERY=200ms")...)
 
 	sale := api.CreateSale(6, 1)
 	paid := buy(t, p, api, 1, "a", sale.ActivityID)
@@ -93,6 +95,24 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 		o, err := p.DB.Orders.Order(ctx, unpaid)
 		return err == nil && o.Status == order.Closed
 	})
+
+	// The draw: its orders wait for payment longer than the test runs.
+	drawn, users := drawOfTwo(t, p, api, 30*time.Minute)
+	winners := []pipelinetest.Entry{myEntry(t, api, drawn, users[0]), myEntry(t, api, drawn, users[1])}
+	if code, err := api.Do("POST", fmt.Sprintf("/api/v1/orders/%s/cancel", winners[0].OrderNo), users[0], "", nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("a winner cancels: %d %v", code, err)
+	}
+	waittest.UntilEvery(t, 60*time.Second, 200*time.Millisecond, "the first alternate's order CREATED", func() bool {
+		e, status := entryOf(t, p, api, drawn, users[2])
+		return e.State == "WON" && status == "CREATED"
+	})
+	if code, err := api.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", drawn.ActivityID), 0, "admin", nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("end the draw's sale: %d %v", code, err)
+	}
+	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw settled", func() bool {
+		return p.Count("SELECT COUNT(*) FROM activity_draws WHERE activity_id = ? AND settled_at IS NOT NULL", drawn.ActivityID) == 1
+	})
+	promoted, left := myEntry(t, api, drawn, users[2]), myEntry(t, api, drawn, users[3])
 	p.WaitEventsDrained(t, 60*time.Second, ep)
 
 	if err := shop.Invalid(); err != nil {
@@ -100,16 +120,23 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 	}
 	got := streams(t, "the endpoint", shop.Arrivals())
 	want := map[string][]outbox.Type{
-		paid:            {outbox.OrderCreated, outbox.OrderPaid},
-		cancelled:       {outbox.OrderCreated, outbox.OrderClosed},
-		unpaid:          {outbox.OrderCreated, outbox.OrderClosed},
-		refused:         {outbox.OrderFailed},
-		inCancelledSale: {outbox.OrderCreated, outbox.OrderClosed},
+		paid:                                   {outbox.OrderCreated, outbox.OrderPaid},
+		cancelled:                              {outbox.OrderCreated, outbox.OrderClosed},
+		unpaid:                                 {outbox.OrderCreated, outbox.OrderClosed},
+		refused:                                {outbox.OrderFailed},
+		inCancelledSale:                        {outbox.OrderCreated, outbox.OrderClosed},
+		winners[0].OrderNo:                     {outbox.OrderCreated, outbox.OrderClosed},
+		winners[1].OrderNo:                     {outbox.OrderCreated},
+		promoted.OrderNo:                       {outbox.OrderCreated},
+		outbox.EntryStream(winners[0].EntryID): {outbox.EntryWon},
+		outbox.EntryStream(winners[1].EntryID): {outbox.EntryWon},
+		outbox.EntryStream(promoted.EntryID):   {outbox.EntryAlternate, outbox.EntryPromoted},
+		outbox.EntryStream(left.EntryID):       {outbox.EntryAlternate, outbox.EntryNotSelected},
 	}
 	reasons := map[string]string{cancelled: order.ReasonCancelled, unpaid: order.ReasonPaymentTimeout,
-		refused: order.ReasonOutOfStock, inCancelledSale: order.ReasonSaleCancelled}
+		refused: order.ReasonOutOfStock, inCancelledSale: order.ReasonSaleCancelled, winners[0].OrderNo: order.ReasonCancelled}
 	if len(got) != len(want) {
-		t.Fatalf("the endpoint heard of %d orders, want %d", len(got), len(want))
+		t.Fatalf("the endpoint heard of %d orders and entries, want %d", len(got), len(want))
 	}
 	for no, types := range want {
 		evs := got[no]
@@ -118,7 +145,10 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 			have = append(have, e.Type)
 		}
 		if !reflect.DeepEqual(have, types) {
-			t.Fatalf("order %s: the endpoint heard %s, want %v", no, story(evs), types)
+			t.Fatalf("%s: the endpoint heard %s, want %v", no, story(evs), types)
+		}
+		if _, entry := outbox.EntryOfStream(no); entry {
+			continue
 		}
 		o, err := p.DB.Orders.Order(ctx, no)
 		if err != nil {
@@ -128,6 +158,12 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 		if last.Data.Status != string(o.Status) || last.Data.Reason != reasons[no] || last.Data.Subject != o.UserID {
 			t.Fatalf("order %s: its last event %+v; MySQL holds %s (%s)", no, last.Data, o.Status, o.FailureReason)
 		}
+	}
+	if e := got[outbox.EntryStream(promoted.EntryID)][1]; e.Data.OrderNo != promoted.OrderNo {
+		t.Fatalf("entry.promoted names order %q; the alternate's order is %s", e.Data.OrderNo, promoted.OrderNo)
+	}
+	if e := got[outbox.EntryStream(left.EntryID)][1]; e.Data.Reason != "SALE_ENDED" {
+		t.Fatalf("entry.not_selected: reason %q, want SALE_ENDED", e.Data.Reason)
 	}
 	// The topic carries the same events.
 	inKafka := kafkatest.ReadEvents(t, topic)
@@ -143,11 +179,11 @@ func TestAShopHearsEveryOrderEvent(t *testing.T) {
 	// The project's checker finds both streams complete against MySQL.
 	checker := &eventcheck.Checker{Tx: p.DB, Store: p.DB.Streams}
 	for where, evs := range map[string][]outbox.Event{"the endpoint": shop.Arrivals(), "the topic": inKafka} {
-		r, err := checker.Check(ctx, []int64{sale.ActivityID, other.ActivityID}, evs)
+		r, err := checker.Check(ctx, []int64{sale.ActivityID, other.ActivityID, drawn.ActivityID}, evs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.OK() || r.Orders != len(want) {
+		if !r.OK() || r.Orders != 8 || r.Entries != 4 {
 			t.Fatalf("%s: %s", where, r)
 		}
 	}

@@ -23,6 +23,13 @@
 // Redis's stock but are its own), and an alternate holds the alternates
 // after it in its size (they come in rank order); every other winner and
 // every other size goes on.
+//
+// Once a drawn sale ended (its end time passed, or an operator ended or
+// cancelled it), the drawer gives its alternates nothing more and tells
+// each one left without an order that it was not selected
+// (draws.Service.Settle: entry.not_selected, once each), including, later,
+// one whose order was on its way at the end and failed. The draw is then
+// settled and the pass no longer looks at it.
 package drawer
 
 import (
@@ -40,6 +47,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
+	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/placing"
 )
 
@@ -47,6 +55,7 @@ import (
 type DB interface {
 	DrawsDue(ctx context.Context, now time.Time) ([]int64, error)
 	DrawnLive(ctx context.Context, now time.Time) ([]int64, error)
+	DrawsToSettle(ctx context.Context, now time.Time) ([]int64, error)
 	Unissued(ctx context.Context, activity int64, limit int) ([]draw.Picked, error)
 	WinnersWithoutOrders(ctx context.Context, activity int64, limit int) ([]draw.Picked, error)
 	NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]draw.Picked, error)
@@ -57,9 +66,11 @@ type DB interface {
 	ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error)
 }
 
-// Draws runs a draw, once, in the store's transaction (*draws.Service).
+// Draws runs a draw, once, in the store's transaction, and settles its
+// alternates once the sale ended (*draws.Service).
 type Draws interface {
 	Run(ctx context.Context, activity int64, now time.Time) (draw.Drawn, error)
+	Settle(ctx context.Context, activity int64, now time.Time) (draws.Settled, error)
 }
 
 // Activities reads a drawn sale (*orderdb.Activities).
@@ -126,8 +137,8 @@ func (d *Drawer) pass() pass.Pass[Stats] {
 		Locker: d.Locker, Log: d.Log, Records: d.Picks, Work: d.draw,
 		FailedMsg: "drawer pass failed",
 		Done: func(st Stats, _ bool) {
-			if st.Drawn > 0 || st.Ordered > 0 {
-				d.Log.Info("draw pass", "drawn", st.Drawn, "orders", st.Ordered, "alternates", st.Alternates)
+			if st.Drawn > 0 || st.Ordered > 0 || st.NotSelected > 0 {
+				d.Log.Info("draw pass", "drawn", st.Drawn, "orders", st.Ordered, "alternates", st.Alternates, "not_selected", st.NotSelected)
 			}
 		},
 	}
@@ -141,6 +152,9 @@ type Stats struct {
 	Drawn      int // draws run
 	Ordered    int // orders reserved and published (winners' and alternates')
 	Alternates int // of which alternates'
+	// NotSelected counts the alternates of ended sales told they were not
+	// selected.
+	NotSelected int
 }
 
 // Once runs one pass under the lock; lock.ErrNotAcquired means another
@@ -174,6 +188,21 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 	for _, id := range live {
 		if err := d.orders(ctx, id, &st); err != nil {
 			errs = append(errs, fmt.Errorf("activity %d: %w", id, err))
+		}
+	}
+	ended, err := d.DB.DrawsToSettle(ctx, now)
+	if err != nil {
+		return st, errors.Join(append(errs, err)...)
+	}
+	for _, id := range ended {
+		res, err := d.Draws.Settle(ctx, id, now)
+		st.NotSelected += res.NotSelected
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if res.Done {
+			d.Log.Info("draw settled: every alternate had its last event", "activity_id", id)
 		}
 	}
 	return st, errors.Join(errs...)

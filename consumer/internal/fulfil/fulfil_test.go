@@ -60,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { hdb.Close() })
 	store := stockredis.New(rdb, prefix)
 	return &env{t: t, store: store, rdb: rdb, db: db, gen: order.NewNumberGenerator(), keys: new(atomic.Int64),
-		handler: &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: hdb, Orders: hdb.Orders, Events: hdb.Outbox}, Activities: hdb.Activities, PaymentWindow: time.Hour,
+		handler: &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: hdb, Orders: hdb.Orders, Events: hdb.Outbox, Draws: hdb.Draws}, Activities: hdb.Activities, PaymentWindow: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 

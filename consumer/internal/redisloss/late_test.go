@@ -81,7 +81,7 @@ func lateOrderAfterHeal(t *testing.T, buckets int) {
 	w := &Watch{Redis: rdb, Marker: MarkerKey(prefix), Record: db.RedisWatches, Every: 20 * time.Millisecond, Log: log,
 		Metrics: metrics.NewHeal(prometheus.NewRegistry()), Repair: repairer.Repair}
 	// The consumer's handler, wired as consumer/main.go wires it.
-	handler := &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: db.DB, Orders: db.Orders, Events: db.Outbox}, Activities: db.Activities, PaymentWindow: time.Hour, Log: log,
+	handler := &fulfil.Handler{Stock: store.Reservations, DB: &fulfilment.Service{Tx: db.DB, Orders: db.Orders, Events: db.Outbox, Draws: db.Draws}, Activities: db.Activities, PaymentWindow: time.Hour, Log: log,
 		Losses: &Reporter{Record: db.RedisWatches, Marker: w.Marker}}
 	for range 2 {
 		if err := w.Tick(ctx); err != nil {

@@ -46,7 +46,7 @@ func (d *DB) SeedLive(ctx context.Context, a activity.Activity, n int) ([]order.
 // Fulfil writes reqs into db as the consumer writes a batch (the
 // fulfilment service on db's orders) and returns the outcomes.
 func Fulfil(ctx context.Context, db *orderdb.DB, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
-	s := &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox}
+	s := &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox, Draws: db.Draws}
 	return s.Fulfil(ctx, reqs)
 }
 

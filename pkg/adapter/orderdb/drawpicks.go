@@ -11,7 +11,7 @@ import (
 )
 
 func (r resultRow) pick() draw.Picked {
-	p := draw.Picked{EntryID: r.EntryID, Rank: r.DrawRank, ItemID: r.ItemID, Quantity: r.Quantity, UserID: r.UserID, Outcome: r.Outcome}
+	p := draw.Picked{ActivityID: r.ActivityID, EntryID: r.EntryID, Rank: r.DrawRank, ItemID: r.ItemID, Quantity: r.Quantity, UserID: r.UserID, Outcome: r.Outcome}
 	if r.OrderNo != nil {
 		p.OrderNo = *r.OrderNo
 	}
@@ -41,26 +41,31 @@ func (s *Draws) WinnersWithoutOrders(ctx context.Context, activity int64, limit 
 }
 
 // NextAlternates lists the first alternates of the size without an order
-// whose quantity is at most most, in ranking order.
+// whose quantity is at most most, in ranking order (none that its sale's
+// end left not selected).
 func (s *Draws) NextAlternates(ctx context.Context, activity, item int64, most int64, limit int) ([]draw.Picked, error) {
-	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ?",
+	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ? AND item_id = ? AND outcome = ? AND order_no IS NULL AND quantity <= ? AND not_selected = 0",
 		activity, item, draw.Alternate, most).Limit(limit), "list alternates")
 }
 
 // NumberPick gives the entry the order number no unless it has one, and
 // returns the number it has: no, or the one an earlier run gave it (its
 // answer lost, or another process's). The number is set before the order
-// is reserved, so an entry never has two orders.
+// is reserved, so an entry never has two orders. An alternate its sale's
+// end left not selected (NotSelected) gets none: order.ErrActivityNotActive.
 func (s *Draws) NumberPick(ctx context.Context, entryID, no string) (string, error) {
 	tx := s.db(ctx)
-	if err := tx.Model(&resultRow{}).Where("entry_id = ? AND order_no IS NULL", entryID).UpdateColumn("order_no", no).Error; err != nil {
+	if err := tx.Model(&resultRow{}).Where("entry_id = ? AND order_no IS NULL AND not_selected = 0", entryID).UpdateColumn("order_no", no).Error; err != nil {
 		return "", wrap("number pick", err)
 	}
 	var r resultRow
-	if err := tx.Select("order_no").Where("entry_id = ?", entryID).Take(&r).Error; err != nil {
+	if err := tx.Select("order_no", "not_selected").Where("entry_id = ?", entryID).Take(&r).Error; err != nil {
 		return "", wrap("number pick", err)
 	}
-	if r.OrderNo == nil {
+	switch {
+	case r.OrderNo == nil && r.NotSelected:
+		return "", order.Errorf(order.ErrActivityNotActive, "number pick %s: the sale ended: the entry was not selected", entryID)
+	case r.OrderNo == nil:
 		return "", fmt.Errorf("number pick %s: %w: its number was taken back meanwhile", entryID, order.ErrUnavailable)
 	}
 	return *r.OrderNo, nil
@@ -134,7 +139,7 @@ func (s *Draws) ReturnFailedAlternates(ctx context.Context, activity int64) (int
 	}
 	var n int64
 	for _, f := range failed {
-		res := g.Model(&resultRow{}).Where("entry_id = ? AND order_no = ?", f.EntryID, f.OrderNo).
+		res := g.Model(&resultRow{}).Where("entry_id = ? AND order_no = ? AND not_selected = 0", f.EntryID, f.OrderNo).
 			UpdateColumns(map[string]any{"order_no": nil, "issued": false})
 		if res.Error != nil {
 			return n, wrap("return failed alternates", res.Error)

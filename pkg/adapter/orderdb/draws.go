@@ -68,6 +68,11 @@ type resultRow struct {
 	Alternate  *int
 	OrderNo    *string
 	Issued     bool
+	// EventSeq is the seq of the entry's last event in the outbox (0020):
+	// a row is written with its first.
+	EventSeq int
+	// NotSelected: its entry.not_selected is written; final (0020).
+	NotSelected bool
 }
 
 func (resultRow) TableName() string { return "draw_results" }
@@ -186,8 +191,10 @@ func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time
 		results := make([]resultRow, len(ranked))
 		alternates := map[int64]int{}
 		for i, r := range ranked {
+			// Each row with its entry's first event (the run's service
+			// writes it in this unit).
 			results[i] = resultRow{ActivityID: activityID, DrawRank: i + 1, EntryID: r.ID, ItemID: r.ItemID, Quantity: r.Quantity,
-				UserID: users[r.ID], Outcome: r.Outcome}
+				UserID: users[r.ID], Outcome: r.Outcome, EventSeq: 1}
 			if r.Outcome == draw.Won {
 				out.Winners++
 				continue

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -43,30 +46,51 @@ func (r outboxRow) event() (outbox.Event, error) {
 	return e, nil
 }
 
-// Record writes evs, in ctx's unit of work: each is numbered in its order's
-// sequence (Data.Seq) and gets its id. An event with Seq 1 is its order's
-// first, written with the order's row (which starts at 1); any other takes
-// the order's next number, counted on the order's row, which the change
-// being reported holds locked already.
+// Record writes evs, in ctx's unit of work: each is numbered in its
+// stream's sequence (Data.Seq) and gets its id. An event with Seq 1 is its
+// stream's first, written with the row it is about (an order's row, or a
+// draw entry's ranking row, draw_results, which start at 1); any other
+// takes the stream's next number, counted on that row (orders.event_seq,
+// draw_results.event_seq), which the change being reported holds locked
+// already (numbering locks it if not: until the unit ends, no other unit
+// numbers an event of that order or entry).
 func (s *Outbox) Record(ctx context.Context, evs ...outbox.Event) error {
 	if len(evs) == 0 || s.off {
 		return nil
 	}
-	rows := make([]outboxRow, len(evs))
+	// seqs are the events' numbers; entries counts the events each entry
+	// is to number (its last ones, in evs' order).
+	seqs := make([]int, len(evs))
+	entries := map[string]int{}
 	for i, e := range evs {
 		if err := e.Check(); err != nil {
 			return fmt.Errorf("%w: %w", order.ErrInvalidArgument, err)
 		}
-		if e.Data.Seq != 1 && e.Type.OfEntry() {
-			return fmt.Errorf("%w: an entry's event is its first (seq 1)", order.ErrInvalidArgument)
-		}
-		if e.Data.Seq != 1 {
+		switch {
+		case e.Data.Seq == 1:
+			seqs[i] = 1
+		case e.Type.OfEntry():
+			entries[e.Data.EntryID]++
+		default:
 			seq, err := s.next(ctx, e.Stream())
 			if err != nil {
 				return err
 			}
-			e.Data.Seq = seq
+			seqs[i] = seq
 		}
+	}
+	last, err := s.nextOfEntries(ctx, entries)
+	if err != nil {
+		return err
+	}
+	rows := make([]outboxRow, len(evs))
+	for i, e := range evs {
+		if seqs[i] == 0 {
+			id := e.Data.EntryID
+			seqs[i] = last[id] - entries[id] + 1
+			entries[id]--
+		}
+		e.Data.Seq = seqs[i]
 		data, err := json.Marshal(e.Data)
 		if err != nil {
 			return err
@@ -94,6 +118,47 @@ func (s *Outbox) next(ctx context.Context, orderNo string) (int, error) {
 		return 0, wrap("number an event", err)
 	}
 	return row.EventSeq, nil
+}
+
+// nextOfEntries counts counts[entry] more events of each entry on its
+// ranking row and returns each one's number of its last event now: one
+// statement locks and counts them all (in the order of their ids, as any
+// other unit that numbers several does), and one reads the numbers.
+func (s *Outbox) nextOfEntries(ctx context.Context, counts map[string]int) (map[string]int, error) {
+	if len(counts) == 0 {
+		return nil, nil
+	}
+	db := s.db(ctx)
+	ids := slices.Sorted(maps.Keys(counts))
+	last := make(map[string]int, len(ids))
+	for chunk := range slices.Chunk(ids, ListBatch) {
+		var add strings.Builder
+		args := make([]any, 0, 2*len(chunk)+1)
+		add.WriteString("CASE entry_id")
+		for _, id := range chunk {
+			add.WriteString(" WHEN ? THEN ?")
+			args = append(args, id, counts[id])
+		}
+		add.WriteString(" END")
+		res := db.Exec("UPDATE draw_results SET event_seq = event_seq + "+add.String()+" WHERE entry_id IN ?", append(args, chunk)...)
+		if res.Error != nil {
+			return nil, wrap("number an entry's event", res.Error)
+		}
+		if res.RowsAffected != int64(len(chunk)) {
+			return nil, fmt.Errorf("number an entry's event: %d of %d entries: %w", res.RowsAffected, len(chunk), order.ErrNotFound)
+		}
+		var rows []struct {
+			EntryID  string
+			EventSeq int
+		}
+		if err := db.Raw("SELECT entry_id, event_seq FROM draw_results WHERE entry_id IN ? FOR UPDATE", chunk).Scan(&rows).Error; err != nil {
+			return nil, wrap("number an entry's event", err)
+		}
+		for _, r := range rows {
+			last[r.EntryID] = r.EventSeq
+		}
+	}
+	return last, nil
 }
 
 // Stream returns the events of stream (an order number), in order.

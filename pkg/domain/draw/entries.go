@@ -36,13 +36,29 @@ type BuyerEntry struct {
 
 // Picked is an entry of the ranking the draw gives (or has given) an order.
 type Picked struct {
-	EntryID  string
-	Rank     int
-	ItemID   int64
-	Quantity int
-	UserID   string
-	Outcome  string
-	OrderNo  string
+	// ActivityID is the draw's sale.
+	ActivityID int64
+	EntryID    string
+	Rank       int
+	ItemID     int64
+	Quantity   int
+	UserID     string
+	Outcome    string
+	OrderNo    string
+}
+
+// Ended is a page of the alternates of an ended draw sale left without an
+// order, each now marked not selected (orderdb.Draws.NotSelected).
+type Ended struct {
+	// Reason is how the sale ended (order.ReasonSaleEnded, or
+	// order.ReasonSaleCancelled); "" when it has not ended, and then
+	// nothing was looked at.
+	Reason string
+	// Picks are the alternates marked, in ranking order.
+	Picks []Picked
+	// Last is the rank of the last alternate the page looked at (the next
+	// page starts after it), 0 when none was left to look at.
+	Last int
 }
 
 // Drawn is what a run of the draw did.

@@ -1,6 +1,7 @@
 // Package outbox is the events the shop hears of its orders: one per
 // change MySQL commits (an order created, failed, paid, closed, a refund
-// owed), written in the transaction of the change and relayed from there
+// owed; a draw entry's outcome, its promotion, its end unselected),
+// written in the transaction of the change and relayed from there
 // (docs/events.md has their schema and the delivery guarantees).
 package outbox
 
@@ -33,10 +34,26 @@ const (
 )
 
 // The events of a draw's entry, on the entry's own stream (Stream): its
-// outcome when the draw ran.
+// outcome when the draw ran (entry.won or entry.alternate, seq 1), then,
+// for an alternate, entry.promoted when an order of it commits CREATED (an
+// order of it that FAILED promotes nobody: it is picked anew when units
+// come back, and has one order at most that is not FAILED), or
+// entry.not_selected once its sale ended without giving it an order.
 const (
 	EntryWon       Type = "entry.won"
 	EntryAlternate Type = "entry.alternate"
+	// EntryPromoted: Data.OrderNo is the order the alternate got.
+	EntryPromoted Type = "entry.promoted"
+	// EntryNotSelected: Data.Reason is the end's (order.ReasonSaleEnded,
+	// order.ReasonSaleCancelled). The entry's last event.
+	EntryNotSelected Type = "entry.not_selected"
+)
+
+// The statuses of entry.promoted and entry.not_selected (entry.won and
+// entry.alternate have the draw's outcome, draw.Won and draw.Alternate).
+const (
+	StatusPromoted    = "PROMOTED"
+	StatusNotSelected = "NOT_SELECTED"
 )
 
 // Data is what an event says of its order.
@@ -54,15 +71,16 @@ type Data struct {
 	Currency string `json:"currency,omitempty"`
 	// Subject is the buyer (the subject of their token).
 	Subject string `json:"subject"`
-	// Status is the order's status after the change, or an entry's
-	// outcome (WON, ALTERNATE).
+	// Status is the order's status after the change, or what became of
+	// an entry (WON, ALTERNATE, PROMOTED, NOT_SELECTED).
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 	// Rank is an entry's place in the draw's ranking (from 1).
 	Rank int `json:"rank,omitempty"`
 	// TransactionID is the provider's payment (order.paid, refund.owed).
 	TransactionID string `json:"transaction_id,omitempty"`
-	// Seq counts the order's events from 1, in the order they committed.
+	// Seq counts the order's (or the entry's) events from 1, in the order
+	// they committed.
 	Seq int `json:"seq"`
 }
 
@@ -94,14 +112,20 @@ func (e Event) Stream() string {
 // Known tells whether the outbox writes events of type t.
 func (t Type) Known() bool {
 	switch t {
-	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed, EntryWon, EntryAlternate:
+	case OrderCreated, OrderFailed, OrderPaid, OrderClosed, RefundOwed, EntryWon, EntryAlternate, EntryPromoted, EntryNotSelected:
 		return true
 	}
 	return false
 }
 
 // OfEntry tells an entry's event from an order's.
-func (t Type) OfEntry() bool { return t == EntryWon || t == EntryAlternate }
+func (t Type) OfEntry() bool {
+	switch t {
+	case EntryWon, EntryAlternate, EntryPromoted, EntryNotSelected:
+		return true
+	}
+	return false
+}
 
 // Opens says whether t may be a stream's first event: an order's is its
 // creation or its failure (New), an entry's its outcome (Drawn).
@@ -116,8 +140,8 @@ func (t Type) Opens() bool {
 // Head is what MySQL holds of a stream beside its events: the sale it is
 // of, how many events it committed (Seq, the seq of its last: the
 // order's event_seq) and the status its last event states (the order's).
-// An entry's events are not counted in MySQL yet: its Seq is 1, its
-// outcome's event, and its Status empty, which no event is held to.
+// An entry's Status is empty, which no event is held to: its events state
+// their entry's outcome, which an order's status does not hold.
 type Head struct {
 	Stream string
 	Sale   int64
@@ -174,6 +198,9 @@ func (e Event) Check() error {
 	if e.Data.OrderNo == "" && !e.Type.OfEntry() || e.Data.EntryID == "" && e.Type.OfEntry() {
 		return fmt.Errorf("outbox: a %s event names no order or entry", e.Type)
 	}
+	if e.Type == EntryPromoted && e.Data.OrderNo == "" {
+		return fmt.Errorf("outbox: an entry.promoted event names no order")
+	}
 	return nil
 }
 
@@ -197,6 +224,29 @@ func Drawn(sale int64, p draw.Picked) Event {
 	if p.Outcome == draw.Won {
 		t = EntryWon
 	}
-	return Event{Type: t, Data: Data{EntryID: p.EntryID, SaleID: sale, ItemID: p.ItemID, Quantity: p.Quantity,
-		Subject: p.UserID, Status: p.Outcome, Rank: p.Rank, Seq: 1}}
+	e := ofEntry(t, p, p.Outcome)
+	e.Data.SaleID, e.Data.Seq = sale, 1
+	return e
+}
+
+// Promoted is the event of alternate p whose order p.OrderNo committed
+// CREATED; it takes the entry's next number (Seq 0) when recorded.
+func Promoted(p draw.Picked) Event {
+	e := ofEntry(EntryPromoted, p, StatusPromoted)
+	e.Data.OrderNo = p.OrderNo
+	return e
+}
+
+// NotSelected is the last event of alternate p, which its sale's end
+// (reason: order.ReasonSaleEnded or order.ReasonSaleCancelled) left
+// without an order; it takes the entry's next number when recorded.
+func NotSelected(p draw.Picked, reason string) Event {
+	e := ofEntry(EntryNotSelected, p, StatusNotSelected)
+	e.Data.Reason = reason
+	return e
+}
+
+func ofEntry(t Type, p draw.Picked, status string) Event {
+	return Event{Type: t, Data: Data{EntryID: p.EntryID, SaleID: p.ActivityID, ItemID: p.ItemID, Quantity: p.Quantity,
+		Subject: p.UserID, Status: status, Rank: p.Rank}}
 }

@@ -1,7 +1,8 @@
 // Package draws holds a draw sale's use cases: for its buyers, enter the
-// draw, read one's entry, read the draw's published record; and the run of
-// the draw (Run), its ranking inside the store's transaction. The consumer
-// runs the draws (ADR 6).
+// draw, read one's entry, read the draw's published record; the run of the
+// draw (Run), its ranking inside the store's transaction; and, once the
+// sale ended, telling each alternate left without an order that it was not
+// selected (Settle). The consumer runs the draws and settles them (ADR 6).
 package draws
 
 import (
@@ -28,10 +29,17 @@ type Store interface {
 	RunDrawWith(ctx context.Context, activity int64, now time.Time, pick draw.Ranker) (draw.Drawn, error)
 	// Results is the ranking a run recorded, every entry's outcome.
 	Results(ctx context.Context, activity int64) ([]draw.Picked, error)
+	// NotSelected marks, in the unit, the next page of the alternates
+	// that the sale's end left without an order (none before the end).
+	NotSelected(ctx context.Context, activity int64, now time.Time, after, limit int) (draw.Ended, error)
+	// SettleDraw records that every alternate had its last event, unless
+	// one has not yet, and says whether it did.
+	SettleDraw(ctx context.Context, activity int64) (bool, error)
 }
 
 // Events is the outbox (*orderdb.Outbox): the run writes each entry's
-// outcome (entry.won, entry.alternate) in its unit.
+// outcome (entry.won, entry.alternate) in its unit, the end each
+// alternate's entry.not_selected in the unit that marks it.
 type Events interface {
 	Record(ctx context.Context, evs ...outbox.Event) error
 }
@@ -110,6 +118,70 @@ func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (dra
 		return drawn, fmt.Errorf("draw activity %d: %w", activityID, err)
 	}
 	return drawn, nil
+}
+
+// settlePage is how many alternates one unit of Settle marks, and
+// settlePages how many units one call runs at most.
+const (
+	settlePage  = 500
+	settlePages = 20
+)
+
+// Settled is what a Settle did.
+type Settled struct {
+	// NotSelected counts the entry.not_selected events written.
+	NotSelected int
+	// Done: every alternate of the sale has had its last event
+	// (entry.promoted or entry.not_selected); the draw is settled.
+	Done bool
+}
+
+// Settle ends the draw of sale activityID for its alternates once the sale
+// ended (at now, or was cancelled): each alternate its end left without an
+// order (none given, or the last one FAILED) gets entry.not_selected, its
+// last event, with the end's reason (SALE_ENDED, SALE_CANCELLED). Each page
+// of them is marked in MySQL and has its events written in one unit, so
+// an alternate has it exactly once whoever runs Settle, however often and
+// at once: a retry after a lost answer, or a unit that rolled back, finds
+// the ones left. An alternate whose order is still on its way to MySQL is
+// left until that order is written: CREATED, it is promoted (fulfilment);
+// FAILED, a later Settle finds it. A call runs settlePages units at most;
+// Done says the draw is settled (a sale not ended yet does nothing).
+func (s *Service) Settle(ctx context.Context, activityID int64, now time.Time) (Settled, error) {
+	var out Settled
+	after := 0
+	for range settlePages {
+		page, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Ended, error) {
+			page, err := s.Store.NotSelected(ctx, activityID, now, after, settlePage)
+			if err != nil || len(page.Picks) == 0 {
+				return page, err
+			}
+			evs := make([]outbox.Event, len(page.Picks))
+			for i, p := range page.Picks {
+				evs[i] = outbox.NotSelected(p, page.Reason)
+			}
+			return page, s.Events.Record(ctx, evs...)
+		})
+		if err != nil {
+			// The unit's commit too: its answer lost, the page may be
+			// marked; the next call finds what is left.
+			return out, fmt.Errorf("settle the draw of activity %d: %w", activityID, err)
+		}
+		out.NotSelected += len(page.Picks)
+		if page.Reason == "" {
+			return out, nil // not ended
+		}
+		if page.Last == 0 {
+			done, err := s.Store.SettleDraw(ctx, activityID)
+			if err != nil {
+				return out, fmt.Errorf("settle the draw of activity %d: %w", activityID, err)
+			}
+			out.Done = done
+			return out, nil
+		}
+		after = page.Last
+	}
+	return out, nil
 }
 
 // Record is draw sale a's published record: the commitment, and once

@@ -7,8 +7,10 @@ package fulfilment
 
 import (
 	"context"
+	"errors"
 	"maps"
 
+	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
 	"github.com/seckill/seckill/pkg/foundation/unit"
@@ -27,12 +29,25 @@ type Events interface {
 	Record(ctx context.Context, evs ...outbox.Event) error
 }
 
+// Draws is MySQL as fulfilment reads a draw's picks (*orderdb.Draws).
+type Draws interface {
+	// PromotedAlternates lists the alternates numbered for one of the
+	// orders orderNos.
+	PromotedAlternates(ctx context.Context, orderNos []string) ([]draw.Picked, error)
+}
+
 // Service writes orders. Tx is the unit of work each write runs in, with
-// each order's first event (order.created or order.failed).
+// each order's first event (order.created or order.failed) and, for an
+// order of a draw's alternate that commits CREATED, the entry's
+// entry.promoted: the alternate's promotion is final there (a number the
+// drawer takes back, or an order MySQL refuses, promotes nobody).
 type Service struct {
 	Tx     unit.Work
 	Orders Orders
 	Events Events
+	// Draws finds the alternates among the orders a draw made (required
+	// when a batch holds such orders).
+	Draws Draws
 }
 
 // Fulfil writes orders, of one item or of several (the sizes of one sale),
@@ -66,7 +81,11 @@ func (s *Service) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[s
 			written[r.Event.OrderNo] = o
 			evs[i] = outbox.New(r.Order(o))
 		}
-		return written, s.Events.Record(ctx, evs...)
+		promoted, err := s.promotions(ctx, todo, written)
+		if err != nil {
+			return nil, err
+		}
+		return written, s.Events.Record(ctx, append(evs, promoted...)...)
 	})
 	if err != nil {
 		return nil, err
@@ -78,10 +97,14 @@ func (s *Service) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[s
 	for _, r := range todo {
 		o, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (order.FulfilOutcome, error) {
 			o, err := s.Orders.FulfilOne(ctx, r)
-			if err != nil || o.Existing { // its writer wrote its event
+			if err != nil || o.Existing { // its writer wrote its events
 				return o, err
 			}
-			return o, s.Events.Record(ctx, outbox.New(r.Order(o)))
+			promoted, err := s.promotions(ctx, []order.FulfilRequest{r}, map[string]order.FulfilOutcome{r.Event.OrderNo: o})
+			if err != nil {
+				return o, err
+			}
+			return o, s.Events.Record(ctx, append([]outbox.Event{outbox.New(r.Order(o))}, promoted...)...)
 		})
 		if err != nil {
 			return nil, err
@@ -89,6 +112,34 @@ func (s *Service) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[s
 		out[r.Event.OrderNo] = o
 	}
 	return out, nil
+}
+
+// promotions are the entry.promoted events of the orders of reqs that
+// commit CREATED (written) and that a draw's alternate is numbered for,
+// in ctx's unit. Only an order the drawer made (keyed by an entry) is
+// looked up.
+func (s *Service) promotions(ctx context.Context, reqs []order.FulfilRequest, written map[string]order.FulfilOutcome) ([]outbox.Event, error) {
+	var nos []string
+	for _, r := range reqs {
+		if _, drawn := order.DrawEntryOf(r.Event.IdempotencyKey); drawn && written[r.Event.OrderNo].Status == order.Created {
+			nos = append(nos, r.Event.OrderNo)
+		}
+	}
+	if len(nos) == 0 {
+		return nil, nil
+	}
+	if s.Draws == nil {
+		return nil, errors.New("fulfilment: orders of a draw, and no store to find its alternates (Service.Draws)")
+	}
+	picks, err := s.Draws.PromotedAlternates(ctx, nos)
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]outbox.Event, len(picks))
+	for i, p := range picks {
+		evs[i] = outbox.Promoted(p)
+	}
+	return evs, nil
 }
 
 // fresh returns the outcomes of the orders of reqs MySQL already has and

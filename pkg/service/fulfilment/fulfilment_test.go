@@ -32,7 +32,7 @@ func TestEachWrittenOrderHasItsFirstEvent(t *testing.T) {
 			IdempotencyKey: "k" + strconv.Itoa(u), UserID: user, ItemID: a.ItemID, ActivityID: a.ID, Quantity: 1, ReservedAt: time.Now()},
 			PayDeadline: time.Now().Add(time.Hour), UnitPrice: order.Money{Amount: 700, Currency: "JPY"}})
 	}
-	svc := &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox}
+	svc := &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox, Draws: db.Draws}
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Add(1)
