@@ -263,9 +263,15 @@ func (s *soak) check() *soakReport {
 	drawSettled, drawWhy := s.settleDraw()
 	roomRounds, roomLast, roomBreaches := s.settleRoom()
 	drained, why := s.drain()
+	drainStart := time.Now()
+	eventsDrained, eventsWhy := s.eventsDrain()
+	s.t.Logf("soak: the events drained %v after the pipeline", time.Since(drainStart).Round(time.Millisecond))
 	rep := &soakReport{seed: s.seed, duration: s.sched.Duration, faults: s.faultsRun, answers: map[string]int{}}
 	if !drained {
 		rep.notes = append(rep.notes, "the pipeline did not drain within 3 minutes: "+why)
+	}
+	if !eventsDrained {
+		rep.notes = append(rep.notes, "the events did not drain within 2 minutes: "+eventsWhy)
 	}
 	if !drawSettled {
 		rep.notes = append(rep.notes, "sale H's draw did not settle within 2 minutes: "+drawWhy)
@@ -805,6 +811,10 @@ func (s *soak) check() *soakReport {
 	}
 	perSize, more := s.alternateBreaches(recH)
 	add("alternates-get-units-that-came-back", "sale H: "+strings.Join(perSize, "; "), append(br, more...))
+
+	// 19-22. Every event MySQL committed for the sales reached each
+	// endpoint and the events topic, in order, signed (eventPromises).
+	s.eventPromises(add)
 
 	for _, pr := range s.programs {
 		pr.mu.Lock()

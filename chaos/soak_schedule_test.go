@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/hook"
 )
 
 // The soak's fault schedule is a pure function of the seed and the
@@ -30,6 +32,8 @@ const (
 	faultStall     = "mysql-stall"      // SIGSTOP of mariadbd, SIGCONT later
 	faultSkew      = "clock-skew"       // an api restarted with SECKILL_TEST_CLOCK_OFFSET
 	faultFlush     = "redis-flush"      // Redis loses everything (FLUSHALL); only pinned (pinnedFaults)
+	faultHookDown  = "endpoint-down"    // the faulty webhook endpoint refuses connections; only pinned
+	faultHookSlow  = "endpoint-slow"    // the faulty webhook endpoint answers in 30 s (slowStretches)
 )
 
 // soakPrograms are the programs the soak runs, by name.
@@ -37,6 +41,9 @@ var (
 	soakAPIs      = []string{"api1", "api2"}
 	soakConsumers = []string{"consumer1", "consumer2"}
 	soakServices  = []string{"redis", "mysql", "kafka"}
+	// hookFaulty is the webhook endpoint the endpoint faults hold
+	// (soak_hooks_test.go).
+	hookFaulty = "faulty"
 )
 
 // soakFault is one fault of the schedule: from At for For (0: instant).
@@ -65,6 +72,8 @@ func (f soakFault) String() string {
 		s += fmt.Sprintf(" %v±%v", f.Base, f.Jitter)
 	case faultSkew:
 		s += fmt.Sprintf(" offset %v", f.Offset)
+	case faultHookSlow:
+		s += fmt.Sprintf(" answers in %v", hookSlowAnswer)
 	}
 	if f.Why != "" {
 		s += " (pinned: " + f.Why + ")"
@@ -209,6 +218,7 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 		held.take(f)
 		s.Faults = append(s.Faults, f)
 	}
+	s.Faults = append(s.Faults, slowStretches(seed, d, held)...)
 	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 	return s
 }
@@ -236,7 +246,47 @@ func pinnedFaults(d time.Duration) []soakFault {
 			Why: "sale H from a copy taken before its draw"},
 		{At: d * 3 / 5, Kind: faultFlush, Target: "redis", For: 5 * time.Second,
 			Why: "sale G's room emptied again, sale H's alternates under way"},
+		{At: d / 5, Kind: faultHookDown, Target: hookFaulty, For: hookDownFor(d),
+			Why: "an endpoint down: its deliveries wait on the retry schedule"},
 	}
+}
+
+// hookDownFor is how long the faulty endpoint is down: two minutes (the
+// issue's fault), or 60 % of a shorter run, so that it comes back with a
+// fifth of the run left for the retries to catch up.
+func hookDownFor(d time.Duration) time.Duration { return min(2*time.Minute, d*3/5) }
+
+// hookSlowAnswer is how long the faulty endpoint takes to answer in an
+// endpoint-slow stretch: past the dispatcher's timeout (15 s by default),
+// so every delivery sent to it then fails after arriving.
+const hookSlowAnswer = 30 * time.Second
+
+// slowStretches draws the stretches in which the faulty endpoint answers
+// in hookSlowAnswer, 8-16 s each: one before it goes down (so every run of
+// a minute or more has one), then about one every 45 s where it is up.
+// They come from a PCG stream of their own, so that the other faults of a
+// seed are the same as before these were added.
+func slowStretches(seed uint64, d time.Duration, held *holds) []soakFault {
+	if d < time.Minute {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5eedb00c))
+	between := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(r.Int64N(int64(hi-lo)+1))).Round(10 * time.Millisecond)
+	}
+	var out []soakFault
+	down, end := d/5, d-time.Second
+	for at := between(time.Second, down-9*time.Second); at < end; at += time.Duration(r.ExpFloat64() * float64(45*time.Second)).Round(10 * time.Millisecond) {
+		f := soakFault{At: at, Kind: faultHookSlow, Target: hookFaulty, For: min(between(8*time.Second, 16*time.Second), end-at)}
+		if len(out) == 0 {
+			f.For = min(f.For, down-at-time.Second) // the first ends before the endpoint goes down
+		}
+		if held.free(f) {
+			held.take(f)
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func isServiceFault(kind string) bool {
@@ -344,6 +394,34 @@ func TestSoakScheduleIsAPureFunctionOfTheSeed(t *testing.T) {
 		}
 		if len(kinds) < 6 {
 			t.Fatalf("seed %d: only %d kinds of fault in 3 minutes: %s", seed, len(kinds), s.byKind())
+		}
+	}
+	// Every run of a minute or more has the faulty endpoint down once and
+	// slow at least once, and the retries outlast the down stretch
+	// (jitter takes up to a fifth off each wait) with 30 s to spare: a
+	// delivery it refused at the start is still being tried when it is
+	// back.
+	retries, err := hook.ParseSchedule(soakRetrySchedule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{time.Minute, 2 * time.Minute, 30 * time.Minute} {
+		for seed := uint64(1); seed <= 50; seed++ {
+			down, slow := 0, 0
+			for _, f := range makeSchedule(seed, d).Faults {
+				switch f.Kind {
+				case faultHookDown:
+					down++
+					if retries.Span()*4/5 < f.For+30*time.Second {
+						t.Fatalf("the retry schedule %s (%v) does not outlast %s", soakRetrySchedule, retries.Span(), f)
+					}
+				case faultHookSlow:
+					slow++
+				}
+			}
+			if down != 1 || slow == 0 {
+				t.Fatalf("seed %d over %v: %d endpoint-down, %d endpoint-slow; want 1 and at least 1", seed, d, down, slow)
+			}
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/lua"
@@ -69,6 +70,7 @@ func TestSoak(t *testing.T) {
 	svc := startPrivateServices(t)
 	s := newSoak(t, seed, sched, svc)
 	s.start()
+	s.setupHooks()
 	s.setupSales()
 	s.begin = time.Now()
 	clients := s.startClients(d)
@@ -90,6 +92,7 @@ type privateServices struct {
 	redis, mysql, kafka      int
 	kafkaProxied, kafkaBound int
 	apiPort                  int // the api instances listen on apiPort, apiPort+1
+	hookPort                 int // the flaky and faulty webhook endpoints' fronts: hookPort, hookPort+1 (soak_hooks_test.go)
 	redisAddr, mysqlDSN      string
 }
 
@@ -115,7 +118,7 @@ func startPrivateServices(t *testing.T) *privateServices {
 		t.Fatal(err)
 	}
 	ps := &privateServices{root: root, dir: dir, redis: base + 379, mysql: base + 306,
-		kafka: base + 92, kafkaProxied: base + 94, kafkaBound: base + 95, apiPort: base + 80}
+		kafka: base + 92, kafkaProxied: base + 94, kafkaBound: base + 95, apiPort: base + 80, hookPort: base + 86}
 	cache := os.Getenv("SECKILL_SERVICES_CACHE")
 	if cache == "" {
 		cache = filepath.Join(root, ".local", "cache") // the jars `make up` fetched
@@ -218,6 +221,10 @@ type soak struct {
 	kafkaPx  *proxytest.Proxy
 	log      *soakLog
 	sales    []*soakSale
+	hooks    []*soakHook // the shop's webhook endpoints (soak_hooks_test.go)
+	// eventsTopic is the run's own topic of the shop's events
+	// (SECKILL_OUTBOX_TOPIC).
+	eventsTopic string
 
 	begin time.Time // the schedule's start
 	// faultsRunning counts the service faults on (a program may exit
@@ -233,7 +240,8 @@ type soak struct {
 func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices) *soak {
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 4})
 	s := &soak{t: t, seed: seed, sched: sched, svc: svc, p: p, programs: map[string]*program{},
-		log: newSoakLog(), faultsRun: map[string]int{}, restoreAt: map[int]string{}}
+		log: newSoakLog(), faultsRun: map[string]int{}, restoreAt: map[int]string{},
+		eventsTopic: kafkatest.NewTopicOn(t, p.Brokers(), 4)}
 	t.Cleanup(func() {
 		if keepFolder(t) {
 			s.saveLogs()
@@ -260,6 +268,11 @@ func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices
 		"SECKILL_SWEEP_AFTER=4s",
 		"SECKILL_SWEEP_EVERY=1s",
 		"SECKILL_HEAL_EVERY=1s",
+		// The shop's events: to the run's own topic, and to endpoints on
+		// loopback (soak_hooks_test.go), retried within seconds.
+		"SECKILL_OUTBOX_TOPIC=" + s.eventsTopic,
+		"SECKILL_WEBHOOK_ALLOW_PRIVATE=true",
+		"SECKILL_WEBHOOK_RETRY_SCHEDULE=" + soakRetrySchedule,
 	}
 	for _, name := range append(append([]string{}, soakAPIs...), soakConsumers...) {
 		pr := &program{name: name, kind: "consumer"}
@@ -509,6 +522,8 @@ func (s *soak) startFault(i int, f soakFault) {
 		pr.offset = f.Offset
 		pr.mu.Unlock()
 		s.restartClean(pr)
+	case faultHookDown, faultHookSlow:
+		s.startHookFault(f)
 	}
 }
 
@@ -542,6 +557,8 @@ func (s *soak) endFault(i int, f soakFault) {
 		pr.offset = 0
 		pr.mu.Unlock()
 		s.restartClean(pr)
+	case faultHookDown, faultHookSlow:
+		s.endHookFault(f)
 	}
 }
 

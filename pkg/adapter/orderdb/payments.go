@@ -46,7 +46,10 @@ func (r paymentRow) toPayment() payment.Transaction {
 // and the payment is a REFUND, so the outcome never waits for the closer;
 // the sale's row is read with a shared lock (saleCancelled), so a
 // concurrent cancel is either seen or waits for this transaction. The
-// caller checked the amount against the order's.
+// order returned is read with a lock too: the latest committed row, the
+// one the outcome was decided on, even in a caller's unit whose snapshot
+// is older (the refund.owed event states its status). The caller checked
+// the amount against the order's.
 func (s *Payments) RecordPayment(ctx context.Context, p payment.Transaction) (payment.Recorded, error) {
 	var out payment.Recorded
 	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
@@ -116,11 +119,11 @@ func (s *Payments) RecordPayment(ctx context.Context, p payment.Transaction) (pa
 	} else if err != nil {
 		return payment.Recorded{}, wrap("record payment", err)
 	}
-	o, err := s.orders.Order(ctx, out.Payment.OrderNo)
-	if err != nil {
-		return payment.Recorded{}, err
+	var orow orderRow
+	if err := s.db(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no = ?", out.Payment.OrderNo).Take(&orow).Error; err != nil {
+		return payment.Recorded{}, wrap("read order", err)
 	}
-	out.Order = o
+	out.Order = orow.toOrder()
 	return out, nil
 }
 
