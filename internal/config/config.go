@@ -437,8 +437,8 @@ func WebhookSettings(e *Env) Webhooks {
 	w := Webhooks{
 		AllowPrivate: e.Bool("SECKILL_WEBHOOK_ALLOW_PRIVATE", false),
 		Timeout:      e.Duration("SECKILL_WEBHOOK_TIMEOUT", 15*time.Second),
-		Concurrency:  e.Int("SECKILL_WEBHOOK_CONCURRENCY", 8, 1, 64),
-		Batch:        e.Int("SECKILL_WEBHOOK_BATCH", 200, 1, 1000),
+		Concurrency:  e.Int("SECKILL_WEBHOOK_CONCURRENCY", 32, 1, 256),
+		Batch:        e.Int("SECKILL_WEBHOOK_BATCH", 1000, 1, 5000),
 		Every:        e.Duration("SECKILL_WEBHOOK_EVERY", 100*time.Millisecond),
 		Schedule:     hook.DefaultSchedule,
 		DisableAfter: e.Duration("SECKILL_WEBHOOK_DISABLE_AFTER", 24*time.Hour),

@@ -135,11 +135,13 @@ func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		dialer.Control = refuseDial
 	}
 	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   32, // a dispatcher sends to one endpoint several at a time
+		Proxy:             nil,
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
+		MaxIdleConns:      512,
+		// A dispatcher sends to one endpoint up to SECKILL_WEBHOOK_CONCURRENCY
+		// (at most 256) at a time: each keeps its connection for the next.
+		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,
