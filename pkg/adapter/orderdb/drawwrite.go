@@ -10,15 +10,6 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
 
-// Written is what WriteEntries did with a batch of entries.
-type Written struct {
-	// New counts the entries written; Known the ones MySQL had (a buyer's
-	// entry, published again by a retry); Late the ones refused because
-	// the draw no longer took entries (drawn, or outside the sale's window
-	// by MySQL's row of it).
-	New, Known, Late int
-}
-
 // entryRows bounds one INSERT's rows (six placeholders each).
 const entryRows = 2000
 
@@ -31,30 +22,36 @@ const entryRows = 2000
 // entry taken outside the sale's window by MySQL's row (an api whose copy
 // of the sale predated an end or a cancel) is Late too. It is idempotent:
 // a batch written again finds its entries Known.
-func (s *Draws) WriteEntries(ctx context.Context, entries []draw.EntryEvent) (Written, error) {
-	var out Written
-	bySale := map[int64][]draw.EntryEvent{}
-	var order []int64
-	for _, e := range entries {
+func (s *Draws) WriteEntries(ctx context.Context, entries []draw.EntryEvent) (draw.Written, error) {
+	out := draw.Written{IsLate: make([]bool, len(entries))}
+	bySale := map[int64][]int{}
+	var sales []int64
+	for i, e := range entries {
 		if bySale[e.ActivityID] == nil {
-			order = append(order, e.ActivityID)
+			sales = append(sales, e.ActivityID)
 		}
-		bySale[e.ActivityID] = append(bySale[e.ActivityID], e)
+		bySale[e.ActivityID] = append(bySale[e.ActivityID], i)
 	}
-	for _, sale := range order {
-		w, err := s.writeSale(ctx, sale, bySale[sale])
+	for _, sale := range sales {
+		idx := bySale[sale]
+		w, err := s.writeSale(ctx, sale, entries, idx)
 		if err != nil {
 			return out, wrap("write entries", err)
 		}
 		out.New, out.Known, out.Late = out.New+w.New, out.Known+w.Known, out.Late+w.Late
+		for j, late := range w.IsLate {
+			out.IsLate[idx[j]] = late
+		}
 	}
 	return out, nil
 }
 
-func (s *Draws) writeSale(ctx context.Context, sale int64, entries []draw.EntryEvent) (Written, error) {
-	var out Written
+// writeSale writes entries[idx], all of sale, in one transaction; its
+// IsLate is idx's.
+func (s *Draws) writeSale(ctx context.Context, sale int64, entries []draw.EntryEvent, idx []int) (draw.Written, error) {
+	var out draw.Written
 	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
-		out = Written{}
+		out = draw.Written{IsLate: make([]bool, len(idx))}
 		// The draw's row first, locked: a run holds it until its commit.
 		var d drawRow
 		err := tx.Raw("SELECT activity_draws.state, activity_draws.entries_close_at FROM activity_draws WHERE activity_id = ? FOR UPDATE", sale).
@@ -67,9 +64,11 @@ func (s *Draws) writeSale(ctx context.Context, sale int64, entries []draw.EntryE
 			return err
 		}
 		var in []draw.EntryEvent
-		for _, e := range entries {
+		for j, i := range idx {
+			e := entries[i]
 			if d.State != draw.StateOpen || !inWindow(e.AcceptedAt, a, d.EntriesCloseAt) {
 				out.Late++
+				out.IsLate[j] = true
 				continue
 			}
 			in = append(in, e)

@@ -2,6 +2,7 @@ package orderdb_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -98,8 +99,8 @@ func TestWriteEntriesKeepsMySQLsWindow(t *testing.T) {
 	w, err := db.Draws.WriteEntries(ctx, []draw.EntryEvent{
 		entryEvent(a, "early", 0, a.StartsAt.Add(-time.Millisecond)), in,
 		entryEvent(a, "at-close", 0, closes), entryEvent(a, "last", 0, closes.Add(-time.Millisecond)), second})
-	if err != nil || w.New != 2 || w.Known != 1 || w.Late != 2 {
-		t.Fatalf("written %+v, %v; want 2 new, 1 known, 2 late", w, err)
+	if err != nil || w.New != 2 || w.Known != 1 || w.Late != 2 || !slices.Equal(w.IsLate, []bool{true, false, true, false, false}) {
+		t.Fatalf("written %+v, %v; want 2 new, 1 known, 2 late (the first and the third)", w, err)
 	}
 	got, err := db.Draws.EntryOf(ctx, a.ID, "in")
 	if err != nil || got.ID != in.EntryID || got.ItemID != in.ItemID {
@@ -114,8 +115,11 @@ func TestWriteEntriesKeepsMySQLsWindow(t *testing.T) {
 	if _, err := db.Activities.EndActivity(ctx, a.ID, cancelled, activity.CancelNow); err != nil {
 		t.Fatal(err)
 	}
-	w, err = db.Draws.WriteEntries(ctx, []draw.EntryEvent{entryEvent(a, "after-cancel", 0, cancelled.Add(time.Millisecond))})
-	if err != nil || w.Late != 1 || w.New != 0 {
-		t.Fatalf("after the cancel: %+v, %v; want it late", w, err)
+	// With another sale's entries in the batch, each sale by its own row.
+	b := drawSale(t, db, closes, 5)
+	w, err = db.Draws.WriteEntries(ctx, []draw.EntryEvent{entryEvent(b, "x", 0, b.StartsAt), entryEvent(a, "after-cancel", 0, cancelled.Add(time.Millisecond)),
+		entryEvent(b, "y", 0, b.StartsAt)})
+	if err != nil || w.Late != 1 || w.New != 2 || !slices.Equal(w.IsLate, []bool{false, true, false}) {
+		t.Fatalf("after the cancel: %+v, %v; want a's entry late, b's two new", w, err)
 	}
 }

@@ -28,14 +28,6 @@ var entryTakeScript = redis.NewScript(lua.Source("entry_take"))
 // idempotent, so running it again is the resolution.
 const entryAttempts = 3
 
-// DrawWindow is when a draw sale takes entries, and how long its keys live.
-type DrawWindow struct {
-	// Tag is the sale's first item, whose hash tag the sale's keys share.
-	Tag                int64
-	StartsAt, ClosesAt time.Time
-	KeysUntil          time.Time
-}
-
 func (k Keys) entries(activity int64, part string) string {
 	return k.group() + "draw:" + strconv.FormatInt(activity, 10) + ":" + part
 }
@@ -45,23 +37,13 @@ func (s *Entries) entryKeys(tag, activity int64) []string {
 	return []string{k.entries(activity, "entries"), k.entries(activity, "closed")}
 }
 
-// Refusals of TakeEntry.
-var (
-	// ErrEntriesClosed: the sale's end, cancel or draw closed its entries.
-	ErrEntriesClosed = errors.New("the draw's entries are closed")
-	// ErrEntriesNotOpen: the shared clock is before the sale's start.
-	ErrEntriesNotOpen = errors.New("the draw takes no entries before the sale starts")
-	// ErrEntriesOver: the shared clock is past the entries' close.
-	ErrEntriesOver = errors.New("the draw's entries closed at their time")
-)
-
 // TakeEntry takes e (id: draw.EntryIDFor) in w's sale, unless the buyer
 // has an entry there: then that entry is returned and added is false,
 // whatever the window. A new entry is taken only inside w by e.At and
-// while the sale's entries are not closed (ErrEntriesClosed,
-// ErrEntriesNotOpen, ErrEntriesOver otherwise). A lost answer is resolved
+// while the sale's entries are not closed (draw.ErrEntriesClosed,
+// draw.ErrEntriesNotOpen, draw.ErrEntriesOver otherwise). A lost answer is resolved
 // by running the script again: a second run finds the entry (added false).
-func (s *Entries) TakeEntry(ctx context.Context, w DrawWindow, e draw.NewEntry, id string) (a draw.Accepted, added bool, err error) {
+func (s *Entries) TakeEntry(ctx context.Context, w draw.Window, e draw.NewEntry, id string) (a draw.Accepted, added bool, err error) {
 	keys := s.entryKeys(w.Tag, e.ActivityID)
 	ttl := max(w.KeysUntil.Sub(e.At), time.Minute).Milliseconds()
 	args := []any{w.StartsAt.UnixMilli(), w.ClosesAt.UnixMilli(), ttl,
@@ -85,11 +67,11 @@ func (s *Entries) TakeEntry(ctx context.Context, w DrawWindow, e draw.NewEntry, 
 	case 0:
 		switch val {
 		case "closed":
-			return a, false, ErrEntriesClosed
+			return a, false, draw.ErrEntriesClosed
 		case "early":
-			return a, false, ErrEntriesNotOpen
+			return a, false, draw.ErrEntriesNotOpen
 		}
-		return a, false, ErrEntriesOver
+		return a, false, draw.ErrEntriesOver
 	case 1, 2:
 		a, err = draw.ParseAccepted(val)
 		if err != nil {

@@ -19,7 +19,7 @@ var entryKey = []byte("entries test key")
 
 // entryWindow is a draw sale of activity 7 over item (its tag) taking
 // entries for a minute from roomStart.
-var entryWindow = stockredis.DrawWindow{Tag: item, StartsAt: roomStart, ClosesAt: roomStart.Add(time.Minute), KeysUntil: roomStart.Add(time.Hour)}
+var entryWindow = draw.Window{Tag: item, StartsAt: roomStart, ClosesAt: roomStart.Add(time.Minute), KeysUntil: roomStart.Add(time.Hour)}
 
 func newEntry(user string, size int64, at time.Time) (draw.NewEntry, string) {
 	return draw.NewEntry{ActivityID: 7, UserID: user, ItemID: size, Quantity: 1, At: at}, draw.EntryIDFor(entryKey, 7, user)
@@ -36,7 +36,7 @@ func TestTakeEntryWindowAndOnePerBuyer(t *testing.T) {
 			e, id := newEntry(user, size, at)
 			return s.Entries.TakeEntry(ctx, entryWindow, e, id)
 		}
-		if _, _, err := take("early", item, roomStart.Add(-time.Millisecond)); !errors.Is(err, stockredis.ErrEntriesNotOpen) {
+		if _, _, err := take("early", item, roomStart.Add(-time.Millisecond)); !errors.Is(err, draw.ErrEntriesNotOpen) {
 			t.Fatalf("a millisecond before the start: %v, want ErrEntriesNotOpen", err)
 		}
 		a, added, err := take("u1", item, roomStart)
@@ -47,7 +47,7 @@ func TestTakeEntryWindowAndOnePerBuyer(t *testing.T) {
 		if _, added, err := take("u2", item, last); err != nil || !added {
 			t.Fatalf("a millisecond before the close: %v, %v", added, err)
 		}
-		if _, _, err := take("u3", item, entryWindow.ClosesAt); !errors.Is(err, stockredis.ErrEntriesOver) {
+		if _, _, err := take("u3", item, entryWindow.ClosesAt); !errors.Is(err, draw.ErrEntriesOver) {
 			t.Fatalf("at the close: %v, want ErrEntriesOver", err)
 		}
 		// Again, for another size and after the close: the first entry.
@@ -58,7 +58,7 @@ func TestTakeEntryWindowAndOnePerBuyer(t *testing.T) {
 		if err := s.Entries.CloseEntries(ctx, item, 7, entryWindow.KeysUntil); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := take("u4", item, roomStart.Add(time.Second)); !errors.Is(err, stockredis.ErrEntriesClosed) {
+		if _, _, err := take("u4", item, roomStart.Add(time.Second)); !errors.Is(err, draw.ErrEntriesClosed) {
 			t.Fatalf("after the sale's entries closed: %v, want ErrEntriesClosed", err)
 		}
 		if got, err := s.Entries.AcceptedEntry(ctx, item, 7, "u1"); err != nil || got != a {

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,3 +51,21 @@ func ParseAccepted(s string) (Accepted, error) {
 	}
 	return Accepted{Entry: Entry{ID: f[0], ItemID: item, Quantity: qty}, At: time.UnixMilli(ms).UTC()}, nil
 }
+
+// Window is when a draw sale takes entries, and how long Redis keeps them.
+type Window struct {
+	// Tag is the sale's first item, whose hash tag the sale's keys share.
+	Tag                int64
+	StartsAt, ClosesAt time.Time
+	KeysUntil          time.Time
+}
+
+// Refusals of a new entry by Redis.
+var (
+	// ErrEntriesClosed: the sale's end, cancel or draw closed its entries.
+	ErrEntriesClosed = errors.New("the draw's entries are closed")
+	// ErrEntriesNotOpen: the shared clock is before the sale's start.
+	ErrEntriesNotOpen = errors.New("the draw takes no entries before the sale starts")
+	// ErrEntriesOver: the shared clock is past the entries' close.
+	ErrEntriesOver = errors.New("the draw's entries closed at their time")
+)

@@ -53,3 +53,14 @@ func (e EntryEvent) Entry() BuyerEntry {
 	return BuyerEntry{Entry: Entry{ID: e.EntryID, ItemID: e.ItemID, Quantity: e.Quantity}, ActivityID: e.ActivityID,
 		UserID: e.UserID, CreatedAt: e.AcceptedAt}
 }
+
+// Written is what a write of entries (orderdb.Draws.WriteEntries) did with a batch of entries.
+type Written struct {
+	// New counts the entries written; Known the ones MySQL had (a buyer's
+	// entry, published again by a retry); Late the ones refused because
+	// the draw no longer took entries (drawn, or outside the sale's window
+	// by MySQL's row of it).
+	New, Known, Late int
+	// IsLate says, for each entry given, whether it was Late.
+	IsLate []bool
+}
