@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
 	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
 
@@ -186,4 +187,30 @@ func TestEntriesAreExactlyTheAnsweredThroughFaults(t *testing.T) {
 	if err := draw.Verify(rec); err != nil || len(rec.Entries) != len(rows) {
 		t.Errorf("the record (%d entries of %d ranked) does not verify: %v", len(rec.Entries), len(rows), err)
 	}
+}
+
+// An operator's end closes a draw sale's entries at once on every api
+// instance, also on one whose copy of the sale is from before the end
+// (copies live up to a second): its next entry is refused, never answered
+// 201 and then dropped by MySQL's window.
+func TestEndingADrawClosesItsEntriesEverywhere(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	ender, other := p.StartAPI(), p.StartAPI()
+	p.StartConsumer()
+	s := ender.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{5}, EntriesCloseIn: time.Minute})
+	if code, e, err := other.Enter("1", s.ActivityID, s.Items[0].ID); err != nil || code != 201 {
+		t.Fatalf("an entry before the end: %d %+v %v", code, e, err)
+	}
+	// other's copy of the sale is fresh now; the end goes through ender.
+	if code, err := ender.Do("POST", fmt.Sprintf("/admin/v1/activities/%d/end", s.ActivityID), 1, auth.RoleAdmin, nil, nil, nil); err != nil || code != 200 {
+		t.Fatalf("end: %d %v", code, err)
+	}
+	code, e, err := other.Enter("2", s.ActivityID, s.Items[0].ID)
+	if err != nil || code != 409 || e.Error.Code != "ACTIVITY_NOT_ACTIVE" {
+		t.Fatalf("an entry right after the end on the other instance: %d %+v %v, want 409 ACTIVITY_NOT_ACTIVE", code, e, err)
+	}
+	waittest.Until(t, 30*time.Second, "the first entry in MySQL", func() bool {
+		return p.Count("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", s.ActivityID) == 1
+	})
 }

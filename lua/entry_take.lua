@@ -4,7 +4,7 @@
 -- the entry that was made (ADR 7).
 --
 -- KEYS[1] entries hash: user -> "<entry id>|<item>|<quantity>|<accepted ms>"
--- KEYS[2] closed  set by the sale's end, cancel or draw: no entry after it
+-- KEYS[2] closed  set by the sale's end or cancel: no entry after it
 -- ARGV[1] the sale's start (ms)
 -- ARGV[2] the entries' close (ms)
 -- ARGV[3] the keys' lifetime from now (ms)

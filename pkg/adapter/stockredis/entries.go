@@ -100,8 +100,8 @@ func (s *Entries) AcceptedEntry(ctx context.Context, tag, activity int64, user s
 }
 
 // CloseEntries closes the sale's entries, for good, until keysUntil: no
-// new entry is taken after it whatever the clocks say (the sale ended, was
-// cancelled, or drawn). It is idempotent.
+// new entry is taken after it whatever the clocks say (the sale ended or
+// was cancelled). It is idempotent.
 func (s *Entries) CloseEntries(ctx context.Context, tag, activity int64, keysUntil time.Time) error {
 	ttl := max(time.Until(keysUntil), time.Minute)
 	if err := s.rdb.Set(ctx, s.entryKeys(tag, activity)[1], "1", ttl).Err(); err != nil {

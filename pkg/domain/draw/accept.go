@@ -62,7 +62,7 @@ type Window struct {
 
 // Refusals of a new entry by Redis.
 var (
-	// ErrEntriesClosed: the sale's end, cancel or draw closed its entries.
+	// ErrEntriesClosed: the sale's end or cancel closed its entries.
 	ErrEntriesClosed = errors.New("the draw's entries are closed")
 	// ErrEntriesNotOpen: the shared clock is before the sale's start.
 	ErrEntriesNotOpen = errors.New("the draw takes no entries before the sale starts")
