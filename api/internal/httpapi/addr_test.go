@@ -50,6 +50,15 @@ func newAddrSales(t *testing.T, a httpapi.Addresses) *addrSales {
 	return s
 }
 
+// spec checks answers to requests from peer against docs/openapi.yaml.
+func (s *addrSales) spec(t *testing.T, peer string) *specCheck {
+	t.Helper()
+	c := *s.ts
+	c.url = "http://api"
+	c.client = &http.Client{Transport: fromAddr{h: s.handler, remote: netip.AddrPortFrom(netip.MustParseAddr(peer), 40000).String()}}
+	return newSpecCheck(t, &c)
+}
+
 // from is a request as if from peer (an address, the port added) with the
 // headers.
 func (s *addrSales) from(t *testing.T, peer string, header map[string]string, r request) response {
@@ -195,6 +204,9 @@ func TestAddressLimitPerIPv4AndIPv6Prefix(t *testing.T) {
 		wantLimited(t, tk.do(t, "192.0.2.10", nil, next()))
 		wantLimited(t, tk.do(t, "2001:db8:1:1::77", nil, next()))
 	}
+	// The answer is the spec's.
+	sc := s.spec(t, "192.0.2.10")
+	wantLimited(t, sc.do(t, request{method: "POST", path: fmt.Sprintf("/api/v1/activities/%d/queue", s.room), token: buyerToken(t, next())}, http.StatusTooManyRequests))
 	// Reads are not the per-address limit's: the limited address lists
 	// its buyer's orders.
 	if r := s.from(t, "192.0.2.10", nil, request{method: "GET", path: "/api/v1/orders", token: buyerToken(t, 1)}); r.status != http.StatusOK {
@@ -227,9 +239,16 @@ func TestDeniedAddressRanges(t *testing.T) {
 			}
 		})
 	}
-	// Without a token too: the address is refused first.
-	r := s.from(t, "203.0.113.1", nil, request{method: "POST", path: "/api/v1/orders", body: fmt.Sprintf(`{"activity_id":%d}`, s.sale)})
-	wantError(t, r, http.StatusForbidden, "ADDRESS_DENIED")
+	// Without a token too: the address is refused first. The answers are
+	// the spec's.
+	sc := s.spec(t, "203.0.113.1")
+	for _, r := range []request{
+		{method: "POST", path: "/api/v1/orders", header: map[string]string{"Idempotency-Key": "k"}, body: fmt.Sprintf(`{"activity_id":%d}`, s.sale)},
+		{method: "POST", path: fmt.Sprintf("/api/v1/activities/%d/queue", s.room)},
+		{method: "POST", path: fmt.Sprintf("/api/v1/activities/%d/entries", s.draw), token: buyerToken(t, 1000), body: fmt.Sprintf(`{"item_id":%d}`, s.drawItem)},
+	} {
+		wantError(t, sc.do(t, r, http.StatusForbidden), http.StatusForbidden, "ADDRESS_DENIED")
+	}
 	// Reads from a denied range are served: the sale page, a buyer's
 	// orders, a draw entry's state.
 	for _, path := range []string{fmt.Sprintf("/api/v1/activities/%d", s.sale), "/api/v1/orders"} {
