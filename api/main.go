@@ -136,7 +136,7 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 	if err != nil {
 		return nil, err
 	}
-	handler := httpapi.New(svc, wiring.Services(svc, b.db, log, cfg.privateHooks), verifier, ready, log, httpapi.WithRateLimits(cfg.limits),
+	handler := httpapi.New(svc, wiring.Services(svc, b.db, log, cfg.privateHooks), verifier, ready, log, httpapi.WithRateLimits(cfg.limits), httpapi.WithAddresses(cfg.addrs),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
 		httpapi.WithPayments(cfg.paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(cfg.buyerPay),
 		httpapi.WithTracer(b.tracer))
