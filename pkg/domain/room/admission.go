@@ -1,6 +1,7 @@
 package room
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hkdf"
 	"crypto/sha256"
@@ -45,9 +46,26 @@ func PublicKey(key []byte) ed25519.PublicKey {
 // Sign is the admission as a token (an a2 of package admission): the
 // HMAC-SHA256 under key that the api checks on each order, and the
 // Ed25519 signature under SigningKey(key) that a shop's checkout checks.
-func Sign(key []byte, a Admission) string {
-	return admission.Sign(SigningKey(key), key, a)
+func Sign(key []byte, a Admission) string { return NewSigner(key).Sign(a) }
+
+// Signer signs one sale's admissions. The derivation of its Ed25519 key
+// costs more than a signature, so a process that signs a sale's admissions
+// again and again keeps one Signer per sale.
+type Signer struct {
+	key     []byte
+	private ed25519.PrivateKey
 }
+
+// NewSigner is the signer for the sale whose admission secret is key.
+func NewSigner(key []byte) *Signer {
+	return &Signer{key: bytes.Clone(key), private: SigningKey(key)}
+}
+
+// Signs reports whether s signs for the secret key.
+func (s *Signer) Signs(key []byte) bool { return bytes.Equal(s.key, key) }
+
+// Sign is Sign(key, a) for s's key.
+func (s *Signer) Sign(a Admission) string { return admission.Sign(s.private, s.key, a) }
 
 // Verify checks token for activity and user at now: its HMAC is key's
 // (an a1 token from before the signatures is taken until it expires, as an
