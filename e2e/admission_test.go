@@ -22,9 +22,9 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// roomKey reads sale's admission key from the admin route, in both its
+// saleRoomKey reads sale's admission key from the admin route, in both its
 // forms, and checks they are one key.
-func roomKey(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale) ed25519.PublicKey {
+func saleRoomKey(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale) ed25519.PublicKey {
 	t.Helper()
 	var v struct {
 		ActivityID int64           `json:"activity_id"`
@@ -46,8 +46,8 @@ func roomKey(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale) ed25519.P
 	return key
 }
 
-// admitted joins user to s's room and polls until the queue admits them.
-func admitted(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user int64) queueAnswer {
+// admittedTo joins user to s's room and polls until the queue admits them.
+func admittedTo(t *testing.T, api *pipelinetest.API, s pipelinetest.Sale, user int64) queueAnswer {
 	t.Helper()
 	queue(t, api, "POST", s, user)
 	var q queueAnswer
@@ -76,14 +76,14 @@ func TestShopVerifiesTheRoomsAdmissions(t *testing.T) {
 	s := api.CreateSaleWith(5, pipelinetest.SaleOptions{WaitingRoom: room})
 	other := api.CreateSaleWith(5, pipelinetest.SaleOptions{WaitingRoom: room})
 	const buyer, second = 1, 2
-	adm, secondAdm, otherAdm := admitted(t, api, s, buyer), admitted(t, api, s, second), admitted(t, api, other, buyer)
+	adm, secondAdm, otherAdm := admittedTo(t, api, s, buyer), admittedTo(t, api, s, second), admittedTo(t, api, other, buyer)
 
-	key, otherKey := roomKey(t, api, s), roomKey(t, api, other)
+	key, otherKey := saleRoomKey(t, api, s), saleRoomKey(t, api, other)
 	if key.Equal(otherKey) {
 		t.Fatal("two sales have one key")
 	}
 	again := p.StartAPI() // every instance derives the same key
-	if k := roomKey(t, again, s); !k.Equal(key) {
+	if k := saleRoomKey(t, again, s); !k.Equal(key) {
 		t.Fatalf("another api's key for the sale: %x, want %x", k, key)
 	}
 	plain := api.CreateSale(5, 1)
