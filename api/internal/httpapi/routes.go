@@ -61,6 +61,7 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	admin.POST("/activities/:id/end", s.endActivity)
 	admin.POST("/activities/:id/cancel", s.cancelActivity)
 	admin.GET("/activities/:id/summary", s.activitySummary)
+	admin.GET("/activities/:id/room/key", s.roomKey)
 	admin.POST("/webhooks", s.createWebhook)
 	admin.GET("/webhooks", s.listWebhooks)
 	admin.GET("/webhooks/:id", s.getWebhook)
