@@ -117,15 +117,20 @@ func Digest(entries []Entry) string {
 	h := sha256.New()
 	var line []byte
 	for _, e := range sorted {
-		line = append(line[:0], e.ID...)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, e.ItemID, 10)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, int64(e.Quantity), 10)
-		line = append(line, '\n')
+		line = digestLine(line[:0], e)
 		h.Write(line)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// digestLine appends e's line of the digest to line.
+func digestLine(line []byte, e Entry) []byte {
+	line = append(line, e.ID...)
+	line = append(line, ',')
+	line = strconv.AppendInt(line, e.ItemID, 10)
+	line = append(line, ',')
+	line = strconv.AppendInt(line, int64(e.Quantity), 10)
+	return append(line, '\n')
 }
 
 // Key is an entry's key in the ranking: HMAC-SHA256(seed, entry id).

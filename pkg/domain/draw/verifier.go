@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -230,12 +229,7 @@ func (v *Verifier) digest() (string, []error) {
 		if i > 0 && v.compareIDs(int(order[i-1]), int(pos)) == 0 {
 			again = append(again, pos)
 		}
-		line = append(line[:0], e.ID...)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, e.ItemID, 10)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, int64(e.Quantity), 10)
-		line = append(line, '\n')
+		line = digestLine(line[:0], e.Entry)
 		h.Write(line)
 	}
 	slices.Sort(again)
