@@ -10,12 +10,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
+	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
@@ -232,5 +239,67 @@ func TestDrawRecordTamperedIsCaughtStreaming(t *testing.T) {
 	}
 	if got := v.Err(); got == nil || got.Error() != want.Error() {
 		t.Fatalf("streaming:\n%v\nwant:\n%v", got, want)
+	}
+}
+
+// A record whose MySQL read fails before its first byte answers a plain
+// error; one that fails midway ends with the connection dropped, so no
+// client takes the bytes it got for a whole record.
+func TestDrawRecordCutShortIsNoRecord(t *testing.T) {
+	ts := newTestServer(t)
+	a, _ := drawSale(t, ts.db, 100, 100)
+	seedDrawn(t, ts.db, a, 25_000, 100)
+	// The draws' reads go through a proxy that can lose MySQL's answers
+	// (parameters interpolated, so the query's text is on the wire).
+	cfg, err := mysqldrv.ParseDSN(ts.db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := proxytest.Start(t, cfg.Addr, proxytest.MySQL)
+	cfg.Addr, cfg.InterpolateParams = proxy.Addr(), true
+	proxied, err := orderdb.Open(orderdb.Config{DSN: cfg.FormatDSN(), MaxOpenConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxied.Close() })
+	services := ts.services(ts.svc, testLogger(t))
+	services.Draws.Store = proxied.Draws
+	srv := httptest.NewServer(httpapi.New(ts.svc, services, auth.NewVerifier(testSecret), nil, testLogger(t)))
+	t.Cleanup(srv.Close)
+	page := func(after int) proxytest.Matcher {
+		return proxytest.MySQLQuery(fmt.Sprintf("SELECT `draw_rank`,`entry_id`,`item_id`,`quantity`,`outcome` FROM `draw_results` WHERE activity_id = %d AND draw_rank > %d ", a.ID, after))
+	}
+	path := fmt.Sprintf("/api/v1/activities/%d/draw", a.ID)
+
+	proxy.LoseReply(page(0), 1)
+	wantError(t, ts.do(t, srv.URL, request{method: "GET", path: path, header: map[string]string{"Accept-Encoding": "identity"}}), http.StatusServiceUnavailable, "UNAVAILABLE")
+	if proxy.Lost() != 1 {
+		t.Fatalf("%d answers lost, want the first page's", proxy.Lost())
+	}
+
+	for _, enc := range []string{"identity", "gzip"} {
+		proxy.LoseReply(page(10_000), 1)
+		lost := proxy.Lost()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Accept-Encoding", enc)
+		res, err := ts.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || err == nil {
+			t.Fatalf("%s: %d, %d bytes, read error %v; want 200 and the body failing", enc, res.StatusCode, len(body), err)
+		}
+		if proxy.Lost() != lost+1 {
+			t.Fatalf("%s: the second page's answer was not lost", enc)
+		}
+		if enc == "identity" && (len(body) < 100_000 || json.Valid(body)) {
+			t.Fatalf("%s: %d bytes before the cut, valid JSON %v; want the first page, cut", enc, len(body), json.Valid(body))
+		}
+	}
+	// Whole again once MySQL answers.
+	if r := ts.do(t, srv.URL, request{method: "GET", path: path, header: map[string]string{"Accept-Encoding": "identity"}}); r.status != http.StatusOK || !json.Valid(r.body) {
+		t.Fatalf("after the faults: %d, valid %v", r.status, json.Valid(r.body))
 	}
 }
