@@ -52,10 +52,8 @@ type Server struct {
 	unmatched      *metrics.Route
 
 	salePages *salePages
-	// drawRecords are the draws published once drawn.
-	drawRecords drawRecords
-	rooms       *waitingroom.Service
-	webhooks    *webhooks.Service
+	rooms     *waitingroom.Service
+	webhooks  *webhooks.Service
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
