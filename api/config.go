@@ -30,6 +30,7 @@ type settings struct {
 	window      time.Duration // the payment window of sales that set none
 	drawGrace   time.Duration // until when after a draw's close an entry is answered (ADR 7)
 	limits      httpapi.RateLimits
+	addrs       httpapi.Addresses
 	admin       metrics.AdminConfig
 	clockOffset time.Duration
 	// privateHooks lets operators register webhook endpoints on loopback
@@ -58,6 +59,7 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 			PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
 			PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),
 		},
+		addrs:        addresses(env),
 		admin:        config.Admin(env, ""),
 		clockOffset:  config.TestClockOffset(env),
 		privateHooks: config.WebhookSettings(env).AllowPrivate,
@@ -71,14 +73,33 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 	return s, nil
 }
 
+// addresses reads the per-address limit (SECKILL_RATE_LIMIT_ADDR), the
+// deny list and the trusted proxies.
+func addresses(env *config.Env) httpapi.Addresses {
+	c := config.Addresses(env)
+	return httpapi.Addresses{PerAddress: float64(env.Int("SECKILL_RATE_LIMIT_ADDR", 0, 0, 10_000_000)),
+		Deny: c.Deny, TrustedProxies: c.TrustedProxies, Header: c.Header}
+}
+
 // logStart writes the start-up line, secrets masked.
 func (s settings) logStart(log *slog.Logger) {
 	log.Info("api starting", "addr", s.addr, "redis", s.redis.Addrs, "redis_cluster", s.redis.Cluster,
 		"kafka", s.kafka.Brokers, "topic", s.kafka.Topic, "jwt_mode", authMode(s.auth), "jwt_issuer", s.auth.Issuer,
 		"jwt_audience", s.auth.Audience, "jwt_user_claim", s.auth.UserClaim, "jwt_role_claim", s.auth.RoleClaim,
 		"payment_secret", masked(s.paySecret), "buyer_pay", s.buyerPay, "payment_window", s.window.String(),
-		"rate_limit_user", s.limits.PerUser, "rate_limit_ip", s.limits.PerIP, "admin_addr", s.admin.Addr,
+		"rate_limit_user", s.limits.PerUser, "rate_limit_ip", s.limits.PerIP, "rate_limit_addr", s.addrs.PerAddress,
+		"deny_cidrs", len(s.addrs.Deny), "trusted_proxies", s.addrs.TrustedProxies, "client_ip_header", clientIPHeader(s.addrs),
+		"admin_addr", s.admin.Addr,
 		"pprof", s.admin.Pprof, "log_level", s.level)
+}
+
+// clientIPHeader names the header the client address is read from, or
+// says that none is: without a trusted proxy the header is ignored.
+func clientIPHeader(a httpapi.Addresses) string {
+	if len(a.TrustedProxies) == 0 {
+		return "[none: the peer's address]"
+	}
+	return a.Header
 }
 
 // masked says whether a secret is set, never what it is.

@@ -149,6 +149,7 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 	entries := &draws.Accepting{Taking: b.store.Entries, Publisher: b.entryPub, Key: b.numberKey, Grace: cfg.drawGrace,
 		KeysFor: func(a activity.Activity) time.Time { return a.KeysLiveUntil(cfg.window) }}
 	handler := httpapi.New(svc, wiring.Services(svc, b.db, log, cfg.privateHooks, entries), verifier, ready, log, httpapi.WithRateLimits(cfg.limits),
+		httpapi.WithAddresses(cfg.addrs),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
 		httpapi.WithPayments(cfg.paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(cfg.buyerPay),
 		httpapi.WithTracer(b.tracer))

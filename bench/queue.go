@@ -451,19 +451,27 @@ func (q *queueRun) probe(ctx context.Context, w, i, k int) load.Outcome {
 	return o
 }
 
-// forge alters the first character of an admission's signature (its last
-// part): the api must refuse it. The first, not the last: a base64
-// decoder may ignore the last character's spare bits.
+// forge alters the first character of an admission's mac (its fifth
+// part, the one the api checks; an a2's sixth, the Ed25519 signature, is
+// for the shop's own checkout): the api must refuse it. The first, not the
+// last: a base64 decoder may ignore the last character's spare bits.
 func forge(adm string) string {
-	dot := strings.LastIndexByte(adm, '.')
-	if dot < 0 || dot+1 >= len(adm) {
+	at := 0
+	for range 4 {
+		dot := strings.IndexByte(adm[at:], '.')
+		if dot < 0 {
+			return adm + "x"
+		}
+		at += dot + 1
+	}
+	if at >= len(adm) {
 		return adm + "x"
 	}
 	c := byte('A')
-	if adm[dot+1] == 'A' {
+	if adm[at] == 'A' {
 		c = 'B'
 	}
-	return adm[:dot+1] + string(c) + adm[dot+2:]
+	return adm[:at] + string(c) + adm[at+1:]
 }
 
 // tally sums the workers' counts into qs and r once the poll phase ended

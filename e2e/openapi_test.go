@@ -483,6 +483,12 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	roomOrder := place(buyer, "room-1", roomSale)
 	roomOrder.header["X-Admission"] = adm.Admission
 	sc.do(base, roomOrder, 202)
+	// The key a shop verifies the room's admissions with.
+	roomKey := fmt.Sprintf("/admin/v1/activities/%d/room/key", roomSale)
+	sc.do(base, specCall{method: "GET", path: roomKey, token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/admin/v1/activities/%d/room/key", open), token: admin}, 404) // no room
+	sc.do(base, specCall{method: "GET", path: roomKey, token: buyer}, 403)
+	sc.do(base, specCall{method: "GET", path: roomKey}, 401)
 
 	// A draw sale: enter, enter again, the buyer's entry, the record
 	// before and after the draw (the consumer draws it at the close).

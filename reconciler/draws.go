@@ -21,7 +21,7 @@ type drawCheck struct {
 
 // checkDraws checks every draw sale the run covers (--activity, or the
 // ones ending within --window of now): once drawn, its published record
-// recomputes (draw.Verify on MySQL's rows), no order of the sale is
+// recomputes (draw.Verifier on MySQL's rows, a page at a time), no order of the sale is
 // another than its picks', and every pick whose event reached Kafka has
 // its order in MySQL (read again after --recheck before it counts, as an
 // order may be on its way). It writes nothing.
@@ -38,21 +38,29 @@ func (r *reconciler) checkDraws(ctx context.Context) ([]drawCheck, error) {
 	}
 	var out []drawCheck
 	for _, id := range sales {
-		rec, err := r.db.Draws.DrawRecord(ctx, id)
+		head, _, err := r.db.Draws.DrawHead(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		c := drawCheck{activity: id, state: rec.State, entries: len(rec.Entries)}
-		if rec.State != draw.StateDrawn {
+		c := drawCheck{activity: id, state: head.State}
+		if head.State != draw.StateDrawn {
 			out = append(out, c)
 			continue
 		}
-		for _, e := range rec.Entries {
-			if e.Outcome == draw.Won {
-				c.won++
+		// Checked a page at a time, as verify-draw checks the api's.
+		v := draw.NewVerifier()
+		v.Head(head)
+		err = r.db.Draws.DrawRanking(ctx, id, func(page []draw.Ranked) error {
+			for _, e := range page {
+				v.Add(e)
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if err := draw.Verify(rec); err != nil {
+		c.entries, c.won = v.Entries()
+		if err := v.Err(); err != nil {
 			c.problems = append(c.problems, "the record does not recompute: "+err.Error())
 		}
 		audit, err := r.db.Draws.DrawAudit(ctx, id)

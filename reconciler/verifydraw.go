@@ -15,7 +15,10 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
 
-// maxRecord bounds a draw record read (a million entries is about 100 MB).
+// maxRecord bounds a draw record read (a million entries is about 100 MB
+// of JSON): the verifier holds 32 bytes of each entry it reads, so the
+// bound keeps a broken or hostile source from making it hold more than
+// about 10 million entries' worth.
 const maxRecord = 1 << 30
 
 // receiptFiles is --receipt, given once a receipt.
@@ -28,7 +31,9 @@ func (f *receiptFiles) Set(v string) error { *f = append(*f, v); return nil }
 // record from the api (--url, --activity) or a saved copy (--file) and
 // recomputes it (draw.Verify) from the record alone, needing no store,
 // then holds it to each buyer's receipt given (--receipt: an entry's
-// answer as the buyer received it; draw.Record.CheckReceipt).
+// answer as the buyer received it; draw.Record.CheckReceipt). The record
+// is decoded and checked as it is read (draw.Verifier), so a record of a
+// million entries is checked in tens of MB, not held whole.
 // Exit 0: the record holds; 1: it does not (each mismatch is printed); 2:
 // it or a receipt could not be read.
 func verifyDraw(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,17 +44,18 @@ func verifyDraw(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fail(exitFailed, err)
 	}
-	rec, err := o.record(ctx)
-	if err != nil {
-		return fail(exitFailed, err)
-	}
 	held, err := readReceipts(o.receipts)
 	if err != nil {
 		return fail(exitFailed, err)
 	}
-	breaches := draw.Verify(rec)
-	for i, r := range held {
-		if err := rec.CheckReceipt(r); err != nil {
+	v := draw.NewVerifier(held...)
+	rec, err := o.read(ctx, v)
+	if err != nil {
+		return fail(exitFailed, err)
+	}
+	breaches := v.Err()
+	for i := range held {
+		if err := v.ReceiptErr(i); err != nil {
 			breaches = errors.Join(breaches, fmt.Errorf("receipt %s: %w", o.receipts[i], err))
 		}
 	}
@@ -60,7 +66,8 @@ func verifyDraw(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return fail(exitDrift, fmt.Errorf("the draw of activity %d does not match its record or its buyers' receipts", rec.ActivityID))
 	}
-	writeDrawHolds(stdout, rec, len(held))
+	entries, won := v.Entries()
+	writeDrawHolds(stdout, rec, entries, won, len(held))
 	return nil
 }
 
@@ -114,42 +121,54 @@ flags:
 	return o, nil
 }
 
-// record reads the draw record the options name: the saved copy, or the
-// api's.
-func (o verifyOptions) record(ctx context.Context) (draw.Record, error) {
+// read streams the draw record the options name, the saved copy or the
+// api's, into v, and returns its head (the record but its entries).
+func (o verifyOptions) read(ctx context.Context, v *draw.Verifier) (draw.Record, error) {
 	var (
-		body []byte
+		body io.ReadCloser
 		err  error
 		from string
 	)
 	if o.file != "" {
 		from = o.file
-		body, err = readRecordFile(o.file)
+		body, err = openRecordFile(o.file)
 	} else {
 		from = strings.TrimRight(o.url, "/") + fmt.Sprintf("/api/v1/activities/%d/draw", o.activity)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, fetchTimeout)
+		defer cancel()
 		body, err = fetchRecord(ctx, from)
 	}
 	if err != nil {
 		return draw.Record{}, err
 	}
-	var rec draw.Record
-	if err := json.Unmarshal(body, &rec); err != nil {
+	defer body.Close()
+	rec, err := v.Read(&capped{r: body})
+	if err != nil {
 		return draw.Record{}, fmt.Errorf("%s is not a draw record: %w", from, err)
 	}
 	return rec, nil
 }
 
-// writeDrawHolds prints that the draw rec holds, with held receipts kept,
-// and the restocks it was drawn after.
-func writeDrawHolds(stdout io.Writer, rec draw.Record, held int) {
-	won := 0
-	for _, e := range rec.Entries {
-		if e.Outcome == draw.Won {
-			won++
-		}
+// capped fails a read past maxRecord bytes.
+type capped struct {
+	r    io.Reader
+	read int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.read += int64(n); c.read > maxRecord {
+		return n, fmt.Errorf("it is over %d bytes", int64(maxRecord))
 	}
+	return n, err
+}
+
+// writeDrawHolds prints that the draw rec holds, with its count of entries
+// and winners, held receipts kept, and the restocks it was drawn after.
+func writeDrawHolds(stdout io.Writer, rec draw.Record, entries, won, held int) {
 	fmt.Fprintf(stdout, "draw of activity %d holds: %d entries, %d won, %d alternates; the seed matches commitment %s, the entries digest %s, and the ranking and every outcome recompute",
-		rec.ActivityID, len(rec.Entries), won, len(rec.Entries)-won, rec.Commitment, rec.Digest)
+		rec.ActivityID, entries, won, entries-won, rec.Commitment, rec.Digest)
 	if held > 0 {
 		fmt.Fprintf(stdout, "; %d receipts name that commitment and their entries are in the record", held)
 	}
@@ -178,21 +197,31 @@ func readReceipts(files []string) ([]draw.Receipt, error) {
 	return out, nil
 }
 
+// readRecordFile reads a small file whole (a receipt).
 func readRecordFile(path string) ([]byte, error) {
-	if path == "-" {
-		return io.ReadAll(io.LimitReader(os.Stdin, maxRecord))
-	}
-	f, err := os.Open(path)
+	f, err := openRecordFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxRecord))
+	return io.ReadAll(&capped{r: f})
 }
 
-func fetchRecord(ctx context.Context, url string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+// openRecordFile opens path, or standard input for -.
+func openRecordFile(path string) (io.ReadCloser, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	return os.Open(path)
+}
+
+// fetchTimeout bounds the read and check of a record from the api: a
+// million entries take seconds.
+const fetchTimeout = 10 * time.Minute
+
+// fetchRecord GETs the record at url and returns its body, to be read as
+// it comes (the client asks for gzip and inflates it on its own).
+func fetchRecord(ctx context.Context, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -201,13 +230,10 @@ func fetchRecord(ctx context.Context, url string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRecord))
-	if err != nil {
-		return nil, err
-	}
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
-	return body, nil
+	return resp.Body, nil
 }

@@ -30,10 +30,11 @@ const (
 	wiring                  // internal/config, each program's main package and api/wiring
 	transport               // api/internal/..., consumer/internal/...
 	testkit                 // internal/testkit: the test harness
+	public                  // pkg/admission: for the shops, the standard library only
 )
 
 func (l layer) String() string {
-	return [...]string{"other", "foundation", "domain", "adapter", "service", "wiring", "transport", "testkit"}[l]
+	return [...]string{"other", "foundation", "domain", "adapter", "service", "wiring", "transport", "testkit", "public"}[l]
 }
 
 // layerOf places a package path (without the module prefix).
@@ -44,6 +45,8 @@ func layerOf(p string) layer {
 		return foundation
 	case under("pkg/domain"):
 		return domain
+	case under("pkg/admission"):
+		return public
 	case under("pkg/adapter"):
 		return adapter
 	case under("pkg/service"):
@@ -60,15 +63,18 @@ func layerOf(p string) layer {
 
 // allowed are the layers each layer may import from the module. A domain
 // package imports nothing but the standard library and other domain
-// packages; nothing in the product imports the test harness; no arrow runs
+// packages; a public package (one a shop's own service imports) nothing but
+// the standard library, and every layer may use it as the standard
+// library; nothing in the product imports the test harness; no arrow runs
 // back up.
 var allowed = map[layer][]layer{
+	public:     {},
 	foundation: {foundation},
-	domain:     {domain},
-	adapter:    {foundation, domain},
-	service:    {foundation, domain, service},
-	wiring:     {foundation, domain, adapter, service, wiring, transport},
-	transport:  {foundation, domain, service, transport},
+	domain:     {domain, public},
+	adapter:    {foundation, domain, public},
+	service:    {foundation, domain, service, public},
+	wiring:     {foundation, domain, adapter, service, wiring, transport, public},
+	transport:  {foundation, domain, service, transport, public},
 }
 
 // graph is each package's imports (paths without the module prefix; the
@@ -86,6 +92,8 @@ func breaches(g graph) []string {
 			switch {
 			case lf == domain && !inModule && strings.Contains(strings.SplitN(to, "/", 2)[0], "."):
 				out = append(out, fmt.Sprintf("%s -> %s: the domain imports only the standard library and itself", from, to))
+			case lf == public && !inModule && strings.Contains(strings.SplitN(to, "/", 2)[0], "."):
+				out = append(out, fmt.Sprintf("%s -> %s: a public package imports only the standard library", from, to))
 			case !inModule:
 			case layerOf(to) == testkit && lf != testkit && lf != other:
 				out = append(out, fmt.Sprintf("%s -> %s: the product never imports the test harness", from, to))
@@ -155,6 +163,8 @@ func TestImportRulesCatchBreaches(t *testing.T) {
 		"api":                        {"pkg/adapter/orderdb", "api/internal/httpapi"},
 		"api/internal/httpapi":       {"pkg/service/lifecycle"},
 		"internal/testkit/mysqltest": {"pkg/adapter/orderdb"},
+		"pkg/admission":              {"crypto/ed25519"},
+		"pkg/domain/room":            {"pkg/admission"},
 	}
 	if b := breaches(g); len(b) != 0 {
 		t.Fatalf("a graph that keeps the rules breaks them: %v", b)
@@ -170,6 +180,8 @@ func TestImportRulesCatchBreaches(t *testing.T) {
 		{"api/internal/httpapi", "pkg/adapter/orderdb", "transport may import only"},
 		{"api/internal/httpapi", "api", "transport may import only"},
 		{"api", "internal/testkit/mysqltest", "never imports the test harness"},
+		{"pkg/admission", "golang.org/x/crypto/hkdf", "a public package imports only the standard library"},
+		{"pkg/admission", "pkg/domain/order", "public may import only []"},
 	} {
 		bad := graph{}
 		for k, v := range g {
@@ -180,5 +192,20 @@ func TestImportRulesCatchBreaches(t *testing.T) {
 		if len(b) != 1 || !strings.HasPrefix(b[0], c.from+" -> "+c.to+": ") || !strings.Contains(b[0], c.why) {
 			t.Errorf("%s -> %s: breaches %q, want one saying %q", c.from, c.to, b, c.why)
 		}
+	}
+}
+
+// A shop's service imports pkg/admission alone: everything it links, all
+// the way down, is the standard library's (go list -deps), not this
+// module's other packages nor an outside module's.
+func TestAdmissionNeedsOnlyTheStandardLibrary(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./pkg/admission")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if got := strings.Fields(string(out)); !slices.Equal(got, []string{module + "pkg/admission"}) {
+		t.Fatalf("pkg/admission links %v beside the standard library", got)
 	}
 }

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,6 +22,14 @@ func TestRead(t *testing.T) {
 	replicas := func(e *config.Env) any {
 		c := config.Kafka(e)
 		return [2]int{c.ReplicationFactor, c.MinInsyncReplicas}
+	}
+	addrs := func(e *config.Env) any { return config.Addresses(e) }
+	pfx := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, p := range s {
+			out = append(out, netip.MustParsePrefix(p))
+		}
+		return out
 	}
 	redisCfg := func(addrs ...string) stockredis.Config { return stockredis.Config{Addrs: addrs, Prefix: "sk"} }
 	const dsn = "u:p@tcp(db:3306)/shop?parseTime=true"
@@ -96,6 +105,31 @@ func TestRead(t *testing.T) {
 		{name: "test clock offset unset", read: offset, want: time.Duration(0)},
 		{name: "test clock offset negative", env: map[string]string{"SECKILL_TEST_CLOCK_OFFSET": "-5s"}, read: offset, want: -5 * time.Second},
 		{name: "test clock offset positive", env: map[string]string{"SECKILL_TEST_CLOCK_OFFSET": "1m30s"}, read: offset, want: 90 * time.Second},
+		{name: "addresses default", read: addrs, want: config.ClientAddresses{Header: "X-Forwarded-For"}},
+		{name: "addresses every form", env: map[string]string{
+			"SECKILL_DENY_CIDRS":       " 203.0.113.0/24, 2001:db8::/32,198.51.100.7 , 2001:db8:1::9, ::ffff:192.0.2.0/120",
+			"SECKILL_TRUSTED_PROXIES":  "10.0.0.0/8,fd00::/8",
+			"SECKILL_CLIENT_IP_HEADER": "x-real-ip",
+		}, read: addrs, want: config.ClientAddresses{
+			Deny:           pfx("203.0.113.0/24", "2001:db8::/32", "198.51.100.7/32", "2001:db8:1::9/128", "192.0.2.0/24"),
+			TrustedProxies: pfx("10.0.0.0/8", "fd00::/8"), Header: "X-Real-Ip"}},
+		{name: "deny bad entry named", env: map[string]string{"SECKILL_DENY_CIDRS": "203.0.113.0/24,10.0.0.0/33,2001:db8::/32"},
+			read: addrs, wantErr: `SECKILL_DENY_CIDRS="203.0.113.0/24,10.0.0.0/33,2001:db8::/32": "10.0.0.0/33": want a CIDR range`},
+		{name: "deny host bits set", env: map[string]string{"SECKILL_DENY_CIDRS": "10.0.0.1/8"},
+			read: addrs, wantErr: `"10.0.0.1/8": has bits set past /8 (the range is 10.0.0.0/8)`},
+		{name: "deny hostname", env: map[string]string{"SECKILL_DENY_CIDRS": "example.com"}, read: addrs, wantErr: `"example.com": want a CIDR range`},
+		{name: "deny zone", env: map[string]string{"SECKILL_DENY_CIDRS": "fe80::1%eth0"}, read: addrs, wantErr: `"fe80::1%eth0": want a CIDR range`},
+		{name: "deny only commas", env: map[string]string{"SECKILL_DENY_CIDRS": ",,"}, read: addrs, wantErr: "SECKILL_DENY_CIDRS"},
+		{name: "proxies bad entry named", env: map[string]string{"SECKILL_TRUSTED_PROXIES": "10.0.0.0/8,proxy.local"},
+			read: addrs, wantErr: `SECKILL_TRUSTED_PROXIES="10.0.0.0/8,proxy.local": "proxy.local": want a CIDR range`},
+		{name: "proxies everyone v4", env: map[string]string{"SECKILL_TRUSTED_PROXIES": "10.0.0.0/8,0.0.0.0/0"},
+			read: addrs, wantErr: "0.0.0.0/0 trusts every address"},
+		{name: "proxies everyone v6", env: map[string]string{"SECKILL_TRUSTED_PROXIES": "::/0"}, read: addrs, wantErr: "::/0 trusts every address"},
+		{name: "header without proxies", env: map[string]string{"SECKILL_CLIENT_IP_HEADER": "X-Real-IP"},
+			read: addrs, wantErr: `SECKILL_CLIENT_IP_HEADER="X-Real-IP": no proxy is trusted to set it`},
+		{name: "header not a name", env: map[string]string{"SECKILL_CLIENT_IP_HEADER": "X Forwarded", "SECKILL_TRUSTED_PROXIES": "10.0.0.1"},
+			read: addrs, wantErr: `SECKILL_CLIENT_IP_HEADER="X Forwarded": want a header name`},
+
 		{name: "test clock offset garbage", env: map[string]string{"SECKILL_TEST_CLOCK_OFFSET": "soon"}, read: offset, wantErr: `SECKILL_TEST_CLOCK_OFFSET="soon"`},
 	}
 	for _, tc := range cases {

@@ -1,9 +1,14 @@
 package httpapi
 
 import (
-	"encoding/json"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"net/http"
-	"sync"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -122,41 +127,154 @@ func (s *Server) myEntry(c *gin.Context) {
 	c.JSON(http.StatusOK, entryView(e, a, s.intake.Now()))
 }
 
-// drawRecords keeps each sale's published draw once it is DRAWN: it never
-// changes after.
-type drawRecords struct {
-	m sync.Map // activity id -> []byte
-}
+// recordFormat is the version of the record's JSON in its ETag: a change
+// of what the api writes for a record changes every record's ETag, so no
+// cache keeps serving the old form as the new.
+const recordFormat = "1"
+
+// recordPageTimeout is how long a page of a record may take to reach the
+// client: the server's WriteTimeout (15 s) bounds a whole answer, which a
+// record of a million entries (~100 MB) can outlast on a slow link, so each
+// page sets the deadline again; a client that stalls is still cut off.
+const recordPageTimeout = 15 * time.Second
 
 // drawRecord publishes the sale's draw to anyone (no token): the
-// commitment, and once drawn everything draw.Verify recomputes.
+// commitment, and once drawn everything draw.Verify recomputes. A drawn
+// record never changes: it is written as MySQL's pages of it are read (the
+// api holds a page, not the record), gzipped when the client takes it,
+// and cached anywhere for a year under an ETag derived from its head (the
+// sale, commitment, seed, digest, sizes and restocks) and its count of
+// entries, which fix the rest; If-None-Match with that tag answers 304
+// with no record read. A draw not yet drawn changes with every entry:
+// no-store, no ETag.
 func (s *Server) drawRecord(c *gin.Context) {
-	id, ok := pathID(c)
-	if !ok {
-		return
-	}
-	if b, ok := s.drawRecords.m.Load(id); ok {
-		c.Data(http.StatusOK, "application/json; charset=utf-8", b.([]byte))
-		return
-	}
 	a, ok := s.saleOf(c, func(a activity.Activity) bool { return a.Selling() == activity.SellsByDraw }, "sale %d is not a draw")
 	if !ok {
 		return
 	}
-	rec, err := s.draws.Record(c.Request.Context(), a)
+	ctx := c.Request.Context()
+	head, entries, err := s.draws.RecordHead(ctx, a)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	b, err := json.Marshal(rec)
+	hb, err := draw.HeadJSON(head)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if rec.State == draw.StateDrawn {
-		s.drawRecords.m.Store(id, b)
+	h := c.Writer.Header()
+	h.Set("Vary", "Accept-Encoding")
+	if head.State != draw.StateDrawn {
+		h.Set("Cache-Control", "no-store")
+		c.Data(http.StatusOK, "application/json; charset=utf-8", hb)
+		return
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+	tag := recordTag(hb, entries)
+	gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
+	if gz {
+		// Another representation, another strong tag; either names the
+		// same record in If-None-Match.
+		h.Set("ETag", `"`+tag+`-gzip"`)
+	} else {
+		h.Set("ETag", `"`+tag+`"`)
+	}
+	h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	if noneMatch(c.GetHeader("If-None-Match"), tag) {
+		c.Status(http.StatusNotModified)
+		c.Writer.WriteHeaderNow()
+		return
+	}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	var (
+		w  io.Writer = c.Writer
+		zw *gzip.Writer
+	)
+	if gz {
+		// BestSpeed: a million entries' ~100 MB compress to about half in
+		// about a second a core; the default level costs several times
+		// that for a few per cent less.
+		zw, _ = gzip.NewWriterLevel(c.Writer, gzip.BestSpeed)
+		w = zw
+		h.Set("Content-Encoding", "gzip")
+	}
+	c.Status(http.StatusOK)
+	rc := http.NewResponseController(c.Writer)
+	rw := draw.NewRecordWriter(w, hb)
+	err = s.draws.RecordEntries(ctx, a, func(page []draw.Ranked) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(recordPageTimeout)) // not every writer has one (tests)
+		return rw.Entries(page)
+	})
+	if err == nil {
+		err = rw.Close()
+	}
+	if err == nil && zw != nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		return
+	}
+	if !c.Writer.Written() {
+		// Nothing sent yet (MySQL failed at the first page): a plain error.
+		for _, k := range []string{"ETag", "Cache-Control", "Content-Encoding"} {
+			h.Del(k)
+		}
+		s.fail(c, err)
+		return
+	}
+	// A record cut short must not pass for a whole one: the connection is
+	// dropped, so the client sees the answer fail, not end.
+	s.log.Error("draw record cut short", "request_id", c.GetString(ctxRequestID), "activity_id", a.ID, "error", err)
+	panic(http.ErrAbortHandler)
+}
+
+// recordTag is a drawn record's ETag (without its quotes): SHA-256 of the
+// record's format, its head's JSON and its count of entries. The seed,
+// the digest of the list and the sizes' stock fix the ranking and every
+// outcome, so the tag changes whenever the record could.
+func recordTag(head []byte, entries int64) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%d\n", recordFormat, entries)
+	h.Write(head)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// noneMatch reports whether an If-None-Match header names the record of
+// tag (plain or gzipped; weak comparison, RFC 9110 13.1.2), or is "*".
+func noneMatch(header, tag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == `"`+tag+`"` || t == `"`+tag+`-gzip"` {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsGzip reports whether an Accept-Encoding header takes gzip: named
+// (or x-gzip, or *) with a q above 0 (RFC 9110 12.5.3).
+func acceptsGzip(header string) bool {
+	star, gzip := false, -1 // gzip: -1 not named, 0 refused, 1 taken
+	for _, part := range strings.Split(header, ",") {
+		coding, params, _ := strings.Cut(part, ";")
+		coding = strings.ToLower(strings.TrimSpace(coding))
+		taken := true
+		if k, v, ok := strings.Cut(strings.TrimSpace(params), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			taken = err == nil && q > 0
+		}
+		switch coding {
+		case "gzip", "x-gzip":
+			if taken {
+				gzip = 1
+			} else if gzip < 0 {
+				gzip = 0
+			}
+		case "*":
+			star = taken
+		}
+	}
+	return gzip == 1 || gzip < 0 && star
 }
 
 // ActivityPageDraw is a draw sale's draw on its page.

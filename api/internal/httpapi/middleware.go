@@ -56,11 +56,17 @@ func (s *Server) observe(c *gin.Context) {
 	rt.Observe(c.Writer.Status(), time.Since(start))
 }
 
-// recover answers 500 INTERNAL for a handler that panicked, and logs the
+// recover answers 500 INTERNAL for a handler that panicked (but for
+// http.ErrAbortHandler, a connection dropped on purpose), and logs the
 // panic once, with the request id.
 func (s *Server) recover(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				// The handler drops the connection on purpose (an answer
+				// cut short): net/http closes it without a word.
+				panic(v)
+			}
 			s.log.Error("panic in handler", "request_id", c.GetString(ctxRequestID), "panic", fmt.Sprint(v))
 			writeError(c, http.StatusInternalServerError, "INTERNAL", "internal error")
 		}

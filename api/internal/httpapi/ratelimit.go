@@ -18,8 +18,8 @@ type RateLimits struct {
 	// PerUser is the sustained rate of buyer requests per user per second
 	// (burst twice that); 0 disables it.
 	PerUser float64
-	// PerIP is the sustained rate of requests per client IP per second
-	// (burst twice that); 0 disables it.
+	// PerIP is the sustained rate of requests per client address (an IPv4
+	// address or an IPv6 /64) per second (burst twice that); 0 disables it.
 	PerIP float64
 }
 
@@ -84,11 +84,11 @@ func rateLimited(c *gin.Context, wait time.Duration) {
 	writeError(c, http.StatusTooManyRequests, "RATE_LIMITED", "too many requests; slow down")
 }
 
-// limitIP applies the per-client-IP bucket (the connection's address;
-// X-Forwarded-For is not trusted).
+// limitIP applies the per-client-address bucket (the connection's
+// address, or a trusted proxy's forwarding header's; see addrKey).
 func (s *Server) limitIP(c *gin.Context) {
 	if s.ipLimit != nil {
-		if ok, wait := s.ipLimit.allow(c.ClientIP(), time.Now()); !ok {
+		if ok, wait := s.ipLimit.allow(addrKey(c), time.Now()); !ok {
 			rateLimited(c, wait)
 			return
 		}

@@ -5,6 +5,7 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,6 +39,12 @@ type Server struct {
 	log       *slog.Logger
 
 	userLimit, ipLimit *limiter
+	// addrLimit and deny guard joins, draw entries and orders by client
+	// address; proxies and ipHeader say how that address is read.
+	addrLimit *limiter
+	deny      *denyList
+	proxies   []netip.Prefix
+	ipHeader  string
 
 	metrics        *metrics.HTTP
 	metricsHandler http.Handler
@@ -45,10 +52,8 @@ type Server struct {
 	unmatched      *metrics.Route
 
 	salePages *salePages
-	// drawRecords are the draws published once drawn.
-	drawRecords drawRecords
-	rooms       *waitingroom.Service
-	webhooks    *webhooks.Service
+	rooms     *waitingroom.Service
+	webhooks  *webhooks.Service
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
@@ -105,8 +110,7 @@ func New(svc *placing.Service, services Services, verifier Verifier, ready []Che
 		o(s)
 	}
 	r := gin.New()
-	// Client IPs come from the connection; no proxy headers are trusted.
-	_ = r.SetTrustedProxies(nil)
+	s.trustProxies(r)
 	if s.tracer.On() {
 		r.Use(s.trace)
 	}

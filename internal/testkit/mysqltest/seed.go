@@ -86,3 +86,26 @@ func (d *DB) OpenDraw(t testing.TB, stock int64, now time.Time) (a activity.Acti
 	}
 	return a, closes
 }
+
+// OpenSizedDraw creates an item a size, of stocks[i] units, and a draw
+// sale of them that started a minute ago, takes entries until closes and
+// ends in an hour, two units per buyer.
+func (d *DB) OpenSizedDraw(t testing.TB, closes time.Time, stocks ...int64) activity.Activity {
+	t.Helper()
+	ctx := context.Background()
+	var items []activity.Item
+	for i, n := range stocks {
+		it, err := d.Activities.CreateItem(ctx, "sneaker", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, activity.Item{ItemID: it.ID, Label: "size " + strconv.Itoa(i+1)})
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a, err := d.Activities.CreateActivity(ctx, activity.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
+		EndsAt: now.Add(time.Hour), PerUserLimit: 2, Draw: activity.Draw{EntriesCloseAt: closes.UTC().Truncate(time.Millisecond), Seed: draw.NewSeed()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

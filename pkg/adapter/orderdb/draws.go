@@ -249,18 +249,40 @@ func drawStock(tx *gorm.DB, items []int64) ([]draw.Size, map[int64]int64, error)
 // DrawRecord is the sale's draw as published: the commitment always, and
 // once drawn the seed, the digest, the sizes' stock at the draw and every
 // entry in ranking order. order.ErrNotFound for a sale that is not a draw.
+// It holds the whole record: the api serves one a page at a time
+// (DrawHead, DrawRanking).
 func (s *Draws) DrawRecord(ctx context.Context, activity int64) (draw.Record, error) {
+	rec, n, err := s.DrawHead(ctx, activity)
+	if err != nil || rec.State != draw.StateDrawn {
+		return rec, err
+	}
+	rec.Entries = make([]draw.Ranked, 0, n)
+	err = s.DrawRanking(ctx, activity, func(page []draw.Ranked) error {
+		rec.Entries = append(rec.Entries, page...)
+		return nil
+	})
+	if err != nil {
+		return draw.Record{}, err
+	}
+	return rec, nil
+}
+
+// DrawHead is the sale's draw as published but its entries, and how many
+// entries the draw ranked (0 before it ran): the commitment always, and
+// once drawn the seed, the digest, the sizes' stock at the draw and the
+// restocks before it. order.ErrNotFound for a sale that is not a draw.
+func (s *Draws) DrawHead(ctx context.Context, activity int64) (draw.Record, int64, error) {
 	tx := s.db(ctx)
 	var d drawRow
 	if err := tx.Where("activity_id = ?", activity).Take(&d).Error; err != nil {
-		return draw.Record{}, wrap("read draw", err)
+		return draw.Record{}, 0, wrap("read draw", err)
 	}
 	// The commitment as stored when the sale was made, not recomputed from
 	// the seed: a seed changed since no longer matches it, and draw.Verify
 	// says so.
 	rec := draw.Record{ActivityID: activity, State: d.State, Commitment: d.Commitment}
 	if d.State != draw.StateDrawn {
-		return rec, nil
+		return rec, 0, nil
 	}
 	var seed draw.Seed
 	copy(seed[:], d.Seed)
@@ -270,29 +292,48 @@ func (s *Draws) DrawRecord(ctx context.Context, activity int64) (draw.Record, er
 	}
 	if d.Sizes != nil {
 		if err := json.Unmarshal([]byte(*d.Sizes), &rec.Sizes); err != nil {
-			return draw.Record{}, fmt.Errorf("read draw %d: its sizes: %w", activity, err)
+			return draw.Record{}, 0, fmt.Errorf("read draw %d: its sizes: %w", activity, err)
 		}
 	}
 	restocks, err := drawRestocks(tx, activity, rec.Sizes, d.DrawnAt)
 	if err != nil {
-		return draw.Record{}, wrap("read draw", err)
+		return draw.Record{}, 0, wrap("read draw", err)
 	}
 	rec.Restocks = restocks
-	rec.Entries = make([]draw.Ranked, 0, d.Entries)
-	// Paged by rank (FindInBatches pages by a single-column primary key,
-	// which draw_results has not).
+	return rec, d.Entries, nil
+}
+
+// DrawRanking gives each page of the sale's ranking, in rank order, to
+// each as it is read: recordPage rows a query, each the next after the
+// last rank read (keyset on the primary key, so a page costs the same
+// at the end of a million entries as at the start), and a page is
+// reused once each returns. An error of each stops the read and is
+// returned.
+func (s *Draws) DrawRanking(ctx context.Context, activity int64, each func([]draw.Ranked) error) error {
+	tx := s.db(ctx)
+	page := make([]draw.Ranked, 0, recordPage)
+	var batch []resultRow
+	// FindInBatches pages by a single-column primary key, which
+	// draw_results has not.
 	for last := 0; ; {
-		var batch []resultRow
+		batch = batch[:0]
 		err := tx.Select("draw_rank", "entry_id", "item_id", "quantity", "outcome").Where("activity_id = ? AND draw_rank > ?", activity, last).
 			Order("draw_rank").Limit(recordPage).Find(&batch).Error
 		if err != nil {
-			return draw.Record{}, wrap("read draw", err)
+			return wrap("read draw", err)
 		}
+		if len(batch) == 0 {
+			return nil
+		}
+		page = page[:0]
 		for _, r := range batch {
-			rec.Entries = append(rec.Entries, draw.Ranked{Entry: draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}, Outcome: r.Outcome})
+			page = append(page, draw.Ranked{Entry: draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}, Outcome: r.Outcome})
+		}
+		if err := each(page); err != nil {
+			return err
 		}
 		if len(batch) < recordPage {
-			return rec, nil
+			return nil
 		}
 		last = batch[len(batch)-1].DrawRank
 	}

@@ -21,22 +21,7 @@ import (
 // whose entries close at closes.
 func drawSale(t *testing.T, db *mysqltest.DB, closes time.Time, stocks ...int64) activity.Activity {
 	t.Helper()
-	ctx := context.Background()
-	var items []activity.Item
-	for i, n := range stocks {
-		it, err := db.Activities.CreateItem(ctx, "sneaker", n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		items = append(items, activity.Item{ItemID: it.ID, Label: "size " + strconv.Itoa(i+1)})
-	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	a, err := db.Activities.CreateActivity(ctx, activity.Activity{ItemID: items[0].ItemID, Items: items, StartsAt: now.Add(-time.Minute),
-		EndsAt: now.Add(time.Hour), PerUserLimit: 2, Draw: activity.Draw{EntriesCloseAt: closes.UTC().Truncate(time.Millisecond), Seed: draw.NewSeed()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return db.OpenSizedDraw(t, closes, stocks...)
 }
 
 func TestDrawSaleReadsBack(t *testing.T) {

@@ -117,15 +117,20 @@ func Digest(entries []Entry) string {
 	h := sha256.New()
 	var line []byte
 	for _, e := range sorted {
-		line = append(line[:0], e.ID...)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, e.ItemID, 10)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, int64(e.Quantity), 10)
-		line = append(line, '\n')
+		line = digestLine(line[:0], e)
 		h.Write(line)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// digestLine appends e's line of the digest to line.
+func digestLine(line []byte, e Entry) []byte {
+	line = append(line, e.ID...)
+	line = append(line, ',')
+	line = strconv.AppendInt(line, e.ItemID, 10)
+	line = append(line, ',')
+	line = strconv.AppendInt(line, int64(e.Quantity), 10)
+	return append(line, '\n')
 }
 
 // Key is an entry's key in the ranking: HMAC-SHA256(seed, entry id).
@@ -206,53 +211,15 @@ type Record struct {
 // seed, the digest from the entries, the ranking from the seed and the
 // entry ids, and each entry's outcome from the ranking and the sizes'
 // stock. It returns every mismatch it found, joined; nil when the record
-// holds.
+// holds. A record too large to hold is checked the same way by a Verifier
+// as it is read (Verifier.Read).
 func Verify(rec Record) error {
-	if rec.State != StateDrawn {
-		return fmt.Errorf("the draw is %s, not %s: there is nothing to verify yet", rec.State, StateDrawn)
+	v := NewVerifier()
+	v.Head(rec)
+	for _, e := range rec.Entries {
+		v.Add(e)
 	}
-	seed, err := ParseSeed(rec.Seed)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	if got := seed.Commitment(); got != rec.Commitment {
-		errs = append(errs, fmt.Errorf("commitment: SHA-256 of the seed is %s, the record says %s", got, rec.Commitment))
-	}
-	entries := make([]Entry, len(rec.Entries))
-	seen := make(map[string]bool, len(rec.Entries))
-	for i, e := range rec.Entries {
-		entries[i] = e.Entry
-		if seen[e.ID] {
-			errs = append(errs, fmt.Errorf("entry %s is listed twice", e.ID))
-		}
-		seen[e.ID] = true
-	}
-	if got := Digest(entries); got != rec.Digest {
-		errs = append(errs, fmt.Errorf("entries_digest: the entries hash to %s, the record says %s", got, rec.Digest))
-	}
-	stock := make(map[int64]int64, len(rec.Sizes))
-	for _, s := range rec.Sizes {
-		stock[s.ItemID] = s.Stock
-	}
-	want := Pick(seed, entries, stock)
-	ranked := 0
-	for i, w := range want {
-		got := rec.Entries[i]
-		switch {
-		case got.ID != w.ID:
-			if ranked < 5 {
-				errs = append(errs, fmt.Errorf("rank %d: the seed ranks entry %s there, the record lists %s", i+1, w.ID, got.ID))
-			}
-			ranked++
-		case got.Outcome != w.Outcome:
-			errs = append(errs, fmt.Errorf("rank %d, entry %s: the draw makes it %s, the record says %s", i+1, w.ID, w.Outcome, got.Outcome))
-		}
-	}
-	if ranked > 5 {
-		errs = append(errs, fmt.Errorf("%d entries in all are out of their rank", ranked))
-	}
-	return errors.Join(errs...)
+	return v.Err()
 }
 
 // Receipt is what a buyer keeps of their entry: the entry's answer as they
@@ -282,6 +249,16 @@ func (r Receipt) Check() error {
 // in the ranking with its item and quantity. It returns every breach,
 // joined; nil when the record keeps the receipt.
 func (rec Record) CheckReceipt(r Receipt) error {
+	var found *Entry
+	if i := slices.IndexFunc(rec.Entries, func(e Ranked) bool { return e.ID == r.EntryID }); i >= 0 {
+		found = &rec.Entries[i].Entry
+	}
+	return checkReceipt(rec, r, found)
+}
+
+// checkReceipt holds rec to r, whose entry rec lists first as found (nil:
+// not listed).
+func checkReceipt(rec Record, r Receipt, found *Entry) error {
 	if err := r.Check(); err != nil {
 		return err
 	}
@@ -295,13 +272,12 @@ func (rec Record) CheckReceipt(r Receipt) error {
 	if rec.State != StateDrawn {
 		return errors.Join(errs...)
 	}
-	i := slices.IndexFunc(rec.Entries, func(e Ranked) bool { return e.ID == r.EntryID })
 	switch {
-	case i < 0:
+	case found == nil:
 		errs = append(errs, fmt.Errorf("entry %s (item %d, quantity %d) is missing from the record", r.EntryID, r.ItemID, r.Quantity))
-	case rec.Entries[i].ItemID != r.ItemID || rec.Entries[i].Quantity != r.Quantity:
+	case found.ItemID != r.ItemID || found.Quantity != r.Quantity:
 		errs = append(errs, fmt.Errorf("entry %s was answered for item %d, quantity %d; the record lists item %d, quantity %d",
-			r.EntryID, r.ItemID, r.Quantity, rec.Entries[i].ItemID, rec.Entries[i].Quantity))
+			r.EntryID, r.ItemID, r.Quantity, found.ItemID, found.Quantity))
 	}
 	return errors.Join(errs...)
 }

@@ -1,12 +1,16 @@
 package room_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/pkg/admission"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
@@ -112,5 +116,78 @@ func TestProofOfWork(t *testing.T) {
 		if !errors.Is(err, order.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: %v, want an invalid argument: %q", tc.name, err, tc.why)
 		}
+	}
+}
+
+// The api's admissions are a2 tokens a shop verifies with the sale's
+// public key; the key is the secret's every time, another secret's differs.
+func TestAdmissionVerifiesWithThePublicKey(t *testing.T) {
+	key := []byte("the sale's admission key")
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	adm := room.Admission{ActivityID: 7, UserID: "auth0|Ab.c", Expires: now.Add(2 * time.Minute)}
+	tok := room.Sign(key, adm)
+	if !strings.HasPrefix(tok, "a2.") {
+		t.Fatalf("token %q is not an a2", tok)
+	}
+	pub := room.PublicKey(key)
+	if !pub.Equal(room.PublicKey(append([]byte(nil), key...))) || pub.Equal(room.PublicKey([]byte("another key"))) {
+		t.Fatal("the public key is not a function of the secret alone")
+	}
+	if got, err := admission.Verify(pub, tok, 7, adm.UserID, now, 0); err != nil || got != adm {
+		t.Fatalf("verify with the public key: %+v, %v", got, err)
+	}
+	if _, err := admission.Verify(room.PublicKey([]byte("another key")), tok, 7, adm.UserID, now, 0); !errors.Is(err, admission.ErrSignature) {
+		t.Fatalf("verify with another sale's public key: %v", err)
+	}
+}
+
+// An a1 token, issued before the signatures, still admits until it
+// expires: the api checks its mac, as an a2's.
+func TestAdmissionA1StillAdmits(t *testing.T) {
+	key := []byte("the sale's admission key")
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	adm := room.Admission{ActivityID: 7, UserID: "auth0|Ab.c", Expires: now.Add(2 * time.Minute)}
+	body := "a1.7." + strconv.FormatInt(adm.Expires.UnixMilli(), 10) + "." + base64.RawURLEncoding.EncodeToString([]byte(adm.UserID))
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(body))
+	tok := body + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	if got, err := room.Verify(key, tok, 7, adm.UserID, now); err != nil || got != adm {
+		t.Fatalf("an a1 within its time: %+v, %v", got, err)
+	}
+	if _, err := room.Verify(key, tok, 7, adm.UserID, adm.Expires); !errors.Is(err, order.ErrNotAdmitted) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("an a1 at its expiry: %v", err)
+	}
+}
+
+// A sale's Signer signs as Sign does, and signs for its key only.
+func TestSignerIsSign(t *testing.T) {
+	key := []byte("the sale's admission key")
+	adm := room.Admission{ActivityID: 7, UserID: "auth0|Ab.c", Expires: time.Date(2026, 12, 2, 10, 2, 0, 0, time.UTC)}
+	sg := room.NewSigner(key)
+	if got, want := sg.Sign(adm), room.Sign(key, adm); got != want {
+		t.Fatalf("the signer's token %q, Sign's %q", got, want)
+	}
+	if !sg.Signs(key) || sg.Signs([]byte("another key")) {
+		t.Fatal("Signs does not tell the signer's key")
+	}
+}
+
+// What an admitted buyer's poll costs without a kept Signer: the key's
+// derivation and the two signatures.
+func BenchmarkSign(b *testing.B) {
+	key := []byte("the sale's admission key")
+	adm := room.Admission{ActivityID: 7, UserID: "auth0|Ab.c", Expires: time.Now().Add(2 * time.Minute)}
+	for b.Loop() {
+		room.Sign(key, adm)
+	}
+}
+
+// And with the room's Signer, as the waiting room's service keeps one:
+// the two signatures.
+func BenchmarkSignerSign(b *testing.B) {
+	sg := room.NewSigner([]byte("the sale's admission key"))
+	adm := room.Admission{ActivityID: 7, UserID: "auth0|Ab.c", Expires: time.Now().Add(2 * time.Minute)}
+	for b.Loop() {
+		sg.Sign(adm)
 	}
 }

@@ -1,8 +1,10 @@
 package room
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -15,6 +17,17 @@ import (
 const ChallengeTTL = 5 * time.Minute
 
 const challengeVersion = "c1"
+
+var b64 = base64.RawURLEncoding
+
+func mac(key []byte, body string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(body))
+	return m.Sum(nil)
+}
+
+// equalMAC compares two MACs in constant time.
+func equalMAC(a, b []byte) bool { return hmac.Equal(a, b) }
 
 // NewChallenge is a proof-of-work challenge for user joining activity's
 // room, signed with the room's key so the api keeps nothing: its fields, a

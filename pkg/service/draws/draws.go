@@ -22,7 +22,10 @@ import (
 type Store interface {
 	Enter(ctx context.Context, e draw.NewEntry) (draw.BuyerEntry, bool, error)
 	EntryOf(ctx context.Context, activity int64, user string) (draw.BuyerEntry, error)
-	DrawRecord(ctx context.Context, activity int64) (draw.Record, error)
+	// DrawHead is the published record but its entries, and how many
+	// the draw ranked; DrawRanking gives its entries, a page at a time.
+	DrawHead(ctx context.Context, activity int64) (draw.Record, int64, error)
+	DrawRanking(ctx context.Context, activity int64, each func([]draw.Ranked) error) error
 	// RunDrawWith is the run's unit of work: one transaction that freezes
 	// the list, reads the entries and the stock, ranks them with the given
 	// ranker, and records the ranking.
@@ -205,17 +208,26 @@ func (s *Service) Settle(ctx context.Context, activityID int64, now time.Time) (
 	return out, nil
 }
 
-// Record is draw sale a's published record: the commitment, and once
-// drawn everything draw.Verify recomputes. Its state is the one buyers
-// see: an OPEN draw is CLOSED from entries_close_at (its list is then
-// frozen, and the draw runs within seconds) or once the sale ended.
-func (s *Service) Record(ctx context.Context, a activity.Activity) (draw.Record, error) {
-	rec, err := s.Store.DrawRecord(ctx, a.ID)
+// RecordHead is draw sale a's published record but its entries, and how
+// many entries it lists: the commitment, and once drawn everything
+// draw.Verify recomputes but the entries (RecordEntries). Its state is the
+// one buyers see: an OPEN draw is CLOSED from entries_close_at (its list
+// is then frozen, and the draw runs within seconds) or once the sale
+// ended. A DRAWN record never changes.
+func (s *Service) RecordHead(ctx context.Context, a activity.Activity) (draw.Record, int64, error) {
+	rec, n, err := s.Store.DrawHead(ctx, a.ID)
 	if err != nil {
-		return rec, err
+		return rec, 0, err
 	}
 	rec.State = State(rec.State, a, s.Now())
-	return rec, nil
+	return rec, n, nil
+}
+
+// RecordEntries gives each page of drawn sale a's record's entries, in
+// ranking order, to each as it is read: a record of a million entries is
+// never held whole. The page is reused once each returns.
+func (s *Service) RecordEntries(ctx context.Context, a activity.Activity, each func([]draw.Ranked) error) error {
+	return s.Store.DrawRanking(ctx, a.ID, each)
 }
 
 // State is the state buyers see of a draw MySQL has in state.

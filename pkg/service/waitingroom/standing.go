@@ -98,12 +98,23 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 			return Standing{}, err
 		}
 	}
-	return standing(a, user, p, st, held, now), nil
+	return standing(a, s.signer(a), user, p, st, held, now), nil
+}
+
+// signer is the signer of a's admissions, made once per room (and again
+// for a sale of the same id with another key: a test's other database).
+func (s *Service) signer(a activity.Activity) *room.Signer {
+	if v, ok := s.signers.Load(a.ID); ok && v.(*room.Signer).Signs(a.Room.Key[:]) {
+		return v.(*room.Signer)
+	}
+	sg := room.NewSigner(a.Room.Key[:])
+	s.signers.Store(a.ID, sg)
+	return sg
 }
 
 // standing is what the buyer at p, holding the order held ("" for none),
 // is told at now.
-func standing(a activity.Activity, user string, p room.Place, st room.State, held string, now time.Time) Standing {
+func standing(a activity.Activity, signer *room.Signer, user string, p room.Place, st room.State, held string, now time.Time) Standing {
 	v := Standing{State: Waiting, Position: p.Position}
 	expires := p.Admission
 	if p.Used {
@@ -116,7 +127,7 @@ func standing(a activity.Activity, user string, p room.Place, st room.State, hel
 		v.State, v.OrderNo, v.PollAfterMS = Ordered, held, 0
 	case !expires.IsZero() && now.Before(expires):
 		v.State, v.PollAfterMS = Admitted, 5000
-		v.Admission = room.Sign(a.Room.Key[:], room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})
+		v.Admission = signer.Sign(room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})
 		v.AdmissionExpires = expires
 	case !expires.IsZero() || (p.Position > 0 && p.Position <= st.Next):
 		v.State, v.PollAfterMS = Expired, 0

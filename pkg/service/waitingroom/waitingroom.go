@@ -76,6 +76,9 @@ type Service struct {
 	// views are this instance's memory of each room it was asked about
 	// (activity id -> *roomView, memory.go).
 	views sync.Map
+	// signers sign each room's admissions (activity id -> *room.Signer,
+	// standing.go): its key derived once, not on every admitted poll.
+	signers sync.Map
 
 	// PaymentWindow is the orders' payment window (the room's keys live
 	// as long as the sale's); HeldOrder the number of the order a buyer
