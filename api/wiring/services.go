@@ -39,8 +39,10 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 			PaymentWindow: svc.PaymentWindow, Log: log},
 	}
 	// The Redis store that takes entries closes them at a draw sale's end.
-	if c, ok := entries.Taking.(sales.EntriesCloser); entries != nil && ok {
-		out.Sales.Entries = c
+	if entries != nil {
+		if c, ok := entries.Taking.(sales.EntriesCloser); ok {
+			out.Sales.Entries = c
+		}
 	}
 	out.Webhooks = &webhooks.Service{Store: db.Webhooks, NewSecret: webhook.NewSecret, Now: now,
 		CheckURL: func(ctx context.Context, raw string) error { return webhook.CheckURL(ctx, raw, privateHooks) }}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/foundation/batch"
 )
 
 // Entries takes draw sales' entries (ADR 7): a sale's entries are a hash
@@ -20,6 +22,9 @@ import (
 // closes them.
 type Entries struct {
 	*core
+
+	once  sync.Once
+	queue chan entryCall
 }
 
 var entryTakeScript = redis.NewScript(lua.Source("entry_take"))
@@ -41,45 +46,122 @@ func (s *Entries) entryKeys(tag, activity int64) []string {
 // has an entry there: then that entry is returned and added is false,
 // whatever the window. A new entry is taken only inside w by e.At and
 // while the sale's entries are not closed (draw.ErrEntriesClosed,
-// draw.ErrEntriesNotOpen, draw.ErrEntriesOver otherwise). A lost answer is resolved
-// by running the script again: a second run finds the entry (added false).
-func (s *Entries) TakeEntry(ctx context.Context, w draw.Window, e draw.NewEntry, id string) (a draw.Accepted, added bool, err error) {
-	keys := s.entryKeys(w.Tag, e.ActivityID)
-	ttl := max(w.KeysUntil.Sub(e.At), time.Minute).Milliseconds()
-	args := []any{w.StartsAt.UnixMilli(), w.ClosesAt.UnixMilli(), ttl,
-		e.UserID, id, e.ItemID, e.Quantity, e.At.UnixMilli()}
+// draw.ErrEntriesNotOpen, draw.ErrEntriesOver otherwise). Takes of one
+// sale that arrive together share one run of the script (entryTaker). A
+// lost answer is resolved by running the script again: a second run finds
+// the entry (added false).
+func (s *Entries) TakeEntry(ctx context.Context, w draw.Window, e draw.NewEntry, id string) (draw.Accepted, bool, error) {
+	s.once.Do(func() { s.queue = batch.Start(entryWorkers, 4*entryBatch, entryBatch, s.runAll) })
+	c := entryCall{w: w, e: e, id: id, reply: make(chan entryAnswer, 1)}
+	select {
+	case s.queue <- c:
+	case <-ctx.Done():
+		return draw.Accepted{}, false, unavailable("take entry", fmt.Errorf("%w: %w", errNotSent, ctx.Err()))
+	}
+	select {
+	case a := <-c.reply:
+		return a.a, a.added, a.err
+	case <-ctx.Done():
+		// It may still run: the buyer's retry finds the entry.
+		return draw.Accepted{}, false, unavailable("take entry", ctx.Err())
+	}
+}
+
+// entryBatch bounds the takes of one run of the script, and entryWorkers
+// the runs in flight at once.
+const (
+	entryBatch   = 64
+	entryWorkers = 4
+)
+
+// entryCall is one take waiting in the queue.
+type entryCall struct {
+	w     draw.Window
+	e     draw.NewEntry
+	id    string
+	reply chan entryAnswer
+}
+
+type entryAnswer struct {
+	a     draw.Accepted
+	added bool
+	err   error
+}
+
+// runAll runs the script once per sale and window of calls, one after the
+// other.
+func (s *Entries) runAll(calls []entryCall) {
+	type sale struct {
+		id     int64
+		window draw.Window
+	}
+	var order []sale
+	by := map[sale][]entryCall{}
+	for _, c := range calls {
+		k := sale{c.e.ActivityID, c.w}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], c)
+	}
+	for _, k := range order {
+		s.take(context.Background(), by[k])
+	}
+}
+
+// take runs the script for calls, all of one sale and window, and answers
+// each.
+func (s *Entries) take(ctx context.Context, calls []entryCall) {
+	w, e0 := calls[0].w, calls[0].e
+	keys := s.entryKeys(w.Tag, e0.ActivityID)
+	ttl := max(w.KeysUntil.Sub(e0.At), time.Minute).Milliseconds()
+	args := make([]any, 0, 3+5*len(calls))
+	args = append(args, w.StartsAt.UnixMilli(), w.ClosesAt.UnixMilli(), ttl)
+	for _, c := range calls {
+		args = append(args, c.e.UserID, c.id, c.e.ItemID, c.e.Quantity, c.e.At.UnixMilli())
+	}
 	var v []any
+	var err error
 	for range entryAttempts {
 		v, err = entryTakeScript.Run(ctx, s.rdb, keys, args...).Slice()
-		if err == nil || !MayHaveRun(unavailable("take entry", err)) || ctx.Err() != nil {
+		if err == nil || !MayHaveRun(unavailable("take entry", err)) {
 			break
 		}
 	}
-	if err != nil {
-		return a, false, unavailable("take entry", err)
+	if err == nil && len(v) != 2*len(calls) {
+		err = fmt.Errorf("%d values for %d buyers", len(v), len(calls))
 	}
-	if len(v) != 2 {
-		return a, false, unavailable("take entry", fmt.Errorf("%d values for one buyer", len(v)))
+	for i, c := range calls {
+		if err != nil {
+			c.reply <- entryAnswer{err: unavailable("take entry", err)}
+			continue
+		}
+		a, added, err := takenOf(v[2*i], v[2*i+1])
+		c.reply <- entryAnswer{a: a, added: added, err: err}
 	}
-	state, _ := v[0].(int64)
-	val, _ := v[1].(string)
+}
+
+// takenOf reads one buyer's two values of the script's answer.
+func takenOf(stateV, valV any) (draw.Accepted, bool, error) {
+	state, _ := stateV.(int64)
+	val, _ := valV.(string)
 	switch state {
 	case 0:
 		switch val {
 		case "closed":
-			return a, false, draw.ErrEntriesClosed
+			return draw.Accepted{}, false, draw.ErrEntriesClosed
 		case "early":
-			return a, false, draw.ErrEntriesNotOpen
+			return draw.Accepted{}, false, draw.ErrEntriesNotOpen
 		}
-		return a, false, draw.ErrEntriesOver
+		return draw.Accepted{}, false, draw.ErrEntriesOver
 	case 1, 2:
-		a, err = draw.ParseAccepted(val)
+		a, err := draw.ParseAccepted(val)
 		if err != nil {
 			return a, false, unavailable("take entry", err)
 		}
 		return a, state == 2, nil
 	}
-	return a, false, unavailable("take entry", fmt.Errorf("state %v", v[0]))
+	return draw.Accepted{}, false, unavailable("take entry", fmt.Errorf("state %v", stateV))
 }
 
 // AcceptedEntry is user's entry in the sale as Redis took it,
