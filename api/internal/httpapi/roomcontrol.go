@@ -3,13 +3,11 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/domain/activity"
-	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // RoomControlBody is the body of PATCH /admin/v1/activities/{id}/room:
@@ -85,19 +83,9 @@ func (s *Server) saleAudit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, before := 50, int64(0)
-	var err error
-	if v := c.Query("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil {
-			s.fail(c, order.Errorf(order.ErrInvalidArgument, "limit is a number from 1 to %d", activity.MaxAuditPage))
-			return
-		}
-	}
-	if v := c.Query("before"); v != "" {
-		if before, err = strconv.ParseInt(v, 10, 64); err != nil || before < 1 {
-			s.fail(c, order.Errorf(order.ErrInvalidArgument, "before is an audit entry's id"))
-			return
-		}
+	limit, before, ok := s.pageOr400(c, activity.MaxAuditPage, "an audit entry's id")
+	if !ok {
+		return
 	}
 	es, err := s.sales.Actions(c.Request.Context(), id, before, limit)
 	if err != nil {

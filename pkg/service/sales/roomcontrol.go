@@ -114,7 +114,7 @@ func (s *Service) ControlRoom(ctx context.Context, id int64, ch activity.RoomCon
 // entry before when it is above 0 (the next page).
 func (s *Service) Actions(ctx context.Context, id, before int64, limit int) ([]activity.AuditEntry, error) {
 	if limit < 1 || limit > activity.MaxAuditPage {
-		return nil, order.Errorf(order.ErrInvalidArgument, "limit is a number from 1 to %d", activity.MaxAuditPage)
+		return nil, order.Errorf(order.ErrInvalidArgument, "limit is between 1 and %d", activity.MaxAuditPage)
 	}
 	if _, err := s.Sales.Activity(ctx, id); err != nil {
 		return nil, err
