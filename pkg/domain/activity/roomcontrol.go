@@ -35,9 +35,9 @@ func (a Activity) Controlled(c RoomControl, now time.Time) (WaitingRoom, bool, e
 	r := a.Room
 	switch {
 	case !r.On():
-		return r, false, order.Errorf(ErrNoRoom, "sale %d has no waiting room to control", a.ID)
+		return r, false, order.Errorf(ErrNoRoom, "sale %d sells without one: there is no admission to pace, pause or let through", a.ID)
 	case !now.Before(a.EndsAt):
-		return r, false, order.Errorf(order.ErrActivityNotActive, "sale %d ended at %s: its room admits nobody any more",
+		return r, false, order.Errorf(order.ErrActivityNotActive, "sale %d ended at %s, and its room with it",
 			a.ID, a.EndsAt.UTC().Format(time.RFC3339))
 	case c.Empty():
 		return r, false, order.Errorf(order.ErrInvalidArgument, "name at least one of admit_per_second, paused, passthrough")
