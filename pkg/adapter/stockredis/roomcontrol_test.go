@@ -2,12 +2,14 @@ package stockredis_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -149,6 +151,43 @@ func TestRoomControlLaterVersionWins(t *testing.T) {
 		buildRoom(t, s, r, room.Image{Gen: 2, Frozen: true, Control: room.Control{AdmitPerSecond: 2, Version: 3}}, at.Add(3*time.Second))
 		if st := advance(t, s, r, at.Add(4*time.Second)); st.Control.Version != 4 || st.Control.AdmitPerSecond != 7 || st.Gen != 2 {
 			t.Fatalf("rebuilt with version 3 over Redis's 4: %+v, want version 4's 7 a second", st)
+		}
+	})
+}
+
+// The operator's change with its answer lost at the wire: ControlRoom
+// sends it again, and the run again finds its version in the room and
+// writes nothing; the room runs with the change once.
+func TestRoomControlLostAnswer(t *testing.T) {
+	forBoth(t, func(t *testing.T, l lossy) {
+		r := newRoom(4, 1)
+		r.Items = []reservation.Item{reservation.One(item)}
+		buildRoom(t, l.direct, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
+		seed := room.NewSeed()
+		for i := range 30 {
+			join(t, l.direct, r, seed, "u"+strconv.Itoa(i), roomStart.Add(time.Duration(i)*time.Millisecond))
+		}
+		warm(t, l.direct, 30, 1)
+		at := roomStart.Add(time.Second)
+		if st := advance(t, l.direct, r, at); st.Admitted != 4 {
+			t.Fatalf("first advance: %+v, want 4", st)
+		}
+		l.LoseNext("room_control")
+		if err := l.via.Rooms.ControlRoom(context.Background(), r, room.Control{AdmitPerSecond: 4, Paused: true, Version: 1}, at); err != nil ||
+			l.Lost() != 1 {
+			t.Fatalf("a pause with its answer lost: %v (lost %d), want it sent again and answered", err, l.Lost())
+		}
+		if st := advance(t, l.direct, r, at.Add(5*time.Second)); st.Admitted != 0 || !st.Control.Paused {
+			t.Fatalf("after the pause: %+v, want paused", st)
+		}
+		l.LoseNext("room_control")
+		resumed := at.Add(10 * time.Second)
+		if err := l.via.Rooms.ControlRoom(context.Background(), r, room.Control{AdmitPerSecond: 4, Version: 2}, resumed); err != nil ||
+			l.Lost() != 2 {
+			t.Fatalf("a resume with its answer lost: %v (lost %d)", err, l.Lost())
+		}
+		if st := advance(t, l.direct, r, resumed.Add(500*time.Millisecond)); st.Admitted != 2 || st.Next != 6 || st.Control.Version != 2 {
+			t.Fatalf("half a second after the resume: %+v, want 2 admitted at version 2", st)
 		}
 	})
 }
