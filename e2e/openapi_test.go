@@ -490,6 +490,35 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "GET", path: roomKey, token: buyer}, 403)
 	sc.do(base, specCall{method: "GET", path: roomKey}, 401)
 
+	// Steering the room live: a pause (a buyer who joins meanwhile is told
+	// so), refusals, a resume; the audit of it.
+	roomPath := fmt.Sprintf("/admin/v1/activities/%d/room", roomSale)
+	sc.do(base, specCall{method: "PATCH", path: roomPath, token: admin, body: `{"paused":true}`}, 200)
+	sc.do(base, specCall{method: "PATCH", path: roomPath, token: admin, body: `{"paused":true,"passthrough":true}`}, 400)
+	sc.do(base, specCall{method: "PATCH", path: fmt.Sprintf("/admin/v1/activities/%d/room", open), token: admin, body: `{"paused":true}`}, 409)
+	sc.do(base, specCall{method: "PATCH", path: "/admin/v1/activities/999999999/room", token: admin, body: `{"paused":true}`}, 404)
+	sc.do(base, specCall{method: "PATCH", path: roomPath, token: buyer, body: `{"paused":true}`}, 403)
+	sc.do(base, specCall{method: "PATCH", path: roomPath, body: `{"paused":true}`}, 401)
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: queuePath + "/challenge", token: buyerB}, 200), &ch); err != nil {
+		t.Fatal(err)
+	}
+	sc.do(base, specCall{method: "POST", path: queuePath, token: buyerB,
+		body: fmt.Sprintf(`{"challenge":%q,"solution":%q}`, ch.Challenge, pipelinetest.Solve(ch.Challenge, 1))}, 200)
+	waittest.Until(t, 5*time.Second, "the waiter told the room is paused", func() bool {
+		var q struct {
+			Paused bool `json:"paused"`
+		}
+		err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: queuePath, token: buyerB}, 200), &q)
+		return err == nil && q.Paused
+	})
+	sc.do(base, specCall{method: "PATCH", path: roomPath, token: admin, body: `{"paused":false,"admit_per_second":50}`}, 200)
+	auditPath := fmt.Sprintf("/admin/v1/activities/%d/audit", roomSale)
+	sc.do(base, specCall{method: "GET", path: auditPath + "?limit=1", token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: auditPath + "?before=x", token: admin}, 400)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities/999999999/audit", token: admin}, 404)
+	sc.do(base, specCall{method: "GET", path: auditPath, token: buyer}, 403)
+	sc.do(base, specCall{method: "GET", path: auditPath}, 401)
+
 	// A draw sale: enter, enter again, the buyer's entry, the record
 	// before and after the draw (the consumer draws it at the close).
 	drawItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"sneaker","stock":1}`}, 201), "item_id")

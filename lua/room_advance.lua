@@ -17,10 +17,13 @@
 -- KEYS[9] tick    hash: at (ms) and tokens, the rate's bucket
 -- KEYS[10] gen    the room's generation (see room_join): without it the
 --                 script answers {-1} and touches nothing
--- KEYS[11..] the stock key of each item of the sale
+-- KEYS[11] ctl    hash: rate, paused, pass, ver: the room's live settings
+--                 (room_control), which win over the caller's when their
+--                 ver is at least the caller's
+-- KEYS[12..] the stock key of each item of the sale
 -- ARGV[1] now (ms)
 -- ARGV[2] the sale's start (ms)
--- ARGV[3] admissions per second
+-- ARGV[3] admissions per second, as the caller's copy of the sale says
 -- ARGV[4] an admission's lifetime (ms)
 -- ARGV[5] the most units one admission holds (the per-user limit, <= 1000)
 -- ARGV[6] the room's keys' lifetime (ms)
@@ -31,11 +34,22 @@
 --         that one with an older at, came back from an older copy: the
 --         script answers {-2} and touches nothing (the room is to be
 --         rebuilt before it admits anyone)
+-- ARGV[10] paused (1 or 0), ARGV[11] passthrough (1 or 0) and ARGV[12]
+--         the control's version, as the caller's copy of the sale says:
+--         a copy of a later version than ctl's (Redis lost the operator's
+--         write, or came back from an older copy) is written to ctl first
 --
--- Returns {started, joined, E, next, held, left, admitted, gen, at}, {-1}
--- when the room has no generation, or {-2} when it is older than the
--- caller has seen it: left is -1 while an item is not warmed; before the
--- start only joined (the early joiners so far) and gen are set (at 0).
+-- While paused nobody is admitted and the rate's bucket stays empty, its
+-- clock moving with now: a resume admits at the rate from then on, never
+-- the paused time's admissions at once. In passthrough the rate is not
+-- applied: positions are admitted in order while units are left (up to
+-- ARGV[7] a run).
+--
+-- Returns {started, joined, E, next, held, left, admitted, gen, at, rate,
+-- paused, passthrough, ver}, {-1} when the room has no generation, or {-2}
+-- when it is older than the caller has seen it: left is -1 while an item
+-- is not warmed; before the start only joined (the early joiners so far),
+-- gen and the control are set (at 0).
 local early, late, seq, frozen, adm = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local held_key, next_key, tick = KEYS[7], KEYS[8], KEYS[9]
 local now, starts = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -51,8 +65,19 @@ if gen < seen_gen or (seen > 0 and gen == seen_gen and tonumber(redis.call('HGET
   return {-2}
 end
 
+local ctl = KEYS[11]
+local paused, pass, ver = ARGV[10] == '1', ARGV[11] == '1', tonumber(ARGV[12])
+local have = redis.call('HMGET', ctl, 'rate', 'paused', 'pass', 'ver')
+if have[4] and tonumber(have[4]) >= ver then
+  rate, paused, pass, ver = tonumber(have[1]), have[2] == '1', have[3] == '1', tonumber(have[4])
+else
+  redis.call('HSET', ctl, 'rate', rate, 'paused', ARGV[10], 'pass', ARGV[11], 'ver', ver)
+  redis.call('PEXPIRE', ctl, ttl)
+end
+local function flag(b) if b then return 1 end return 0 end
+
 if now < starts and not redis.call('GET', frozen) then
-  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen, 0}
+  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen, 0, rate, flag(paused), flag(pass), ver}
 end
 local e = redis.call('GET', frozen)
 if not e then
@@ -75,7 +100,7 @@ if #gone > 0 then redis.call('ZREMRANGEBYSCORE', adm, '-inf', cut) end
 if held < 0 then held = 0 end
 
 local left = 0
-for k = 11, #KEYS do
+for k = 12, #KEYS do
   local s = redis.call('GET', KEYS[k])
   if not s then
     left = -1
@@ -90,10 +115,11 @@ if now > at then
   tokens = math.min(rate, tokens + rate * (now - at) / 1000)
   at = now
 end
+if paused or pass then tokens = 0 end
 
 local nxt = tonumber(redis.call('GET', next_key) or 0)
 local admitted = 0
-while nxt < joined and tokens >= 1 and held < left and admitted < cap do
+while not paused and nxt < joined and (pass or tokens >= 1) and held < left and admitted < cap do
   local user
   if nxt < e then
     user = redis.call('ZRANGE', early, nxt, nxt)[1]
@@ -105,7 +131,7 @@ while nxt < joined and tokens >= 1 and held < left and admitted < cap do
     local g = math.min(grant_max, left - held)
     redis.call('ZADD', adm, string.format('%.0f', (now + life) * 1024 + g), user)
     held = held + g
-    tokens = tokens - 1
+    if not pass then tokens = tokens - 1 end
     admitted = admitted + 1
   end
 end
@@ -115,4 +141,4 @@ redis.call('SET', next_key, nxt, 'PX', ttl)
 redis.call('HSET', tick, 'at', at, 'tokens', tostring(tokens))
 redis.call('PEXPIRE', tick, ttl)
 redis.call('PEXPIRE', adm, ttl)
-return {1, joined, e, nxt, held, left, admitted, gen, at}
+return {1, joined, e, nxt, held, left, admitted, gen, at, rate, flag(paused), flag(pass), ver}

@@ -9,8 +9,11 @@
 --
 -- KEYS[1..10] early, late, seq, frozen, adm, used, held, next, tick, gen
 --             (see room_join and room_advance)
--- KEYS[11]    building: the token of the build under way
--- KEYS[12]    earlylog (see room_join): an early member added is appended
+-- KEYS[11]    ctl: the room's live settings (see room_advance); a build
+--             keeps them, and its commit writes its own only when they
+--             are of a later version
+-- KEYS[12]    building: the token of the build under way
+-- KEYS[13]    earlylog (see room_join): an early member added is appended
 -- ARGV[1] 'begin', 'add' or 'commit'
 -- ARGV[2] the build's token
 -- begin:  ARGV[3] the build's lifetime (ms): removes the generation and
@@ -23,17 +26,20 @@
 --         now (ms), ARGV[8] the room's keys' lifetime (ms): sets them, no
 --         admission outstanding (held 0), the rate's bucket empty from
 --         now once the room froze (before, it fills from the start as in
---         a room never lost), and the generation last
+--         a room never lost), ARGV[9..12] the room's live settings as
+--         MySQL has them (rate, paused 1|0, passthrough 1|0, version;
+--         a rate of 0 writes none: the advances write their callers'),
+--         and the generation last
 --
 -- Returns 1, or 0 when the token is not the build's under way (a commit
 -- whose generation is already the room's, sent again after its answer was
 -- lost, returns 1).
 local op, token = ARGV[1], ARGV[2]
-local building = KEYS[11]
+local building = KEYS[12]
 
 if op == 'begin' then
   for i = 1, 10 do redis.call('DEL', KEYS[i]) end
-  redis.call('DEL', KEYS[12])
+  redis.call('DEL', KEYS[13])
   redis.call('SET', building, token, 'PX', ARGV[3])
   return 1
 end
@@ -50,7 +56,7 @@ if op == 'add' then
     -- Appended to the log only when new: an add sent again after its
     -- answer was lost writes nothing twice.
     if redis.call('ZADD', key, ARGV[i], ARGV[i + 1]) == 1 and key == KEYS[1] then
-      redis.call('RPUSH', KEYS[12], ARGV[i + 1])
+      redis.call('RPUSH', KEYS[13], ARGV[i + 1])
     end
   end
   return 1
@@ -67,7 +73,12 @@ redis.call('SET', KEYS[7], 0, 'PX', ttl)
 redis.call('SET', KEYS[8], ARGV[6], 'PX', ttl)
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
-redis.call('PEXPIRE', KEYS[12], ttl)
+redis.call('PEXPIRE', KEYS[13], ttl)
+local ver = tonumber(redis.call('HGET', KEYS[11], 'ver') or -1)
+if tonumber(ARGV[9]) > 0 and tonumber(ARGV[12]) >= ver then
+  redis.call('HSET', KEYS[11], 'rate', ARGV[9], 'paused', ARGV[10], 'pass', ARGV[11], 'ver', ARGV[12])
+end
+redis.call('PEXPIRE', KEYS[11], ttl)
 redis.call('SET', KEYS[10], ARGV[3], 'PX', ttl)
 redis.call('DEL', building)
 return 1

@@ -46,7 +46,9 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 	}
 	out.Webhooks = &webhooks.Service{Store: db.Webhooks, NewSecret: webhook.NewSecret, Now: now,
 		CheckURL: func(ctx context.Context, raw string) error { return webhook.CheckURL(ctx, raw, privateHooks) }}
+	out.Sales.RoomControls, out.Sales.Audit = db.Rooms, db.Audit
 	if svc.Rooms != nil {
+		out.Sales.LiveRooms = svc.Rooms
 		out.Rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
 		out.Rooms.PaymentWindow, out.Rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 	}

@@ -167,3 +167,24 @@ func idempotencyKeyOr400(c *gin.Context) (string, bool) {
 	}
 	return key, true
 }
+
+// pageOr400 reads a list's page from the query: ?limit (a number, default
+// 50; the use case holds it to 1..most) and ?before (an id of the list,
+// what names it, for the next page; 0 when left out), or answers 400.
+func (s *Server) pageOr400(c *gin.Context, most int, what string) (limit int, before int64, ok bool) {
+	limit = 50
+	var err error
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil {
+			s.fail(c, order.Errorf(order.ErrInvalidArgument, "limit is a number between 1 and %d", most))
+			return 0, 0, false
+		}
+	}
+	if v := c.Query("before"); v != "" {
+		if before, err = strconv.ParseInt(v, 10, 64); err != nil || before < 1 {
+			s.fail(c, order.Errorf(order.ErrInvalidArgument, "before is %s", what))
+			return 0, 0, false
+		}
+	}
+	return limit, before, true
+}

@@ -52,6 +52,7 @@ var domainErrors = []struct {
 	{order.ErrAlreadyPurchased, http.StatusConflict, "ALREADY_PURCHASED", "you already hold an order in this activity"},
 	{order.ErrActivityNotActive, http.StatusConflict, "ACTIVITY_NOT_ACTIVE", "the activity is not active"},
 	{order.ErrActivityStarted, http.StatusConflict, "ACTIVITY_STARTED", "the sale has started"},
+	{activity.ErrNoRoom, http.StatusConflict, "NO_WAITING_ROOM", "the sale has no waiting room"},
 	{activity.ErrSettingLocked, http.StatusConflict, "SETTING_LOCKED", "the sale's keys in Redis depend on this setting; it cannot change now"},
 	{activity.ErrItemInAnotherActivity, http.StatusConflict, "ITEM_IN_ANOTHER_SALE", "another sale of one of the sale's items overlaps its window"},
 	{order.ErrStockLimit, http.StatusConflict, "STOCK_LIMIT", "the item's stock would pass the most it may hold"},

@@ -50,6 +50,9 @@ type QueueView struct {
 	AdmissionExpiresAt *time.Time `json:"admission_expires_at,omitempty"`
 	// OrderNo is the order the buyer holds in the sale (state ORDERED).
 	OrderNo string `json:"order_no,omitempty"`
+	// Paused is true while the operator paused the room's admissions
+	// (left out otherwise): the waiter keeps their place.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // roomSale is the sale of the path's id with a room, or false after
@@ -124,7 +127,7 @@ func (s *Server) queue(c *gin.Context, join bool) {
 // queueView is the answer's view of st.
 func queueView(st waitingroom.Standing) QueueView {
 	v := QueueView{State: QueueState(st.State), Ahead: st.Ahead, ETASeconds: st.ETASeconds, PollAfterMS: st.PollAfterMS,
-		Admission: st.Admission, OrderNo: st.OrderNo}
+		Admission: st.Admission, OrderNo: st.OrderNo, Paused: st.Paused}
 	if st.Position > 0 {
 		pos := st.Position
 		v.Position = &pos
@@ -169,6 +172,9 @@ func (v QueueView) appendJSON(b []byte) []byte {
 		b = append(b, `,"order_no":"`...)
 		b = append(b, v.OrderNo...)
 		b = append(b, '"')
+	}
+	if v.Paused {
+		b = append(b, `,"paused":true`...)
 	}
 	return append(b, '}')
 }

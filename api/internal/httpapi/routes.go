@@ -62,6 +62,8 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	admin.POST("/activities/:id/cancel", s.cancelActivity)
 	admin.GET("/activities/:id/summary", s.activitySummary)
 	admin.GET("/activities/:id/room/key", s.roomKey)
+	admin.PATCH("/activities/:id/room", s.controlRoom)
+	admin.GET("/activities/:id/audit", s.saleAudit)
 	admin.POST("/webhooks", s.createWebhook)
 	admin.GET("/webhooks", s.listWebhooks)
 	admin.GET("/webhooks/:id", s.getWebhook)

@@ -33,7 +33,7 @@ func (s *Server) endActivity(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a, err := s.sales.End(c.Request.Context(), id)
+	a, err := s.sales.End(s.logContext(c), id, claimsOf(c).UserID)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -50,7 +50,7 @@ func (s *Server) cancelActivity(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a, closed, err := s.sales.Cancel(s.logContext(c), id)
+	a, closed, err := s.sales.Cancel(s.logContext(c), id, claimsOf(c).UserID)
 	if err != nil {
 		s.fail(c, err)
 		return

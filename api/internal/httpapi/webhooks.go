@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -221,19 +220,9 @@ func (s *Server) listDeliveries(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, before := 50, int64(0)
-	var err error
-	if v := c.Query("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil {
-			s.fail(c, order.Errorf(order.ErrInvalidArgument, "limit is a number between 1 and %d", webhooks.MaxList))
-			return
-		}
-	}
-	if v := c.Query("before"); v != "" {
-		if before, err = strconv.ParseInt(v, 10, 64); err != nil || before < 1 {
-			s.fail(c, order.Errorf(order.ErrInvalidArgument, "before is a delivery_id"))
-			return
-		}
+	limit, before, ok := s.pageOr400(c, webhooks.MaxList, "a delivery_id")
+	if !ok {
+		return
 	}
 	state, named := c.GetQuery("state")
 	if named && state == "" {

@@ -50,6 +50,7 @@ type DB struct {
 	Outbox       *Outbox
 	Webhooks     *Webhooks
 	Streams      *Streams
+	Audit        *Audit
 }
 
 // Orders stores the orders: fulfilment of the reserved ones, lookups and
@@ -102,6 +103,7 @@ func newDB(gdb *gorm.DB) *DB {
 		Outbox:       &Outbox{conn: c},
 		Webhooks:     &Webhooks{c},
 		Streams:      &Streams{c},
+		Audit:        &Audit{c},
 	}
 }
 

@@ -124,21 +124,27 @@ func buyersWithOrders(g *gorm.DB, activity int64) (map[string]bool, error) {
 }
 
 // RoomRebuild runs build holding the lock of activity's room row, with
-// the room's generation as MySQL has it (activity_rooms.gen) and when it
-// was last built (zero: never); when build answers a generation above it,
+// the room's generation as MySQL has it (activity_rooms.gen), when it
+// was last built (zero: never) and its live settings (the row's: a change
+// of them waits for the lock); when build answers a generation above it,
 // that is recorded, built at now() once build returned, before the lock
 // goes. build reads the room's joins and the buyers who hold an order
 // through read, on the transaction's connection, as MySQL has them when
 // read is called. Rebuilds of one room, from any instance, run one at a
 // time.
 func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
-	build func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error {
+	build func(gen int64, builtAt time.Time, live room.Control, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error {
 	return wrap("rebuild the waiting room", s.db(ctx).Transaction(func(tx *gorm.DB) error {
 		var row struct {
-			Gen       int64
-			RebuiltAt *time.Time
+			Gen            int64
+			RebuiltAt      *time.Time
+			AdmitPerSecond int
+			Paused         bool
+			Passthrough    bool
+			ControlVersion int64
 		}
-		err := tx.Raw("SELECT gen, rebuilt_at FROM activity_rooms WHERE activity_id = ? FOR UPDATE", activity).Scan(&row).Error
+		err := tx.Raw("SELECT gen, rebuilt_at, admit_per_second, paused, passthrough, control_version FROM activity_rooms "+
+			"WHERE activity_id = ? FOR UPDATE", activity).Scan(&row).Error
 		if err != nil {
 			return err
 		}
@@ -154,7 +160,8 @@ func (s *Rooms) RoomRebuild(ctx context.Context, activity int64, now func() time
 			done, err := buyersWithOrders(tx, activity)
 			return joins, done, err
 		}
-		next, err := build(row.Gen, at, read)
+		live := room.Control{AdmitPerSecond: row.AdmitPerSecond, Paused: row.Paused, Passthrough: row.Passthrough, Version: row.ControlVersion}
+		next, err := build(row.Gen, at, live, read)
 		if err != nil || next <= row.Gen {
 			return err
 		}

@@ -18,6 +18,9 @@ type roomRow struct {
 	OpensAt             *time.Time
 	Seed                []byte
 	AdmissionKey        []byte
+	Paused              bool
+	Passthrough         bool
+	ControlVersion      int64
 }
 
 func (roomRow) TableName() string { return "activity_rooms" }
@@ -34,7 +37,7 @@ func newRoomRow(activity int64, r activity.WaitingRoom) roomRow {
 
 func (row roomRow) room() activity.WaitingRoom {
 	r := activity.WaitingRoom{AdmitPerSecond: row.AdmitPerSecond, AdmissionTTL: time.Duration(row.AdmissionTTLSeconds) * time.Second,
-		ProofOfWorkBits: row.ProofOfWorkBits}
+		ProofOfWorkBits: row.ProofOfWorkBits, Paused: row.Paused, Passthrough: row.Passthrough, ControlVersion: row.ControlVersion}
 	if row.OpensAt != nil {
 		r.OpensAt = *row.OpensAt
 	}
@@ -56,7 +59,9 @@ type activityRoomRow struct {
 // activity_rooms): all NULL, so zero, for a sale without one.
 const roomColumns = "activity_rooms.activity_id AS room_activity_id, activity_rooms.admit_per_second AS room_admit_per_second, " +
 	"activity_rooms.admission_ttl_seconds AS room_admission_ttl_seconds, activity_rooms.proof_of_work_bits AS room_proof_of_work_bits, " +
-	"activity_rooms.opens_at AS room_opens_at, activity_rooms.seed AS room_seed, activity_rooms.admission_key AS room_admission_key"
+	"activity_rooms.opens_at AS room_opens_at, activity_rooms.seed AS room_seed, activity_rooms.admission_key AS room_admission_key, " +
+	"activity_rooms.paused AS room_paused, activity_rooms.passthrough AS room_passthrough, " +
+	"activity_rooms.control_version AS room_control_version"
 
 // changeRoom writes ch's room for the sale of row (locked), starting at
 // starts, checked against the sale as the change leaves it, and in time
@@ -79,10 +84,11 @@ func changeRoom(tx *gorm.DB, row activityRow, ch activity.Patch, starts, now tim
 		a.Room = cur.room()
 	}
 	if ch.Room != nil {
-		seed, key := a.Room.Seed, a.Room.Key
+		was := a.Room
 		a.Room = *ch.Room
 		if has {
-			a.Room.Seed, a.Room.Key = seed, key
+			// The live control stays as the operator left it.
+			a.Room.Seed, a.Room.Key, a.Room.Paused, a.Room.Passthrough = was.Seed, was.Key, was.Paused, was.Passthrough
 		}
 	}
 	if err := a.CheckRoom(); err != nil {
@@ -98,7 +104,10 @@ func changeRoom(tx *gorm.DB, row activityRow, ch activity.Patch, starts, now tim
 	if !has {
 		return tx.Create(&next).Error
 	}
+	// A new version: the rate may have changed, and Redis's live settings
+	// take it from the copies of the sale only at a later version.
 	return tx.Model(&roomRow{}).Where("activity_id = ?", row.ID).Updates(map[string]any{
 		"admit_per_second": next.AdmitPerSecond, "admission_ttl_seconds": next.AdmissionTTLSeconds,
-		"proof_of_work_bits": next.ProofOfWorkBits, "opens_at": next.OpensAt}).Error
+		"proof_of_work_bits": next.ProofOfWorkBits, "opens_at": next.OpensAt,
+		"control_version": gorm.Expr("control_version + 1")}).Error
 }

@@ -73,6 +73,21 @@ func TestPatchSetsTheRoomAndKeepsItsSeed(t *testing.T) {
 	if err != nil || got.Room.AdmitPerSecond != 99 || got.Room.ProofOfWorkBits != 4 || got.Room.Seed != first.Seed || got.Room.Key != first.Key {
 		t.Fatalf("a changed room: %+v, %v; want the new settings with the first seed and key", got.Room, err)
 	}
+	// The change has a later control version: Redis's live settings of
+	// the room (a build's, of version 0) give way to it at the next
+	// advance. A paused room changed by PATCH stays paused.
+	if got.Room.ControlVersion != 1 {
+		t.Fatalf("a changed room's control version: %d, want 1", got.Room.ControlVersion)
+	}
+	paused := got.Room
+	paused.Paused, paused.ControlVersion = true, 2
+	if err := db.Rooms.SetRoomControl(ctx, a.ID, paused); err != nil {
+		t.Fatal(err)
+	}
+	got, err = db.Activities.PatchActivity(ctx, a.ID, activity.Patch{Room: &first}, now)
+	if err != nil || got.Room.AdmitPerSecond != 10 || !got.Room.Paused || got.Room.ControlVersion != 3 {
+		t.Fatalf("a paused room changed by PATCH: %+v, %v; want 10 a second, still paused, version 3", got.Room, err)
+	}
 	two := 2
 	if _, err := db.Activities.PatchActivity(ctx, a.ID, activity.Patch{StockBuckets: &two, Guard: &activity.KeyGuard{Now: now,
 		KeysUntil: func(activity.Activity) time.Time { return now }}}, now); !errors.Is(err, order.ErrInvalidArgument) ||

@@ -23,7 +23,7 @@ func (k Keys) room(activity int64, part string) string {
 }
 
 // roomParts name the room's keys in the order the scripts take them.
-var roomParts = []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick", "gen"}
+var roomParts = []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick", "gen", "ctl"}
 
 // roomKeys are the room's keys in the order the scripts take them.
 func (s *Rooms) roomKeys(r room.Room) []string {
@@ -143,8 +143,10 @@ const advanceCap = 10_000
 // room of its generation older than its At answers room.ErrRewound and
 // admits nobody.
 func (s *Rooms) AdvanceRoom(ctx context.Context, r room.Room, now time.Time, seen room.State) (room.State, error) {
+	c := room.ControlOf(r.Settings)
 	v, err := roomAdvanceScript.Run(ctx, s.rdb, s.roomKeys(r), now.UnixMilli(), r.StartsAt.UnixMilli(),
-		r.Settings.AdmitPerSecond, r.Settings.AdmissionTTL.Milliseconds(), r.GrantMax, keysTTL(r, now), advanceCap, seen.At, seen.Gen).Int64Slice()
+		c.AdmitPerSecond, r.Settings.AdmissionTTL.Milliseconds(), r.GrantMax, keysTTL(r, now), advanceCap, seen.At, seen.Gen,
+		flag(c.Paused), flag(c.Passthrough), c.Version).Int64Slice()
 	if err != nil {
 		return room.State{}, unavailable("room advance", err)
 	}
@@ -154,11 +156,41 @@ func (s *Rooms) AdvanceRoom(ctx context.Context, r room.Room, now time.Time, see
 	if len(v) == 1 && v[0] == -2 {
 		return room.State{}, room.ErrRewound
 	}
-	if len(v) != 9 {
+	if len(v) != 13 {
 		return room.State{}, unavailable("room advance", errors.New("unexpected answer"))
 	}
 	return room.State{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6],
-		Gen: v[7], At: v[8]}, nil
+		Gen: v[7], At: v[8], Control: room.Control{AdmitPerSecond: int(v[9]), Paused: v[10] == 1, Passthrough: v[11] == 1, Version: v[12]}}, nil
+}
+
+// flag is b as the room's scripts take it.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var roomControlScript = redis.NewScript(lua.Source("room_control"))
+
+// ControlRoom writes c as r's room's live settings at now, unless the room
+// holds those of c's version or a later one: every advance, on every
+// instance, runs with them from then on. A lost answer is resolved by
+// sending it again (the version makes it write once).
+func (s *Rooms) ControlRoom(ctx context.Context, r room.Room, c room.Control, now time.Time) error {
+	keys := s.roomKeys(r)
+	var err error
+	for range roomAttempts {
+		err = roomControlScript.Run(ctx, s.rdb, []string{keys[10], keys[8]}, c.AdmitPerSecond, flag(c.Paused), flag(c.Passthrough),
+			c.Version, now.UnixMilli(), keysTTL(r, now)).Err()
+		if err == nil || !MayHaveRun(unavailable("room control", err)) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return unavailable("room control", err)
+	}
+	return nil
 }
 
 // earlyChunk is how many early joiners one ZRANGE of EarlyPositions reads.
@@ -241,7 +273,9 @@ func (s *Rooms) FinishRoomBuild(ctx context.Context, r room.Room, token string, 
 	if img.Frozen {
 		frozen = len(img.Early)
 	}
-	return run("commit", token, img.Gen, len(img.Late), frozen, img.Next, now.UnixMilli(), keysTTL(r, now))
+	c := img.Control
+	return run("commit", token, img.Gen, len(img.Late), frozen, img.Next, now.UnixMilli(), keysTTL(r, now),
+		c.AdmitPerSecond, flag(c.Paused), flag(c.Passthrough), c.Version)
 }
 
 func (s *Rooms) roomBuildKeys(r room.Room) []string {

@@ -32,6 +32,12 @@ type WaitingRoom struct {
 	// from the room's making, the seed itself from the start); Key signs
 	// the admissions and is never shown.
 	Seed, Key [32]byte
+	// Paused and Passthrough are the operator's live control of the room
+	// during the sale (RoomControl); ControlVersion counts the changes of
+	// them and of AdmitPerSecond, so the copy of a later change wins
+	// wherever two copies meet (Redis's live settings).
+	Paused, Passthrough bool
+	ControlVersion      int64
 }
 
 // On reports whether the sale has a room.

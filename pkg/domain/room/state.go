@@ -85,6 +85,8 @@ type State struct {
 	// At is the room's rate clock (ms) after the advance, 0 before the
 	// start: it only ever grows, so the next advance is given it (seen).
 	At int64
+	// Control is the room's live settings the advance ran with.
+	Control Control
 }
 
 // SoldOut reports whether no unit is left and none is held: no waiter can
@@ -105,6 +107,9 @@ type Image struct {
 	// Next is the last position taken as admitted: the leading positions
 	// whose buyers' turn is done.
 	Next int64
+	// Control is the room's live settings as MySQL has them: the build
+	// writes them unless Redis holds a later version.
+	Control Control
 }
 
 // RankedJoin is an early joiner and their rank.

@@ -246,7 +246,7 @@ func TestAlternatesArePromotedOrNotSelected(t *testing.T) {
 
 	// The third is numbered, its order on its way, when the sale ends.
 	late := d.number(t, a3, time.Now())
-	ended, err := d.sales.End(ctx, d.a.ID)
+	ended, err := d.sales.End(ctx, d.a.ID, "operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestEachAlternateIsNotSelectedOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			if _, _, err := d.sales.Cancel(ctx, d.a.ID); err != nil {
+			if _, _, err := d.sales.Cancel(ctx, d.a.ID, "operator"); err != nil {
 				t.Error(err)
 			}
 		})

@@ -63,6 +63,9 @@ type Service struct {
 	Tallies       Tallies
 	Stock         Stock
 	Closer        Closer
+	RoomControls  RoomControls
+	LiveRooms     LiveRooms
+	Audit         Audit
 	Now           func() time.Time
 	SoldOut       func(item int64)
 	PaymentWindow time.Duration
@@ -80,22 +83,44 @@ type EntriesCloser interface {
 // cancelBatch bounds one pass of a cancel's closes.
 const cancelBatch = 500
 
-// End ends a running sale now: every api instance refuses new orders within
-// activity.CopyTTL, orders already accepted finish, and the consumer fails
-// any order reserved after the end (SALE_ENDED).
-func (s *Service) End(ctx context.Context, id int64) (activity.Activity, error) {
-	return s.end(ctx, id, activity.EndNow)
+// End ends a running sale now, as operator by asked: every api instance
+// refuses new orders within activity.CopyTTL, orders already accepted
+// finish, and the consumer fails any order reserved after the end
+// (SALE_ENDED).
+func (s *Service) End(ctx context.Context, id int64, by string) (activity.Activity, error) {
+	return s.end(ctx, id, activity.EndNow, by)
 }
 
-// end ends sale id now, as how says, in a unit of its own.
+// end ends sale id now, as how says, in a unit of its own, with its record
+// in the audit when it changed the sale (an end of an ended sale, a retry,
+// is not recorded again).
 //
 // A draw sale's entries are closed in Redis after the commit, so an api
 // instance whose copy of the sale predates the end (up to
 // activity.CopyTTL old) takes no entry MySQL would then refuse (ADR 7).
 // That close failing is logged: MySQL's row is the last word all the same.
-func (s *Service) end(ctx context.Context, id int64, how activity.Ending) (activity.Activity, error) {
+func (s *Service) end(ctx context.Context, id int64, how activity.Ending, by string) (activity.Activity, error) {
 	a, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
-		return s.Sales.EndActivity(ctx, id, s.Now(), how)
+		now := s.Now()
+		before, err := s.Sales.Activity(ctx, id)
+		if err != nil {
+			return activity.Activity{}, err
+		}
+		a, err := s.Sales.EndActivity(ctx, id, now, how)
+		if err != nil {
+			return a, err
+		}
+		cancel := how == activity.CancelNow && before.CancelledAt.IsZero()
+		if !now.Before(before.EndsAt) && !cancel || s.Audit == nil {
+			return a, nil
+		}
+		e := activity.AuditEntry{ActivityID: id, Action: activity.ActionEnd, Subject: by, At: now,
+			Detail: fmt.Sprintf(`{"ends_at":%q,"was_ends_at":%q}`, a.EndsAt.UTC().Format(time.RFC3339Nano),
+				before.EndsAt.UTC().Format(time.RFC3339Nano))}
+		if how == activity.CancelNow {
+			e.Action = activity.ActionCancel
+		}
+		return a, s.Audit.RecordAction(ctx, e)
 	})
 	if err == nil && s.Entries != nil && a.Selling() == activity.SellsByDraw {
 		if cerr := s.Entries.CloseEntries(ctx, a.ItemID, a.ID, a.KeysLiveUntil(s.PaymentWindow)); cerr != nil && s.Log != nil {
@@ -108,10 +133,10 @@ func (s *Service) end(ctx context.Context, id int64, how activity.Ending) (activ
 
 // Cancel ends the sale now and closes its unpaid CREATED orders, giving
 // their units and quotas back as a buyer's cancel does, and returns how
-// many it closed. Orders still on their way are closed by the consumer's
-// closer once they reach MySQL.
-func (s *Service) Cancel(ctx context.Context, id int64) (activity.Activity, int, error) {
-	a, err := s.end(ctx, id, activity.CancelNow)
+// many it closed, as operator by asked. Orders still on their way are
+// closed by the consumer's closer once they reach MySQL.
+func (s *Service) Cancel(ctx context.Context, id int64, by string) (activity.Activity, int, error) {
+	a, err := s.end(ctx, id, activity.CancelNow, by)
 	if err != nil {
 		return activity.Activity{}, 0, err
 	}

@@ -44,6 +44,10 @@ type Standing struct {
 	AdmissionExpires time.Time
 	// OrderNo is the order the buyer holds in the sale (Ordered).
 	OrderNo string
+	// Paused: the operator paused the room's admissions; the waiter keeps
+	// their place (Waiting or SoldOut) and admissions resume in the same
+	// order.
+	Paused bool
 }
 
 // Work is the proof of work a join carries (a room with
@@ -120,7 +124,12 @@ func standing(a activity.Activity, signer *room.Signer, user string, p room.Plac
 	if p.Used {
 		expires = p.UsedExpires // the order's retries need it
 	}
-	rate := int64(a.Room.AdmitPerSecond)
+	// The room's live rate (the operator may have changed it), as Redis
+	// had it at the state's advance.
+	rate := int64(st.Control.AdmitPerSecond)
+	if rate < 1 {
+		rate = int64(a.Room.AdmitPerSecond)
+	}
 	switch {
 	case held != "":
 		// Their turn is done: a retry of the order needs its key only.
@@ -143,6 +152,9 @@ func standing(a activity.Activity, signer *room.Signer, user string, p room.Plac
 		v.ETASeconds = (v.Ahead + rate - 1) / rate
 		// Close to the front: every second; far back: up to every 10 s.
 		v.PollAfterMS = min(max(v.ETASeconds*1000/4, 1000), 10000)
+	}
+	if v.State == Waiting || v.State == SoldOut {
+		v.Paused = st.Control.Paused
 	}
 	return v
 }

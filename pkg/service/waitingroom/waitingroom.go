@@ -44,13 +44,14 @@ type Rooms interface {
 	RoomGen(ctx context.Context, r room.Room) (int64, bool, error)
 	EarlyPositions(ctx context.Context, r room.Room, early int64) (map[string]int64, error)
 	RoomMembers(ctx context.Context, r room.Room, fromEarly, afterSeq, limit int64) (room.Members, error)
+	ControlRoom(ctx context.Context, r room.Room, c room.Control, now time.Time) error
 }
 
 // Records is MySQL as the room uses it (*orderdb.DB).
 type Records interface {
 	RecordRoomJoins(ctx context.Context, activity int64, joins []room.Join, match []room.JoinMatch) ([]error, error)
 	RoomRebuild(ctx context.Context, activity int64, now func() time.Time,
-		build func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error
+		build func(gen int64, builtAt time.Time, live room.Control, read func() ([]room.Join, map[string]bool, error)) (int64, error)) error
 	RoomGeneration(ctx context.Context, activity int64) (int64, error)
 }
 
@@ -322,14 +323,16 @@ func (s *Service) startRebuild(r room.Room, lostBy time.Time) {
 	}()
 }
 
-// Rebuild writes r's room from MySQL's record under a new generation,
+// Rebuild writes r's room from MySQL's record, its live settings
+// (room.Control) included, under a new generation,
 // unless Redis holds the generation MySQL has and, when lostBy is set (a
 // loss that leaves the generation, Redis brought back from an older copy,
 // was seen by then), the room was built after lostBy: the room is whole,
 // or another instance just rebuilt it. Rebuilds of one room run one at a
 // time, whichever instance runs them.
 func (s *Service) Rebuild(ctx context.Context, r room.Room, lostBy time.Time) error {
-	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time, read func() ([]room.Join, map[string]bool, error)) (int64, error) {
+	return s.records.RoomRebuild(ctx, r.ActivityID, s.now, func(gen int64, builtAt time.Time, live room.Control,
+		read func() ([]room.Join, map[string]bool, error)) (int64, error) {
 		have, ok, err := s.rooms.RoomGen(ctx, r)
 		if err != nil {
 			return 0, err
@@ -356,6 +359,9 @@ func (s *Service) Rebuild(ctx context.Context, r room.Room, lostBy time.Time) er
 		now := s.now()
 		img := Image(r.Settings.Seed, joins, done, !now.Before(r.StartsAt))
 		img.Gen = gen + 1
+		// The live settings as MySQL has them, not as this instance's copy
+		// of the sale does: Redis lost them with the room.
+		img.Control = live
 		if err := s.rooms.FinishRoomBuild(ctx, r, token, img, now); err != nil {
 			return 0, err
 		}

@@ -134,16 +134,20 @@ const stateText = {
   ORDERED: "You bought in this sale: your order is below.",
 };
 
+// The operator paused admissions: the buyer keeps their place.
+const pausedText = "The shop has paused admissions for a moment. You keep your place: keep this page open.";
+
 let admissionExpiry = null;
 
 function renderQueue(q) {
   admissionExpiry = q.admission_expires_at || admissionExpiry;
   $("queue").hidden = false;
-  $("queue-state").textContent = stateText[q.state] || q.state;
+  $("queue-state").textContent = q.paused ? pausedText : stateText[q.state] || q.state;
   $("queue-state").dataset.state = q.state;
+  $("queue-state").dataset.paused = q.paused ? "true" : "false";
   $("position").textContent = q.position === null ? "drawn at the start" : "#" + q.position;
   $("ahead").textContent = q.position === null ? "–" : q.ahead;
-  $("eta").textContent = q.state === "WAITING" ? (q.eta_seconds > 0 ? "about " + q.eta_seconds + " s" : "any moment") : "–";
+  $("eta").textContent = q.paused ? "paused" : q.state === "WAITING" ? (q.eta_seconds > 0 ? "about " + q.eta_seconds + " s" : "any moment") : "–";
 }
 
 // waitInQueue polls the queue until the buyer's turn: it returns the
