@@ -28,6 +28,7 @@ type settings struct {
 	paySecret   []byte // nil: payment notifications are refused
 	buyerPay    bool
 	window      time.Duration // the payment window of sales that set none
+	drawGrace   time.Duration // until when after a draw's close an entry is answered (ADR 7)
 	limits      httpapi.RateLimits
 	addrs       httpapi.Addresses
 	admin       metrics.AdminConfig
@@ -42,16 +43,18 @@ type settings struct {
 func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 	env := config.New(lookup)
 	config.GC(env)
+	kcfg := config.Kafka(env)
 	s := settings{
 		level:     config.LogLevel(env),
 		addr:      env.Addr("SECKILL_HTTP_ADDR", "127.0.0.1:8080"),
 		redis:     config.Redis(env),
 		mysql:     config.MySQL(env),
-		kafka:     config.Kafka(env),
+		kafka:     kcfg,
 		auth:      config.Auth(env),
 		paySecret: config.PaymentSecret(env),
 		buyerPay:  env.Bool("SECKILL_BUYER_PAY", false),
 		window:    config.PaymentWindow(env),
+		drawGrace: config.DrawGrace(env, kcfg),
 		limits: httpapi.RateLimits{
 			PerUser: float64(env.Int("SECKILL_RATE_LIMIT_USER", 20, 0, 1_000_000)),
 			PerIP:   float64(env.Int("SECKILL_RATE_LIMIT_IP", 0, 0, 10_000_000)),

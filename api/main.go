@@ -25,11 +25,13 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/clock"
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/placing"
 )
 
@@ -82,7 +84,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	numbers, err := orderNumbers(ctx, db, log)
+	numbers, numberKey, err := orderNumbers(ctx, db, log)
 	if err != nil {
 		return err
 	}
@@ -99,9 +101,14 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	defer pub.Close()
+	entryPub, err := startEntryPublisher(ctx, cfg.kafka, log)
+	if err != nil {
+		return err
+	}
+	defer entryPub.Close()
 
-	handler, err := newHandler(ctx, cfg, backends{store: store, db: db, pub: pub, numbers: numbers, now: clk.Now,
-		tracer: tracer}, reg, log)
+	handler, err := newHandler(ctx, cfg, backends{store: store, db: db, pub: pub, entryPub: entryPub, numbers: numbers, numberKey: numberKey,
+		now: clk.Now, tracer: tracer}, reg, log)
 	if err != nil {
 		return err
 	}
@@ -110,12 +117,15 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 
 // backends are what the api's handlers work on.
 type backends struct {
-	store   *stockredis.Store
-	db      *orderdb.DB
-	pub     *orderevents.Publisher
-	numbers *order.NumberGenerator
-	now     func() time.Time // the shared clock
-	tracer  *tracing.Tracer
+	store *stockredis.Store
+	db    *orderdb.DB
+	pub   *orderevents.Publisher
+	// entryPub publishes draw entries to their own topic (ADR 7).
+	entryPub  *orderevents.Publisher
+	numbers   *order.NumberGenerator
+	numberKey []byte
+	now       func() time.Time // the shared clock
+	tracer    *tracing.Tracer
 }
 
 // newHandler builds the placing service, the readiness checks and the
@@ -136,7 +146,10 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 	if err != nil {
 		return nil, err
 	}
-	handler := httpapi.New(svc, wiring.Services(svc, b.db, log, cfg.privateHooks), verifier, ready, log, httpapi.WithRateLimits(cfg.limits), httpapi.WithAddresses(cfg.addrs),
+	entries := &draws.Accepting{Taking: b.store.Entries, Publisher: b.entryPub, Key: b.numberKey, Grace: cfg.drawGrace,
+		KeysFor: func(a activity.Activity) time.Time { return a.KeysLiveUntil(cfg.window) }}
+	handler := httpapi.New(svc, wiring.Services(svc, b.db, log, cfg.privateHooks, entries), verifier, ready, log, httpapi.WithRateLimits(cfg.limits),
+		httpapi.WithAddresses(cfg.addrs),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
 		httpapi.WithPayments(cfg.paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(cfg.buyerPay),
 		httpapi.WithTracer(b.tracer))
@@ -150,7 +163,9 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 // every instance shares, so any of them tells an order it accepted from a
 // number never issued. Asking again after a lost answer is safe: it reads
 // the key that won.
-func orderNumbers(ctx context.Context, db *orderdb.DB, log *slog.Logger) (*order.NumberGenerator, error) {
+// The key also makes the draw entries' ids (draw.EntryIDFor), the same on
+// every instance.
+func orderNumbers(ctx context.Context, db *orderdb.DB, log *slog.Logger) (*order.NumberGenerator, []byte, error) {
 	numberKey, err := db.Orders.OrderNumberKey(ctx)
 	for attempt := 1; err != nil && attempt < 3 && ctx.Err() == nil; attempt++ {
 		log.Warn("order number key not read; retrying", "err", err)
@@ -161,9 +176,10 @@ func orderNumbers(ctx context.Context, db *orderdb.DB, log *slog.Logger) (*order
 		numberKey, err = db.Orders.OrderNumberKey(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("order number key: %w", err)
+		return nil, nil, fmt.Errorf("order number key: %w", err)
 	}
-	return order.NewSignedNumberGenerator(numberKey)
+	gen, err := order.NewSignedNumberGenerator(numberKey)
+	return gen, numberKey, err
 }
 
 // startPublisher makes sure the topics exist and returns a publisher that
@@ -177,6 +193,19 @@ func startPublisher(ctx context.Context, cfg orderevents.Config, log *slog.Logge
 	pub := orderevents.NewPublisher(cfg)
 	if err := pub.Warm(ctx); err != nil {
 		log.Warn("publisher not warmed; the first orders will connect", "err", err)
+	}
+	go pub.KeepWarm(ctx, 20*time.Second, log)
+	return pub, nil
+}
+
+// startEntryPublisher is startPublisher for the draw entries' topic.
+func startEntryPublisher(ctx context.Context, cfg orderevents.Config, log *slog.Logger) (*orderevents.Publisher, error) {
+	if err := orderevents.EnsureEntriesTopic(ctx, cfg); err != nil {
+		return nil, err
+	}
+	pub := orderevents.NewEntryPublisher(cfg)
+	if err := pub.Warm(ctx); err != nil {
+		log.Warn("entry publisher not warmed; the first entries will connect", "err", err)
 	}
 	go pub.KeepWarm(ctx, 20*time.Second, log)
 	return pub, nil

@@ -30,6 +30,7 @@ type options struct {
 	duration     time.Duration
 	rate         float64
 	flashRate    float64
+	entryRate    float64 // the draw scenario's fixed-rate phase, entries/s (0: none)
 	stock        int64
 	users        int64
 	clicks       int
@@ -123,7 +124,9 @@ Scenarios (--scenario, comma-separated, default all):
               (not in all)
   draw        a draw sale ("mode": "draw") of 5 sizes (--sizes) holding 1,000 units (--stock) in a bell
               shape: up to 100,000 buyers (--users) enter once each over 500 connections, a size each
-              picked Zipf-like (--size-skew), until entries_close_at 60s (--duration) on; the consumer then
+              picked Zipf-like (--size-skew), the first 10s at a fixed 5,000/s (--entry-rate; their
+              latency from when each was due), the rest as fast as they go, until entries_close_at
+              60s (--duration) on; the consumer then
               draws and gives each winner an order: entries/s against flash's req/s (added when --scenario
               does not name it) and the raw MySQL transaction's, close to DRAWN and to every winner's
               order CREATED, the record checked with draw.Verify, each size's stock won, one order a
@@ -161,6 +164,7 @@ Flags:
 	fs.DurationVar(&c.duration, "duration", 0, "how long each timed load runs (default: the scenario's)")
 	fs.Float64Var(&c.rate, "rate", 0, "fixed arrival rate in requests/s for flash and sustained (open model; 0 = closed model)")
 	fs.Float64Var(&c.flashRate, "flash-rate", 5000, "arrival rate of the flash-rate scenario, requests/s")
+	fs.Float64Var(&c.entryRate, "entry-rate", 5000, "the draw scenario first offers its entries at this fixed rate for 10s (at most half its buyers), open model, for their latency; 0 skips it")
 	fs.Int64Var(&c.stock, "stock", 0, "initial stock (default: the scenario's)")
 	fs.Int64Var(&c.users, "users", 0, "distinct buyers: clickers' buyers (500), compare's buyer pool (1000), queue's joiners (100000), draw's entrants (100000); flash and sustained use a new buyer per request")
 	fs.Int64Var(&c.orders, "orders", 1_000_000, "orders of the sale the reconcile scenario builds (one buyer each; stock 1.2x unless --stock)")
@@ -250,6 +254,9 @@ Flags:
 	}
 	if c.connections < 0 || c.connections > 20000 {
 		problems = append(problems, "--connections must be from 1 to 20000")
+	}
+	if c.entryRate < 0 {
+		problems = append(problems, "--entry-rate must not be negative")
 	}
 	if c.rate < 0 || c.flashRate <= 0 {
 		problems = append(problems, "--rate must not be negative and --flash-rate must be positive")

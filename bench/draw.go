@@ -41,6 +41,9 @@ const (
 	// drawWait bounds the wait from the close to DRAWN, and from DRAWN
 	// to every winner's order.
 	drawWait = 2 * time.Minute
+	// drawRatePhase is how long the entries are first offered at a fixed
+	// rate (--entry-rate), inside the window.
+	drawRatePhase = 10 * time.Second
 )
 
 // wonWanted is how many of a size's entries must win: as many as its
@@ -170,10 +173,31 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 	if err := e.readStocks(ctx, &stocks, all); err != nil {
 		return nil, err
 	}
+	// First the entries at a fixed rate (open model: each is timed from
+	// when it was due, so a queue in the pipeline shows in the latency),
+	// then the rest of the crowd as fast as the connections go.
+	var offset int64
+	if rate := e.opts.entryRate; rate > 0 {
+		offset = min(int64(rate*drawRatePhase.Seconds()), n/2)
+		dr.RateTarget = rate
+		upd, fin := e.meter.track(name+"-entries-rate", time.Duration(float64(offset)/rate*float64(time.Second)), 0)
+		fixed := load.Run(ctx, load.Config{Workers: sh.connections, Ops: offset, Rate: rate,
+			Duration: time.Duration(float64(offset) / rate * float64(time.Second)), Progress: upd}, d.enter)
+		fin()
+		fr := runResult(name+"-entries-rate", shape{connections: sh.connections, rate: rate}, whole, fixed)
+		dr.RateSeconds, dr.RateSent, dr.RateDropped, dr.RateLatency = fixed.Elapsed.Seconds(), int64(len(fixed.Samples)), fixed.Dropped, fr.Latency
+		for _, w := range d.workers {
+			dr.Late += w.late
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	update, done := e.meter.track(name+"-entries", time.Until(closes), 0)
 	b.t0 = time.Now()
 	stopCPU := e.measureCPU()
-	entries := load.Run(ctx, load.Config{Workers: sh.connections, Ops: n, Duration: time.Until(closes), Progress: update}, d.enter)
+	entries := load.Run(ctx, load.Config{Workers: sh.connections, Ops: n - offset, Duration: time.Until(closes), Progress: update},
+		func(ctx context.Context, w int, seq int64) load.Outcome { return d.enter(ctx, w, seq+offset) })
 	done()
 	dr.CloseMargin = time.Until(closes).Seconds()
 	er := runResult(name+"-entries", shape{connections: sh.connections, duration: sh.duration, stock: sh.stock}, whole, entries)
@@ -185,10 +209,12 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 	// accepted here means a new entry.
 	dr.EntrySeconds, dr.EntriesAccepted, dr.EntryLatency = entries.Elapsed.Seconds(), er.Outcomes["accepted"], er.Latency
 	dr.EntriesPerSecond = stats.Rate(dr.EntriesAccepted, entries.Elapsed)
+	late := int64(0)
 	for _, w := range d.workers {
-		dr.Late += w.late
+		late += w.late
 	}
-	dr.EntryErrors = int64(len(entries.Samples)) - dr.EntriesAccepted - dr.Late
+	dr.EntryErrors = int64(len(entries.Samples)) - dr.EntriesAccepted - (late - dr.Late)
+	dr.Late = late
 	if ctx.Err() != nil {
 		return runs, ctx.Err()
 	}

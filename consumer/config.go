@@ -22,6 +22,8 @@ type settings struct {
 	mysql       orderdb.Config
 	kafka       orderevents.Config
 	loop        orderevents.RouterConfig
+	entries     orderevents.RouterConfig // the draw entries' loop
+	drawGrace   time.Duration
 	window      time.Duration // the payment window of sales that set none
 	sweepAfter  time.Duration
 	sweepEvery  time.Duration
@@ -56,6 +58,7 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 			Linger:       env.Duration("SECKILL_CONSUMER_LINGER", 5*time.Millisecond),
 			DrainTimeout: env.Duration("SECKILL_CONSUMER_DRAIN_TIMEOUT", 30*time.Second),
 		},
+		drawGrace:   config.DrawGrace(env, kcfg),
 		sweepAfter:  env.Duration("SECKILL_SWEEP_AFTER", 10*time.Second),
 		sweepEvery:  env.Duration("SECKILL_SWEEP_EVERY", 2*time.Second),
 		closeEvery:  env.Duration("SECKILL_CLOSER_EVERY", time.Second),
@@ -70,6 +73,9 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		clockOffset: config.TestClockOffset(env),
 		instance:    fmt.Sprintf("consumer-%d", os.Getpid()),
 	}
+	// The entries' loop: their own topic and group, the orders' sizes.
+	s.entries = s.loop
+	s.entries.Topic, s.entries.GroupID = orderevents.EntriesTopic(s.loop.Topic), s.loop.GroupID+".entries"
 	if err := env.Err(); err != nil {
 		return s, err
 	}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill/seckill/consumer/internal/entries"
 	"github.com/seckill/seckill/consumer/internal/fulfil"
 	"github.com/seckill/seckill/consumer/internal/redisloss"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
@@ -25,6 +27,7 @@ import (
 	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/fulfilment"
 )
 
@@ -75,7 +78,12 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 	rdb := stockredis.NewClient(cfg.redis)
 	defer rdb.Close()
 	store := stockredis.New(rdb, cfg.redis.Prefix).Trace(tracer)
-	if err := waitFor(ctx, log, "kafka", func(ctx context.Context) error { return orderevents.EnsureTopics(ctx, cfg.kafka) }); err != nil {
+	if err := waitFor(ctx, log, "kafka", func(ctx context.Context) error {
+		if err := orderevents.EnsureTopics(ctx, cfg.kafka); err != nil {
+			return err
+		}
+		return orderevents.EnsureEntriesTopic(ctx, cfg.kafka)
+	}); err != nil {
 		return err
 	}
 	pub := orderevents.NewPublisher(cfg.kafka)
@@ -112,7 +120,14 @@ func run(ctx context.Context, lookup func(string) (string, bool), _ io.Writer, l
 		Now: clk.Now, Losses: &redisloss.Reporter{Record: db.RedisWatches, Marker: redisloss.MarkerKey(cfg.redis.Prefix)}}
 	// The loop drains what it holds before it returns; the passes stop
 	// after it, and the stores close after them.
+	// The draw entries the api accepted, written to MySQL in batches
+	// beside the orders (ADR 7).
+	entryLoop := orderevents.NewEventRouter(cfg.entries, orderevents.EntryCodec,
+		&entries.Handler{Draws: &draws.Service{Tx: db, Store: db.Draws}, Log: log.With("loop", "entries")}, nil, log.With("loop", "entries"))
+	entriesDone := make(chan error, 1)
+	go func() { entriesDone <- entryLoop.Run(ctx) }()
 	err = orderevents.NewRouter(cfg.loop, handler, cm, log).Run(ctx)
+	err = errors.Join(err, <-entriesDone)
 	stopPasses()
 	log.Info("consumer stopped")
 	return err

@@ -77,7 +77,9 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 		&drawer.Drawer{DB: st.db.Draws, Draws: &draws.Service{Tx: st.db, Store: st.db.Draws, Events: st.db.Outbox, Now: st.clk.Now}, Activities: st.db.Activities, Orders: st.db.Orders, Reservations: st.store.Reservations,
 			Stock: st.store.Stock, Placing: &placing.Service{Reservations: st.store.Reservations, Stock: st.store.Stock, Publisher: st.pub, Activities: st.db.Activities, Orders: st.db.Orders, Tx: st.db, Events: st.db.Outbox, Numbers: st.numbers, PaymentWindow: s.window, Log: log, Now: st.clk.Now},
 			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
-			Picks: backoff.New(metrics.PassDraw, log, failures)},
+			Picks:     backoff.New(metrics.PassDraw, log, failures),
+			Watermark: orderevents.NewEntriesWatermark(s.kafka, s.entries.GroupID), Grace: s.drawGrace,
+			FreezeWait: metrics.NewDrawFreeze(reg).Observe},
 		// Every instance relays: the relays share the outbox's shards.
 		&relayPass{relay: &relay.Relay{Tx: st.db, Store: st.db.Outbox, Publisher: st.events,
 			Fanout: &webhooks.Fanout{Queue: st.db.Webhooks}}, every: s.relayEvery, log: log},

@@ -107,6 +107,15 @@ func TestDrawPickReservedUnderTheOldKeyKeepsIt(t *testing.T) {
 	size := s.Items[0].ID
 	enter(t, api, s, 1, size)
 	ctx := context.Background()
+	// A consumer writes the entry to MySQL (its drawer's first pass, at
+	// its start, finds nothing due; the next is an hour away), and stops.
+	writer := p.StartConsumer("SECKILL_DRAW_EVERY=1h")
+	waittest.Until(t, 30*time.Second, "the entry in MySQL", func() bool {
+		return p.Count("SELECT COUNT(*) FROM draw_entries WHERE activity_id = ?", s.ActivityID) == 1
+	})
+	if err := writer.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// The drawer of before: the draw, the winner's number, its reserve
 	// under the old key; then it stopped (its event never published).
 	waittest.UntilEvery(t, 30*time.Second, 200*time.Millisecond, "the draw to run", func() bool {

@@ -21,8 +21,10 @@ import (
 
 // Services builds the use cases the handlers call besides placing, over
 // MySQL's stores and svc's Redis stores, numbers and clock. privateHooks
-// lets webhook endpoints be on loopback or private addresses.
-func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHooks bool) httpapi.Services {
+// lets webhook endpoints be on loopback or private addresses. entries is
+// the draw entries' path through Redis and Kafka (ADR 7); nil writes each
+// entry to MySQL in its own transaction (ADR 6).
+func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHooks bool, entries *draws.Accepting) httpapi.Services {
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now
@@ -31,10 +33,16 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 		Lists: db.Orders, Refunds: db.Payments, Log: log}
 	out := httpapi.Services{
 		Lifecycle: lc,
-		Draws:     &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Summaries: db.Draws, Now: now},
+		Draws:     &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Summaries: db.Draws, Now: now, Accepting: entries},
 		Sales: &sales.Service{Tx: db, Sales: db.Activities, Warmups: db.Activities, Restocks: db.Restocks, Items: db.Activities,
 			Tallies: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
 			PaymentWindow: svc.PaymentWindow, Log: log},
+	}
+	// The Redis store that takes entries closes them at a draw sale's end.
+	if entries != nil {
+		if c, ok := entries.Taking.(sales.EntriesCloser); ok {
+			out.Sales.Entries = c
+		}
 	}
 	out.Webhooks = &webhooks.Service{Store: db.Webhooks, NewSecret: webhook.NewSecret, Now: now,
 		CheckURL: func(ctx context.Context, raw string) error { return webhook.CheckURL(ctx, raw, privateHooks) }}

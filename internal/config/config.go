@@ -316,6 +316,21 @@ func PaymentWindow(e *Env) time.Duration {
 	return e.Duration("SECKILL_PAYMENT_WINDOW", activity.DefaultPaymentWindow)
 }
 
+// DrawGrace reads SECKILL_DRAW_GRACE: how long after a draw's entries
+// close the drawer reads the entries' topic's end, and until when the api
+// answers an entry Kafka acknowledged (ADR 7). It is at least
+// SECKILL_KAFKA_WRITE_TIMEOUT (kcfg's), so every entry taken before the
+// close is acknowledged or refused by then; default that plus 2 s for
+// the clocks. The api's must not be longer than the consumers'.
+func DrawGrace(e *Env, kcfg orderevents.Config) time.Duration {
+	def := kcfg.WriteTimeout + 2*time.Second
+	g := e.Duration("SECKILL_DRAW_GRACE", def)
+	if g < kcfg.WriteTimeout {
+		e.fail("SECKILL_DRAW_GRACE", g.String(), fmt.Sprintf("at least SECKILL_KAFKA_WRITE_TIMEOUT (%s): an entry acknowledged later would miss its draw", kcfg.WriteTimeout))
+	}
+	return g
+}
+
 // LogLevel reads SECKILL_LOG_LEVEL (debug, info, warn or error, in any case;
 // default info) and returns it in lower case. The programs build their
 // logger before reading the configuration, so that they can report it; an

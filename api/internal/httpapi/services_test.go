@@ -12,5 +12,5 @@ import (
 // api's wiring does; webhook endpoints may be on loopback (the tests'
 // receivers are).
 func (ts *testServer) services(svc *placing.Service, log *slog.Logger) httpapi.Services {
-	return wiring.Services(svc, ts.db.DB, log, true)
+	return wiring.Services(svc, ts.db.DB, log, true, nil)
 }

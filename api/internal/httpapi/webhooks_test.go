@@ -612,7 +612,7 @@ func TestWebhookPrivateAddressesRefused(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)
 	log := testLogger(t)
-	srv := httptest.NewServer(httpapi.New(ts.svc, wiring.Services(ts.svc, ts.db.DB, log, false), auth.NewVerifier(testSecret), nil, log))
+	srv := httptest.NewServer(httpapi.New(ts.svc, wiring.Services(ts.svc, ts.db.DB, log, false, nil), auth.NewVerifier(testSecret), nil, log))
 	t.Cleanup(srv.Close)
 	admin := adminToken(t)
 	do := func(method, path, body string) response {

@@ -30,6 +30,15 @@ type Draw struct {
 	EntryLatency     stats.Summary `json:"entry_latency"`
 	Late             int64         `json:"entries_after_close"`
 	EntryErrors      int64         `json:"entry_errors"`
+	// The fixed-rate phase, before the entries above: RateTarget entries/s
+	// offered (open model) for RateSeconds; RateSent were sent, RateDropped
+	// due but never sent in time; RateLatency every one's latency, from
+	// when it was due. Zero RateTarget: no such phase.
+	RateTarget  float64       `json:"rate_target_per_s,omitempty"`
+	RateSeconds float64       `json:"rate_s,omitempty"`
+	RateSent    int64         `json:"rate_sent,omitempty"`
+	RateDropped int64         `json:"rate_dropped,omitempty"`
+	RateLatency stats.Summary `json:"rate_latency,omitzero"`
 	// ReEntries were sent once more, after the winners' orders, by buyers
 	// who had entered; ReEntrySame of them were answered 200 with the
 	// buyer's entry.
@@ -120,6 +129,11 @@ func drawTables(p func(string, ...any), r *Report) {
 		p("| entries | **%s entries/s** (%d accepted in %.1f s), P50 %s ms, P90 %s ms, P99 %s ms, P99.9 %s ms, max %s ms; %d refused at the close, %d other answers |\n",
 			num(d.EntriesPerSecond), d.EntriesAccepted, d.EntrySeconds, ms(l.P50Ms), ms(l.P90Ms), ms(l.P99Ms), ms(l.P999Ms), ms(l.MaxMs), d.Late, d.EntryErrors)
 		p("| entries vs one-item loads | %s |\n", against)
+		if d.RateTarget > 0 {
+			r := d.RateLatency
+			p("| entries at a fixed %s/s | %d sent over %.1f s (%d due and not sent in time), P50 %s ms, P90 %s ms, **P99 %s ms**, P99.9 %s ms, max %s ms |\n",
+				num(d.RateTarget), d.RateSent, d.RateSeconds, d.RateDropped, ms(r.P50Ms), ms(r.P90Ms), ms(r.P99Ms), ms(r.P999Ms), ms(r.MaxMs))
+		}
 		p("| entering again, after the draw | %d of %d answered 200 with the buyer's entry |\n", d.ReEntrySame, d.ReEntries)
 		ended := "the window ended the entries"
 		if d.CloseMargin > 0.05 {

@@ -213,6 +213,7 @@ func TestMarkdownDraw(t *testing.T) {
 	r.Runs = append(r.Runs, &Run{Name: "draw (replicated)", Connections: 500, Violations: []verify.Violation{}, Draw: &Draw{
 		Entrants: 1000, Sizes: 2, Units: 10, WindowSeconds: 60, EntrySeconds: 2, EntriesAccepted: 1000, EntriesPerSecond: 500,
 		EntryLatency: stats.Summary{P50Ms: 100, P99Ms: 400}, ReEntries: 10, ReEntrySame: 10, CloseMargin: 1.5, PollMs: 20,
+		RateTarget: 5000, RateSeconds: 10.2, RateSent: 49990, RateDropped: 10, RateLatency: stats.Summary{P50Ms: 3, P90Ms: 8, P99Ms: 41, P999Ms: 90, MaxMs: 120},
 		PassAfter: 0.3, DrawnAfter: 0.5, FirstReservedAfter: 0.5, AllCreatedAfter: -1, Winners: 10, WinnerOrders: 9,
 		WinnerOrdersPerSecond: 0, RecordBytes: 2_500_000, RecordSeconds: 0.2, RecordEntries: 1000, VerifyError: "rank 1: x",
 		PerSize: []DrawSize{{Label: "EU 36", ItemID: 5, Stock: 4, Entries: 600, Won: 4, Orders: 4}},
@@ -227,6 +228,7 @@ func TestMarkdownDraw(t *testing.T) {
 		"| entries | **500 entries/s** (1000 accepted in 2.0 s)",
 		"| entries vs one-item loads | 0.50× flash's 1000 req/s; 0.25× the raw MySQL insert + hot-row update's 2000 tx/s, same run |",
 		"| entering again, after the draw | 10 of 10 answered 200 with the buyer's entry |",
+		"| entries at a fixed 5000/s | 49990 sent over 10.2 s (10 due and not sent in time), P50 3.00 ms, P90 8.00 ms, **P99 41.00 ms**, P99.9 90.00 ms, max 120 ms |",
 		"| entries_close_at | every entrant was in 1.5 s before the close |",
 		"Up to 1000 entrants over 500 connections for a window of 60.0 s; 2 sizes holding 10 units.",
 		"the drawer's pass began 0.30 s after the close, the draw was DRAWN 0.50 s after it (read every 20 ms)",

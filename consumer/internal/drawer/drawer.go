@@ -122,6 +122,19 @@ type Drawer struct {
 	// each is tried again at every pass).
 	Picks *backoff.Records
 
+	// Watermark, when set, holds a draw until every entry Kafka
+	// acknowledged by Grace after the close is in MySQL (ADR 7); nil:
+	// the api writes entries to MySQL itself and the draw runs at the
+	// close.
+	Watermark Watermark
+	Grace     time.Duration
+	// FreezeWait observes how long after the close a draw waited for
+	// the watermark; nil records nothing.
+	FreezeWait func(time.Duration)
+
+	marksMu sync.Mutex
+	marks   map[int64]map[int]int64 // sale -> the end read after its close + Grace
+
 	runner pass.Runner[Stats]
 }
 
@@ -171,6 +184,13 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 	}
 	var errs []error
 	for _, id := range due {
+		frozen, err := d.frozen(ctx, id, now)
+		if err != nil || !frozen {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("activity %d: %w", id, err))
+			}
+			continue
+		}
 		res, err := d.Draws.Run(ctx, id, now)
 		if err != nil {
 			errs = append(errs, err)

@@ -36,7 +36,7 @@ func newDLQWriter(brokers []string, topic string) *kafka.Writer {
 // deadLetterAll writes every message in state poison to the dead-letter
 // topic, once, and tells the handler of every dead-lettered one; it
 // returns the first error.
-func (r *Router) deadLetterAll(ctx context.Context, batch []kafka.Message, state []msgState, reasons []error) error {
+func (r *EventRouter[E]) deadLetterAll(ctx context.Context, batch []kafka.Message, state []msgState, reasons []error) error {
 	var first error
 	for i, m := range batch {
 		if state[i] == poison {
@@ -49,9 +49,7 @@ func (r *Router) deadLetterAll(ctx context.Context, batch []kafka.Message, state
 		if state[i] == deadLettered {
 			// Whatever of the event is there (the router's Decode refused
 			// it, or the handler did).
-			var e order.Event
-			_ = json.Unmarshal(m.Value, &e)
-			if err := r.handler.DeadLettered(ctx, e); err != nil {
+			if err := r.handler.DeadLettered(ctx, r.codec.Loose(m.Value)); err != nil {
 				first = firstErr(first, err)
 				continue
 			}
@@ -70,7 +68,7 @@ func firstErr(first, err error) error {
 
 // deadLetter publishes a poison message to the dead-letter topic with the
 // reason.
-func (r *Router) deadLetter(ctx context.Context, m kafka.Message, cause error) error {
+func (r *EventRouter[E]) deadLetter(ctx context.Context, m kafka.Message, cause error) error {
 	if cause == nil {
 		cause = errors.New("poison")
 	}

@@ -3,7 +3,6 @@ package orderevents
 import (
 	"context"
 
-	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/consume"
 )
 
@@ -17,10 +16,10 @@ import (
 // while one runs form the next. A retry is not merged (the router calls the
 // handler for it directly), so a partition whose events keep failing costs
 // the others one shared failure, not one per attempt.
-type gang struct {
-	h     Handler
+type gang[E any] struct {
+	h     EventHandler[E]
 	max   int
-	calls chan *gangCall
+	calls chan *gangCall[E]
 	done  chan struct{}
 }
 
@@ -28,17 +27,17 @@ type gang struct {
 // partition worker; more wait to be queued).
 const gangQueue = 64
 
-type gangCall struct {
+type gangCall[E any] struct {
 	ctx    context.Context
-	events []order.Event
+	events []E
 	res    []consume.Result
 	done   chan struct{}
 }
 
-func startGang(h Handler, max int) *gang {
+func startGang[E any](h EventHandler[E], max int) *gang[E] {
 	// Each partition worker waits for its call, so the buffer only holds
 	// what waits while a call runs.
-	g := &gang{h: h, max: max, calls: make(chan *gangCall, gangQueue), done: make(chan struct{})}
+	g := &gang[E]{h: h, max: max, calls: make(chan *gangCall[E], gangQueue), done: make(chan struct{})}
 	go g.run()
 	return g
 }
@@ -46,8 +45,8 @@ func startGang(h Handler, max int) *gang {
 // Handle hands events to the gang's handler, merged with the calls waiting
 // beside it, and returns their results. If ctx ends before the gang takes
 // them, every event is to retry.
-func (g *gang) Handle(ctx context.Context, events []order.Event) []consume.Result {
-	c := &gangCall{ctx: ctx, events: events, done: make(chan struct{})}
+func (g *gang[E]) Handle(ctx context.Context, events []E) []consume.Result {
+	c := &gangCall[E]{ctx: ctx, events: events, done: make(chan struct{})}
 	select {
 	case g.calls <- c:
 	case <-ctx.Done():
@@ -62,14 +61,14 @@ func (g *gang) Handle(ctx context.Context, events []order.Event) []consume.Resul
 }
 
 // stop ends the gang once no call can come any more.
-func (g *gang) stop() {
+func (g *gang[E]) stop() {
 	close(g.calls)
 	<-g.done
 }
 
-func (g *gang) run() {
+func (g *gang[E]) run() {
 	defer close(g.done)
-	var next *gangCall // taken, but it did not fit in the last call
+	var next *gangCall[E] // taken, but it did not fit in the last call
 	for {
 		first := next
 		next = nil
@@ -79,7 +78,7 @@ func (g *gang) run() {
 				return
 			}
 		}
-		group, n := []*gangCall{first}, len(first.events)
+		group, n := []*gangCall[E]{first}, len(first.events)
 	fill:
 		for next == nil {
 			select {
@@ -103,14 +102,14 @@ func (g *gang) run() {
 
 // handle runs one call of the handler for group (n events in all), under
 // the first call's context, and answers each.
-func (g *gang) handle(group []*gangCall, n int) {
+func (g *gang[E]) handle(group []*gangCall[E], n int) {
 	if len(group) == 1 {
 		c := group[0]
 		c.res = g.h.Handle(c.ctx, c.events)
 		close(c.done)
 		return
 	}
-	all := make([]order.Event, 0, n)
+	all := make([]E, 0, n)
 	for _, c := range group {
 		all = append(all, c.events...)
 	}

@@ -44,11 +44,12 @@ type RouterConfig struct {
 // backoff, dead-letters poison, and commits a batch's offsets only once
 // every event of it is final. Each partition moves on its own: one whose events keep failing
 // is retried while the others commit and go on.
-type Router struct {
+type EventRouter[E any] struct {
 	cfg     RouterConfig
 	reader  *groupReader
 	dlq     *kafka.Writer
-	handler Handler
+	codec   Codec[E]
+	handler EventHandler[E]
 	metrics Metrics
 	log     *slog.Logger
 }
@@ -56,6 +57,15 @@ type Router struct {
 // NewRouter returns a router reading cfg.Topic as group cfg.GroupID; m may
 // be nil.
 func NewRouter(cfg RouterConfig, h Handler, m Metrics, log *slog.Logger) *Router {
+	return NewEventRouter(cfg, orderCodec, h, m, log)
+}
+
+// Router routes create-order events.
+type Router = EventRouter[order.Event]
+
+// NewEventRouter returns a router reading cfg.Topic's events of type E
+// with codec as group cfg.GroupID; m may be nil.
+func NewEventRouter[E any](cfg RouterConfig, codec Codec[E], h EventHandler[E], m Metrics, log *slog.Logger) *EventRouter[E] {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 2000
 	}
@@ -71,8 +81,9 @@ func NewRouter(cfg RouterConfig, h Handler, m Metrics, log *slog.Logger) *Router
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Router{
+	return &EventRouter[E]{
 		cfg:     cfg,
+		codec:   codec,
 		reader:  newReader(cfg, log, m.CommitFailed),
 		dlq:     newDLQWriter(cfg.Brokers, cfg.Topic),
 		handler: h,
@@ -115,7 +126,7 @@ const maxPendingBatches = 10
 // the dead-letter writer, and returns nil. A batch still not final at the
 // drain deadline stays uncommitted and is redelivered to whoever takes the
 // partition over.
-func (r *Router) Run(ctx context.Context) error {
+func (r *EventRouter[E]) Run(ctx context.Context) error {
 	defer r.dlq.Close()
 	defer r.reader.Close()
 	queues := map[int]*partitionQueue{}
@@ -178,7 +189,7 @@ func byPartition(batch []kafka.Message) [][]kafka.Message {
 // a batch takes whatever waits, up to MaxBatch, so a partition that fell
 // behind batches again. Once ctx is cancelled it finishes the batch in
 // hand and starts no other.
-func (r *Router) work(ctx context.Context, part int, q *partitionQueue, g *gang) {
+func (r *EventRouter[E]) work(ctx context.Context, part int, q *partitionQueue, g *gang[E]) {
 	for {
 		batch, ok := q.take(r.cfg.MaxBatch)
 		if !ok {
@@ -211,7 +222,7 @@ func drainContext(ctx context.Context, drain time.Duration) (context.Context, co
 	return wctx, func() { stop(); cancel() }
 }
 
-func (r *Router) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
+func (r *EventRouter[E]) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 	m, err := r.reader.FetchMessage(ctx)
 	if err != nil {
 		return nil, err
@@ -243,9 +254,9 @@ const (
 // retrying only those that are not, then commits the batch's offsets. The
 // first attempt goes through g, merged with other partitions' batches; a
 // retry goes to the handler alone.
-func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.Message, g *gang) error {
+func (r *EventRouter[E]) processAndCommit(ctx context.Context, part int, batch []kafka.Message, g *gang[E]) error {
 	start := time.Now()
-	b := decodeBatch(batch)
+	b := decodeBatch(r.codec, batch)
 	for attempt := 0; ; attempt++ {
 		cause := r.deadLetterAll(ctx, batch, b.state, b.reasons)
 		cause = r.handlePending(ctx, g, attempt, b, cause)
@@ -271,9 +282,9 @@ func (r *Router) processAndCommit(ctx context.Context, part int, batch []kafka.M
 }
 
 // batchWork is where the work on one partition's batch stands.
-type batchWork struct {
+type batchWork[E any] struct {
 	msgs        []kafka.Message
-	events      []order.Event // each message's event, decoded
+	events      []E // each message's event, decoded
 	state       []msgState
 	reasons     []error        // why each poison message is one
 	deadLetters int            // every poison message is in the dead-letter topic once the batch is final
@@ -282,28 +293,28 @@ type batchWork struct {
 
 // decodeBatch decodes the events of batch; a message that does not decode
 // is poison.
-func decodeBatch(batch []kafka.Message) *batchWork {
-	b := &batchWork{
+func decodeBatch[E any](codec Codec[E], batch []kafka.Message) *batchWork[E] {
+	b := &batchWork[E]{
 		msgs:    batch,
 		state:   make([]msgState, len(batch)),
-		events:  make([]order.Event, len(batch)),
+		events:  make([]E, len(batch)),
 		reasons: make([]error, len(batch)),
 		counts:  map[string]int{},
 	}
 	for i, m := range batch {
-		e, err := Decode(m.Value)
+		e, err := codec.Decode(m)
 		if err != nil {
 			b.state[i], b.reasons[i] = poison, err
 			b.deadLetters++
 			continue
 		}
-		b.events[i] = withTrace(e, m)
+		b.events[i] = e
 	}
 	return b
 }
 
 // final counts the batch's messages that are final.
-func (b *batchWork) final() int {
+func (b *batchWork[E]) final() int {
 	done := 0
 	for _, s := range b.state {
 		if s == final {
@@ -317,9 +328,9 @@ func (b *batchWork) final() int {
 // g on the first attempt, alone on a retry), marks each as its result
 // says and dead-letters the new poison. It returns cause or, when that is
 // nil, the first reason to retry the batch it met.
-func (r *Router) handlePending(ctx context.Context, g *gang, attempt int, b *batchWork, cause error) error {
+func (r *EventRouter[E]) handlePending(ctx context.Context, g *gang[E], attempt int, b *batchWork[E], cause error) error {
 	var idx []int
-	var evs []order.Event
+	var evs []E
 	for i := range b.msgs {
 		if b.state[i] == pending {
 			idx = append(idx, i)
@@ -375,7 +386,7 @@ func batchAttrs(part, messages int, counts map[string]int, deadLettered int, too
 // within commitEvery (see newReader). It fails only when ctx ends or the
 // reader is closed: the batch is then delivered again, to this consumer or
 // the next, and the handler is idempotent.
-func (r *Router) commit(ctx context.Context, start time.Time, batch []kafka.Message) error {
+func (r *EventRouter[E]) commit(ctx context.Context, start time.Time, batch []kafka.Message) error {
 	if err := r.reader.CommitMessages(ctx, batch...); err != nil {
 		return err
 	}

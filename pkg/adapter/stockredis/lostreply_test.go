@@ -23,7 +23,7 @@ type lossy struct {
 func newLossy(t *testing.T, cluster bool) lossy {
 	t.Helper()
 	p := redistest.NewProxied(t, cluster, "reserve", "claim", "confirm", "release", "warmup",
-		"bucket_take", "bucket_give", "bucket_set", "warmup_buckets", "restock", "room_join", "room_advance", "room_control")
+		"bucket_take", "bucket_give", "bucket_set", "warmup_buckets", "restock", "room_join", "room_advance", "room_control", "entry_take")
 	return lossy{Proxied: p, via: stockredis.New(p.Client(t), p.Prefix), direct: stockredis.New(p.Direct, p.Prefix)}
 }
 

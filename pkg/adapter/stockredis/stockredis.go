@@ -112,6 +112,8 @@ type Store struct {
 	Stock *Stock
 	// Rooms runs the sales' waiting rooms.
 	Rooms *Rooms
+	// Entries takes draw sales' entries.
+	Entries *Entries
 	// Reconciler checks and repairs the keys for the reconciler.
 	Reconciler *Reconciler
 }
@@ -196,6 +198,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		},
 		Stock:      stock,
 		Rooms:      rooms,
+		Entries:    &Entries{core: c},
 		Reconciler: newReconciler(c, b, stock),
 	}
 }

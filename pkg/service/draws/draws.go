@@ -38,6 +38,9 @@ type Store interface {
 	// SettleDraw records that every alternate had its last event, unless
 	// one has not yet, and says whether it did.
 	SettleDraw(ctx context.Context, activity int64) (bool, error)
+	// WriteEntries writes accepted entries, each sale's batch in one
+	// transaction that only an OPEN draw takes.
+	WriteEntries(ctx context.Context, entries []draw.EntryEvent) (draw.Written, error)
 }
 
 // Events is the outbox (*orderdb.Outbox): the run writes each entry's
@@ -58,6 +61,11 @@ type Service struct {
 
 	// Summaries serve the sale page (summary.go).
 	Summaries Summaries
+
+	// Accepting is the api's path of entries through Redis and Kafka
+	// (accept.go); nil: each entry is written to MySQL in its own
+	// transaction (ADR 6).
+	Accepting *Accepting
 }
 
 // Enter records user's entry in draw sale a, for itemID (0: the sale's
@@ -74,12 +82,22 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 	}
 	now := s.Now()
 	if !a.EntriesOpenAt(now) {
-		// A retry after the close still finds the entry it made.
+		// A retry after the close still finds the entry it made: MySQL's,
+		// or one Redis took before the close, published again.
 		if e, err := s.Store.EntryOf(ctx, a.ID, user); err == nil {
 			return e, false, nil
 		}
+		if s.Accepting != nil {
+			if e, err := s.onItsWay(ctx, a, user); err == nil {
+				e, err = s.publish(ctx, a, user, draw.Accepted{Entry: e.Entry, At: e.CreatedAt})
+				return e, false, err
+			}
+		}
 		return e, false, order.Errorf(order.ErrActivityNotActive, "the draw takes entries from %s until %s",
 			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339))
+	}
+	if s.Accepting != nil {
+		return s.accept(ctx, a, user, chosen, qty, now)
 	}
 	err = s.Tx.InTx(ctx, func(ctx context.Context) (err error) {
 		e, created, err = s.Store.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})
@@ -91,6 +109,9 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 // Entry is user's entry in draw sale a and what became of it.
 func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (draw.BuyerEntry, error) {
 	e, err := s.Store.EntryOf(ctx, a.ID, user)
+	if errors.Is(err, order.ErrNotFound) && s.Accepting != nil {
+		e, err = s.onItsWay(ctx, a, user)
+	}
 	if errors.Is(err, order.ErrNotFound) {
 		err = order.Errorf(order.ErrNotFound, "you have not entered this draw")
 	}

@@ -70,6 +70,14 @@ type Service struct {
 	SoldOut       func(item int64)
 	PaymentWindow time.Duration
 	Log           *slog.Logger
+	// Entries closes a draw sale's entries in Redis at its end
+	// (*stockredis.Entries); nil: not a path entries take (ADR 6).
+	Entries EntriesCloser
+}
+
+// EntriesCloser closes a draw sale's entries in Redis for good.
+type EntriesCloser interface {
+	CloseEntries(ctx context.Context, tag, activity int64, keysUntil time.Time) error
 }
 
 // cancelBatch bounds one pass of a cancel's closes.
@@ -86,8 +94,13 @@ func (s *Service) End(ctx context.Context, id int64, by string) (activity.Activi
 // end ends sale id now, as how says, in a unit of its own, with its record
 // in the audit when it changed the sale (an end of an ended sale, a retry,
 // is not recorded again).
+//
+// A draw sale's entries are closed in Redis after the commit, so an api
+// instance whose copy of the sale predates the end (up to
+// activity.CopyTTL old) takes no entry MySQL would then refuse (ADR 7).
+// That close failing is logged: MySQL's row is the last word all the same.
 func (s *Service) end(ctx context.Context, id int64, how activity.Ending, by string) (activity.Activity, error) {
-	return unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
+	a, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
 		now := s.Now()
 		before, err := s.Sales.Activity(ctx, id)
 		if err != nil {
@@ -109,6 +122,13 @@ func (s *Service) end(ctx context.Context, id int64, how activity.Ending, by str
 		}
 		return a, s.Audit.RecordAction(ctx, e)
 	})
+	if err == nil && s.Entries != nil && a.Selling() == activity.SellsByDraw {
+		if cerr := s.Entries.CloseEntries(ctx, a.ItemID, a.ID, a.KeysLiveUntil(s.PaymentWindow)); cerr != nil && s.Log != nil {
+			s.Log.Warn("the draw's entries not closed in Redis: an instance may take entries until its copy of the sale is renewed",
+				"activity_id", a.ID, "err", cerr)
+		}
+	}
+	return a, err
 }
 
 // Cancel ends the sale now and closes its unpaid CREATED orders, giving
