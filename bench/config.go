@@ -202,7 +202,7 @@ Flags:
 	})
 	fs.IntVar(&c.history, "history", 0, "load this many historical orders (a few dozen past sales, none due) straight into a MySQL database of the bench's own (on --mysql-dsn's server, dropped afterwards unless --keep-data) and run everything on it, e.g. --scenario idle --history 1000000")
 	fs.StringVar(&c.out, "out", "bench-results", "directory for the results; each run writes a timestamped folder in it")
-	fs.BoolVar(&c.pprof, "pprof", false, "turn on the started programs' pprof (SECKILL_PPROF on their admin listener) and save CPU profiles of the flash, sustained and first-sale loads")
+	fs.BoolVar(&c.pprof, "pprof", false, "turn on the started programs' pprof (SECKILL_PPROF on their admin listener) and save CPU profiles of the flash, sustained, first-sale and draw entries loads")
 	fs.BoolVar(&c.keepData, "keep-data", false, "keep the bench's rows in MySQL and keys in Redis afterwards")
 	fs.StringVar(&c.client, "client", "raw", "HTTP client of the load: raw (minimal keep-alive HTTP/1.1, cheap on CPU) or nethttp (net/http Transport)")
 	fs.StringVar(&c.progress, "progress", "auto", "progress display: auto (a bar on a terminal, lines otherwise), bar, lines, off")

@@ -194,6 +194,9 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 		}
 	}
 	update, done := e.meter.track(name+"-entries", time.Until(closes), 0)
+	// With --pprof, a profile of the entries' first 15 s (or the window
+	// left, if shorter).
+	prof := e.startProfiles(ctx, name+"-entries", min(15*time.Second, time.Until(closes)))
 	b.t0 = time.Now()
 	stopCPU := e.measureCPU()
 	entries := load.Run(ctx, load.Config{Workers: sh.connections, Ops: n - offset, Duration: time.Until(closes), Progress: update},
@@ -202,6 +205,7 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 	dr.CloseMargin = time.Until(closes).Seconds()
 	er := runResult(name+"-entries", shape{connections: sh.connections, duration: sh.duration, stock: sh.stock}, whole, entries)
 	er.CPU, er.Buyers = stopCPU(), n
+	er.Profiles = prof()
 	er.Violations = []verify.Violation{} // it places no order
 	er.DBStock, er.RedisStock = stocks.DBStock, stocks.RedisStock
 	runs := []*report.Run{er}

@@ -66,6 +66,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// A record a periodic pass fails on is reported and skipped for a while;
 	// the pass goes on with the others.
 	failures := metrics.NewPasses(reg)
+	freeze := metrics.NewDrawFreeze(reg)
 	passes := []pass{
 		&sweep.Sweeper{Items: st.store.Stock, Reservations: st.store.Reservations, DB: st.db.Orders, Publisher: st.pub, After: s.sweepAfter, Every: s.sweepEvery, Log: log,
 			Locker: locker, Metrics: metrics.NewSweep(reg), Backoff: backoff.New(metrics.PassSweep, log, failures)},
@@ -79,7 +80,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Numbers: st.numbers, Locker: locker, Every: s.drawEvery, Log: log, Now: st.clk.Now,
 			Picks:     backoff.New(metrics.PassDraw, log, failures),
 			Watermark: orderevents.NewEntriesWatermark(s.kafka, s.entries.GroupID), Grace: s.drawGrace,
-			FreezeWait: metrics.NewDrawFreeze(reg).Observe},
+			FreezeWait: freeze.Observe, Behind: freeze.Behind},
 		// Every instance relays: the relays share the outbox's shards.
 		&relayPass{relay: &relay.Relay{Tx: st.db, Store: st.db.Outbox, Publisher: st.events,
 			Fanout: &webhooks.Fanout{Queue: st.db.Webhooks}}, every: s.relayEvery, log: log},

@@ -129,8 +129,10 @@ type Drawer struct {
 	Watermark Watermark
 	Grace     time.Duration
 	// FreezeWait observes how long after the close a draw waited for
-	// the watermark; nil records nothing.
+	// the watermark, and Behind how many entries the waiting draws still
+	// wait for at each pass, in all; nil records nothing.
 	FreezeWait func(time.Duration)
+	Behind     func(n int64)
 
 	marksMu sync.Mutex
 	marks   map[int64]map[int]int64 // sale -> the end read after its close + Grace
@@ -183,8 +185,10 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 		return st, err
 	}
 	var errs []error
+	var behind int64
 	for _, id := range due {
-		frozen, err := d.frozen(ctx, id, now)
+		frozen, n, err := d.frozen(ctx, id, now)
+		behind += n
 		if err != nil || !frozen {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("activity %d: %w", id, err))
@@ -200,6 +204,9 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 			st.Drawn++
 			d.Log.Info("draw run", "activity_id", id, "entries", res.Entries, "winners", res.Winners)
 		}
+	}
+	if d.Behind != nil {
+		d.Behind(behind)
 	}
 	live, err := d.DB.DrawnLive(ctx, now)
 	if err != nil {

@@ -15,28 +15,29 @@ type Watermark interface {
 	Reached(ctx context.Context, ends map[int]int64) (bool, int64, error)
 }
 
-// frozen says whether sale id's draw may run at now: without a
+// frozen says whether sale id's draw may run at now, and how many
+// entries it still waits for: without a
 // Watermark, at once; with one, from Grace after its close, once the
 // entries' consumer group committed past the end read then (kept in
 // memory: a drawer that restarts reads a later end, which holds every
 // entry the first one did).
-func (d *Drawer) frozen(ctx context.Context, id int64, now time.Time) (bool, error) {
+func (d *Drawer) frozen(ctx context.Context, id int64, now time.Time) (bool, int64, error) {
 	if d.Watermark == nil {
-		return true, nil
+		return true, 0, nil
 	}
 	a, err := d.Activities.Activity(ctx, id)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if now.Before(a.Draw.EntriesCloseAt.Add(d.Grace)) {
-		return false, nil
+		return false, 0, nil
 	}
 	d.marksMu.Lock()
 	ends, ok := d.marks[id]
 	d.marksMu.Unlock()
 	if !ok {
 		if ends, err = d.Watermark.Ends(ctx); err != nil {
-			return false, err
+			return false, 0, err
 		}
 		d.marksMu.Lock()
 		if d.marks == nil {
@@ -51,7 +52,7 @@ func (d *Drawer) frozen(ctx context.Context, id int64, now time.Time) (bool, err
 			d.Log.Info("draw waits for its entries to reach MySQL", "activity_id", id, "entries_behind", behind,
 				"since_close", now.Sub(a.Draw.EntriesCloseAt).Round(time.Millisecond))
 		}
-		return false, err
+		return false, behind, err
 	}
 	d.marksMu.Lock()
 	delete(d.marks, id)
@@ -59,5 +60,5 @@ func (d *Drawer) frozen(ctx context.Context, id int64, now time.Time) (bool, err
 	if d.FreezeWait != nil {
 		d.FreezeWait(now.Sub(a.Draw.EntriesCloseAt))
 	}
-	return true, nil
+	return true, 0, nil
 }

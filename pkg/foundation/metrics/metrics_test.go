@@ -65,6 +65,9 @@ func everything(t *testing.T) *prometheus.Registry {
 	wh.Sent(metrics.WebhookRetry, 0)
 	wh.Endpoints(1, 1, 1)
 	wh.Disabled()
+	df := metrics.NewDrawFreeze(reg)
+	df.Observe(6 * time.Second)
+	df.Behind(40)
 	return reg
 }
 
