@@ -65,7 +65,7 @@ func TestTutorials(t *testing.T) {
 			`"state":"ENTERED".* 201$`,
 			`"state":"ENTERED".* 200$`, // Ann's entry as it was
 			`DRAW_SALE.* 409$`,
-			`"mode":"draw".*"state":"OPEN","entries":3`,
+			`"mode":"draw".*"state":"DRAWN","entries":3`,
 			`"state":"(WON|ALTERNATE)"`,
 			`"state":"(WON|ALTERNATE)"`,
 			`"state":"WON"`,
