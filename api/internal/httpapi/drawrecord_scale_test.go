@@ -10,55 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testkit/heaptest"
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
-
-// peakMemory samples the process's heap (live and not yet collected
-// objects) and the memory the Go runtime has mapped (all it holds but what
-// it gave back to the OS), every 2 ms, from a collection on, and keeps the
-// highest of each.
-type peakMemory struct {
-	stop        chan struct{}
-	done        sync.WaitGroup
-	heap, total uint64
-}
-
-func startPeak() *peakMemory {
-	runtime.GC()
-	debug.FreeOSMemory()
-	p := &peakMemory{stop: make(chan struct{})}
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/released:bytes"}}
-	p.done.Add(1)
-	go func() {
-		defer p.done.Done()
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(s)
-			p.heap, p.total = max(p.heap, s[0].Value.Uint64()), max(p.total, s[1].Value.Uint64()-s[2].Value.Uint64())
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return p
-}
-
-func (p *peakMemory) end() (heap, total float64) {
-	close(p.stop)
-	p.done.Wait()
-	return float64(p.heap) / (1 << 20), float64(p.total) / (1 << 20)
-}
 
 // A drawn sale of 1,000,000 entrants over 5 sizes, written into MySQL as
 // the draw writes it, is served by the real handler (gzipped, as
@@ -100,12 +57,12 @@ func TestDrawRecordAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	peak, start := startPeak(), time.Now()
+	peak, start := heaptest.Start(), time.Now()
 	res := get(raw, "gzip")
 	n, err := io.Copy(f, res.Body)
 	res.Body.Close()
 	apiTook := time.Since(start)
-	apiHeap, apiTotal := peak.end()
+	apiHeap, apiTotal := peak.End()
 	if err != nil || f.Close() != nil || res.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("the record: %v, %q", err, res.Header.Get("Content-Encoding"))
 	}
@@ -129,16 +86,16 @@ func TestDrawRecordAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	peak, start = startPeak(), time.Now()
+	peak, start = heaptest.Start(), time.Now()
 	got, won, err := verify(f)
 	verifyTook := time.Since(start)
-	verifyHeap, verifyTotal := peak.end()
+	verifyHeap, verifyTotal := peak.End()
 	if err != nil || got != entrants || won == 0 {
 		t.Fatalf("verify-draw of the record: %d entries, %d won: %v", got, won, err)
 	}
 
 	// Both at once, as verify-draw --url does: the client inflates.
-	peak, start = startPeak(), time.Now()
+	peak, start = heaptest.Start(), time.Now()
 	res = get(http.DefaultClient, "")
 	got, _, err = func() (int, int, error) {
 		defer res.Body.Close()
@@ -150,7 +107,7 @@ func TestDrawRecordAtScale(t *testing.T) {
 		return n, won, v.Err()
 	}()
 	bothTook := time.Since(start)
-	bothHeap, _ := peak.end()
+	bothHeap, _ := peak.End()
 	if err != nil || got != entrants {
 		t.Fatalf("verify-draw --url: %d entries: %v", got, err)
 	}

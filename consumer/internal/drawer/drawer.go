@@ -66,10 +66,12 @@ type DB interface {
 	ReturnFailedAlternates(ctx context.Context, activity int64) (int64, error)
 }
 
-// Draws runs a draw, once, in the store's transaction, and settles its
-// alternates once the sale ended (*draws.Service).
+// Draws runs a draw, once, in the store's transaction, writes its
+// entries' outcomes, and settles its alternates once the sale ended
+// (*draws.Service).
 type Draws interface {
-	Run(ctx context.Context, activity int64, now time.Time) (draw.Drawn, error)
+	Draw(ctx context.Context, activity int64, now time.Time) (draw.Drawn, error)
+	Announce(ctx context.Context, activity int64, pages int) (int, bool, error)
 	Settle(ctx context.Context, activity int64, now time.Time) (draws.Settled, error)
 }
 
@@ -136,12 +138,19 @@ type Drawer struct {
 
 	marksMu sync.Mutex
 	marks   map[int64]map[int]int64 // sale -> the end read after its close + Grace
+	// announced: the drawn sales every entry's outcome is written of.
+	announced map[int64]bool
 
 	runner pass.Runner[Stats]
 }
 
 // batch bounds the picks one pass handles of each kind, for each sale.
 const batch = 500
+
+// announcePages bounds the pages of outcomes (2,000 entries each) one pass
+// writes for each sale: a million take several passes, each well inside
+// the lock's TTL.
+const announcePages = 25
 
 // pass is the drawer's pass: under the "drawer" lock, every Every. It
 // backs off its picks in Picks (the runner's own records stay empty when
@@ -195,7 +204,7 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 			}
 			continue
 		}
-		res, err := d.Draws.Run(ctx, id, now)
+		res, err := d.Draws.Draw(ctx, id, now)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -233,39 +242,6 @@ func (d *Drawer) draw(ctx context.Context, _ *backoff.Records) (Stats, error) {
 		}
 	}
 	return st, errors.Join(errs...)
-}
-
-// held is what a sale's picks that could not have their order now hold
-// back in this pass, by size (item id). Safe for concurrent use.
-type held struct {
-	mu sync.Mutex
-	// winners: a winner of the size has no reservation (refused, failed
-	// or backed off): its units are not free for an alternate.
-	winners map[int64]bool
-	// alternates: an alternate of the size failed or is backed off: the
-	// ones after it wait, in rank order.
-	alternates map[int64]bool
-}
-
-func newHeld() *held { return &held{winners: map[int64]bool{}, alternates: map[int64]bool{}} }
-
-// hold records that p could not have its order now.
-func (h *held) hold(p draw.Picked) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if p.Outcome == draw.Won {
-		h.winners[p.ItemID] = true
-	} else {
-		h.alternates[p.ItemID] = true
-	}
-}
-
-// size reports whether the alternates of item wait this pass: a winner of
-// it or an alternate before them is held.
-func (h *held) size(item int64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.winners[item] || h.alternates[item]
 }
 
 // try places p's order with place unless p is backed off, and reports
@@ -338,6 +314,27 @@ func (d *Drawer) orders(ctx context.Context, id int64, st *Stats) error {
 		// More winners than one pass lists: which sizes they hold is not
 		// known yet, so no size's units are free for an alternate.
 		return nil
+	}
+	// The entries' outcomes (entry.won, entry.alternate), written after
+	// the draw so the winners' orders need not wait for a million of
+	// them; an alternate is promoted only once every outcome is out, so
+	// its entry.promoted comes after its entry.alternate.
+	// Known done in this process, it is not looked for again: the search
+	// reads the sale's ranking.
+	d.marksMu.Lock()
+	announced := d.announced[id]
+	d.marksMu.Unlock()
+	if !announced {
+		_, done, err := d.Draws.Announce(ctx, id, announcePages)
+		if err != nil || !done {
+			return err
+		}
+		d.marksMu.Lock()
+		if d.announced == nil {
+			d.announced = map[int64]bool{}
+		}
+		d.announced[id] = true
+		d.marksMu.Unlock()
 	}
 	return d.alternates(ctx, a, h, st)
 }

@@ -2,8 +2,10 @@ package mysqltest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +110,54 @@ func (d *DB) OpenSizedDraw(t testing.TB, closes time.Time, stocks ...int64) acti
 		t.Fatal(err)
 	}
 	return a
+}
+
+// SeedEntries writes n entries of users u0..u<n-1> in draw sale a straight
+// into draw_entries, as the entries' consumer leaves them (multi-row
+// INSERTs of 5,000), and the draw's count: entrant i wants the size
+// weights pick for i (weights[k] of every sum(weights) entrants want
+// a.Items[k]), and one in seven wants two units. It returns how long the
+// writes took.
+func (d *DB) SeedEntries(t testing.TB, a activity.Activity, n int, weights []int64) time.Duration {
+	t.Helper()
+	if len(weights) != len(a.Items) {
+		t.Fatalf("seed entries: %d weights for %d sizes", len(weights), len(a.Items))
+	}
+	var sum int64
+	for _, w := range weights {
+		sum += w
+	}
+	sizeOf := func(i int) int64 {
+		k := int64(i) % sum
+		for j, w := range weights {
+			if k < w {
+				return a.Items[j].ItemID
+			}
+			k -= w
+		}
+		return a.Items[0].ItemID
+	}
+	start := time.Now()
+	at := a.StartsAt.UTC().Format("2006-01-02 15:04:05.000")
+	id := make([]byte, draw.EntryIDLen/2)
+	var q strings.Builder
+	const rows = 5000
+	for i := 0; i < n; i += rows {
+		q.Reset()
+		q.WriteString("INSERT INTO draw_entries (entry_id, activity_id, user_id, item_id, quantity, created_at) VALUES ")
+		for j := i; j < min(i+rows, n); j++ {
+			if j > i {
+				q.WriteByte(',')
+			}
+			_, _ = rand.Read(id)
+			fmt.Fprintf(&q, "('%x',%d,'u%d',%d,%d,'%s')", id, a.ID, j, sizeOf(j), 1+j%7/6, at)
+		}
+		if err := d.Gorm().Exec(q.String()).Error; err != nil {
+			t.Fatalf("seed entries: %v", err)
+		}
+	}
+	if err := d.Gorm().Exec("UPDATE activity_draws SET entries = ? WHERE activity_id = ?", n, a.ID).Error; err != nil {
+		t.Fatalf("seed entries: %v", err)
+	}
+	return time.Since(start)
 }

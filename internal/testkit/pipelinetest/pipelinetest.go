@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -175,6 +176,22 @@ type Proc struct {
 	done chan struct{}
 	log  *bytes.Buffer
 	mu   *sync.Mutex
+}
+
+// PeakRSS is the most memory the process has had resident (Linux's
+// VmHWM), in MiB: the peak of its Go heap and all else it mapped.
+func (pr *Proc) PeakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pr.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 64)
+			return n / 1024, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/<pid>/status")
 }
 
 // Kill sends SIGKILL and waits for the process to exit.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -26,6 +27,43 @@ func picks(q *gorm.DB, op string) ([]draw.Picked, error) {
 // ranking order (none before the draw ran).
 func (s *Draws) Results(ctx context.Context, activity int64) ([]draw.Picked, error) {
 	return picks(s.db(ctx).Model(&resultRow{}).Where("activity_id = ?", activity), "read the draw's results")
+}
+
+// Unannounced takes, in ctx's unit, the next page of the drawn sale's
+// ranking after rank after whose entries are owed their first event
+// (entry.won, entry.alternate), at most limit, in rank order: it locks
+// those rows and counts that event on them (event_seq 1), so the caller
+// writes the events in the same unit, and a unit that rolls back leaves
+// them owed. The page is found by a plain read (a locking one would lock
+// every row it passed over), then locked by key, and those another unit
+// announced meanwhile are left out.
+func (s *Draws) Unannounced(ctx context.Context, activity int64, after, limit int) ([]draw.Picked, error) {
+	tx := s.db(ctx)
+	var ranks []int
+	err := tx.Model(&resultRow{}).Where("activity_id = ? AND draw_rank > ? AND event_seq = ?", activity, after, firstEventOwed).
+		Order("draw_rank").Limit(limit).Pluck("draw_rank", &ranks).Error
+	if err != nil || len(ranks) == 0 {
+		return nil, wrap("list entries owed their outcome", err)
+	}
+	out, err := picks(tx.Model(&resultRow{}).Clauses(clause.Locking{Strength: "UPDATE"}).
+		Where("activity_id = ? AND draw_rank IN ? AND event_seq = ?", activity, ranks, firstEventOwed), "list entries owed their outcome")
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	res := tx.Exec("UPDATE draw_results SET event_seq = 1 WHERE activity_id = ? AND draw_rank IN ? AND event_seq = ?",
+		activity, ranksOf(out), firstEventOwed)
+	if res.Error == nil && res.RowsAffected != int64(len(out)) {
+		return nil, fmt.Errorf("count entries' outcomes: %d of %d rows", res.RowsAffected, len(out))
+	}
+	return out, wrap("count entries' outcomes", res.Error)
+}
+
+func ranksOf(ps []draw.Picked) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.Rank
+	}
+	return out
 }
 
 // Unissued lists the sale's entries numbered for an order whose event is

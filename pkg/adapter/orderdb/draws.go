@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -137,8 +139,14 @@ func (s *Draws) DrawnLive(ctx context.Context, now time.Time) ([]int64, error) {
 	return ids, wrap("list drawn sales", err)
 }
 
-// resultBatch is how many ranking rows one INSERT writes.
-const resultBatch = 1000
+// resultBatch is how many ranking rows one INSERT writes: 9 values a row,
+// well under MySQL's 65,535 placeholders a statement.
+const resultBatch = 2000
+
+// firstEventOwed is a ranking row's event_seq until its entry's first
+// event (entry.won, entry.alternate) is written (Unannounced): 0 already
+// means an entry of a draw before the outbox, which has no first event.
+const firstEventOwed = -1
 
 // RunDrawWith draws the sale at now, exactly once: in one transaction it
 // locks the draw, which freezes the list (an entry not committed by then
@@ -147,7 +155,12 @@ const resultBatch = 1000
 // the ranking and sets the draw DRAWN. A crash or a lost answer leaves it
 // all or nothing, and a second run finds it DRAWN; the ranking depends on
 // the seed and the list alone, so a run again after a rollback draws the
-// same.
+// same. Each row is written owing its entry's first event
+// (firstEventOwed), which Unannounced's units write after the commit.
+//
+// A million entries are held packed (the entries' own rows, sorted by id,
+// no map), written in multi-row INSERTs of resultBatch rows, and never
+// read back.
 func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time, pick draw.Ranker) (draw.Drawn, error) {
 	var out draw.Drawn
 	err := s.db(ctx).Transaction(func(tx *gorm.DB) error {
@@ -171,15 +184,9 @@ func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time
 		if err != nil {
 			return err
 		}
-		var rows []entryRow
-		if err := tx.Where("activity_id = ?", activityID).Find(&rows).Error; err != nil {
+		list, err := drawEntries(tx, activityID)
+		if err != nil {
 			return err
-		}
-		users := make(map[string]string, len(rows))
-		entries := make([]draw.Entry, len(rows))
-		for i, r := range rows {
-			entries[i] = draw.Entry{ID: r.EntryID, ItemID: r.ItemID, Quantity: r.Quantity}
-			users[r.EntryID] = r.UserID
 		}
 		sizes, stock, err := drawStock(tx, a.ItemIDs())
 		if err != nil {
@@ -187,24 +194,26 @@ func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time
 		}
 		var seed draw.Seed
 		copy(seed[:], d.Seed)
-		ranked := pick(seed, entries, stock)
-		results := make([]resultRow, len(ranked))
+		ranked := pick(seed, list.entries, stock)
 		alternates := map[int64]int{}
+		page := make([]draw.Picked, 0, resultBatch)
+		places := make([]*int, 0, resultBatch)
 		for i, r := range ranked {
-			// Each row with its entry's first event (the run's service
-			// writes it in this unit).
-			results[i] = resultRow{ActivityID: activityID, DrawRank: i + 1, EntryID: r.ID, ItemID: r.ItemID, Quantity: r.Quantity,
-				UserID: users[r.ID], Outcome: r.Outcome, EventSeq: 1}
+			page = append(page, draw.Picked{ActivityID: activityID, EntryID: r.ID, Rank: i + 1, ItemID: r.ItemID, Quantity: r.Quantity,
+				UserID: list.user(r.ID), Outcome: r.Outcome})
+			var place *int
 			if r.Outcome == draw.Won {
 				out.Winners++
-				continue
+			} else {
+				alternates[r.ItemID]++
+				place = ptr(alternates[r.ItemID])
 			}
-			alternates[r.ItemID]++
-			results[i].Alternate = ptr(alternates[r.ItemID])
-		}
-		if len(results) > 0 {
-			if err := tx.CreateInBatches(results, resultBatch).Error; err != nil {
-				return err
+			places = append(places, place)
+			if len(page) == resultBatch || i == len(ranked)-1 {
+				if err := insertResults(tx, page, places); err != nil {
+					return err
+				}
+				page, places = page[:0], places[:0]
 			}
 		}
 		failpoint.Inject("draw-before-commit")
@@ -212,15 +221,80 @@ func (s *Draws) RunDrawWith(ctx context.Context, activityID int64, now time.Time
 		if err != nil {
 			return err
 		}
-		digest, js := draw.Digest(entries), string(sizesJSON)
-		out.Ran, out.Entries = true, len(entries)
+		digest, js := draw.Digest(list.entries), string(sizesJSON)
+		out.Ran, out.Entries = true, len(list.entries)
 		return tx.Model(&drawRow{}).Where("activity_id = ? AND state = ?", activityID, draw.StateOpen).Updates(map[string]any{
-			"state": draw.StateDrawn, "entries": len(entries), "entries_digest": digest, "sizes": js, "drawn_at": now.UTC()}).Error
+			"state": draw.StateDrawn, "entries": len(list.entries), "entries_digest": digest, "sizes": js, "drawn_at": now.UTC()}).Error
 	})
 	if err != nil {
 		return draw.Drawn{}, wrap("run the draw", err)
 	}
 	return out, nil
+}
+
+// entryList is a draw's entries sorted by id, and each one's buyer.
+type entryList struct {
+	entries []draw.Entry
+	users   []string
+}
+
+// user is the buyer of the entry id (in the list).
+func (l entryList) user(id string) string {
+	i, _ := slices.BinarySearchFunc(l.entries, id, func(e draw.Entry, id string) int { return strings.Compare(e.ID, id) })
+	return l.users[i]
+}
+
+// drawEntries reads the sale's entries, sorted by id: one query, its
+// rows scanned as they come, so a million entries cost their fields
+// and no more.
+func drawEntries(tx *gorm.DB, activityID int64) (entryList, error) {
+	var n int
+	if err := tx.Raw("SELECT entries FROM activity_draws WHERE activity_id = ?", activityID).Scan(&n).Error; err != nil {
+		return entryList{}, err
+	}
+	rows, err := tx.Raw("SELECT entry_id, user_id, item_id, quantity FROM draw_entries WHERE activity_id = ?", activityID).Rows()
+	if err != nil {
+		return entryList{}, err
+	}
+	defer rows.Close()
+	type entry struct {
+		draw.Entry
+		user string
+	}
+	list := make([]entry, 0, n)
+	for rows.Next() {
+		var e entry
+		if err := rows.Scan(&e.ID, &e.user, &e.ItemID, &e.Quantity); err != nil {
+			return entryList{}, err
+		}
+		list = append(list, e)
+	}
+	if err := rows.Err(); err != nil {
+		return entryList{}, err
+	}
+	slices.SortFunc(list, func(a, b entry) int { return strings.Compare(a.ID, b.ID) })
+	out := entryList{entries: make([]draw.Entry, len(list)), users: make([]string, len(list))}
+	for i, e := range list {
+		out.entries[i], out.users[i] = e.Entry, e.user
+	}
+	return out, nil
+}
+
+// insertResults writes page, ranking rows with places[i] the alternate
+// place of page[i] (nil for a winner), in one INSERT, each row owing its
+// entry's first event.
+func insertResults(tx *gorm.DB, page []draw.Picked, places []*int) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO draw_results (activity_id, draw_rank, entry_id, item_id, quantity, user_id, outcome, alternate, event_seq) VALUES ")
+	args := make([]any, 0, 9*len(page))
+	for i, p := range page {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?,?,?,?,?,?,?,?,?)")
+		args = append(args, p.ActivityID, p.Rank, p.EntryID, p.ItemID, p.Quantity, p.UserID, p.Outcome, places[i], firstEventOwed)
+	}
+	return tx.Exec(q.String(), args...).Error
 }
 
 // drawStock is MySQL's stock of each size, in the sale's order, locked

@@ -83,23 +83,44 @@ func (s *Outbox) Record(ctx context.Context, evs ...outbox.Event) error {
 	if err != nil {
 		return err
 	}
-	rows := make([]outboxRow, len(evs))
-	for i, e := range evs {
-		if seqs[i] == 0 {
-			id := e.Data.EntryID
-			seqs[i] = last[id] - entries[id] + 1
-			entries[id]--
+	// Multi-row INSERTs of recordBatch rows: a draw's run writes a
+	// million, which GORM's reflection would make a matter of minutes.
+	// All or none, in ctx's unit or a transaction of its own.
+	return wrap("record events", s.db(ctx).Transaction(func(tx *gorm.DB) error {
+		var q strings.Builder
+		args := make([]any, 0, 6*min(len(evs), recordBatch))
+		for i, e := range evs {
+			if seqs[i] == 0 {
+				id := e.Data.EntryID
+				seqs[i] = last[id] - entries[id] + 1
+				entries[id]--
+			}
+			e.Data.Seq = seqs[i]
+			data, err := json.Marshal(e.Data)
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				q.Reset()
+				q.WriteString("INSERT INTO outbox_events (event_id, stream, seq, type, data, shard) VALUES ")
+			} else {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?,?,?,?,?,?)")
+			args = append(args, outbox.IDOf(e.Stream(), e.Data.Seq), e.Stream(), e.Data.Seq, string(e.Type), data, outbox.ShardOf(e.Stream()))
+			if len(args) == 6*recordBatch || i == len(evs)-1 {
+				if err := tx.Exec(q.String(), args...).Error; err != nil {
+					return err
+				}
+				args = args[:0]
+			}
 		}
-		e.Data.Seq = seqs[i]
-		data, err := json.Marshal(e.Data)
-		if err != nil {
-			return err
-		}
-		rows[i] = outboxRow{EventID: outbox.IDOf(e.Stream(), e.Data.Seq), Stream: e.Stream(), Seq: e.Data.Seq,
-			Type: string(e.Type), Data: data, Shard: outbox.ShardOf(e.Stream())}
-	}
-	return wrap("record events", s.db(ctx).Omit("CreatedAt").CreateInBatches(&rows, 1000).Error)
+		return nil
+	}))
 }
+
+// recordBatch is how many events one INSERT of Record writes.
+const recordBatch = 1000
 
 // next counts one more event of the order orderNo and returns its number.
 func (s *Outbox) next(ctx context.Context, orderNo string) (int, error) {
@@ -140,7 +161,9 @@ func (s *Outbox) nextOfEntries(ctx context.Context, counts map[string]int) (map[
 			args = append(args, id, counts[id])
 		}
 		add.WriteString(" END")
-		res := db.Exec("UPDATE draw_results SET event_seq = event_seq + "+add.String()+" WHERE entry_id IN ?", append(args, chunk)...)
+		// An entry still owed its first event (firstEventOwed) numbers
+		// nothing: its next event would come before it.
+		res := db.Exec("UPDATE draw_results SET event_seq = event_seq + "+add.String()+" WHERE entry_id IN ? AND event_seq >= 0", append(args, chunk)...)
 		if res.Error != nil {
 			return nil, wrap("number an entry's event", res.Error)
 		}

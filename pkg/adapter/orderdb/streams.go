@@ -24,7 +24,8 @@ type headRow struct {
 // Heads returns the head of every order and draw entry of the sales, and
 // of each of named (order numbers and entry streams) MySQL has, whatever
 // its sale; a named stream MySQL does not have is left out. An entry's
-// head counts its events (draw_results.event_seq) and states no status.
+// head counts its events (draw_results.event_seq; none while its outcome
+// is owed) and states no status.
 func (s *Streams) Heads(ctx context.Context, sales []int64, named []string) ([]outbox.Head, error) {
 	var orders, entries []string
 	for _, n := range named {
@@ -44,7 +45,9 @@ func (s *Streams) Heads(ctx context.Context, sales []int64, named []string) ([]o
 		return nil
 	}
 	const ofOrders = "SELECT order_no AS stream, activity_id, event_seq, status, 0 AS entry FROM orders WHERE "
-	const ofEntries = "SELECT entry_id AS stream, activity_id, event_seq, '' AS status, 1 AS entry FROM draw_results WHERE "
+	// An entry still owed its outcome (event_seq -1, firstEventOwed) has
+	// no event committed yet.
+	const ofEntries = "SELECT entry_id AS stream, activity_id, GREATEST(event_seq, 0) AS event_seq, '' AS status, 1 AS entry FROM draw_results WHERE "
 	if len(sales) > 0 {
 		if err := read(ofOrders+"activity_id IN ?", sales); err != nil {
 			return nil, err

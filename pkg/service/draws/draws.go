@@ -28,10 +28,11 @@ type Store interface {
 	DrawRanking(ctx context.Context, activity int64, each func([]draw.Ranked) error) error
 	// RunDrawWith is the run's unit of work: one transaction that freezes
 	// the list, reads the entries and the stock, ranks them with the given
-	// ranker, and records the ranking.
+	// ranker, and records the ranking, each entry owed its first event.
 	RunDrawWith(ctx context.Context, activity int64, now time.Time, pick draw.Ranker) (draw.Drawn, error)
-	// Results is the ranking a run recorded, every entry's outcome.
-	Results(ctx context.Context, activity int64) ([]draw.Picked, error)
+	// Unannounced takes, in the unit, the next page of the ranking whose
+	// entries are owed their first event, and counts it on them.
+	Unannounced(ctx context.Context, activity int64, after, limit int) ([]draw.Picked, error)
 	// NotSelected marks, in the unit, the next page of the alternates
 	// that the sale's end left without an order (none before the end).
 	NotSelected(ctx context.Context, activity int64, now time.Time, after, limit int) (draw.Ended, error)
@@ -43,8 +44,8 @@ type Store interface {
 	WriteEntries(ctx context.Context, entries []draw.EntryEvent) (draw.Written, error)
 }
 
-// Events is the outbox (*orderdb.Outbox): the run writes each entry's
-// outcome (entry.won, entry.alternate) in its unit, the end each
+// Events is the outbox (*orderdb.Outbox): Announce writes each entry's
+// outcome (entry.won, entry.alternate) in the unit that counts it, the end each
 // alternate's entry.not_selected in the unit that marks it.
 type Events interface {
 	Record(ctx context.Context, evs ...outbox.Event) error
@@ -118,30 +119,78 @@ func (s *Service) Entry(ctx context.Context, a activity.Activity, user string) (
 	return e, err
 }
 
-// Run draws sale activityID at now, exactly once, inside the store's
-// transaction: the ranking is draw.Pick's, and a second run, or one before
-// the entries closed, does nothing (Drawn.Ran false).
+// Run draws sale activityID at now, exactly once (Draw), then writes
+// every entry's outcome, entry.won or entry.alternate (Announce).
 func (s *Service) Run(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
+	drawn, err := s.Draw(ctx, activityID, now)
+	if err != nil || !drawn.Ran {
+		return drawn, err
+	}
+	for {
+		_, done, err := s.Announce(ctx, activityID, announcePages)
+		if err != nil || done {
+			return drawn, err
+		}
+	}
+}
+
+// Draw draws sale activityID at now, exactly once, inside the store's
+// transaction: the ranking is draw.Pick's, and a second run, or one before
+// the entries closed, does nothing (Drawn.Ran false). Every entry of the
+// ranking is then owed its first event, which Announce writes: a million
+// of them in the draw's transaction would double its time, and the
+// winners' orders wait for the draw, not for the events.
+func (s *Service) Draw(ctx context.Context, activityID int64, now time.Time) (draw.Drawn, error) {
 	drawn, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Drawn, error) {
-		drawn, err := s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
-		if err != nil || !drawn.Ran {
-			return drawn, err
-		}
-		ranked, err := s.Store.Results(ctx, activityID)
-		if err != nil {
-			return drawn, err
-		}
-		evs := make([]outbox.Event, len(ranked))
-		for i, p := range ranked {
-			evs[i] = outbox.Drawn(activityID, p)
-		}
-		return drawn, s.Events.Record(ctx, evs...)
+		return s.Store.RunDrawWith(ctx, activityID, now, draw.Pick)
 	})
 	if err != nil {
 		// The unit's commit too: its answer lost, the run may have happened.
 		return drawn, fmt.Errorf("draw activity %d: %w", activityID, err)
 	}
 	return drawn, nil
+}
+
+// announcePage is how many entries' outcomes one unit of Announce writes,
+// and announcePages how many units a call runs at most.
+const (
+	announcePage  = 2000
+	announcePages = 50
+)
+
+// Announce writes the first event of the entries of drawn sale activityID
+// that are owed it (entry.won or entry.alternate, seq 1), a page in each
+// unit with the count of it on the entries' ranking rows, so each entry
+// has it once however many run Announce, however often and at once; a
+// unit that rolled back, or whose answer was lost, leaves its page to the
+// next call. It runs pages units at most and returns how many events it
+// wrote and whether none is owed any more. No other event of an entry can
+// come before it: the alternates get no order, and no entry.not_selected,
+// until it is done (the drawer's pass, Settle).
+func (s *Service) Announce(ctx context.Context, activityID int64, pages int) (n int, done bool, err error) {
+	after := 0
+	for range pages {
+		page, err := unit.Do(ctx, s.Tx, func(ctx context.Context) ([]draw.Picked, error) {
+			page, err := s.Store.Unannounced(ctx, activityID, after, announcePage)
+			if err != nil || len(page) == 0 {
+				return page, err
+			}
+			evs := make([]outbox.Event, len(page))
+			for i, p := range page {
+				evs[i] = outbox.Drawn(activityID, p)
+			}
+			return page, s.Events.Record(ctx, evs...)
+		})
+		if err != nil {
+			return n, false, fmt.Errorf("announce the draw of activity %d: %w", activityID, err)
+		}
+		if len(page) == 0 {
+			return n, true, nil
+		}
+		n += len(page)
+		after = page[len(page)-1].Rank
+	}
+	return n, false, nil
 }
 
 // settlePage is how many alternates one unit of Settle marks, and
@@ -173,6 +222,10 @@ type Settled struct {
 // Done says the draw is settled (a sale not ended yet does nothing).
 func (s *Service) Settle(ctx context.Context, activityID int64, now time.Time) (Settled, error) {
 	var out Settled
+	// An alternate's last event comes after its first.
+	if _, done, err := s.Announce(ctx, activityID, settlePages); err != nil || !done {
+		return out, err
+	}
 	after := 0
 	for range settlePages {
 		page, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (draw.Ended, error) {

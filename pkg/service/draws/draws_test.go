@@ -2,6 +2,8 @@ package draws_test
 
 import (
 	"context"
+	"errors"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"strconv"
 	"sync"
 	"testing"
@@ -86,5 +88,85 @@ func TestRunDrawsOnce(t *testing.T) {
 	}
 	if won != 2 {
 		t.Fatalf("%d entry.won events, want 2", won)
+	}
+}
+
+// The draw commits with every entry owed its outcome; Announce writes
+// each one's entry.won or entry.alternate once (seq 1), however many run
+// it at once, and a unit that rolled back leaves its page owed. Until
+// then an entry numbers no later event, which would come before it.
+func TestAnnounceWritesEachOutcomeOnce(t *testing.T) {
+	t.Parallel()
+	db := mysqltest.New(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a, closes := db.OpenDraw(t, 3, now)
+	s := &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Now: func() time.Time { return now }}
+	const entrants = 40
+	for u := range entrants {
+		if _, _, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := s.Draw(ctx, a.ID, closes); err != nil || res.Entries != entrants {
+		t.Fatalf("the draw: %+v, %v", res, err)
+	}
+	count := func() (events, owed int64) {
+		t.Helper()
+		g := db.Gorm()
+		if err := g.Raw("SELECT COUNT(*) FROM outbox_events WHERE type IN ('entry.won', 'entry.alternate')").Scan(&events).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Raw("SELECT COUNT(*) FROM draw_results WHERE activity_id = ? AND event_seq <> 1", a.ID).Scan(&owed).Error; err != nil {
+			t.Fatal(err)
+		}
+		return events, owed
+	}
+	if events, owed := count(); events != 0 || owed != entrants {
+		t.Fatalf("after the draw: %d outcomes written, %d owed; want 0 and %d", events, owed, entrants)
+	}
+	ranking, err := db.Draws.Results(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.InTx(ctx, func(ctx context.Context) error {
+		return db.Outbox.Record(ctx, outbox.NotSelected(ranking[entrants-1], order.ReasonSaleEnded))
+	})
+	if !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("a later event of an entry owed its outcome: %v, want it refused", err)
+	}
+
+	failing := *s
+	failing.Events = failingEvents{db}
+	if n, done, err := failing.Announce(ctx, a.ID, 1); err == nil || n != 0 || done {
+		t.Fatalf("an Announce whose unit fails: %d, %v, %v", n, done, err)
+	}
+	if events, owed := count(); events != 0 || owed != entrants {
+		t.Fatalf("after a unit rolled back: %d outcomes written, %d owed; want 0 and %d", events, owed, entrants)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if _, _, err := s.Announce(ctx, a.ID, 10); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if events, owed := count(); events != entrants || owed != 0 {
+		t.Fatalf("after three at once: %d outcomes written, %d owed; want %d and 0", events, owed, entrants)
+	}
+	if n, done, err := s.Announce(ctx, a.ID, 1); n != 0 || !done || err != nil {
+		t.Fatalf("Announce again: %d, %v, %v; want nothing, done", n, done, err)
+	}
+	for _, p := range ranking {
+		evs, err := db.Outbox.Stream(ctx, "entry_"+p.EntryID)
+		want := outbox.EntryAlternate
+		if p.Outcome == draw.Won {
+			want = outbox.EntryWon
+		}
+		if err != nil || len(evs) != 1 || evs[0].Type != want || evs[0].Data.Seq != 1 || evs[0].Data.Rank != p.Rank {
+			t.Fatalf("entry %s (rank %d): %+v, %v", p.EntryID, p.Rank, evs, err)
+		}
 	}
 }
