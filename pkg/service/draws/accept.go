@@ -60,8 +60,8 @@ func (s *Service) accept(ctx context.Context, a activity.Activity, user string, 
 	case err != nil:
 		return draw.BuyerEntry{}, false, err
 	}
-	e2, err := s.publish(ctx, a, user, got)
-	return e2, added, err
+	entry, err := s.publish(ctx, a, user, got)
+	return entry, added, err
 }
 
 // publish sends the buyer's entry got to Kafka and returns it once Kafka
