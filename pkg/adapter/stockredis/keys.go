@@ -103,3 +103,11 @@ func (c *core) keys(item reservation.Item) Keys {
 }
 
 func (c *core) itemsKey() string { return c.prefix + ":items" }
+
+// Codes is the hash of the sale's presale codes (access.LoadedField and a
+// field per usable code, see package access), in the sale's slot beside
+// the reservations and quotas, so the reserve script uses a code in the
+// same step as the stock and the quota.
+func (k Keys) Codes(activityID int64) string {
+	return k.group() + "codes:" + strconv.FormatInt(activityID, 10)
+}
