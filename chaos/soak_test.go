@@ -37,8 +37,6 @@ import (
 //
 // SOAK_SEED (default 1) and SOAK_DURATION (default 2m) choose the run;
 // SOAK_PORT_BASE (default 16000) places the private services' ports.
-func TestMain(m *testing.M) { os.Exit(pipelinetest.Main(m)) }
-
 func TestSoak(t *testing.T) {
 	seed := uint64(1)
 	if v := os.Getenv("SOAK_SEED"); v != "" {
