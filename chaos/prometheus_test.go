@@ -394,10 +394,3 @@ func writeFile(t *testing.T, name string, b []byte) {
 		t.Fatal(err)
 	}
 }
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}

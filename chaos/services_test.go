@@ -38,3 +38,11 @@ func services(t *testing.T, verb, name string) {
 	}
 	t.Logf("%s: %s", strings.Join(cmd.Args[1:], " "), strings.TrimSpace(string(b)))
 }
+
+// tail is the last n bytes of a log, for a failure's message.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -625,10 +625,3 @@ func pollUntil(deadline time.Time, every time.Duration, cond func() bool) bool {
 		<-tick.C
 	}
 }
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
