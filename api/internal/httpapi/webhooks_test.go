@@ -208,6 +208,7 @@ func TestWebhookPatch(t *testing.T) {
 		{`{"enabled":"yes"}`, `"enabled"`},
 		{`{"url":"https://93.184.215.14/other","events":["order.bogus"]}`, `"order.bogus"`}, // all or nothing
 		{`{"secret":"whsec_x"}`, `unknown field "secret"`},
+		{`{}`, "give at least one of url, events, description, enabled"},
 	} {
 		wantMessage(t, ts.admin(t, "PATCH", path, tc.body), http.StatusBadRequest, "INVALID_ARGUMENT", tc.says)
 	}

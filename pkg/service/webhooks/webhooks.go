@@ -119,6 +119,9 @@ type Change struct {
 // its deliveries, and events published while it is off are not queued
 // for it (a replay sends them).
 func (s *Service) Update(ctx context.Context, id int64, c Change) (hook.Endpoint, error) {
+	if c.URL == nil && c.Events == nil && c.Description == nil && c.Enabled == nil {
+		return hook.Endpoint{}, order.Errorf(order.ErrInvalidArgument, "give at least one of url, events, description, enabled")
+	}
 	e, err := s.Store.Endpoint(ctx, id)
 	if err != nil {
 		return e, err
