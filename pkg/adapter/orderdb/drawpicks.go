@@ -154,9 +154,18 @@ func (s *Draws) DrawFree(ctx context.Context, activity int64, items []int64) (ma
 	return free, nil
 }
 
+// retriedReasons are the failures of an alternate's order that another
+// order may not meet: MySQL found no unit for it (its units were not truly
+// free), or the order was not written for a fault on the way. An order
+// refused for what the buyer asked or is (over the limit, already buying,
+// a reused key, a sale outside its window) would be refused again: that
+// alternate keeps its FAILED order, and the end tells it it was not
+// selected (NotSelected).
+var retriedReasons = []string{order.ReasonOutOfStock, order.ReasonPublishFailed, order.ReasonReserveFailed}
+
 // ReturnFailedAlternates takes the order number back from every alternate
-// of the sale whose order MySQL recorded FAILED (the consumer found no
-// stock for it: its units were not truly free): it is an alternate
+// of the sale whose order MySQL recorded FAILED for one of retriedReasons
+// (say the consumer found no stock for it): it is an alternate
 // waiting in its place again, and is promoted with a new order when units
 // come back. The FAILED order stays, named by the entry's key
 // (order.DrawKey), a retired attempt. It finds them with a read that locks
@@ -170,8 +179,8 @@ func (s *Draws) ReturnFailedAlternates(ctx context.Context, activity int64) (int
 		OrderNo string
 	}
 	err := g.Raw(`SELECT r.entry_id, r.order_no FROM draw_results r JOIN orders o ON o.order_no = r.order_no
-		WHERE r.activity_id = ? AND r.outcome = ? AND r.order_no IS NOT NULL AND o.status = ?`,
-		activity, draw.Alternate, string(order.Failed)).Scan(&failed).Error
+		WHERE r.activity_id = ? AND r.outcome = ? AND r.order_no IS NOT NULL AND o.status = ? AND o.failure_reason IN ?`,
+		activity, draw.Alternate, string(order.Failed), retriedReasons).Scan(&failed).Error
 	if err != nil {
 		return 0, wrap("return failed alternates", err)
 	}

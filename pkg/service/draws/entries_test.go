@@ -392,3 +392,38 @@ func TestEachAlternateIsNotSelectedOnce(t *testing.T) {
 		t.Fatalf("the settles counted %d events, %d written", told, notSelected)
 	}
 }
+
+// An alternate whose order was refused for what the buyer asked (over the
+// sale's per-buyer limit) is not put back in its place: promoted again,
+// the same order would fail again, on every pass of the drawer, until the
+// end. It keeps its failed order, and the end tells it it was not
+// selected. One whose order found no unit waits again (the test above).
+func TestAnAlternateRefusedForGoodStaysRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDrawn(t, 1, 2)
+	w, alt := d.ranking[0], d.ranking[1]
+	won := d.number(t, w, time.Now())
+	d.write(t, order.Created, won)
+	d.close(t, won.Event.OrderNo)
+	over := d.number(t, alt, time.Now())
+	over.Event.Quantity = d.a.PerUserLimit + 1
+	d.write(t, order.Failed, over)
+	if n, err := d.db.Draws.ReturnFailedAlternates(ctx, d.a.ID); err != nil || n != 0 {
+		t.Fatalf("an alternate refused OVER_LIMIT was put back: %d, %v", n, err)
+	}
+	res, err := d.db.Draws.Results(ctx, d.a.ID)
+	if err != nil || len(res) != 2 || res[1].OrderNo != over.Event.OrderNo {
+		t.Fatalf("the alternate's order number: %+v, %v", res, err)
+	}
+	ended, err := d.sales.End(ctx, d.a.ID, "operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.draws.Settle(ctx, d.a.ID, ended.EndsAt.Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, typ := d.stream(t, alt); typ != "entry.alternate entry.not_selected" {
+		t.Fatalf("the refused alternate's events after the end: %s", typ)
+	}
+}
