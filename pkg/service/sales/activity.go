@@ -53,6 +53,9 @@ func (s *Service) Create(ctx context.Context, n NewActivity) (activity.Activity,
 			return activity.Activity{}, err
 		}
 	}
+	if err := a.CheckAccess(); err != nil {
+		return activity.Activity{}, err
+	}
 	if err := s.saleDraw(&a, n.Mode, n.EntriesCloseAt); err != nil {
 		return activity.Activity{}, err
 	}
@@ -88,8 +91,8 @@ type Change struct {
 	Room *activity.WaitingRoom
 }
 
-// Change changes sale id's times, per-user limit, bucket count, items or
-// room before it starts (up to activity.SettingsGuard before), and, once it
+// Change changes sale id's times, per-user limit, bucket count, items,
+// room or access before it starts (up to activity.SettingsGuard before), and, once it
 // was warmed up, not its bucket count, its items nor a later end (the
 // keys have them).
 func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Activity, error) {
@@ -100,7 +103,7 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Acti
 		return activity.Activity{}, err
 	}
 	ch := activity.Patch{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
-		StockBuckets: sc.StockBuckets, PaymentWindow: s.PaymentWindow, Room: c.Room}
+		StockBuckets: sc.StockBuckets, PaymentWindow: s.PaymentWindow, Room: c.Room, Access: sc.Access}
 	if c.Items != nil {
 		items, err := s.saleItems(ctx, c.Items, c.Currency)
 		if err != nil {
