@@ -179,7 +179,10 @@ func (s *Codes) ClaimBatch(ctx context.Context, b access.Batch) (access.Batch, b
 		return access.Batch{}, false, wrap("record the codes' batch", err)
 	}
 	var had batchRow
-	err = s.db(ctx).Raw("SELECT * FROM sale_code_batches WHERE activity_id = ? AND idem_key = ? FOR UPDATE", b.Sale, b.Key).
+	// A shared lock, as the failed insert took: claims waiting on one key
+	// all hold one, and one of them asking for an exclusive lock would
+	// deadlock with the others.
+	err = s.db(ctx).Raw("SELECT * FROM sale_code_batches WHERE activity_id = ? AND idem_key = ? LOCK IN SHARE MODE", b.Sale, b.Key).
 		Scan(&had).Error
 	if err == nil && had.IdemKey == "" {
 		err = gorm.ErrRecordNotFound
