@@ -421,6 +421,20 @@ func TestWarmupLoadsCodes(t *testing.T) {
 		t.Fatalf("the codes hash lives %v, not past the sale's end and its payment window", ttl)
 	}
 
+	// A sale warmed while open and made coded after is loaded by the
+	// change (the schedule warms it no more).
+	laterItem, later := ts.upcomingSale(t, "")
+	sc.do(t, request{method: "POST", path: codesPath(later), token: adminToken(t), body: `{"count":2,"uses":1}`}, http.StatusCreated)
+	ts.warm(t, later)
+	if loaded, err := ts.store.Codes.Loaded(ctx, activityOf(later, laterItem)); err != nil || loaded {
+		t.Fatalf("an open sale's codes loaded by its warm-up: %v %v", loaded, err)
+	}
+	sc.do(t, request{method: "PATCH", path: fmt.Sprintf("/admin/v1/activities/%d", later), token: adminToken(t),
+		body: `{"access":"code_required"}`}, http.StatusOK)
+	if h := ts.codesHash(t, laterItem, later); len(h) != 3 || h[access.LoadedField] != "1" {
+		t.Fatalf("the sale made coded after its warm-up: %v", h)
+	}
+
 	openItem, open := ts.openSale(t, 10, 1)
 	if n := ts.rdb.Exists(ctx, ts.store.Keys(reservation.One(openItem)).Codes(open)).Val(); n != 0 {
 		t.Fatal("an open sale's warm-up made a codes hash")
