@@ -131,13 +131,7 @@ func (s *Service) numberKey(ctx context.Context) ([]byte, error) {
 // again (its answer was lost) answers the same codes and adds nothing; a
 // different request with the key is order.ErrKeyReused.
 func (s *Service) Generate(ctx context.Context, id int64, g Generate) (Added, error) {
-	if g.Count < 1 || g.Count > access.MaxCodesPerRequest {
-		return Added{}, order.Errorf(order.ErrInvalidArgument, "count must be from 1 to %d", access.MaxCodesPerRequest)
-	}
-	if err := access.CheckUses(g.Uses); err != nil {
-		return Added{}, err
-	}
-	key, err := s.numberKey(ctx)
+	key, err := s.checkBatch(ctx, "count must be", g.Count, g.Uses)
 	if err != nil {
 		return Added{}, err
 	}
@@ -174,13 +168,7 @@ func (s *Service) Generate(ctx context.Context, id int64, g Generate) (Added, er
 // (access.ErrCodesExist). With an idempotency key the same request again
 // adds nothing and answers the first one's counts.
 func (s *Service) Import(ctx context.Context, id int64, im Import) (Added, error) {
-	if len(im.Codes) < 1 || len(im.Codes) > access.MaxCodesPerRequest {
-		return Added{}, order.Errorf(order.ErrInvalidArgument, "codes must list from 1 to %d codes", access.MaxCodesPerRequest)
-	}
-	if err := access.CheckUses(im.Uses); err != nil {
-		return Added{}, err
-	}
-	key, err := s.numberKey(ctx)
+	key, err := s.checkBatch(ctx, "codes must list", len(im.Codes), im.Uses)
 	if err != nil {
 		return Added{}, err
 	}
@@ -289,6 +277,18 @@ func (s *Service) writeThrough(ctx context.Context, a activity.Activity, codes [
 		s.Log.Warn("codes added in MySQL, not yet in Redis: the next load of the sale's codes adds them",
 			"request_id", logs.RequestID(ctx), "activity_id", a.ID, "count", len(codes), "err", err)
 	}
+}
+
+// checkBatch refuses a batch of n codes (what names n in the message) of
+// uses each out of bounds, and returns the shared key.
+func (s *Service) checkBatch(ctx context.Context, what string, n, uses int) ([]byte, error) {
+	if n < 1 || n > access.MaxCodesPerRequest {
+		return nil, order.Errorf(order.ErrInvalidArgument, "%s from 1 to %d codes", what, access.MaxCodesPerRequest)
+	}
+	if err := access.CheckUses(uses); err != nil {
+		return nil, err
+	}
+	return s.numberKey(ctx)
 }
 
 // fingerprint is the digest of a request kept with its batch.
