@@ -16,8 +16,8 @@ import (
 type Codes struct{ conn }
 
 // codeChunk is the rows one INSERT of AddCodes writes: 100,000 codes are
-// 20 statements (one statement a code took minutes), each well under the
-// placeholders' limit (65,535) and max_allowed_packet.
+// 20 statements (a round trip a code would be 100,000), each well under
+// the placeholders' limit (65,535) and max_allowed_packet.
 const codeChunk = 5000
 
 // AddCodes inserts codes as sale's, created at, in the transaction ctx
