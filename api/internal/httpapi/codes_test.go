@@ -451,6 +451,9 @@ func TestCodesHundredThousand(t *testing.T) {
 	}
 	t.Parallel()
 	ts := newTestServer(t)
+	// A bound, not a speed: under -race beside the other tests a request
+	// took more than the usual 15 s.
+	ts.client.Timeout = 2 * time.Minute
 	sc := newSpecCheck(t, ts)
 	item, sale := ts.upcomingSale(t, `,"access":"code_required"`)
 	n := access.MaxCodesPerRequest
