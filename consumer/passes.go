@@ -121,7 +121,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {
 		passes = append(passes, &warmup.Scheduler{DB: st.db.Activities, Sales: &sales.Service{Tx: st.db, Sales: st.db.Activities, Warmups: st.db.Activities,
-			Restocks: st.db.Restocks, Stock: st.store.Stock,
+			Restocks: st.db.Restocks, Stock: st.store.Stock, Codes: st.store.Codes, CodeReader: st.db.Codes,
 			PaymentWindow: s.window, Log: log, Now: st.clk.Now}, Locker: locker, Lead: s.warmupLead,
 			Log: log, Now: st.clk.Now, Backoff: backoff.New(metrics.PassWarmup, log, failures)})
 	}

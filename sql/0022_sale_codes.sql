@@ -32,3 +32,24 @@ CREATE TABLE sale_codes (
 -- close that ends an order unsold gives this code's use back.
 ALTER TABLE orders ADD COLUMN access_code CHAR(32) CHARACTER SET ascii NULL;
 ALTER TABLE draw_entries ADD COLUMN access_code CHAR(32) CHARACTER SET ascii NULL;
+
+-- sale_code_batches: a request that added codes under an Idempotency-Key,
+-- so the same request sent again (its answer was lost) is answered from it
+-- and adds nothing: a generated batch's codes are derived from its nonce
+-- under the shared order number key (access.Derive), so the nonce here
+-- tells no one a code; fingerprint is a digest of the request, refusing the
+-- key sent with another one. A request without a key keeps no row.
+CREATE TABLE sale_code_batches (
+  activity_id BIGINT                       NOT NULL,
+  idem_key    VARCHAR(64) CHARACTER SET ascii NOT NULL,
+  kind        VARCHAR(8)                   NOT NULL,
+  nonce       VARBINARY(16)                NULL,
+  count       INT                          NOT NULL,
+  uses        INT                          NOT NULL,
+  fingerprint CHAR(64) CHARACTER SET ascii NOT NULL,
+  created_by  VARBINARY(512)               NOT NULL,
+  created_at  DATETIME(3)                  NOT NULL,
+  PRIMARY KEY (activity_id, idem_key),
+  CONSTRAINT chk_sale_code_batches_kind CHECK (kind IN ('generate', 'import')),
+  CONSTRAINT fk_sale_code_batches_activity FOREIGN KEY (activity_id) REFERENCES activities (id)
+) ENGINE=InnoDB;

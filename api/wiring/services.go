@@ -10,7 +10,9 @@ import (
 
 	"github.com/seckill/seckill/api/internal/httpapi"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/adapter/webhook"
+	"github.com/seckill/seckill/pkg/service/codes"
 	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/placing"
@@ -47,6 +49,14 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 	out.Webhooks = &webhooks.Service{Store: db.Webhooks, NewSecret: webhook.NewSecret, Now: now,
 		CheckURL: func(ctx context.Context, raw string) error { return webhook.CheckURL(ctx, raw, privateHooks) }}
 	out.Sales.RoomControls, out.Sales.Audit = db.Rooms, db.Audit
+	out.Codes = &codes.Service{Tx: db, Store: db.Codes, Sales: db.Activities, Audit: db.Audit, Key: db.Orders.OrderNumberKey,
+		Now: now, Log: log}
+	// The codes in Redis: written through by the operator's changes,
+	// loaded by each warm-up of a coded sale.
+	if st, ok := svc.Stock.(*stockredis.Stock); ok {
+		out.Codes.Live = st.Codes()
+		out.Sales.Codes, out.Sales.CodeReader = st.Codes(), db.Codes
+	}
 	if svc.Rooms != nil {
 		out.Sales.LiveRooms = svc.Rooms
 		out.Rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)

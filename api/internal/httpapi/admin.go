@@ -96,6 +96,9 @@ type createActivityBody struct {
 	// EntriesCloseAt.
 	Mode           string     `json:"mode"`
 	EntriesCloseAt *time.Time `json:"entries_close_at"`
+	// Access is "open" (left out), "code_required" or "code_priority"
+	// (a sale with a waiting room only).
+	Access string `json:"access"`
 }
 
 // saleItemBody is one entry of a sale's items.
@@ -141,6 +144,8 @@ type ActivityView struct {
 	Mode        string           `json:"mode"`
 	// Draw is left out for a first-come sale.
 	Draw *DrawView `json:"draw,omitempty"`
+	// Access is whom the sale takes (docs/codes.md).
+	Access string `json:"access"`
 }
 
 func (s *Server) createActivity(c *gin.Context) {
@@ -156,6 +161,7 @@ func (s *Server) createActivity(c *gin.Context) {
 	n := sales.NewActivity{Sale: activity.Draft{ItemID: b.ItemID,
 		StartsAt: b.StartsAt.Truncate(timePrecision), EndsAt: b.EndsAt.Truncate(timePrecision),
 		PerUserLimit: b.PerUserLimit.ptr(), PaymentWindowSeconds: b.PaymentWindowSeconds.ptr(), StockBuckets: b.StockBuckets.ptr(),
+		Access: b.Access,
 	}, SalePrice: b.SalePrice.ptr(), Currency: b.Currency.ptr(), Mode: b.Mode, EntriesCloseAt: truncated(b.EntriesCloseAt)}
 	var err error
 	if n.Items, err = pricedItems(b.Items); err != nil {

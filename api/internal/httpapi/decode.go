@@ -17,10 +17,10 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
-// decode reads a JSON object into v: at most MaxBody bytes, no unknown
+// decode reads a JSON object into v: at most limit bytes, no unknown
 // fields, nothing after the object.
-func decode(c *gin.Context, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+func decode(c *gin.Context, v any, limit int64) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -131,12 +131,17 @@ func jsonProblem(err error) string {
 	return msg
 }
 
-// decodeOr400 decodes the body into v, or answers 413 or 400 and returns
-// false.
+// decodeOr400 decodes the body (at most MaxBody bytes) into v, or
+// answers 413 or 400 and returns false.
 func (s *Server) decodeOr400(c *gin.Context, v any) bool {
-	err := decode(c, v)
+	return s.decodeUpToOr400(c, v, MaxBody)
+}
+
+// decodeUpToOr400 is decodeOr400 for a body of at most limit bytes.
+func (s *Server) decodeUpToOr400(c *gin.Context, v any, limit int64) bool {
+	err := decode(c, v, limit)
 	if errors.Is(err, errTooLarge) {
-		writeError(c, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", fmt.Sprintf("the body must be at most %d bytes", MaxBody))
+		writeError(c, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", fmt.Sprintf("the body must be at most %d bytes", limit))
 		return false
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/logs"
@@ -61,6 +62,7 @@ var domainErrors = []struct {
 	{order.ErrNotWarmed, http.StatusConflict, "NOT_WARMED", "the sale's stock is not loaded yet; try again shortly"},
 	{order.ErrNotPayable, http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"},
 	{order.ErrNotCancellable, http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"},
+	{access.ErrCodesExist, http.StatusConflict, "CODES_EXIST", "some of the codes are the sale's already; none was added"},
 	{order.ErrKeyReused, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the Idempotency-Key was used for a different request"},
 	{order.ErrPaymentRefused, http.StatusUnprocessableEntity, "PAYMENT_REFUSED", "the payment does not fit the order"},
 	{order.ErrUnavailable, http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"},

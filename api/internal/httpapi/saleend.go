@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/service/sales"
 )
@@ -16,7 +17,7 @@ func activityView(a activity.Activity) ActivityView {
 	return ActivityView{ActivityID: a.ID, ItemID: a.ItemID, Items: saleItemsView(a), StartsAt: a.StartsAt.UTC(),
 		EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit, PaymentWindowSeconds: int(a.PaymentWindow / time.Second),
 		StockBuckets: a.StockBuckets, SalePrice: sale.Price, Currency: sale.Currency, WaitingRoom: waitingRoomView(a.Room),
-		Mode: a.Mode(), Draw: drawView(a.Draw)}
+		Mode: a.Mode(), Draw: drawView(a.Draw), Access: string(a.AccessMode())}
 }
 
 // CancelledView is the body of a cancelled sale.
@@ -70,6 +71,8 @@ type patchActivityBody struct {
 	Currency optional[string] `json:"currency"`
 	// WaitingRoom sets the sale's room (its seed stays once drawn).
 	WaitingRoom *waitingRoomBody `json:"waiting_room"`
+	// Access sets whom the sale takes (access.ParseMode).
+	Access optional[string] `json:"access"`
 }
 
 // patchActivity changes a sale's settings (sales.Change).
@@ -83,7 +86,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		return
 	}
 	if err := refuseNull(field{"starts_at", b.StartsAt}, field{"ends_at", b.EndsAt}, field{"per_user_limit", b.PerUserLimit},
-		field{"stock_buckets", b.StockBuckets}, field{"currency", b.Currency}); err != nil {
+		field{"stock_buckets", b.StockBuckets}, field{"currency", b.Currency}, field{"access", b.Access}); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -92,6 +95,14 @@ func (s *Server) patchActivity(c *gin.Context) {
 	}
 	ch := sales.Change{Change: activity.Change{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(),
 		PerUserLimit: b.PerUserLimit.ptr(), StockBuckets: b.StockBuckets.ptr()}, Currency: b.Currency.ptr()}
+	if b.Access.Set {
+		mode, err := access.ParseMode(b.Access.Value)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		ch.Access = &mode
+	}
 	var err error
 	if ch.Items, err = pricedItems(b.Items); err != nil {
 		s.fail(c, err)

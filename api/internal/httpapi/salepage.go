@@ -65,6 +65,10 @@ type ActivityPage struct {
 	// a first-come sale.
 	Mode string            `json:"mode"`
 	Draw *ActivityPageDraw `json:"draw,omitempty"`
+	// Access is whom the sale takes: "open", "code_required" (orders,
+	// entries and joins carry an access_code) or "code_priority" (code
+	// holders are admitted from the room first).
+	Access string `json:"access"`
 }
 
 // ActivityPageItem is one item on the sale page.
@@ -238,7 +242,7 @@ func (s *Server) loadSalePage(ctx context.Context, id int64) ([]byte, error) {
 		page.Draw = &ActivityPageDraw{State: draws.State(sum.State, act, now), Entries: sum.Entries,
 			Commitment: act.Draw.Commitment, EntriesCloseAt: act.Draw.EntriesCloseAt.UTC()}
 	}
-	page.Mode = act.Mode()
+	page.Mode, page.Access = act.Mode(), string(act.AccessMode())
 	if price := priceView(act.SalePrice); price.Price != nil {
 		page.SalePrice, page.Currency = price.Price, price.Currency
 	}

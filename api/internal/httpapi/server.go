@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
+	"github.com/seckill/seckill/pkg/service/codes"
 	"github.com/seckill/seckill/pkg/service/draws"
 	"github.com/seckill/seckill/pkg/service/lifecycle"
 	"github.com/seckill/seckill/pkg/service/placing"
@@ -54,6 +55,7 @@ type Server struct {
 	salePages *salePages
 	rooms     *waitingroom.Service
 	webhooks  *webhooks.Service
+	codes     *codes.Service
 
 	paymentSecret  []byte
 	paymentMetrics *metrics.Payments
@@ -93,6 +95,7 @@ type Services struct {
 	Draws     *draws.Service
 	Rooms     *waitingroom.Service
 	Webhooks  *webhooks.Service
+	Codes     *codes.Service
 }
 
 // New builds the Gin engine with every route.
@@ -100,7 +103,7 @@ func New(svc *placing.Service, services Services, verifier Verifier, ready []Che
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{intake: svc, verifier: verifier, ready: ready, log: log,
 		lifecycle: services.Lifecycle, sales: services.Sales, draws: services.Draws, rooms: services.Rooms,
-		webhooks: services.Webhooks}
+		webhooks: services.Webhooks, codes: services.Codes}
 	now := time.Now
 	if svc.Now != nil {
 		now = svc.Now // the shared clock: the page says ENDED when the api refuses orders

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -41,7 +42,9 @@ type activityRow struct {
 	SalePrice            *int64
 	Currency             *string
 	CancelledAt          *time.Time
-	CreatedAt            time.Time
+	// Access is the sale's access.Mode (0022).
+	Access    string
+	CreatedAt time.Time
 }
 
 func (activityRow) TableName() string { return "activities" }
@@ -134,7 +137,7 @@ func (s *Activities) CreateActivity(ctx context.Context, a activity.Activity) (a
 // (CreateSale).
 func (s *Activities) createActivity(ctx context.Context, a activity.Activity, g *activity.KeyGuard) (activity.Activity, error) {
 	row := activityRow{ItemID: a.ItemID, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(), PerUserLimit: a.PerUserLimit,
-		StockBuckets: max(a.StockBuckets, 1)}
+		StockBuckets: max(a.StockBuckets, 1), Access: string(a.AccessMode())}
 	if a.PaymentWindow > 0 {
 		s := int(a.PaymentWindow / time.Second)
 		row.PaymentWindowSeconds = &s
@@ -223,7 +226,10 @@ func (s *Activities) Activity(ctx context.Context, id int64) (activity.Activity,
 
 func (row activityRow) activity() activity.Activity {
 	a := activity.Activity{ID: row.ID, ItemID: row.ItemID, StartsAt: row.StartsAt, EndsAt: row.EndsAt, PerUserLimit: row.PerUserLimit,
-		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency)}
+		StockBuckets: max(row.StockBuckets, 1), SalePrice: money(row.SalePrice, row.Currency), Access: access.Mode(row.Access)}
+	if a.Access == "" {
+		a.Access = access.Open
+	}
 	if row.PaymentWindowSeconds != nil {
 		a.PaymentWindow = time.Duration(*row.PaymentWindowSeconds) * time.Second
 	}

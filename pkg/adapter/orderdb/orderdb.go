@@ -51,6 +51,7 @@ type DB struct {
 	Webhooks     *Webhooks
 	Streams      *Streams
 	Audit        *Audit
+	Codes        *Codes
 }
 
 // Orders stores the orders: fulfilment of the reserved ones, lookups and
@@ -104,6 +105,7 @@ func newDB(gdb *gorm.DB) *DB {
 		Webhooks:     &Webhooks{c},
 		Streams:      &Streams{c},
 		Audit:        &Audit{c},
+		Codes:        &Codes{c},
 	}
 }
 

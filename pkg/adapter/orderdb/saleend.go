@@ -7,6 +7,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -95,6 +96,12 @@ func (s *Activities) PatchActivity(ctx context.Context, id int64, ch activity.Pa
 		if err := changeDraw(tx, row, ch, starts, ends, now); err != nil {
 			return err
 		}
+		if ch.Access != nil {
+			if err := checkAccess(tx, row.ID, *ch.Access, ch.Room != nil); err != nil {
+				return err
+			}
+			set["access"] = string(*ch.Access)
+		}
 		if err := checkOwner(tx, row, ch, starts, ends, now); err != nil {
 			return err
 		}
@@ -161,4 +168,22 @@ func lockActivity(tx *gorm.DB, id int64) (activityRow, error) {
 	var row activityRow
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Take(&row).Error
 	return row, err
+}
+
+// checkAccess refuses, inside tx with the activity's row locked, an access
+// the sale cannot have (activity.Activity.CheckAccess): code_priority
+// without the room the sale has or the change gives it (newRoom).
+func checkAccess(tx *gorm.DB, id int64, mode access.Mode, newRoom bool) error {
+	if mode != access.CodePriority || newRoom {
+		return nil
+	}
+	var rooms int64
+	if err := tx.Table("activity_rooms").Where("activity_id = ?", id).Count(&rooms).Error; err != nil {
+		return err
+	}
+	a := activity.Activity{Access: mode}
+	if rooms > 0 {
+		a.Room.AdmitPerSecond = 1 // a room, whatever its rate
+	}
+	return a.CheckAccess()
 }

@@ -114,6 +114,8 @@ type Store struct {
 	Rooms *Rooms
 	// Entries takes draw sales' entries.
 	Entries *Entries
+	// Codes loads and writes the sales' presale codes.
+	Codes *Codes
 	// Reconciler checks and repairs the keys for the reconciler.
 	Reconciler *Reconciler
 }
@@ -199,6 +201,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 		Stock:      stock,
 		Rooms:      rooms,
 		Entries:    &Entries{core: c},
+		Codes:      &Codes{core: c},
 		Reconciler: newReconciler(c, b, stock),
 	}
 }

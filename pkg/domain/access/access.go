@@ -152,14 +152,20 @@ func Generate() (string, error) {
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
 	}
+	return formatGenerated(raw[:]), nil
+}
+
+// formatGenerated writes the low five bits of each of GeneratedLen bytes
+// as a symbol of generatedAlphabet, in groups of four.
+func formatGenerated(raw []byte) string {
 	out := make([]byte, 0, GeneratedLen+3)
-	for i, r := range raw {
+	for i, r := range raw[:GeneratedLen] {
 		if i > 0 && i%4 == 0 {
 			out = append(out, '-')
 		}
 		out = append(out, generatedAlphabet[r&31])
 	}
-	return string(out), nil
+	return string(out)
 }
 
 // Code is one code of a sale as MySQL keeps it (table sale_codes).

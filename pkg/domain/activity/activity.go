@@ -3,6 +3,7 @@ package activity
 import (
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -36,6 +37,9 @@ type Activity struct {
 	Room WaitingRoom
 	// Draw is the sale's draw; the zero value is a first-come sale.
 	Draw Draw
+	// Access is whom the sale takes: everyone (access.Open, also the
+	// zero value's meaning), or code holders only or first (docs/codes.md).
+	Access access.Mode
 	// Name is what buyers see the sale as: its first item's name (read
 	// with the sale; empty where it was not).
 	Name string
@@ -80,3 +84,21 @@ const (
 	// orders close.
 	CancelNow
 )
+
+// AccessMode is the sale's access, access.Open when it was never set.
+func (a Activity) AccessMode() access.Mode {
+	if a.Access == "" {
+		return access.Open
+	}
+	return a.Access
+}
+
+// CheckAccess refuses (ErrInvalidArgument) an access the sale cannot
+// have: access.CodePriority orders the waiting room's line, so it needs a
+// room.
+func (a Activity) CheckAccess() error {
+	if a.Access == access.CodePriority && !a.Room.On() {
+		return order.Errorf(order.ErrInvalidArgument, "access code_priority admits code holders first from the waiting room: it needs a waiting_room")
+	}
+	return nil
+}

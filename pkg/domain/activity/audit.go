@@ -13,6 +13,12 @@ const (
 	// ActionEnd and ActionCancel end the sale now (EndNow, CancelNow).
 	ActionEnd    Action = "sale.end"
 	ActionCancel Action = "sale.cancel"
+	// ActionCodesAdd is a batch of presale codes generated or imported;
+	// its detail counts them (never the codes).
+	ActionCodesAdd Action = "codes.add"
+	// ActionCodesRevoke is one code revoked; its detail has the code's
+	// digest, not the code.
+	ActionCodesRevoke Action = "codes.revoke"
 )
 
 // AuditEntry is one operator action on a sale, recorded in the transaction

@@ -3,6 +3,7 @@ package activity
 import (
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -20,6 +21,10 @@ type Draft struct {
 	PaymentWindowSeconds *int
 	// StockBuckets defaults to 1 (one stock key).
 	StockBuckets *int
+	// Access is the sale's access as given ("": access.Open), read with
+	// access.ParseMode; whether the sale may have it (a room for
+	// code_priority) is Activity.CheckAccess's, once the room is set.
+	Access string
 }
 
 // Activity returns the sale n asks for, or the first thing wrong with it
@@ -38,6 +43,11 @@ func (n Draft) Activity(now time.Time) (Activity, error) {
 		a.StockBuckets = *n.StockBuckets
 	}
 	w := n.PaymentWindowSeconds
+	mode, err := access.ParseMode(n.Access)
+	if err != nil {
+		return Activity{}, err
+	}
+	a.Access = mode
 	switch {
 	case n.ItemID != 0 && n.Items != nil:
 		return Activity{}, order.Errorf(order.ErrInvalidArgument, "give item_id (a sale of one item) or items (a sale of several), not both")
@@ -101,6 +111,10 @@ type Change struct {
 	// Room is true when the change sets the sale's waiting room (checked
 	// by NewWaitingRoom and Activity.CheckRoom).
 	Room bool
+	// Access is the sale's new access (access.ParseMode'd); nil keeps it.
+	// code_priority needs the room the sale has or the change gives it
+	// (Activity.CheckAccess, with the row locked).
+	Access *access.Mode
 }
 
 // Check refuses (ErrInvalidArgument) a change of nothing, or one whose
@@ -108,8 +122,8 @@ type Change struct {
 // against the sale's others when it is read (CheckSaleTimes), and whether
 // the sale may still change by CheckChangeable.
 func (c Change) Check() error {
-	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil && c.Items == nil && !c.Room {
-		return order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room")
+	if c.StartsAt == nil && c.EndsAt == nil && c.PerUserLimit == nil && c.StockBuckets == nil && c.Items == nil && !c.Room && c.Access == nil {
+		return order.Errorf(order.ErrInvalidArgument, "give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room, access")
 	}
 	if c.Items != nil {
 		if err := CheckItems(c.Items); err != nil {
@@ -255,11 +269,13 @@ type Patch struct {
 	// own: a draw's close must leave it before the end
 	// (Activity.CheckDraw).
 	PaymentWindow time.Duration
+	// Access is the sale's new access; nil keeps it.
+	Access *access.Mode
 }
 
 // Change is the patch as the rules read it.
 func (p Patch) Change() Change {
-	c := Change{StartsAt: p.StartsAt, EndsAt: p.EndsAt, PerUserLimit: p.PerUserLimit, StockBuckets: p.StockBuckets}
+	c := Change{StartsAt: p.StartsAt, EndsAt: p.EndsAt, PerUserLimit: p.PerUserLimit, StockBuckets: p.StockBuckets, Access: p.Access}
 	if p.Items != nil {
 		c.Items = make([]NewItem, len(p.Items))
 		for i, it := range p.Items {

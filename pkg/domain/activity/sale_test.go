@@ -74,7 +74,7 @@ func TestSaleChangeCheck(t *testing.T) {
 		want   string
 	}{
 		{"a new end", Change{EndsAt: &at}, ""},
-		{"nothing", Change{}, "invalid argument: give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room"},
+		{"nothing", Change{}, "invalid argument: give at least one of starts_at, ends_at, per_user_limit, stock_buckets, items, waiting_room, access"},
 		{"a room alone", Change{Room: true}, ""},
 		{"0 buckets", Change{StockBuckets: n(0)}, "invalid argument: stock_buckets must be from 1 to 16"},
 		{"a limit of 1001", Change{PerUserLimit: n(1001)}, "invalid argument: per_user_limit must be from 1 to 1000"},

@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/foundation/logs"
 	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
@@ -53,6 +54,9 @@ func (s *Service) Create(ctx context.Context, n NewActivity) (activity.Activity,
 			return activity.Activity{}, err
 		}
 	}
+	if err := a.CheckAccess(); err != nil {
+		return activity.Activity{}, err
+	}
 	if err := s.saleDraw(&a, n.Mode, n.EntriesCloseAt); err != nil {
 		return activity.Activity{}, err
 	}
@@ -88,8 +92,8 @@ type Change struct {
 	Room *activity.WaitingRoom
 }
 
-// Change changes sale id's times, per-user limit, bucket count, items or
-// room before it starts (up to activity.SettingsGuard before), and, once it
+// Change changes sale id's times, per-user limit, bucket count, items,
+// room or access before it starts (up to activity.SettingsGuard before), and, once it
 // was warmed up, not its bucket count, its items nor a later end (the
 // keys have them).
 func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Activity, error) {
@@ -100,7 +104,7 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Acti
 		return activity.Activity{}, err
 	}
 	ch := activity.Patch{StartsAt: sc.StartsAt, EndsAt: sc.EndsAt, PerUserLimit: sc.PerUserLimit,
-		StockBuckets: sc.StockBuckets, PaymentWindow: s.PaymentWindow, Room: c.Room}
+		StockBuckets: sc.StockBuckets, PaymentWindow: s.PaymentWindow, Room: c.Room, Access: sc.Access}
 	if c.Items != nil {
 		items, err := s.saleItems(ctx, c.Items, c.Currency)
 		if err != nil {
@@ -115,9 +119,28 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Acti
 		}
 		ch.Guard = &g
 	}
-	return unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
+	a, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
 		return s.Sales.PatchActivity(ctx, id, ch, s.Now())
 	})
+	if err == nil && sc.Access != nil && a.AccessMode().Coded() {
+		s.loadCodes(ctx, a)
+	}
+	return a, err
+}
+
+// loadCodes loads a sale that became coded's codes into Redis now: a sale
+// warmed up while it was open is not warmed again by the schedule, and its
+// buyers would find the codes not loaded. A failure is logged: a warm-up
+// (idempotent) loads them, as does the buyers' side when it finds them
+// not loaded.
+func (s *Service) loadCodes(ctx context.Context, a activity.Activity) {
+	if s.Codes == nil {
+		return
+	}
+	if _, err := s.Codes.Load(ctx, a, s.CodeReader); err != nil && s.Log != nil {
+		s.Log.Warn("the sale's access is now coded; its codes are not loaded into Redis yet (a warm-up loads them)",
+			"request_id", logs.RequestID(ctx), "activity_id", a.ID, "err", err)
+	}
 }
 
 // listed is items as order.NewSale and order.SaleChange list them (nil:

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
@@ -73,6 +74,10 @@ type Service struct {
 	// Entries closes a draw sale's entries in Redis at its end
 	// (*stockredis.Entries); nil: not a path entries take (ADR 6).
 	Entries EntriesCloser
+	// Codes loads a coded sale's codes at its warm-up, read from
+	// CodeReader (*orderdb.Codes); nil loads none.
+	Codes      CodesLoader
+	CodeReader access.Reader
 }
 
 // EntriesCloser closes a draw sale's entries in Redis for good.

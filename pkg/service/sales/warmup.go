@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -18,6 +19,13 @@ type Warmups interface {
 	KeySettingsChangedWithin(ctx context.Context, id int64, d time.Duration) (bool, error)
 	MarkWarmedAsOf(ctx context.Context, a activity.Activity) (bool, error)
 	MarkActivityWarmed(ctx context.Context, id int64) error
+}
+
+// CodesLoader loads a sale's presale codes from MySQL into Redis, never
+// overwriting a code's live count, and marks them loaded
+// (*stockredis.Codes).
+type CodesLoader interface {
+	Load(ctx context.Context, sale activity.Activity, r access.Reader) (int, error)
 }
 
 // Warmup is a warm-up to run: the operator's, of the sale ActivityID, or
@@ -45,7 +53,8 @@ func (w Warmed) Units() int64 {
 	return n
 }
 
-// Warmup loads the stock of each of a sale's items into Redis
+// Warmup loads a coded sale's codes (Codes, from CodeReader) and the
+// stock of each of a sale's items into Redis
 // (stockredis.Store.WarmupFrom: MySQL's stock minus what is in flight,
 // never raising an existing stock key), keeping it past the sale's end,
 // and records the sale warmed.
@@ -119,6 +128,13 @@ func (s *Service) load(ctx context.Context, a activity.Activity, now time.Time, 
 		// Its keys would expire at once: nothing is left to sell or settle.
 		return nil, order.Errorf(order.ErrActivityNotActive, "the sale ended at %s: there is nothing to warm up",
 			a.EndsAt.UTC().Format(time.RFC3339))
+	}
+	if a.AccessMode().Coded() && s.Codes != nil {
+		// Before the stock: a coded sale's orders need both, and the
+		// scripts answer "not warmed" until the codes are marked loaded.
+		if _, err := s.Codes.Load(ctx, a, s.CodeReader); err != nil {
+			return nil, fmt.Errorf("warm-up of activity %d, its codes: %w", a.ID, err)
+		}
 	}
 	loaded := map[int64]int64{}
 	for _, id := range a.ItemIDs() {
