@@ -3,6 +3,8 @@ package activity
 import (
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
+
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -36,6 +38,8 @@ type Activity struct {
 	Room WaitingRoom
 	// Draw is the sale's draw; the zero value is a first-come sale.
 	Draw Draw
+	// Access is whom the sale takes orders from (access.Open when "").
+	Access access.Mode
 	// Name is what buyers see the sale as: its first item's name (read
 	// with the sale; empty where it was not).
 	Name string
