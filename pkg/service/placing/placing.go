@@ -373,6 +373,8 @@ func reserveOutcome(res reservation.Result, err error) metrics.ReserveOutcome {
 		return metrics.ReserveAlreadyPurchased
 	case errors.Is(err, order.ErrNotWarmed):
 		return metrics.ReserveNotWarmed
+	case errors.Is(err, access.ErrCodeInvalid), errors.Is(err, access.ErrCodeUsed):
+		return metrics.ReserveCodeRefused
 	}
 	return metrics.ReserveError
 }
