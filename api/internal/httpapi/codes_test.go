@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testkit/kafkatest"
+	"github.com/seckill/seckill/internal/testkit/redistest"
 	"github.com/seckill/seckill/pkg/adapter/auth"
+	"github.com/seckill/seckill/pkg/adapter/stockredis"
 	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -281,4 +284,64 @@ func TestGuessesPerAddress(t *testing.T) {
 // mintBuyer is buyerToken for goroutines other than the test's.
 func mintBuyer(user int64) (string, error) {
 	return auth.Mint(testSecret, strconv.FormatInt(user, 10), "", time.Hour)
+}
+
+// The reserve script's answer is lost while it used a code: the api
+// answers 503, records the order FAILED in MySQL and releases it, which
+// gives the code's use back with the units; the buyer's retry with the
+// same key then buys with the same code.
+func TestOrderWithCodeReserveLost(t *testing.T) {
+	t.Parallel()
+	cs := newCodesServer(t, access.DefaultGuessesPerBuyer, access.DefaultGuessesPerAddr)
+	p := redistest.NewProxied(t, false, "reserve")
+	svc := cs.service(t, cs.svc.Publisher)
+	useStore(svc, stockredis.New(p.Client(t), p.Prefix))
+	svc.Activities = cs.sales
+	svc.Codes = placing.Codes{Key: codeKey, Guesses: svc.Reservations.(placing.Guesses),
+		PerBuyer: access.DefaultGuessesPerBuyer, PerAddr: access.DefaultGuessesPerAddr}
+	lossy := *cs.testServer
+	lossy.url = cs.serve(t, svc, cs.checkers(kafkatest.Brokers()))
+	lossy.store, lossy.rdb, lossy.prefix = stockredis.New(p.Direct, p.Prefix), p.Direct, p.Prefix
+	ls := codesServer{&lossy, cs.sales, cs.raw}
+	item, act := ls.codedSale(t, 5, map[string]access.Code{"LOST-ANSWER": {Uses: 1}})
+
+	p.LoseNext("reserve")
+	r, err := ls.placeWith(ls.url, 1, act, "k1", "LOST-ANSWER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if p.Lost() != 1 {
+		t.Fatalf("%d answers lost, want 1", p.Lost())
+	}
+	var failed int
+	var reason, code string
+	if err := ls.raw.QueryRow("SELECT COUNT(*), MAX(failure_reason), MAX(access_code) FROM orders WHERE activity_id = ? AND status = 'FAILED'", act).
+		Scan(&failed, &reason, &code); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 1 || reason != "RESERVE_FAILED" || code != string(digestOf(t, act, "LOST-ANSWER")) {
+		t.Fatalf("MySQL holds %d FAILED orders (%q, code %q), want the one given up with its code", failed, reason, code)
+	}
+	if got := ls.left(t, item, act, "LOST-ANSWER"); got != "1|" {
+		t.Fatalf("code is %q after the 503, want 1| (its use back)", got)
+	}
+	if n := ls.used(t, act, "LOST-ANSWER"); n != 0 {
+		t.Fatalf("used %d in MySQL, want 0", n)
+	}
+	if snap := ls.stock(t, item); snap.Stock != 5 || snap.Inflight != 0 {
+		t.Fatalf("stock %+v after the 503, want all back", snap)
+	}
+
+	r, err = ls.placeWith(ls.url, 1, act, "k1", "LOST-ANSWER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted(t, r)
+	if got := ls.left(t, item, act, "LOST-ANSWER"); got != "0|" {
+		t.Fatalf("code is %q after the retry, want 0|", got)
+	}
+	if snap := ls.stock(t, item); snap.Stock != 4 || snap.Inflight != 1 {
+		t.Fatalf("stock %+v after the retry, want 4 and 1 in flight", snap)
+	}
 }
