@@ -31,9 +31,10 @@
 -- bucket (bucket_give), and caps the buckets itself (ARGV[5] is ignored).
 -- RELEASED -> RELEASED is a no-op, so stock is credited once, and so is the
 -- use of the presale code the reservation holds ('code': its field's left
--- count + 1, only while the field exists: a code revoked since stays gone). The quota and
--- idempotency keys are deleted only while they still hold this order number:
--- releasing an old order never frees the quota of the user's newer one.
+-- count + 1, only while the field exists: a code revoked since stays gone).
+-- The quota and idempotency keys are deleted only while they still hold
+-- this order number: releasing an old order never frees the quota of the
+-- user's newer one.
 -- The quota and idempotency records of an order that holds nothing any more
 -- (released before, or its reservation lost with Redis data) are freed too,
 -- so a release whose answer was lost can be repeated and finds its work done.
