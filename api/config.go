@@ -13,26 +13,29 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/foundation/metrics"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
 )
 
 // settings is the api's configuration, read once at start.
 type settings struct {
-	level       string
-	addr        string
-	redis       stockredis.Config
-	mysql       orderdb.Config
-	kafka       orderevents.Config
-	auth        auth.Config
-	paySecret   []byte // nil: payment notifications are refused
-	buyerPay    bool
-	window      time.Duration // the payment window of sales that set none
-	drawGrace   time.Duration // until when after a draw's close an entry is answered (ADR 7)
-	limits      httpapi.RateLimits
-	addrs       httpapi.Addresses
-	admin       metrics.AdminConfig
-	clockOffset time.Duration
+	level     string
+	addr      string
+	redis     stockredis.Config
+	mysql     orderdb.Config
+	kafka     orderevents.Config
+	auth      auth.Config
+	paySecret []byte // nil: payment notifications are refused
+	buyerPay  bool
+	window    time.Duration // the payment window of sales that set none
+	drawGrace time.Duration // until when after a draw's close an entry is answered (ADR 7)
+	limits    httpapi.RateLimits
+	addrs     httpapi.Addresses
+	// guessesPerBuyer and guessesPerAddr bound the invalid presale codes.
+	guessesPerBuyer, guessesPerAddr access.GuessLimit
+	admin                           metrics.AdminConfig
+	clockOffset                     time.Duration
 	// privateHooks lets operators register webhook endpoints on loopback
 	// and private addresses (development).
 	privateHooks bool
@@ -64,6 +67,7 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		clockOffset:  config.TestClockOffset(env),
 		privateHooks: config.WebhookSettings(env).AllowPrivate,
 	}
+	s.guessesPerBuyer, s.guessesPerAddr = config.CodeGuesses(env)
 	if err := env.Err(); err != nil {
 		return s, err
 	}
@@ -89,6 +93,7 @@ func (s settings) logStart(log *slog.Logger) {
 		"payment_secret", masked(s.paySecret), "buyer_pay", s.buyerPay, "payment_window", s.window.String(),
 		"rate_limit_user", s.limits.PerUser, "rate_limit_ip", s.limits.PerIP, "rate_limit_addr", s.addrs.PerAddress,
 		"deny_cidrs", len(s.addrs.Deny), "trusted_proxies", s.addrs.TrustedProxies, "client_ip_header", clientIPHeader(s.addrs),
+		"code_guesses_per_buyer", s.guessesPerBuyer.String(), "code_guesses_per_addr", s.guessesPerAddr.String(),
 		"admin_addr", s.admin.Addr,
 		"pprof", s.admin.Pprof, "log_level", s.level)
 }

@@ -135,6 +135,8 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 		Reservations: b.store.Reservations, Stock: b.store.Stock, Rooms: b.store.Rooms, Publisher: b.pub, Activities: b.db.Activities, Orders: b.db.Orders, Tx: b.db, Events: b.db.Outbox,
 		Numbers: b.numbers, PaymentWindow: cfg.window, Log: log, Now: b.now,
 		Metrics: metrics.NewIntake(reg),
+		Codes: placing.Codes{Key: b.numberKey, Guesses: b.store.Reservations,
+			PerBuyer: cfg.guessesPerBuyer, PerAddr: cfg.guessesPerAddr},
 	}
 	ready := []httpapi.Checker{
 		{Name: "redis", Check: b.store.Ping},

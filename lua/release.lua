@@ -1,8 +1,9 @@
 -- release: give one reservation's stock and quota back, at most once.
 --
 -- KEYS[1] stock, KEYS[2] inflight, KEYS[3] pending, KEYS[4] reservation hash,
--- KEYS[5] quota, KEYS[6] idempotency record; with ARGV[4] '1', KEYS[7..9]
--- the sale's room's adm, used and held keys (see room_join.lua)
+-- KEYS[5] quota, KEYS[6] idempotency record, KEYS[7] the activity's presale
+-- codes (see reserve.lua); with ARGV[4] '1', KEYS[8..10] the sale's room's
+-- adm, used and held keys (see room_join.lua)
 -- ARGV[1] order_no
 -- ARGV[2] the states this release may start from, comma-separated
 --         (the API: RESERVED; the consumer: CLAIMED; cancel/timeout: CONFIRMED)
@@ -14,6 +15,9 @@
 -- ARGV[5] MySQL's stock, or '' : when given, stock is then capped at what
 --         MySQL can still fulfil (MySQL stock - in flight), so units MySQL
 --         refused are not sold again (the consumer's OUT_OF_STOCK release)
+-- ARGV[6] '1' to leave the presale code's use taken (the consumer's release
+--         of an order MySQL refused for its code: MySQL has no use of it
+--         left, so Redis must not offer one), else '0'
 --
 -- Returns {1, from_state} when it released, {0, state} when it did nothing
 -- (state is the reservation's current state, or 'MISSING'). RELEASED and
@@ -25,12 +29,16 @@
 -- not credit KEYS[1] (the bucket lives in another slot): it returns
 -- {1, from_state, bucket, qty} and the caller gives qty back to that
 -- bucket (bucket_give), and caps the buckets itself (ARGV[5] is ignored).
--- RELEASED -> RELEASED is a no-op, so stock is credited once. The quota and
--- idempotency keys are deleted only while they still hold this order number:
--- releasing an old order never frees the quota of the user's newer one.
+-- RELEASED -> RELEASED is a no-op, so stock is credited once, and so is the
+-- use of the presale code the reservation holds ('code': its field's left
+-- count + 1, only while the field exists: a code revoked since stays gone).
+-- The quota and idempotency keys are deleted only while they still hold
+-- this order number: releasing an old order never frees the quota of the
+-- user's newer one.
 -- The quota and idempotency records of an order that holds nothing any more
 -- (released before, or its reservation lost with Redis data) are freed too,
 -- so a release whose answer was lost can be repeated and finds its work done.
+--#include codes
 local function forget()
   if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end
   if ARGV[4] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then
@@ -79,12 +87,20 @@ if not bucket and ARGV[5] ~= '' then
 end
 forget()
 local adm = redis.call('HGET', KEYS[4], 'adm')
-if adm and ARGV[4] == '1' and KEYS[9] then
+if adm and ARGV[4] == '1' and KEYS[10] then
   -- Expired or not: the room's next advance drops it if it is.
   local user = redis.call('HGET', KEYS[4], 'user')
-  redis.call('ZADD', KEYS[7], string.format('%.0f', math.floor(tonumber(adm) / 1024) * 1024 + qty), user)
-  redis.call('HDEL', KEYS[8], user)
-  redis.call('INCRBY', KEYS[9], qty)
+  redis.call('ZADD', KEYS[8], string.format('%.0f', math.floor(tonumber(adm) / 1024) * 1024 + qty), user)
+  redis.call('HDEL', KEYS[9], user)
+  redis.call('INCRBY', KEYS[10], qty)
+end
+local digest = redis.call('HGET', KEYS[4], 'code')
+if digest and ARGV[6] ~= '1' then
+  local v = redis.call('HGET', KEYS[7], digest)
+  if v then
+    local left, subject = code_value(v)
+    redis.call('HSET', KEYS[7], digest, (left + 1) .. '|' .. subject)
+  end
 end
 redis.call('HSET', KEYS[4], 'state', 'RELEASED', 'reason', ARGV[3])
 if bucket then return {1, state, bucket, qty} end

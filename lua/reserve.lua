@@ -22,23 +22,35 @@
 --   inflight  sum of quantities in RESERVED or CLAIMED
 --   pending   sorted set: order_no by reserved-at (ms)
 -- in room mode, then the room's adm, used and held keys (r = 3; else r = 0)
--- then three keys per order i (0-based), at 1+3m+r+3i:
+-- then four keys per order i (0-based), at 1+3m+r+4i:
 --   res    reservation hash of this order
 --   quota  the user's quota in the activity: the order_no holding it
 --   idem   the user's idempotency record: the order_no this key made
--- then nine arguments per order i, at 3+m+9i: the index j of its item,
+--   codes  the activity's presale codes (access.LoadedField '.' once
+--          loaded, and a field "<left>|<subject>" per usable code by its
+--          digest); read only when the order names a code
+-- then ten arguments per order i, at 3+m+10i: the index j of its item,
 --   order_no, user_id, activity_id, quantity, now (ms), idempotency key,
---   quota/idempotency ttl (ms), reservation ttl (ms)
+--   quota/idempotency ttl (ms), reservation ttl (ms), and the digest of the
+--   presale code the order uses ('' for none)
 --
 -- Returns two values per order. Checks, in this order of precedence (a
--- short stock never burns the quota):
---   -1, 0           not warmed (no stock key, or no bucket marker)
+-- short stock never burns the quota, a retried key never takes a second
+-- code's use, and a code is taken only with the stock):
+--   -1, 0           not warmed (no stock key, or no bucket marker; or the
+--                   order names a code and the sale's codes are not loaded)
 --   -2, order_no    duplicate idempotency key: the order it produced
 --   -3, order_no    the user holds a live order in the activity
 --   -5, 0           room mode: no unused, unexpired admission
 --   -6, grant       room mode: the quantity is above the admission's grant
+--   -7, 0           no such code: never loaded, revoked, or bound to another
+--                   user
+--   -8, 0           the code has no use left
 --   -4, stock       not enough stock
---    1, stock       reserved; stock is what is left (-1 for a bucketed item)
+--    1, stock       reserved; stock is what is left (-1 for a bucketed item);
+--                   the code's use is taken (left - 1) and the reservation
+--                   records its digest as 'code', for the release
+--#include codes
 local m = tonumber(ARGV[1])
 local bucket = ARGV[2] or ''
 local room = bucket == 'room'
@@ -51,10 +63,11 @@ for j = 0, m - 1 do
   taken[j], pending[j] = 0, {}
 end
 local out = {}
-for i = 0, (#KEYS - 3 * m - r) / 3 - 1 do
-  local k = 1 + 3 * m + r + 3 * i
-  local res, quota, idem = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  local a = 3 + m + 9 * i
+for i = 0, (#KEYS - 3 * m - r) / 4 - 1 do
+  local k = 1 + 3 * m + r + 4 * i
+  local res, quota, idem, codes = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local a = 3 + m + 10 * i
+  local digest, left, subject = ARGV[a + 9], 0, ''
   local j = tonumber(ARGV[a])
   local no, qty, at = ARGV[a + 1], tonumber(ARGV[a + 4]), ARGV[a + 5]
   local code, val = 1, -1
@@ -77,6 +90,21 @@ for i = 0, (#KEYS - 3 * m - r) / 3 - 1 do
           code, val = -6, admission % 1024
         end
       end
+      if code == 1 and digest ~= '' then
+        -- Each order writes its use below before the next is checked, so
+        -- a batch sees every earlier order's take, as runs alone would.
+        if redis.call('HEXISTS', codes, '.') == 0 then
+          code, val = -1, 0
+        else
+          local v = redis.call('HGET', codes, digest)
+          if v then left, subject = code_value(v) end
+          if not v or (subject ~= '' and subject ~= ARGV[a + 2]) then
+            code, val = -7, 0
+          elseif left <= 0 then
+            code, val = -8, 0
+          end
+        end
+      end
       if code == 1 and bucket == '' and stock[j] < qty then
         code, val = -4, stock[j]
       end
@@ -94,6 +122,10 @@ for i = 0, (#KEYS - 3 * m - r) / 3 - 1 do
     redis.call('HSET', res, 'state', 'RESERVED', 'user', ARGV[a + 2], 'activity', ARGV[a + 3],
       'item', ARGV[3 + j], 'qty', qty, 'at', at, 'key', ARGV[a + 6])
     if bucket ~= '' then redis.call('HSET', res, 'bucket', bucket) end
+    if digest ~= '' then
+      redis.call('HSET', codes, digest, (left - 1) .. '|' .. subject)
+      redis.call('HSET', res, 'code', digest)
+    end
     if room then
       -- The admission is used up; the reservation keeps it, so a release
       -- the api's 503 asks for gives it back (release.lua).

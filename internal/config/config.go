@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/orderevents"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/hook"
 	"github.com/seckill/seckill/pkg/domain/payment"
@@ -308,6 +309,28 @@ func PaymentSecret(e *Env) []byte {
 		return nil
 	}
 	return []byte(v)
+}
+
+// CodeGuesses reads SECKILL_CODE_GUESSES_PER_BUYER (default 10/10m) and
+// SECKILL_CODE_GUESSES_PER_ADDR (default 100/10m): how many invalid presale
+// codes a buyer in one sale, and a client address in any, may send in a
+// window before coded orders are refused with 429 (access.ParseGuessLimit;
+// "off" for none).
+func CodeGuesses(e *Env) (perBuyer, perAddr access.GuessLimit) {
+	read := func(name string, def access.GuessLimit) access.GuessLimit {
+		v, ok := e.get(name)
+		if !ok {
+			return def
+		}
+		l, err := access.ParseGuessLimit(v)
+		if err != nil {
+			e.fail(name, v, err.Error())
+			return def
+		}
+		return l
+	}
+	return read("SECKILL_CODE_GUESSES_PER_BUYER", access.DefaultGuessesPerBuyer),
+		read("SECKILL_CODE_GUESSES_PER_ADDR", access.DefaultGuessesPerAddr)
 }
 
 // PaymentWindow reads SECKILL_PAYMENT_WINDOW (default

@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/adapter/stockredis"
+	"github.com/seckill/seckill/pkg/domain/access"
 )
 
 func TestRead(t *testing.T) {
@@ -24,6 +25,10 @@ func TestRead(t *testing.T) {
 		return [2]int{c.ReplicationFactor, c.MinInsyncReplicas}
 	}
 	addrs := func(e *config.Env) any { return config.Addresses(e) }
+	guesses := func(e *config.Env) any {
+		b, a := config.CodeGuesses(e)
+		return [2]access.GuessLimit{b, a}
+	}
 	pfx := func(s ...string) []netip.Prefix {
 		var out []netip.Prefix
 		for _, p := range s {
@@ -42,6 +47,11 @@ func TestRead(t *testing.T) {
 		hidden  string // the error must not contain it
 	}{
 		{name: "http addr default", read: httpAddr, want: "127.0.0.1:8080"},
+		{name: "code guesses default", read: guesses, want: [2]access.GuessLimit{access.DefaultGuessesPerBuyer, access.DefaultGuessesPerAddr}},
+		{name: "code guesses set", env: map[string]string{"SECKILL_CODE_GUESSES_PER_BUYER": "5/1h", "SECKILL_CODE_GUESSES_PER_ADDR": "off"},
+			read: guesses, want: [2]access.GuessLimit{{Max: 5, Per: time.Hour}, {}}},
+		{name: "code guesses without a window", env: map[string]string{"SECKILL_CODE_GUESSES_PER_BUYER": "10"}, read: guesses, wantErr: `SECKILL_CODE_GUESSES_PER_BUYER="10"`},
+		{name: "code guesses of none", env: map[string]string{"SECKILL_CODE_GUESSES_PER_ADDR": "0/10m"}, read: guesses, wantErr: "SECKILL_CODE_GUESSES_PER_ADDR"},
 		{name: "http addr any host", env: map[string]string{"SECKILL_HTTP_ADDR": ":9000"}, read: httpAddr, want: ":9000"},
 		{name: "http addr ipv6", env: map[string]string{"SECKILL_HTTP_ADDR": "[::1]:65535"}, read: httpAddr, want: "[::1]:65535"},
 		{name: "http addr port 0", env: map[string]string{"SECKILL_HTTP_ADDR": "localhost:0"}, read: httpAddr, want: "localhost:0"},

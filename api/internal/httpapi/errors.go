@@ -47,6 +47,11 @@ var domainErrors = []struct {
 	code   string
 	msg    string
 }{
+	// Before ErrInvalidArgument: a code Normalize refuses is CODE_INVALID.
+	{access.ErrCodeRequired, http.StatusForbidden, "CODE_REQUIRED", "this sale takes orders only with an access code"},
+	{access.ErrCodeInvalid, http.StatusForbidden, "CODE_INVALID", "the access code is not valid for this sale"},
+	{access.ErrCodeUsed, http.StatusConflict, "CODE_USED", "the access code's uses are all taken"},
+	{access.ErrTooManyGuesses, http.StatusTooManyRequests, "TOO_MANY_GUESSES", "too many invalid access codes; try again later"},
 	{order.ErrInvalidArgument, http.StatusBadRequest, "INVALID_ARGUMENT", "invalid argument"},
 	{order.ErrNotFound, http.StatusNotFound, "NOT_FOUND", "not found"},
 	{order.ErrSoldOut, http.StatusConflict, "SOLD_OUT", "sold out"},

@@ -18,6 +18,9 @@ type PlaceOrderBody struct {
 	ItemID optional[int64] `json:"item_id,omitzero"`
 	// Quantity left out is 1; null is refused.
 	Quantity optional[int] `json:"quantity,omitzero"`
+	// AccessCode is the buyer's presale code, as typed (hyphens, spaces
+	// and case do not matter); a sale open to everyone ignores it.
+	AccessCode string `json:"access_code,omitempty"`
 }
 
 // Validate fills defaults and checks ranges that need no activity.
@@ -61,6 +64,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 	placed, err := s.intake.Place(c.Request.Context(), placing.PlaceRequest{
 		UserID: user, ActivityID: body.ActivityID, ItemID: body.ItemID.Value, Quantity: q,
 		IdempotencyKey: key, RequestID: c.GetString(ctxRequestID), Admission: c.GetHeader("X-Admission"),
+		AccessCode: body.AccessCode, ClientAddr: addrKey(c),
 	})
 	if err != nil {
 		s.fail(c, err)

@@ -275,7 +275,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, item reservation.Item, no string
 	ev := order.Event{
 		Version: order.EventVersion, OrderNo: no, IdempotencyKey: info.IdempotencyKey,
 		UserID: info.UserID, ItemID: item.ID, ActivityID: info.ActivityID, Quantity: info.Quantity,
-		ReservedAt: info.ReservedAt,
+		ReservedAt: info.ReservedAt, AccessCode: string(info.Code),
 	}
 	if err := s.Publisher.Publish(ctx, ev); err != nil {
 		return false, err

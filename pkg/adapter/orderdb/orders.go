@@ -1,6 +1,7 @@
 package orderdb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -30,8 +31,11 @@ type orderRow struct {
 	PayDeadline    *time.Time
 	ReleasedAt     *time.Time
 	ReservedAt     time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// AccessCode is the digest of the presale code the order named (NULL
+	// for none); a CREATED order holds one of its uses in sale_codes.
+	AccessCode *string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 	// EventSeq is the seq of the order's last event in the outbox (an
 	// order is written with its first).
 	EventSeq int
@@ -115,6 +119,10 @@ func (s *Orders) FulfilBatch(ctx context.Context, reqs []order.FulfilRequest) (r
 			}
 			sums[r.Event.ItemID] += r.Event.Quantity
 			rows[i] = newRow(r, order.Created, "")
+		}
+		if whole, err := takeCodes(tx, reqs, refused); err != nil || !whole {
+			// A code without a use left: each order alone says whose.
+			return cmp.Or(err, errFallback)
 		}
 		if len(sums) > 0 {
 			res := takeStock(tx, sums)
@@ -220,11 +228,23 @@ func (s *Orders) FulfilOne(ctx context.Context, r order.FulfilRequest) (order.Fu
 			out = order.FulfilOutcome{Status: order.Failed, Reason: reason}
 			return tx.Create(ptr(newRow(r, order.Failed, reason))).Error
 		}
+		// The code before the stock, as the reserve script checks them.
+		if reason, err := takeCode(tx, r.Event); err != nil || reason != "" {
+			if err != nil {
+				return err
+			}
+			out = order.FulfilOutcome{Status: order.Failed, Reason: reason}
+			return tx.Create(ptr(newRow(r, order.Failed, reason))).Error
+		}
 		res := tx.Exec("UPDATE item_stock SET stock = stock - ? WHERE item_id = ? AND stock >= ?", r.Event.Quantity, r.Event.ItemID, r.Event.Quantity)
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
+			// The FAILED order holds no use: give back the one just taken.
+			if err := giveCode(tx, r.Event.ActivityID, r.Event.AccessCode); err != nil {
+				return err
+			}
 			out = order.FulfilOutcome{Status: order.Failed, Reason: order.ReasonOutOfStock}
 			return tx.Create(ptr(newRow(r, order.Failed, order.ReasonOutOfStock))).Error
 		}
@@ -318,6 +338,9 @@ func newRow(r order.FulfilRequest, st order.Status, reason string) orderRow {
 		OrderNo: e.OrderNo, UserID: e.UserID, ItemID: e.ItemID, ActivityID: e.ActivityID,
 		Quantity: e.Quantity, Status: string(st), IdempotencyKey: e.IdempotencyKey,
 		ReservedAt: e.ReservedAt.UTC(), EventSeq: 1,
+	}
+	if e.AccessCode != "" {
+		row.AccessCode = &e.AccessCode
 	}
 	if r.UnitPrice.Priced() {
 		amount := r.UnitPrice.Times(e.Quantity).Amount

@@ -90,7 +90,8 @@ func (s *Orders) CloseOrder(ctx context.Context, user, orderNo, reason string) (
 }
 
 // closeCreated is the close's compare-and-set inside tx: CREATED → CLOSED
-// (the statuses that may become CLOSED) and the units back to item_stock.
+// (the statuses that may become CLOSED), the units back to item_stock and
+// the use of its presale code, if it has one, back to sale_codes.
 // It reports whether it moved the order.
 func closeCreated(tx *gorm.DB, user, orderNo, reason string) (bool, error) {
 	q := `UPDATE orders SET status = ?, failure_reason = ?, released_at = NULL
@@ -107,8 +108,11 @@ func closeCreated(tx *gorm.DB, user, orderNo, reason string) (bool, error) {
 	if res.RowsAffected == 0 {
 		return false, nil
 	}
-	return true, tx.Exec(`UPDATE item_stock s JOIN orders o ON o.item_id = s.item_id
-		SET s.stock = s.stock + o.quantity WHERE o.order_no = ?`, orderNo).Error
+	if err := tx.Exec(`UPDATE item_stock s JOIN orders o ON o.item_id = s.item_id
+		SET s.stock = s.stock + o.quantity WHERE o.order_no = ?`, orderNo).Error; err != nil {
+		return false, err
+	}
+	return true, giveCodeOf(tx, orderNo)
 }
 
 // MarkReleased records that a closed order's Redis reservation was

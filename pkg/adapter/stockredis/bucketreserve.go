@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/tracing"
@@ -43,7 +44,8 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r reservation.Reserv
 			continue
 		}
 		res, err := s.runReserve(ctx, r, k.BucketMarker(), bucketMode(b))
-		refused := errors.Is(err, order.ErrNotWarmed) || errors.Is(err, order.ErrAlreadyPurchased)
+		refused := errors.Is(err, order.ErrNotWarmed) || errors.Is(err, order.ErrAlreadyPurchased) ||
+			errors.Is(err, access.ErrCodeInvalid) || errors.Is(err, access.ErrCodeUsed)
 		if err != nil && !refused {
 			if !MayHaveRun(err) {
 				// The script never ran (the item's master refused the

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -70,7 +71,7 @@ func (s *Reservations) release(ctx context.Context, r reservation.Ref, o reserva
 	defer func() { endSpan(span, err) }()
 	k := s.keys(r.Item())
 	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
-		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey)}
+		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey), k.Codes(r.ActivityID)}
 	forget := "0"
 	if o.FreeKey {
 		forget = "1"
@@ -80,7 +81,11 @@ func (s *Reservations) release(ctx context.Context, r reservation.Ref, o reserva
 	for i, st := range o.From {
 		from[i] = string(st)
 	}
-	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock).Slice()
+	keepCode := "0"
+	if order.KeepsCode(o.Reason) {
+		keepCode = "1"
+	}
+	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock, keepCode).Slice()
 	if err != nil {
 		return reservation.Released{}, unavailable("release", err)
 	}
@@ -152,6 +157,7 @@ func parseReservation(item int64, orderNo string, m map[string]string) reservati
 		Quantity:   int(atoi(m["qty"])),
 		ReservedAt: time.UnixMilli(atoi(m["at"])),
 		Reason:     m["reason"],
+		Code:       access.Digest(m["code"]),
 	}
 }
 

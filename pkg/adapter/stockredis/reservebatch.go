@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/batch"
@@ -159,8 +160,8 @@ func (b *reserver) run(calls []reserveCall) {
 			items = append(items, c)
 		}
 	}
-	keys := make([]string, 0, 3*len(items)+3+3*len(calls))
-	args := make([]any, 0, 2+len(items)+9*len(calls))
+	keys := make([]string, 0, 3*len(items)+3+4*len(calls))
+	args := make([]any, 0, 2+len(items)+10*len(calls))
 	args = append(args, len(items), c0.mode.arg())
 	for _, c := range items {
 		it := c.r.Item()
@@ -176,9 +177,10 @@ func (b *reserver) run(calls []reserveCall) {
 		r := c.r
 		it := r.Item()
 		k := Keys{prefix: b.prefix, tag: it.Tag, item: it.ID}
-		keys = append(keys, k.Reservation(r.OrderNo), k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey))
+		keys = append(keys, k.Reservation(r.OrderNo), k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey),
+			k.Codes(r.ActivityID))
 		args = append(args, index[it], r.OrderNo, r.UserID, r.ActivityID, r.Quantity, r.At.UnixMilli(), r.IdempotencyKey,
-			r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds())
+			r.QuotaTTL.Milliseconds(), r.ReservationTTL.Milliseconds(), string(r.Code))
 	}
 	res, err := b.script.Run(context.Background(), b.rdb, keys, args...).Slice()
 	if err == nil && len(res) != 2*len(calls) {
@@ -218,6 +220,10 @@ func reserveResult(orderNo string, code, val any) (reservation.Result, error) {
 	case -6:
 		grant, _ := val.(int64)
 		return reservation.Result{}, order.Errorf(order.ErrInvalidArgument, "your admission holds %d units: order at most that many", grant)
+	case -7:
+		return reservation.Result{}, access.ErrCodeInvalid
+	case -8:
+		return reservation.Result{}, access.ErrCodeUsed
 	}
 	return reservation.Result{}, fmt.Errorf("reserve: unexpected reply %v %v", code, val)
 }

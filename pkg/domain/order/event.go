@@ -22,6 +22,10 @@ type Event struct {
 	Quantity       int       `json:"quantity"`
 	ReservedAt     time.Time `json:"reserved_at"`
 	RequestID      string    `json:"request_id,omitempty"`
+	// AccessCode is the digest of the presale code the order uses
+	// (access.Digest, 32 hex digits), "" for none: the consumer takes its
+	// use in MySQL in the transaction that creates the order.
+	AccessCode string `json:"access_code,omitempty"`
 	// TraceParent and TraceState are the W3C trace context of the span that
 	// published the event (empty when tracing is off). They travel in the
 	// Kafka message's headers, not in its JSON.
@@ -46,9 +50,28 @@ func (e Event) Validate() error {
 		return fmt.Errorf("bad quantity %d", e.Quantity)
 	case e.ReservedAt.IsZero():
 		return errors.New("missing reserved_at")
+	case !validDigest(e.AccessCode):
+		return fmt.Errorf("bad access_code %q", e.AccessCode)
 	}
 	return nil
 }
 
 // MaxQuantity bounds the units of one order whatever an activity allows.
 const MaxQuantity = 1000
+
+// validDigest reports whether d is "" or a code's digest: 32 lower-case
+// hex digits (access.Hash's form; package access imports this one).
+func validDigest(d string) bool {
+	if d == "" {
+		return true
+	}
+	if len(d) != 32 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -31,7 +31,21 @@ const (
 	// (CREATED, PAID or CLOSED); a retry whose idempotency record Redis
 	// lost reserved a new order number, and MySQL refuses it.
 	ReasonDuplicateRequest = "DUPLICATE_REQUEST"
+	// ReasonCodeUsed, ReasonCodeInvalid: MySQL, the last word on a presale
+	// code, had no use of the order's code left (every use held by live
+	// orders), or no such code for this buyer (revoked, never loaded,
+	// bound to another buyer), although Redis had reserved one.
+	ReasonCodeUsed    = "CODE_USED"
+	ReasonCodeInvalid = "CODE_INVALID"
 )
+
+// KeepsCode reports whether the release of an order that failed for reason
+// leaves its presale code's use taken in Redis: MySQL refused the order
+// because the code has no use left there, so giving Redis one back would
+// let another order reserve a use MySQL does not have.
+func KeepsCode(reason string) bool {
+	return reason == ReasonCodeUsed || reason == ReasonCodeInvalid
+}
 
 // AnsweredUnavailable reports whether an order that failed for reason was
 // refused to the buyer with 503 UNAVAILABLE: its idempotency key must be

@@ -3,6 +3,7 @@ package order
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +55,9 @@ func TestEventValidate(t *testing.T) {
 		{"huge quantity", func(e *Event) { e.Quantity = MaxQuantity + 1 }, false},
 		{"bad key", func(e *Event) { e.IdempotencyKey = "a b" }, false},
 		{"no time", func(e *Event) { e.ReservedAt = time.Time{} }, false},
+		{"a code's digest", func(e *Event) { e.AccessCode = "0123456789abcdef0123456789abcdef" }, true},
+		{"a code's digest too short", func(e *Event) { e.AccessCode = "0123456789abcdef" }, false},
+		{"a code given as typed, not its digest", func(e *Event) { e.AccessCode = "ABCD-EFGH-JKMN-PQRS-TVWX-YZ012345" }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +67,25 @@ func TestEventValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// The code's digest travels in the event's JSON, and an event without one
+// writes none (an older consumer reads it as it always did).
+func TestEventAccessCodeOnTheWire(t *testing.T) {
+	e := Event{Version: EventVersion, OrderNo: NewNumberGenerator().Next(3), IdempotencyKey: "k", UserID: "1", ItemID: 3,
+		ActivityID: 1, Quantity: 1, ReservedAt: time.Now().UTC(), AccessCode: "0123456789abcdef0123456789abcdef"}
+	b, err := e.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Event
+	if err := back.UnmarshalJSON(b); err != nil || back.AccessCode != e.AccessCode {
+		t.Fatalf("read back %+v, %v from %s", back, err, b)
+	}
+	e.AccessCode = ""
+	if b, _ := e.MarshalJSON(); strings.Contains(string(b), "access_code") {
+		t.Fatalf("an event without a code writes %s", b)
 	}
 }
 

@@ -58,6 +58,7 @@ type eventJSON struct {
 	Quantity       int             `json:"quantity"`
 	ReservedAt     time.Time       `json:"reserved_at"`
 	RequestID      string          `json:"request_id,omitempty"`
+	AccessCode     string          `json:"access_code,omitempty"`
 }
 
 // MarshalJSON writes e as eventJSON.
@@ -74,7 +75,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(eventJSON{Version: e.Version, OrderNo: e.OrderNo, IdempotencyKey: e.IdempotencyKey,
 		UserID: user, ItemID: e.ItemID, ActivityID: e.ActivityID, Quantity: e.Quantity,
-		ReservedAt: e.ReservedAt, RequestID: e.RequestID})
+		ReservedAt: e.ReservedAt, RequestID: e.RequestID, AccessCode: e.AccessCode})
 }
 
 // UnmarshalJSON reads an event whose user_id is a string or an integer.
@@ -91,7 +92,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	user, uerr := decodeUserID(w.UserID)
 	*e = Event{Version: w.Version, OrderNo: w.OrderNo, IdempotencyKey: w.IdempotencyKey, UserID: user,
 		ItemID: w.ItemID, ActivityID: w.ActivityID, Quantity: w.Quantity,
-		ReservedAt: w.ReservedAt, RequestID: w.RequestID}
+		ReservedAt: w.ReservedAt, RequestID: w.RequestID, AccessCode: w.AccessCode}
 	return errors.Join(err, uerr)
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
@@ -78,6 +79,10 @@ type Reservation struct {
 	// (activity.SellsInRoom) the order must hold an admission of the
 	// buyer's (see Room), and uses it up.
 	Selling activity.Selling
+	// Code is the digest of the presale code the order uses ("" for
+	// none): the reserve script takes one of its uses with the stock, and
+	// the release gives it back.
+	Code access.Digest
 }
 
 // Item is where the reservation's keys are.
@@ -149,6 +154,9 @@ type Info struct {
 	Quantity   int
 	ReservedAt time.Time
 	Reason     string
+	// Code is the digest of the presale code the reservation holds a use
+	// of ("" for none).
+	Code access.Digest
 }
 
 // PriorOrders are the order numbers the reserve script looks for before it

@@ -17,6 +17,9 @@ const (
 	ReserveDuplicateKey
 	ReserveNotWarmed
 	ReserveError
+	// ReserveCodeRefused: the order's presale code was invalid or had no
+	// use left (a buyer's answer, not a fault).
+	ReserveCodeRefused
 	reserveOutcomeCount
 )
 
@@ -27,6 +30,7 @@ var reserveOutcomes = [reserveOutcomeCount]string{
 	ReserveDuplicateKey:     "duplicate_key",
 	ReserveNotWarmed:        "not_warmed",
 	ReserveError:            "error",
+	ReserveCodeRefused:      "code_refused",
 }
 
 // String returns the outcome's label value.

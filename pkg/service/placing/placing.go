@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/outbox"
@@ -97,6 +98,9 @@ type Service struct {
 	Now func() time.Time
 	// Metrics records reserve and publish outcomes; nil records nothing.
 	Metrics *metrics.Intake
+	// Codes checks the presale codes of sales that take orders only with
+	// one (required when such a sale is on).
+	Codes Codes
 
 	activities activity.Cache
 	soldOut    sync.Map // item id -> soldOutMark
@@ -116,6 +120,12 @@ type PlaceRequest struct {
 	// Admission is the buyer's admission (X-Admission) in a sale with a
 	// waiting room; ignored in a sale without one.
 	Admission string
+	// AccessCode is the presale code the buyer gave, as typed ("" for
+	// none); read only by a sale that takes orders only with a code.
+	AccessCode string
+	// ClientAddr is the client address's bucket (the api's address
+	// limiter's key): invalid codes are counted per address too.
+	ClientAddr string
 }
 
 // Placed is an accepted order.
@@ -135,10 +145,15 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	if p, done, err := s.refuseEarly(ctx, r, act, item, admit, now); done {
 		return p, err
 	}
+	code, err := s.accessCode(ctx, r, act, item)
+	if err != nil {
+		return Placed{}, err
+	}
 	ev, res, err := s.newOrder(ctx, r, act, item, now)
 	if err != nil {
 		return Placed{}, err
 	}
+	ev.AccessCode, res.Code = string(code), code
 	if p, done, err := s.reserve(ctx, r, act, item, ev, res, now); done {
 		return p, err
 	}
@@ -313,6 +328,9 @@ func (s *Service) reserve(ctx context.Context, r PlaceRequest, act activity.Acti
 		// take back whatever the script may have reserved.
 		p, err := s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
 		return p, true, err
+	case errors.Is(err, access.ErrCodeInvalid):
+		s.guessed(ctx, r, act, item)
+		return Placed{}, true, err
 	case errors.Is(err, order.ErrNotAdmitted):
 		// The script found no order of the key and no such admission:
 		// both may be records Redis lost.
@@ -355,6 +373,8 @@ func reserveOutcome(res reservation.Result, err error) metrics.ReserveOutcome {
 		return metrics.ReserveAlreadyPurchased
 	case errors.Is(err, order.ErrNotWarmed):
 		return metrics.ReserveNotWarmed
+	case errors.Is(err, access.ErrCodeInvalid), errors.Is(err, access.ErrCodeUsed):
+		return metrics.ReserveCodeRefused
 	}
 	return metrics.ReserveError
 }
