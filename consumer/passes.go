@@ -114,9 +114,35 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			}
 			return rooms.RebuildAll(ctx, ids, lostBy, roomOf)
 		}
+		// The presale codes of the sales not ended come back from MySQL
+		// too: without them a coded sale answers NOT_WARMED (its codes'
+		// hash not loaded) until a warm-up. The load never overwrites a
+		// count Redis kept.
+		reloadCodes := func(ctx context.Context) error {
+			ids, err := st.db.Codes.LiveCodedSales(ctx, st.clk.Now())
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				a, err := st.db.Activities.Activity(ctx, id)
+				if err != nil {
+					return err
+				}
+				if _, err := st.store.Codes.Load(ctx, a, st.db.Codes); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		rebuild := func(ctx context.Context, lostBy time.Time) error {
+			if err := rebuildRooms(ctx, lostBy); err != nil {
+				return err
+			}
+			return reloadCodes(ctx)
+		}
 		passes = append(passes, &redisloss.Watch{Redis: st.rdb, Marker: redisloss.MarkerKey(s.redis.Prefix), Record: st.db.RedisWatches,
 			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg),
-			Rooms: rebuildRooms, Now: st.clk.Now})
+			Rooms: rebuild, Now: st.clk.Now})
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {

@@ -109,7 +109,8 @@ type Watch struct {
 	Log     *slog.Logger
 	Metrics *metrics.Heal
 	// Rooms, if set, rebuilds the waiting rooms of the sales not ended
-	// that were not built after lostBy, from MySQL: a Redis brought back
+	// that were not built after lostBy, from MySQL (and the program's
+	// wiring has it load the presale codes of those sales again): a Redis brought back
 	// from an older copy keeps a room's generation, so no room script
 	// notices it by itself. It runs once per incident (again when Redis
 	// is lost again meanwhile); the incident stays open until it ran

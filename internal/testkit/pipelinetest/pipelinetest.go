@@ -467,6 +467,8 @@ type SaleOptions struct {
 	// EntriesCloseIn makes the sale a draw ("mode": "draw") whose entries
 	// close that long from now (0: a first-come sale).
 	EntriesCloseIn time.Duration
+	// Access is the sale's "access" ("": left out, open).
+	Access string
 }
 
 // CreateSizedSale creates a sale of len(sizes) items (its sizes), item i
@@ -518,6 +520,9 @@ func (a *API) CreateSaleWith(stock int64, o SaleOptions) Sale {
 	}
 	if o.EntriesCloseIn > 0 {
 		body["mode"], body["entries_close_at"] = "draw", now.Add(o.EntriesCloseIn)
+	}
+	if o.Access != "" {
+		body["access"] = o.Access
 	}
 	if len(o.Sizes) > 0 {
 		list := make([]map[string]any, len(items))
@@ -604,6 +609,15 @@ func (a *API) PlaceOrderOf(sub, key string, activity, item int64, qty int) (Plac
 // PlaceOrderAdmitted is PlaceOrderOf with the buyer's admission to a sale
 // with a waiting room in X-Admission (none when "").
 func (a *API) PlaceOrderAdmitted(sub, key string, activity, item int64, qty int, admission string) (Placed, error) {
+	return a.placeOrder(sub, key, activity, item, qty, admission, "")
+}
+
+// PlaceOrderWithCode is PlaceOrderAs with a presale code ("access_code").
+func (a *API) PlaceOrderWithCode(sub, key string, activity int64, qty int, code string) (Placed, error) {
+	return a.placeOrder(sub, key, activity, 0, qty, "", code)
+}
+
+func (a *API) placeOrder(sub, key string, activity, item int64, qty int, admission, accessCode string) (Placed, error) {
 	var body struct {
 		OrderNo string `json:"order_no"`
 		Status  string `json:"status"`
@@ -614,6 +628,9 @@ func (a *API) PlaceOrderAdmitted(sub, key string, activity, item int64, qty int,
 	req := map[string]any{"activity_id": activity, "quantity": qty}
 	if item != 0 {
 		req["item_id"] = item
+	}
+	if accessCode != "" {
+		req["access_code"] = accessCode
 	}
 	h := map[string]string{"Idempotency-Key": key}
 	if admission != "" {

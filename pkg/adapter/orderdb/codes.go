@@ -192,3 +192,13 @@ func (s *Codes) ClaimBatch(ctx context.Context, b access.Batch) (access.Batch, b
 	}
 	return had.batch(), false, nil
 }
+
+// LiveCodedSales lists, by id, the sales not ended at now whose access
+// reads codes (code_required, code_priority): the ones whose codes a
+// Redis that lost data must get back (the heal watch loads them again).
+func (s *Codes) LiveCodedSales(ctx context.Context, now time.Time) ([]int64, error) {
+	var ids []int64
+	err := s.db(ctx).Raw("SELECT id FROM activities WHERE access <> ? AND ends_at > ? ORDER BY id",
+		string(access.Open), now.UTC()).Scan(&ids).Error
+	return ids, wrap("read the sales with codes", err)
+}
