@@ -162,7 +162,8 @@ func (s *Server) createActivity(c *gin.Context) {
 		StartsAt: b.StartsAt.Truncate(timePrecision), EndsAt: b.EndsAt.Truncate(timePrecision),
 		PerUserLimit: b.PerUserLimit.ptr(), PaymentWindowSeconds: b.PaymentWindowSeconds.ptr(), StockBuckets: b.StockBuckets.ptr(),
 		Access: b.Access,
-	}, SalePrice: b.SalePrice.ptr(), Currency: b.Currency.ptr(), Mode: b.Mode, EntriesCloseAt: truncated(b.EntriesCloseAt)}
+	}, SalePrice: b.SalePrice.ptr(), Currency: b.Currency.ptr(), Mode: b.Mode, EntriesCloseAt: truncated(b.EntriesCloseAt),
+		By: claimsOf(c).UserID}
 	var err error
 	if n.Items, err = pricedItems(b.Items); err != nil {
 		s.fail(c, err)
@@ -215,7 +216,7 @@ func (s *Server) warmup(c *gin.Context) {
 	if !ok {
 		return
 	}
-	w, err := s.sales.Warmup(s.logContext(c), sales.Warmup{ActivityID: id})
+	w, err := s.sales.Warmup(s.logContext(c), sales.Warmup{ActivityID: id, By: claimsOf(c).UserID})
 	if err != nil {
 		s.fail(c, err)
 		return

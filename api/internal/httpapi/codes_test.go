@@ -169,6 +169,9 @@ func TestCodesAddRevokeAndCount(t *testing.T) {
 	a := ts.audit(t, sale)
 	var actions []string
 	for _, e := range a.Actions {
+		if !strings.HasPrefix(e.Action, "codes.") {
+			continue // the sale's creation and warm-up, by the test's admin
+		}
 		actions = append(actions, e.Action)
 		if e.Subject != "ops-anna" {
 			t.Fatalf("audit entry by %q", e.Subject)

@@ -193,7 +193,8 @@ func TestRoomControlSeenByTwoInstances(t *testing.T) {
 		return ts.admittedCount(t, other, act, buyers) == len(buyers)
 	})
 
-	// The audit: the three changes, newest first, with the subject.
+	// The audit: the three changes, newest first, with the subject, after
+	// the sale's creation and warm-up.
 	r := ts.do(t, ts.url, request{method: "GET", path: fmt.Sprintf("/admin/v1/activities/%d/audit", act), token: adminToken(t)})
 	if r.status != http.StatusOK {
 		t.Fatalf("audit: %d %s", r.status, r.body)
@@ -204,9 +205,20 @@ func TestRoomControlSeenByTwoInstances(t *testing.T) {
 		paused bool
 		rate   int
 	}{{false, 4}, {true, 4}, {true, 1}}
-	if len(audit.Actions) != len(want) || audit.NextBefore != nil {
-		t.Fatalf("audit: %s, want the 3 changes", r.body)
+	if len(audit.Actions) != len(want)+2 || audit.NextBefore != nil ||
+		audit.Actions[3].Action != "sale.warmup" || audit.Actions[4].Action != "sale.create" {
+		t.Fatalf("audit: %s, want the 3 changes after the creation and the warm-up", r.body)
 	}
+	var created struct {
+		AdmitPerSecond int    `json:"admit_per_second"`
+		Access         string `json:"access"`
+		Mode           string `json:"mode"`
+	}
+	if err := json.Unmarshal(audit.Actions[4].Detail, &created); err != nil || created.AdmitPerSecond != 1 ||
+		created.Access != "open" || created.Mode != "first_come" {
+		t.Fatalf("the creation's detail: %s, %v", audit.Actions[4].Detail, err)
+	}
+	audit.Actions = audit.Actions[:3]
 	for i, e := range audit.Actions {
 		var d struct {
 			AdmitPerSecond int  `json:"admit_per_second"`
@@ -331,7 +343,7 @@ func TestRoomControlRefusals(t *testing.T) {
 	for _, e := range audit.Actions {
 		got = append(got, e.Action+" by "+e.Subject)
 	}
-	if want := "[sale.end by 1 room.control by 1 room.control by 1]"; fmt.Sprint(got) != want {
+	if want := "[sale.end by 1 room.control by 1 room.control by 1 sale.warmup by 1 sale.create by 1]"; fmt.Sprint(got) != want {
 		t.Fatalf("audit %v, want %s", got, want)
 	}
 	for _, q := range []string{"limit=0", "limit=201", "limit=x", "before=0", "before=x"} {
@@ -339,4 +351,48 @@ func TestRoomControlRefusals(t *testing.T) {
 			400, "INVALID_ARGUMENT")
 	}
 	wantError(t, ts.do(t, ts.url, request{method: "GET", path: "/admin/v1/activities/1099511627776/audit", token: admin}), 404, "NOT_FOUND")
+}
+
+// The audit lists the sale's creation, its changes before the start and an
+// operator's warm-up, each by its operator with the sale's settings after
+// it, and nothing of a change refused.
+func TestAuditRecordsCreateChangeAndWarmup(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	bob := operatorToken(t, "ops-bob")
+	item := ts.newItem(t, 10)
+	now := time.Now().UTC()
+	r := ts.do(t, ts.url, request{method: "POST", path: "/admin/v1/activities", token: bob,
+		body: fmt.Sprintf(`{"item_id":%d,"starts_at":%q,"ends_at":%q}`, item, now.Add(time.Hour).Format(time.RFC3339Nano),
+			now.Add(2*time.Hour).Format(time.RFC3339Nano))})
+	act := activityID(t, r)
+	patch := func(body string) response {
+		return ts.do(t, ts.url, request{method: "PATCH", path: fmt.Sprintf("/admin/v1/activities/%d", act), token: bob, body: body})
+	}
+	if r := patch(`{"per_user_limit":3}`); r.status != http.StatusOK {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+	wantError(t, patch(`{"per_user_limit":0}`), 400, "INVALID_ARGUMENT")
+	if r := ts.do(t, ts.url, request{method: "POST", path: fmt.Sprintf("/admin/v1/activities/%d/warmup", act), token: bob}); r.status != http.StatusOK {
+		t.Fatalf("warm-up: %d %s", r.status, r.body)
+	}
+	r = ts.do(t, ts.url, request{method: "GET", path: fmt.Sprintf("/admin/v1/activities/%d/audit", act), token: adminToken(t)})
+	var audit httpapi.AuditView
+	r.decode(t, &audit)
+	var got []string
+	for _, e := range audit.Actions {
+		var d struct {
+			PerUserLimit int     `json:"per_user_limit"`
+			Items        []int64 `json:"items"`
+		}
+		if err := json.Unmarshal(e.Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s by %s limit %d items %v", e.Action, e.Subject, d.PerUserLimit, d.Items))
+	}
+	want := fmt.Sprintf("[sale.warmup by ops-bob limit 3 items [%d] sale.change by ops-bob limit 3 items [%d] sale.create by ops-bob limit 1 items [%d]]",
+		item, item, item)
+	if fmt.Sprint(got) != want {
+		t.Fatalf("audit %v,\nwant %s", got, want)
+	}
 }

@@ -94,7 +94,7 @@ func (s *Server) patchActivity(c *gin.Context) {
 		t.Value = t.Value.Truncate(timePrecision)
 	}
 	ch := sales.Change{Change: activity.Change{StartsAt: b.StartsAt.ptr(), EndsAt: b.EndsAt.ptr(),
-		PerUserLimit: b.PerUserLimit.ptr(), StockBuckets: b.StockBuckets.ptr()}, Currency: b.Currency.ptr()}
+		PerUserLimit: b.PerUserLimit.ptr(), StockBuckets: b.StockBuckets.ptr()}, Currency: b.Currency.ptr(), By: claimsOf(c).UserID}
 	if b.Access.Set {
 		mode, err := access.ParseMode(b.Access.Value)
 		if err != nil {

@@ -37,6 +37,8 @@ type NewActivity struct {
 	// Mode is "first_come" ("") or "draw", which needs EntriesCloseAt.
 	Mode           string
 	EntriesCloseAt *time.Time
+	// By is the operator's subject, for the sale's audit.
+	By string
 }
 
 // Create checks the new sale n and writes it: Redis first, for the
@@ -75,8 +77,22 @@ func (s *Service) Create(ctx context.Context, n NewActivity) (activity.Activity,
 		return activity.Activity{}, err
 	}
 	return unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
-		return s.Sales.CreateSale(ctx, a, s.keyGuard(live))
+		a, err := s.Sales.CreateSale(ctx, a, s.keyGuard(live))
+		if err != nil {
+			return a, err
+		}
+		return a, s.audit(ctx, a, activity.ActionCreate, n.By)
 	})
+}
+
+// audit records, in ctx's unit, that operator by did action to sale a,
+// with a's settings after it.
+func (s *Service) audit(ctx context.Context, a activity.Activity, action activity.Action, by string) error {
+	if s.Audit == nil {
+		return nil
+	}
+	return s.Audit.RecordAction(ctx, activity.AuditEntry{ActivityID: a.ID, Action: action, Subject: by, At: s.Now(),
+		Detail: a.SettingsDetail()})
 }
 
 // Change is a change of a sale the operator asks for, decoded.
@@ -90,6 +106,8 @@ type Change struct {
 	// Room is the sale's new room (nil: unchanged; its seed stays once
 	// drawn).
 	Room *activity.WaitingRoom
+	// By is the operator's subject, for the sale's audit.
+	By string
 }
 
 // Change changes sale id's times, per-user limit, bucket count, items,
@@ -120,7 +138,11 @@ func (s *Service) Change(ctx context.Context, id int64, c Change) (activity.Acti
 		ch.Guard = &g
 	}
 	a, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (activity.Activity, error) {
-		return s.Sales.PatchActivity(ctx, id, ch, s.Now())
+		a, err := s.Sales.PatchActivity(ctx, id, ch, s.Now())
+		if err != nil {
+			return a, err
+		}
+		return a, s.audit(ctx, a, activity.ActionChange, c.By)
 	})
 	if err == nil && sc.Access != nil && a.AccessMode().Coded() {
 		s.loadCodes(ctx, a)

@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 	"github.com/seckill/seckill/pkg/foundation/logs"
+	"github.com/seckill/seckill/pkg/foundation/unit"
 )
 
 // Warmups are what MySQL keeps of warm-ups: the stock a warm-up loads, and
@@ -34,6 +35,9 @@ type Warmup struct {
 	ActivityID int64
 	Due        *activity.Activity
 	Now        time.Time
+	// By is the operator's subject (the operator's warm-up), for the
+	// sale's audit; the schedule's is not recorded there.
+	By string
 }
 
 // Warmed is what a warm-up did: the sale it warmed, and the units it
@@ -91,7 +95,13 @@ func (s *Service) Warmup(ctx context.Context, w Warmup) (Warmed, error) {
 	if err != nil {
 		return Warmed{}, err
 	}
-	marked, err := s.Warmups.MarkWarmedAsOf(ctx, a)
+	marked, err := unit.Do(ctx, s.Tx, func(ctx context.Context) (bool, error) {
+		marked, err := s.Warmups.MarkWarmedAsOf(ctx, a)
+		if err != nil || !marked {
+			return marked, err
+		}
+		return true, s.audit(ctx, a, activity.ActionWarmup, w.By)
+	})
 	switch {
 	case err != nil:
 		// The consumer's schedule then warms it once more (idempotent).
