@@ -519,6 +519,26 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "GET", path: auditPath, token: buyer}, 403)
 	sc.do(base, specCall{method: "GET", path: auditPath}, 401)
 
+	// Presale codes on the open sale: generate, import, the summary,
+	// revoke, and the refusals.
+	codesPath := fmt.Sprintf("/admin/v1/activities/%d/codes", open)
+	var gen struct {
+		Codes []string `json:"codes"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "POST", path: codesPath, token: admin, body: `{"count":2,"uses":1}`}, 201), &gen); err != nil || len(gen.Codes) != 2 {
+		t.Fatalf("generated codes: %v %v", gen.Codes, err)
+	}
+	sc.do(base, specCall{method: "POST", path: codesPath, token: admin, body: `{"codes":["SPEC-0001"],"uses":2}`}, 201)
+	sc.do(base, specCall{method: "POST", path: codesPath, token: admin, body: `{"codes":["SPEC-0001"],"uses":2}`}, 409)
+	sc.do(base, specCall{method: "POST", path: codesPath, token: admin, body: `{"count":0,"uses":1}`}, 400)
+	sc.do(base, specCall{method: "POST", path: "/admin/v1/activities/999999999/codes", token: admin, body: `{"count":1,"uses":1}`}, 404)
+	sc.do(base, specCall{method: "POST", path: codesPath, token: buyer, body: `{"count":1,"uses":1}`}, 403)
+	sc.do(base, specCall{method: "POST", path: codesPath, body: `{"count":1,"uses":1}`}, 401)
+	sc.do(base, specCall{method: "GET", path: codesPath, token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities/999999999/codes", token: admin}, 404)
+	sc.do(base, specCall{method: "DELETE", path: codesPath + "/" + gen.Codes[0], token: admin}, 204)
+	sc.do(base, specCall{method: "DELETE", path: codesPath + "/NEVER-GIVEN", token: admin}, 404)
+
 	// A draw sale: enter, enter again, the buyer's entry, the record
 	// before and after the draw (the consumer draws it at the close).
 	drawItem := id(sc.do(base, specCall{method: "POST", path: "/admin/v1/items", token: admin, body: `{"name":"sneaker","stock":1}`}, 201), "item_id")
