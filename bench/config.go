@@ -346,7 +346,7 @@ Flags:
 }
 
 // extraScenarios run only when --scenario names them.
-var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "draw", "floor", "reconcile", "sizes", "drops", "events"}
+var extraScenarios = []string{"reference", "buckets", "salepage", "queue", "draw", "floor", "reconcile", "sizes", "drops", "events", "codes"}
 
 // withOneItemLoads adds the loads other scenarios are read against when
 // --scenario does not name them: flash and sustained before the first of
@@ -450,9 +450,11 @@ var defaults = map[string]shape{
 	"buckets":    {connections: 500, duration: 15 * time.Second, stock: 1_000_000},
 	"salepage":   {connections: 500, duration: 15 * time.Second, stock: 1000},
 	// queue: users join, then poll until duration after the sale's start.
-	"queue":      {connections: 500, duration: 15 * time.Second, stock: 1000, users: 100_000},
-	"draw":       {connections: 500, duration: 60 * time.Second, stock: 1000, users: 100_000}, // duration: the entries' window
-	"idle":       {duration: 10 * time.Second},
+	"queue": {connections: 500, duration: 15 * time.Second, stock: 1000, users: 100_000},
+	"draw":  {connections: 500, duration: 60 * time.Second, stock: 1000, users: 100_000}, // duration: the entries' window
+	"idle":  {duration: 10 * time.Second},
+	// codes: flash's shape, twice (without codes, then with).
+	"codes":      {connections: 500, duration: 15 * time.Second, stock: 200},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
 	"floor":      {connections: 500, duration: 10 * time.Second},
 	// A sized scenario runs twice, as flash and as sustained; its stock
@@ -481,7 +483,7 @@ func (c options) shapeOf(name string) shape {
 	switch name {
 	case "flash-rate", "first-sale":
 		s.rate = c.flashRate
-	case "flash", "sustained", "events", "buckets", "sizes", "sizes-sustained", "drops", "drops-sustained":
+	case "flash", "sustained", "events", "codes", "buckets", "sizes", "sizes-sustained", "drops", "drops-sustained":
 		s.rate = c.rate
 	}
 	return s

@@ -448,6 +448,9 @@ func (e *env) cleanup(ctx context.Context) error {
 				"DELETE FROM draw_results WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
 				"DELETE FROM draw_entries WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
 				"DELETE FROM activity_draws WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM sale_audit WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM sale_codes WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
+				"DELETE FROM sale_code_batches WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
 				"DELETE FROM activity_items WHERE activity_id IN (SELECT id FROM activities WHERE item_id = ?)",
 				"DELETE FROM activity_items WHERE item_id = ?", "DELETE FROM activities WHERE item_id = ?",
 				"DELETE FROM item_stock WHERE item_id = ?", "DELETE FROM items WHERE id = ?"} {

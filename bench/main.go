@@ -287,6 +287,14 @@ func scenarios(ctx context.Context, e *env, rep *report.Report) error {
 			var runs []*report.Run
 			runs, err = e.drawScenario(ctx, sh)
 			r = keepAllButLast(runs)
+		case "codes":
+			var (
+				runs  []*report.Run
+				notes []string
+			)
+			runs, notes, err = e.codesScenario(ctx, sh)
+			r = keepAllButLast(runs)
+			rep.Notes = append(rep.Notes, notes...)
 		case "sustained":
 			r, err = e.sustained(ctx, sh)
 			sustained = r

@@ -237,6 +237,12 @@ func (e *env) flash(ctx context.Context, name string, sh shape, buckets int) (*r
 	if err != nil {
 		return nil, err
 	}
+	return e.flashAt(ctx, name, sh, s, nil)
+}
+
+// flashAt fires flash's load at sale s. body, when not nil, is the body of
+// request seq (else every request sends the sale's one).
+func (e *env) flashAt(ctx context.Context, name string, sh shape, s sale, body func(seq int64) []byte) (*report.Run, error) {
 	// Enough tokens for the expected requests; more are minted on demand.
 	expect := int64(sh.duration.Seconds() * 25000)
 	if sh.rate > 0 {
@@ -258,6 +264,9 @@ func (e *env) flash(ctx context.Context, name string, sh shape, buckets int) (*r
 	stopCPU := e.measureCPU()
 	res := load.Run(ctx, load.Config{Workers: sh.connections, Duration: sh.duration, Rate: sh.rate, Progress: update},
 		func(ctx context.Context, w int, seq int64) load.Outcome {
+			if body != nil {
+				return b.send(ctx, w, base+seq, "f"+strconv.FormatInt(seq, 36), body(seq), -1, "")
+			}
 			return b.place(ctx, w, base+seq, "f"+strconv.FormatInt(seq, 36))
 		})
 	done()
