@@ -51,7 +51,8 @@ func TestOldEventsAndDeliveriesGoTheRestStays(t *testing.T) {
 	}
 	outs := make([]hook.Outcome, len(ds))
 	for i, d := range ds {
-		outs[i] = hook.Outcome{Delivery: d, State: hook.Delivered, Attempt: hook.Attempt{At: time.Now(), Status: 204}}
+		// Failed tries: those, not a success, leave an attempt row.
+		outs[i] = hook.Outcome{Delivery: d, State: hook.Pending, Wait: time.Hour, Attempt: hook.Attempt{At: time.Now(), Status: 503, Error: "down"}}
 	}
 	if err := db.Webhooks.Record(ctx, outs); err != nil {
 		t.Fatal(err)

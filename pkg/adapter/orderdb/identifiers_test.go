@@ -183,7 +183,7 @@ func TestMigrationToByteIdentifiersKeepsRows(t *testing.T) {
 	}
 	// uk_orders_key (0008, on key_once, which follows idempotency_key) is
 	// not taken back above and stays too.
-	wantKeys := "[uk_activity_items_position uk_draw_entries_buyer uk_draw_results_entry uk_draw_results_order uk_orders_key uk_orders_live uk_orders_order_no uk_outbox_event uk_outbox_stream uk_payments_transaction uk_restocks_key uk_room_joins_place uk_webhook_delivery]"
+	wantKeys := "[uk_activity_items_position uk_draw_entries_buyer uk_draw_results_entry uk_draw_results_order uk_orders_key uk_orders_live uk_orders_order_no uk_outbox_stream uk_payments_transaction uk_restocks_key uk_room_joins_place uk_webhook_delivery]"
 	if got := fmt.Sprint(keys); got != wantKeys {
 		t.Fatalf("unique keys %s after the migration, want %s", got, wantKeys)
 	}

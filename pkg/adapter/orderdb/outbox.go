@@ -250,11 +250,33 @@ func (s *Outbox) Unpublished(ctx context.Context, shards []int, limit int) ([]ou
 	return s.events(s.db(ctx).Where("published_at IS NULL AND shard IN ?", shards).Order("id").Limit(limit))
 }
 
-// MarkPublished records that Kafka took the events ids.
-func (s *Outbox) MarkPublished(ctx context.Context, ids []string) error {
-	err := s.db(ctx).Model(&outboxRow{}).Where("event_id IN ? AND published_at IS NULL", ids).
-		Update("published_at", gorm.Expr("NOW(6)")).Error
-	return wrap("mark events published", err)
+// MarkPublished records that Kafka took evs. It finds them by their
+// (stream, seq), the key that makes each unique (their ids, derived from
+// it, have no key of their own).
+func (s *Outbox) MarkPublished(ctx context.Context, evs []outbox.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	db := s.db(ctx)
+	for chunk := range slices.Chunk(evs, recordBatch) {
+		var q strings.Builder
+		args := make([]any, 0, 2*len(chunk))
+		// Written as GORM writes it: the chaos suite loses this
+		// statement's answer by its text.
+		q.WriteString("UPDATE `outbox_events` SET `published_at` = NOW(6) WHERE published_at IS NULL AND (stream, seq) IN (")
+		for i, e := range chunk {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?,?)")
+			args = append(args, e.Stream(), e.Data.Seq)
+		}
+		q.WriteByte(')')
+		if err := db.Exec(q.String(), args...).Error; err != nil {
+			return wrap("mark events published", err)
+		}
+	}
+	return nil
 }
 
 // Purge deletes up to limit of the events published and written before

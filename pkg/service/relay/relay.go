@@ -23,7 +23,7 @@ type Store interface {
 	PendingShards(ctx context.Context) ([]int, error)
 	ClaimShards(ctx context.Context, shards []int, most int) ([]int, error)
 	Unpublished(ctx context.Context, shards []int, limit int) ([]outbox.Event, error)
-	MarkPublished(ctx context.Context, ids []string) error
+	MarkPublished(ctx context.Context, evs []outbox.Event) error
 }
 
 // Publisher writes events to Kafka and returns once Kafka holds them
@@ -115,11 +115,7 @@ func (r *Relay) batch(ctx context.Context, pending []int) (int, []int, error) {
 				return 0, err
 			}
 		}
-		ids := make([]string, len(evs))
-		for i, e := range evs {
-			ids[i] = e.ID
-		}
-		return len(evs), r.Store.MarkPublished(ctx, ids)
+		return len(evs), r.Store.MarkPublished(ctx, evs)
 	})
 	return n, held, err
 }

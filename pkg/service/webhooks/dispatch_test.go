@@ -279,6 +279,23 @@ func TestEveryEndpointHearsEveryEventInOrder(t *testing.T) {
 	if retried == 0 {
 		t.Fatal("no delivery of the flaky endpoint shows a retry")
 	}
+	// A try that succeeds is kept on its delivery, not as an attempt row:
+	// the healthy endpoint's deliveries have none, and each still lists
+	// its one try.
+	ds, err = r.db.Webhooks.Deliveries(context.Background(), epHealthy.ID, "", 0, 200)
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("%d deliveries of the healthy endpoint (%v)", len(ds), err)
+	}
+	for _, d := range ds {
+		if d.State != hook.Delivered || d.Attempts != 1 || len(d.Tries) != 1 || d.Tries[0].Status/100 != 2 || d.Tries[0].At.IsZero() {
+			t.Fatalf("delivery %+v of the healthy endpoint: want delivered at its one try, a 2xx, listed", d)
+		}
+	}
+	var rows int64
+	r.db.Gorm().Raw("SELECT COUNT(*) FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.webhook_id = ?", epHealthy.ID).Scan(&rows)
+	if rows != 0 {
+		t.Fatalf("%d attempt rows for the healthy endpoint's deliveries, each delivered at its first try; want none", rows)
+	}
 }
 
 // An endpoint that answers 500 to everything is turned off once it has
