@@ -49,6 +49,7 @@ func (s *Draws) WriteEntries(ctx context.Context, entries []draw.EntryEvent) (dr
 			return out, wrap("write entries", err)
 		}
 		out.New, out.Known, out.Late = out.New+w.New, out.Known+w.Known, out.Late+w.Late
+		out.CodeRefused += w.CodeRefused
 		for j, late := range w.IsLate {
 			out.IsLate[idx[j]] = late
 		}
