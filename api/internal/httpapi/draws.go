@@ -104,7 +104,7 @@ func (s *Server) enterDraw(c *gin.Context) {
 	if b.Quantity.Set {
 		q = b.Quantity.Value
 	}
-	e, created, err := s.draws.Enter(c.Request.Context(), a, claimsOf(c).UserID, b.ItemID.Value, q, b.AccessCode)
+	e, created, err := s.draws.Enter(c.Request.Context(), a, claimsOf(c).UserID, b.ItemID.Value, q, b.AccessCode, addrKey(c))
 	if err != nil {
 		s.fail(c, err)
 		return

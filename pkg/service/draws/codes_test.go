@@ -40,9 +40,10 @@ func (h *heldEntries) PublishEntry(_ context.Context, e draw.EntryEvent) error {
 // code that cannot be one, one never given, one bound to another buyer
 // and one whose uses are held are refused with nothing used; a buyer's
 // retry answers their entry and uses nothing more, also when the first
-// take's answer was lost; MySQL's uses and draw_entries.access_code
-// match Redis's once the consumer wrote the entries, and the draw takes
-// every entry answered.
+// take's answer was lost; a buyer over the guess limit is refused before
+// the code is looked at; MySQL's uses and draw_entries.access_code match
+// Redis's once the consumer wrote the entries, and the draw takes every
+// entry answered.
 func TestEnterWithCodes(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.New(t)
@@ -107,6 +108,7 @@ func TestEnterWithCodes(t *testing.T) {
 	topic := &heldEntries{}
 	s := &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Summaries: db.Draws, Now: func() time.Time { return now },
 		Accepting: &draws.Accepting{Taking: store.Entries, Publisher: topic, Key: codeKey, Grace: time.Hour,
+			Guesses: store.Reservations, PerBuyer: access.GuessLimit{Max: 4, Per: time.Minute},
 			KeysFor: func(activity.Activity) time.Time { return now.Add(time.Hour) }}}
 
 	for _, c := range []struct {
@@ -118,28 +120,28 @@ func TestEnterWithCodes(t *testing.T) {
 		{"never given", "1", "NOSUCHCODE", access.ErrCodeInvalid},
 		{"bound to another buyer", "1", "bound-to-9", access.ErrCodeInvalid},
 	} {
-		if _, _, err := s.Enter(ctx, a, c.user, 0, 1, c.code); !errors.Is(err, c.want) {
+		if _, _, err := s.Enter(ctx, a, c.user, 0, 1, c.code, "10.0.0.1"); !errors.Is(err, c.want) {
 			t.Fatalf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	e1, created, err := s.Enter(ctx, a, "1", 0, 1, "one use 1")
+	e1, created, err := s.Enter(ctx, a, "1", 0, 1, "one use 1", "10.0.0.1")
 	if err != nil || !created {
 		t.Fatalf("buyer 1 with a one-use code: %v, %v", created, err)
 	}
-	if _, _, err := s.Enter(ctx, a, "2", 0, 1, "ONE-USE-1"); !errors.Is(err, access.ErrCodeUsed) {
+	if _, _, err := s.Enter(ctx, a, "2", 0, 1, "ONE-USE-1", "10.0.0.1"); !errors.Is(err, access.ErrCodeUsed) {
 		t.Fatalf("buyer 2 with the used code: %v, want ErrCodeUsed", err)
 	}
 	// Buyer 1 again (its first answer lost, say): the entry, nothing used.
-	if again, created, err := s.Enter(ctx, a, "1", 0, 1, "TWO-USES-2"); err != nil || created || again.ID != e1.ID {
+	if again, created, err := s.Enter(ctx, a, "1", 0, 1, "TWO-USES-2", "10.0.0.1"); err != nil || created || again.ID != e1.ID {
 		t.Fatalf("buyer 1 again: %+v, %v, %v", again, created, err)
 	}
-	if _, created, err := s.Enter(ctx, a, "9", 0, 1, "BOUND-TO-9"); err != nil || !created {
+	if _, created, err := s.Enter(ctx, a, "9", 0, 1, "BOUND-TO-9", "10.0.0.1"); err != nil || !created {
 		t.Fatalf("buyer 9 with its own code: %v, %v", created, err)
 	}
 	// Buyer 3's take runs but its answer is lost: the adapter's run again
 	// finds the entry, and the code is used once.
 	p.LoseNext("entry_take")
-	if _, _, err := s.Enter(ctx, a, "3", 0, 1, "TWO-USES-2"); err != nil || p.Lost() != 1 {
+	if _, _, err := s.Enter(ctx, a, "3", 0, 1, "TWO-USES-2", "10.0.0.1"); err != nil || p.Lost() != 1 {
 		t.Fatalf("buyer 3 with the answer lost: %v (lost %d)", err, p.Lost())
 	}
 	if left(one) != "0|" || left(two) != "1|" || left(bound) != "0|9" {
@@ -166,6 +168,19 @@ func TestEnterWithCodes(t *testing.T) {
 	}
 	if _, err := s.Entry(ctx, a, "2"); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("buyer 2 (refused): %v, want not found", err)
+	}
+	// Guessing: buyer 7's fourth invalid code stops them, before any code
+	// is looked at (a valid one included); buyer 1's three did not.
+	for i, code := range []string{"GUESS-1", "GUESS-2", "x!", "GUESS-3"} {
+		if _, _, err := s.Enter(ctx, a, "7", 0, 1, code, "10.0.0.7"); !errors.Is(err, access.ErrCodeInvalid) {
+			t.Fatalf("guess %d: %v, want ErrCodeInvalid", i+1, err)
+		}
+	}
+	if _, _, err := s.Enter(ctx, a, "7", 0, 1, "TWO-USES-2", "10.0.0.7"); !errors.Is(err, access.ErrTooManyGuesses) {
+		t.Fatalf("buyer 7 after four invalid codes: %v, want ErrTooManyGuesses", err)
+	}
+	if left(two) != "1|" {
+		t.Fatalf("the two-use code after buyer 7: %q, want 1| (nothing used)", left(two))
 	}
 	res, err := s.Run(ctx, a.ID, closes)
 	if err != nil || !res.Ran || res.Entries != 3 {

@@ -74,12 +74,13 @@ type Service struct {
 // answers the entry made before, unchanged, so a retry is safe whatever
 // became of the first answer, also after the entries closed. A
 // code_required sale takes entries only with a presale code (code, as the
-// buyer typed it), whose use a new entry holds (codes.go).
-func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int, code string) (e draw.BuyerEntry, created bool, err error) {
+// buyer typed it), whose use a new entry holds; addr is the client's
+// address bucket its invalid codes are counted under (codes.go).
+func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int, code, addr string) (e draw.BuyerEntry, created bool, err error) {
 	if err := a.CheckQuantity(qty); err != nil {
 		return e, false, err
 	}
-	digest, err := s.accessCode(a, code)
+	digest, err := s.accessCode(ctx, a, user, code, addr)
 	if err != nil {
 		return e, false, err
 	}
@@ -104,7 +105,7 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339))
 	}
 	if s.Accepting != nil {
-		return s.accept(ctx, a, user, chosen, qty, now, digest)
+		return s.accept(ctx, a, user, addr, chosen, qty, now, digest)
 	}
 	if digest != "" {
 		return e, false, errors.New("draws: a sale with codes takes entries through Redis only (Service.Accepting)")
