@@ -61,6 +61,10 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 		out.Sales.LiveRooms = svc.Rooms
 		out.Rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
 		out.Rooms.PaymentWindow, out.Rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
+		out.Rooms.CodeKey = svc.Codes.Key
+		if st, ok := svc.Stock.(*stockredis.Stock); ok {
+			out.Rooms.Codes = st.Codes()
+		}
 	}
 	return out
 }

@@ -24,6 +24,9 @@ type EntryBody struct {
 	ItemID optional[int64] `json:"item_id,omitzero"`
 	// Quantity left out is 1; null is refused.
 	Quantity optional[int] `json:"quantity,omitzero"`
+	// AccessCode is the buyer's presale code, as typed: a code_required
+	// sale's entry must carry one, and holds one of its uses.
+	AccessCode string `json:"access_code,omitempty"`
 }
 
 // The states of an entry, as GET .../entries/me answers them.
@@ -101,7 +104,7 @@ func (s *Server) enterDraw(c *gin.Context) {
 	if b.Quantity.Set {
 		q = b.Quantity.Value
 	}
-	e, created, err := s.draws.Enter(c.Request.Context(), a, claimsOf(c).UserID, b.ItemID.Value, q)
+	e, created, err := s.draws.Enter(c.Request.Context(), a, claimsOf(c).UserID, b.ItemID.Value, q, b.AccessCode, addrKey(c))
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -93,10 +93,12 @@ func (s *Server) pollQueue(c *gin.Context) {
 }
 
 // JoinBody is the body of a join: the proof of work a room with
-// proof_of_work_bits asks for (else no body, or an empty object).
+// proof_of_work_bits asks for, and the presale code a code_required sale
+// asks for (else no body, or an empty object).
 type JoinBody struct {
-	Challenge string `json:"challenge"`
-	Solution  string `json:"solution"`
+	Challenge  string `json:"challenge"`
+	Solution   string `json:"solution"`
+	AccessCode string `json:"access_code,omitempty"`
 }
 
 // errAnswered is a join body's decoding failure, already answered.
@@ -112,7 +114,7 @@ func (s *Server) queue(c *gin.Context, join bool) {
 		if c.Request.ContentLength != 0 && !s.decodeOr400(c, &b) {
 			return waitingroom.Work{}, errAnswered
 		}
-		return waitingroom.Work{Challenge: b.Challenge, Solution: b.Solution}, nil
+		return waitingroom.Work{Challenge: b.Challenge, Solution: b.Solution, AccessCode: b.AccessCode}, nil
 	}
 	st, err := s.rooms.Queue(c.Request.Context(), a, claimsOf(c).UserID, join, work)
 	switch {

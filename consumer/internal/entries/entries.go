@@ -45,6 +45,11 @@ func (h *Handler) Handle(ctx context.Context, events []draw.EntryEvent) []consum
 		// an instance whose copy of the sale predated its end.
 		h.Log.Warn("entries too late for their draw", "late", w.Late, "written", w.New)
 	}
+	if w.CodeRefused > 0 {
+		// Redis took the code's use and the buyer heard 201, so the
+		// entry is drawn; MySQL had no use left for it (ADR 7's costs).
+		h.Log.Warn("entries written beyond their presale code's uses", "entries", w.CodeRefused, "written", w.New)
+	}
 	return out
 }
 

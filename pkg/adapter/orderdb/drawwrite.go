@@ -10,7 +10,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/draw"
 )
 
-// entryRows bounds one INSERT's rows (six placeholders each).
+// entryRows bounds one INSERT's rows (seven placeholders each).
 const entryRows = 2000
 
 // WriteEntries writes entries that Redis took (ADR 7), each sale's in one
@@ -22,6 +22,16 @@ const entryRows = 2000
 // entry taken outside the sale's window by MySQL's row (an api whose copy
 // of the sale predated an end or a cancel) is Late too. It is idempotent:
 // a batch written again finds its entries Known.
+//
+// A new entry holding a presale code (AccessCode) takes MySQL's use of it
+// in the same transaction, with the conditional update every use takes
+// (takeCodeSQL), and the row records the digest. An entry whose use MySQL
+// refuses is written all the same and counted in CodeRefused: Redis took
+// its use and the api answered 201 once Kafka held it, and the draw's
+// promise is that every such entry is drawn (ADR 7's costs: only a Redis
+// that lost the codes' hash and loaded a count older than entries still
+// on their way, or a revoke racing the entry, gets there).
+
 func (s *Draws) WriteEntries(ctx context.Context, entries []draw.EntryEvent) (draw.Written, error) {
 	out := draw.Written{IsLate: make([]bool, len(entries))}
 	bySale := map[int64][]int{}
@@ -39,6 +49,7 @@ func (s *Draws) WriteEntries(ctx context.Context, entries []draw.EntryEvent) (dr
 			return out, wrap("write entries", err)
 		}
 		out.New, out.Known, out.Late = out.New+w.New, out.Known+w.Known, out.Late+w.Late
+		out.CodeRefused += w.CodeRefused
 		for j, late := range w.IsLate {
 			out.IsLate[idx[j]] = late
 		}
@@ -73,17 +84,26 @@ func (s *Draws) writeSale(ctx context.Context, sale int64, entries []draw.EntryE
 			}
 			in = append(in, e)
 		}
+		refused, err := s.useEntryCodes(tx, sale, in)
+		if err != nil {
+			return err
+		}
+		out.CodeRefused = refused
 		for len(in) > 0 {
 			n := min(len(in), entryRows)
 			var sql strings.Builder
-			sql.WriteString("INSERT IGNORE INTO draw_entries (entry_id, activity_id, user_id, item_id, quantity, created_at) VALUES ")
-			args := make([]any, 0, 6*n)
+			sql.WriteString("INSERT IGNORE INTO draw_entries (entry_id, activity_id, user_id, item_id, quantity, created_at, access_code) VALUES ")
+			args := make([]any, 0, 7*n)
 			for i, e := range in[:n] {
 				if i > 0 {
 					sql.WriteString(",")
 				}
-				sql.WriteString("(?,?,?,?,?,?)")
-				args = append(args, e.EntryID, e.ActivityID, e.UserID, e.ItemID, e.Quantity, e.AcceptedAt.UTC())
+				sql.WriteString("(?,?,?,?,?,?,?)")
+				var code any
+				if e.AccessCode != "" {
+					code = string(e.AccessCode)
+				}
+				args = append(args, e.EntryID, e.ActivityID, e.UserID, e.ItemID, e.Quantity, e.AcceptedAt.UTC(), code)
 			}
 			res := tx.Exec(sql.String(), args...)
 			if res.Error != nil {
@@ -99,6 +119,54 @@ func (s *Draws) writeSale(ctx context.Context, sale int64, entries []draw.EntryE
 		return tx.Model(&drawRow{}).Where("activity_id = ?", sale).UpdateColumn("entries", gorm.Expr("entries + ?", out.New)).Error
 	})
 	return out, err
+}
+
+// useEntryCodes takes MySQL's use of the code of each entry of in that
+// holds one and MySQL does not have yet (an entry published again, or
+// twice in one batch, uses nothing more), in tx, which holds the draw's
+// row: no other write of the sale's entries runs beside it. It returns
+// how many of those uses MySQL refused (none left, revoked or bound
+// elsewhere); their entries are written all the same.
+func (s *Draws) useEntryCodes(tx *gorm.DB, sale int64, in []draw.EntryEvent) (int, error) {
+	coded := map[string]draw.EntryEvent{}
+	var ids []string
+	for _, e := range in {
+		if _, seen := coded[e.EntryID]; e.AccessCode != "" && !seen {
+			coded[e.EntryID] = e
+			ids = append(ids, e.EntryID)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var known []string
+	for start := 0; start < len(ids); start += entryRows {
+		var page []string
+		err := tx.Raw("SELECT entry_id FROM draw_entries WHERE activity_id = ? AND entry_id IN ?", sale, ids[start:min(start+entryRows, len(ids))]).
+			Scan(&page).Error
+		if err != nil {
+			return 0, err
+		}
+		known = append(known, page...)
+	}
+	for _, id := range known {
+		delete(coded, id)
+	}
+	refused := 0
+	for _, id := range ids {
+		e, ok := coded[id]
+		if !ok {
+			continue
+		}
+		res := tx.Exec(takeCodeSQL, sale, string(e.AccessCode), e.UserID)
+		if res.Error != nil {
+			return 0, res.Error
+		}
+		if res.RowsAffected == 0 {
+			refused++
+		}
+	}
+	return refused, nil
 }
 
 // inWindow reports whether an entry taken at t is inside the sale's

@@ -2,12 +2,17 @@ package stockredis
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
 
@@ -133,6 +138,43 @@ func (s *Codes) Add(ctx context.Context, sale activity.Activity, codes []access.
 func (s *Codes) Revoke(ctx context.Context, sale activity.Activity, d access.Digest) error {
 	if err := s.rdb.HDel(ctx, s.codesKey(sale), string(d)).Err(); err != nil {
 		return unavailable("revoke code", err)
+	}
+	return nil
+}
+
+// CheckCode reports whether user may use the code of digest d in sale now,
+// without using it: nil when Redis holds it for anyone or for user with a
+// use left; access.ErrCodeInvalid when it has no field (never given,
+// revoked) or is bound to another buyer; access.ErrCodeUsed when every use
+// is held; order.ErrNotWarmed when the sale's codes are not loaded. A
+// code_required room's join checks its code so (the order uses it).
+func (s *Codes) CheckCode(ctx context.Context, sale activity.Activity, d access.Digest, user string) error {
+	key := s.codesKey(sale)
+	var loaded *redis.BoolCmd
+	var v *redis.StringCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		loaded = p.HExists(ctx, key, access.LoadedField)
+		v = p.HGet(ctx, key, string(d))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable("check code", err)
+	}
+	if !loaded.Val() {
+		return order.Errorf(order.ErrNotWarmed, "the sale's presale codes are not loaded yet; try again shortly")
+	}
+	if errors.Is(v.Err(), redis.Nil) {
+		return access.ErrCodeInvalid
+	}
+	left, subject, ok := strings.Cut(v.Val(), "|")
+	n, convErr := strconv.Atoi(left)
+	switch {
+	case !ok || convErr != nil:
+		return unavailable("check code", fmt.Errorf("code field %q", v.Val()))
+	case subject != "" && subject != user:
+		return access.ErrCodeInvalid
+	case n <= 0:
+		return access.ErrCodeUsed
 	}
 	return nil
 }

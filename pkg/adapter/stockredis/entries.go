@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -39,14 +40,17 @@ func (k Keys) entries(activity int64, part string) string {
 
 func (s *Entries) entryKeys(tag, activity int64) []string {
 	k := s.keys(reservation.One(tag))
-	return []string{k.entries(activity, "entries"), k.entries(activity, "closed")}
+	return []string{k.entries(activity, "entries"), k.entries(activity, "closed"), k.Codes(activity)}
 }
 
 // TakeEntry takes e (id: draw.EntryIDFor) in w's sale, unless the buyer
 // has an entry there: then that entry is returned and added is false,
 // whatever the window. A new entry is taken only inside w by e.At and
 // while the sale's entries are not closed (draw.ErrEntriesClosed,
-// draw.ErrEntriesNotOpen, draw.ErrEntriesOver otherwise). Takes of one
+// draw.ErrEntriesNotOpen, draw.ErrEntriesOver otherwise). A new entry
+// naming a code (e.Code) takes one of its uses with it, or is refused:
+// access.ErrCodeInvalid, access.ErrCodeUsed, draw.ErrCodesNotLoaded. A
+// buyer's entry found again uses nothing. Takes of one
 // sale that arrive together share one run of the script (entryTaker). A
 // lost answer is resolved by running the script again: a second run finds
 // the entry (added false).
@@ -115,10 +119,10 @@ func (s *Entries) take(ctx context.Context, calls []entryCall) {
 	w, e0 := calls[0].w, calls[0].e
 	keys := s.entryKeys(w.Tag, e0.ActivityID)
 	ttl := max(w.KeysUntil.Sub(e0.At), time.Minute).Milliseconds()
-	args := make([]any, 0, 3+5*len(calls))
+	args := make([]any, 0, 3+6*len(calls))
 	args = append(args, w.StartsAt.UnixMilli(), w.ClosesAt.UnixMilli(), ttl)
 	for _, c := range calls {
-		args = append(args, c.e.UserID, c.id, c.e.ItemID, c.e.Quantity, c.e.At.UnixMilli())
+		args = append(args, c.e.UserID, c.id, c.e.ItemID, c.e.Quantity, c.e.At.UnixMilli(), string(c.e.Code))
 	}
 	var v []any
 	var err error
@@ -152,6 +156,12 @@ func takenOf(stateV, valV any) (draw.Accepted, bool, error) {
 			return draw.Accepted{}, false, draw.ErrEntriesClosed
 		case "early":
 			return draw.Accepted{}, false, draw.ErrEntriesNotOpen
+		case "codes":
+			return draw.Accepted{}, false, draw.ErrCodesNotLoaded
+		case "invalid":
+			return draw.Accepted{}, false, access.ErrCodeInvalid
+		case "used":
+			return draw.Accepted{}, false, access.ErrCodeUsed
 		}
 		return draw.Accepted{}, false, draw.ErrEntriesOver
 	case 1, 2:

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/access"
 )
 
 // EntryIDFor is the id of user's entry in sale activity: the first 16
@@ -25,22 +27,30 @@ func EntryIDFor(key []byte, activity int64, user string) string {
 }
 
 // Accepted is an entry Redis took, as the entries' hash keeps it: the
-// entry, and the shared clock's time it was taken at (ms precision).
+// entry, the shared clock's time it was taken at (ms precision), and the
+// digest of the presale code whose use it holds ("" for none: a sale
+// without codes).
 type Accepted struct {
 	Entry
-	At time.Time
+	At   time.Time
+	Code access.Digest
 }
 
 // String is the form the entries' hash keeps:
-// "<entry id>|<item>|<quantity>|<ms>".
+// "<entry id>|<item>|<quantity>|<ms>", then "|<code digest>" for an entry
+// that holds a code's use.
 func (a Accepted) String() string {
-	return a.ID + "|" + strconv.FormatInt(a.ItemID, 10) + "|" + strconv.Itoa(a.Quantity) + "|" + strconv.FormatInt(a.At.UnixMilli(), 10)
+	s := a.ID + "|" + strconv.FormatInt(a.ItemID, 10) + "|" + strconv.Itoa(a.Quantity) + "|" + strconv.FormatInt(a.At.UnixMilli(), 10)
+	if a.Code != "" {
+		s += "|" + string(a.Code)
+	}
+	return s
 }
 
 // ParseAccepted reads an Accepted from its String form.
 func ParseAccepted(s string) (Accepted, error) {
 	f := strings.Split(s, "|")
-	if len(f) != 4 || !ValidEntryID(f[0]) {
+	if (len(f) != 4 && len(f) != 5) || !ValidEntryID(f[0]) {
 		return Accepted{}, fmt.Errorf("not an accepted entry: %q", s)
 	}
 	item, err1 := strconv.ParseInt(f[1], 10, 64)
@@ -49,7 +59,15 @@ func ParseAccepted(s string) (Accepted, error) {
 	if err1 != nil || err2 != nil || err3 != nil || item <= 0 || qty <= 0 {
 		return Accepted{}, fmt.Errorf("not an accepted entry: %q", s)
 	}
-	return Accepted{Entry: Entry{ID: f[0], ItemID: item, Quantity: qty}, At: time.UnixMilli(ms).UTC()}, nil
+	a := Accepted{Entry: Entry{ID: f[0], ItemID: item, Quantity: qty}, At: time.UnixMilli(ms).UTC()}
+	if len(f) == 5 {
+		d, err := access.ParseDigest(f[4])
+		if err != nil {
+			return Accepted{}, fmt.Errorf("not an accepted entry: %q", s)
+		}
+		a.Code = d
+	}
+	return a, nil
 }
 
 // Window is when a draw sale takes entries, and how long Redis keeps them.
@@ -68,4 +86,7 @@ var (
 	ErrEntriesNotOpen = errors.New("the draw takes no entries before the sale starts")
 	// ErrEntriesOver: the shared clock is past the entries' close.
 	ErrEntriesOver = errors.New("the draw's entries closed at their time")
+	// ErrCodesNotLoaded: the entry names a presale code and the sale's
+	// codes are not in Redis yet (its warm-up loads them).
+	ErrCodesNotLoaded = errors.New("the sale's presale codes are not loaded")
 )

@@ -1,6 +1,10 @@
 package draw
 
-import "time"
+import (
+	"time"
+
+	"github.com/seckill/seckill/pkg/domain/access"
+)
 
 // NewEntry is a buyer's entry as the api takes it.
 type NewEntry struct {
@@ -11,6 +15,9 @@ type NewEntry struct {
 	// At is the shared clock's time of the request: entries are taken
 	// only before entries_close_at.
 	At time.Time
+	// Code is the digest of the presale code the entry uses ("" for
+	// none): a code_required sale's entry holds one of its uses.
+	Code access.Digest
 }
 
 // BuyerEntry is a buyer's entry and, once drawn, what became of it (Entry

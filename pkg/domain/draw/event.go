@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/order"
 )
 
@@ -21,12 +22,16 @@ type EntryEvent struct {
 	ItemID     int64     `json:"item_id"`
 	Quantity   int       `json:"quantity"`
 	AcceptedAt time.Time `json:"accepted_at"`
+	// AccessCode is the digest of the presale code whose use the entry
+	// holds (left out for none): the consumer takes MySQL's use of it in
+	// the transaction that writes the entry.
+	AccessCode access.Digest `json:"access_code,omitempty"`
 }
 
 // EventOf is the event of a's entry of user in sale activity.
 func EventOf(activity int64, user string, a Accepted) EntryEvent {
 	return EntryEvent{Version: EntryEventVersion, ActivityID: activity, UserID: user, EntryID: a.ID, ItemID: a.ItemID,
-		Quantity: a.Quantity, AcceptedAt: a.At}
+		Quantity: a.Quantity, AcceptedAt: a.At, AccessCode: a.Code}
 }
 
 // Validate reports what is impossible about e, or nil.
@@ -44,6 +49,10 @@ func (e EntryEvent) Validate() error {
 		return fmt.Errorf("bad quantity %d", e.Quantity)
 	case e.AcceptedAt.IsZero():
 		return errors.New("missing accepted_at")
+	case e.AccessCode != "":
+		if _, err := access.ParseDigest(string(e.AccessCode)); err != nil {
+			return fmt.Errorf("bad access_code: %w", err)
+		}
 	}
 	return nil
 }
@@ -61,6 +70,11 @@ type Written struct {
 	// the draw no longer took entries (drawn, or outside the sale's window
 	// by MySQL's row of it).
 	New, Known, Late int
+	// CodeRefused counts the new entries whose presale code's use MySQL
+	// refused (none left, or revoked meanwhile): they are written all the
+	// same, holding the code, since Redis took the use and the buyer was
+	// told 201 (ADR 7's costs).
+	CodeRefused int
 	// IsLate says, for each entry given, whether it was Late.
 	IsLate []bool
 }

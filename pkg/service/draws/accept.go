@@ -3,8 +3,10 @@ package draws
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -37,6 +39,12 @@ type Accepting struct {
 	// KeysFor is how long a sale's Redis keys live (the programs' payment
 	// window is part of it).
 	KeysFor func(a activity.Activity) time.Time
+	// Guesses counts the invalid codes of entries (nil: not counted);
+	// PerBuyer and PerAddr bound them, as they bound the orders'. Log
+	// hears of a count that failed.
+	Guesses           Guesses
+	PerBuyer, PerAddr access.GuessLimit
+	Log               *slog.Logger
 	// Grace is how long after the entries' close the drawer reads the
 	// entries' topic's end (the watermark, ADR 7): an entry is answered
 	// only when Kafka acknowledged it before then, so the drawer waits
@@ -48,15 +56,20 @@ type Accepting struct {
 // a publish that fails is ErrUnavailable, and the entry waits in Redis
 // for the buyer's retry, which publishes it again (the consumer writes it
 // once whatever the copies).
-func (s *Service) accept(ctx context.Context, a activity.Activity, user string, item activity.Item, qty int, now time.Time) (draw.BuyerEntry, bool, error) {
+func (s *Service) accept(ctx context.Context, a activity.Activity, user, addr string, item activity.Item, qty int, now time.Time, code access.Digest) (draw.BuyerEntry, bool, error) {
 	w := draw.Window{Tag: a.ItemID, StartsAt: a.StartsAt, ClosesAt: a.Draw.EntriesCloseAt, KeysUntil: s.Accepting.KeysFor(a)}
-	e := draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: item.ItemID, Quantity: qty, At: now}
+	e := draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: item.ItemID, Quantity: qty, At: now, Code: code}
 	got, added, err := s.Accepting.Taking.TakeEntry(ctx, w, e, draw.EntryIDFor(s.Accepting.Key, a.ID, user))
 	switch {
 	case errors.Is(err, draw.ErrEntriesNotOpen):
 		return draw.BuyerEntry{}, false, order.Errorf(order.ErrActivityNotActive, "the sale starts at %s: entries open then", a.StartsAt.UTC().Format(time.RFC3339Nano))
 	case errors.Is(err, draw.ErrEntriesOver), errors.Is(err, draw.ErrEntriesClosed):
 		return draw.BuyerEntry{}, false, order.Errorf(order.ErrActivityNotActive, "the draw's entries are closed")
+	case errors.Is(err, access.ErrCodeInvalid):
+		s.guessed(ctx, a, user, addr)
+		return draw.BuyerEntry{}, false, err
+	case errors.Is(err, draw.ErrCodesNotLoaded):
+		return draw.BuyerEntry{}, false, order.Errorf(order.ErrNotWarmed, "the sale's presale codes are not loaded yet; try again shortly")
 	case err != nil:
 		return draw.BuyerEntry{}, false, err
 	}
@@ -91,16 +104,26 @@ func (s *Service) WriteEntries(ctx context.Context, entries []draw.EntryEvent) (
 // run: once it ran, an entry MySQL lacks was not drawn, and
 // order.ErrNotFound says so.
 func (s *Service) onItsWay(ctx context.Context, a activity.Activity, user string) (draw.BuyerEntry, error) {
-	got, err := s.Accepting.Taking.AcceptedEntry(ctx, a.ItemID, a.ID, user)
+	got, err := s.acceptedBeforeDraw(ctx, a, user)
 	if err != nil {
 		return draw.BuyerEntry{}, err
+	}
+	return draw.EventOf(a.ID, user, got).Entry(), nil
+}
+
+// acceptedBeforeDraw is onItsWay's entry as Redis keeps it (with the code
+// it holds, which a publish again must carry).
+func (s *Service) acceptedBeforeDraw(ctx context.Context, a activity.Activity, user string) (draw.Accepted, error) {
+	got, err := s.Accepting.Taking.AcceptedEntry(ctx, a.ItemID, a.ID, user)
+	if err != nil {
+		return draw.Accepted{}, err
 	}
 	sum, err := s.Summaries.DrawSummary(ctx, a.ID)
 	if err != nil {
-		return draw.BuyerEntry{}, err
+		return draw.Accepted{}, err
 	}
 	if sum.State != draw.StateOpen {
-		return draw.BuyerEntry{}, order.Errorf(order.ErrNotFound, "no entry")
+		return draw.Accepted{}, order.Errorf(order.ErrNotFound, "no entry")
 	}
-	return draw.EventOf(a.ID, user, got).Entry(), nil
+	return got, nil
 }

@@ -72,9 +72,16 @@ type Service struct {
 // Enter records user's entry in draw sale a, for itemID (0: the sale's
 // only item) and qty units, and says whether it is new: entering again
 // answers the entry made before, unchanged, so a retry is safe whatever
-// became of the first answer, also after the entries closed.
-func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int) (e draw.BuyerEntry, created bool, err error) {
+// became of the first answer, also after the entries closed. A
+// code_required sale takes entries only with a presale code (code, as the
+// buyer typed it), whose use a new entry holds; addr is the client's
+// address bucket its invalid codes are counted under (codes.go).
+func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, itemID int64, qty int, code, addr string) (e draw.BuyerEntry, created bool, err error) {
 	if err := a.CheckQuantity(qty); err != nil {
+		return e, false, err
+	}
+	digest, err := s.accessCode(ctx, a, user, code, addr)
+	if err != nil {
 		return e, false, err
 	}
 	chosen, err := a.ChooseItem(itemID)
@@ -89,8 +96,8 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 			return e, false, nil
 		}
 		if s.Accepting != nil {
-			if e, err := s.onItsWay(ctx, a, user); err == nil {
-				e, err = s.publish(ctx, a, user, draw.Accepted{Entry: e.Entry, At: e.CreatedAt})
+			if got, err := s.acceptedBeforeDraw(ctx, a, user); err == nil {
+				e, err = s.publish(ctx, a, user, got)
 				return e, false, err
 			}
 		}
@@ -98,7 +105,10 @@ func (s *Service) Enter(ctx context.Context, a activity.Activity, user string, i
 			a.StartsAt.UTC().Format(time.RFC3339), a.Draw.EntriesCloseAt.UTC().Format(time.RFC3339))
 	}
 	if s.Accepting != nil {
-		return s.accept(ctx, a, user, chosen, qty, now)
+		return s.accept(ctx, a, user, addr, chosen, qty, now, digest)
+	}
+	if digest != "" {
+		return e, false, errors.New("draws: a sale with codes takes entries through Redis only (Service.Accepting)")
 	}
 	err = s.Tx.InTx(ctx, func(ctx context.Context) (err error) {
 		e, created, err = s.Store.Enter(ctx, draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: chosen.ItemID, Quantity: qty, At: now})

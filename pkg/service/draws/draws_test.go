@@ -25,7 +25,7 @@ func TestRunDrawsOnce(t *testing.T) {
 	a, closes := db.OpenDraw(t, 2, now)
 	s := &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Now: func() time.Time { return now }}
 	for u := range 5 {
-		if _, created, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1); err != nil || !created {
+		if _, created, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1, "", ""); err != nil || !created {
 			t.Fatalf("enter %d: created %v, %v", u, created, err)
 		}
 	}
@@ -104,7 +104,7 @@ func TestAnnounceWritesEachOutcomeOnce(t *testing.T) {
 	s := &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Now: func() time.Time { return now }}
 	const entrants = 40
 	for u := range entrants {
-		if _, _, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1); err != nil {
+		if _, _, err := s.Enter(ctx, a, strconv.Itoa(u), 0, 1, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}

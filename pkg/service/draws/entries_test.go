@@ -57,7 +57,7 @@ func newDrawn(t *testing.T, stock int64, n int) *drawn {
 		fulfil: &fulfilment.Service{Tx: db, Orders: db.Orders, Events: db.Outbox, Draws: db.Draws},
 		sales:  &sales.Service{Tx: db, Sales: db.Activities, Closer: noCloser{}, Now: time.Now}}
 	for u := range n {
-		if _, created, err := d.draws.Enter(ctx, a, strconv.Itoa(u), 0, 1); err != nil || !created {
+		if _, created, err := d.draws.Enter(ctx, a, strconv.Itoa(u), 0, 1, "", ""); err != nil || !created {
 			t.Fatalf("enter %d: created %v, %v", u, created, err)
 		}
 	}

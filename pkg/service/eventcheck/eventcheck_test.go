@@ -165,7 +165,7 @@ func runDraw(t *testing.T, db *mysqltest.DB) int64 {
 	a, closes := db.OpenDraw(t, 2, now)
 	s := &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Now: func() time.Time { return now }}
 	for u := range 5 {
-		if _, _, err := s.Enter(ctx, a, "d"+strconv.Itoa(u), 0, 1); err != nil {
+		if _, _, err := s.Enter(ctx, a, "d"+strconv.Itoa(u), 0, 1, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -50,10 +50,12 @@ type Standing struct {
 	Paused bool
 }
 
-// Work is the proof of work a join carries (a room with
-// proof_of_work_bits asks for it).
+// Work is what a join carries: the proof of work (a room with
+// proof_of_work_bits asks for it) and the buyer's presale code as typed
+// (a code_required sale's join needs one).
 type Work struct {
 	Challenge, Solution string
+	AccessCode          string
 }
 
 // Queue puts user in sale a's room when join is set (once: joining again
@@ -78,6 +80,9 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 			if err := room.CheckWork(a.Room.Key[:], w.Challenge, w.Solution, a.ID, user, a.Room.ProofOfWorkBits, now); err != nil {
 				return Standing{}, err
 			}
+		}
+		if err := s.checkCode(ctx, a, user, w.AccessCode); err != nil {
+			return Standing{}, err
 		}
 	}
 	// Built only when Redis is read: most polls are answered from memory.

@@ -96,6 +96,11 @@ type Service struct {
 	// (activity id -> room.State): a room of its generation
 	// whose rate clock is older came back from an older copy.
 	seen sync.Map
+	// Codes checks the presale code of a code_required sale's join
+	// (codes.go); CodeKey is the order number key codes are hashed under.
+	Codes   CodeChecker
+	CodeKey []byte
+
 	// sleep waits out the joins in flight (time.Sleep but for tests).
 	sleep func(context.Context, time.Duration) error
 }
