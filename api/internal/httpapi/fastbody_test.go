@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/seckill/seckill/api/internal/httpapi"
@@ -14,6 +15,8 @@ func TestPlaceOrderFastPath(t *testing.T) {
 		activity int64
 		quantity int // 0: left out
 	}{
+		{`{"activity_id":7,"access_code":"K7QD-9XRT 2mwa_H4.Z"}`, 7, 0},
+		{`{ "access_code" : "" , "quantity":1,"activity_id":8}`, 8, 1},
 		{`{"activity_id":7}`, 7, 0},
 		{`{"activity_id":7,"quantity":2}`, 7, 2},
 		{` { "quantity" : 3 ,` + "\t\n\r" + `"activity_id":12 } `, 12, 3},
@@ -39,6 +42,10 @@ func TestPlaceOrderFastPath(t *testing.T) {
 		`{"activity_id":1234567890123456789}`, `{"Activity_id":1}`, `{"activity_id":1,"activity_id":2}`,
 		`{"activity_id":1,"extra":2}`, `{"activity_id":1} x`, `{"activity_id":1,}`, `{"activity_id":1`,
 		`{"activity\u005fid":1}`, `[{"activity_id":1}]`, "\ufeff" + `{"activity_id":1}`,
+		`{"activity_id":1,"access_code":null}`, `{"activity_id":1,"access_code":7}`, `{"activity_id":1,"access_code":"a\u0041"}`,
+		`{"activity_id":1,"access_code":"café"}`, `{"activity_id":1,"access_code":"a","access_code":"b"}`,
+		`{"activity_id":1,"access_code":"` + strings.Repeat("A", 257) + `"}`, `{"activity_id":1,"access_code":"tab	here"}`,
+		`{"activity_id":1,"access_code":"open`,
 	}
 	for _, body := range left {
 		var b httpapi.PlaceOrderBody

@@ -49,7 +49,7 @@ func FuzzDecodePlaceOrder(f *testing.F) {
 }
 
 // checkAccepted: what the decoder takes is a single JSON object (or null)
-// with no field besides activity_id and quantity.
+// with no field besides activity_id, item_id, quantity and access_code.
 func checkAccepted(t *testing.T, body []byte) {
 	t.Helper()
 	if !json.Valid(body) {
@@ -61,7 +61,8 @@ func checkAccepted(t *testing.T, body []byte) {
 	}
 	for k := range fields {
 		// encoding/json matches field names without regard to case.
-		if !strings.EqualFold(k, "activity_id") && !strings.EqualFold(k, "quantity") {
+		if !strings.EqualFold(k, "activity_id") && !strings.EqualFold(k, "quantity") && !strings.EqualFold(k, "item_id") &&
+			!strings.EqualFold(k, "access_code") {
 			t.Fatalf("accepted unknown field %q in %q", k, body)
 		}
 	}
