@@ -100,49 +100,9 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			Stock: st.store.Reconciler, DB: reconcile.DB{Reads: st.db.Reconcile, Restocks: st.db.Restocks,
 				OrderLookup: st.db.Orders, Items: st.db.Activities, Pinger: st.db}, Log: log.With("component", "heal"), Warmer: st.store.Stock,
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
-		// A Redis brought back from an older copy keeps the rooms'
-		// generations: the watch rebuilds them from MySQL too.
-		rooms := waitingroom.New(st.store.Rooms, st.db.Rooms, log.With("component", "heal"), st.clk.Now)
-		roomOf := func(ctx context.Context, id int64) (room.Room, error) {
-			a, err := st.db.Activities.Activity(ctx, id)
-			return waitingroom.StoreRoom(a, s.window), err
-		}
-		rebuildRooms := func(ctx context.Context, lostBy time.Time) error {
-			ids, err := st.db.Rooms.LiveRoomSales(ctx, st.clk.Now())
-			if err != nil {
-				return err
-			}
-			return rooms.RebuildAll(ctx, ids, lostBy, roomOf)
-		}
-		// The presale codes of the sales not ended come back from MySQL
-		// too: without them a coded sale answers NOT_WARMED (its codes'
-		// hash not loaded) until a warm-up. The load never overwrites a
-		// count Redis kept.
-		reloadCodes := func(ctx context.Context) error {
-			ids, err := st.db.Codes.LiveCodedSales(ctx, st.clk.Now())
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				a, err := st.db.Activities.Activity(ctx, id)
-				if err != nil {
-					return err
-				}
-				if _, err := st.store.Codes.Load(ctx, a, st.db.Codes); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		rebuild := func(ctx context.Context, lostBy time.Time) error {
-			if err := rebuildRooms(ctx, lostBy); err != nil {
-				return err
-			}
-			return reloadCodes(ctx)
-		}
 		passes = append(passes, &redisloss.Watch{Redis: st.rdb, Marker: redisloss.MarkerKey(s.redis.Prefix), Record: st.db.RedisWatches,
 			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg),
-			Rooms: rebuild, Now: st.clk.Now})
+			Rooms: rebuildAfterLoss(s, st, log), Now: st.clk.Now})
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {
@@ -195,5 +155,42 @@ func tryLock(locker *lock.Locker) func(context.Context, string, time.Duration) (
 			return nil, err
 		}
 		return l, nil
+	}
+}
+
+// rebuildAfterLoss is what the heal watch rebuilds from MySQL, besides the
+// stock, once per loss of Redis data: the waiting rooms of the sales not
+// ended (a Redis brought back from an older copy keeps the rooms'
+// generations, so no room script notices it by itself), then the presale
+// codes of the coded sales not ended (without them such a sale answers
+// NOT_WARMED, its codes' hash not loaded, until a warm-up; the load never
+// overwrites a count Redis kept).
+func rebuildAfterLoss(s settings, st stores, log *slog.Logger) func(ctx context.Context, lostBy time.Time) error {
+	rooms := waitingroom.New(st.store.Rooms, st.db.Rooms, log.With("component", "heal"), st.clk.Now)
+	roomOf := func(ctx context.Context, id int64) (room.Room, error) {
+		a, err := st.db.Activities.Activity(ctx, id)
+		return waitingroom.StoreRoom(a, s.window), err
+	}
+	return func(ctx context.Context, lostBy time.Time) error {
+		ids, err := st.db.Rooms.LiveRoomSales(ctx, st.clk.Now())
+		if err != nil {
+			return err
+		}
+		if err := rooms.RebuildAll(ctx, ids, lostBy, roomOf); err != nil {
+			return err
+		}
+		if ids, err = st.db.Codes.LiveCodedSales(ctx, st.clk.Now()); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			a, err := st.db.Activities.Activity(ctx, id)
+			if err != nil {
+				return err
+			}
+			if _, err := st.store.Codes.Load(ctx, a, st.db.Codes); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
