@@ -98,19 +98,24 @@ func within(t *testing.T, since time.Time, what string, seen func(base string) b
 
 // admittedCount polls every buyer on base and returns how many are
 // admitted, failing unless they are the first positions (the room's
-// order).
+// order). It polls from the back of the line: the room moves on while the
+// polls go, so a buyer polled before one behind them could read WAITING
+// only because their turn came between the two polls. Polled after, a
+// buyer ahead of one admitted must read admitted too.
 func (ts *testServer) admittedCount(t *testing.T, base string, activity int64, buyers []int64) int {
 	t.Helper()
-	n, gap := 0, false
-	for _, u := range buyers {
+	n, behind := 0, int64(0)
+	for i := len(buyers) - 1; i >= 0; i-- {
+		u := buyers[i]
 		q := ts.queue(t, base, "GET", activity, u)
-		if q.State == httpapi.QueueAdmitted {
-			if gap {
-				t.Fatalf("buyer %d admitted before one ahead of them: not the room's order", u)
-			}
+		switch {
+		case q.State == httpapi.QueueAdmitted:
 			n++
-		} else {
-			gap = true
+			if behind == 0 {
+				behind = u
+			}
+		case behind != 0:
+			t.Fatalf("buyer %d admitted before buyer %d, who is ahead of them: not the room's order", behind, u)
 		}
 	}
 	return n
