@@ -19,6 +19,11 @@ func Every(ctx context.Context, d time.Duration, f func(context.Context)) {
 			return
 		case <-t.C:
 		}
+		// A tick and the end can be ready at once, and select picks
+		// either: the end wins.
+		if ctx.Err() != nil {
+			return
+		}
 		f(ctx)
 	}
 }
