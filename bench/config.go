@@ -453,7 +453,8 @@ var defaults = map[string]shape{
 	"queue": {connections: 500, duration: 15 * time.Second, stock: 1000, users: 100_000},
 	"draw":  {connections: 500, duration: 60 * time.Second, stock: 1000, users: 100_000}, // duration: the entries' window
 	"idle":  {duration: 10 * time.Second},
-	// codes: flash's shape, twice (without codes, then with).
+	// codes: flash's shape, twice (without codes, then with), and a
+	// priority room of its own size.
 	"codes":      {connections: 500, duration: 15 * time.Second, stock: 200},
 	"first-sale": {connections: 500, stock: 200, users: 5000},
 	"floor":      {connections: 500, duration: 10 * time.Second},

@@ -21,7 +21,10 @@
 --             item the bucket marker instead
 --   inflight  sum of quantities in RESERVED or CLAIMED
 --   pending   sorted set: order_no by reserved-at (ms)
--- in room mode, then the room's adm, used and held keys (r = 3; else r = 0)
+-- in room mode, then the room's adm, used, held and lcode keys (r = 4; else
+-- r = 0): a buyer whose place in the priority lane holds a code's use
+-- (lcode, see room_join.lua) gives it to their order, which records its
+-- digest as 'code' and 'lane' '1' and takes no second use
 -- then four keys per order i (0-based), at 1+3m+r+4i:
 --   res    reservation hash of this order
 --   quota  the user's quota in the activity: the order_no holding it
@@ -55,7 +58,7 @@ local m = tonumber(ARGV[1])
 local bucket = ARGV[2] or ''
 local room = bucket == 'room'
 local r, used_grants = 0, 0
-if room then bucket, r = '', 3 end
+if room then bucket, r = '', 4 end
 local stock, taken, pending = {}, {}, {}
 for j = 0, m - 1 do
   stock[j] = redis.call('GET', KEYS[1 + 3 * j])
@@ -125,6 +128,12 @@ for i = 0, (#KEYS - 3 * m - r) / 4 - 1 do
     if digest ~= '' then
       redis.call('HSET', codes, digest, (left - 1) .. '|' .. subject)
       redis.call('HSET', res, 'code', digest)
+    elseif room then
+      local held_code = redis.call('HGET', KEYS[4 + 3 * m], ARGV[a + 2])
+      if held_code then
+        redis.call('HDEL', KEYS[4 + 3 * m], ARGV[a + 2])
+        redis.call('HSET', res, 'code', held_code, 'lane', '1')
+      end
     end
     if room then
       -- The admission is used up; the reservation keeps it, so a release

@@ -20,7 +20,9 @@
 -- KEYS[11] ctl    hash: rate, paused, pass, ver: the room's live settings
 --                 (room_control), which win over the caller's when their
 --                 ver is at least the caller's
--- KEYS[12..] the stock key of each item of the sale
+-- KEYS[12] lane, KEYS[13] lnext: how many of the lane were admitted
+-- KEYS[14] lcode, KEYS[15] codes (see room_join)
+-- KEYS[16..] the stock key of each item of the sale
 -- ARGV[1] now (ms)
 -- ARGV[2] the sale's start (ms)
 -- ARGV[3] admissions per second, as the caller's copy of the sale says
@@ -45,11 +47,18 @@
 -- applied: positions are admitted in order while units are left (up to
 -- ARGV[7] a run).
 --
+-- The lane (a code_priority sale's code holders) goes first: while it has
+-- members not admitted, they are admitted in its order, under the same rate
+-- and units; then the line, whose positions held by lane members are passed
+-- over (admitted already: the lane is always drained first). An admission
+-- that expires unused gives the use its place held back to its code.
+--
 -- Returns {started, joined, E, next, held, left, admitted, gen, at, rate,
--- paused, passthrough, ver}, {-1} when the room has no generation, or {-2}
+-- paused, passthrough, ver, lane, lnext}, {-1} when the room has no generation, or {-2}
 -- when it is older than the caller has seen it: left is -1 while an item
 -- is not warmed; before the start only joined (the early joiners so far),
 -- gen and the control are set (at 0).
+--#include codes
 local early, late, seq, frozen, adm = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local held_key, next_key, tick = KEYS[7], KEYS[8], KEYS[9]
 local now, starts = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -77,7 +86,8 @@ end
 local function flag(b) if b then return 1 end return 0 end
 
 if now < starts and not redis.call('GET', frozen) then
-  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen, 0, rate, flag(paused), flag(pass), ver}
+  return {0, redis.call('ZCARD', early), -1, 0, 0, -1, 0, gen, 0, rate, flag(paused), flag(pass), ver,
+    redis.call('ZCARD', KEYS[12]), 0}
 end
 local e = redis.call('GET', frozen)
 if not e then
@@ -91,8 +101,18 @@ local joined = e + tonumber(redis.call('GET', seq) or 0)
 local cut = '(' .. string.format('%.0f', (now + 1) * 1024)
 local gone = redis.call('ZRANGEBYSCORE', adm, '-inf', cut, 'WITHSCORES')
 local held = tonumber(redis.call('GET', held_key) or 0)
+local lcode, codes = KEYS[14], KEYS[15]
 for i = 2, #gone, 2 do
   held = held - tonumber(gone[i]) % 1024
+  local d = redis.call('HGET', lcode, gone[i - 1])
+  if d then
+    redis.call('HDEL', lcode, gone[i - 1])
+    local v = redis.call('HGET', codes, d)
+    if v then
+      local l, subject = code_value(v)
+      redis.call('HSET', codes, d, (l + 1) .. '|' .. subject)
+    end
+  end
 end
 if #gone > 0 then redis.call('ZREMRANGEBYSCORE', adm, '-inf', cut) end
 -- Never below nothing: a Redis brought back from an older state may hold
@@ -100,7 +120,7 @@ if #gone > 0 then redis.call('ZREMRANGEBYSCORE', adm, '-inf', cut) end
 if held < 0 then held = 0 end
 
 local left = 0
-for k = 12, #KEYS do
+for k = 16, #KEYS do
   local s = redis.call('GET', KEYS[k])
   if not s then
     left = -1
@@ -118,15 +138,28 @@ end
 if paused or pass then tokens = 0 end
 
 local nxt = tonumber(redis.call('GET', next_key) or 0)
-local admitted = 0
-while not paused and nxt < joined and (pass or tokens >= 1) and held < left and admitted < cap do
+local lane, lnext_key = KEYS[12], KEYS[13]
+local lanes = redis.call('ZCARD', lane)
+local lnext = tonumber(redis.call('GET', lnext_key) or 0)
+local admitted, steps = 0, 0
+-- steps bounds the line's positions one run passes over (lane members'),
+-- as cap bounds those it admits.
+while not paused and (lnext < lanes or nxt < joined) and (pass or tokens >= 1) and held < left
+  and admitted < cap and steps < 4 * cap do
   local user
-  if nxt < e then
-    user = redis.call('ZRANGE', early, nxt, nxt)[1]
+  if lnext < lanes then
+    user = redis.call('ZRANGE', lane, lnext, lnext)[1]
+    lnext = lnext + 1
   else
-    user = redis.call('ZRANGEBYSCORE', late, nxt - e + 1, nxt - e + 1)[1]
+    if nxt < e then
+      user = redis.call('ZRANGE', early, nxt, nxt)[1]
+    else
+      user = redis.call('ZRANGEBYSCORE', late, nxt - e + 1, nxt - e + 1)[1]
+    end
+    nxt = nxt + 1
+    steps = steps + 1
+    if user and lanes > 0 and redis.call('ZSCORE', lane, user) then user = nil end
   end
-  nxt = nxt + 1
   if user then
     local g = math.min(grant_max, left - held)
     redis.call('ZADD', adm, string.format('%.0f', (now + life) * 1024 + g), user)
@@ -138,7 +171,8 @@ end
 
 redis.call('SET', held_key, held, 'PX', ttl)
 redis.call('SET', next_key, nxt, 'PX', ttl)
+if lanes > 0 then redis.call('SET', lnext_key, lnext, 'PX', ttl) end
 redis.call('HSET', tick, 'at', at, 'tokens', tostring(tokens))
 redis.call('PEXPIRE', tick, ttl)
 redis.call('PEXPIRE', adm, ttl)
-return {1, joined, e, nxt, held, left, admitted, gen, at, rate, flag(paused), flag(pass), ver}
+return {1, joined, e, nxt, held, left, admitted, gen, at, rate, flag(paused), flag(pass), ver, lanes, lnext}

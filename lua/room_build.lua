@@ -14,12 +14,16 @@
 --             are of a later version
 -- KEYS[12]    building: the token of the build under way
 -- KEYS[13]    earlylog (see room_join): an early member added is appended
+-- KEYS[14..16] lane, lnext, lcode (see room_join and room_advance)
 -- ARGV[1] 'begin', 'add' or 'commit'
 -- ARGV[2] the build's token
 -- begin:  ARGV[3] the build's lifetime (ms): removes the generation and
 --         every other key of the room, then records the token
 -- add:    ARGV[3] 'early' or 'late', then score, member pairs for that
---         sorted set (early: the rank; late: the sequence number)
+--         sorted set (early: the rank; late: the sequence number); or
+--         'lane', then score, member, digest triples: the lane's members
+--         (scored as room_join scores them) and, for those whose place
+--         still holds their code's use, its digest ('' for none)
 -- commit: ARGV[3] the generation, ARGV[4] the last sequence number,
 --         ARGV[5] the early joiners' count E once the room froze (-1
 --         before the start), ARGV[6] the last position admitted, ARGV[7]
@@ -29,7 +33,8 @@
 --         a room never lost), ARGV[9..12] the room's live settings as
 --         MySQL has them (rate, paused 1|0, passthrough 1|0, version;
 --         a rate of 0 writes none: the advances write their callers'),
---         and the generation last
+--         ARGV[13] how many of the lane are taken as admitted, and the
+--         generation last
 --
 -- Returns 1, or 0 when the token is not the build's under way (a commit
 -- whose generation is already the room's, sent again after its answer was
@@ -39,7 +44,7 @@ local building = KEYS[12]
 
 if op == 'begin' then
   for i = 1, 10 do redis.call('DEL', KEYS[i]) end
-  redis.call('DEL', KEYS[13])
+  for i = 13, 16 do redis.call('DEL', KEYS[i]) end
   redis.call('SET', building, token, 'PX', ARGV[3])
   return 1
 end
@@ -49,6 +54,13 @@ if redis.call('GET', building) ~= token then
   return 0
 end
 
+if op == 'add' and ARGV[3] == 'lane' then
+  for i = 4, #ARGV, 3 do
+    redis.call('ZADD', KEYS[14], ARGV[i], ARGV[i + 1])
+    if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[16], ARGV[i + 1], ARGV[i + 2]) end
+  end
+  return 1
+end
 if op == 'add' then
   local key = KEYS[1]
   if ARGV[3] == 'late' then key = KEYS[2] end
@@ -74,6 +86,9 @@ redis.call('SET', KEYS[8], ARGV[6], 'PX', ttl)
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[13], ttl)
+redis.call('SET', KEYS[15], ARGV[13], 'PX', ttl)
+redis.call('PEXPIRE', KEYS[14], ttl)
+redis.call('PEXPIRE', KEYS[16], ttl)
 local ver = tonumber(redis.call('HGET', KEYS[11], 'ver') or -1)
 if tonumber(ARGV[9]) > 0 and tonumber(ARGV[12]) >= ver then
   redis.call('HSET', KEYS[11], 'rate', ARGV[9], 'paused', ARGV[10], 'pass', ARGV[11], 'ver', ARGV[12])

@@ -30,6 +30,8 @@ type codedSales struct {
 	placing.Activities
 	mu    sync.Mutex
 	coded map[int64]bool
+	// priority are the code_priority sales.
+	priority map[int64]bool
 }
 
 func (c *codedSales) Activity(ctx context.Context, id int64) (activity.Activity, error) {
@@ -38,6 +40,9 @@ func (c *codedSales) Activity(ctx context.Context, id int64) (activity.Activity,
 	defer c.mu.Unlock()
 	if c.coded[id] {
 		a.Access = access.CodeRequired
+	}
+	if c.priority[id] {
+		a.Access = access.CodePriority
 	}
 	return a, err
 }
@@ -51,7 +56,7 @@ type codesServer struct {
 }
 
 func newCodesServer(t *testing.T, buyer, addr access.GuessLimit) codesServer {
-	sales := &codedSales{coded: map[int64]bool{}}
+	sales := &codedSales{coded: map[int64]bool{}, priority: map[int64]bool{}}
 	ts := newTestServer(t, func(s *placing.Service) {
 		sales.Activities = s.Activities
 		s.Activities = sales

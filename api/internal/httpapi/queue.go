@@ -53,6 +53,9 @@ type QueueView struct {
 	// Paused is true while the operator paused the room's admissions
 	// (left out otherwise): the waiter keeps their place.
 	Paused bool `json:"paused,omitempty"`
+	// Priority is true for a waiter in a code_priority sale's priority lane
+	// (left out otherwise): Position and Ahead are the lane's.
+	Priority bool `json:"priority,omitempty"`
 }
 
 // roomSale is the sale of the path's id with a room, or false after
@@ -114,7 +117,7 @@ func (s *Server) queue(c *gin.Context, join bool) {
 		if c.Request.ContentLength != 0 && !s.decodeOr400(c, &b) {
 			return waitingroom.Work{}, errAnswered
 		}
-		return waitingroom.Work{Challenge: b.Challenge, Solution: b.Solution, AccessCode: b.AccessCode}, nil
+		return waitingroom.Work{Challenge: b.Challenge, Solution: b.Solution, AccessCode: b.AccessCode, Addr: addrKey(c)}, nil
 	}
 	st, err := s.rooms.Queue(c.Request.Context(), a, claimsOf(c).UserID, join, work)
 	switch {
@@ -129,7 +132,8 @@ func (s *Server) queue(c *gin.Context, join bool) {
 // queueView is the answer's view of st.
 func queueView(st waitingroom.Standing) QueueView {
 	v := QueueView{State: QueueState(st.State), Ahead: st.Ahead, ETASeconds: st.ETASeconds, PollAfterMS: st.PollAfterMS,
-		Admission: st.Admission, OrderNo: st.OrderNo, Paused: st.Paused}
+		Admission: st.Admission, OrderNo: st.OrderNo, Paused: st.Paused,
+		Priority: st.Priority}
 	if st.Position > 0 {
 		pos := st.Position
 		v.Position = &pos
@@ -177,6 +181,9 @@ func (v QueueView) appendJSON(b []byte) []byte {
 	}
 	if v.Paused {
 		b = append(b, `,"paused":true`...)
+	}
+	if v.Priority {
+		b = append(b, `,"priority":true`...)
 	}
 	return append(b, '}')
 }

@@ -136,10 +136,46 @@ func (s *Codes) CodePage(ctx context.Context, sale int64, after access.Digest, l
 	if err != nil {
 		return nil, wrap("read codes", err)
 	}
+	holds, err := s.laneHolds(ctx, sale, rows)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]access.Code, len(rows))
 	for i, r := range rows {
-		out[i] = access.Code{Digest: access.Digest(r.Digest), Uses: r.Uses, Used: r.Used, Subject: string(r.Subject),
+		out[i] = access.Code{Digest: access.Digest(r.Digest), Uses: r.Uses, Used: r.Used + holds[r.Digest], Subject: string(r.Subject),
 			Revoked: r.RevokedAt != nil}
+	}
+	return out, nil
+}
+
+// laneHolds counts, for the codes of rows, the uses held by places in the
+// sale's priority lane (room_joins with the code, whose buyer has no order
+// in the sale: an order took the use over, and MySQL counts it in used
+// once the order is written). Redis holds them at the join, before MySQL's
+// used does: a load from MySQL counts them as used, so a code Redis lost
+// gives no more places in the lane than it has uses.
+func (s *Codes) laneHolds(ctx context.Context, sale int64, rows []codeRow) (map[string]int, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	digests := make([]string, len(rows))
+	for i, r := range rows {
+		digests[i] = r.Digest
+	}
+	var held []struct {
+		AccessCode string
+		N          int
+	}
+	err := s.db(ctx).Raw(`SELECT j.access_code, COUNT(*) AS n FROM room_joins j
+		WHERE j.activity_id = ? AND j.access_code IN ?
+		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.activity_id = j.activity_id AND o.user_id = j.user_id)
+		GROUP BY j.access_code`, sale, digests).Scan(&held).Error
+	if err != nil {
+		return nil, wrap("read the codes' places in the lane", err)
+	}
+	out := make(map[string]int, len(held))
+	for _, h := range held {
+		out[h.AccessCode] = h.N
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -18,6 +19,7 @@ type roomJoinRow struct {
 	Gen        int64
 	Seq        *int64
 	JoinedAt   time.Time
+	AccessCode *string
 }
 
 func (roomJoinRow) TableName() string { return "room_joins" }
@@ -31,6 +33,10 @@ func (s *Rooms) RecordRoomJoins(ctx context.Context, activity int64, joins []roo
 	rows := make([]roomJoinRow, len(joins))
 	for i, j := range joins {
 		rows[i] = roomJoinRow{ActivityID: activity, UserID: j.UserID, Gen: j.Gen, JoinedAt: j.JoinedAt.UTC()}
+		if j.Code != "" {
+			code := string(j.Code)
+			rows[i].AccessCode = &code
+		}
 		if j.Seq > 0 {
 			seq := j.Seq
 			rows[i].Seq = &seq
@@ -96,6 +102,9 @@ func roomJoins(g *gorm.DB, activity int64) ([]room.Join, error) {
 	out := make([]room.Join, len(rows))
 	for i, r := range rows {
 		out[i] = room.Join{UserID: r.UserID, Gen: r.Gen, JoinedAt: r.JoinedAt}
+		if r.AccessCode != nil {
+			out[i].Code = access.Digest(*r.AccessCode)
+		}
 		if r.Seq != nil {
 			out[i].Seq = *r.Seq
 		}

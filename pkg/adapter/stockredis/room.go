@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/pkg/domain/access"
+	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -22,16 +24,20 @@ func (k Keys) room(activity int64, part string) string {
 	return k.group() + "room:" + strconv.FormatInt(activity, 10) + ":" + part
 }
 
-// roomParts name the room's keys in the order the scripts take them.
-var roomParts = []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick", "gen", "ctl"}
+// roomParts name the room's keys in the order the scripts take them; the
+// last three are the priority lane's (room_join.lua).
+var roomParts = []string{"early", "late", "seq", "frozen", "adm", "used", "held", "next", "tick", "gen", "ctl",
+	"lane", "lnext", "lcode"}
 
-// roomKeys are the room's keys in the order the scripts take them.
+// roomKeys are the room's keys in the order the advance takes them: the
+// parts, the sale's codes, then each item's stock.
 func (s *Rooms) roomKeys(r room.Room) []string {
 	k := s.keys(r.Items[0])
-	keys := make([]string, 0, len(roomParts)+len(r.Items))
+	keys := make([]string, 0, len(roomParts)+1+len(r.Items))
 	for _, part := range roomParts {
 		keys = append(keys, k.room(r.ActivityID, part))
 	}
+	keys = append(keys, k.Codes(r.ActivityID))
 	for _, it := range r.Items {
 		keys = append(keys, s.keys(it).Stock())
 	}
@@ -54,10 +60,14 @@ var (
 const roomAttempts = 3
 
 // JoinRoom puts user in the room (rank: room.Rank of the sale's seed) and
-// returns their place; joining again returns the same place. Joins of one
-// room that arrive together share one run of the script (roomJoiner).
-func (s *Rooms) JoinRoom(ctx context.Context, r room.Room, user string, rank uint64, now time.Time) (room.Place, error) {
-	return s.joins.join(ctx, placeCall{r: r, user: user, rank: rank, now: now})
+// returns their place; joining again returns the same place. A new buyer
+// with a code (its digest; "" for none) is put in the priority lane too,
+// taking one of its uses, or refused (access.ErrCodeInvalid,
+// access.ErrCodeUsed, order.ErrNotWarmed when the codes are not loaded)
+// and not put in. Joins of one room that arrive together share one run of
+// the script (roomJoiner).
+func (s *Rooms) JoinRoom(ctx context.Context, r room.Room, user string, rank uint64, code access.Digest, now time.Time) (room.Place, error) {
+	return s.joins.join(ctx, placeCall{r: r, user: user, rank: rank, code: code, now: now})
 }
 
 // LookRoom returns user's place without joining (Joined false if absent).
@@ -74,6 +84,7 @@ type placeCall struct {
 	r     room.Room
 	user  string
 	rank  uint64
+	code  access.Digest
 	now   time.Time
 	reply chan placeAnswer
 }
@@ -89,11 +100,11 @@ type placeAnswer struct {
 func (s *Rooms) roomPlaces(ctx context.Context, mode string, calls []placeCall) ([]room.Place, error) {
 	r := calls[0].r
 	all := s.roomKeys(r)
-	keys := append(all[:6:6], all[9], s.earlyLogKey(r))
-	args := make([]any, 0, 3+3*len(calls))
+	keys := append(all[:6:6], all[9], s.earlyLogKey(r), all[11], all[13], all[14])
+	args := make([]any, 0, 3+4*len(calls))
 	args = append(args, r.StartsAt.UnixMilli(), keysTTL(r, calls[0].now), mode)
 	for _, c := range calls {
-		args = append(args, c.user, c.rank, c.now.UnixMilli())
+		args = append(args, c.user, c.rank, c.now.UnixMilli(), string(c.code))
 	}
 	var v []int64
 	var err error
@@ -109,19 +120,32 @@ func (s *Rooms) roomPlaces(ctx context.Context, mode string, calls []placeCall) 
 	if len(v) == 1 && v[0] == -1 {
 		return nil, room.ErrLost
 	}
-	if len(v) != 7*len(calls) {
+	if len(v) != placeValues*len(calls) {
 		return nil, unavailable("room "+mode, fmt.Errorf("%d values for %d buyers", len(v), len(calls)))
 	}
 	out := make([]room.Place, len(calls))
 	for i := range calls {
-		out[i] = placeOf(v[7*i : 7*i+7])
+		out[i] = placeOf(v[placeValues*i : placeValues*i+placeValues])
 	}
 	return out, nil
 }
 
-// placeOf reads one buyer's seven values of the place script's answer.
+// placeValues is how many values the place script answers per buyer.
+const placeValues = 8
+
+// placeOf reads one buyer's values of the place script's answer; a
+// refused code is the place's Refused.
 func placeOf(v []int64) room.Place {
-	p := room.Place{Joined: v[0] >= 1, Added: v[0] == 2, Position: max(v[1], 0), Count: max(v[5], 0), Gen: v[6], Early: max(v[2], 0)}
+	switch v[0] {
+	case -7:
+		return room.Place{Refused: access.ErrCodeInvalid}
+	case -8:
+		return room.Place{Refused: access.ErrCodeUsed}
+	case -9:
+		return room.Place{Refused: order.ErrNotWarmed}
+	}
+	p := room.Place{Joined: v[0] >= 1, Added: v[0] == 2, Position: max(v[1], 0), Count: max(v[5], 0), Gen: v[6], Early: max(v[2], 0),
+		Lane: v[7] >= 0, LanePosition: max(v[7], 0)}
 	if v[3] >= 0 {
 		p.Admission, p.Grant = time.UnixMilli(v[3]/grantScale).UTC(), int(v[3]%grantScale)
 	}
@@ -156,11 +180,12 @@ func (s *Rooms) AdvanceRoom(ctx context.Context, r room.Room, now time.Time, see
 	if len(v) == 1 && v[0] == -2 {
 		return room.State{}, room.ErrRewound
 	}
-	if len(v) != 13 {
+	if len(v) != 15 {
 		return room.State{}, unavailable("room advance", errors.New("unexpected answer"))
 	}
 	return room.State{Started: v[0] == 1, Joined: v[1], Early: max(v[2], 0), Next: v[3], Held: v[4], Left: v[5], Admitted: v[6],
-		Gen: v[7], At: v[8], Control: room.Control{AdmitPerSecond: int(v[9]), Paused: v[10] == 1, Passthrough: v[11] == 1, Version: v[12]}}, nil
+		Gen: v[7], At: v[8], Control: room.Control{AdmitPerSecond: int(v[9]), Paused: v[10] == 1, Passthrough: v[11] == 1, Version: v[12]},
+		Lane: v[13], LaneNext: v[14]}, nil
 }
 
 // flag is b as the room's scripts take it.
@@ -269,18 +294,29 @@ func (s *Rooms) FinishRoomBuild(ctx context.Context, r room.Room, token string, 
 			return err
 		}
 	}
+	for chunk := range slices.Chunk(img.Lane, roomBuildChunk) {
+		args := []any{"add", token, "lane"}
+		for _, m := range chunk {
+			args = append(args, m.Score, m.UserID, string(m.Holds))
+		}
+		if err := run(args...); err != nil {
+			return err
+		}
+	}
 	frozen := -1
 	if img.Frozen {
 		frozen = len(img.Early)
 	}
 	c := img.Control
 	return run("commit", token, img.Gen, len(img.Late), frozen, img.Next, now.UnixMilli(), keysTTL(r, now),
-		c.AdmitPerSecond, flag(c.Paused), flag(c.Passthrough), c.Version)
+		c.AdmitPerSecond, flag(c.Paused), flag(c.Passthrough), c.Version, img.LaneNext)
 }
 
+// roomBuildKeys are r's room's keys as room_build takes them: the parts
+// up to ctl, the build's token, the early log, then the lane's.
 func (s *Rooms) roomBuildKeys(r room.Room) []string {
-	keys := s.roomKeys(r)[:len(roomParts)]
-	return append(keys, s.keys(r.Items[0]).room(r.ActivityID, "building"), s.earlyLogKey(r))
+	keys := s.roomKeys(r)
+	return append(keys[:11:11], s.keys(r.Items[0]).room(r.ActivityID, "building"), s.earlyLogKey(r), keys[11], keys[12], keys[13])
 }
 
 // earlyLogKey is the list of r's early joiners in the order they joined

@@ -43,7 +43,7 @@ func buildRoom(t *testing.T, s *stockredis.Store, r room.Room, img room.Image, n
 
 func join(t *testing.T, s *stockredis.Store, r room.Room, seed room.Seed, user string, at time.Time) room.Place {
 	t.Helper()
-	p, err := s.Rooms.JoinRoom(context.Background(), r, user, room.Rank(seed, user), at)
+	p, err := s.Rooms.JoinRoom(context.Background(), r, user, room.Rank(seed, user), "", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestRoomLostAnswers(t *testing.T) {
 		buildRoom(t, l.direct, r, room.Image{Gen: 1}, roomStart.Add(-time.Minute))
 		seed := room.NewSeed()
 		l.LoseNext("room_join")
-		p, err := l.via.Rooms.JoinRoom(context.Background(), r, "u1", room.Rank(seed, "u1"), roomStart.Add(time.Second))
+		p, err := l.via.Rooms.JoinRoom(context.Background(), r, "u1", room.Rank(seed, "u1"), "", roomStart.Add(time.Second))
 		if err != nil || p.Position != 1 || l.Lost() != 1 {
 			t.Fatalf("join with its answer lost: %+v, %v (lost %d), want position 1 from the run again", p, err, l.Lost())
 		}
@@ -510,7 +510,7 @@ func TestRoomBuild(t *testing.T) {
 		ctx := context.Background()
 		r, seed := newRoom(100, 1), room.NewSeed()
 		at := roomStart.Add(time.Second)
-		if _, err := s.Rooms.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), at); !errors.Is(err, room.ErrLost) {
+		if _, err := s.Rooms.JoinRoom(ctx, r, "x", room.Rank(seed, "x"), "", at); !errors.Is(err, room.ErrLost) {
 			t.Fatalf("join of a room never built: %v, want room.ErrLost", err)
 		}
 		if _, err := s.Rooms.AdvanceRoom(ctx, r, at, room.State{}); !errors.Is(err, room.ErrLost) {

@@ -132,6 +132,10 @@ type ReleaseOptions struct {
 	// FreeKey also deletes the idempotency record, so the same key buys
 	// again (the API answered 503, which promised that).
 	FreeKey bool
+	// QuotaTo, when set, is the buyer's live order the quota key passes
+	// to instead of being deleted (while it holds the released order):
+	// MySQL refused the released one for that order.
+	QuotaTo string
 }
 
 // Released is what a release did: whether it released the reservation,

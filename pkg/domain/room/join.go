@@ -3,6 +3,8 @@ package room
 import (
 	"errors"
 	"time"
+
+	"github.com/seckill/seckill/pkg/domain/access"
 )
 
 // Join is a buyer's join of a sale's waiting room as its record
@@ -14,6 +16,9 @@ type Join struct {
 	Gen      int64
 	Seq      int64
 	JoinedAt time.Time
+	// Code is the digest of the presale code the buyer joined a
+	// code_priority sale's room with ("" for none): they are in its lane.
+	Code access.Digest
 }
 
 // ErrJoinConflict is the record's answer for a join whose place

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -61,6 +62,14 @@ type Place struct {
 	// buyers are in it, as State.Joined counts them: while it stays
 	// the same, nobody joined since the look, this buyer neither.
 	Count int64
+	// Lane is true for a buyer in the priority lane (they joined a
+	// code_priority sale's room with a valid code), LanePosition their
+	// place in it from 1 (0 before the room froze, for an early one).
+	Lane         bool
+	LanePosition int64
+	// Refused is why a join with a code was not let in (the code's
+	// error); nothing else is set then.
+	Refused error
 }
 
 // State is where a room stands after an advance.
@@ -87,6 +96,9 @@ type State struct {
 	At int64
 	// Control is the room's live settings the advance ran with.
 	Control Control
+	// Lane is how many buyers are in the priority lane, LaneNext how many
+	// of them were admitted: the lane goes before the line.
+	Lane, LaneNext int64
 }
 
 // SoldOut reports whether no unit is left and none is held: no waiter can
@@ -110,6 +122,20 @@ type Image struct {
 	// Control is the room's live settings as MySQL has them: the build
 	// writes them unless Redis holds a later version.
 	Control Control
+	// Lane is the priority lane in its order, LaneNext how many of its
+	// leading members are taken as admitted.
+	Lane     []LaneMember
+	LaneNext int64
+}
+
+// LaneMember is a buyer in the priority lane as the build writes them:
+// Score orders the lane (an early member's rank / 2^53, below 1, exactly;
+// a late one's sequence number), Holds the digest of the code whose use
+// their place still holds ("" once an order took it over).
+type LaneMember struct {
+	UserID string
+	Score  string
+	Holds  access.Digest
 }
 
 // RankedJoin is an early joiner and their rank.

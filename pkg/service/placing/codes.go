@@ -67,3 +67,23 @@ func (s *Service) guessed(ctx context.Context, r PlaceRequest, act activity.Acti
 		s.Log.WarnContext(ctx, "invalid access code not counted", "request_id", r.RequestID, "activity_id", act.ID, "err", err)
 	}
 }
+
+// laneCode is the digest of the code a code_priority sale's order took over
+// from its buyer's place in the priority lane (reserve.lua; "" for a buyer
+// from the line), read back from the reservation: the event carries it so
+// the consumer takes MySQL's use and every close gives it back. The read
+// writes nothing, so a lost answer is read again; when it still fails the
+// order is given up (503), which gives the place its hold on the use back.
+func (s *Service) laneCode(ctx context.Context, orderNo string) (string, error) {
+	var err error
+	for range 3 {
+		var info reservation.Info
+		if info, err = s.Reservations.Reservation(ctx, orderNo); err == nil {
+			return string(info.Code), nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return "", err
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/room"
 )
 
@@ -218,21 +219,21 @@ func (s *Service) state(ctx context.Context, id int64, storeRoom func() room.Roo
 // place is the buyer's place: from memory while nothing it says can have
 // changed, else read from Redis (joining first when join is set).
 func (s *Service) place(ctx context.Context, id int64, storeRoom func() room.Room, user string, rank func() uint64, join bool,
-	st room.State, now time.Time) (room.Place, error) {
+	code access.Digest, st room.State, now time.Time) (room.Place, error) {
 	v := s.view(id)
 	v.mu.Lock()
 	c, ok := v.places[user]
 	ok = ok && c.p.Gen == st.Gen
 	v.mu.Unlock()
-	if st.Started && (!ok || c.p.Position == 0) {
-		// An early joiner's position, from the frozen early set.
+	if st.Started && st.Lane == 0 && (!ok || c.p.Position == 0) {
+		// An early joiner's position, from the frozen early set (not in a
+		// room with a lane: the set does not say who is in the lane).
 		if pos, found := s.earlyPosition(ctx, v, storeRoom, st, user); found {
 			c, ok = cachedPlace{p: room.Place{Joined: true, Position: pos, Gen: st.Gen, Early: st.Early}}, true
 			v.keep(user, c)
 		}
 	}
-	admitted := c.p.Position > 0 && c.p.Position <= st.Next
-	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!admitted || c.afterAdmit) {
+	if ok && c.p.Joined && (c.p.Position > 0 || !st.Started) && (!turnCame(c.p, st) || c.afterAdmit) {
 		return c.p, nil
 	}
 	if !ok && !join && v.stillAbsent(user, st.Gen) {
@@ -241,7 +242,7 @@ func (s *Service) place(ctx context.Context, id int64, storeRoom func() room.Roo
 	var p room.Place
 	var err error
 	if join {
-		p, err = s.Join(ctx, storeRoom(), user, rank(), now)
+		p, err = s.Join(ctx, storeRoom(), user, rank(), code, now)
 	} else {
 		p, err = s.Look(ctx, storeRoom(), user, now)
 		if err == nil && !p.Joined {
@@ -252,7 +253,7 @@ func (s *Service) place(ctx context.Context, id int64, storeRoom func() room.Roo
 		return p, err
 	}
 	if p.Joined && p.Gen == st.Gen {
-		v.keep(user, cachedPlace{p: p, afterAdmit: p.Position > 0 && p.Position <= st.Next})
+		v.keep(user, cachedPlace{p: p, afterAdmit: turnCame(p, st)})
 	}
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/room"
@@ -48,6 +49,10 @@ type Standing struct {
 	// their place (Waiting or SoldOut) and admissions resume in the same
 	// order.
 	Paused bool
+	// Priority: the buyer joined a code_priority sale's room with a valid
+	// code and waits in its priority lane, admitted before the line;
+	// Position and Ahead are then the lane's.
+	Priority bool
 }
 
 // Work is what a join carries: the proof of work (a room with
@@ -56,6 +61,9 @@ type Standing struct {
 type Work struct {
 	Challenge, Solution string
 	AccessCode          string
+	// Addr is the client's address bucket the code's guesses are
+	// counted under ("" for none).
+	Addr string
 }
 
 // Queue puts user in sale a's room when join is set (once: joining again
@@ -68,12 +76,14 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 	if !now.Before(a.EndsAt) {
 		return Standing{State: Ended}, nil
 	}
+	var code access.Digest
+	var w Work
 	if join {
 		if now.Before(a.Room.OpensAt) {
 			return Standing{}, order.Errorf(order.ErrActivityNotActive, "the waiting room opens at %s", a.Room.OpensAt.UTC().Format(time.RFC3339))
 		}
-		w, err := work()
-		if err != nil {
+		var err error
+		if w, err = work(); err != nil {
 			return Standing{}, err
 		}
 		if a.Room.ProofOfWorkBits > 0 {
@@ -81,7 +91,7 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 				return Standing{}, err
 			}
 		}
-		if err := s.checkCode(ctx, a, user, w.AccessCode); err != nil {
+		if code, err = s.checkCode(ctx, a, user, w.AccessCode, w.Addr); err != nil {
 			return Standing{}, err
 		}
 	}
@@ -91,15 +101,19 @@ func (s *Service) Queue(ctx context.Context, a activity.Activity, user string, j
 	if err != nil {
 		return Standing{}, err
 	}
-	p, err := s.place(ctx, a.ID, storeRoom, user, func() uint64 { return room.Rank(a.Room.Seed, user) }, join, st, now)
+	p, err := s.place(ctx, a.ID, storeRoom, user, func() uint64 { return room.Rank(a.Room.Seed, user) }, join, code, st, now)
 	if err != nil {
+		if code != "" {
+			// A code_priority join's code the join script found invalid.
+			s.guessed(ctx, a, user, w.Addr, err)
+		}
 		return Standing{}, err
 	}
 	if !p.Joined {
 		return Standing{}, order.Errorf(order.ErrNotFound, "you are not in this sale's queue: join it first (POST)")
 	}
 	var held string
-	if (p.Position > 0 && p.Position <= st.Next) || !p.Admission.IsZero() || p.Used {
+	if turnCame(p, st) || !p.Admission.IsZero() || p.Used {
 		// Only a buyer let in can hold an order: one shared read for
 		// them, none for the waiters. Not kept: the order may yet be
 		// given back (a 503's release returns the admission).
@@ -143,7 +157,7 @@ func standing(a activity.Activity, signer *room.Signer, user string, p room.Plac
 		v.State, v.PollAfterMS = Admitted, 5000
 		v.Admission = signer.Sign(room.Admission{ActivityID: a.ID, UserID: user, Expires: expires})
 		v.AdmissionExpires = expires
-	case !expires.IsZero() || (p.Position > 0 && p.Position <= st.Next):
+	case !expires.IsZero() || turnCame(p, st):
 		v.State, v.PollAfterMS = Expired, 0
 	case st.SoldOut():
 		// Units may still come back (an unpaid order closed, a cancel):
@@ -152,14 +166,44 @@ func standing(a activity.Activity, signer *room.Signer, user string, p room.Plac
 	case !st.Started:
 		v.ETASeconds = int64(a.StartsAt.Sub(now).Round(time.Second) / time.Second)
 		v.PollAfterMS = min(max(a.StartsAt.Sub(now).Milliseconds()/2, 500), 5000)
+	case p.Lane:
+		v.Position, v.Ahead = p.LanePosition, max(p.LanePosition-st.LaneNext-1, 0)
+		v.ETASeconds = (v.Ahead + rate - 1) / rate
+		v.PollAfterMS = min(max(v.ETASeconds*1000/4, 1000), 10000)
 	default:
-		v.Ahead = max(p.Position-st.Next-1, 0)
+		// The lane's waiters go first.
+		v.Ahead = max(p.Position-st.Next-1, 0) + max(st.Lane-st.LaneNext, 0)
 		v.ETASeconds = (v.Ahead + rate - 1) / rate
 		// Close to the front: every second; far back: up to every 10 s.
 		v.PollAfterMS = min(max(v.ETASeconds*1000/4, 1000), 10000)
 	}
 	if v.State == Waiting || v.State == SoldOut {
 		v.Paused = st.Control.Paused
+		v.Priority = p.Lane
+		if p.Lane && p.LanePosition > 0 {
+			v.Position = p.LanePosition
+		}
 	}
 	return v
+}
+
+// turnCame reports whether the room reached p's place: in the line, or in
+// the priority lane for a buyer in it (who is admitted from the lane, before
+// the line reaches them).
+func turnCame(p room.Place, st room.State) bool {
+	if p.Lane {
+		return p.LanePosition > 0 && p.LanePosition <= st.LaneNext
+	}
+	return p.Position > 0 && p.Position <= st.Next
+}
+
+// Room is sale a's room as this instance last read it, at most a second
+// old (the same read the buyers' polls share): how many joined, how far
+// the admissions went, the units they hold, and the live control the room
+// ran with. A sale without a room is activity.ErrNoRoom.
+func (s *Service) Room(ctx context.Context, a activity.Activity) (room.State, error) {
+	if !a.Room.On() {
+		return room.State{}, order.Errorf(activity.ErrNoRoom, "sale %d sells without one: nobody queues", a.ID)
+	}
+	return s.state(ctx, a.ID, func() room.Room { return StoreRoom(a, s.PaymentWindow) }, s.now())
 }

@@ -23,10 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/pkg/domain/access"
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
@@ -36,7 +36,7 @@ import (
 
 // Rooms is Redis as the room uses it (*stockredis.Store).
 type Rooms interface {
-	JoinRoom(ctx context.Context, r room.Room, user string, rank uint64, now time.Time) (room.Place, error)
+	JoinRoom(ctx context.Context, r room.Room, user string, rank uint64, code access.Digest, now time.Time) (room.Place, error)
 	LookRoom(ctx context.Context, r room.Room, user string, now time.Time) (room.Place, error)
 	AdvanceRoom(ctx context.Context, r room.Room, now time.Time, seen room.State) (room.State, error)
 	BeginRoomBuild(ctx context.Context, r room.Room, token string, life time.Duration) error
@@ -100,6 +100,8 @@ type Service struct {
 	// (codes.go); CodeKey is the order number key codes are hashed under.
 	Codes   CodeChecker
 	CodeKey []byte
+	// Guesses bounds the invalid codes of joins (codes.go).
+	Guesses CodeGuesses
 
 	// sleep waits out the joins in flight (time.Sleep but for tests).
 	sleep func(context.Context, time.Duration) error
@@ -142,18 +144,28 @@ func errRebuilding(activity int64) error {
 
 // Join puts user in r's room (rank: room.Rank of the sale's seed) and
 // returns their place once MySQL holds their join. Joining again returns
-// the same place.
-func (s *Service) Join(ctx context.Context, r room.Room, user string, rank uint64, now time.Time) (room.Place, error) {
+// the same place. With a code (a code_priority sale's; "" for none) a new
+// buyer joins the priority lane too, its place holding one of the code's
+// uses, or is refused with the code's error and not let in.
+func (s *Service) Join(ctx context.Context, r room.Room, user string, rank uint64, code access.Digest, now time.Time) (room.Place, error) {
 	start := time.Now()
-	p, err := s.rooms.JoinRoom(ctx, r, user, rank, now)
+	p, err := s.rooms.JoinRoom(ctx, r, user, rank, code, now)
 	if s.built(ctx, r, err) {
 		start = time.Now()
-		p, err = s.rooms.JoinRoom(ctx, r, user, rank, now)
+		p, err = s.rooms.JoinRoom(ctx, r, user, rank, code, now)
 	}
 	if err != nil {
 		return p, s.lost(r, err)
 	}
+	if p.Refused != nil {
+		return room.Place{}, p.Refused
+	}
 	j := room.Join{UserID: user, Gen: p.Gen, JoinedAt: now}
+	if p.Lane {
+		// The lane's code, for a rebuild. A rejoin whose first record
+		// never landed records the code it carries now.
+		j.Code = code
+	}
 	if p.Position > p.Early {
 		// A late join: its number in the generation. (An early joiner's
 		// place is their rank, computed again by a rebuild.)
@@ -374,54 +386,6 @@ func (s *Service) Rebuild(ctx context.Context, r room.Room, lostBy time.Time) er
 			"early", len(img.Early), "late", len(img.Late), "next", img.Next, "took_ms", time.Since(began).Milliseconds())
 		return img.Gen, nil
 	})
-}
-
-// Image is the room the record joins rebuilds, for a seed: the early
-// joiners by rank, then the late ones in the order they joined; from the
-// start (frozen) the leading positions whose buyers hold an order (done)
-// are taken as admitted, so admissions resume at the first buyer whose
-// turn is not over.
-func Image(seed room.Seed, joins []room.Join, done map[string]bool, frozen bool) room.Image {
-	img := room.Image{Frozen: frozen}
-	for _, j := range joins {
-		if j.Seq == 0 {
-			img.Early = append(img.Early, room.RankedJoin{UserID: j.UserID, Rank: room.Rank(seed, j.UserID)})
-		} else {
-			img.Late = append(img.Late, j.UserID)
-		}
-	}
-	// As the early sorted set orders them: by rank, then by member bytes.
-	slices.SortFunc(img.Early, func(a, b room.RankedJoin) int {
-		if a.Rank != b.Rank {
-			if a.Rank < b.Rank {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.UserID < b.UserID:
-			return -1
-		case a.UserID > b.UserID:
-			return 1
-		}
-		return 0
-	})
-	if !frozen {
-		return img
-	}
-	for _, j := range img.Early {
-		if !done[j.UserID] {
-			return img
-		}
-		img.Next++
-	}
-	for _, u := range img.Late {
-		if !done[u] {
-			return img
-		}
-		img.Next++
-	}
-	return img
 }
 
 // RebuildAll rebuilds the rooms of ids that were not built after lostBy:

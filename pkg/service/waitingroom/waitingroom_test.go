@@ -62,7 +62,7 @@ func joinAll(t *testing.T, svc *waitingroom.Service, r room.Room, seed room.Seed
 	var wg sync.WaitGroup
 	errs := make([]error, len(users))
 	for i, u := range users {
-		wg.Go(func() { _, errs[i] = svc.Join(context.Background(), r, u, room.Rank(seed, u), now) })
+		wg.Go(func() { _, errs[i] = svc.Join(context.Background(), r, u, room.Rank(seed, u), "", now) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -112,7 +112,7 @@ func retryJoin(t *testing.T, svc *waitingroom.Service, r room.Room, seed room.Se
 	var p room.Place
 	var err error
 	waittest.Until(t, 15*time.Second, "the room to answer "+u+"'s join", func() bool {
-		p, err = svc.Join(context.Background(), r, u, room.Rank(seed, u), now)
+		p, err = svc.Join(context.Background(), r, u, room.Rank(seed, u), "", now)
 		if err != nil && !errors.Is(err, order.ErrUnavailable) {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestRoomRebuiltWhenAnOlderCopyHandsOutANumberAgain(t *testing.T) {
 	before := lineOf(t, svc, r, all, clk.Now())
 	p.RewindRoom(a.ID, snap)
 
-	if _, err := svc.Join(context.Background(), r, "late", room.Rank(a.Room.Seed, "late"), clk.Now()); !errors.Is(err, order.ErrUnavailable) {
+	if _, err := svc.Join(context.Background(), r, "late", room.Rank(a.Room.Seed, "late"), "", clk.Now()); !errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("a join the older copy numbered 6 again: %v, want unavailable while the room is rebuilt", err)
 	}
 	pl, took := retryJoin(t, svc, r, a.Room.Seed, "late", clk.Now())

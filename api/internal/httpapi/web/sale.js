@@ -6,20 +6,29 @@
 //
 // The buyer's access token comes from the shop's sign-in, handed over in the
 // address's fragment (/sale/42#token=...), which never reaches a server; the
-// page keeps it for the tab in sessionStorage.
+// page keeps it for the tab in sessionStorage. A presale code the shop gave
+// the buyer comes the same way (#token=...&code=...) and goes with the join.
 "use strict";
 
 const activity = Number(location.pathname.split("/").filter(Boolean).pop());
 const $ = (id) => document.getElementById(id);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+const fragment = new URLSearchParams(location.hash.slice(1));
+
 function token() {
-  const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+  const fromHash = fragment.get("token");
   if (fromHash) {
     sessionStorage.setItem("seckill.token", fromHash);
+    if (fragment.get("code")) sessionStorage.setItem("seckill.code." + activity, fragment.get("code"));
     history.replaceState(null, "", location.pathname);
   }
   return sessionStorage.getItem("seckill.token") || "";
+}
+
+// The presale code the buyer joins with ("" for none).
+function accessCode() {
+  return fragment.get("code") || sessionStorage.getItem("seckill.code." + activity) || "";
 }
 
 // One Idempotency-Key per tab and sale: a retry after a lost answer or a 503
@@ -121,6 +130,7 @@ async function join() {
   if (ch.status === 200 && ch.body.bits > 0) {
     body = { challenge: ch.body.challenge, solution: await solve(ch.body.challenge, ch.body.bits) };
   }
+  if (accessCode()) body = Object.assign(body || {}, { access_code: accessCode() });
   $("work").hidden = true;
   return call("POST", "/api/v1/activities/" + activity + "/queue", { body });
 }
@@ -142,6 +152,7 @@ let admissionExpiry = null;
 function renderQueue(q) {
   admissionExpiry = q.admission_expires_at || admissionExpiry;
   $("queue").hidden = false;
+  if (q.priority) $("queue-title").textContent = "You are in the priority lane";
   $("queue-state").textContent = q.paused ? pausedText : stateText[q.state] || q.state;
   $("queue-state").dataset.state = q.state;
   $("queue-state").dataset.paused = q.paused ? "true" : "false";
@@ -192,8 +203,9 @@ async function buy(item, admission) {
       return;
     }
     const code = r.body.error ? r.body.error.code : "";
-    // A lost answer, a 503, a busy api: the same key again is the same order.
-    if (r.status === 0 || r.status === 503 || r.status === 429) {
+    // A lost answer, a 503, a busy api, the same key still being placed:
+    // the same key again is the same order.
+    if (r.status === 0 || r.status === 503 || r.status === 429 || code === "IN_PROGRESS") {
       await sleep(Math.min(250 * 2 ** attempt, 4000));
       continue;
     }
