@@ -22,7 +22,7 @@ type apiError struct {
 }
 
 func writeError(c *gin.Context, status int, code, msg string) {
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || code == "IN_PROGRESS" {
 		if c.Writer.Header().Get("Retry-After") == "" {
 			c.Header("Retry-After", "1")
 		}
@@ -68,6 +68,7 @@ var domainErrors = []struct {
 	{order.ErrNotPayable, http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not payable"},
 	{order.ErrNotCancellable, http.StatusConflict, "ORDER_NOT_CANCELLABLE", "the order is not cancellable"},
 	{access.ErrCodesExist, http.StatusConflict, "CODES_EXIST", "some of the codes are the sale's already; none was added"},
+	{order.ErrInProgress, http.StatusConflict, "IN_PROGRESS", "a request with this Idempotency-Key is still being placed; send it again in a second"},
 	{order.ErrKeyReused, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the Idempotency-Key was used for a different request"},
 	{order.ErrPaymentRefused, http.StatusUnprocessableEntity, "PAYMENT_REFUSED", "the payment does not fit the order"},
 	{order.ErrUnavailable, http.StatusServiceUnavailable, "UNAVAILABLE", "the service cannot take this request right now; retry shortly"},

@@ -30,6 +30,10 @@ var (
 	// ErrKeyReused: an Idempotency-Key came back with a different request
 	// (a restock of another quantity).
 	ErrKeyReused = errors.New("idempotency key reused for a different request")
+	// ErrInProgress: a request with this Idempotency-Key is still placing
+	// its order (another instance's, or one whose answer is not known
+	// yet): the same request sent again shortly gets its answer.
+	ErrInProgress = errors.New("a request with this idempotency key is in progress")
 	// ErrTooBusy: an item has more orders in flight than one check of it
 	// reads at once; it is checked again later.
 	ErrTooBusy = errors.New("too many orders in flight to check now")

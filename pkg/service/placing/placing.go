@@ -104,7 +104,10 @@ type Service struct {
 
 	activities activity.Cache
 	soldOut    sync.Map // item id -> soldOutMark
-	stockGen   sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
+	// flights are the orders this instance is placing or placed lately
+	// (flights.go).
+	flights  flights
+	stockGen sync.Map // item id -> *atomic.Uint64, raised by ClearSoldOut
 }
 
 // PlaceRequest is one buyer's order attempt.
@@ -156,6 +159,21 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Placed, error) {
 	ev.AccessCode, res.Code = string(code), code
 	if p, done, err := s.reserve(ctx, r, act, item, ev, res, now); done {
 		return p, err
+	}
+	f := s.flights.start(ev.OrderNo, r, item, now)
+	p, err := s.send(ctx, r, act, item, ev)
+	f.finish(p, err)
+	return p, err
+}
+
+// send publishes the reserved order of ev, reading first the presale code
+// a priority room's order took over from its buyer's place.
+func (s *Service) send(ctx context.Context, r PlaceRequest, act activity.Activity, item reservation.Item, ev order.Event) (Placed, error) {
+	if act.Access == access.CodePriority {
+		var err error
+		if ev.AccessCode, err = s.laneCode(ctx, ev.OrderNo); err != nil {
+			return s.giveUp(ctx, ev, order.ReasonReserveFailed, err)
+		}
 	}
 	return s.publish(ctx, r, act, item, ev)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
+	"github.com/seckill/seckill/pkg/service/lifecycle"
 )
 
 // notAdmitted answers an order of a room sale without a valid admission
@@ -73,8 +74,31 @@ func (s *Service) freeStaleKey(ctx context.Context, user, prior string) bool {
 // (the IETF Idempotency-Key draft; Stripe answers so too). An order known
 // only by its number (Redis lost its reservation, MySQL has yet to write
 // it) cannot be compared and is answered as the same.
+//
+// A repeat of a request still placing its order gets that request's
+// answer once it has one (this instance's), or order.ErrInProgress (another
+// instance's: the order is in neither MySQL nor a final state yet and
+// younger than inFlightFor), never a 202 the first may still break
+// (flights.go).
 func (s *Service) replay(ctx context.Context, r PlaceRequest, item reservation.Item, orderNo string) (Placed, error) {
-	o, err := s.Status(ctx, r.UserID, orderNo)
+	published := false
+	if f := s.flights.find(orderNo); f != nil {
+		if !f.sameRequest(r, item) {
+			return Placed{}, keyReused(orderNo, f.activity, f.item, f.quantity)
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return Placed{}, inProgress(orderNo)
+		}
+		if f.err != nil {
+			// The first request's failure (a 503: nothing held).
+			return f.p, f.err
+		}
+		// Published: the order's state from here on is the stores'.
+		published = true
+	}
+	o, inMySQL, err := lifecycle.Find(ctx, s.Orders, s.Reservations, s.Numbers, r.UserID, orderNo)
 	if err != nil {
 		if errors.Is(err, order.ErrNotFound) {
 			return Placed{OrderNo: orderNo, Status: order.Pending}, nil
@@ -82,9 +106,20 @@ func (s *Service) replay(ctx context.Context, r PlaceRequest, item reservation.I
 		return Placed{}, err
 	}
 	if o.ActivityID != 0 && (o.ActivityID != r.ActivityID || o.ItemID != item.ID || o.Quantity != r.Quantity) {
-		return Placed{}, order.Errorf(order.ErrKeyReused,
-			"this Idempotency-Key was first used for order %s (activity %d, item %d, quantity %d): a retry must send the same request, and another request needs another key",
-			orderNo, o.ActivityID, o.ItemID, o.Quantity)
+		return Placed{}, keyReused(orderNo, o.ActivityID, o.ItemID, o.Quantity)
+	}
+	if !published && !inMySQL && o.Status == order.Pending && s.Now().Sub(o.CreatedAt) < inFlightFor {
+		return Placed{}, inProgress(orderNo)
 	}
 	return Placed{OrderNo: orderNo, Status: o.Status}, nil
+}
+
+func keyReused(orderNo string, activity, item int64, quantity int) error {
+	return order.Errorf(order.ErrKeyReused,
+		"this Idempotency-Key was first used for order %s (activity %d, item %d, quantity %d): a retry must send the same request, and another request needs another key",
+		orderNo, activity, item, quantity)
+}
+
+func inProgress(orderNo string) error {
+	return order.Errorf(order.ErrInProgress, "the first request with this Idempotency-Key (order %s) is still placing it: send the same request again in a second", orderNo)
 }
