@@ -39,6 +39,8 @@ type settings struct {
 	// privateHooks lets operators register webhook endpoints on loopback
 	// and private addresses (development).
 	privateHooks bool
+	// console is how the operator console signs operators in.
+	console httpapi.Console
 }
 
 // loadSettings reads and checks the environment; an error lists every
@@ -68,6 +70,10 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		privateHooks: config.WebhookSettings(env).AllowPrivate,
 	}
 	s.guessesPerBuyer, s.guessesPerAddr = config.CodeGuesses(env)
+	s.console = httpapi.Console{ClientID: config.ConsoleClientID(env, s.auth.Issuer), RoleClaim: s.auth.RoleClaim, AdminRole: s.auth.AdminRole}
+	if s.console.ClientID != "" {
+		s.console.Issuer = s.auth.Issuer
+	}
 	if err := env.Err(); err != nil {
 		return s, err
 	}
@@ -94,7 +100,7 @@ func (s settings) logStart(log *slog.Logger) {
 		"rate_limit_user", s.limits.PerUser, "rate_limit_ip", s.limits.PerIP, "rate_limit_addr", s.addrs.PerAddress,
 		"deny_cidrs", len(s.addrs.Deny), "trusted_proxies", s.addrs.TrustedProxies, "client_ip_header", clientIPHeader(s.addrs),
 		"code_guesses_per_buyer", s.guessesPerBuyer.String(), "code_guesses_per_addr", s.guessesPerAddr.String(),
-		"admin_addr", s.admin.Addr,
+		"console_client_id", s.console.ClientID, "admin_addr", s.admin.Addr,
 		"pprof", s.admin.Pprof, "log_level", s.level)
 }
 

@@ -155,7 +155,7 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 		httpapi.WithAddresses(cfg.addrs),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),
 		httpapi.WithPayments(cfg.paySecret, metrics.NewPayments(reg)), httpapi.WithBuyerPay(cfg.buyerPay),
-		httpapi.WithTracer(b.tracer))
+		httpapi.WithTracer(b.tracer), httpapi.WithConsole(cfg.console))
 	if cfg.paySecret == nil {
 		log.Warn("SECKILL_PAYMENT_SECRET is not set: payment notifications are refused (503)")
 	}

@@ -1,4 +1,4 @@
-//go:build browser
+//go:build browser || console
 
 package e2e_test
 

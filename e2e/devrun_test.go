@@ -284,6 +284,20 @@ func TestMakeRun(t *testing.T) {
 	if status, q := d.call(t, "GET", "/api/v1/activities/"+room[2]+"/queue", room[3], ""); status != http.StatusNotFound {
 		t.Fatalf("the buyer of the address polls before joining: %d %v, want 404", status, q)
 	}
+	// The operator console: its address carries the operator's token,
+	// which opens the admin API's list of sales (the demo's three).
+	console := regexp.MustCompile(`(http://\S+)/console#token=(\S+)`).FindStringSubmatch(text)
+	if console == nil {
+		t.Fatalf("no console address in the banner:\n%s", text)
+	}
+	if resp, err := http.Get(console[1] + "/console"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the console's page: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if status, l := d.call(t, "GET", "/admin/v1/activities", console[2], ""); status != http.StatusOK || len(l["activities"].([]any)) < 3 {
+		t.Fatalf("the console's token lists the sales: %d %v, want the demo's three", status, l)
+	}
 	unregister()
 
 	d.interrupt(t)
@@ -306,6 +320,7 @@ func TestMakeRunWithIdentityProvider(t *testing.T) {
 		"audience  seckill-api",
 		"operators hold seckill-admin in the claim realm_access.roles",
 		provider.srv.URL + "/realms/shop/protocol/openid-connect/token", // beside the realm's certs
+		"/console: set SECKILL_CONSOLE_CLIENT_ID (seckill-console in make keycloak's realm)",
 	} {
 		if !strings.Contains(d.printed, want) {
 			t.Fatalf("the banner lacks %q:\n%s", want, d.printed)

@@ -1,4 +1,4 @@
-//go:build keycloak
+//go:build keycloak || console
 
 package e2e_test
 
@@ -26,6 +26,19 @@ func keycloakURL() string {
 		return strings.TrimRight(u, "/")
 	}
 	return "http://127.0.0.1:18180"
+}
+
+// keycloakEnv points an api at the realm shop of the Keycloak at kc: its
+// keys, issuer and audience, its realm role seckill-admin for operators.
+func keycloakEnv(kc string) []string {
+	return []string{
+		"SECKILL_JWT_SECRET=",
+		"SECKILL_JWT_JWKS_URL=" + kc + "/realms/shop/protocol/openid-connect/certs",
+		"SECKILL_JWT_ISSUER=" + kc + "/realms/shop",
+		"SECKILL_JWT_AUDIENCE=seckill-api",
+		"SECKILL_JWT_ROLE_CLAIM=realm_access.roles",
+		"SECKILL_JWT_ADMIN_ROLE=seckill-admin",
+	}
 }
 
 // signIn gets an access token for user from the realm shop's token
@@ -77,14 +90,7 @@ func TestKeycloakBuyerSignsInAndBuys(t *testing.T) {
 	buyerSub := subjectOf(t, buyer)
 
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 3})
-	api := p.StartAPI(
-		"SECKILL_JWT_SECRET=",
-		"SECKILL_JWT_JWKS_URL="+kc+"/realms/shop/protocol/openid-connect/certs",
-		"SECKILL_JWT_ISSUER="+kc+"/realms/shop",
-		"SECKILL_JWT_AUDIENCE=seckill-api",
-		"SECKILL_JWT_ROLE_CLAIM=realm_access.roles",
-		"SECKILL_JWT_ADMIN_ROLE=seckill-admin",
-	)
+	api := p.StartAPI(keycloakEnv(kc)...)
 	api.Mint = func(sub, role string) string {
 		if role == auth.RoleAdmin {
 			return operator

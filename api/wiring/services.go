@@ -37,7 +37,7 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 		Lifecycle: lc,
 		Draws:     &draws.Service{Tx: db, Store: db.Draws, Events: db.Outbox, Summaries: db.Draws, Now: now, Accepting: entries},
 		Sales: &sales.Service{Tx: db, Sales: db.Activities, Warmups: db.Activities, Restocks: db.Restocks, Items: db.Activities,
-			Tallies: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
+			Tallies: db.Activities, Lists: db.Activities, Stock: svc.Stock, Closer: lc, Now: now, SoldOut: svc.ClearSoldOut,
 			PaymentWindow: svc.PaymentWindow, Log: log},
 	}
 	// The Redis store that takes entries closes them at a draw sale's end.
@@ -62,6 +62,10 @@ func Services(svc *placing.Service, db *orderdb.DB, log *slog.Logger, privateHoo
 		out.Rooms = waitingroom.New(svc.Rooms, db.Rooms, log, now)
 		out.Rooms.PaymentWindow, out.Rooms.HeldOrder = svc.PaymentWindow, svc.HeldOrder
 		out.Rooms.CodeKey = svc.Codes.Key
+		if svc.Codes.Guesses != nil {
+			out.Rooms.Guesses = waitingroom.CodeGuesses{Counter: svc.Codes.Guesses, PerBuyer: svc.Codes.PerBuyer,
+				PerAddr: svc.Codes.PerAddr, Log: log}
+		}
 		if st, ok := svc.Stock.(*stockredis.Stock); ok {
 			out.Rooms.Codes = st.Codes()
 		}

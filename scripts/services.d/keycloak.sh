@@ -6,7 +6,9 @@
 #                              dev mode (its own H2 database under the distribution's data/),
 #                              realm `shop` imported from scripts/keycloak/shop-realm.json at the
 #                              first start: client `seckill-api` (public, password grant, an
-#                              audience mapper putting seckill-api in `aud`), realm role
+#                              audience mapper putting seckill-api in `aud`), client
+#                              `seckill-console` (the operator console's: public, code flow
+#                              with PKCE S256, redirect URIs on 127.0.0.1/localhost), realm role
 #                              `seckill-admin`, users buyer/buyer-password and
 #                              operator/operator-password (seckill-admin)
 #

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/order"
 	"github.com/seckill/seckill/pkg/domain/reservation"
 )
@@ -171,30 +173,37 @@ func (s *Server) activitySummary(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	tally, err := s.sales.Tally(ctx, id)
+	out, err := s.summarize(ctx, act)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	refunds, err := s.lifecycle.RefundsNeeded(ctx, id)
+	c.JSON(http.StatusOK, out)
+}
+
+// summarize adds up act's orders by status and reads its items' stock in
+// MySQL and Redis: the summary's figures, and the sale list's.
+func (s *Server) summarize(ctx context.Context, act activity.Activity) (ActivitySummary, error) {
+	tally, err := s.sales.Tally(ctx, act.ID)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return ActivitySummary{}, err
 	}
-	out := ActivitySummary{ActivityID: id, ItemID: act.ItemID, Orders: map[order.Status]int64{}, RefundsNeeded: refunds,
+	refunds, err := s.lifecycle.RefundsNeeded(ctx, act.ID)
+	if err != nil {
+		return ActivitySummary{}, err
+	}
+	out := ActivitySummary{ActivityID: act.ID, ItemID: act.ItemID, Orders: map[order.Status]int64{}, RefundsNeeded: refunds,
 		Items: make([]ItemSummary, 0, len(act.Items))}
 	var revenue int64
 	warmed := true
 	for _, it := range act.Items {
 		dbStock, err := s.sales.ItemStock(ctx, it.ItemID)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return ActivitySummary{}, err
 		}
 		snap, err := s.intake.Stock.Stock(ctx, reservation.In(act.ItemID, it.ItemID))
 		if err != nil {
-			s.fail(c, err)
-			return
+			return ActivitySummary{}, err
 		}
 		t := tally[it.ItemID]
 		is := ItemSummary{ItemID: it.ItemID, Label: it.Label, Orders: map[order.Status]int64{},
@@ -226,5 +235,5 @@ func (s *Server) activitySummary(c *gin.Context) {
 	if act.SalePrice.Priced() {
 		out.RevenuePaid, out.Currency = &revenue, act.SalePrice.Currency
 	}
-	c.JSON(http.StatusOK, out)
+	return out, nil
 }

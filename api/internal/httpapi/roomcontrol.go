@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/pkg/domain/activity"
+	"github.com/seckill/seckill/pkg/domain/order"
 )
 
 // RoomControlBody is the body of PATCH /admin/v1/activities/{id}/room:
@@ -101,4 +102,51 @@ func (s *Server) saleAudit(c *gin.Context) {
 		v.NextBefore = &next
 	}
 	c.JSON(http.StatusOK, v)
+}
+
+// RoomStateView is a sale's room as GET /admin/v1/activities/{id}/room
+// reads it, at most a second old.
+type RoomStateView struct {
+	ActivityID int64 `json:"activity_id"`
+	// Started is false before the sale's start: only Joined counts then.
+	Started bool `json:"started"`
+	// Joined is every buyer who joined; Admitted the positions let in so
+	// far; Waiting those still in line (Joined - Admitted).
+	Joined   int64 `json:"joined"`
+	Admitted int64 `json:"admitted"`
+	Waiting  int64 `json:"waiting"`
+	// Held is the units the admissions not yet used hold.
+	Held           int64 `json:"held"`
+	AdmitPerSecond int   `json:"admit_per_second"`
+	Paused         bool  `json:"paused"`
+	Passthrough    bool  `json:"passthrough"`
+	ControlVersion int64 `json:"control_version"`
+}
+
+// roomState answers a sale's room as this instance last read it
+// (waitingroom.Service.Room).
+func (s *Server) roomState(c *gin.Context) {
+	id, ok := pathID(c)
+	if !ok {
+		return
+	}
+	if s.rooms == nil {
+		s.fail(c, order.Errorf(activity.ErrNoRoom, "this api runs no waiting rooms"))
+		return
+	}
+	ctx := c.Request.Context()
+	a, err := s.sales.Activity(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	st, err := s.rooms.Room(ctx, a)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	admitted := min(st.Next, st.Joined)
+	c.JSON(http.StatusOK, RoomStateView{ActivityID: id, Started: st.Started, Joined: st.Joined, Admitted: admitted,
+		Waiting: st.Joined - admitted, Held: st.Held, AdmitPerSecond: st.Control.AdmitPerSecond, Paused: st.Control.Paused,
+		Passthrough: st.Control.Passthrough, ControlVersion: st.Control.Version})
 }

@@ -26,6 +26,10 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	// The waiting page: HTML and its two files, the same for every sale.
 	r.GET("/sale/:id", s.limitIP, s.waitingPage)
 	r.GET("/static/:file", s.limitIP, s.staticFile)
+	// The operator console: its page and files need no token, its every
+	// action calls /admin/v1 with the operator's.
+	r.GET("/console", s.limitIP, s.consolePage)
+	r.GET("/console/:file", s.limitIP, s.consoleAsset)
 	// A draw's record is public: anyone may check it (draw.Verify).
 	r.GET("/api/v1/activities/:id/draw", s.limitIP, s.drawRecord)
 
@@ -56,12 +60,14 @@ func (s *Server) addRoutes(r *gin.Engine) {
 	admin.GET("/items/:id/stock", s.itemStock)
 	admin.POST("/items/:id/restock", s.restock)
 	admin.POST("/activities", s.createActivity)
+	admin.GET("/activities", s.listActivities)
 	admin.POST("/activities/:id/warmup", s.warmup)
 	admin.PATCH("/activities/:id", s.patchActivity)
 	admin.POST("/activities/:id/end", s.endActivity)
 	admin.POST("/activities/:id/cancel", s.cancelActivity)
 	admin.GET("/activities/:id/summary", s.activitySummary)
 	admin.GET("/activities/:id/room/key", s.roomKey)
+	admin.GET("/activities/:id/room", s.roomState)
 	admin.PATCH("/activities/:id/room", s.controlRoom)
 	admin.GET("/activities/:id/audit", s.saleAudit)
 	admin.POST("/activities/:id/codes", s.addCodes)

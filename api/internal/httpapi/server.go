@@ -62,6 +62,8 @@ type Server struct {
 	buyerPayOff    bool
 
 	tracer *tracing.Tracer // nil: no spans
+
+	console Console
 }
 
 // Verifier checks a bearer token and says whom it names (*auth.Verifier);

@@ -61,3 +61,18 @@ func (s *Activities) ActivityTally(ctx context.Context, activityID int64) (map[i
 	}
 	return out, nil
 }
+
+// ActivityIDs lists up to limit activities' ids, newest first, below
+// before (0: from the newest), so an operator's console pages through
+// every sale by its primary key.
+func (s *Activities) ActivityIDs(ctx context.Context, before int64, limit int) ([]int64, error) {
+	q := s.db(ctx).Table("activities")
+	if before > 0 {
+		q = q.Where("id < ?", before)
+	}
+	var ids []int64
+	if err := q.Order("id DESC").Limit(limit).Pluck("id", &ids).Error; err != nil {
+		return nil, wrap("list activities", err)
+	}
+	return ids, nil
+}

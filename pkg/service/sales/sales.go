@@ -62,6 +62,7 @@ type Service struct {
 	Restocks      Restocks
 	Items         Items
 	Tallies       Tallies
+	Lists         Lists
 	Stock         Stock
 	Closer        Closer
 	RoomControls  RoomControls
