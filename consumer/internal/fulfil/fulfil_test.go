@@ -94,14 +94,23 @@ func (e *env) newSale(stock int64, limit int) sale {
 // API would publish.
 func (e *env) reserve(s sale, user int64, qty int) order.Event {
 	e.t.Helper()
-	ev := e.event(s, user, qty)
-	_, err := e.store.Reservations.Reserve(context.Background(), reservation.Reservation{OrderNo: ev.OrderNo, UserID: strconv.FormatInt(user, 10),
-		ItemID: s.item, ActivityID: s.activity, Quantity: qty, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
-		QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour})
-	if err != nil {
+	return e.reserveEvent(s, e.event(s, user, qty))
+}
+
+// reserveEvent reserves ev in Redis and returns it.
+func (e *env) reserveEvent(s sale, ev order.Event) order.Event {
+	e.t.Helper()
+	if _, err := e.store.Reservations.Reserve(context.Background(), e.reservationOf(ev)); err != nil {
 		e.t.Fatalf("reserve: %v", err)
 	}
 	return ev
+}
+
+// reservationOf is the reservation the API makes for ev.
+func (e *env) reservationOf(ev order.Event) reservation.Reservation {
+	return reservation.Reservation{OrderNo: ev.OrderNo, UserID: ev.UserID,
+		ItemID: ev.ItemID, ActivityID: ev.ActivityID, Quantity: ev.Quantity, IdempotencyKey: ev.IdempotencyKey, At: ev.ReservedAt,
+		QuotaTTL: 2 * time.Hour, ReservationTTL: 3 * time.Hour}
 }
 
 // event is an event of a new order that was never reserved.

@@ -201,7 +201,7 @@ func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
 		if !ok {
 			capAt = -1
 		}
-		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o.Status, o.Reason, states[reqIdx[j]], !o.Existing, capAt); err != nil {
+		if err := p.release(bt.orderContext(ctx, reqIdx[j]), bt.scriptContext(ctx, reqIdx[j]), e, o, states[reqIdx[j]], capAt); err != nil {
 			res[reqIdx[j]] = result(Retry, err)
 		}
 	}
@@ -210,12 +210,15 @@ func (p *Handler) releaseRefused(ctx context.Context, b *saleBatch) {
 // release gives the stock and quota of an order MySQL refused (status
 // FAILED) or closed (CLOSED) back in Redis, from a live reservation
 // (RESERVED or CLAIMED; a CONFIRMED one of a closed order is the closer's);
-// fresh says the order became FAILED in this batch (not a redelivery). For an
-// order MySQL refused for lack of stock, dbStock (>= 0) caps Redis stock at
-// what MySQL can still fulfil, in the same script.
+// o is what MySQL made of it (not Existing: it became FAILED in this
+// batch). For an order MySQL refused for lack of stock, dbStock (>= 0)
+// caps Redis stock at what MySQL can still fulfil, in the same script; for
+// one refused for the buyer's live order, the quota it took goes to that
+// order (o.Holder) instead of being freed.
 // The release script runs under sctx's span (the order's, or the batch's
 // for an order whose trace is not sampled); ctx is the lines' context.
-func (p *Handler) release(ctx, sctx context.Context, e order.Event, status order.Status, reason string, claimState reservation.State, fresh bool, dbStock int64) error {
+func (p *Handler) release(ctx, sctx context.Context, e order.Event, o order.FulfilOutcome, claimState reservation.State, dbStock int64) error {
+	status, reason, fresh := o.Status, o.Reason, !o.Existing
 	log := p.Log.With("order_no", e.OrderNo, "request_id", e.RequestID, "user_id", e.UserID, "item_id", e.ItemID)
 	if claimState == reservation.StateMissing {
 		// Redis lost the reservation: there is nothing to give back there;
@@ -236,7 +239,8 @@ func (p *Handler) release(ctx, sctx context.Context, e order.Event, status order
 	} else {
 		// An order the API gave up (it answered 503) frees its idempotency
 		// key too, so the buyer's retry with that key tries anew.
-		rel, err = p.Stock.Release(sctx, ref, reservation.ReleaseOptions{Reason: reason, From: live, FreeKey: order.AnsweredUnavailable(reason)})
+		rel, err = p.Stock.Release(sctx, ref, reservation.ReleaseOptions{Reason: reason, From: live,
+			FreeKey: order.AnsweredUnavailable(reason), QuotaTo: o.Holder})
 	}
 	if err != nil {
 		return err

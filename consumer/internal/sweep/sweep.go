@@ -47,6 +47,9 @@ type Reservations interface {
 // Orders reads the MySQL rows of stranded reservations (*orderdb.DB).
 type Orders interface {
 	Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error)
+	// LiveOrderOf is the number of user's live order in activity, "" if
+	// none.
+	LiveOrderOf(ctx context.Context, activity int64, user string) (string, error)
 }
 
 // Sweeper runs the sweep; exactly one runs at a time across processes.
@@ -247,10 +250,17 @@ func (s *Sweeper) sweepOne(ctx context.Context, item reservation.Item, no string
 		// back from a state older than the close's release, whose credit
 		// went with it (or that release has not run yet, and then finds
 		// RELEASED). A confirm would keep its units out of Redis stock for
-		// good; the release gives them back, as the closer's does.
+		// good; the release gives them back, as the closer's does. An
+		// order refused for the buyer's live one hands its quota to it.
+		var holder string
+		if o.Status == order.Failed && order.CollidesWithLive(o.FailureReason) {
+			if holder, err = s.DB.LiveOrderOf(ctx, o.ActivityID, o.UserID); err != nil {
+				return false, err
+			}
+		}
 		rel, err := s.Reservations.Release(ctx, info.Ref, reservation.ReleaseOptions{Reason: o.FailureReason,
 			From:    []reservation.State{reservation.StateReserved, reservation.StateClaimed},
-			FreeKey: order.AnsweredUnavailable(o.FailureReason)})
+			FreeKey: order.AnsweredUnavailable(o.FailureReason), QuotaTo: holder})
 		if err != nil {
 			return false, err
 		}

@@ -215,3 +215,46 @@ func TestSweepGoesOnPastARecordThatFails(t *testing.T) {
 		t.Fatalf("the second sweep tried them again:\n%s", logBuf.String())
 	}
 }
+
+// A stranded reservation of an order MySQL refused for the buyer's live
+// one (ALREADY_PURCHASED: Redis had lost the buyer's quota, so the second
+// order passed the reserve script) hands its quota to the live order when
+// the sweep releases it: deleted, the live order would hold none and the
+// buyer could pass Redis again (the consumer's release does the same,
+// consumer/internal/fulfil TestRefusedSecondOrderHandsTheQuotaToTheLiveOne).
+func TestSweepHandsARefusedOrdersQuotaToTheLiveOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const after = 2 * time.Second
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1})
+	s := p.NewSale(10, 1)
+	live := p.ReserveEventAt(s, 7, 1, "first-key", time.Now().Add(-4*after))
+	claim(t, p, live)
+	if _, err := mysqltest.Fulfil(ctx, p.DB.DB, []order.FulfilRequest{{Event: live, PayDeadline: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	quota := p.Store.Keys(reservation.One(s.ItemID)).Quota(s.ActivityID, "7")
+	if err := p.Redis.Del(ctx, quota).Err(); err != nil { // lost with Redis data
+		t.Fatal(err)
+	}
+	second := p.ReserveEventAt(s, 7, 1, "second-key", time.Now().Add(-2*after))
+	claim(t, p, second)
+	// The consumer wrote the refusal and died before its release.
+	if o, err := p.DB.Orders.FulfilOne(ctx, order.FulfilRequest{Event: second}); err != nil || o.Reason != order.ReasonAlreadyPurchased {
+		t.Fatalf("second order: %+v %v, want FAILED %s", o, err, order.ReasonAlreadyPurchased)
+	}
+	pub := orderevents.NewPublisher(orderevents.Config{Brokers: kafkatest.Brokers(), Topic: p.Topic})
+	defer pub.Close()
+	sw := &sweep.Sweeper{Items: p.Store.Stock, Reservations: p.Store.Reservations, DB: p.DB.Orders, Publisher: pub, After: after,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Locker: lock.New(p.Redis, lock.Options{Prefix: p.Prefix, InstanceID: "sweep-test"})}
+	if st, err := sw.SweepOnce(ctx); err != nil || st != (sweep.Stats{Confirmed: 1, Released: 1}) {
+		t.Fatalf("sweep: %+v %v, want the live one confirmed and the refused one released", st, err)
+	}
+	if got := p.Redis.Get(ctx, quota).Val(); got != live.OrderNo {
+		t.Errorf("quota holds %q after the sweep, want the live order %s", got, live.OrderNo)
+	}
+	snap, err := p.Store.Stock.Stock(ctx, reservation.One(s.ItemID))
+	if db, dberr := p.DB.Activities.ItemStock(ctx, s.ItemID); err != nil || dberr != nil || snap.Stock != 9 || snap.Inflight != 0 || db != 9 {
+		t.Errorf("Redis %+v (%v), MySQL %d (%v); want 9 in both, none in flight", snap, err, db, dberr)
+	}
+}

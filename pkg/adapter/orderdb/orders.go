@@ -301,6 +301,18 @@ func (s *Orders) OrderOfKey(ctx context.Context, activity int64, user, key strin
 	return row.toOrder(), nil
 }
 
+// LiveOrderOf is the number of user's live order in activity (what
+// uk_orders_live holds), or "" when they have none.
+func (s *Orders) LiveOrderOf(ctx context.Context, activity int64, user string) (string, error) {
+	var nos []string
+	err := s.db(ctx).Model(&orderRow{}).Where("activity_id = ? AND user_id = ? AND live = 1", activity, user).
+		Limit(1).Pluck("order_no", &nos).Error
+	if err != nil || len(nos) == 0 {
+		return "", wrap("read the buyer's live order", err)
+	}
+	return nos[0], nil
+}
+
 func (s *Orders) keyUsed(ctx context.Context, e order.Event) (bool, error) {
 	var n int64
 	err := s.db(ctx).Model(&orderRow{}).

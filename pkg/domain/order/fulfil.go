@@ -8,6 +8,18 @@ type FulfilOutcome struct {
 	Reason string
 	// Existing is true when MySQL already had the order (a redelivery).
 	Existing bool
+	// Holder is the buyer's live order in the sale that made this one
+	// FAILED (Reason ALREADY_PURCHASED or DUPLICATE_REQUEST), "" for any
+	// other outcome: the quota key the refused order took in Redis (only
+	// a lost quota lets a second order through) belongs to it.
+	Holder string
+}
+
+// CollidesWithLive reports whether reason is a refusal for a live order
+// of the buyer's own in the sale: MySQL's uk_orders_live, or the key's
+// first order (uk_orders_key).
+func CollidesWithLive(reason string) bool {
+	return reason == ReasonAlreadyPurchased || reason == ReasonDuplicateRequest
 }
 
 // FulfilRequest is one order to fulfil: an accepted reservation on its

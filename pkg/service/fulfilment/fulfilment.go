@@ -21,6 +21,9 @@ type Orders interface {
 	Orders(ctx context.Context, orderNos []string) (map[string]order.Order, error)
 	FulfilBatch(ctx context.Context, reqs []order.FulfilRequest) (refused map[string]string, ok bool, err error)
 	FulfilOne(ctx context.Context, r order.FulfilRequest) (order.FulfilOutcome, error)
+	// LiveOrderOf is the number of user's live order in activity, "" if
+	// none.
+	LiveOrderOf(ctx context.Context, activity int64, user string) (string, error)
 }
 
 // Events is the outbox (*orderdb.Outbox): the events written with the
@@ -59,8 +62,38 @@ type Service struct {
 // in one unit; if MySQL cannot take all of it, it goes order by order. An
 // error wraps order.ErrUnavailable when nothing may be assumed and the
 // batch must be retried (what committed before stays, and is Existing
-// then).
+// then). An order refused for the buyer's live one names it (Holder).
 func (s *Service) Fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
+	out, err := s.fulfil(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.holders(ctx, reqs, out)
+}
+
+// holders names, on each outcome of reqs refused for a live order of the
+// buyer's (order.CollidesWithLive), that order, new refusals and
+// redelivered ones alike: the release of a redelivery may not have run.
+// They are rare (a quota Redis lost let the second order through), and
+// each costs a read.
+func (s *Service) holders(ctx context.Context, reqs []order.FulfilRequest, out map[string]order.FulfilOutcome) error {
+	for _, r := range reqs {
+		o := out[r.Event.OrderNo]
+		if o.Status != order.Failed || !order.CollidesWithLive(o.Reason) || o.Holder != "" {
+			continue
+		}
+		holder, err := s.Orders.LiveOrderOf(ctx, r.Event.ActivityID, r.Event.UserID)
+		if err != nil {
+			return err
+		}
+		o.Holder = holder
+		out[r.Event.OrderNo] = o
+	}
+	return nil
+}
+
+// fulfil is Fulfil without the holders.
+func (s *Service) fulfil(ctx context.Context, reqs []order.FulfilRequest) (map[string]order.FulfilOutcome, error) {
 	out, todo, err := s.fresh(ctx, reqs)
 	if err != nil || len(todo) == 0 {
 		return out, err
