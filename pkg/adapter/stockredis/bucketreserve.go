@@ -26,15 +26,9 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r reservation.Reserv
 	missing := 0
 	for i := range n {
 		b := (home + i) % n
-		tctx, span := s.span(ctx, "bucket_take", r.Item())
-		if span.IsRecording() {
-			span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), attribute.Int("seckill.bucket", b))
-		}
-		left, err := s.bucketTake.Run(tctx, s.rdb, []string{k.Bucket(b), k.Taken(b, r.OrderNo)},
-			r.Quantity, markerTTL(r.ReservationTTL).Milliseconds()).Int64()
-		endSpan(span, err)
+		left, err := s.take(ctx, r, b)
 		if err != nil {
-			return reservation.Result{}, unavailable("take from bucket", err)
+			return reservation.Result{}, err
 		}
 		switch left {
 		case -2:
@@ -87,6 +81,23 @@ func (s *Reservations) reserveBucketed(ctx context.Context, r reservation.Reserv
 	return reservation.Result{}, order.ErrSoldOut
 }
 
+// take is bucket_take: r's units from bucket b. It returns what the bucket
+// has left, -1 when it is short, -2 when it is missing.
+func (s *Reservations) take(ctx context.Context, r reservation.Reservation, b int) (int64, error) {
+	ctx, span := s.span(ctx, "bucket_take", r.Item())
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), attribute.Int("seckill.bucket", b))
+	}
+	k := s.keys(r.Item())
+	left, err := s.bucketTake.Run(ctx, s.rdb, []string{k.Bucket(b), k.Taken(b, r.OrderNo), k.Takes(b)},
+		r.Quantity, markerTTL(r.ReservationTTL).Milliseconds(), r.OrderNo, movingRetention.Milliseconds()).Int64()
+	endSpan(span, err)
+	if err != nil {
+		return 0, unavailable("take from bucket", err)
+	}
+	return left, nil
+}
+
 // markerTTL keeps a take marker as long as the reservation (a day when the
 // caller gave no reservation TTL).
 func markerTTL(reservation time.Duration) time.Duration {
@@ -105,7 +116,7 @@ func (s *buckets) giveBack(ctx context.Context, item reservation.Item, n int, or
 	}
 	defer func() { endSpan(span, err) }()
 	k := s.keys(item)
-	if err := s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(n), k.Taken(n, orderNo)}).Err(); err != nil {
+	if err := s.bucketGive.Run(ctx, s.rdb, []string{k.Bucket(n), k.Taken(n, orderNo), k.Takes(n)}, orderNo).Err(); err != nil {
 		return unavailable("give back to bucket", err)
 	}
 	return nil

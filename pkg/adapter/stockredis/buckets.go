@@ -22,10 +22,11 @@ import (
 // A reservation takes its units from a bucket first (bucket_take), then the
 // reserve script records it on the main tag with the bucket's number; a
 // refusal puts the units back (bucket_give). A release's transition runs on
-// the main tag and returns the bucket, which then gets the units back. A
-// crash between the two steps loses the units from Redis: the item
-// undersells until the reconciler's repair puts them back; it never
-// oversells.
+// the main tag and returns the bucket, which then gets the units back.
+// Between the two steps the units are in neither place; the reconciler
+// counts them in flight for movingRetention (Reconciler.View). A crash
+// between the two steps loses the units from Redis: the item undersells
+// until the reconciler's repair puts them back; it never oversells.
 
 // Bucket is bucket n of a bucketed item: its own hash tag {i<item>b<n>}.
 func (k Keys) Bucket(n int) string { return fmt.Sprintf("%s:{%s}:stock", k.prefix, k.bucketTag(n)) }
@@ -35,6 +36,27 @@ func (k Keys) Bucket(n int) string { return fmt.Sprintf("%s:{%s}:stock", k.prefi
 func (k Keys) Taken(n int, orderNo string) string {
 	return fmt.Sprintf("%s:{%s}:t:%s", k.prefix, k.bucketTag(n), orderNo)
 }
+
+// Takes lists bucket n's recent takes (lua/bucket_take.lua), in the
+// bucket's hash tag: the orders whose units may have left the bucket
+// without reaching the item's in-flight counter yet.
+func (k Keys) Takes(n int) string { return fmt.Sprintf("%s:{%s}:takes", k.prefix, k.bucketTag(n)) }
+
+// Gives lists the item's recent releases of bucketed reservations
+// (lua/release.lua), in the item's hash tag: the orders whose units may
+// have left the in-flight counter without reaching their bucket yet.
+func (k Keys) Gives() string { return k.base() + "gives" }
+
+// movingRetention is how long a take or a give-back stays listed
+// (Takes, Gives), and so how long the reconciler counts its units in
+// flight while its second step has not run (Reconciler.View). It is far
+// longer than the api or the consumer lets pass between the two steps: the
+// second is the next command, bounded by the client's timeouts (2 s a
+// read, a few during a failover's CLUSTERDOWN), and a repeated release
+// lists its order again. Past it, units whose second step never came (the
+// process died between the two) count as lost and the repair puts them
+// back; longer would only hide such a loss longer.
+const movingRetention = 30 * time.Second
 
 // BucketMarker holds the number of buckets of a bucketed item; it is
 // missing for an item with one stock key.

@@ -63,3 +63,18 @@ func init() { earlyChunk = 300 }
 
 // Room is the key of part of activity's waiting room.
 func (k Keys) Room(activity int64, part string) string { return k.room(activity, part) }
+
+// TakeOnly is the first step of r's bucketed reservation alone: r's units
+// from bucket b (bucket_take), the reserve script not run.
+func (s *Reservations) TakeOnly(ctx context.Context, r reservation.Reservation, b int) (int64, error) {
+	return s.take(ctx, r, b)
+}
+
+// ReleaseOnly is the first step of a release alone (release.lua): a
+// bucketed reservation's units not given back to their bucket.
+func (s *Reservations) ReleaseOnly(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) ([]any, error) {
+	return s.releaseStep(ctx, r, o, "")
+}
+
+// MovingRetention is how long takes and give-backs stay listed.
+const MovingRetention = movingRetention

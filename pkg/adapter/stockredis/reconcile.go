@@ -28,7 +28,7 @@ type Reconciler struct {
 	buckets *buckets
 	stock   *Stock
 
-	read, setStock, restoreQuota, removeQuota, fenceBuckets *redis.Script
+	read, readBucket, setStock, restoreQuota, removeQuota, fenceBuckets *redis.Script
 
 	restoreReservation, unrestoreReservation *redis.Script
 }
@@ -39,6 +39,7 @@ func newReconciler(c *core, b *buckets, stock *Stock) *Reconciler {
 		buckets:      b,
 		stock:        stock,
 		read:         redis.NewScript(lua.Source("reconcile_read")),
+		readBucket:   redis.NewScript(lua.Source("reconcile_read_bucket")),
 		setStock:     redis.NewScript(lua.Source("reconcile_set_stock")),
 		restoreQuota: redis.NewScript(lua.Source("reconcile_restore_quota")),
 		removeQuota:  redis.NewScript(lua.Source("reconcile_remove_quota")),
@@ -55,9 +56,12 @@ const MaxPending = 100_000
 
 // View reads the item's stock, in-flight counter and pending orders, the
 // reservation states of orderNos, and which of restocks are in the stock
-// already, in one script call, so the values are from one instant. A bucketed item's buckets live in other slots and
-// are read right after; a reservation or release in progress between its
-// two steps then shows as a unit missing from Redis for a moment.
+// already, in one script call, so the values are from one instant. A
+// bucketed item's buckets live in other slots and are read right after,
+// each with the orders whose units are between it and the in-flight
+// counter then (readMoving): a reservation or release between its two
+// steps counts in Moving, not as units missing from Redis that a repair
+// would add a second time.
 func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos []string, restocks ...drift.PendingRestock) (drift.StockView, error) {
 	k := r.keys(item)
 	// The pending set is what is in flight, not history; past MaxPending
@@ -67,13 +71,13 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 	} else if n > MaxPending {
 		return drift.StockView{}, fmt.Errorf("item %d has %d orders in flight, more than the %d a check reads: %w", item.ID, n, MaxPending, order.ErrTooBusy)
 	}
-	keys := make([]string, 0, 5+len(orderNos)+len(restocks))
-	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.restockRecord())
+	keys := make([]string, 0, 6+len(orderNos)+len(restocks))
+	keys = append(keys, k.Stock(), k.Inflight(), k.Pending(), k.BucketMarker(), k.restockRecord(), k.Gives())
 	for _, no := range orderNos {
 		keys = append(keys, k.Reservation(no))
 	}
-	args := make([]any, 0, 1+len(restocks))
-	args = append(args, len(orderNos))
+	args := make([]any, 0, 2+len(restocks))
+	args = append(args, len(orderNos), movingRetention.Milliseconds())
 	for _, rs := range restocks {
 		keys = append(keys, k.restockMarker(rs.ID))
 		args = append(args, rs.ID)
@@ -82,7 +86,7 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 	if err != nil {
 		return drift.StockView{}, unavailable("reconcile read", err)
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return drift.StockView{}, fmt.Errorf("reconcile read: unexpected reply %v", res)
 	}
 	v := drift.StockView{States: make(map[string]reservation.State, len(orderNos))}
@@ -111,11 +115,12 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 		if v.Restocking, err = r.bucketRestocking(ctx, item, int(n), restocks); err != nil {
 			return drift.StockView{}, err
 		}
-		b, err := r.buckets.readBuckets(ctx, item, int(n))
+		gives, _ := res[7].([]any)
+		b, moving, err := r.readMoving(ctx, item, int(n), v.Pending, v.States, gives)
 		if err != nil {
 			return drift.StockView{}, err
 		}
-		v.Buckets = b
+		v.Buckets, v.Moving = b, moving
 		if v.Warmed {
 			v.BothLayouts, v.SingleStock = true, v.Stock
 		}

@@ -69,25 +69,9 @@ func (s *Reservations) release(ctx context.Context, r reservation.Ref, o reserva
 		span.SetAttributes(tracing.AttrOrderNo.String(r.OrderNo), tracing.AttrActivityID.Int64(r.ActivityID), attribute.String("seckill.reason", o.Reason))
 	}
 	defer func() { endSpan(span, err) }()
-	k := s.keys(r.Item())
-	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
-		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey), k.Codes(r.ActivityID)}
-	forget := "0"
-	if o.FreeKey {
-		forget = "1"
-		keys = append(keys, k.room(r.ActivityID, "adm"), k.room(r.ActivityID, "used"), k.room(r.ActivityID, "held"))
-	}
-	from := make([]string, len(o.From))
-	for i, st := range o.From {
-		from[i] = string(st)
-	}
-	keepCode := "0"
-	if order.KeepsCode(o.Reason) {
-		keepCode = "1"
-	}
-	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock, keepCode).Slice()
+	res, err := s.releaseStep(ctx, r, o, dbStock)
 	if err != nil {
-		return reservation.Released{}, unavailable("release", err)
+		return reservation.Released{}, err
 	}
 	state, _ := res[1].(string)
 	out := reservation.Released{Released: res[0].(int64) == 1, State: reservation.State(state)}
@@ -107,6 +91,32 @@ func (s *Reservations) release(ctx context.Context, r reservation.Ref, o reserva
 		}
 	}
 	return out, nil
+}
+
+// releaseStep is release.lua, the first of a release's steps: a bucketed
+// reservation's give-back to its bucket follows (releaseToBucket).
+func (s *Reservations) releaseStep(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions, dbStock string) ([]any, error) {
+	k := s.keys(r.Item())
+	keys := []string{k.Stock(), k.Inflight(), k.Pending(), k.Reservation(r.OrderNo),
+		k.Quota(r.ActivityID, r.UserID), k.Idem(r.UserID, r.IdempotencyKey), k.Codes(r.ActivityID), k.Gives()}
+	forget := "0"
+	if o.FreeKey {
+		forget = "1"
+		keys = append(keys, k.room(r.ActivityID, "adm"), k.room(r.ActivityID, "used"), k.room(r.ActivityID, "held"), k.room(r.ActivityID, "lcode"))
+	}
+	from := make([]string, len(o.From))
+	for i, st := range o.From {
+		from[i] = string(st)
+	}
+	keepCode := "0"
+	if order.KeepsCode(o.Reason) {
+		keepCode = "1"
+	}
+	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock, keepCode, o.QuotaTo, movingRetention.Milliseconds()).Slice()
+	if err != nil {
+		return nil, unavailable("release", err)
+	}
+	return res, nil
 }
 
 // Claim moves the reservations of orders (all of item) from RESERVED to

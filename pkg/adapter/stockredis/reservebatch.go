@@ -171,7 +171,7 @@ func (b *reserver) run(calls []reserveCall) {
 	}
 	if c0.mode == roomMode {
 		k := Keys{prefix: b.prefix, tag: c0.r.Item().Tag}
-		keys = append(keys, k.room(c0.r.ActivityID, "adm"), k.room(c0.r.ActivityID, "used"), k.room(c0.r.ActivityID, "held"))
+		keys = append(keys, k.room(c0.r.ActivityID, "adm"), k.room(c0.r.ActivityID, "used"), k.room(c0.r.ActivityID, "held"), k.room(c0.r.ActivityID, "lcode"))
 	}
 	for _, c := range calls {
 		r := c.r

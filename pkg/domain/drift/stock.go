@@ -38,6 +38,12 @@ type StockView struct {
 	// included them): MySQL has them, and the restock's Redis step will
 	// add them.
 	Restocking int64
+	// Moving is the units of a bucketed item between their bucket and its
+	// in-flight counter: taken from the bucket by an order not yet
+	// reserved, or released by an order not yet given back. Neither Stock
+	// nor Inflight holds them, MySQL does, and the step still to come
+	// puts them where they belong.
+	Moving int64
 }
 
 // PendingRestock is a restock MySQL has not recorded as applied in Redis.

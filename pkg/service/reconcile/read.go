@@ -27,14 +27,14 @@ type stockReading struct {
 	view  drift.StockView
 	mysql int64
 	// committed, releasing and closing: see the package comment
-	// (restocking is view.Restocking).
+	// (restocking is view.Restocking, moving view.Moving).
 	committed, releasing, closing int64
 }
 
 // inFlight is the units out of Redis stock that MySQL still counts as its
 // own, and the units MySQL has that are on their way to Redis stock.
 func (s stockReading) inFlight() int64 {
-	return s.view.Inflight - s.committed + s.closing + s.view.Restocking
+	return s.view.Inflight - s.committed + s.closing + s.view.Restocking + s.view.Moving
 }
 
 // drift is how many units Redis has more than MySQL can stand behind
@@ -429,6 +429,7 @@ func (r reading) report(t Target) ItemReport {
 			Releasing:  s.releasing,
 			Closing:    s.closing,
 			Restocking: s.view.Restocking,
+			Moving:     s.view.Moving,
 			Pending:    len(s.view.Pending),
 		},
 		Drift:      s.drift(),
@@ -456,7 +457,7 @@ func (r reading) logAttrs(item int64, read int) []any {
 	s := r.stock
 	attrs := []any{"item_id", item, "read", read, "redis_warmed", s.view.Warmed, "redis_stock", s.view.Stock,
 		"inflight_counter", s.view.Inflight, "committed", s.committed, "releasing", s.releasing,
-		"closing", s.closing, "restocking", s.view.Restocking, "pending_orders", len(s.view.Pending), "mysql_stock", s.mysql, "drift", s.drift()}
+		"closing", s.closing, "restocking", s.view.Restocking, "moving", s.view.Moving, "pending_orders", len(s.view.Pending), "mysql_stock", s.mysql, "drift", s.drift()}
 	missing, stale := 0, 0
 	for _, q := range r.quotas {
 		missing += q.missingN

@@ -90,8 +90,8 @@ type ItemReport struct {
 }
 
 // InFlightDetail is how InFlight was computed:
-// in_flight = inflight_counter - committed + closing + restocking
-// = undecided + releasing + closing + restocking.
+// in_flight = inflight_counter - committed + closing + restocking + moving
+// = undecided + releasing + closing + restocking + moving.
 type InFlightDetail struct {
 	// Inflight is Redis's counter: RESERVED and CLAIMED quantities.
 	Inflight int64 `json:"inflight_counter"`
@@ -109,6 +109,9 @@ type InFlightDetail struct {
 	// Restocking: units of restocks MySQL has and Redis stock not yet
 	// (the restock's Redis step follows, or the repair finishes it).
 	Restocking int64 `json:"restocking"`
+	// Moving: units of a bucketed item between a bucket and the in-flight
+	// counter (a take not yet reserved, a release not yet given back).
+	Moving int64 `json:"moving"`
 	// Pending is the number of pending order numbers.
 	Pending int `json:"pending_orders"`
 }
