@@ -19,6 +19,8 @@ API_FUZZ_CI_SEED ?= 852757313
 # the schedule runs; make test runs the default, short one.
 SEED ?= 1
 DURATION ?= 2m
+# make soak TOPOLOGY=replicated runs it on a private copy of the replicated topology (docs/soak.md).
+TOPOLOGY ?= single
 PKG ?= ./... ./bench/...
 # staticcheck 2026.2.2; the proxy knows its releases by these module versions.
 STATICCHECK_VERSION ?= v0.8.2
@@ -27,7 +29,7 @@ STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Prints "docker" or "local".
 backend = $(if $(filter local docker,$(SERVICES)),$(SERVICES),$$(docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 && echo docker || echo local))
 
-.PHONY: help up down status build test test-faults rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak browser
+.PHONY: help up down status build test test-faults rules check run bench chaos chaos-run chaos-cluster chaos-cluster-run soak api-fuzz keycloak browser console
 
 help: ## list the targets
 	@echo "usage: make TARGET  (SERVICES=auto|local|docker, GOTESTFLAGS=..., BENCHFLAGS=...)"
@@ -58,12 +60,14 @@ test: up rules ## unit and integration tests with -race against the real service
 
 # The suites that stop services, start other topologies or run for minutes: .ci/run runs them
 # after `make test`.
-test-faults: up ## the fault suites: Keycloak, the browser, chaos, the replicated failovers, a 2-minute soak
+test-faults: up ## the fault suites: Keycloak, the browser, the console, chaos, the replicated failovers, a 2-minute soak, a 1-minute replicated soak
 	@$(MAKE) --no-print-directory keycloak
 	@$(MAKE) --no-print-directory browser
+	@$(MAKE) --no-print-directory console
 	@$(MAKE) --no-print-directory chaos-run
 	@$(MAKE) --no-print-directory chaos-cluster
-	@$(MAKE) --no-print-directory soak
+	@$(MAKE) --no-print-directory soak TOPOLOGY=single
+	@$(MAKE) --no-print-directory soak TOPOLOGY=replicated DURATION=1m
 
 rules: ## check and unit-test the alerting rules (deploy/prometheus) with promtool
 	@scripts/services tool prometheus
@@ -98,6 +102,13 @@ browser: ## open the waiting page in a headless browser: join, wait, buy; a seco
 	scripts/services tool chromium
 	go test -race -tags browser -count=1 -timeout 10m -run '^TestWaitingPage' $(GOTESTFLAGS) ./e2e/
 
+# The operator console in Chromium, the operator signed in at Keycloak (docs/console.md); its
+# screenshots go to $(SECKILL_SCREENSHOTS), or to a folder the test names.
+console: ## run a drop from the operator console in a headless browser, signed in at Keycloak
+	scripts/services up keycloak
+	scripts/services tool chromium
+	go test -race -tags console -count=1 -timeout 10m -run '^TestConsole' $(GOTESTFLAGS) ./e2e/
+
 run: ## run the whole pipeline locally (scripts/dev-run)
 	scripts/dev-run
 
@@ -123,7 +134,7 @@ chaos-cluster: ## start the replicated topology and run its failover scenarios
 	@if [ "$(backend)" = docker ]; then \
 		docker compose --profile replicated up -d --wait $(REPLICATED_DOCKER); \
 	else \
-		scripts/services up $(REPLICATED); \
+		scripts/services tool iptables && scripts/services up $(REPLICATED); \
 	fi
 	@$(MAKE) --no-print-directory chaos-cluster-run
 
@@ -136,5 +147,6 @@ chaos-cluster-run:
 # a report and one "soak: seed N, faults ..., promises n/n held" line, and fails with the seed when
 # a promise breaks. The programs it runs are not race-built, so neither is the soak (less CPU for
 # the faults and the client mix); every other test runs with -race.
-soak: ## a seeded randomized fault schedule against the whole pipeline (SEED=1 DURATION=2m)
-	SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) go test -tags soak -count=1 -timeout 3h -v -run '^TestSoak' $(GOTESTFLAGS) ./chaos/
+soak: ## a seeded randomized fault schedule against the whole pipeline (SEED=1 DURATION=2m TOPOLOGY=single|replicated)
+	@if [ "$(TOPOLOGY)" = replicated ]; then scripts/services tool iptables; fi
+	SOAK_SEED=$(SEED) SOAK_DURATION=$(DURATION) SOAK_TOPOLOGY=$(TOPOLOGY) go test -tags soak -count=1 -timeout 3h -v -run '^TestSoak' $(GOTESTFLAGS) ./chaos/

@@ -386,71 +386,12 @@ type hot struct {
 	master, replica string // addresses
 }
 
-// clusterNode is one line of CLUSTER NODES.
-type clusterNode struct {
-	id, addr, masterID string
-	master, failing    bool
-	slots              [][2]int64
-}
-
-func nodeClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second,
-		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 2})
-}
-
 func nodeAnswers(addr string) bool {
 	c := nodeClient(addr)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return c.Ping(ctx).Err() == nil
-}
-
-// clusterNodes reads CLUSTER NODES from the node at addr.
-func clusterNodes(addr string) ([]clusterNode, error) {
-	c := nodeClient(addr)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	out, err := c.ClusterNodes(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	var nodes []clusterNode
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 {
-			continue
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		n := clusterNode{id: f[0], addr: addr, master: strings.Contains(f[2], "master"),
-			failing: strings.Contains(f[2], "fail"), masterID: f[3]}
-		for _, r := range f[8:] {
-			if strings.HasPrefix(r, "[") {
-				continue // a slot being migrated
-			}
-			lo, hi, ok := strings.Cut(r, "-")
-			if !ok {
-				hi = lo
-			}
-			a, err1 := strconv.ParseInt(lo, 10, 64)
-			b, err2 := strconv.ParseInt(hi, 10, 64)
-			if err1 == nil && err2 == nil {
-				n.slots = append(n.slots, [2]int64{a, b})
-			}
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes, nil
-}
-
-func (n clusterNode) serves(slot int64) bool {
-	for _, r := range n.slots {
-		if slot >= r[0] && slot <= r[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // hotNodes finds the master serving key's slot and its replica.
@@ -614,11 +555,6 @@ func servicesDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), ".local")
-}
-
-func nodeName(addr string) string {
-	_, port, _ := strings.Cut(addr, ":")
-	return "redis-" + port
 }
 
 // nodePid is the pid of the node scripts/services started at addr.

@@ -34,6 +34,19 @@ const (
 	faultFlush     = "redis-flush"      // Redis loses everything (FLUSHALL); only pinned (pinnedFaults)
 	faultHookDown  = "endpoint-down"    // the faulty webhook endpoint refuses connections; only pinned
 	faultHookSlow  = "endpoint-slow"    // the faulty webhook endpoint answers in 30 s (slowStretches)
+
+	// The replicated topology's own (soak_replicated_test.go).
+	faultKillBroker    = "kill-broker"       // kill -9 of one of the three brokers, restarted later
+	faultKillMaster    = "kill-redis-master" // kill -9 of a Redis master (its replica lagging first, N=1); the replica takes over
+	faultRedisFailover = "redis-failover"    // CLUSTER FAILOVER on a master's replica (graceful)
+	faultMySQLFailover = "mysql-failover"    // kill -9 of the MariaDB primary, the standby promoted, the programs repointed
+	faultCutBroker     = "cut-broker"        // one broker cut off from the other two (scripts/services cut), healed later
+)
+
+// The topologies the soak runs on (SOAK_TOPOLOGY, make soak TOPOLOGY=...).
+const (
+	topologySingle     = "single"     // one Redis, one MariaDB, one broker (scripts/services up redis mysql kafka)
+	topologyReplicated = "replicated" // docs/replicated.md: kafka-cluster, redis-replicas, mysql-standby
 )
 
 // soakPrograms are the programs the soak runs, by name.
@@ -74,6 +87,10 @@ func (f soakFault) String() string {
 		s += fmt.Sprintf(" offset %v", f.Offset)
 	case faultHookSlow:
 		s += fmt.Sprintf(" answers in %v", hookSlowAnswer)
+	case faultKillMaster:
+		if f.N == 1 {
+			s += " its replica lagging"
+		}
 	}
 	if f.Why != "" {
 		s += " (pinned: " + f.Why + ")"
@@ -85,12 +102,17 @@ func (f soakFault) String() string {
 type soakSchedule struct {
 	Seed     uint64
 	Duration time.Duration
+	Topology string
 	Faults   []soakFault
 }
 
 func (s soakSchedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: schedule of seed %d over %v: %d faults\n", s.Seed, s.Duration, len(s.Faults))
+	on := ""
+	if s.Topology == topologyReplicated {
+		on = " on the replicated topology"
+	}
+	fmt.Fprintf(&b, "soak: schedule of seed %d over %v%s: %d faults\n", s.Seed, s.Duration, on, len(s.Faults))
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "soak:   %s\n", f)
 	}
@@ -120,15 +142,26 @@ func countsLine(n map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// makeSchedule draws the faults of a run of duration d from seed. Faults
+// makeSchedule is the schedule of a run on the single-node services.
+func makeSchedule(seed uint64, d time.Duration) soakSchedule {
+	return makeScheduleOn(seed, d, topologySingle)
+}
+
+// makeScheduleOn draws the faults of a run of duration d from seed. Faults
 // arrive at random (exponential gaps, a few seconds apart) and last
 // seconds, so several are on at once; two never hold the same target at
 // once (a service is not killed while it is stalled), and at most two
 // services are down or stalled at a time, so the sale keeps moving. Every
 // fault ends by d; the first second and the last are quiet.
-func makeSchedule(seed uint64, d time.Duration) soakSchedule {
+//
+// On the replicated topology the kinds are those that make sense there
+// (replicatedKinds) and up to three services may be down at once (each
+// one node of its service: the service as a whole still answers). On the
+// single-node topology the stream of draws is what it always was, so a
+// seed replays the faults it gave before the replicated kinds were added.
+func makeScheduleOn(seed uint64, d time.Duration, topology string) soakSchedule {
 	r := rand.New(rand.NewPCG(seed, 0x5eed50a4))
-	s := soakSchedule{Seed: seed, Duration: d}
+	s := soakSchedule{Seed: seed, Duration: d, Topology: topology}
 	type weighted struct {
 		kind string
 		w    int
@@ -136,6 +169,13 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 	kinds := []weighted{
 		{faultLoseRedis, 3}, {faultLoseMySQL, 2}, {faultLoseKafka, 2}, {faultLatency, 3}, {faultCut, 2},
 		{faultKillProg, 3}, {faultKillSvc, 2}, {faultRestore, 1}, {faultStall, 2}, {faultSkew, 1},
+	}
+	replicated := topology == topologyReplicated
+	if replicated {
+		kinds = nil
+		for _, k := range replicatedKinds {
+			kinds = append(kinds, weighted{k.kind, k.w})
+		}
 	}
 	total := 0
 	for _, k := range kinds {
@@ -157,11 +197,23 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 	oneOf := func(xs ...string) string { return xs[r.IntN(len(xs))] }
 	programs := append(append([]string{}, soakAPIs...), soakConsumers...)
 	link := func(svc string) string { return oneOf(programs...) + "/" + svc }
+	// A link the latency and cut faults may hold: on the replicated
+	// topology only MySQL's are proxied (replicatedKinds says why).
+	anyLink := func() string {
+		if replicated {
+			return link("mysql")
+		}
+		return oneOf(link("redis"), link("mysql"), "kafka-link")
+	}
 
 	// Every fault holds its target, and a service fault a service, over
 	// [At, At+For); the pinned faults hold theirs first.
-	held := &holds{busy: map[string][]span{}}
+	held := &holds{busy: map[string][]span{}, maxServices: 2}
 	s.Faults = pinnedFaults(d)
+	if replicated {
+		held.maxServices = 3
+		s.Faults = pinnedReplicated(d)
+	}
 	for _, f := range s.Faults {
 		held.take(f)
 	}
@@ -184,11 +236,11 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 			case faultLoseKafka:
 				f.Target, f.N, f.Match = "kafka-link", 1+r.IntN(2), oneOf("produce", "offset-commit")
 			case faultLatency:
-				f.Target = oneOf(link("redis"), link("mysql"), "kafka-link")
+				f.Target = anyLink()
 				f.For, f.Base = between(2*time.Second, 10*time.Second), between(20*time.Millisecond, 300*time.Millisecond)
 				f.Jitter = f.Base / 2
 			case faultCut:
-				f.Target, f.For = oneOf(link("redis"), link("mysql"), "kafka-link"), between(500*time.Millisecond, 4*time.Second)
+				f.Target, f.For = anyLink(), between(500*time.Millisecond, 4*time.Second)
 			case faultKillProg:
 				f.Target, f.For = oneOf(programs...), between(500*time.Millisecond, 5*time.Second)
 			case faultKillSvc:
@@ -205,6 +257,8 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 				if r.IntN(3) > 0 {
 					f.Offset = -f.Offset // mostly behind: it would sell past the end
 				}
+			default:
+				drawReplicated(&f, r.IntN, between)
 			}
 			f.For = min(f.For, room)
 			if held.free(f) {
@@ -219,6 +273,9 @@ func makeSchedule(seed uint64, d time.Duration) soakSchedule {
 		s.Faults = append(s.Faults, f)
 	}
 	s.Faults = append(s.Faults, slowStretches(seed, d, held)...)
+	if replicated {
+		s.Faults = append(s.Faults, brokerCuts(seed, d, held)...)
+	}
 	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 	return s
 }
@@ -290,7 +347,12 @@ func slowStretches(seed uint64, d time.Duration, held *holds) []soakFault {
 }
 
 func isServiceFault(kind string) bool {
-	return kind == faultKillSvc || kind == faultRestore || kind == faultStall || kind == faultFlush
+	switch kind {
+	case faultKillSvc, faultRestore, faultStall, faultFlush, faultKillBroker, faultKillMaster, faultRedisFailover, faultMySQLFailover,
+		faultCutBroker:
+		return true
+	}
+	return false
 }
 
 // span is the time a fault holds something.
@@ -303,10 +365,13 @@ func (a span) overlaps(b span) bool { return a.from < b.to && b.from < a.to }
 type holds struct {
 	busy     map[string][]span
 	services []span
+	// maxServices is how many service faults may overlap: 2 on the single
+	// node topology, 3 on the replicated one.
+	maxServices int
 }
 
 // free says whether f may be placed: no fault holds its target over its
-// span, and fewer than two service faults overlap it. A lost reply is
+// span, and fewer than maxServices service faults overlap it. A lost reply is
 // armed at once and holds nothing.
 func (h *holds) free(f soakFault) bool {
 	if f.Kind == faultLoseRedis || f.Kind == faultLoseMySQL || f.Kind == faultLoseKafka {
@@ -316,7 +381,7 @@ func (h *holds) free(f soakFault) bool {
 		return false
 	}
 	sp := span{f.At, f.At + f.For}
-	for _, b := range h.busy[f.Target] {
+	for _, b := range h.busy[heldAs(f)] {
 		if b.overlaps(sp) {
 			return false
 		}
@@ -328,7 +393,7 @@ func (h *holds) free(f soakFault) bool {
 				on++
 			}
 		}
-		if on >= 2 {
+		if on >= h.maxServices {
 			return false
 		}
 	}
@@ -341,10 +406,32 @@ func (h *holds) take(f soakFault) {
 		return
 	}
 	sp := span{f.At, f.At + f.For}
-	h.busy[f.Target] = append(h.busy[f.Target], sp)
+	h.busy[heldAs(f)] = append(h.busy[heldAs(f)], sp)
 	if isServiceFault(f.Kind) {
 		h.services = append(h.services, sp)
 	}
+}
+
+// holdBreach says how the schedule's fault i breaks the holds' rules, if it
+// does: a fault holding what an earlier one still holds (heldAs), or
+// starting while maxServices service faults are on.
+func holdBreach(s soakSchedule, i, maxServices int) string {
+	f, services := s.Faults[i], 0
+	for _, g := range s.Faults[:i] {
+		if g.At+g.For <= f.At || g.For == 0 || f.For == 0 {
+			continue
+		}
+		if heldAs(g) == heldAs(f) {
+			return fmt.Sprintf("%s and %s hold %s at once", g, f, heldAs(f))
+		}
+		if isServiceFault(g.Kind) && isServiceFault(f.Kind) {
+			services++
+		}
+	}
+	if services >= maxServices {
+		return fmt.Sprintf("%s starts while %d services are down", f, services)
+	}
+	return ""
 }
 
 // The schedule is a pure function of the seed: the same seed gives the
@@ -367,20 +454,8 @@ func TestSoakScheduleIsAPureFunctionOfTheSeed(t *testing.T) {
 			if f.At+f.For > s.Duration {
 				t.Fatalf("seed %d: %s ends after the run", seed, f)
 			}
-			services := 0
-			for _, g := range s.Faults[:i] {
-				if g.At+g.For <= f.At || g.For == 0 || f.For == 0 {
-					continue
-				}
-				if g.Target == f.Target {
-					t.Fatalf("seed %d: %s and %s hold %s at once", seed, g, f, f.Target)
-				}
-				if isServiceFault(g.Kind) && isServiceFault(f.Kind) {
-					services++
-				}
-			}
-			if services >= 2 {
-				t.Fatalf("seed %d: %s starts while two services are down", seed, f)
+			if why := holdBreach(s, i, 2); why != "" {
+				t.Fatalf("seed %d: %s", seed, why)
 			}
 		}
 		pinned := 0

@@ -36,7 +36,9 @@ import (
 // and prints the seed, which replays the same schedule.
 //
 // SOAK_SEED (default 1) and SOAK_DURATION (default 2m) choose the run;
-// SOAK_PORT_BASE (default 16000) places the private services' ports.
+// SOAK_PORT_BASE (default 16000) places the private services' ports;
+// SOAK_TOPOLOGY=replicated runs it on the replicated topology
+// (soak_replicated_test.go) instead of the single nodes.
 func TestSoak(t *testing.T) {
 	seed := uint64(1)
 	if v := os.Getenv("SOAK_SEED"); v != "" {
@@ -53,19 +55,27 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("SOAK_DURATION=%q: want a duration of 20s or more (%v)", v, err)
 		}
 	}
-	sched := makeSchedule(seed, d)
+	topology, err := soakTopology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := makeScheduleOn(seed, d, topology)
 	fmt.Print(sched)
 	// verdict is printed again last, below the programs' logs the helpers
 	// print when a test fails (a CI log's tail then names what broke).
 	var verdict string
+	replay := fmt.Sprintf("make soak SEED=%d DURATION=%v", seed, d)
+	if topology == topologyReplicated {
+		replay = fmt.Sprintf("make soak TOPOLOGY=%s SEED=%d DURATION=%v", topology, seed, d)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			fmt.Print(verdict)
-			fmt.Printf("soak: FAILED with seed %d (replay: make soak SEED=%d DURATION=%v)\n", seed, seed, d)
+			fmt.Printf("soak: FAILED with seed %d (replay: %s)\n", seed, replay)
 		}
 	})
 
-	svc := startPrivateServices(t)
+	svc := startPrivateServices(t, topology)
 	s := newSoak(t, seed, sched, svc)
 	s.start()
 	s.setupHooks()
@@ -92,13 +102,21 @@ type privateServices struct {
 	apiPort                  int // the api instances listen on apiPort, apiPort+1
 	hookPort                 int // the flaky and faulty webhook endpoints' fronts: hookPort, hookPort+1 (soak_hooks_test.go)
 	redisAddr, mysqlDSN      string
+
+	// The replicated topology (replicated): the Redis nodes, the brokers,
+	// the two MariaDB nodes' ports and which is the primary now.
+	replicated bool
+	redisAddrs []string
+	brokers    []string
+	mysqlPorts []int
+	primary    int
 }
 
 // startPrivateServices starts the soak's services and points this process
 // (and so pipelinetest, redistest, mysqltest, kafkatest and every program
 // it starts) at them. They are stopped and their folder removed when the
 // test ends (kept when it failed, for its logs).
-func startPrivateServices(t *testing.T) *privateServices {
+func startPrivateServices(t *testing.T, topology string) *privateServices {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +139,8 @@ func startPrivateServices(t *testing.T) *privateServices {
 	if cache == "" {
 		cache = filepath.Join(root, ".local", "cache") // the jars `make up` fetched
 	}
-	for k, v := range map[string]string{
+	names := []string{"redis", "mysql", "kafka"}
+	env := map[string]string{
 		"SECKILL_SERVICES_DIR":             dir,
 		"SECKILL_SERVICES_CACHE":           cache,
 		"SECKILL_SERVICES":                 "local",
@@ -132,20 +151,43 @@ func startPrivateServices(t *testing.T) *privateServices {
 		"SECKILL_KAFKA_PROXIED_PORT":       strconv.Itoa(ps.kafkaProxied),
 		"SECKILL_KAFKA_PROXIED_BOUND_PORT": strconv.Itoa(ps.kafkaBound),
 		"SECKILL_REDIS_CLUSTER_PORTS":      fmt.Sprintf("%d %d %d", base+701, base+702, base+703),
-	} {
+	}
+	brokers := ps.kafkaAddr()
+	if topology == topologyReplicated {
+		ps.replicated, names = true, replicatedServices
+		for k, v := range ps.replicatedPorts(base) {
+			env[k] = v
+		}
+		brokers = strings.Join(ps.brokers, ",")
+		// The test helpers' single-node client (pipelinetest makes one
+		// beside the cluster's) on a node of the run's own.
+		ps.redis, _ = strconv.Atoi(strings.TrimPrefix(ps.redisAddrs[0], "127.0.0.1:"))
+		t.Setenv("SECKILL_REDIS_CLUSTER_ADDRS", strings.Join(ps.redisAddrs, ","))
+	}
+	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	ps.redisAddr = fmt.Sprintf("127.0.0.1:%d", ps.redis)
 	ps.mysqlDSN = fmt.Sprintf("seckill:seckill@tcp(127.0.0.1:%d)/seckill?parseTime=true", ps.mysql)
 	t.Setenv("SECKILL_REDIS_ADDR", ps.redisAddr)
 	t.Setenv("SECKILL_MYSQL_DSN", ps.mysqlDSN)
-	t.Setenv("SECKILL_KAFKA_BROKERS", ps.kafkaAddr())
+	t.Setenv("SECKILL_KAFKA_BROKERS", brokers)
 	t.Cleanup(func() {
-		// A stalled MariaDB would hold `down` for a minute.
-		if pid, err := ps.pid("mysql"); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
+		// A stalled MariaDB would hold `down` for a minute (and a frozen
+		// Redis replica its cluster's).
+		stopped := []string{"mysql"}
+		for _, p := range ps.mysqlPorts {
+			stopped = append(stopped, fmt.Sprintf("mysql-%d", p))
 		}
-		cmd := exec.Command(filepath.Join(root, "scripts", "services"), "down", "kafka", "mysql", "redis")
+		for _, a := range ps.redisAddrs {
+			stopped = append(stopped, nodeName(a))
+		}
+		for _, name := range stopped {
+			if pid, err := ps.pid(name); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+		cmd := exec.Command(filepath.Join(root, "scripts", "services"), append([]string{"down"}, names...)...)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("stop the soak's services: %v\n%s", err, b)
@@ -157,13 +199,13 @@ func startPrivateServices(t *testing.T) *privateServices {
 		_ = os.RemoveAll(dir)
 	})
 	start := time.Now()
-	cmd := exec.Command(filepath.Join(root, "scripts", "services"), "up", "redis", "mysql", "kafka")
+	cmd := exec.Command(filepath.Join(root, "scripts", "services"), append([]string{"up"}, names...)...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("start the soak's services: %v\n%s", err, b)
 	}
-	t.Logf("private services up in %v: redis %s, mysql %d, kafka %s (folder %s)",
-		time.Since(start).Round(time.Millisecond), ps.redisAddr, ps.mysql, ps.kafkaAddr(), dir)
+	t.Logf("private services up in %v: %s, redis %s, mysql %d, kafka %s (folder %s)",
+		time.Since(start).Round(time.Millisecond), topology, ps.redisAddr, ps.mysql, brokers, dir)
 	return ps
 }
 
@@ -230,15 +272,30 @@ type soak struct {
 	faultsRunning int
 	faultsRun     map[string]int
 	restoreAt     map[int]string // fault index -> the AOF copy taken at its start
+	// killed is, per fault index, the node a replicated fault killed (to
+	// start again at its end).
+	killed map[int]string
+	// reseeded are the old MariaDB primaries that could not follow the
+	// new one after a failover and were copied anew (soak_replicated_test.go).
+	reseeded []string
+	// lanes run the replicated topology's service faults, one goroutine a
+	// service (soak_replicated_test.go).
+	lanesMu sync.Mutex
+	lanes   map[string]chan func()
+	lanesWG sync.WaitGroup
 	// losses are when Redis lost data (a flush, a restore put back), in
 	// order; the room's order is judged between them (soak_room_test.go).
 	losses []time.Time
 }
 
 func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices) *soak {
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 4})
+	opts := pipelinetest.Options{Partitions: 4}
+	if svc.replicated {
+		opts.RedisClusterAddrs, opts.KafkaBrokers, opts.MySQLDSN = svc.redisAddrs, svc.brokers, svc.mysqlDSN
+	}
+	p := pipelinetest.New(t, opts)
 	s := &soak{t: t, seed: seed, sched: sched, svc: svc, p: p, programs: map[string]*program{},
-		log: newSoakLog(), faultsRun: map[string]int{}, restoreAt: map[int]string{},
+		log: newSoakLog(), faultsRun: map[string]int{}, restoreAt: map[int]string{}, killed: map[int]string{},
 		eventsTopic: kafkatest.NewTopicOn(t, p.Brokers(), 4)}
 	t.Cleanup(func() {
 		if keepFolder(t) {
@@ -246,8 +303,15 @@ func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices
 		}
 	})
 	// The broker's PROXIED listener advertises kafkaProxied: every program
-	// reaches the broker through this one proxy.
-	s.kafkaPx = proxytest.StartOn(t, fmt.Sprintf("127.0.0.1:%d", svc.kafkaProxied), fmt.Sprintf("127.0.0.1:%d", svc.kafkaBound), proxytest.Kafka)
+	// reaches the broker through this one proxy. On the replicated
+	// topology the programs reach the brokers and the Redis nodes directly
+	// (soak_replicated_test.go says why).
+	brokers := fmt.Sprintf("127.0.0.1:%d", svc.kafkaProxied)
+	if svc.replicated {
+		brokers = strings.Join(svc.brokers, ",")
+	} else {
+		s.kafkaPx = proxytest.StartOn(t, brokers, fmt.Sprintf("127.0.0.1:%d", svc.kafkaBound), proxytest.Kafka)
+	}
 	cfg, err := mysqldrv.ParseDSN(p.DB.DSN)
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +322,7 @@ func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices
 		logLevel = v
 	}
 	common := []string{
-		"SECKILL_KAFKA_BROKERS=" + fmt.Sprintf("127.0.0.1:%d", svc.kafkaProxied),
+		"SECKILL_KAFKA_BROKERS=" + brokers,
 		"SECKILL_RATE_LIMIT_USER=0",
 		"SECKILL_ADMIN_ADDR=off",
 		"SECKILL_LOG_LEVEL=" + logLevel,
@@ -280,11 +344,14 @@ func newSoak(t *testing.T, seed uint64, sched soakSchedule, svc *privateServices
 			pr.kind, pr.addr = "api", fmt.Sprintf("127.0.0.1:%d", svc.apiPort+len(s.apis))
 			s.apis = append(s.apis, pr)
 		}
-		pr.redisPx = proxytest.Start(t, svc.redisAddr, proxytest.RESP)
 		pr.mysqlPx = proxytest.Start(t, cfg.Addr, proxytest.MySQL)
 		mc := *cfg
 		mc.Addr = pr.mysqlPx.Addr()
-		pr.env = append(append([]string{}, common...), "SECKILL_REDIS_ADDR="+pr.redisPx.Addr(), "SECKILL_MYSQL_DSN="+mc.FormatDSN())
+		pr.env = append(append([]string{}, common...), "SECKILL_MYSQL_DSN="+mc.FormatDSN())
+		if !svc.replicated {
+			pr.redisPx = proxytest.Start(t, svc.redisAddr, proxytest.RESP)
+			pr.env = append(pr.env, "SECKILL_REDIS_ADDR="+pr.redisPx.Addr())
+		}
 		s.programs[name] = pr
 	}
 	return s
@@ -467,6 +534,10 @@ func sortActions(acts []action) {
 }
 
 func (s *soak) startFault(i int, f soakFault) {
+	if s.svc.replicated && isServiceFault(f.Kind) {
+		s.startReplicated(i, f)
+		return
+	}
 	switch f.Kind {
 	case faultLoseRedis:
 		s.link(f.Target).LoseReply(s.scriptMatch(), f.N)
@@ -526,6 +597,10 @@ func (s *soak) startFault(i int, f soakFault) {
 }
 
 func (s *soak) endFault(i int, f soakFault) {
+	if s.svc.replicated && isServiceFault(f.Kind) {
+		s.endReplicated(i, f)
+		return
+	}
 	switch f.Kind {
 	case faultLatency:
 		s.link(f.Target).Latency(0, 0)
@@ -590,16 +665,23 @@ func (s *soak) signal(service string, sig syscall.Signal) {
 // heal ends what is left of every fault: no latency, every service and
 // every program running, no clock offset, both apis ready.
 func (s *soak) heal() {
+	s.waitLanes()
 	for _, pr := range s.programs {
-		pr.redisPx.Latency(0, 0)
+		if pr.redisPx != nil {
+			pr.redisPx.Latency(0, 0)
+		}
 		pr.mysqlPx.Latency(0, 0)
 	}
-	s.kafkaPx.Latency(0, 0)
-	if pid, err := s.svc.pid("mysql"); err == nil {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-	}
-	for _, name := range soakServices {
-		services(s.t, "start", name)
+	if s.svc.replicated {
+		s.healReplicated()
+	} else {
+		s.kafkaPx.Latency(0, 0)
+		if pid, err := s.svc.pid("mysql"); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		for _, name := range soakServices {
+			services(s.t, "start", name)
+		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for _, pr := range s.apis {

@@ -27,10 +27,13 @@
 # are never purged here, so the primary's holds every transaction since the first start).
 # docs/operations.md has the runbook.
 #
-# Environment: MYSQL_PROMOTE_WAIT  seconds `promote` waits for the standby to apply what it
+# Environment: SECKILL_MYSQL_STANDBY_PORTS  the two nodes' ports ("3307 3308"; the nodes are named
+# after them), for a second, private pair in its own SECKILL_SERVICES_DIR (the replicated soak's).
+# MYSQL_PROMOTE_WAIT  seconds `promote` waits for the standby to apply what it
 # received before it refuses (default 60).
 
-mysql_standby_ports=(3307 3308)
+# shellcheck disable=SC2206 # a list of ports, split on spaces
+mysql_standby_ports=(${SECKILL_MYSQL_STANDBY_PORTS:-3307 3308})
 
 mysql_standby_nodes() { printf 'mysql-%s\n' "${mysql_standby_ports[@]}"; }
 

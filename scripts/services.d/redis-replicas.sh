@@ -21,7 +21,10 @@
 # replica of the node promoted in its place. `up` on a cluster whose roles moved only starts the
 # nodes that are down and waits: the cluster is created once, when no node has a nodes.conf yet.
 
-replicas_ports=(7101 7102 7103 7104 7105 7106)
+# SECKILL_REDIS_REPLICAS_PORTS moves the six nodes (named after their ports), for a second, private
+# cluster in its own SECKILL_SERVICES_DIR (the replicated soak's); the first three are created masters.
+# shellcheck disable=SC2206 # a list of ports, split on spaces
+replicas_ports=(${SECKILL_REDIS_REPLICAS_PORTS:-7101 7102 7103 7104 7105 7106})
 
 redis_replicas_addr() { echo "127.0.0.1:${replicas_ports[0]}-${replicas_ports[-1]}"; }
 
