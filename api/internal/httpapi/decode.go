@@ -34,10 +34,18 @@ func decode(c *gin.Context, v any, limit int64) error {
 var errTooLarge = errors.New("body too large")
 
 // DecodeJSON strictly decodes one JSON object from body into v. The order
-// body takes a fast path first (decodePlaceOrderFast).
+// and entry bodies take a fast path first (decodePlaceOrderFast,
+// decodeEntryFast).
 func DecodeJSON(body []byte, v any) error {
-	if b, ok := v.(*PlaceOrderBody); ok && decodePlaceOrderFast(body, b) {
-		return nil
+	switch b := v.(type) {
+	case *PlaceOrderBody:
+		if decodePlaceOrderFast(body, b) {
+			return nil
+		}
+	case *EntryBody:
+		if decodeEntryFast(body, b) {
+			return nil
+		}
 	}
 	return decodeStrict(body, v)
 }

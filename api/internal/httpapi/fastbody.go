@@ -11,37 +11,67 @@ package httpapi
 // answer; what it accepts, the strict decoder accepts with the same values
 // (FuzzDecodePlaceOrder checks both).
 func decodePlaceOrderFast(body []byte, out *PlaceOrderBody) bool {
+	b, ok := decodeBodyFast(body, true)
+	if ok {
+		*out = b
+	}
+	return ok
+}
+
+// decodeEntryFast is decodePlaceOrderFast for a draw's entry body, the
+// same fields without "activity_id" (the path names the sale), an empty
+// object included: the entries of a draw come at the orders' rate, and the
+// strict decoder was a tenth of the api's CPU per entry (FuzzDecodeEntry
+// checks it against the strict decoder).
+func decodeEntryFast(body []byte, out *EntryBody) bool {
+	b, ok := decodeBodyFast(body, false)
+	if ok {
+		*out = EntryBody{ItemID: b.ItemID, Quantity: b.Quantity, AccessCode: b.AccessCode}
+	}
+	return ok
+}
+
+// decodeBodyFast reads an order's fields; "activity_id" is required with
+// withActivity and refused without.
+func decodeBodyFast(body []byte, withActivity bool) (PlaceOrderBody, bool) {
 	p := scanner{b: body}
 	p.space()
-	if !p.byte('{') {
-		return false
-	}
 	var b PlaceOrderBody
-	var seenActivity, seenItem, seenQuantity, seenCode bool
+	if !p.byte('{') {
+		return b, false
+	}
+	// "Seen" from the start: a field it must not have.
+	seenActivity := !withActivity
+	var seenItem, seenQuantity, seenCode bool
+	p.space()
+	if !withActivity && p.byte('}') {
+		p.space()
+		return b, p.i == len(p.b)
+	}
 	for {
 		p.space()
 		name, ok := p.name()
 		if !ok {
-			return false
+			return b, false
 		}
 		p.space()
 		if !p.byte(':') {
-			return false
+			return b, false
 		}
 		p.space()
 		if string(name) == "access_code" {
 			if seenCode {
-				return false
+				return b, false
 			}
 			code, ok := p.plainString()
 			if !ok {
-				return false
+				return b, false
 			}
 			seenCode, b.AccessCode = true, string(code)
 		} else {
 			n, ok := p.int()
 			if !ok || !b.setInt(string(name), n, &seenActivity, &seenItem, &seenQuantity) {
-				return false
+				return b, false
 			}
 		}
 		p.space()
@@ -49,15 +79,14 @@ func decodePlaceOrderFast(body []byte, out *PlaceOrderBody) bool {
 			break
 		}
 		if !p.byte(',') {
-			return false
+			return b, false
 		}
 	}
 	p.space()
 	if p.i != len(p.b) || !seenActivity {
-		return false
+		return b, false
 	}
-	*out = b
-	return true
+	return b, true
 }
 
 // setInt sets the integer field name of b to n, once each; false for any
