@@ -493,6 +493,18 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	// Steering the room live: a pause (a buyer who joins meanwhile is told
 	// so), refusals, a resume; the audit of it.
 	roomPath := fmt.Sprintf("/admin/v1/activities/%d/room", roomSale)
+	// The room as the console reads it: the one buyer joined and admitted.
+	var rs struct {
+		Joined, Admitted, Waiting int64
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: roomPath, token: admin}, 200), &rs); err != nil ||
+		rs.Joined != 1 || rs.Admitted != 1 || rs.Waiting != 0 {
+		t.Fatalf("the room's state: %+v %v, want 1 joined and admitted", rs, err)
+	}
+	sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/admin/v1/activities/%d/room", open), token: admin}, 409)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities/999999999/room", token: admin}, 404)
+	sc.do(base, specCall{method: "GET", path: roomPath, token: buyer}, 403)
+	sc.do(base, specCall{method: "GET", path: roomPath}, 401)
 	sc.do(base, specCall{method: "PATCH", path: roomPath, token: admin, body: `{"paused":true}`}, 200)
 	sc.do(base, specCall{method: "PATCH", path: roomPath, token: admin, body: `{"paused":true,"passthrough":true}`}, 400)
 	sc.do(base, specCall{method: "PATCH", path: fmt.Sprintf("/admin/v1/activities/%d/room", open), token: admin, body: `{"paused":true}`}, 409)
@@ -627,6 +639,31 @@ func TestOpenAPISpecMatchesTheAPI(t *testing.T) {
 	sc.do(base, specCall{method: "GET", path: hookPath + "/deliveries?state=bogus", token: admin}, 400)
 	sc.do(base, specCall{method: "DELETE", path: hookPath, token: admin}, 204)
 	sc.do(base, specCall{method: "DELETE", path: hookPath, token: admin}, 404)
+
+	// The console and the list of sales it shows: newest first, a full
+	// page pointing at the next.
+	sc.do(base, specCall{method: "GET", path: "/console"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/console/console.js"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/console/console.css"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/console/config.json"}, 200)
+	sc.do(base, specCall{method: "GET", path: "/console/nope.js"}, 404)
+	var list struct {
+		Activities []struct {
+			ActivityID  int64 `json:"activity_id"`
+			WaitingRoom bool  `json:"waiting_room"`
+			UnitsLeft   int64 `json:"units_left"`
+		} `json:"activities"`
+		NextBefore *int64 `json:"next_before"`
+	}
+	if err := json.Unmarshal(sc.do(base, specCall{method: "GET", path: fmt.Sprintf("/admin/v1/activities?limit=1&before=%d", roomSale+1), token: admin}, 200), &list); err != nil ||
+		len(list.Activities) != 1 || list.Activities[0].ActivityID != roomSale || !list.Activities[0].WaitingRoom ||
+		list.Activities[0].UnitsLeft != 1 || list.NextBefore == nil || *list.NextBefore != roomSale {
+		t.Fatalf("the list's page before %d: %+v %v, want the room sale with 1 unit left of 2", roomSale+1, list, err)
+	}
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities", token: admin}, 200)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities?limit=101", token: admin}, 400)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities", token: buyer}, 403)
+	sc.do(base, specCall{method: "GET", path: "/admin/v1/activities"}, 401)
 
 	// Answers no operation declares still have the error shape.
 	sc.errorShape(base, specCall{method: "GET", path: "/no/such/route"}, 404, "NOT_FOUND")
