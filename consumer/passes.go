@@ -102,7 +102,7 @@ func newPasses(s settings, st stores, reg *prometheus.Registry, log *slog.Logger
 			PaymentWindow: s.window, Stores: []reconcile.Pinger{st.store, st.db}, Now: st.clk.Now}}
 		passes = append(passes, &redisloss.Watch{Redis: st.rdb, Marker: redisloss.MarkerKey(s.redis.Prefix), Record: st.db.RedisWatches,
 			Repair: repairer.Repair, Every: s.healEvery, Log: log, Metrics: metrics.NewHeal(reg),
-			Rooms: rebuildAfterLoss(s, st, log), Now: st.clk.Now})
+			Rooms: rebuildAfterLoss(s, st, log), Now: st.clk.Now, Settle: stockredis.MovingRetention + 5*time.Second})
 	}
 	// Activities warm themselves up SECKILL_WARMUP_LEAD before they start.
 	if s.warmupLead > 0 {

@@ -34,7 +34,8 @@
 // under the reconcile lock with a fencing token) until one pass runs
 // cleanly and, when that pass repaired something, until a later one finds
 // nothing left to repair. A restart that lost nothing costs one repair
-// pass that finds everything in order.
+// pass that finds everything in order. With Settle, one more pass follows
+// Settle after the loss, the incident closed.
 //
 // Orders that were in Kafka when Redis lost their reservations reach MySQL
 // later, by any amount of time (the router's backoff while Redis was down
@@ -118,6 +119,19 @@ type Watch struct {
 	// nil).
 	Rooms func(ctx context.Context, lostBy time.Time) error
 	Now   func() time.Time
+	// Settle is when, after a loss (lostBy), the watch runs one more
+	// repair pass once the incident closed: units of a bucketed item
+	// between their two steps count in flight while the step is listed
+	// (stockredis.MovingRetention), and a loss can leave some listed whose
+	// second step never comes (a release kept, its give-back to the bucket
+	// lost with the bucket's master). The incident's passes leave them out
+	// of Redis; the follow-up puts them back. Zero: no follow-up.
+	Settle time.Duration
+
+	// followUp is when the follow-up pass is due (zero: none); followUps
+	// counts its failed tries.
+	followUp  time.Time
+	followUps int
 
 	// the incident being repaired, if any
 	incident *incident
@@ -176,10 +190,42 @@ func (w *Watch) Run(ctx context.Context) {
 // returns an error when Redis or MySQL could not be read or written.
 func (w *Watch) Tick(ctx context.Context) error {
 	err := w.check(ctx)
-	if w.incident != nil {
+	switch {
+	case w.incident != nil:
 		w.repair(ctx)
+	case !w.followUp.IsZero() && !w.now().Before(w.followUp):
+		w.followUpPass(ctx)
 	}
 	return err
+}
+
+// maxFollowUps bounds the tries of a follow-up pass that keeps failing
+// (the nightly reconciler checks the items then).
+const maxFollowUps = 30
+
+// followUpPass is the pass Settle after a loss. It is retried at the next
+// ticks when it fails, up to maxFollowUps tries.
+func (w *Watch) followUpPass(ctx context.Context) {
+	repaired, err := w.Repair(ctx)
+	switch {
+	case err != nil:
+		w.followUps++
+		if w.followUps < maxFollowUps {
+			if ctx.Err() == nil && w.followUps == 1 {
+				w.Log.Warn("the pass after Redis data loss settled did not run cleanly; retrying", "err", err, "retry_in", w.every().String())
+			}
+			return
+		}
+		w.Log.Log(ctx, logs.Alert, "the pass after Redis data loss settled kept failing; the reconciler checks the items", "tries", w.followUps, "err", err)
+		w.Metrics.Pass(metrics.HealPassFailed)
+	case repaired:
+		w.Metrics.Pass(metrics.HealPassRepaired)
+		w.Log.Log(ctx, logs.Alert, "drift repaired after Redis data loss settled (units that were between a bucket and their reservation at the loss)")
+	default:
+		w.Metrics.Pass(metrics.HealPassClean)
+		w.Log.Info("Redis and MySQL agree after Redis data loss settled")
+	}
+	w.followUp, w.followUps = time.Time{}, 0
 }
 
 // check reads the record, then Redis, detects a loss, records it, moves
@@ -374,6 +420,9 @@ func (w *Watch) items(ctx context.Context, in *incident, pe *PassError) {
 func (w *Watch) close(ctx context.Context) {
 	in := w.incident
 	w.incident = nil
+	if w.Settle > 0 {
+		w.followUp, w.followUps = in.lostBy.Add(w.Settle), 0
+	}
 	if err := w.Record.RecordRedisHealed(ctx, w.Marker, in.covers); err != nil && ctx.Err() == nil {
 		w.Log.Warn("cannot record the repair after Redis data loss; it runs again", "reason", in.reason, "err", err)
 	}

@@ -90,7 +90,7 @@ func (s *Reservations) take(ctx context.Context, r reservation.Reservation, b in
 	}
 	k := s.keys(r.Item())
 	left, err := s.bucketTake.Run(ctx, s.rdb, []string{k.Bucket(b), k.Taken(b, r.OrderNo), k.Takes(b)},
-		r.Quantity, markerTTL(r.ReservationTTL).Milliseconds(), r.OrderNo, movingRetention.Milliseconds()).Int64()
+		r.Quantity, markerTTL(r.ReservationTTL).Milliseconds(), r.OrderNo, MovingRetention.Milliseconds()).Int64()
 	endSpan(span, err)
 	if err != nil {
 		return 0, unavailable("take from bucket", err)

@@ -24,7 +24,7 @@ import (
 // refusal puts the units back (bucket_give). A release's transition runs on
 // the main tag and returns the bucket, which then gets the units back.
 // Between the two steps the units are in neither place; the reconciler
-// counts them in flight for movingRetention (Reconciler.View). A crash
+// counts them in flight for MovingRetention (Reconciler.View). A crash
 // between the two steps loses the units from Redis: the item undersells
 // until the reconciler's repair puts them back; it never oversells.
 
@@ -47,7 +47,7 @@ func (k Keys) Takes(n int) string { return fmt.Sprintf("%s:{%s}:takes", k.prefix
 // have left the in-flight counter without reaching their bucket yet.
 func (k Keys) Gives() string { return k.base() + "gives" }
 
-// movingRetention is how long a take or a give-back stays listed
+// MovingRetention is how long a take or a give-back stays listed
 // (Takes, Gives), and so how long the reconciler counts its units in
 // flight while its second step has not run (Reconciler.View). It is far
 // longer than the api or the consumer lets pass between the two steps: the
@@ -56,7 +56,7 @@ func (k Keys) Gives() string { return k.base() + "gives" }
 // lists its order again. Past it, units whose second step never came (the
 // process died between the two) count as lost and the repair puts them
 // back; longer would only hide such a loss longer.
-const movingRetention = 30 * time.Second
+const MovingRetention = 30 * time.Second
 
 // BucketMarker holds the number of buckets of a bucketed item; it is
 // missing for an item with one stock key.

@@ -75,6 +75,3 @@ func (s *Reservations) TakeOnly(ctx context.Context, r reservation.Reservation, 
 func (s *Reservations) ReleaseOnly(ctx context.Context, r reservation.Ref, o reservation.ReleaseOptions) ([]any, error) {
 	return s.releaseStep(ctx, r, o, "")
 }
-
-// MovingRetention is how long takes and give-backs stay listed.
-const MovingRetention = movingRetention

@@ -77,7 +77,7 @@ func (r *Reconciler) View(ctx context.Context, item reservation.Item, orderNos [
 		keys = append(keys, k.Reservation(no))
 	}
 	args := make([]any, 0, 2+len(restocks))
-	args = append(args, len(orderNos), movingRetention.Milliseconds())
+	args = append(args, len(orderNos), MovingRetention.Milliseconds())
 	for _, rs := range restocks {
 		keys = append(keys, k.restockMarker(rs.ID))
 		args = append(args, rs.ID)

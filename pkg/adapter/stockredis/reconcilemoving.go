@@ -61,7 +61,7 @@ func (r *Reconciler) readMoving(ctx context.Context, item reservation.Item, n in
 		for _, c := range given[b] {
 			keys = append(keys, k.Taken(b, c.orderNo))
 		}
-		res, err := r.readBucket.Run(ctx, r.rdb, keys, movingRetention.Milliseconds()).Slice()
+		res, err := r.readBucket.Run(ctx, r.rdb, keys, MovingRetention.Milliseconds()).Slice()
 		if err != nil {
 			return nil, 0, unavailable("read bucket", err)
 		}

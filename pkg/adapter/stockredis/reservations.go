@@ -112,7 +112,7 @@ func (s *Reservations) releaseStep(ctx context.Context, r reservation.Ref, o res
 	if order.KeepsCode(o.Reason) {
 		keepCode = "1"
 	}
-	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock, keepCode, o.QuotaTo, movingRetention.Milliseconds()).Slice()
+	res, err := s.releaseScript.Run(ctx, s.rdb, keys, r.OrderNo, strings.Join(from, ","), o.Reason, forget, dbStock, keepCode, o.QuotaTo, MovingRetention.Milliseconds()).Slice()
 	if err != nil {
 		return nil, unavailable("release", err)
 	}
