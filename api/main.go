@@ -150,7 +150,8 @@ func newHandler(ctx context.Context, cfg settings, b backends, reg *prometheus.R
 	}
 	entries := &draws.Accepting{Taking: b.store.Entries, Publisher: b.entryPub, Key: b.numberKey, Grace: cfg.drawGrace,
 		KeysFor: func(a activity.Activity) time.Time { return a.KeysLiveUntil(cfg.window) },
-		Guesses: b.store.Reservations, PerBuyer: cfg.guessesPerBuyer, PerAddr: cfg.guessesPerAddr, Log: log}
+		Guesses: b.store.Reservations, PerBuyer: cfg.guessesPerBuyer, PerAddr: cfg.guessesPerAddr, Log: log,
+		Metrics: metrics.NewEntries(reg)}
 	handler := httpapi.New(svc, wiring.Services(svc, b.db, log, cfg.privateHooks, entries), verifier, ready, log, httpapi.WithRateLimits(cfg.limits),
 		httpapi.WithAddresses(cfg.addrs),
 		httpapi.WithMetrics(metrics.NewHTTP(reg), metrics.Handler(reg)),

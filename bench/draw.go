@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/seckill/seckill/bench/internal/apiview"
 	"github.com/seckill/seckill/bench/internal/load"
 	"github.com/seckill/seckill/bench/internal/report"
 	"github.com/seckill/seckill/bench/internal/stats"
@@ -181,11 +182,18 @@ func (e *env) drawScenario(ctx context.Context, sh shape) ([]*report.Run, error)
 		offset = min(int64(rate*drawRatePhase.Seconds()), n/2)
 		dr.RateTarget = rate
 		upd, fin := e.meter.track(name+"-entries-rate", time.Duration(float64(offset)/rate*float64(time.Second)), 0)
+		// The api's own view of the phase: where an entry's time went.
+		before, viewErr := apiview.Entries.Take(ctx, e.apiAdmins)
 		fixed := load.Run(ctx, load.Config{Workers: sh.connections, Ops: offset, Rate: rate,
 			Duration: time.Duration(float64(offset) / rate * float64(time.Second)), Progress: upd}, d.enter)
 		fin()
 		fr := runResult(name+"-entries-rate", shape{connections: sh.connections, rate: rate}, whole, fixed)
 		dr.RateSeconds, dr.RateSent, dr.RateDropped, dr.RateLatency = fixed.Elapsed.Seconds(), int64(len(fixed.Samples)), fixed.Dropped, fr.Latency
+		if viewErr == nil && len(e.apiAdmins) > 0 {
+			if after, err := apiview.Entries.Take(ctx, e.apiAdmins); err == nil {
+				dr.RateAPIView = apiLatencies(after.Since(before), "201", "409")
+			}
+		}
 		for _, w := range d.workers {
 			dr.Late += w.late
 		}

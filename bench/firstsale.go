@@ -119,7 +119,7 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	r.Profiles = prof()
 	if viewErr == nil && len(e.apiAdmins) > 0 {
 		if after, err := apiview.Take(ctx, e.apiAdmins); err == nil {
-			r.APIView = apiLatencies(after.Since(before))
+			r.APIView = apiLatencies(after.Since(before), "202", "409")
 		}
 	}
 	r.Buyers = sh.users
@@ -131,9 +131,10 @@ func (e *env) vegetaSale(ctx context.Context, name string, sh shape) (*report.Ru
 	return r, nil
 }
 
-// apiLatencies summarizes the api's own histograms of a run's 202 and 409
-// answers, and of the reserve and publish round trips.
-func apiLatencies(s apiview.Snapshot) *report.APIView {
+// apiLatencies summarizes the api's own histograms of a run's accepted and
+// refused answers (202 and 409 for orders), and of the reserve and publish
+// round trips.
+func apiLatencies(s apiview.Snapshot, accepted, refused string) *report.APIView {
 	one := func(code string) report.APILatency {
 		h := s[code]
 		if h == nil {
@@ -142,7 +143,7 @@ func apiLatencies(s apiview.Snapshot) *report.APIView {
 		return report.APILatency{Count: int64(h.Count()), P99Ms: h.Quantile(0.99),
 			Within5: h.Within(5 * time.Millisecond), Within25: h.Within(25 * time.Millisecond)}
 	}
-	return &report.APIView{Accepted: one("202"), SoldOut: one("409"), Reserve: one("reserve"), Publish: one("publish")}
+	return &report.APIView{Accepted: one(accepted), SoldOut: one(refused), Reserve: one("reserve"), Publish: one("publish")}
 }
 
 // soldOutLatency summarizes the latency of the sold-out answers alone.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,44 @@ func TestMetricsMoveDuringASale(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("/debug/pprof/ answered %d without SECKILL_PPROF", resp.StatusCode)
+	}
+}
+
+// A draw's entries move the api's entry metrics: every entry and every
+// repeat of one runs the Redis step and is published (acknowledged by
+// Kafka) once, each timed.
+func TestEntryMetricsMoveDuringADraw(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 2})
+	api := p.StartAPI()
+	apiMetrics := api.URL + "/metrics"
+	s := api.CreateSaleWith(0, pipelinetest.SaleOptions{Sizes: []int64{5}, EntriesCloseIn: time.Minute, PaymentWindow: time.Minute})
+	before := pipelinetest.ScrapeMetrics(t, apiMetrics)
+	const entrants = 6
+	for u := 1; u <= entrants; u++ {
+		if code, e, err := api.Enter(strconv.Itoa(u), s.ActivityID, s.Items[0].ID); err != nil || code != http.StatusCreated {
+			t.Fatalf("entrant %d: %d %+v %v", u, code, e, err)
+		}
+	}
+	// A repeat answers the entry the buyer made, published again.
+	if code, e, err := api.Enter("1", s.ActivityID, s.Items[0].ID); err != nil || code != http.StatusOK {
+		t.Fatalf("repeat: %d %+v %v", code, e, err)
+	}
+	after := pipelinetest.ScrapeMetrics(t, apiMetrics)
+	for _, c := range []struct {
+		name   string
+		labels []string
+	}{
+		{"seckill_entry_take_duration_seconds", nil},
+		{"seckill_entry_publish_duration_seconds", nil},
+		{"seckill_entry_publish_total", []string{"result", "ok"}},
+	} {
+		if got := after.Value(c.name, c.labels...) - before.Value(c.name, c.labels...); got != entrants+1 {
+			t.Errorf("%s%v went up by %v, want %d", c.name, c.labels, got, entrants+1)
+		}
+	}
+	if got := after.Value("seckill_entry_publish_total", "result", "error"); got != 0 {
+		t.Errorf("%v entry publishes failed", got)
 	}
 }
 

@@ -21,12 +21,27 @@ import (
 // metric is the api's request-duration histogram.
 const metric = "seckill_http_request_duration_seconds"
 
-// Steps are the api's histograms of the two round trips an accepted order
-// waits for, by the Snapshot key they are kept under.
-var Steps = map[string]string{
+// View is what one scrape reads: the request-duration histogram of one
+// route and method, by status code, and the api's histograms of the round
+// trips its accepted requests wait for (Steps, by the Snapshot key they
+// are kept under).
+type View struct {
+	Route, Method string
+	Steps         map[string]string
+}
+
+// Orders is POST /api/v1/orders with its reserve script and publish.
+var Orders = View{Route: "/api/v1/orders", Method: http.MethodPost, Steps: map[string]string{
 	"reserve": "seckill_reserve_duration_seconds",
 	"publish": "seckill_publish_duration_seconds",
-}
+}}
+
+// Entries is a draw's POST .../entries with its Redis step (kept as
+// "reserve") and publish.
+var Entries = View{Route: "/api/v1/activities/:id/entries", Method: http.MethodPost, Steps: map[string]string{
+	"reserve": "seckill_entry_take_duration_seconds",
+	"publish": "seckill_entry_publish_duration_seconds",
+}}
 
 // Histogram is cumulative counts by upper bound (seconds), one series.
 type Histogram struct {
@@ -34,12 +49,16 @@ type Histogram struct {
 	Counts []float64 // cumulative, same length
 }
 
-// Snapshot is one scrape: a histogram per status code of POST
-// /api/v1/orders, and one per key of Steps, summed over the apis scraped.
+// Snapshot is one scrape: a histogram per status code of the view's
+// route, and one per key of its Steps, summed over the apis scraped.
 type Snapshot map[string]*Histogram
 
-// Take scrapes the admin listeners at addrs (host:port each).
-func Take(ctx context.Context, addrs []string) (Snapshot, error) {
+// Take scrapes the order view at the admin listeners at addrs (host:port
+// each).
+func Take(ctx context.Context, addrs []string) (Snapshot, error) { return Orders.Take(ctx, addrs) }
+
+// Take scrapes v at the admin listeners at addrs (host:port each).
+func (v View) Take(ctx context.Context, addrs []string) (Snapshot, error) {
 	out := Snapshot{}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, a := range addrs {
@@ -59,12 +78,12 @@ func Take(ctx context.Context, addrs []string) (Snapshot, error) {
 		}
 		if f := fams[metric]; f != nil {
 			for _, m := range f.GetMetric() {
-				if label(m, "route") == "/api/v1/orders" && label(m, "method") == http.MethodPost {
+				if label(m, "route") == v.Route && label(m, "method") == v.Method {
 					out.add(label(m, "code"), m.GetHistogram())
 				}
 			}
 		}
-		for key, name := range Steps {
+		for key, name := range v.Steps {
 			if f := fams[name]; f != nil {
 				for _, m := range f.GetMetric() {
 					out.add(key, m.GetHistogram())

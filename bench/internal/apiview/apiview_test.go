@@ -79,3 +79,48 @@ seckill_publish_duration_seconds_count 6
 		t.Errorf("a reserve histogram from nowhere: %+v", s["reserve"])
 	}
 }
+
+func TestEntriesViewReadsTheEntriesRouteAndItsSteps(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `# TYPE seckill_http_request_duration_seconds histogram
+seckill_http_request_duration_seconds_bucket{code="202",method="POST",route="/api/v1/orders",le="+Inf"} 4
+seckill_http_request_duration_seconds_sum{code="202",method="POST",route="/api/v1/orders"} 0.1
+seckill_http_request_duration_seconds_count{code="202",method="POST",route="/api/v1/orders"} 4
+seckill_http_request_duration_seconds_bucket{code="201",method="POST",route="/api/v1/activities/:id/entries",le="0.025"} 7
+seckill_http_request_duration_seconds_bucket{code="201",method="POST",route="/api/v1/activities/:id/entries",le="+Inf"} 8
+seckill_http_request_duration_seconds_sum{code="201",method="POST",route="/api/v1/activities/:id/entries"} 0.1
+seckill_http_request_duration_seconds_count{code="201",method="POST",route="/api/v1/activities/:id/entries"} 8
+# TYPE seckill_publish_duration_seconds histogram
+seckill_publish_duration_seconds_bucket{le="+Inf"} 6
+seckill_publish_duration_seconds_sum 0.2
+seckill_publish_duration_seconds_count 6
+# TYPE seckill_entry_take_duration_seconds histogram
+seckill_entry_take_duration_seconds_bucket{le="0.001"} 8
+seckill_entry_take_duration_seconds_bucket{le="+Inf"} 8
+seckill_entry_take_duration_seconds_sum 0.004
+seckill_entry_take_duration_seconds_count 8
+# TYPE seckill_entry_publish_duration_seconds histogram
+seckill_entry_publish_duration_seconds_bucket{le="0.01"} 2
+seckill_entry_publish_duration_seconds_bucket{le="+Inf"} 8
+seckill_entry_publish_duration_seconds_sum 0.3
+seckill_entry_publish_duration_seconds_count 8
+`)
+	}))
+	defer srv.Close()
+	s, err := Entries.Take(context.Background(), []string{strings.TrimPrefix(srv.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s["201"].Count(); n != 8 {
+		t.Errorf("201s %v, want 8", n)
+	}
+	if s["202"] != nil {
+		t.Errorf("orders were read as entries: %+v", s["202"])
+	}
+	if got := s["publish"].Within(10 * time.Millisecond); got != 0.25 {
+		t.Errorf("entry publishes within 10 ms %v, want 0.25 (the orders' publish histogram read instead?)", got)
+	}
+	if got := s["reserve"].Within(time.Millisecond); got != 1 {
+		t.Errorf("entry takes within 1 ms %v, want 1", got)
+	}
+}

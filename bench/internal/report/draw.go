@@ -39,6 +39,10 @@ type Draw struct {
 	RateSent    int64         `json:"rate_sent,omitempty"`
 	RateDropped int64         `json:"rate_dropped,omitempty"`
 	RateLatency stats.Summary `json:"rate_latency,omitzero"`
+	// RateAPIView is the api's own view of the phase: its 201s, and the
+	// Redis step (Reserve) and Kafka's acknowledgement (Publish) each
+	// entry waited for (nil: the apis were not started by the bench).
+	RateAPIView *APIView `json:"rate_api_view,omitempty"`
 	// ReEntries were sent once more, after the winners' orders, by buyers
 	// who had entered; ReEntrySame of them were answered 200 with the
 	// buyer's entry.
@@ -133,6 +137,10 @@ func drawTables(p func(string, ...any), r *Report) {
 			r := d.RateLatency
 			p("| entries at a fixed %s/s | %d sent over %.1f s (%d due and not sent in time), P50 %s ms, P90 %s ms, **P99 %s ms**, P99.9 %s ms, max %s ms |\n",
 				num(d.RateTarget), d.RateSent, d.RateSeconds, d.RateDropped, ms(r.P50Ms), ms(r.P90Ms), ms(r.P99Ms), ms(r.P999Ms), ms(r.MaxMs))
+			if v := d.RateAPIView; v != nil && v.Accepted.Count > 0 {
+				p("| the api's own view of them | %d answered 201, P99 ≈ %s ms (%.1f %% within 25 ms); the Redis step P99 ≈ %s ms; Kafka's acknowledgement P99 ≈ %s ms (%.1f %% within 5 ms, %.1f %% within 25 ms) |\n",
+					v.Accepted.Count, ms(v.Accepted.P99Ms), 100*v.Accepted.Within25, ms(v.Reserve.P99Ms), ms(v.Publish.P99Ms), 100*v.Publish.Within5, 100*v.Publish.Within25)
+			}
 		}
 		p("| entering again, after the draw | %d of %d answered 200 with the buyer's entry |\n", d.ReEntrySame, d.ReEntries)
 		ended := "the window ended the entries"

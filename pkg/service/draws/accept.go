@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/pkg/domain/activity"
 	"github.com/seckill/seckill/pkg/domain/draw"
 	"github.com/seckill/seckill/pkg/domain/order"
+	"github.com/seckill/seckill/pkg/foundation/metrics"
 )
 
 // Taking is Redis as the entries' path uses it (*stockredis.Entries).
@@ -50,6 +51,8 @@ type Accepting struct {
 	// only when Kafka acknowledged it before then, so the drawer waits
 	// for it.
 	Grace time.Duration
+	// Metrics times the Redis step and the publish; nil records nothing.
+	Metrics *metrics.Entries
 }
 
 // accept takes user's entry in Redis and answers it once Kafka holds it:
@@ -59,7 +62,9 @@ type Accepting struct {
 func (s *Service) accept(ctx context.Context, a activity.Activity, user, addr string, item activity.Item, qty int, now time.Time, code access.Digest) (draw.BuyerEntry, bool, error) {
 	w := draw.Window{Tag: a.ItemID, StartsAt: a.StartsAt, ClosesAt: a.Draw.EntriesCloseAt, KeysUntil: s.Accepting.KeysFor(a)}
 	e := draw.NewEntry{ActivityID: a.ID, UserID: user, ItemID: item.ItemID, Quantity: qty, At: now, Code: code}
+	started := time.Now()
 	got, added, err := s.Accepting.Taking.TakeEntry(ctx, w, e, draw.EntryIDFor(s.Accepting.Key, a.ID, user))
+	s.Accepting.Metrics.Taken(time.Since(started))
 	switch {
 	case errors.Is(err, draw.ErrEntriesNotOpen):
 		return draw.BuyerEntry{}, false, order.Errorf(order.ErrActivityNotActive, "the sale starts at %s: entries open then", a.StartsAt.UTC().Format(time.RFC3339Nano))
@@ -84,7 +89,10 @@ func (s *Service) accept(ctx context.Context, a activity.Activity, user, addr st
 // buyer learns which from GET .../entries/me.
 func (s *Service) publish(ctx context.Context, a activity.Activity, user string, got draw.Accepted) (draw.BuyerEntry, error) {
 	ev := draw.EventOf(a.ID, user, got)
-	if err := s.Accepting.Publisher.PublishEntry(ctx, ev); err != nil {
+	started := time.Now()
+	err := s.Accepting.Publisher.PublishEntry(ctx, ev)
+	s.Accepting.Metrics.Published(err, time.Since(started))
+	if err != nil {
 		return draw.BuyerEntry{}, order.Errorf(order.ErrUnavailable, "your entry is taken but not recorded yet: send it again (%v)", err)
 	}
 	if !s.Now().Before(a.Draw.EntriesCloseAt.Add(s.Accepting.Grace)) {
