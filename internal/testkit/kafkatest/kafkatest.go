@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -282,7 +283,13 @@ func ReadAll(t testing.TB, topic string) map[int][]kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Right after a broker's restart or cut a partition's leader may be
+	// moving: an answer that says so is asked again.
 	end, _, err := Offsets(ctx, topic, "none")
+	for err != nil && temporary(err) && ctx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+		end, _, err = Offsets(ctx, topic, "none")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,4 +333,11 @@ func ReadEvents(t testing.TB, topic string) []outbox.Event {
 		}
 	}
 	return out
+}
+
+// temporary reports whether err is a Kafka error a later request may not
+// meet (a leader moving, a partition not known yet).
+func temporary(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.Temporary()
 }
