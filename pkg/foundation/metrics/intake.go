@@ -44,10 +44,14 @@ func (o ReserveOutcome) String() string {
 // Unpublished outcomes: what became of a reservation the API could not
 // confirm (its publish failed, or the reserve script's answer was lost).
 const (
-	UnpublishedReleased  = "released"  // given back in Redis; the buyer got 503
-	UnpublishedClaimed   = "claimed"   // a consumer had claimed it: Kafka took the event after all; the buyer got 202
-	UnpublishedAbandoned = "abandoned" // Redis could not be told: recorded FAILED in MySQL, the sweep gives it back; the buyer got 503
-	UnpublishedKept      = "kept"      // neither Redis nor MySQL could be told (two faults); the sweep re-publishes it
+	UnpublishedReleased = "released" // recorded FAILED in MySQL and given back in Redis; the buyer got 503
+	// UnpublishedUnrecorded: given back in Redis, but MySQL could not
+	// record it FAILED; the buyer got 503, and a Redis loss before its
+	// event (if Kafka took it) is read makes the order after all.
+	UnpublishedUnrecorded = "released_unrecorded"
+	UnpublishedClaimed    = "claimed"   // a consumer had claimed it: Kafka took the event after all; the buyer got 202
+	UnpublishedAbandoned  = "abandoned" // Redis could not be told: recorded FAILED in MySQL, the sweep gives it back; the buyer got 503
+	UnpublishedKept       = "kept"      // neither Redis nor MySQL could be told (two faults); the sweep re-publishes it
 )
 
 // Intake measures order placement in the API:
@@ -78,7 +82,7 @@ func NewIntake(reg prometheus.Registerer) *Intake {
 		publishDuration: histogram(reg, "publish", "duration_seconds",
 			"Time to publish one create-order event until every in-sync replica acknowledged (or the publish failed).", slowBuckets),
 		unpublished: counterVec(reg, "", "unpublished_reservations_total",
-			"Reservations the API could not confirm (the publish failed, or the reserve script's answer was lost), by what became of them: released, claimed (Kafka took the event after all), abandoned (recorded FAILED in MySQL; the sweep gives it back) or kept (Redis and MySQL both failed; the sweep re-publishes it).",
+			"Reservations the API could not confirm (the publish failed, or the reserve script's answer was lost), by what became of them: released, released_unrecorded (given back in Redis only: MySQL could not record it FAILED), claimed (Kafka took the event after all), abandoned (recorded FAILED in MySQL; the sweep gives it back) or kept (Redis and MySQL both failed; the sweep re-publishes it).",
 			"outcome"),
 	}
 	outcomes := counterVec(reg, "reserve", "total",
@@ -89,7 +93,7 @@ func NewIntake(reg prometheus.Registerer) *Intake {
 	}
 	published := counterVec(reg, "publish", "total", "Create-order events published by the API, by result (ok, error).", "result")
 	m.publishOK, m.publishFailed = published.WithLabelValues("ok"), published.WithLabelValues("error")
-	for _, o := range []string{UnpublishedReleased, UnpublishedClaimed, UnpublishedAbandoned, UnpublishedKept} {
+	for _, o := range []string{UnpublishedReleased, UnpublishedUnrecorded, UnpublishedClaimed, UnpublishedAbandoned, UnpublishedKept} {
 		m.unpublished.WithLabelValues(o)
 	}
 	return m

@@ -2,6 +2,7 @@ package placing
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -18,27 +19,24 @@ import (
 // that no order comes of the request, nothing stays reserved and the key may
 // buy again, unless Kafka did take the event and a consumer created it.
 //
-// MySQL decides first: the order is recorded FAILED there unless a consumer
-// created it already, and the unique order number makes that exactly one
-// of {FAILED here, CREATED by a consumer}. The FAILED row is final for the
+// MySQL decides first (tried a few times: see abandon): the order is
+// recorded FAILED there unless a consumer created it already, and the
+// unique order number makes that exactly one of {FAILED here, CREATED by a
+// consumer}. The FAILED row is final for the
 // consumer, the sweep and the repair, so even a Redis that later comes back
 // from an older state with this reservation RESERVED again cannot turn it
 // into an order. Then the reservation is released in Redis (any retry of a
 // release whose answer was lost finds it RELEASED: done); if Redis cannot be
-// told, the sweep releases it later.
+// told, the sweep releases it later. When MySQL cannot be told, the release
+// is the only record of the give-up, and it lasts only as long as Redis
+// keeps its writes (logged and counted: released_unrecorded).
 func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cause error) (Placed, error) {
 	ref := reservation.EventRef(ev)
 	// The request's context may be what timed out; the release must still run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	log := logs.WithTrace(ctx, s.Log).With("order_no", ev.OrderNo, "request_id", ev.RequestID, "user_id", ev.UserID, "item_id", ev.ItemID)
-	o, dbErr := unit.Do(rctx, s.Tx, func(ctx context.Context) (order.Order, error) {
-		o, written, err := s.Orders.Abandon(ctx, ev, reason)
-		if err != nil || !written { // a consumer wrote it, with its event
-			return o, err
-		}
-		return o, s.Events.Record(ctx, outbox.New(o))
-	})
+	o, dbErr := s.abandon(rctx, ev, reason)
 	if dbErr == nil && o.Status != order.Failed {
 		s.Metrics.Unpublished(metrics.UnpublishedClaimed)
 		log.Info("order not confirmed here but a consumer created it", "status", o.Status, "err", cause)
@@ -54,6 +52,17 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 	rel, err := s.release(rctx, ref, reservation.ReleaseOptions{Reason: reason, From: from, FreeKey: true})
 	state := rel.State
 	switch {
+	case err == nil && rel.Gone() && !recorded:
+		// Nothing is held for this request, but only Redis says so: if
+		// Kafka did take the event and Redis loses this release before a
+		// consumer reads it (a restore, a flush, a replica that lagged),
+		// the consumer finds no reservation and writes the order, as it
+		// does for every reservation Redis lost (docs/guarantees.md,
+		// Limits).
+		s.Metrics.Unpublished(metrics.UnpublishedUnrecorded)
+		log.Warn("order not confirmed; reservation released, but MySQL could not record it FAILED",
+			"state", state, "reason", reason, "err", cause, "mysql_err", dbErr)
+		return Placed{}, logs.Logged(cause)
 	case err == nil && rel.Gone():
 		// Nothing is held for this request.
 		s.Metrics.Unpublished(metrics.UnpublishedReleased)
@@ -80,6 +89,42 @@ func (s *Service) giveUp(ctx context.Context, ev order.Event, reason string, cau
 		return Placed{}, logs.Logged(cause)
 	}
 }
+
+// abandon records the order FAILED in MySQL unless a consumer created it
+// (Orders.Abandon, with its outbox event), trying a few times while MySQL
+// is unavailable: a connection the server dropped (a restart, a switch to
+// the standby behind the same address) fails one transaction, and the FAILED
+// row is what keeps a 503 from becoming an order whatever Redis later
+// loses. Repeating it is safe: a commit whose answer was lost is found by
+// the next attempt (the order number is unique), and not written again.
+func (s *Service) abandon(ctx context.Context, ev order.Event, reason string) (order.Order, error) {
+	var (
+		o   order.Order
+		err error
+	)
+	for attempt := range abandonAttempts {
+		o, err = unit.Do(ctx, s.Tx, func(ctx context.Context) (order.Order, error) {
+			o, written, err := s.Orders.Abandon(ctx, ev, reason)
+			if err != nil || !written { // a consumer wrote it, with its event
+				return o, err
+			}
+			return o, s.Events.Record(ctx, outbox.New(o))
+		})
+		if err == nil || !errors.Is(err, order.ErrUnavailable) || attempt == abandonAttempts-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return o, err
+		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		}
+	}
+	return o, err
+}
+
+// abandonAttempts bounds abandon's tries: 100, 200 and 400 ms apart, under
+// a second and a half of waiting before the buyer hears 503 anyway.
+const abandonAttempts = 4
 
 // release runs Stock.Release, trying a few times. Repeating it is safe: a
 // release whose answer was lost is found RELEASED by the next attempt.
