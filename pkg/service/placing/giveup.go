@@ -122,8 +122,9 @@ func (s *Service) abandon(ctx context.Context, ev order.Event, reason string) (o
 	return o, err
 }
 
-// abandonAttempts bounds abandon's tries: 100, 200 and 400 ms apart, under
-// a second and a half of waiting before the buyer hears 503 anyway.
+// abandonAttempts bounds abandon's tries: 100, 200 and 400 ms apart, 700 ms
+// of waiting (besides the tries themselves) before the buyer hears 503
+// anyway.
 const abandonAttempts = 4
 
 // release runs Stock.Release, trying a few times. Repeating it is safe: a
