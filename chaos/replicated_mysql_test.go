@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/kafkatest"
 	"github.com/seckill/seckill/internal/testkit/mysqltest"
 	"github.com/seckill/seckill/internal/testkit/pipelinetest"
+	"github.com/seckill/seckill/internal/testkit/proxytest"
 	"github.com/seckill/seckill/internal/testkit/waittest"
 	"github.com/seckill/seckill/pkg/adapter/orderdb"
 	"github.com/seckill/seckill/pkg/domain/order"
@@ -525,6 +526,102 @@ func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
 		t.Fatalf("the crashed primary, which holds orders the new primary lacks, started as its standby: %v", err)
 	}
 	services(t, "reseed", fmt.Sprintf("mysql-%d", primary))
+	caughtUp(t, standby, primary)
+	restoreRoles(t, primary, standby)
+	s.restored = true
+}
+
+// TestReplicatedMySQLSlowStandbyKeepsCommits is the break the replicated
+// soak's seed 3 found (docs/soak.md): a standby that stays connected but
+// acknowledges slowly (there, the 2 cores under load) made the primary give
+// up semi-sync after rpl_semi_sync_master_timeout and commit
+// asynchronously; a crash of the primary right then lost orders MySQL had
+// acknowledged. Here the standby replicates through a proxy that delays
+// every byte 1.5 s each way (a round trip of 3 s, longer than the old 1 s
+// timeout, well within the 30 s one); a sale runs; the primary is killed
+// (SIGKILL) mid-sale with the bytes still in the proxy dropped, and the
+// standby promoted. Every order the primary showed CREATED before the crash
+// is on the promoted server, the primary never committed without the
+// standby (Rpl_semi_sync_master_no_tx did not move), and once the programs
+// run on the promoted server every 202 is CREATED there, once. With the
+// old 1 s timeout the orders of the last 1.5 s before the crash are lost.
+func TestReplicatedMySQLSlowStandbyKeepsCommits(t *testing.T) {
+	fault(t)
+	s := onStandbyTopology(t)
+	p, primary, standby := s.p, s.primary, s.standby
+	ctx := context.Background()
+	// The standby reads the primary's binlog through the proxy.
+	px := proxytest.Start(t, fmt.Sprintf("127.0.0.1:%d", primary), proxytest.Raw)
+	_, pxPort, _ := strings.Cut(px.Addr(), ":")
+	execOn(t, standby, "STOP SLAVE", "CHANGE MASTER TO MASTER_PORT = "+pxPort+", MASTER_USE_GTID = slave_pos", "START SLAVE")
+	waittest.Until(t, 30*time.Second, "the standby to replicate through the proxy", func() bool {
+		n := readNode(standby)
+		return n.replicating && fmt.Sprint(n.replicaOf) == pxPort
+	})
+	noTx := "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_NO_TX'"
+
+	api := s.api(p.StartAPI())
+	consumer := s.proc(p.StartConsumer())
+	sale := api.CreateSale(400, 1)
+	first := startLoad(api, sale, users(1, 40), 2*time.Second, 10).wait()
+	p.WaitFinal(first.accepted, 60*time.Second)
+	asyncBefore := p.Count(noTx)
+
+	// The standby slows down; the sale goes on.
+	px.Latency(1500*time.Millisecond, 0)
+	slow := startLoad(api, sale, users(1001, 200), 12*time.Second, 10)
+	createdAtLeast(t, p, sale, int64(len(first.accepted))+30)
+	time.Sleep(3 * time.Second)
+	var created []string
+	if err := p.DB.Gorm().Raw("SELECT order_no FROM orders WHERE item_id = ? AND status = 'CREATED'", sale.ItemID).
+		Scan(&created).Error; err != nil {
+		t.Fatal(err)
+	}
+	async := p.Count(noTx) - asyncBefore
+	timeout := p.Count("SELECT @@rpl_semi_sync_master_timeout")
+
+	// The crash, with what the proxy still held for the standby dropped.
+	services(t, "kill", fmt.Sprintf("mysql-%d", primary))
+	px.Close()
+	services(t, "promote", fmt.Sprintf("mysql-%d", standby))
+	dsn := s.readPromoted()
+	got, err := p.DB.Orders.Orders(ctx, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, no := range created {
+		if got[no].Status != order.Created {
+			lost++
+		}
+	}
+	t.Logf("standby 1.5 s away each way, semi-sync timeout %d ms: %d orders CREATED on the primary before its crash, %d of them not on the promoted server; %d commits without the standby's acknowledgement",
+		timeout, len(created), lost, async)
+	if lost > 0 || async > 0 {
+		tally.lost.Add(int64(lost))
+		t.Fatalf("the slow standby dropped out of semi-sync: %d commits without its acknowledgement, %d of the %d orders CREATED before the crash lost", async, lost, len(created))
+	}
+
+	// The consumer on the promoted server (the api, which needs Redis and
+	// Kafka to take an order, goes on): every 202 ends CREATED, once.
+	consumer.Kill()
+	s.proc(p.StartConsumer("SECKILL_MYSQL_DSN=" + dsn))
+	slow.wait()
+	all := acceptedBy(first, slow)
+	inv := settle(t, p, sale, all, 120*time.Second)
+	allCreated(t, p, all)
+	if inv.LiveOrders != int64(len(all)) {
+		t.Fatalf("accepted %d, live %d on the promoted server", len(all), inv.LiveOrders)
+	}
+
+	// The crashed primary may hold commits the standby never acknowledged
+	// (they were waiting when it died): then it is copied anew.
+	if out, err := servicesErr(t, "start", fmt.Sprintf("mysql-%d", primary)); err != nil {
+		if !strings.Contains(out, "reseed") {
+			t.Fatalf("the old primary does not come back as the standby: %v", err)
+		}
+		services(t, "reseed", fmt.Sprintf("mysql-%d", primary))
+	}
 	caughtUp(t, standby, primary)
 	restoreRoles(t, primary, standby)
 	s.restored = true

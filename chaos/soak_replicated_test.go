@@ -544,16 +544,32 @@ func (s *soak) repointMySQL(port int) {
 // it refuses to follow, and is copied anew (`scripts/services reseed`, the
 // runbook's step for that case); the soak notes it, since those are the
 // transactions the crash cost.
+//
+// The fault lasts until the pair is whole again: the primary back in
+// semi-synchronous replication with it (it runs asynchronously while the
+// standby catches up, and a crash then would lose what the standby had not
+// received: a second fault of the same service, which the schedule never
+// overlaps).
 func (s *soak) rejoin(node string) {
-	if _, err := s.servicesTry("start", node); err == nil {
+	if _, err := s.servicesTry("start", node); err != nil {
+		s.log.mu.Lock()
+		s.reseeded = append(s.reseeded, node)
+		s.log.mu.Unlock()
+		if _, err := s.servicesTry("reseed", node); err != nil {
+			s.t.Logf("soak: reseed %s: %v", node, err)
+			return
+		}
+	}
+	start := time.Now()
+	if !pollUntil(start.Add(60*time.Second), 100*time.Millisecond, func() bool {
+		var on string
+		err := s.p.DB.Gorm().Raw("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS'").Scan(&on).Error
+		return err == nil && on == "ON"
+	}) {
+		s.t.Logf("soak: %s rejoined, but the primary is not back in semi-sync with it after 60 s", node)
 		return
 	}
-	s.log.mu.Lock()
-	s.reseeded = append(s.reseeded, node)
-	s.log.mu.Unlock()
-	if _, err := s.servicesTry("reseed", node); err != nil {
-		s.t.Logf("soak: reseed %s: %v", node, err)
-	}
+	s.t.Logf("soak: %s rejoined; the primary is semi-synchronous with it again after %v", node, time.Since(start).Round(time.Millisecond))
 }
 
 // flushReplicated empties every master of the cluster (FLUSHALL, which

@@ -9,9 +9,12 @@
 # GTID-based (gtid_strict_mode, binlog_format ROW, sync_binlog 1, log_slave_updates on both so
 # the roles can swap) and semi-synchronous: rpl_semi_sync_master_wait_point AFTER_SYNC, so a
 # COMMIT returns only once the standby has the transaction in its relay log; when the standby
-# is gone (no semi-sync client left) the primary goes on asynchronously at once, and when a
-# connected standby does not acknowledge within rpl_semi_sync_master_timeout (1 s) it does too;
-# it turns semi-sync on again by itself once the standby has caught up.
+# is gone (no semi-sync client left) the primary goes on asynchronously at once; a connected
+# standby that is slow to acknowledge holds the commits instead, up to
+# rpl_semi_sync_master_timeout (30 s; a standby slow for a second or two under load must not drop
+# out of semi-sync, or a crash of the primary right then loses acknowledged orders); after that
+# the primary goes on asynchronously too, and turns semi-sync on again by itself once the standby
+# has caught up.
 #
 # The standby runs read_only=1. The seckill user has ALL PRIVILEGES but not READ_ONLY ADMIN
 # (revoked), so read_only binds it: the programs cannot write to a standby by mistake. The
@@ -126,7 +129,7 @@ msb_config() {
 		rpl_semi_sync_master_enabled = $semi_master
 		rpl_semi_sync_slave_enabled = 1
 		rpl_semi_sync_master_wait_point = AFTER_SYNC
-		rpl_semi_sync_master_timeout = 1000
+		rpl_semi_sync_master_timeout = 30000
 		rpl_semi_sync_master_wait_no_slave = OFF
 	EOF
 }

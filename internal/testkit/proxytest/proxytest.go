@@ -278,6 +278,11 @@ func ClusterDialer(proxies map[string]*Proxy) func(ctx context.Context, network,
 	}
 }
 
+// Close closes the proxy now: its listener (its port then refuses
+// connections) and every open connection, dropping the bytes a Latency
+// still held. The test's end closes it too.
+func (p *Proxy) Close() { p.close() }
+
 func (p *Proxy) close() {
 	p.mu.Lock()
 	p.closed = true
