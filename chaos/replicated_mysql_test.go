@@ -525,6 +525,13 @@ func TestReplicatedMySQLPrimaryCrashLosesTail(t *testing.T) {
 	if err == nil || !strings.Contains(out, "reseed") {
 		t.Fatalf("the crashed primary, which holds orders the new primary lacks, started as its standby: %v", err)
 	}
+	// Refused before it connects: a node set up to follow would say for a
+	// moment that its threads run, until the primary refuses it (1236); the
+	// replicated soak's seed 3 promoted such a node later, and lost what
+	// the primary had committed since.
+	if n := readNode(primary); n.replicaOf != 0 {
+		t.Fatalf("start set the diverged node up to replicate from %d before refusing it; it must refuse first: %+v", n.replicaOf, n)
+	}
 	services(t, "reseed", fmt.Sprintf("mysql-%d", primary))
 	caughtUp(t, standby, primary)
 	restoreRoles(t, primary, standby)

@@ -560,11 +560,16 @@ func (s *soak) rejoin(node string) {
 			return
 		}
 	}
+	// `start` returned once the standby had received all the primary had
+	// written; semi-sync needs it connected as a semi-sync client too (the
+	// status alone says ON with no client at all).
 	start := time.Now()
 	if !pollUntil(start.Add(60*time.Second), 100*time.Millisecond, func() bool {
-		var on string
-		err := s.p.DB.Gorm().Raw("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS'").Scan(&on).Error
-		return err == nil && on == "ON"
+		var st struct{ Clients, Status string }
+		err := s.p.DB.Gorm().Raw(`SELECT
+			(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS') AS clients,
+			(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS') AS status`).Scan(&st).Error
+		return err == nil && st.Clients != "" && st.Clients != "0" && st.Status == "ON"
 	}) {
 		s.t.Logf("soak: %s rejoined, but the primary is not back in semi-sync with it after 60 s", node)
 		return

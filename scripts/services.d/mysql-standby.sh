@@ -150,9 +150,57 @@ msb_bootstrap() {
 	EOF
 }
 
-# msb_follow PORT PRIMARY: make the node a replica of PRIMARY, from its own GTID position.
+# msb_gtid_in STATE POS: every GTID of POS (domain-server-seq, comma-separated) is in a binlog
+# whose @@gtid_binlog_state is STATE (the last seq of each domain and server): a GTID of the same
+# domain and server with a seq at least as high.
+msb_gtid_in() {
+	local state=$1 pos=$2 g h d s n hd hs hn found
+	for g in ${pos//,/ }; do
+		IFS=- read -r d s n <<<"$g"
+		found=
+		for h in ${state//,/ }; do
+			IFS=- read -r hd hs hn <<<"$h"
+			if [[ $hd == "$d" && $hs == "$s" ]] && ((hn >= n)); then
+				found=1
+				break
+			fi
+		done
+		[[ -n $found ]] || return 1
+	done
+}
+
+# msb_seq_reached POS WANT: for every domain of the position WANT, POS is at the same seq or past
+# it (POS and WANT are points of one stream: the primary's binlog, as the replica receives it).
+msb_seq_reached() {
+	local pos=$1 want=$2 g h d n hd hn found
+	for g in ${want//,/ }; do
+		IFS=- read -r d _ n <<<"$g"
+		found=
+		for h in ${pos//,/ }; do
+			IFS=- read -r hd _ hn <<<"$h"
+			if [[ $hd == "$d" ]] && ((hn >= n)); then
+				found=1
+				break
+			fi
+		done
+		[[ -n $found ]] || return 1
+	done
+}
+
+# msb_follow PORT PRIMARY: make the node a replica of PRIMARY, from its own GTID position. A node
+# whose binlog holds a transaction the primary's lacks (it crashed as the primary with commits
+# the standby never acknowledged) is refused before it connects: it cannot follow, and it must
+# not look as if it did (MariaDB refuses it with error 1236 only once its IO thread has
+# connected, a moment after the threads first say they run).
 msb_follow() {
-	local port=$1 primary=$2
+	local port=$1 primary=$2 own state
+	own=$(msb_sql "$port" 'SELECT @@gtid_binlog_pos') || die "mysql-$port: could not read its GTID position"
+	state=$(msb_sql "$primary" 'SELECT @@gtid_binlog_state') ||
+		die "mysql-$port: could not read the GTID state of the primary 127.0.0.1:$primary"
+	msb_gtid_in "$state" "$own" ||
+		die "mysql-$port holds transactions the primary 127.0.0.1:$primary lacks (its binlog ends at $own, the primary's state is $state),
+  so it cannot follow it (it crashed as the primary with commits the standby never received);
+  copy it again from the primary: $0 reseed mysql-$port"
 	log "mysql-$port: replicating from 127.0.0.1:$primary (GTID position: its own binlog's)"
 	msb_sql "$port" "STOP SLAVE; SET GLOBAL read_only = 1; SET GLOBAL rpl_semi_sync_master_enabled = 0;
 		SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos;
@@ -232,9 +280,15 @@ mysql_standby_node_up() {
 	elif [[ $(msb_slave_field "$port" Master_Port) != "$primary" ]]; then
 		die "$node replicates from port $(msb_slave_field "$port" Master_Port), not from the primary $primary"
 	fi
+	# Ready once it has received everything the primary had written when the wait began: the
+	# threads run and the IO thread is past that point (it is connected and streaming, not
+	# about to be refused).
+	local target
+	target=$(msb_sql "$primary" 'SELECT @@gtid_binlog_pos') || die "$node: could not read the primary's GTID position"
 	for ((i = 0; i < 300; i++)); do
-		if msb_replicating "$port" && msb_tcp "$port" 'SELECT 1' >/dev/null 2>&1; then
-			log "$node ready on 127.0.0.1:$port (standby of 127.0.0.1:$primary, read-only, pid $pid)"
+		if msb_replicating "$port" && msb_seq_reached "$(msb_slave_field "$port" Gtid_IO_Pos)" "$target" &&
+			msb_tcp "$port" 'SELECT 1' >/dev/null 2>&1; then
+			log "$node ready on 127.0.0.1:$port (standby of 127.0.0.1:$primary, read-only, received up to ${target:-the start}, pid $pid)"
 			return 0
 		fi
 		# An error of the replica threads does not go away by waiting.
@@ -273,6 +327,10 @@ cmd_promote() {
 	fi
 	[[ -z $(msb_slave_field "$port" Last_SQL_Error) ]] ||
 		die "promote: $node's SQL thread stopped on an error: $(msb_slave_field "$port" Last_SQL_Error)"
+	# 1236: the primary refused its position; it holds transactions the primary lacks, and never
+	# received what the primary committed since.
+	[[ $(msb_slave_field "$port" Last_IO_Errno) != 1236 ]] ||
+		die "promote: $node never followed the primary (it diverged: $(msb_slave_field "$port" Last_IO_Error)); it lacks what the primary committed"
 	# Wait (up to MYSQL_PROMOTE_WAIT seconds, 60) until what the IO thread received is applied.
 	io=$(msb_slave_field "$port" Gtid_IO_Pos)
 	local start=$SECONDS
