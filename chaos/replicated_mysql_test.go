@@ -367,16 +367,7 @@ func switchoverScenario(t *testing.T, how string) {
 		t.Fatalf("accepted %d, live %d", len(all), inv.LiveOrders)
 	}
 	// Nothing the primary created before the switch is missing.
-	got, err := p.DB.Orders.Orders(ctx, before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := 0
-	for _, no := range before {
-		if got[no].Status != order.Created {
-			lost++
-		}
-	}
+	lost := notCreated(t, p, before)
 	if lost > 0 {
 		tally.lost.Add(int64(lost))
 		t.Fatalf("%d of the %d orders CREATED on the primary before the switch-over are not CREATED on the promoted server", lost, len(before))
@@ -556,7 +547,6 @@ func TestReplicatedMySQLSlowStandbyKeepsCommits(t *testing.T) {
 	fault(t)
 	s := onStandbyTopology(t)
 	p, primary, standby := s.p, s.primary, s.standby
-	ctx := context.Background()
 	// The standby reads the primary's binlog through the proxy.
 	px := proxytest.Start(t, fmt.Sprintf("127.0.0.1:%d", primary), proxytest.Raw)
 	_, pxPort, _ := strings.Cut(px.Addr(), ":")
@@ -592,16 +582,7 @@ func TestReplicatedMySQLSlowStandbyKeepsCommits(t *testing.T) {
 	px.Close()
 	services(t, "promote", fmt.Sprintf("mysql-%d", standby))
 	dsn := s.readPromoted()
-	got, err := p.DB.Orders.Orders(ctx, created)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := 0
-	for _, no := range created {
-		if got[no].Status != order.Created {
-			lost++
-		}
-	}
+	lost := notCreated(t, p, created)
 	t.Logf("standby 1.5 s away each way, semi-sync timeout %d ms: %d orders CREATED on the primary before its crash, %d of them not on the promoted server; %d commits without the standby's acknowledgement",
 		timeout, len(created), lost, async)
 	if lost > 0 || async > 0 {
@@ -632,4 +613,21 @@ func TestReplicatedMySQLSlowStandbyKeepsCommits(t *testing.T) {
 	caughtUp(t, standby, primary)
 	restoreRoles(t, primary, standby)
 	s.restored = true
+}
+
+// notCreated counts the orders of nos that are not CREATED in the test's
+// database (lost, when nos were CREATED on a primary that crashed).
+func notCreated(t *testing.T, p *pipelinetest.Pipeline, nos []string) int {
+	t.Helper()
+	got, err := p.DB.Orders.Orders(context.Background(), nos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, no := range nos {
+		if got[no].Status != order.Created {
+			lost++
+		}
+	}
+	return lost
 }
