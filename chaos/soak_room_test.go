@@ -104,33 +104,50 @@ func deref(p *int64) any {
 
 // roomOrderBreaches checks that nobody who joined sale G's queue after
 // another went ahead of them: when buyer B's first join was sent after A's
-// first join was answered, and B was placed by arrival (their first answer
-// had a position: the room had started), then once B was told ADMITTED or
-// ORDERED, A is never again told WAITING, unless the room was rebuilt in
+// first join was answered, and B was placed by arrival (the room had
+// frozen its early joiners before B's first join was sent: an answer with
+// a position had come), then once B was told ADMITTED or ORDERED, A is
+// never again told WAITING, unless the room was rebuilt in
 // between: a rebuild gives again, in order, the turns of every buyer
 // before the first without an order (A's admission may have expired
 // unused before B's turn; ADR 5). Early joiners are ordered by the room's
 // draw, not by arrival, and are not compared with each other. rebuilds
 // are when a rebuild of the room finished (the programs' logs say), losses
-// when Redis lost data (a rebuild follows within 10 s).
+// when Redis lost data (a rebuild follows within 10 s). B's first join is
+// the first sent, whatever its answer: a join answered 503 or never
+// answered may have placed B all the same (its record in MySQL committed
+// and the answer was lost), and a retry answers that place.
 func roomOrderBreaches(answers []queueAnswer, rebuilds, losses []time.Time) (pairs int, br []string) {
 	type first struct {
-		sent, got time.Time
-		late      bool
+		sent     time.Time // the first join sent, whatever its answer
+		got      time.Time // when the first join answered 200 came back
+		answered bool
 	}
 	firsts := map[string]first{}
 	turn := map[string][]time.Time{} // user -> when they were told ADMITTED or ORDERED
+	var frozen time.Time             // the first answer with a position came back
 	for _, q := range answers {
+		if !q.poll {
+			f, ok := firsts[q.user]
+			if !ok || q.sent.Before(f.sent) {
+				f.sent = q.sent
+			}
+			if q.code == 200 && (!f.answered || q.got.Before(f.got)) {
+				f.got, f.answered = q.got, true
+			}
+			firsts[q.user] = f
+		}
 		if q.code != 200 {
 			continue
 		}
-		if _, ok := firsts[q.user]; !ok && !q.poll {
-			firsts[q.user] = first{sent: q.sent, got: q.got, late: q.position > 0}
+		if q.position > 0 && (frozen.IsZero() || q.got.Before(frozen)) {
+			frozen = q.got
 		}
 		if q.state == "ADMITTED" || q.state == "ORDERED" {
 			turn[q.user] = append(turn[q.user], q.got)
 		}
 	}
+	late := func(f first) bool { return !frozen.IsZero() && f.sent.After(frozen) }
 	in := func(ts []time.Time, from, to time.Time) bool {
 		i := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(from) })
 		return i < len(ts) && ts[i].Before(to)
@@ -142,11 +159,11 @@ func roomOrderBreaches(answers []queueAnswer, rebuilds, losses []time.Time) (pai
 			continue
 		}
 		a, ok := firsts[q.user]
-		if !ok {
+		if !ok || !a.answered {
 			continue
 		}
 		for b, fb := range firsts {
-			if b == q.user || !fb.late || !fb.sent.After(a.got) {
+			if b == q.user || !late(fb) || !fb.sent.After(a.got) {
 				continue
 			}
 			pairs++
@@ -284,8 +301,25 @@ func TestSoakRoomOrderBreaches(t *testing.T) {
 		t.Fatalf("a rebuild after and a loss long before: breaches %q, want one", br)
 	}
 	early := slices.Clone(answers)
-	early[1].position = 0 // b joined before the start: placed by the draw, not compared
+	early[0].position, early[1].position = 0, 0 // both joined before the start: placed by the draw, not compared
 	if _, br := roomOrderBreaches(early, nil, nil); len(br) != 0 {
 		t.Fatalf("b an early joiner: breaches %q, want none", br)
+	}
+	// b's first join, sent before a's was answered, came back 503 (or not
+	// at all): its record may have committed with the answer lost, so b
+	// may have arrived first. Seed 1's 30-minute replicated run, 2026-12-05.
+	for _, lost := range []queueAnswer{
+		{user: "b", code: 503, poll: false, sent: at(-0.5), got: at(0.2)},
+		{user: "b", neterr: true, poll: false, sent: at(-0.5), got: at(2)},
+	} {
+		tried := append([]queueAnswer{answers[0], lost}, answers[1:]...)
+		if _, br := roomOrderBreaches(tried, nil, nil); len(br) != 0 {
+			t.Fatalf("b's unanswered first join (%d) came before a's answer: breaches %q, want none", lost.code, br)
+		}
+	}
+	// A 503 after the first join changes nothing: b still joined after a.
+	again := append(slices.Clone(answers), queueAnswer{user: "b", code: 503, poll: false, sent: at(30), got: at(30.1)})
+	if _, br := roomOrderBreaches(again, nil, nil); len(br) != 1 {
+		t.Fatalf("b's later 503: breaches %q, want one", br)
 	}
 }
