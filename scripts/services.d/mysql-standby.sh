@@ -14,7 +14,7 @@
 # rpl_semi_sync_master_timeout (30 s; a standby slow for a second or two under load must not drop
 # out of semi-sync, or a crash of the primary right then loses acknowledged orders); after that
 # the primary goes on asynchronously too, and turns semi-sync on again by itself once the standby
-# has caught up.
+# has caught up. Why these two and not MariaDB's defaults: docs/adr/0008-mariadb-standby-waits.md.
 #
 # The standby runs read_only=1. The seckill user has ALL PRIVILEGES but not READ_ONLY ADMIN
 # (revoked), so read_only binds it: the programs cannot write to a standby by mistake. The
